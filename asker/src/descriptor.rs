@@ -1,0 +1,339 @@
+//! The lane's descriptor: which board row this worktree holds, as which lane, at which
+//! generation; and how the asker finds it (DESIGN.md, "Descriptor resolution"). Std only,
+//! no subprocess: it runs on every fenced write.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// A descriptor is at most this many bytes (64 KiB); a larger file is unreadable.
+pub const MAX_DESCRIPTOR_BYTES: u64 = 64 * 1024;
+
+/// The file name of the descriptor inside a worktree's git dir.
+pub const DESCRIPTOR_FILE: &str = "row-fence.json";
+
+/// Environment variable naming a descriptor explicitly.
+pub const DESCRIPTOR_ENV: &str = "ROW_FENCE_DESCRIPTOR";
+
+/// `{board, row, lane, generation}` (+ optional `tenant`): what a lane claims to hold.
+/// Unknown members are ignored so older askers read newer descriptors.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Descriptor {
+    /// Board slug, `[a-z0-9][a-z0-9._-]{0,63}`.
+    pub board: String,
+    /// Row id: 1–128 printable characters, no `/`.
+    pub row: String,
+    /// Lane (lease holder) id: 1–128 printable characters.
+    pub lane: String,
+    /// The fencing token: the board revision the lease was granted at (≥ 1).
+    pub generation: u64,
+    /// The board's tenant, when the location fence is used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+}
+
+/// Why a name is not valid (DESIGN.md, vocabulary).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InvalidName(pub String);
+
+impl fmt::Display for InvalidName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InvalidName {}
+
+/// Checks a board slug: `[a-z0-9][a-z0-9._-]{0,63}`.
+pub fn validate_board(board: &str) -> Result<(), InvalidName> {
+    let bytes = board.as_bytes();
+    let first_ok = bytes
+        .first()
+        .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    let rest_ok = bytes
+        .iter()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'));
+    if first_ok && rest_ok && bytes.len() <= 64 {
+        Ok(())
+    } else {
+        Err(InvalidName(format!(
+            "board {board:?} is not a slug ([a-z0-9][a-z0-9._-]{{0,63}})"
+        )))
+    }
+}
+
+/// Checks a row id: 1–128 printable characters, no `/`.
+pub fn validate_row(row: &str) -> Result<(), InvalidName> {
+    validate_printable("row", row, true)
+}
+
+/// Checks a lane id: 1–128 printable characters.
+pub fn validate_lane(lane: &str) -> Result<(), InvalidName> {
+    validate_printable("lane", lane, false)
+}
+
+fn validate_printable(what: &str, value: &str, forbid_slash: bool) -> Result<(), InvalidName> {
+    let count = value.chars().count();
+    if count == 0 || count > 128 {
+        return Err(InvalidName(format!(
+            "{what} must be 1-128 characters, got {count}"
+        )));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(InvalidName(format!(
+            "{what} {value:?} holds a control character"
+        )));
+    }
+    if forbid_slash && value.contains('/') {
+        return Err(InvalidName(format!("{what} {value:?} holds a '/'")));
+    }
+    Ok(())
+}
+
+impl Descriptor {
+    /// Checks every field against DESIGN.md's vocabulary.
+    pub fn validate(&self) -> Result<(), InvalidName> {
+        validate_board(&self.board)?;
+        validate_row(&self.row)?;
+        validate_lane(&self.lane)?;
+        if self.generation == 0 {
+            return Err(InvalidName("generation must be at least 1".into()));
+        }
+        if let Some(tenant) = &self.tenant {
+            validate_printable("tenant", tenant, false)?;
+        }
+        Ok(())
+    }
+
+    /// Parses and validates descriptor bytes. The error names what is wrong.
+    pub fn parse(bytes: &[u8]) -> Result<Descriptor, String> {
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Err("the file is empty".into());
+        }
+        let descriptor: Descriptor =
+            serde_json::from_slice(bytes).map_err(|e| format!("not a descriptor: {e}"))?;
+        descriptor.validate().map_err(|e| e.to_string())?;
+        Ok(descriptor)
+    }
+}
+
+/// Where a descriptor was looked for and what was found.
+#[derive(Debug)]
+pub enum Resolution {
+    /// No descriptor resolves: not row-bound (UNFENCED). Says where it looked.
+    Unbound(String),
+    /// A valid descriptor.
+    Found(PathBuf, Descriptor),
+    /// An explicitly named descriptor does not exist (`descriptor_missing`).
+    Missing(PathBuf),
+    /// A descriptor exists but cannot be read, parsed or validated
+    /// (`descriptor_unreadable`), with the detail.
+    Unreadable(PathBuf, String),
+}
+
+/// Resolves the lane's descriptor: `explicit` (the `--descriptor` flag) else a non-empty
+/// `ROW_FENCE_DESCRIPTOR` (`env_value`), else `<git dir>/row-fence.json` found by walking
+/// up from `cwd` to the first `.git` (a directory, or a `gitdir:` file of a linked
+/// worktree). Never blocks on a FIFO, never reads more than 64 KiB + 1 bytes.
+pub fn resolve(explicit: Option<&Path>, env_value: Option<&str>, cwd: &Path) -> Resolution {
+    let named = explicit
+        .map(Path::to_path_buf)
+        .or_else(|| env_value.filter(|v| !v.is_empty()).map(PathBuf::from));
+    if let Some(path) = named {
+        let path = if path.is_relative() {
+            cwd.join(path)
+        } else {
+            path
+        };
+        return match read(&path) {
+            Ok(Some(d)) => Resolution::Found(path, d),
+            Ok(None) => Resolution::Missing(path),
+            Err(detail) => Resolution::Unreadable(path, detail),
+        };
+    }
+    let git_dir = match find_git_dir(cwd) {
+        Ok(Some(dir)) => dir,
+        Ok(None) => {
+            return Resolution::Unbound(format!("no .git above {}", cwd.display()));
+        }
+        Err((path, detail)) => return Resolution::Unreadable(path, detail),
+    };
+    let path = git_dir.join(DESCRIPTOR_FILE);
+    match read(&path) {
+        Ok(Some(d)) => Resolution::Found(path, d),
+        Ok(None) => Resolution::Unbound(format!("no descriptor at {}", path.display())),
+        Err(detail) => Resolution::Unreadable(path, detail),
+    }
+}
+
+/// Resolves the descriptor for this process: `explicit`, `ROW_FENCE_DESCRIPTOR`, then
+/// the worktree around the current directory. A current directory that cannot be read is
+/// `Unreadable` unless an absolute descriptor is named: we cannot tell whether the lane
+/// is bound, and that is never UNFENCED (fail closed).
+pub fn resolve_here(explicit: Option<&Path>) -> Resolution {
+    let env_value = std::env::var(DESCRIPTOR_ENV).ok();
+    match std::env::current_dir() {
+        Ok(cwd) => resolve(explicit, env_value.as_deref(), &cwd),
+        Err(e) => {
+            let named = explicit
+                .map(Path::to_path_buf)
+                .or_else(|| env_value.filter(|v| !v.is_empty()).map(PathBuf::from));
+            match named {
+                Some(path) if path.is_absolute() => resolve(Some(&path), None, Path::new("/")),
+                _ => Resolution::Unreadable(
+                    PathBuf::from("."),
+                    format!(
+                        "cannot read the working directory ({e}), so cannot tell whether this lane is row-bound"
+                    ),
+                ),
+            }
+        }
+    }
+}
+
+/// Walks up from `start` to the first `.git`. `Ok(None)`: there is none. An `Err` names a
+/// `.git` that exists but does not lead to a git dir (fail closed: we cannot tell whether
+/// the lane is bound).
+pub fn find_git_dir(start: &Path) -> Result<Option<PathBuf>, (PathBuf, String)> {
+    for dir in start.ancestors() {
+        let dot_git = dir.join(".git");
+        let meta = match fs::metadata(&dot_git) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err((dot_git, format!("cannot stat: {e}"))),
+        };
+        if meta.is_dir() {
+            return Ok(Some(dot_git));
+        }
+        return gitdir_from_file(&dot_git).map(Some);
+    }
+    Ok(None)
+}
+
+/// Reads a linked worktree's `.git` file: `gitdir: <path>`, relative to its directory.
+fn gitdir_from_file(dot_git: &Path) -> Result<PathBuf, (PathBuf, String)> {
+    let fail = |detail: String| (dot_git.to_path_buf(), detail);
+    let bytes = read_bounded(dot_git).map_err(fail)?;
+    let text = String::from_utf8(bytes).map_err(|_| fail("not UTF-8".into()))?;
+    let target = text
+        .lines()
+        .find_map(|l| l.strip_prefix("gitdir:"))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| fail("no 'gitdir:' line".into()))?;
+    let base = dot_git.parent().unwrap_or(Path::new("/"));
+    Ok(base.join(target))
+}
+
+/// Reads and validates a descriptor file. `Ok(None)` when it does not exist.
+pub fn read(path: &Path) -> Result<Option<Descriptor>, String> {
+    match read_bounded(path) {
+        Ok(bytes) => Descriptor::parse(&bytes).map(Some),
+        Err(detail) if detail == NOT_FOUND => Ok(None),
+        Err(detail) => Err(detail),
+    }
+}
+
+const NOT_FOUND: &str = "does not exist";
+
+/// Opens without blocking (a FIFO opens at once and is then refused), requires a regular
+/// file, and reads at most `MAX_DESCRIPTOR_BYTES` + 1 bytes.
+fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => NOT_FOUND.to_string(),
+            _ => format!("cannot open: {e}"),
+        })?;
+    let meta = file.metadata().map_err(|e| format!("cannot stat: {e}"))?;
+    let kind = meta.file_type();
+    if !kind.is_file() {
+        let what = if kind.is_dir() {
+            "a directory"
+        } else if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_socket() {
+            "a socket"
+        } else {
+            "not a regular file"
+        };
+        return Err(format!("is {what}, not a regular file"));
+    }
+    if meta.len() > MAX_DESCRIPTOR_BYTES {
+        return Err(format!(
+            "is {} bytes, over the {MAX_DESCRIPTOR_BYTES}-byte limit",
+            meta.len()
+        ));
+    }
+    read_at_most(file, MAX_DESCRIPTOR_BYTES)
+}
+
+fn read_at_most(file: File, limit: u64) -> Result<Vec<u8>, String> {
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() as u64 > limit {
+        return Err(format!("grew over the {limit}-byte limit while read"));
+    }
+    Ok(bytes)
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const O_NONBLOCK: i32 = 0o4000;
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+const O_NONBLOCK: i32 = 0x0004;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Descriptor, String> {
+        Descriptor::parse(text.as_bytes())
+    }
+
+    #[test]
+    fn a_valid_descriptor_parses_and_ignores_unknown_members() {
+        let d =
+            parse(r#"{"board":"b1","row":"r 1","lane":"lane-a","generation":10,"x":1}"#).unwrap();
+        assert_eq!(d.generation, 10);
+        assert_eq!(d.tenant, None);
+    }
+
+    #[test]
+    fn malformed_descriptors_say_what_is_wrong() {
+        for bad in [
+            "",
+            "  \n",
+            "{",
+            r#"{"board":"b","row":"r","lane":"l"}"#,
+            r#"{"board":"b","row":"r","lane":"l","generation":"10"}"#,
+            r#"{"board":"b","row":"r","lane":"l","generation":1.5}"#,
+            r#"{"board":"b","row":"r","lane":"l","generation":-1}"#,
+            r#"{"board":"b","row":"r","lane":"l","generation":0}"#,
+            r#"{"board":"B","row":"r","lane":"l","generation":1}"#,
+            r#"{"board":"b","row":"a/b","lane":"l","generation":1}"#,
+            r#"{"board":"b","row":"","lane":"l","generation":1}"#,
+            r#"{"board":"b","row":"r","lane":"l\n","generation":1}"#,
+            r#"[1,2]"#,
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?} parsed");
+        }
+    }
+
+    #[test]
+    fn board_slugs_follow_the_vocabulary() {
+        assert!(validate_board("a").is_ok());
+        assert!(validate_board("0a._-z").is_ok());
+        assert!(validate_board(&"a".repeat(64)).is_ok());
+        assert!(validate_board(&"a".repeat(65)).is_err());
+        assert!(validate_board("-a").is_err());
+        assert!(validate_board("").is_err());
+        assert!(validate_board("a b").is_err());
+    }
+}

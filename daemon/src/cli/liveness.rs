@@ -1,0 +1,185 @@
+//! `row-fence status` (asks the daemon) and `row-fence health` (reads the heartbeat file:
+//! the liveness signal for monitoring, fresh only while the daemon's store calls succeed).
+
+use super::{Failure, Outcome, out, parse_duration};
+use crate::config::Settings;
+use crate::heartbeat;
+use row_fence_ask::client;
+use row_fence_ask::protocol::{Op, PROTOCOL_VERSION, Request};
+use row_fence_ask::{exit, ledger, paths};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args, Debug)]
+pub struct StatusArgs {
+    /// Print the daemon's status object as JSON
+    #[arg(long)]
+    json: bool,
+    /// How long to wait for the daemon, in ms
+    #[arg(long, default_value_t = 3000, value_name = "N")]
+    timeout_ms: u64,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct HealthArgs {
+    /// The oldest heartbeat that counts as healthy, e.g. 90s
+    #[arg(long, default_value = "90s", value_parser = parse_duration)]
+    max_age: Duration,
+    /// Print the result as JSON
+    #[arg(long)]
+    json: bool,
+    /// Print Prometheus textfile-collector lines
+    #[arg(long, conflicts_with = "json")]
+    prometheus: bool,
+}
+
+pub fn status(args: StatusArgs, settings: &Settings) -> Outcome {
+    let request = Request {
+        v: PROTOCOL_VERSION,
+        op: Op::Status,
+    };
+    let deadline = Instant::now() + Duration::from_millis(args.timeout_ms);
+    let answer = client::exchange(&settings.socket, &request, deadline).map_err(|e| {
+        Failure::could_not(format!(
+            "no daemon status from {}: {e:?}",
+            settings.socket.display()
+        ))
+    })?;
+    let status = answer.status.ok_or_else(|| {
+        Failure::could_not(format!(
+            "{} answered without a status",
+            settings.socket.display()
+        ))
+    })?;
+    if args.json {
+        out(&status.to_string());
+    } else {
+        print_status(&status);
+    }
+    Ok(exit::ALLOWED)
+}
+
+fn print_status(s: &Value) {
+    let field = |k: &str| {
+        s.get(k).map_or("?".to_string(), |v| {
+            v.as_str().map_or(v.to_string(), str::to_string)
+        })
+    };
+    let age = s
+        .get("heartbeat_age_ms")
+        .and_then(Value::as_u64)
+        .map_or("never written".to_string(), |ms| {
+            format!("{} ago", crate::gate::span(ms))
+        });
+    let counts = &s["counts"];
+    out(&format!(
+        "daemon     pid {} (version {}), up {}",
+        field("pid"),
+        field("version"),
+        crate::gate::span(s["uptime_ms"].as_u64().unwrap_or(0))
+    ));
+    out(&format!("stamp      {}", field("stamp")));
+    out(&format!("socket     {}", field("socket")));
+    out(&format!(
+        "store      {} (reconnects: {})",
+        field("store"),
+        field("store_reconnects")
+    ));
+    out(&format!("heartbeat  {age}"));
+    out(&format!(
+        "asks       {} answered: {} allowed, {} refused, {} could not read; {} in flight",
+        counts["asks"],
+        counts["allowed"],
+        counts["refused"],
+        counts["could_not_read"],
+        field("asks_in_flight")
+    ));
+    if let Some(by_reason) = counts["by_reason"].as_object().filter(|m| !m.is_empty()) {
+        let reasons: Vec<String> = by_reason.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        out(&format!("denials    {}", reasons.join(", ")));
+    }
+    let recent = s["recent_refusals"].as_array().cloned().unwrap_or_default();
+    if !recent.is_empty() {
+        out(&format!(
+            "recent refusals (newest last, {} shown):",
+            recent.len().min(10)
+        ));
+        for r in recent.iter().rev().take(10).rev() {
+            out(&format!(
+                "  {}  {} ({})  {}/{} lane {}  action {:?}  session {}",
+                crate::lease::rfc3339(r["ts_ms"].as_u64().unwrap_or(0)),
+                r["verdict"].as_str().unwrap_or("?"),
+                r["reason"].as_str().unwrap_or("?"),
+                r["board"].as_str().unwrap_or("?"),
+                r["row"].as_str().unwrap_or("?"),
+                r["lane"].as_str().unwrap_or("?"),
+                r["action"].as_str().unwrap_or(""),
+                r["session"].as_str().unwrap_or("-"),
+            ));
+        }
+    }
+}
+
+pub fn health(args: HealthArgs, settings: &Settings) -> Outcome {
+    let path = paths::heartbeat(&settings.home);
+    let max_ms = args.max_age.as_millis() as u64;
+    let beat = heartbeat::read(&path);
+    let age_ms = beat
+        .as_ref()
+        .ok()
+        .map(|b| ledger::now_ms().saturating_sub(b.written_at_ms));
+    let healthy = age_ms.is_some_and(|age| age <= max_ms);
+    if args.prometheus {
+        out(
+            "# HELP row_fence_heartbeat_age_seconds Age of the row-fence daemon's heartbeat (written only after a store call succeeded).",
+        );
+        out("# TYPE row_fence_heartbeat_age_seconds gauge");
+        match age_ms {
+            Some(age) => out(&format!(
+                "row_fence_heartbeat_age_seconds {:.3}",
+                age as f64 / 1000.0
+            )),
+            None => out("row_fence_heartbeat_age_seconds NaN"),
+        }
+        out("# HELP row_fence_healthy 1 when the heartbeat is younger than the max age.");
+        out("# TYPE row_fence_healthy gauge");
+        out(&format!("row_fence_healthy {}", u8::from(healthy)));
+    } else if args.json {
+        out(&json!({
+            "healthy": healthy,
+            "age_ms": age_ms,
+            "max_age_ms": max_ms,
+            "heartbeat": beat.as_ref().ok(),
+            "error": beat.as_ref().err().map(|e| e.to_string()),
+            "path": path.display().to_string(),
+        })
+        .to_string());
+    } else {
+        let line = match (&beat, age_ms) {
+            (Ok(b), Some(age)) if healthy => format!(
+                "row-fence: healthy: heartbeat {} old (pid {}, store {})",
+                crate::gate::span(age),
+                b.pid,
+                b.store
+            ),
+            (Ok(b), Some(age)) => format!(
+                "row-fence: UNHEALTHY: heartbeat {} old, over {} (pid {}, store {})",
+                crate::gate::span(age),
+                humantime::format_duration(args.max_age),
+                b.pid,
+                b.store
+            ),
+            (Err(e), _) => format!(
+                "row-fence: UNHEALTHY: no heartbeat at {}: {e}",
+                path.display()
+            ),
+            (Ok(_), None) => unreachable!("an age exists whenever the heartbeat was read"),
+        };
+        eprintln!("{line}");
+    }
+    Ok(if healthy {
+        exit::ALLOWED
+    } else {
+        exit::COULD_NOT_READ
+    })
+}

@@ -1,0 +1,165 @@
+//! `row-fence`: row leases (acquire, renew, release, show), the cold gate (`check`), the
+//! daemon's status and liveness (`status`, `health`). Exit codes are the product's
+//! contract: 0 done, 3 refused (the store said no), 1 could not (the store or daemon could
+//! not be read), 2 usage.
+
+mod check;
+mod leases;
+mod liveness;
+
+use crate::config::{CommonArgs, Settings};
+use clap::{Parser, Subcommand};
+use row_fence_ask::exit;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The row fence's command line: row leases, the cold gate, daemon status and health.
+#[derive(Parser, Debug)]
+#[command(name = "row-fence", version = version(), about, long_about = None)]
+pub struct Cli {
+    #[command(flatten)]
+    common: CommonArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Grant a board row to a lane (a new generation); prints the lane's descriptor
+    Acquire(leases::AcquireArgs),
+    /// Extend a lane's live lease (keeps the generation)
+    Renew(leases::RenewArgs),
+    /// Give up a lane's lease
+    Release(leases::ReleaseArgs),
+    /// List a board's row leases
+    Show(leases::ShowArgs),
+    /// Run the gate in this process against the store (the cold path; same lines and exit codes as row-fence-ask)
+    Check(check::CheckArgs),
+    /// Ask the daemon for its status
+    Status(liveness::StatusArgs),
+    /// Exit 0 when the daemon's heartbeat is fresh, 1 otherwise
+    Health(liveness::HealthArgs),
+}
+
+/// `--version`: the package version and the first 12 hex digits of the build digest.
+pub fn version() -> &'static str {
+    static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!(
+            "{} (build {})",
+            env!("CARGO_PKG_VERSION"),
+            &row_fence_ask::stamp::BUILD_DIGEST[..12]
+        )
+    });
+    VERSION.as_str()
+}
+
+/// A command's failure: its exit code and message.
+#[derive(Debug)]
+pub struct Failure {
+    /// 1 (could not) or 3 (refused).
+    pub code: i32,
+    /// What to print after `row-fence: `.
+    pub message: String,
+}
+
+impl Failure {
+    /// The store said no: exit 3.
+    pub fn refused(message: impl Into<String>) -> Failure {
+        Failure {
+            code: exit::REFUSED,
+            message: message.into(),
+        }
+    }
+    /// Could not find out or could not do it: exit 1.
+    pub fn could_not(message: impl Into<String>) -> Failure {
+        Failure {
+            code: exit::COULD_NOT_READ,
+            message: message.into(),
+        }
+    }
+}
+
+/// The result of a command: its exit code on success (0, or a verdict's code).
+pub type Outcome = Result<i32, Failure>;
+
+/// Parses the command line, runs the command and returns the exit code.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    let settings = match Settings::resolve(&cli.common) {
+        Ok(settings) => settings,
+        Err(e) => {
+            eprintln!("row-fence: {e}");
+            return exit::USAGE;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("row-fence: cannot start the runtime: {e}");
+            return exit::COULD_NOT_READ;
+        }
+    };
+    let outcome = runtime.block_on(run(cli.command, &settings));
+    match outcome {
+        Ok(code) => code,
+        Err(failure) => {
+            eprintln!("row-fence: {}", failure.message);
+            failure.code
+        }
+    }
+}
+
+async fn run(command: Command, settings: &Settings) -> Outcome {
+    match command {
+        Command::Acquire(args) => leases::acquire(args, settings).await,
+        Command::Renew(args) => leases::renew(args, settings).await,
+        Command::Release(args) => leases::release(args, settings).await,
+        Command::Show(args) => leases::show(args, settings).await,
+        Command::Check(args) => check::run(args, settings).await,
+        Command::Status(args) => liveness::status(args, settings),
+        Command::Health(args) => liveness::health(args, settings),
+    }
+}
+
+/// Parses a duration such as `90s`, `15m`, `2h` (humantime).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text.trim())
+        .map_err(|e| format!("{text:?}: {e} (try 90s, 15m, 2h)"))?;
+    if d.is_zero() {
+        return Err(format!("{text:?} is zero"));
+    }
+    Ok(d)
+}
+
+/// Writes `bytes` to `path` atomically with mode 0600 (temp file, fsync, rename).
+pub fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp: PathBuf = {
+        let mut name = path.as_os_str().to_owned();
+        name.push(format!(".tmp.{}", std::process::id()));
+        name.into()
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+/// Prints a line on stdout, ignoring a closed or full stdout.
+pub fn out(line: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{line}");
+    let _ = stdout.flush();
+}

@@ -1,0 +1,73 @@
+//! Settings shared by `row-fence-resident` and `row-fence`: the home directory, the store,
+//! the socket and the key prefix, each a flag with an environment variable behind it.
+
+use crate::store::{self, LeaseStore, StoreSpec};
+use row_fence_ask::paths;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The flags every program takes (same environment variables as the daemon).
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct CommonArgs {
+    /// Home directory for the socket, heartbeat, ledger, registry and file store
+    #[arg(long, global = true, env = "ROW_FENCE_HOME", value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    /// Lease store: file (embedded, the default), file:DIR, redis://…, rediss://…, redis+unix://…
+    #[arg(
+        long,
+        global = true,
+        env = "ROW_FENCE_STORE",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub store: Option<String>,
+    /// The daemon's socket [default: $ROW_FENCE_HOME/sock]
+    #[arg(long, global = true, env = "ROW_FENCE_SOCKET", value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Prefix of every Redis key
+    #[arg(long, global = true, env = "ROW_FENCE_KEY_PREFIX", value_name = "P")]
+    pub key_prefix: Option<String>,
+}
+
+/// Resolved settings.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// `$ROW_FENCE_HOME`.
+    pub home: PathBuf,
+    /// The daemon's socket.
+    pub socket: PathBuf,
+    /// Which store.
+    pub store: StoreSpec,
+    /// The Redis key prefix.
+    pub key_prefix: String,
+}
+
+impl Settings {
+    /// Resolves flags and environment into settings; the error says what is wrong.
+    pub fn resolve(args: &CommonArgs) -> Result<Settings, String> {
+        let home = paths::home(args.home.as_deref())?;
+        let home = absolute(home)?;
+        let socket = absolute(paths::socket(args.socket.as_deref(), &home))?;
+        let store = StoreSpec::parse(args.store.as_deref().unwrap_or("file"))?;
+        let key_prefix = args
+            .key_prefix
+            .clone()
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| store::redis::DEFAULT_KEY_PREFIX.to_string());
+        Ok(Settings {
+            home,
+            socket,
+            store,
+            key_prefix,
+        })
+    }
+
+    /// Opens the store (lazily for Redis).
+    pub fn open_store(&self) -> Result<Arc<dyn LeaseStore>, String> {
+        store::open(&self.store, &self.home, &self.key_prefix).map_err(|e| e.to_string())
+    }
+}
+
+fn absolute(path: PathBuf) -> Result<PathBuf, String> {
+    std::path::absolute(&path).map_err(|e| format!("{}: {e}", path.display()))
+}

@@ -1,0 +1,77 @@
+-- The fenced batch (DESIGN.md, "The lease store"; the fencing-records source): the lease
+-- fence, the expected revisions, then all writes or none. Redis runs a script atomically,
+-- so a refusal leaves every key unchanged.
+--
+-- KEYS[1] meta hash, KEYS[2] revision counter, KEYS[3] log stream,
+-- KEYS[4..] the section hashes the writes name.
+-- ARGV[1] header: a JSON object {"fence": {"owner","epoch","now_ms"} | absent,
+--         "expected_revision": n | absent, "owner": "<fence owner or ''>", "log_cap": n}
+-- ARGV[2..] five per write: kind (put|delete|check), index into KEYS of its section,
+--         field, expected revision (-1 = blind, 0 = absent), value JSON (put only).
+-- Returns the revision the batch committed at; errors FENCE_STALE <why> or
+-- FENCE_CONFLICT <section/key>.
+
+local header = cjson.decode(ARGV[1])
+
+-- The revision of a stored record: row-fence writes {"r":<n>,"v":...}, so a pattern match
+-- avoids decoding a large value; anything else is decoded.
+local function revision_of(raw)
+  if not raw then return 0 end
+  local r = string.match(raw, '^{"r":(%d+),')
+  if r then return tonumber(r) end
+  local ok, decoded = pcall(cjson.decode, raw)
+  if ok and type(decoded) == 'table' and tonumber(decoded.r) then return tonumber(decoded.r) end
+  return -2 -- never equal to an expected revision: a malformed record always conflicts
+end
+
+local fence = header.fence
+if type(fence) == 'table' then
+  local raw = redis.call('HGET', KEYS[1], 'lease')
+  if not raw then return redis.error_reply('FENCE_STALE the board has no controller lease') end
+  local ok, record = pcall(cjson.decode, raw)
+  local lease = ok and type(record) == 'table' and record.v or nil
+  if type(lease) ~= 'table' then return redis.error_reply('FENCE_STALE the controller lease is malformed') end
+  if fence.owner ~= '' and lease.owner ~= fence.owner then
+    return redis.error_reply('FENCE_STALE the controller lease is held by ' .. tostring(lease.owner))
+  end
+  if tonumber(lease.epoch) ~= tonumber(fence.epoch) then
+    return redis.error_reply('FENCE_STALE the controller lease is at epoch ' .. tostring(lease.epoch))
+  end
+  if tonumber(lease.expires_at_ms) <= tonumber(fence.now_ms) then
+    return redis.error_reply('FENCE_STALE the controller lease expired')
+  end
+end
+
+local current = tonumber(redis.call('GET', KEYS[2]) or '0')
+if header.expected_revision and tonumber(header.expected_revision) ~= current then
+  return redis.error_reply('FENCE_CONFLICT revision')
+end
+
+local count = (#ARGV - 1) / 5
+for i = 0, count - 1 do
+  local base = 2 + i * 5
+  local expected = tonumber(ARGV[base + 3])
+  if expected ~= -1 then
+    local section_key = KEYS[tonumber(ARGV[base + 1])]
+    local have = revision_of(redis.call('HGET', section_key, ARGV[base + 2]))
+    if have ~= expected then
+      local section = string.match(section_key, ':fence:([^:]+)$') or section_key
+      return redis.error_reply('FENCE_CONFLICT ' .. section .. '/' .. ARGV[base + 2])
+    end
+  end
+end
+
+local revision = redis.call('INCR', KEYS[2])
+for i = 0, count - 1 do
+  local base = 2 + i * 5
+  local kind = ARGV[base]
+  local section_key = KEYS[tonumber(ARGV[base + 1])]
+  if kind == 'put' then
+    redis.call('HSET', section_key, ARGV[base + 2], '{"r":' .. revision .. ',"v":' .. ARGV[base + 4] .. '}')
+  elseif kind == 'delete' then
+    redis.call('HDEL', section_key, ARGV[base + 2])
+  end
+end
+redis.call('XADD', KEYS[3], 'MAXLEN', tonumber(header.log_cap), '*',
+  'revision', revision, 'owner', header.owner or '', 'records', count)
+return revision

@@ -1,0 +1,241 @@
+//! The resident daemon as a process: store outages, socket hygiene, peers, malformed
+//! input, shutdown, heartbeat, status.
+
+use crate::util::{Home, Redis, bin, ping, run, status};
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::time::{Duration, Instant};
+
+fn heartbeat_written_at(home: &Home) -> Option<u64> {
+    let bytes = std::fs::read(home.home.join("heartbeat")).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    v["written_at_ms"].as_u64()
+}
+
+#[test]
+fn a_daemon_started_while_redis_is_down_listens_and_heals_without_a_restart() {
+    let mut redis = Redis::start();
+    let home = Home::on(Some(&redis));
+    let (_, a) = home.acquire("b", "r", "lane-a", &[]);
+    redis.stop();
+    let daemon = home.daemon_with(&[], &[("ROW_FENCE_HEARTBEAT_MS", "100")]);
+    let pid = daemon.pid();
+    let ran = home.ask_with(&a, &["--timeout-ms", "2000"]);
+    ran.expect(1, "row-fence: COULD NOT READ (store_unreachable)");
+    assert!(
+        ran.elapsed < Duration::from_millis(2000 + 1500),
+        "took {:?}",
+        ran.elapsed
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        heartbeat_written_at(&home),
+        None,
+        "no heartbeat while the store is down"
+    );
+    home.cli(&["health", "--max-age", "90s"])
+        .expect(1, "row-fence: UNHEALTHY");
+
+    redis.restart(); // empty: it keeps nothing on disk
+    let (_, a2) = home.acquire("b", "r", "lane-a", &[]);
+    let until = Instant::now() + Duration::from_secs(5);
+    let mut last = home.ask_with(&a2, &[]);
+    while last.code != 0 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+        last = home.ask_with(&a2, &[]);
+    }
+    last.expect(0, "row-fence: ALLOWED");
+    assert_eq!(daemon.pid(), pid, "same daemon");
+    std::thread::sleep(Duration::from_millis(400));
+    assert!(
+        heartbeat_written_at(&home).is_some(),
+        "beats once the store answers"
+    );
+    home.cli(&["health", "--max-age", "90s"])
+        .expect(0, "row-fence: healthy");
+
+    assert_eq!(redis.cli(&["SCRIPT", "FLUSH"]).trim(), "OK");
+    home.ask_with(&a2, &[]).expect(0, "row-fence: ALLOWED");
+}
+
+#[test]
+fn a_socket_that_never_answers_times_out_within_the_deadline() {
+    let home = Home::file();
+    std::fs::create_dir_all(&home.home).unwrap();
+    std::fs::set_permissions(&home.home, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let listener = UnixListener::bind(home.socket()).unwrap();
+    let _hold = std::thread::spawn(move || {
+        let conns: Vec<UnixStream> = listener.incoming().filter_map(Result::ok).collect();
+        drop(conns);
+    });
+    let d = home.path("d.json");
+    std::fs::write(&d, r#"{"board":"b","row":"r","lane":"l","generation":1}"#).unwrap();
+    let ran = home.ask_with(&d, &["--timeout-ms", "500"]);
+    ran.expect(1, "row-fence: COULD NOT READ (timeout)");
+    assert!(ran.stderr.contains("row-fence: asking"), "{}", ran.stderr);
+    assert!(
+        ran.elapsed < Duration::from_millis(500 + 1500),
+        "took {:?}",
+        ran.elapsed
+    );
+}
+
+#[test]
+fn a_sigkilled_daemons_leftover_socket_is_cleared_by_the_next_one() {
+    let home = Home::file();
+    let (_, a) = home.acquire("b", "r", "lane-a", &[]);
+    let mut first = home.daemon();
+    first.kill();
+    assert!(home.socket().exists(), "SIGKILL leaves the socket behind");
+    let _second = home.daemon();
+    home.ask_with(&a, &[]).expect(0, "row-fence: ALLOWED");
+}
+
+#[test]
+fn a_second_daemon_exits_already_running_and_leaves_the_socket_alone() {
+    let home = Home::file();
+    let first = home.daemon();
+    let inode = std::fs::metadata(home.socket()).unwrap().ino();
+    let ran = run(&mut home.command(bin("row-fence-resident")));
+    assert_ne!(ran.code, 0);
+    assert!(ran.stderr.contains("already running"), "{}", ran.stderr);
+    assert_eq!(std::fs::metadata(home.socket()).unwrap().ino(), inode);
+    assert!(
+        ping(&first.socket).is_some(),
+        "the first daemon still serves"
+    );
+}
+
+#[test]
+fn a_socket_path_over_the_platform_limit_is_refused_by_both_programs() {
+    let home = Home::file();
+    let long = home.dir.path().join("x".repeat(120)).join("sock");
+    let text = long.display().to_string();
+    let ran = run(home
+        .command(bin("row-fence-resident"))
+        .env("ROW_FENCE_SOCKET", &long));
+    assert_ne!(ran.code, 0);
+    assert!(
+        ran.stderr.contains(&text) && ran.stderr.contains(&format!("{} bytes", text.len())),
+        "{}",
+        ran.stderr
+    );
+    let d = home.path("d.json");
+    std::fs::write(&d, r#"{"board":"b","row":"r","lane":"l","generation":1}"#).unwrap();
+    let ran = home.ask_with(&d, &["--socket", &text]);
+    ran.expect(1, "row-fence: COULD NOT READ (fence_unreadable)");
+    assert!(
+        ran.stderr.contains(&format!("{} bytes", text.len())),
+        "{}",
+        ran.stderr
+    );
+}
+
+#[test]
+fn sigterm_finishes_and_unlinks_only_its_own_socket() {
+    let home = Home::file();
+    let mut daemon = home.daemon();
+    assert_eq!(daemon.stop(), Some(0));
+    assert!(!home.socket().exists(), "its own socket is removed");
+}
+
+#[test]
+fn malformed_and_oversized_requests_get_protocol_error_and_the_daemon_keeps_serving() {
+    let home = Home::file();
+    let (_, a) = home.acquire("b", "r", "lane-a", &[]);
+    let daemon = home.daemon();
+    for line in [
+        &b"not json\n"[..],
+        b"{\"v\":2,\"op\":\"ping\"}\n",
+        b"{\"v\":1,\"op\":\"ask\"}\n",
+        b"{\"v\":1,\"op\":\"ask\",\"stamp\":\"x\",\"deadline_ms\":100,\"descriptor\":{\"board\":\"B!\",\"row\":\"r\",\"lane\":\"l\",\"generation\":1}}\n",
+        b"\xff\xfe\n",
+    ] {
+        let mut s = UnixStream::connect(&daemon.socket).unwrap();
+        s.write_all(line).unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!((v["verdict"].as_str(), v["reason"].as_str()), (Some("could_not_read"), Some("protocol_error")), "{answer}");
+    }
+    // 100 KiB without a newline: dropped or protocol_error, never a panic.
+    let mut s = UnixStream::connect(&daemon.socket).unwrap();
+    let _ = s.write_all(&vec![b'x'; 100 * 1024]);
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    assert!(
+        answer.is_empty() || answer.contains("protocol_error"),
+        "{answer}"
+    );
+    home.ask_with(&a, &[]).expect(0, "row-fence: ALLOWED");
+}
+
+#[test]
+fn a_changed_registry_makes_the_daemon_answer_stale_code_and_exit_for_its_supervisor() {
+    let home = Home::file();
+    let (_, a) = home.acquire("b", "r", "lane-a", &[]);
+    let mut daemon = home.daemon();
+    std::fs::create_dir_all(home.home.join("registry")).unwrap();
+    std::fs::write(home.home.join("registry/boards.toml"), "[boards]\n").unwrap();
+    home.ask_with(&a, &[])
+        .expect(1, "row-fence: COULD NOT READ (stale_code)");
+    assert_eq!(daemon.wait_exit(Duration::from_secs(10)), Some(75));
+    let _fresh = home.daemon();
+    home.ask_with(&a, &[]).expect(0, "row-fence: ALLOWED");
+}
+
+#[test]
+fn status_names_the_store_without_its_password() {
+    let home = Home::with_store("redis://:s3cret-pw@127.0.0.1:1/0".into());
+    let (_, d) = {
+        let path = home.path("d.json");
+        std::fs::write(
+            &path,
+            r#"{"board":"b","row":"r","lane":"l","generation":1}"#,
+        )
+        .unwrap();
+        ((), path)
+    };
+    let daemon = home.daemon();
+    home.ask_with(&d, &["--timeout-ms", "1500"])
+        .expect(1, "row-fence: COULD NOT READ");
+    let s = status(&daemon.socket);
+    assert_eq!(s["store"], "redis://:***@127.0.0.1:1/0");
+    let text = home.cli(&["status"]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    for output in [s.to_string(), text.stdout, text.stderr, daemon.log_text()] {
+        assert!(!output.contains("s3cret-pw"), "{output}");
+    }
+    assert_eq!(s["counts"]["could_not_read"], 1);
+    assert_eq!(s["recent_refusals"][0]["reason"], "store_unreachable");
+}
+
+#[test]
+fn the_daemon_files_its_refusals_under_the_callers_session_and_action() {
+    let home = Home::file();
+    let (_, a) = home.acquire("b", "r", "lane-a", &[]);
+    home.acquire("b", "r", "lane-b", &["--takeover"]);
+    let mut daemon = home.daemon();
+    let ran = run(home
+        .command(bin("row-fence-ask"))
+        .current_dir(home.dir.path())
+        .env("ROW_FENCE_SESSION", "session-42")
+        .args(["--action", "gh pr merge", "--descriptor"])
+        .arg(&a));
+    ran.expect(3, "row-fence: REFUSED (different_holder)");
+    daemon.stop();
+    let ledger = row_fence_ask::ledger::read(&home.home.join("refusals.jsonl")).unwrap();
+    assert_eq!(ledger.len(), 1);
+    let r = &ledger[0];
+    assert_eq!(
+        (r.decided_by.as_str(), r.reason.as_str(), r.action.as_str()),
+        ("daemon", "different_holder", "gh pr merge")
+    );
+    assert_eq!(r.session.as_deref(), Some("session-42"));
+    assert_eq!(r.cwd.as_deref(), Some(home.dir.path().to_str().unwrap()));
+    assert_eq!(
+        (r.lane.as_deref(), r.row.as_deref()),
+        (Some("lane-a"), Some("r"))
+    );
+}

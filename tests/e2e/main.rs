@@ -1,0 +1,23 @@
+//! End-to-end tests across row-fence's binaries: real `git`, a real `redis-server` started
+//! by each test on a private Unix socket, real processes. One test binary, many modules.
+
+mod util;
+
+/// Runs each named scenario `fn name(redis: Option<&Redis>)` as two tests: `file::name`
+/// on the embedded file store and `redis::name` on a private redis-server.
+macro_rules! on_both_stores {
+    ($($name:ident),* $(,)?) => {
+        mod file {
+            $( #[test] fn $name() { super::$name(None) } )*
+        }
+        mod redis {
+            $( #[test] fn $name() { let r = crate::util::Redis::start(); super::$name(Some(&r)) } )*
+        }
+    };
+}
+
+mod asker;
+mod daemon;
+mod descriptor;
+mod push;
+mod verdicts;

@@ -1,0 +1,528 @@
+//! The end-to-end harness: temp homes, a private `redis-server` on a Unix socket, the real
+//! daemon and the real binaries, real git. Every child runs with a cleared environment so
+//! nothing leaks in from the developer's shell (no shared Redis on 6379, no real home).
+
+#![allow(dead_code)]
+
+use row_fence_ask::client;
+use row_fence_ask::protocol::{Answer, Op, PROTOCOL_VERSION, Request};
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+
+/// The directory holding the workspace's binaries (`target/debug`), next to this test.
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/debug/deps/..")
+        .to_path_buf();
+    for name in ["row-fence-ask", "row-fence", "row-fence-resident"] {
+        assert!(
+            dir.join(name).exists(),
+            "{} is missing: run `cargo build --workspace --bins` first (scripts/test does)",
+            dir.join(name).display()
+        );
+    }
+    dir
+}
+
+/// A binary of the workspace.
+pub fn bin(name: &str) -> PathBuf {
+    bin_dir().join(name)
+}
+
+/// The repository root (for hooks/).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// What a finished command left.
+#[derive(Debug)]
+pub struct Ran {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl Ran {
+    fn from(output: Output, elapsed: Duration) -> Ran {
+        use std::os::unix::process::ExitStatusExt;
+        let code = output
+            .status
+            .code()
+            .unwrap_or_else(|| 128 + output.status.signal().unwrap_or(0));
+        Ran {
+            code,
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            elapsed,
+        }
+    }
+
+    /// The `row-fence:` verdict line (the last `row-fence:` line that is not `asking`).
+    pub fn verdict_line(&self) -> &str {
+        self.stderr
+            .lines()
+            .rfind(|l| l.starts_with("row-fence: ") && !l.starts_with("row-fence: asking"))
+            .unwrap_or("")
+    }
+
+    /// The `--json` object on stdout.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(self.stdout.trim())
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {:?}", self.stdout))
+    }
+
+    /// Asserts the exit code and that the verdict line starts with `prefix`.
+    #[track_caller]
+    pub fn expect(&self, code: i32, prefix: &str) -> &Ran {
+        assert!(
+            self.code == code && self.verdict_line().starts_with(prefix),
+            "expected exit {code} and {prefix:?}, got exit {} with stderr:\n{}\nstdout:\n{}",
+            self.code,
+            self.stderr,
+            self.stdout
+        );
+        self
+    }
+}
+
+/// Runs a command to completion (stdin closed).
+pub fn run(cmd: &mut Command) -> Ran {
+    let started = Instant::now();
+    let output = cmd
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    Ran::from(output, started.elapsed())
+}
+
+/// A row-fence home in a temp dir, with the environment every child gets.
+pub struct Home {
+    pub dir: TempDir,
+    /// `$ROW_FENCE_HOME`.
+    pub home: PathBuf,
+    /// `ROW_FENCE_STORE` for every child.
+    pub store: String,
+}
+
+impl Home {
+    /// A home on the embedded file store.
+    pub fn file() -> Home {
+        Home::with_store("file".into())
+    }
+
+    /// A home on `store`.
+    pub fn with_store(store: String) -> Home {
+        let dir = tempfile::Builder::new()
+            .prefix("rf")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
+        let home = dir.path().join("home");
+        Home { dir, home, store }
+    }
+
+    /// A home on the store the test parameter names: `file` or a Redis.
+    pub fn on(redis: Option<&Redis>) -> Home {
+        match redis {
+            Some(r) => Home::with_store(r.url()),
+            None => Home::file(),
+        }
+    }
+
+    /// The default socket.
+    pub fn socket(&self) -> PathBuf {
+        self.home.join("sock")
+    }
+
+    /// A path in the temp dir (outside the home).
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// A command with a clean environment pointing at this home and store.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.dir.path())
+            .env("ROW_FENCE_HOME", &self.home)
+            .env("ROW_FENCE_STORE", &self.store)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "lane")
+            .env("GIT_AUTHOR_EMAIL", "lane@example.invalid")
+            .env("GIT_COMMITTER_NAME", "lane")
+            .env("GIT_COMMITTER_EMAIL", "lane@example.invalid");
+        cmd
+    }
+
+    /// `row-fence-ask ARGS`.
+    pub fn ask(&self, args: &[&str]) -> Ran {
+        run(self.command(bin("row-fence-ask")).args(args))
+    }
+
+    /// `row-fence-ask --descriptor PATH ARGS`.
+    pub fn ask_with(&self, descriptor: &Path, args: &[&str]) -> Ran {
+        run(self
+            .command(bin("row-fence-ask"))
+            .arg("--descriptor")
+            .arg(descriptor)
+            .args(args))
+    }
+
+    /// `row-fence ARGS`.
+    pub fn cli(&self, args: &[&str]) -> Ran {
+        run(self.command(bin("row-fence")).args(args))
+    }
+
+    /// `row-fence acquire BOARD ROW --lane LANE ARGS…`, asserting success; returns the
+    /// generation and writes the descriptor to `<tmp>/<lane>.json`.
+    pub fn acquire(&self, board: &str, row: &str, lane: &str, extra: &[&str]) -> (u64, PathBuf) {
+        let path = self.path(&format!("{lane}.json"));
+        let mut args = vec!["acquire", board, row, "--lane", lane, "--write-descriptor"];
+        let path_text = path.display().to_string();
+        args.push(&path_text);
+        args.extend_from_slice(extra);
+        let ran = self.cli(&args);
+        assert_eq!(ran.code, 0, "acquire failed: {}", ran.stderr);
+        let d: serde_json::Value =
+            serde_json::from_str(ran.stdout.trim()).expect("descriptor JSON");
+        (d["generation"].as_u64().expect("generation"), path)
+    }
+
+    /// Starts the daemon on this home and waits until it answers a ping.
+    pub fn daemon(&self) -> Daemon {
+        self.daemon_with(&[], &[])
+    }
+
+    /// Starts the daemon with extra flags and environment.
+    pub fn daemon_with(&self, args: &[&str], envs: &[(&str, &str)]) -> Daemon {
+        let daemon = self.spawn_daemon(args, envs);
+        daemon.wait_ready();
+        daemon
+    }
+
+    /// Spawns the daemon without waiting.
+    pub fn spawn_daemon(&self, args: &[&str], envs: &[(&str, &str)]) -> Daemon {
+        let log = self.path(&format!(
+            "daemon-{}.log",
+            Instant::now().elapsed().as_nanos()
+        ));
+        let mut cmd = self.command(bin("row-fence-resident"));
+        cmd.args(args)
+            .envs(envs.iter().copied())
+            .env("RUST_LOG", "info");
+        let socket = envs
+            .iter()
+            .find(|(k, _)| *k == "ROW_FENCE_SOCKET")
+            .map(|(_, v)| PathBuf::from(v))
+            .unwrap_or_else(|| self.socket());
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(&log).expect("daemon log"))
+            .spawn()
+            .expect("spawn row-fence-resident");
+        Daemon {
+            child: Some(child),
+            socket,
+            log,
+        }
+    }
+}
+
+/// A running `row-fence-resident`; stopped with SIGTERM when dropped.
+pub struct Daemon {
+    pub child: Option<Child>,
+    pub socket: PathBuf,
+    pub log: PathBuf,
+}
+
+impl Daemon {
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().expect("running").id() as i32
+    }
+
+    /// Waits (≤ 10 s) until the daemon answers a ping.
+    pub fn wait_ready(&self) {
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            if ping(&self.socket).is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!(
+            "the daemon did not answer on {} within 10 s; log:\n{}",
+            self.socket.display(),
+            self.log_text()
+        );
+    }
+
+    /// The daemon's stderr so far.
+    pub fn log_text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Sends a signal.
+    pub fn signal(&self, signal: nix::sys::signal::Signal) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), signal);
+    }
+
+    /// Waits (≤ `limit`) for the daemon to exit; returns its exit code.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+        let until = Instant::now() + limit;
+        let child = self.child.as_mut()?;
+        while Instant::now() < until {
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                use std::os::unix::process::ExitStatusExt;
+                return Some(
+                    status
+                        .code()
+                        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+
+    /// SIGTERM, then wait; returns the exit code.
+    pub fn stop(&mut self) -> Option<i32> {
+        self.signal(nix::sys::signal::Signal::SIGTERM);
+        let code = self.wait_exit(Duration::from_secs(15));
+        if code.is_none() {
+            self.kill();
+        }
+        code
+    }
+
+    /// SIGKILL: the daemon leaves its socket behind.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            self.stop();
+        }
+    }
+}
+
+/// Pings a daemon; `None` when nothing answers within 1 s.
+pub fn ping(socket: &Path) -> Option<Answer> {
+    let request = Request {
+        v: PROTOCOL_VERSION,
+        op: Op::Ping,
+    };
+    client::exchange(socket, &request, Instant::now() + Duration::from_secs(1))
+        .ok()
+        .filter(|a| a.pong.is_some())
+}
+
+/// The daemon's status object.
+pub fn status(socket: &Path) -> serde_json::Value {
+    let request = Request {
+        v: PROTOCOL_VERSION,
+        op: Op::Status,
+    };
+    client::exchange(socket, &request, Instant::now() + Duration::from_secs(3))
+        .expect("status")
+        .status
+        .expect("a status object")
+}
+
+/// A private `redis-server` on a Unix socket in its own temp dir; killed when dropped.
+pub struct Redis {
+    pub dir: TempDir,
+    pub socket: PathBuf,
+    child: Option<Child>,
+}
+
+impl Redis {
+    /// Starts a redis-server and waits until it answers PING.
+    pub fn start() -> Redis {
+        let dir = tempfile::Builder::new()
+            .prefix("rfredis")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
+        let socket = dir.path().join("redis.sock");
+        let mut redis = Redis {
+            dir,
+            socket,
+            child: None,
+        };
+        redis.launch();
+        redis
+    }
+
+    fn launch(&mut self) {
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                "0",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--unixsocketperm",
+                "700",
+            ])
+            .arg("--unixsocket")
+            .arg(&self.socket)
+            .arg("--dir")
+            .arg(self.dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server is needed: scripts/test installs it");
+        self.child = Some(child);
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            if self.cli(&["PING"]).trim() == "PONG" {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("redis-server did not start on {}", self.socket.display());
+    }
+
+    /// `redis+unix://<socket>`.
+    pub fn url(&self) -> String {
+        format!("redis+unix://{}", self.socket.display())
+    }
+
+    /// Runs `redis-cli -s <socket> ARGS` and returns its stdout.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .arg("-s")
+            .arg(&self.socket)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("redis-cli");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Stops the server (its data is gone: it keeps nothing on disk).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = fs::remove_file(&self.socket);
+    }
+
+    /// Starts it again on the same socket.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.launch();
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Runs git in `dir`, asserting success; returns stdout.
+pub fn git(home: &Home, dir: &Path, args: &[&str]) -> String {
+    let ran = run(home.command("git").current_dir(dir).args(args));
+    assert_eq!(
+        ran.code,
+        0,
+        "git {args:?} failed in {}: {}",
+        dir.display(),
+        ran.stderr
+    );
+    ran.stdout
+}
+
+/// A bare remote and a clone with one commit and the pre-push hook installed (finding the
+/// asker through `ROW_FENCE_BIN_DIR`).
+pub struct Repo {
+    pub remote: PathBuf,
+    pub clone: PathBuf,
+}
+
+impl Repo {
+    pub fn new(home: &Home, name: &str) -> Repo {
+        let remote = home.path(&format!("{name}-remote.git"));
+        let clone = home.path(&format!("{name}-clone"));
+        git(
+            home,
+            home.dir.path(),
+            &[
+                "init",
+                "-q",
+                "--bare",
+                "-b",
+                "main",
+                remote.to_str().unwrap(),
+            ],
+        );
+        git(
+            home,
+            home.dir.path(),
+            &[
+                "clone",
+                "-q",
+                remote.to_str().unwrap(),
+                clone.to_str().unwrap(),
+            ],
+        );
+        git(home, &clone, &["checkout", "-q", "-b", "main"]);
+        let hook = clone.join(".git/hooks/pre-push");
+        fs::copy(repo_root().join("hooks/pre-push"), &hook).expect("install the hook");
+        fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
+        Repo { remote, clone }
+    }
+
+    /// Commits a change and pushes; returns the push's result.
+    pub fn commit_and_push(&self, home: &Home, message: &str) -> Ran {
+        fs::write(self.clone.join("file.txt"), message).unwrap();
+        git(home, &self.clone, &["add", "file.txt"]);
+        git(home, &self.clone, &["commit", "-q", "-m", message]);
+        run(home
+            .command("git")
+            .current_dir(&self.clone)
+            .env("ROW_FENCE_BIN_DIR", bin_dir())
+            .args(["push", "-q", "origin", "main"]))
+    }
+
+    /// The remote's `main` (empty when it has none).
+    pub fn remote_head(&self, home: &Home) -> String {
+        let ran = run(home
+            .command("git")
+            .arg("--git-dir")
+            .arg(&self.remote)
+            .args(["rev-parse", "--verify", "-q", "refs/heads/main"]));
+        ran.stdout.trim().to_string()
+    }
+
+    /// The clone's `HEAD`.
+    pub fn local_head(&self, home: &Home) -> String {
+        git(home, &self.clone, &["rev-parse", "HEAD"])
+            .trim()
+            .to_string()
+    }
+
+    /// The clone's git dir descriptor path.
+    pub fn descriptor(&self) -> PathBuf {
+        self.clone.join(".git").join("row-fence.json")
+    }
+}

@@ -1,0 +1,101 @@
+//! The store's verdicts through the real asker and daemon, on both stores: generations,
+//! holders, expiry, a deleted lease.
+
+use crate::util::{Home, Redis};
+use std::path::PathBuf;
+
+on_both_stores!(
+    only_the_stored_generation_is_allowed,
+    another_holder_is_refused_different_holder,
+    an_expired_lease_is_refused_lease_expired,
+    a_row_never_granted_is_refused_not_held,
+    the_json_verdict_names_what_was_judged,
+);
+
+/// Writes a descriptor for `lane` at `generation` and returns its path.
+fn descriptor(home: &Home, lane: &str, generation: u64) -> PathBuf {
+    let path = home.path(&format!("{lane}-{generation}.json"));
+    let body =
+        serde_json::json!({"board": "b", "row": "r", "lane": lane, "generation": generation});
+    std::fs::write(&path, body.to_string()).unwrap();
+    path
+}
+
+/// Grants `b/r` to lane-a until the store's generation is 10.
+fn at_generation_10(home: &Home) {
+    for expected in 1..=10 {
+        let (generation, _) = home.acquire("b", "r", "lane-a", &[]);
+        assert_eq!(generation, expected, "each grant commits the next revision");
+    }
+}
+
+fn only_the_stored_generation_is_allowed(redis: Option<&Redis>) {
+    let home = Home::on(redis);
+    at_generation_10(&home);
+    let _daemon = home.daemon();
+    home.ask_with(&descriptor(&home, "lane-a", 9), &[])
+        .expect(3, "row-fence: REFUSED (stale_generation)");
+    home.ask_with(&descriptor(&home, "lane-a", 10), &[])
+        .expect(0, "row-fence: ALLOWED");
+    home.ask_with(&descriptor(&home, "lane-a", 11), &[])
+        .expect(3, "row-fence: REFUSED (stale_generation)");
+    if let Some(redis) = redis {
+        // The lease field deleted behind row-fence's back: nobody holds the row.
+        assert_eq!(
+            redis
+                .cli(&["HDEL", "rowfence:board:{b}:fence:claims", "r"])
+                .trim(),
+            "1"
+        );
+        home.ask_with(&descriptor(&home, "lane-a", 10), &[])
+            .expect(3, "row-fence: REFUSED (not_held)");
+    }
+}
+
+fn another_holder_is_refused_different_holder(redis: Option<&Redis>) {
+    let home = Home::on(redis);
+    let (_, a) = home.acquire("b", "r", "lane-a", &[]);
+    home.acquire("b", "r", "lane-b", &["--takeover"]);
+    let _daemon = home.daemon();
+    let ran = home.ask_with(&a, &[]);
+    ran.expect(3, "row-fence: REFUSED (different_holder)");
+    assert!(
+        ran.verdict_line().contains("held by lane-b"),
+        "{}",
+        ran.stderr
+    );
+}
+
+fn an_expired_lease_is_refused_lease_expired(redis: Option<&Redis>) {
+    let home = Home::on(redis);
+    let (_, a) = home.acquire("b", "r", "lane-a", &["--ttl", "1s"]);
+    let _daemon = home.daemon();
+    home.ask_with(&a, &[]).expect(0, "row-fence: ALLOWED");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    home.ask_with(&a, &[])
+        .expect(3, "row-fence: REFUSED (lease_expired)");
+}
+
+fn a_row_never_granted_is_refused_not_held(redis: Option<&Redis>) {
+    let home = Home::on(redis);
+    let _daemon = home.daemon();
+    home.ask_with(&descriptor(&home, "lane-a", 1), &[])
+        .expect(3, "row-fence: REFUSED (not_held)");
+}
+
+fn the_json_verdict_names_what_was_judged(redis: Option<&Redis>) {
+    let home = Home::on(redis);
+    let (generation, a) = home.acquire("b", "r", "lane-a", &[]);
+    let _daemon = home.daemon();
+    let ran = home.ask_with(&a, &["--json", "--action", "git push origin"]);
+    ran.expect(0, "row-fence: ALLOWED");
+    let v = ran.json();
+    assert_eq!(v["verdict"], "allowed");
+    assert_eq!(v["reason"], serde_json::Value::Null);
+    assert_eq!(
+        (v["board"].as_str(), v["row"].as_str(), v["lane"].as_str()),
+        (Some("b"), Some("r"), Some("lane-a"))
+    );
+    assert_eq!(v["generation"].as_u64(), Some(generation));
+    assert!(v["elapsed_ms"].is_u64());
+}
