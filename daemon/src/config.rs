@@ -29,6 +29,58 @@ pub struct CommonArgs {
     pub key_prefix: Option<String>,
 }
 
+/// The location fence's flags (each also an environment variable). Prefer the
+/// environment for the access secret: a flag shows in `ps`.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct LocationArgs {
+    /// This daemon's location id; set (non-blank) turns the location fence on
+    #[arg(long, env = "ROW_FENCE_LOCATION", value_name = "ID")]
+    pub location: Option<String>,
+    /// Base URL of the tenant map (GET {url}/api/tenants)
+    #[arg(long, env = "ROW_FENCE_TENANT_MAP_URL", value_name = "URL")]
+    pub tenant_map_url: Option<String>,
+    /// Sent as CF-Access-Client-Id
+    #[arg(
+        long,
+        env = "ROW_FENCE_TENANT_MAP_ACCESS_CLIENT_ID",
+        value_name = "ID",
+        hide_env_values = true
+    )]
+    pub tenant_map_access_client_id: Option<String>,
+    /// Sent as CF-Access-Client-Secret (never printed)
+    #[arg(
+        long,
+        env = "ROW_FENCE_TENANT_MAP_ACCESS_CLIENT_SECRET",
+        value_name = "SECRET",
+        hide_env_values = true
+    )]
+    pub tenant_map_access_client_secret: Option<String>,
+    /// How long a fetched map is served from memory, in ms (tests shorten it)
+    #[arg(long, env = "ROW_FENCE_TENANT_MAP_REFRESH_MS", default_value_t = crate::location::REFRESH_MS, hide = true)]
+    pub tenant_map_refresh_ms: u64,
+}
+
+impl LocationArgs {
+    /// The fence's settings, or `None` when `ROW_FENCE_LOCATION` is unset or blank (inert).
+    pub fn settings(&self) -> Option<crate::location::Settings> {
+        let location = self
+            .location
+            .as_deref()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())?;
+        let nonblank = |v: &Option<String>| v.clone().filter(|v| !v.trim().is_empty());
+        Some(crate::location::Settings {
+            location: location.to_string(),
+            source: nonblank(&self.tenant_map_url).map(|url| crate::location::fetch::Source {
+                url,
+                client_id: nonblank(&self.tenant_map_access_client_id),
+                client_secret: nonblank(&self.tenant_map_access_client_secret),
+            }),
+            refresh_ms: self.tenant_map_refresh_ms,
+        })
+    }
+}
+
 /// Resolved settings.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -64,6 +116,7 @@ impl Settings {
 
     /// Opens the store (lazily for Redis).
     pub fn open_store(&self) -> Result<Arc<dyn LeaseStore>, String> {
+        crate::tls::install_crypto_provider();
         store::open(&self.store, &self.home, &self.key_prefix).map_err(|e| e.to_string())
     }
 }

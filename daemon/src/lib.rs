@@ -11,7 +11,10 @@
 //! - [`store`]: the lease store port and its adapters (Redis records, embedded file).
 //! - [`fencing`]: the change → fenced batch engine every write goes through.
 //! - [`lease`]: row leases (acquire, renew, release, list) as fenced writes.
+//! - [`controller`]: the board controller's lease and epoch.
 //! - [`gate`]: the one function that turns an ask into a verdict (daemon and cold path).
+//! - [`location`]: the location fence (inert unless `ROW_FENCE_LOCATION` is set).
+//! - [`registry`]: the board → tenant registry (`registry/boards.toml`).
 //! - [`resident`]: the daemon's shared state and its answers (ask, ping, status).
 //! - [`server`]: the accept loop and per-connection framing.
 //! - [`socket`]: socket directory and file hygiene.
@@ -21,17 +24,30 @@
 //! - [`startup`]: the daemon from start to exit.
 //! - [`config`]: flags and environment shared by both programs.
 //! - [`cli`]: the `row-fence` subcommands.
+//! - [`supervisor`]: READY=1 and WATCHDOG=1 to systemd (nothing without `NOTIFY_SOCKET`).
+//! - [`deploy`]: the launchd and systemd jobs, rendered from `deploy/` with tera.
+//! - [`claude_settings`]: the agent hook's entry in a Claude Code settings file.
+//! - [`git_hook`]: the pre-push hook in a repository, chained or alone.
+//! - [`tls`]: the crypto provider `rediss://` stores need, installed once.
 
+pub mod claude_settings;
 pub mod cli;
 pub mod config;
+pub mod controller;
+pub mod deploy;
 pub mod fencing;
 pub mod gate;
+pub mod git_hook;
 pub mod heartbeat;
 pub mod lease;
+pub mod location;
 pub mod own_code;
 pub mod refusals;
+pub mod registry;
 pub mod resident;
 pub mod server;
 pub mod socket;
 pub mod startup;
 pub mod store;
+pub mod supervisor;
+pub mod tls;

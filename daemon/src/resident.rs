@@ -4,10 +4,12 @@
 //! every ask reaches the store (DESIGN.md, "The daemon").
 
 use crate::config::Settings;
-use crate::gate::{self, Gated};
+use crate::gate::{self, Gated, Located};
+use crate::location::LocationFence;
 use crate::own_code::OwnCode;
 use crate::refusals::{Refusals, lock};
-use crate::store::{AskCheck, LeaseStore};
+use crate::registry::Registry;
+use crate::store::{AskCheck, AskLocation, LeaseStore};
 use row_fence_ask::ledger::{self, LedgerRecord};
 use row_fence_ask::protocol::{Answer, Ask, Op, PROTOCOL_VERSION, Pong, Request};
 use row_fence_ask::{Reason, Verdict};
@@ -61,6 +63,11 @@ pub struct Resident {
     exit_code: AtomicI32,
     /// When the daemon started, ms since the Unix epoch.
     started_at_ms: u64,
+    /// Board → tenant, as loaded with the code stamp.
+    registry: Registry,
+    /// The location fence; `None` unless `ROW_FENCE_LOCATION` is set (inert: no fetch,
+    /// no check, no extra field).
+    location: Option<Arc<LocationFence>>,
 }
 
 /// Counters, all since start.
@@ -104,7 +111,20 @@ impl Resident {
             shutdown: CancellationToken::new(),
             exit_code: AtomicI32::new(0),
             started_at_ms: ledger::now_ms(),
+            registry: Registry::default(),
+            location: None,
         }
+    }
+
+    /// Turns the location fence on (with the registry that names each board's tenant).
+    pub fn with_location(
+        mut self,
+        registry: Registry,
+        fence: Option<Arc<LocationFence>>,
+    ) -> Resident {
+        self.registry = registry;
+        self.location = fence;
+        self
     }
 
     /// Stops the daemon with `code` (in-flight asks finish first).
@@ -167,18 +187,19 @@ impl Resident {
             return self.malformed(format!("the descriptor in the request is invalid: {e}"));
         }
         self.stats.in_flight.fetch_add(1, Ordering::Relaxed);
-        let gated = self.judge(&ask, started).await;
+        let (gated, located) = self.judge(&ask, started).await;
         self.stats.in_flight.fetch_sub(1, Ordering::Relaxed);
         self.count(gated.verdict);
         if gated.verdict.is_denial() {
-            self.refusals.record(ledger_record(&ask, &gated));
+            self.refusals
+                .record(ledger_record(&ask, &gated, located.as_ref()));
         }
         Answer::verdict(gated.verdict, gated.detail, Some(d))
     }
 
-    async fn judge(&self, ask: &Ask, started: Instant) -> Gated {
+    async fn judge(&self, ask: &Ask, started: Instant) -> (Gated, Option<AskLocation>) {
         if ask.stamp != self.stamp {
-            return self.stale_code(&ask.stamp);
+            return (self.stale_code(&ask.stamp), None);
         }
         let budget = ask.deadline_ms.min(MAX_DEADLINE_MS);
         // Leave time to write the answer back before the asker gives up.
@@ -189,13 +210,19 @@ impl Resident {
             detail,
         };
         if deadline.saturating_duration_since(Instant::now()) < Duration::from_millis(MIN_WORK_MS) {
-            return busy(format!("{} ms left is too little to ask the store", budget));
+            return (
+                busy(format!("{} ms left is too little to ask the store", budget)),
+                None,
+            );
         }
         let left = deadline.saturating_duration_since(Instant::now());
         let Ok(Ok(_permit)) = tokio::time::timeout(left, self.store_calls.acquire()).await else {
-            return busy(format!(
-                "{MAX_STORE_CALLS} store calls were in flight for the whole {budget} ms"
-            ));
+            return (
+                busy(format!(
+                    "{MAX_STORE_CALLS} store calls were in flight for the whole {budget} ms"
+                )),
+                None,
+            );
         };
         let d = &ask.descriptor;
         let check = AskCheck {
@@ -205,8 +232,13 @@ impl Resident {
             generation: d.generation,
             action: ask.action.clone(),
             session: ask.caller.session.clone().unwrap_or_default(),
+            location: None,
         };
-        gate::gate(self.store.as_ref(), &check, deadline).await
+        let located = self.location.as_ref().map(|fence| Located {
+            fence,
+            tenant: self.registry.tenant(&d.board),
+        });
+        gate::gate_located(self.store.as_ref(), &check, located, deadline).await
     }
 
     /// The asker runs other code than we loaded. If our own files changed, we are the
@@ -254,7 +286,7 @@ impl Resident {
         let now = ledger::now_ms();
         let beat = self.heartbeat_ms.load(Ordering::Relaxed);
         let s = &self.stats;
-        json!({
+        let mut status = json!({
             "pid": std::process::id(),
             "version": env!("CARGO_PKG_VERSION"),
             "stamp": self.stamp,
@@ -275,11 +307,15 @@ impl Resident {
                 "by_reason": *lock(&s.by_reason),
             },
             "recent_refusals": self.refusals.recent(),
-        })
+        });
+        if let Some(fence) = &self.location {
+            status["location_fence"] = fence.status();
+        }
+        status
     }
 }
 
-fn ledger_record(ask: &Ask, gated: &Gated) -> LedgerRecord {
+fn ledger_record(ask: &Ask, gated: &Gated, located: Option<&AskLocation>) -> LedgerRecord {
     let d = &ask.descriptor;
     LedgerRecord {
         ts_ms: ledger::now_ms(),
@@ -299,6 +335,8 @@ fn ledger_record(ask: &Ask, gated: &Gated) -> LedgerRecord {
         cwd: ask.caller.cwd.clone(),
         action: ask.action.clone(),
         pid: std::process::id(),
+        location: located.map(|l| l.location.clone()),
+        epoch: located.map(|l| l.epoch),
         ..LedgerRecord::default()
     }
 }

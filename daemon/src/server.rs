@@ -31,13 +31,17 @@ pub const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
 pub async fn run(listener: UnixListener, resident: Arc<Resident>, shutdown: CancellationToken) {
     let tracker = TaskTracker::new();
     let limit = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    // systemd's watchdog is pinged from this loop, so a loop that stops turning is restarted.
+    let mut watchdog = crate::supervisor::Watchdog::from_env();
     loop {
         let permit = tokio::select! {
             _ = shutdown.cancelled() => break,
+            _ = watchdog.tick() => continue,
             permit = limit.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
         };
         let accepted = tokio::select! {
             _ = shutdown.cancelled() => break,
+            _ = watchdog.tick() => continue,
             accepted = listener.accept() => accepted,
         };
         match accepted {

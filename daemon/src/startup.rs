@@ -5,7 +5,9 @@
 
 use crate::config::Settings;
 use crate::heartbeat;
+use crate::location::{self, LocationFence, SystemClock};
 use crate::own_code::OwnCode;
+use crate::registry::Registry;
 use crate::resident::Resident;
 use crate::server;
 use crate::socket::{self, SocketError};
@@ -28,6 +30,8 @@ pub struct Options {
     pub heartbeat_interval: Duration,
     /// Extra uids to serve besides our own.
     pub extra_uids: Vec<u32>,
+    /// The location fence's settings; `None` (the default) keeps it inert.
+    pub location: Option<location::Settings>,
 }
 
 /// Runs the daemon in the foreground; returns the process exit code.
@@ -57,6 +61,8 @@ fn failed(message: String) -> i32 {
 
 struct Prepared {
     own_code: OwnCode,
+    registry: Registry,
+    fence: Option<Arc<LocationFence>>,
     store: Arc<dyn LeaseStore>,
     listener: tokio::net::UnixListener,
     guard: socket::SocketGuard,
@@ -75,6 +81,7 @@ fn prepare(options: &Options) -> Result<Prepared, String> {
     socket::prepare_dir(&settings.socket).map_err(|e| e.to_string())?;
     let own_code = OwnCode::capture(&settings.home)?;
     // Whatever the daemon loads from the registry is loaded between these two digests.
+    let registry = Registry::load(&settings.home)?;
     let again = row_fence_ask::stamp::registry_digest(&paths::registry(&settings.home))
         .map_err(|e| format!("cannot read the registry: {e}"))?;
     if again != own_code.registry_digest() {
@@ -83,6 +90,7 @@ fn prepare(options: &Options) -> Result<Prepared, String> {
         );
     }
     let store = settings.open_store()?;
+    let fence = location_fence(options.location.as_ref())?;
     let (listener, guard) = socket::bind(&settings.socket).map_err(|e| match e {
         SocketError::AlreadyRunning(path) => {
             format!(
@@ -101,10 +109,29 @@ fn prepare(options: &Options) -> Result<Prepared, String> {
         })?;
     Ok(Prepared {
         own_code,
+        registry,
+        fence,
         store,
         listener,
         guard,
     })
+}
+
+/// Builds the location fence when it is on, warning once when it has no map to fetch
+/// (every ask is then `map_missing`).
+fn location_fence(
+    settings: Option<&location::Settings>,
+) -> Result<Option<Arc<LocationFence>>, String> {
+    let Some(settings) = settings else {
+        return Ok(None);
+    };
+    if settings.source.is_none() {
+        tracing::warn!(
+            location = %settings.location,
+            "ROW_FENCE_LOCATION is set without ROW_FENCE_TENANT_MAP_URL: every ask is fenced map_missing"
+        );
+    }
+    LocationFence::new(settings.clone(), Arc::new(SystemClock)).map(Some)
 }
 
 async fn serve(options: Options, prepared: Prepared) -> i32 {
@@ -112,21 +139,22 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
         settings,
         heartbeat_interval,
         extra_uids,
+        location: _,
     } = options;
     let Prepared {
         own_code,
+        registry,
+        fence,
         store,
         listener,
         guard,
     } = prepared;
     let mut uids = vec![paths::euid()];
     uids.extend(extra_uids);
-    let resident = Arc::new(Resident::new(
-        store.clone(),
-        own_code,
-        settings.clone(),
-        uids,
-    ));
+    let resident = Arc::new(
+        Resident::new(store.clone(), own_code, settings.clone(), uids)
+            .with_location(registry, fence),
+    );
     tracing::info!(
         socket = %settings.socket.display(),
         store = %store.describe(),
@@ -143,7 +171,10 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
         resident.shutdown.clone(),
     ));
     tokio::spawn(stop_on_signal(resident.clone()));
+    // Bound and about to accept: only now may systemd count the daemon as started.
+    crate::supervisor::ready(&settings.socket);
     server::run(listener, resident.clone(), resident.shutdown.clone()).await;
+    crate::supervisor::stopping();
     resident.refusals.close();
     guard.remove_if_ours();
     let code = resident.exit_code();

@@ -17,7 +17,18 @@ macro_rules! on_both_stores {
 }
 
 mod asker;
+mod bench_smoke;
+mod cluster;
+mod contract;
 mod daemon;
+mod deploy;
 mod descriptor;
+mod fencing;
+mod guard;
+mod location;
+mod migrate;
+mod model;
 mod push;
+mod records_cli;
+mod stamp;
 mod verdicts;

@@ -2,7 +2,7 @@
 //! `startup::run`. Runs in the foreground under launchd or systemd.
 
 use clap::Parser;
-use row_fence::config::{CommonArgs, Settings};
+use row_fence::config::{CommonArgs, LocationArgs, Settings};
 use row_fence::heartbeat::DEFAULT_INTERVAL_MS;
 use row_fence::startup::{self, EXIT_START_FAILED, Options};
 use std::time::Duration;
@@ -13,6 +13,8 @@ use std::time::Duration;
 struct Args {
     #[command(flatten)]
     common: CommonArgs,
+    #[command(flatten)]
+    location: LocationArgs,
     /// Milliseconds between heartbeats
     #[arg(long, env = "ROW_FENCE_HEARTBEAT_MS", default_value_t = DEFAULT_INTERVAL_MS, value_name = "MS")]
     heartbeat_ms: u64,
@@ -60,6 +62,7 @@ fn main() {
         settings,
         heartbeat_interval: Duration::from_millis(args.heartbeat_ms.max(1)),
         extra_uids: args.allowed_uids,
+        location: args.location.settings(),
     });
     std::process::exit(code);
 }

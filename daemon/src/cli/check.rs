@@ -5,8 +5,11 @@
 //! operators.
 
 use super::Outcome;
+use crate::config::LocationArgs;
 use crate::config::Settings;
-use crate::gate::{self, Gated};
+use crate::gate::{self, Gated, Located};
+use crate::location::{LocationFence, SystemClock};
+use crate::registry::Registry;
 use crate::store::AskCheck;
 use row_fence_ask::ask::{DEFAULT_TIMEOUT_MS, SESSION_ENV};
 use row_fence_ask::descriptor::{self, Descriptor, Resolution};
@@ -14,6 +17,7 @@ use row_fence_ask::ledger::{self, LedgerRecord};
 use row_fence_ask::report::Outcome as Shown;
 use row_fence_ask::{Reason, Verdict, paths};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug)]
@@ -30,6 +34,8 @@ pub struct CheckArgs {
     /// Also print the verdict as one JSON object on stdout
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    location: LocationArgs,
 }
 
 pub async fn run(args: CheckArgs, settings: &Settings) -> Outcome {
@@ -57,10 +63,7 @@ pub async fn run(args: CheckArgs, settings: &Settings) -> Outcome {
             ),
             None,
         ),
-        Resolution::Found(_, d) => (
-            ask_store(&d, &args.action, settings, deadline).await,
-            Some(d),
-        ),
+        Resolution::Found(_, d) => (ask_store(&d, &args, settings, deadline).await, Some(d)),
     };
     if gated.verdict.is_denial() {
         record(settings, &gated, descriptor.as_ref(), &args.action);
@@ -75,11 +78,17 @@ pub async fn run(args: CheckArgs, settings: &Settings) -> Outcome {
     Ok(gated.verdict.exit_code())
 }
 
-async fn ask_store(d: &Descriptor, action: &str, settings: &Settings, deadline: Instant) -> Gated {
+async fn ask_store(
+    d: &Descriptor,
+    args: &CheckArgs,
+    settings: &Settings,
+    deadline: Instant,
+) -> Gated {
     let store = match settings.open_store() {
         Ok(store) => store,
         Err(e) => return cnr(Reason::StoreUnreachable, e),
     };
+    let action = args.action.as_str();
     let check = AskCheck {
         board: d.board.clone(),
         row: d.row.clone(),
@@ -87,8 +96,27 @@ async fn ask_store(d: &Descriptor, action: &str, settings: &Settings, deadline: 
         generation: d.generation,
         action: action.to_string(),
         session: std::env::var(SESSION_ENV).unwrap_or_default(),
+        location: None,
     };
-    gate::gate(store.as_ref(), &check, deadline).await
+    let Some(location) = args.location.settings() else {
+        return gate::gate(store.as_ref(), &check, deadline).await;
+    };
+    // The same location fence as the daemon's, fetched once for this one check.
+    let registry = match Registry::load(&settings.home) {
+        Ok(registry) => registry,
+        Err(e) => return cnr(Reason::FenceError, e),
+    };
+    let fence = match LocationFence::new(location, Arc::new(SystemClock)) {
+        Ok(fence) => fence,
+        Err(e) => return cnr(Reason::FenceError, e),
+    };
+    let located = Located {
+        fence: &fence,
+        tenant: registry.tenant(&d.board),
+    };
+    gate::gate_located(store.as_ref(), &check, Some(located), deadline)
+        .await
+        .0
 }
 
 fn cnr(reason: Reason, detail: String) -> Gated {

@@ -1,11 +1,17 @@
 //! `row-fence`: row leases (acquire, renew, release, show), the cold gate (`check`), the
-//! daemon's status and liveness (`status`, `health`). Exit codes are the product's
+//! daemon's status and liveness (`status`, `health`), the controller lease, raw fenced
+//! batches, records, the fence log and migration. Exit codes are the product's
 //! contract: 0 done, 3 refused (the store said no), 1 could not (the store or daemon could
 //! not be read), 2 usage.
 
 mod check;
+mod controller;
+mod install;
 mod leases;
 mod liveness;
+mod migrate;
+mod records;
+mod render;
 
 use crate::config::{CommonArgs, Settings};
 use clap::{Parser, Subcommand};
@@ -39,6 +45,20 @@ enum Command {
     Status(liveness::StatusArgs),
     /// Exit 0 when the daemon's heartbeat is fresh, 1 otherwise
     Health(liveness::HealthArgs),
+    /// The board controller's lease: acquire, renew, release, show
+    Controller(controller::ControllerArgs),
+    /// Apply a raw fenced batch from a JSON file; prints the committed revision
+    Batch(records::BatchArgs),
+    /// Print a board's records with their revisions
+    Records(records::RecordsArgs),
+    /// Print the newest fence log entries (revision, owner, record count)
+    Log(records::LogArgs),
+    /// Move a board onto Redis per-record keys, once (safely repeatable)
+    Migrate(migrate::MigrateArgs),
+    /// Print (or write) the launchd or systemd job that runs the daemon
+    Render(render::RenderArgs),
+    /// Write the launchd/systemd job (printing the load and rollback commands), or switch the agent or git hook
+    Install(install::InstallArgs),
 }
 
 /// `--version`: the package version and the first 12 hex digits of the build digest.
@@ -121,6 +141,13 @@ async fn run(command: Command, settings: &Settings) -> Outcome {
         Command::Check(args) => check::run(args, settings).await,
         Command::Status(args) => liveness::status(args, settings),
         Command::Health(args) => liveness::health(args, settings),
+        Command::Controller(args) => controller::run(args, settings).await,
+        Command::Batch(args) => records::batch(args, settings).await,
+        Command::Records(args) => records::records(args, settings).await,
+        Command::Log(args) => records::log(args, settings).await,
+        Command::Migrate(args) => migrate::run(args, settings).await,
+        Command::Render(args) => render::run(args, settings),
+        Command::Install(args) => install::run(args, settings),
     }
 }
 

@@ -4,15 +4,15 @@
 //! revision +1, one capped log entry.
 
 use super::{
-    AskCheck, BLIND, CLAIMS, FencedBatch, Judgement, LOG_CAP, META, Record, RowLease, Section,
-    Snapshot, StoreError, WriteKind, check_lease_fence, judge,
+    AskCheck, BLIND, CLAIMS, FencedBatch, Judgement, LOG_CAP, LogEntry, META, Record, RowLease,
+    Section, Snapshot, StoreError, WriteKind, check_lease_fence, judge,
 };
 use row_fence_ask::descriptor::validate_board;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Key parts that name Redis keys other than section hashes; no section may use them.
-pub const RESERVED_SECTIONS: &[&str] = &["revision", "log", "asks"];
+pub const RESERVED_SECTIONS: &[&str] = &["revision", "log", "asks", "sections"];
 
 /// One board as one JSON document.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -31,17 +31,6 @@ pub struct BoardDocument {
     /// served from this document.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moved_to: Option<String>,
-}
-
-/// One fence log entry: one per committed batch.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LogEntry {
-    /// The revision the batch committed at.
-    pub revision: u64,
-    /// The lease fence's owner, empty for an unfenced batch.
-    pub owner: String,
-    /// The number of writes in the batch.
-    pub records: usize,
 }
 
 impl BoardDocument {
@@ -85,6 +74,16 @@ impl BoardDocument {
     /// One record.
     pub fn record(&self, section: &str, key: &str) -> Option<&Record> {
         self.sections.get(section)?.get(key)
+    }
+
+    /// The names of the sections holding records.
+    pub fn section_names(&self) -> Vec<String> {
+        self.sections.keys().cloned().collect()
+    }
+
+    /// The newest `count` log entries, newest first.
+    pub fn newest_log(&self, count: usize) -> Vec<LogEntry> {
+        self.log.iter().rev().take(count).cloned().collect()
     }
 
     /// Applies a batch all or nothing; returns the revision it committed at.

@@ -2,10 +2,12 @@
 //! board, `<dir>/<board>.json`, so one machine needs no server at all. Writers take an
 //! exclusive `flock` on `<board>.lock` (a separate file, because the document itself is
 //! replaced by rename), write a temp file, fsync it, rename it over the document and fsync
-//! the directory; readers take a shared lock. The clock is this machine's.
+//! the directory; readers take a shared lock. The clock is this machine's. The fence log
+//! is kept beside the document ([`super::file_log`]).
 
 use super::document::BoardDocument;
-use super::{AskCheck, FencedBatch, Judgement, LeaseStore, Record, Snapshot, StoreError};
+use super::file_log;
+use super::{AskCheck, FencedBatch, Judgement, LeaseStore, LogEntry, Record, Snapshot, StoreError};
 use async_trait::async_trait;
 use row_fence_ask::descriptor::validate_board;
 use std::fs::{self, File, OpenOptions};
@@ -113,7 +115,10 @@ impl FileStore {
         lock.lock().map_err(|e| io_error(&path, e))?;
         let result = self.load(board, &path).and_then(|mut document| {
             let out = change(&mut document)?;
+            // The log lives beside the document (file_log): keep the document small.
+            let entries = std::mem::take(&mut document.log);
             self.store(&path, &document)?;
+            file_log::append(&file_log::path(&self.dir, board), &entries)?;
             Ok(out)
         });
         let _ = lock.unlock();
@@ -141,12 +146,19 @@ impl FileStore {
         })
     }
 
-    /// Marks the board's document as moved (after a migration), so this store refuses
-    /// to serve it from now on.
-    pub fn mark_moved(&self, board: &str, to: &str) -> Result<(), StoreError> {
-        self.update(board, |document| {
-            document.moved_to = Some(to.to_string());
-            Ok(())
+    /// Takes the board's exclusive lock and holds it until the guard is dropped: no
+    /// reader or writer of this store gets at the board meanwhile (a migration's copy).
+    pub fn hold(&self, board: &str) -> Result<HeldBoard, StoreError> {
+        check_board(board)?;
+        let path = self.document_path(board);
+        let lock = self.open_lock(board)?;
+        lock.lock().map_err(|e| io_error(&path, e))?;
+        let document = self.load(board, &path)?;
+        Ok(HeldBoard {
+            store: self.clone(),
+            lock,
+            path,
+            document,
         })
     }
 
@@ -158,6 +170,34 @@ impl FileStore {
         tokio::task::spawn_blocking(move || work(store))
             .await
             .map_err(|e| StoreError::Unreachable(format!("the file store task failed: {e}")))?
+    }
+}
+
+/// A board held under the file store's exclusive lock (released on drop).
+pub struct HeldBoard {
+    store: FileStore,
+    lock: File,
+    path: PathBuf,
+    document: BoardDocument,
+}
+
+impl HeldBoard {
+    /// The board's document as read under the lock.
+    pub fn document(&self) -> &BoardDocument {
+        &self.document
+    }
+
+    /// Marks the document as moved to `to`, so this store refuses to serve the board from
+    /// now on (written atomically, still under the lock).
+    pub fn mark_moved(mut self, to: &str) -> Result<(), StoreError> {
+        self.document.moved_to = Some(to.to_string());
+        self.store.store(&self.path, &self.document)
+    }
+}
+
+impl Drop for HeldBoard {
+    fn drop(&mut self) {
+        let _ = self.lock.unlock();
     }
 }
 
@@ -229,6 +269,21 @@ impl LeaseStore for FileStore {
             let document = s.read_document(&check.board)?;
             document.ensure_here()?;
             document.judge_ask(&check, system_now_ms())
+        })
+        .await
+    }
+
+    async fn section_names(&self, board: &str) -> Result<Vec<String>, StoreError> {
+        let board = board.to_string();
+        self.blocking(move |s| Ok(s.read_document(&board)?.section_names()))
+            .await
+    }
+
+    async fn log(&self, board: &str, count: usize) -> Result<Vec<LogEntry>, StoreError> {
+        let board = board.to_string();
+        self.blocking(move |s| {
+            check_board(&board)?;
+            file_log::newest(&file_log::path(&s.dir, &board), count)
         })
         .await
     }

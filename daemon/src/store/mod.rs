@@ -2,13 +2,15 @@
 //! store"). Every write is a fenced batch; every ask is judged on the store side with the
 //! store's clock.
 //!
-//! - [`redis`]: per-record keys on Redis (the `records` layout), two Lua scripts.
+//! - [`redis`]: Redis: per-record keys (the `records` layout, Lua scripts) and, for boards
+//!   not yet migrated, the whole document (the `document` layout); a router picks per board.
 //! - [`file`]: the embedded default, one JSON document per board under
 //!   `$ROW_FENCE_HOME/store/`, written atomically under an exclusive lock.
 //! - [`document`]: the whole-document model both document adapters apply batches to.
 
 pub mod document;
 pub mod file;
+pub mod file_log;
 pub mod redis;
 pub mod spec;
 
@@ -34,6 +36,17 @@ pub const CLAIMS: &str = "claims";
 
 /// The section holding the board's scalars (`lease`, `epoch`, `layout`).
 pub const META: &str = "meta";
+
+/// One fence log entry: one per committed batch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogEntry {
+    /// The revision the batch committed at.
+    pub revision: u64,
+    /// The lease fence's owner, empty for an unfenced batch.
+    pub owner: String,
+    /// The number of writes in the batch.
+    pub records: usize,
+}
 
 /// One record: its value and the board revision of the batch that last wrote it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -162,6 +175,20 @@ pub struct AskCheck {
     pub action: String,
     /// The caller's session (for the asks stream).
     pub session: String,
+    /// The location fence's stamp, only when the fence is on: the asks stream entry then
+    /// carries `location` and `epoch`, and the fence's verdict when it fenced the ask.
+    pub location: Option<AskLocation>,
+}
+
+/// What the location fence decided for an ask, recorded with it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AskLocation {
+    /// This daemon's location.
+    pub location: String,
+    /// The tenant's epoch in the held map; -1 when it has no single row.
+    pub epoch: i64,
+    /// The fence's reason when it fenced the ask.
+    pub fenced: Option<Reason>,
 }
 
 /// The store's judgement of an ask, decided atomically with the store's clock.
@@ -223,6 +250,11 @@ pub enum StoreError {
     /// The request itself is invalid (a bad board name, a bad batch).
     #[error("{0}")]
     Invalid(String),
+    /// The board is served by another layout than the adapter asked (the Redis router
+    /// uses this to fall back to a board's document; it never returns it). Nothing was
+    /// written.
+    #[error("the board is served by another layout: {0}")]
+    NotThisLayout(String),
 }
 
 impl StoreError {
@@ -272,6 +304,12 @@ pub trait LeaseStore: Send + Sync + fmt::Debug {
     /// Judges an ask on the store side, atomically, with the store's clock, and records
     /// the verdict where the adapter keeps asks.
     async fn ask(&self, check: &AskCheck) -> Result<Judgement, StoreError>;
+
+    /// The names of the board's sections that hold (or held) records, sorted.
+    async fn section_names(&self, board: &str) -> Result<Vec<String>, StoreError>;
+
+    /// The newest `count` fence log entries, newest first.
+    async fn log(&self, board: &str, count: usize) -> Result<Vec<LogEntry>, StoreError>;
 
     /// A cheap call that succeeds only when the store answers (the heartbeat's proof).
     async fn ping(&self) -> Result<(), StoreError>;

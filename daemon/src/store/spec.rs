@@ -1,6 +1,7 @@
 //! `ROW_FENCE_STORE`: which store to open. `file` (the embedded default, under
 //! `$ROW_FENCE_HOME/store/`), `file:DIR`, or a Redis URL: `redis://…`, `rediss://…`
-//! (TLS), `redis+unix://…` / `unix://…`.
+//! (TLS), `redis+unix://…` / `unix://…`, or a Redis Cluster node: `redis+cluster://…`,
+//! `rediss+cluster://…`.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -29,7 +30,14 @@ impl StoreSpec {
             }
             return Ok(StoreSpec::File(Some(PathBuf::from(dir))));
         }
-        const SCHEMES: &[&str] = &["redis://", "rediss://", "redis+unix://", "unix://"];
+        const SCHEMES: &[&str] = &[
+            "redis://",
+            "rediss://",
+            "redis+unix://",
+            "unix://",
+            "redis+cluster://",
+            "rediss+cluster://",
+        ];
         if SCHEMES.iter().any(|s| text.starts_with(s)) {
             return Ok(StoreSpec::Redis(text.to_string()));
         }

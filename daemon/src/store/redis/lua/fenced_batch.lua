@@ -2,10 +2,16 @@
 -- fence, the expected revisions, then all writes or none. Redis runs a script atomically,
 -- so a refusal leaves every key unchanged.
 --
--- KEYS[1] meta hash, KEYS[2] revision counter, KEYS[3] log stream,
--- KEYS[4..] the section hashes the writes name.
+-- KEYS[1] meta hash, KEYS[2] revision counter, KEYS[3] log stream, KEYS[4] the set of the
+-- board's section names, then the section hashes the writes name and, on standalone Redis
+-- only, the document layout's shared hash (stamped so its watchers see records writes).
 -- ARGV[1] header: a JSON object {"fence": {"owner","epoch","now_ms"} | absent,
---         "expected_revision": n | absent, "owner": "<fence owner or ''>", "log_cap": n}
+--         "expected_revision": n | absent, "owner": "<fence owner or ''>", "log_cap": n,
+--         "stamp": {"key": <index into KEYS>, "field": "<board>:records"} | absent,
+--         "route": "<board>" | absent}
+--         With "route", a board that has a document in the stamped hash and is not marked
+--         as migrated is refused with FENCE_DOCUMENT (nothing written): the Redis router
+--         then writes the document instead.
 -- ARGV[2..] five per write: kind (put|delete|check), index into KEYS of its section,
 --         field, expected revision (-1 = blind, 0 = absent), value JSON (put only).
 -- Returns the revision the batch committed at; errors FENCE_STALE <why> or
@@ -22,6 +28,21 @@ local function revision_of(raw)
   local ok, decoded = pcall(cjson.decode, raw)
   if ok and type(decoded) == 'table' and tonumber(decoded.r) then return tonumber(decoded.r) end
   return -2 -- never equal to an expected revision: a malformed record always conflicts
+end
+
+local function section_of(key)
+  return string.match(key, ':fence:([^:]+)$') or key
+end
+
+local function marked_records()
+  local layout = redis.call('HGET', KEYS[1], 'layout')
+  return layout and string.find(layout, '"v":"records"', 1, true)
+end
+
+if type(header.route) == 'string' and type(header.stamp) == 'table' then
+  if redis.call('HEXISTS', KEYS[tonumber(header.stamp.key)], header.route) == 1 and not marked_records() then
+    return redis.error_reply('FENCE_DOCUMENT the board is in the document layout')
+  end
 end
 
 local fence = header.fence
@@ -42,8 +63,10 @@ if type(fence) == 'table' then
   end
 end
 
+-- JSON null decodes to cjson.null, which is truthy: read optional numbers with tonumber.
 local current = tonumber(redis.call('GET', KEYS[2]) or '0')
-if header.expected_revision and tonumber(header.expected_revision) ~= current then
+local expected_revision = tonumber(header.expected_revision)
+if expected_revision and expected_revision ~= current then
   return redis.error_reply('FENCE_CONFLICT revision')
 end
 
@@ -55,8 +78,7 @@ for i = 0, count - 1 do
     local section_key = KEYS[tonumber(ARGV[base + 1])]
     local have = revision_of(redis.call('HGET', section_key, ARGV[base + 2]))
     if have ~= expected then
-      local section = string.match(section_key, ':fence:([^:]+)$') or section_key
-      return redis.error_reply('FENCE_CONFLICT ' .. section .. '/' .. ARGV[base + 2])
+      return redis.error_reply('FENCE_CONFLICT ' .. section_of(section_key) .. '/' .. ARGV[base + 2])
     end
   end
 end
@@ -68,9 +90,13 @@ for i = 0, count - 1 do
   local section_key = KEYS[tonumber(ARGV[base + 1])]
   if kind == 'put' then
     redis.call('HSET', section_key, ARGV[base + 2], '{"r":' .. revision .. ',"v":' .. ARGV[base + 4] .. '}')
+    redis.call('SADD', KEYS[4], section_of(section_key))
   elseif kind == 'delete' then
     redis.call('HDEL', section_key, ARGV[base + 2])
   end
+end
+if type(header.stamp) == 'table' then
+  redis.call('HSET', KEYS[tonumber(header.stamp.key)], header.stamp.field, revision)
 end
 redis.call('XADD', KEYS[3], 'MAXLEN', tonumber(header.log_cap), '*',
   'revision', revision, 'owner', header.owner or '', 'records', count)

@@ -1,0 +1,259 @@
+//! The command one latency sample spawns, for each client and each route to the store.
+//! Every sample is a new process, as a hook starts one per fenced write.
+
+use crate::fixture::{self, ACTION, Binaries};
+use crate::python_client::PythonClient;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// What a sample runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Client {
+    /// `/bin/true`: the cost of starting any process at all.
+    True,
+    /// `row-fence-bench-echo`: a minimal process doing one Unix-socket round trip.
+    Echo,
+    /// `row-fence-ask` → the warm daemon → Redis.
+    Warm,
+    /// `row-fence check`: the same gate in a new process, connecting to Redis itself.
+    ColdRust,
+    /// `redis-cli EVALSHA` of the ask script, connecting per sample.
+    RedisCli,
+    /// A Python `redis` client script running the ask script, connecting per sample.
+    Python,
+}
+
+impl Client {
+    /// The name in the report.
+    pub fn label(self) -> &'static str {
+        match self {
+            Client::True => "floor: /bin/true",
+            Client::Echo => "floor: echo round trip",
+            Client::Warm => "warm: row-fence-ask",
+            Client::ColdRust => "cold Rust: row-fence check",
+            Client::RedisCli => "cold generic: redis-cli EVALSHA",
+            Client::Python => "cold generic: Python redis",
+        }
+    }
+
+    /// True for the clients that are the product (a failure there aborts the run; a
+    /// generic client that cannot run is skipped with a note instead).
+    pub fn is_product(self) -> bool {
+        matches!(self, Client::Warm | Client::ColdRust)
+    }
+}
+
+/// How the clients reach Redis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Route {
+    /// The Unix socket: nothing between client and server.
+    Unix,
+    /// TLS on loopback (`rediss://127.0.0.1`).
+    Tls,
+    /// Plain TCP through the delay proxy (5 ms each way).
+    TcpDelayed,
+    /// TLS through the delay proxy (5 ms each way).
+    TlsDelayed,
+}
+
+impl Route {
+    /// The name in the report.
+    pub fn label(self) -> &'static str {
+        match self {
+            Route::Unix => "Unix socket",
+            Route::Tls => "TLS",
+            Route::TcpDelayed => "TCP + 5 ms each way",
+            Route::TlsDelayed => "TLS + 5 ms each way",
+        }
+    }
+
+    /// True when the route is TLS.
+    pub fn is_tls(self) -> bool {
+        matches!(self, Route::Tls | Route::TlsDelayed)
+    }
+}
+
+/// Where one route reaches Redis.
+#[derive(Clone, Debug)]
+pub struct Endpoint {
+    /// Which route.
+    pub route: Route,
+    /// The store URL the product and the Python client take.
+    pub url: String,
+    /// redis-cli's connection flags.
+    pub cli_args: Vec<OsString>,
+    /// The trust bundle TLS clients verify the server with.
+    pub tls_bundle: Option<PathBuf>,
+}
+
+impl Endpoint {
+    /// The Unix socket route.
+    pub fn unix(socket: &Path) -> Endpoint {
+        Endpoint {
+            route: Route::Unix,
+            url: format!("redis+unix://{}", socket.display()),
+            cli_args: vec!["-s".into(), socket.into()],
+            tls_bundle: None,
+        }
+    }
+
+    /// A loopback TCP route on `port`, with TLS when `bundle` is given.
+    pub fn tcp(route: Route, port: u16, bundle: Option<&Path>) -> Endpoint {
+        let mut cli_args: Vec<OsString> = vec![
+            "-h".into(),
+            "127.0.0.1".into(),
+            "-p".into(),
+            port.to_string().into(),
+        ];
+        let scheme = match bundle {
+            Some(bundle) => {
+                cli_args.extend(["--tls".into(), "--cacert".into(), bundle.into()]);
+                "rediss"
+            }
+            None => "redis",
+        };
+        Endpoint {
+            route,
+            url: format!("{scheme}://127.0.0.1:{port}"),
+            cli_args,
+            tls_bundle: bundle.map(Path::to_path_buf),
+        }
+    }
+
+    /// The environment a Rust or Python TLS client needs: `SSL_CERT_FILE`.
+    pub fn env(&self) -> Vec<(String, OsString)> {
+        self.tls_bundle
+            .iter()
+            .map(|b| ("SSL_CERT_FILE".to_string(), b.clone().into_os_string()))
+            .collect()
+    }
+}
+
+/// The ask script as the daemon invokes it for the bench's lane: its SHA1 (the script is
+/// already in Redis's cache), keys and arguments, captured from the daemon's own ask
+/// ([`crate::capture`]), so a generic client does exactly the daemon's store work.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AskScript {
+    /// The SHA1 `EVALSHA` names.
+    pub sha: String,
+    /// The keys.
+    pub keys: Vec<String>,
+    /// The arguments.
+    pub args: Vec<String>,
+}
+
+impl AskScript {
+    /// `EVALSHA sha numkeys keys… args…`.
+    pub fn evalsha_args(&self) -> Vec<String> {
+        let mut v = vec![
+            "EVALSHA".to_string(),
+            self.sha.clone(),
+            self.keys.len().to_string(),
+        ];
+        v.extend(self.keys.iter().cloned());
+        v.extend(self.args.iter().cloned());
+        v
+    }
+}
+
+/// Everything needed to build any client's command.
+pub struct Clients {
+    /// The binaries under test.
+    pub bins: Binaries,
+    /// The lane's descriptor.
+    pub descriptor: PathBuf,
+    /// `ROW_FENCE_HOME` for `row-fence check` (its ledger; no daemon there).
+    pub cold_home: PathBuf,
+    /// The echo server's socket.
+    pub echo_socket: PathBuf,
+    /// The ask script, for the generic clients (`None`: not found, skipped).
+    pub ask_script: Option<AskScript>,
+    /// The Python client (`None`: could not be installed, skipped).
+    pub python: Option<PythonClient>,
+}
+
+impl Clients {
+    /// The command for one sample of `client` on `endpoint`; `daemon_home` is the warm
+    /// daemon's home on that route. `None` when the client is unavailable.
+    pub fn command(
+        &self,
+        client: Client,
+        endpoint: &Endpoint,
+        daemon_home: &Path,
+    ) -> Option<Command> {
+        let env = endpoint.env();
+        match client {
+            Client::True => Some(Command::new("/bin/true")),
+            Client::Echo => {
+                let mut cmd = Command::new(self.bins.path("row-fence-bench-echo"));
+                cmd.arg(&self.echo_socket);
+                Some(cmd)
+            }
+            Client::Warm => {
+                let mut cmd =
+                    fixture::clean_command(self.bins.path("row-fence-ask"), daemon_home, &[]);
+                cmd.arg("--descriptor")
+                    .arg(&self.descriptor)
+                    .args(["--action", ACTION]);
+                Some(cmd)
+            }
+            Client::ColdRust => {
+                let mut cmd =
+                    fixture::clean_command(self.bins.path("row-fence"), &self.cold_home, &env);
+                cmd.args(["--store", &endpoint.url, "check", "--descriptor"])
+                    .arg(&self.descriptor)
+                    .args(["--action", ACTION]);
+                Some(cmd)
+            }
+            Client::RedisCli => {
+                let script = self.ask_script.as_ref()?;
+                let mut cmd = Command::new("redis-cli");
+                cmd.args(&endpoint.cli_args).args(script.evalsha_args());
+                Some(cmd)
+            }
+            Client::Python => {
+                let script = self.ask_script.as_ref()?;
+                Some(self.python.as_ref()?.command(&endpoint.url, script, &env))
+            }
+        }
+    }
+
+    /// Checks one run of `client` answers ALLOWED (its output captured); `Err` says what
+    /// it printed instead.
+    pub fn preflight(
+        &self,
+        client: Client,
+        endpoint: &Endpoint,
+        daemon_home: &Path,
+    ) -> Result<(), String> {
+        let mut cmd = self
+            .command(client, endpoint, daemon_home)
+            .ok_or_else(|| format!("{} is not available", client.label()))?;
+        let out = cmd
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", client.label()))?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let allowed = match client {
+            Client::True | Client::Echo => true,
+            Client::Warm | Client::ColdRust => {
+                stderr.lines().any(|l| l.starts_with("row-fence: ALLOWED"))
+            }
+            Client::RedisCli | Client::Python => stdout.lines().next() == Some("allowed"),
+        };
+        if out.status.success() && allowed {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} on {} did not answer ALLOWED ({}): {} {}",
+                client.label(),
+                endpoint.route.label(),
+                out.status,
+                stdout.trim(),
+                stderr.trim()
+            ))
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! The row fence's benchmark (issue 6): the warm ask (`row-fence-ask` → daemon → Redis)
+//! side by side with the physical floor and the cold paths it replaces, on this machine,
+//! in one run, under CPU oversubscription, over TLS and over distance.
+//!
+//! Everything it measures is real: a private `redis-server` on a private Unix socket and
+//! private loopback ports, the release binaries, one new process per sample as a hook
+//! spawns them. It starts all of it itself and stops all of it, also on Ctrl-C or
+//! failure, and writes `target/bench/report.md`. Each comparison is a ratio of two
+//! figures taken in the same phase with the cases interleaved sample by sample, so a
+//! neighbour's build slows both sides alike.
+//!
+//! # Layout
+//!
+//! - [`options`]: flags and the sample plan of each profile (full, `--quick`, `--smoke`).
+//! - [`cases`]: the case list: every case the issue names, and those planned for later.
+//! - [`run`]: the phases, in order: set up, measure, stop.
+//! - [`clients`]: the command one latency sample spawns, per client and route.
+//! - [`sample`]: one timed spawn: wall time, exit code, max RSS.
+//! - [`stats`]: percentiles of a set of samples.
+//! - [`children`]: processes the bench owns, stopped when dropped.
+//! - [`interrupt`]: Ctrl-C and SIGTERM become a flag every loop checks.
+//! - [`redis_server`]: the private `redis-server` (Unix socket, TCP, TLS).
+//! - [`capture`]: the daemon's own `EVALSHA`, captured with `MONITOR`, for the generic
+//!   clients to replay.
+//! - [`certs`]: the bench's CA and server certificate, and the trust bundle.
+//! - [`delay_proxy`]: a loopback TCP proxy adding a fixed delay each way.
+//! - [`echo_server`]: the floor's Unix-socket echo server.
+//! - [`fixture`]: the daemon under test, its home, the row lease and the descriptor.
+//! - [`python_client`]: the venv with the Python `redis` client, and its script.
+//! - [`load`]: the busy processes of the oversubscription case.
+//! - [`throughput`]: asks per second with concurrent clients; many open connections.
+//! - [`rss`]: resident memory of a process, from `/proc`.
+//! - [`machine`]: the machine and the versions under test.
+//! - [`targets`]: the issue's targets, judged against the measured figures.
+//! - [`report`]: the Markdown report.
+
+pub mod capture;
+pub mod cases;
+pub mod certs;
+pub mod children;
+pub mod clients;
+pub mod delay_proxy;
+pub mod echo_server;
+pub mod fixture;
+pub mod interrupt;
+pub mod load;
+pub mod machine;
+pub mod options;
+pub mod python_client;
+pub mod redis_server;
+pub mod report;
+pub mod rss;
+pub mod run;
+pub mod sample;
+pub mod stats;
+pub mod targets;
+pub mod throughput;

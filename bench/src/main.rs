@@ -1,0 +1,57 @@
+//! `row-fence-bench`: runs every case, writes the report (default
+//! `target/bench/report.md`) and prints it. Exit 0 when the run completed (missed targets
+//! included: they are findings, not failures), 1 when it stopped early, 2 on bad flags.
+//! `scripts/bench` builds the release binaries and runs this.
+
+use clap::Parser;
+use row_fence_bench::options::Options;
+use row_fence_bench::run::Runner;
+use row_fence_bench::{load, report};
+use std::time::Duration;
+
+fn main() {
+    let options = Options::parse();
+    if let Some(ms) = options.busy_for_ms {
+        load::spin_for(Duration::from_millis(ms));
+        return;
+    }
+    let out = options
+        .out
+        .clone()
+        .unwrap_or_else(|| Options::target_dir().join("bench/report.md"));
+    let command = command_line(&options);
+    let mut runner = Runner::new(options);
+    runner.run();
+    let text = report::render(&runner.results, &command);
+    let written = out
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|_| std::fs::write(&out, &text));
+    println!("{text}");
+    match written {
+        Ok(()) => eprintln!("row-fence-bench: report written to {}", out.display()),
+        Err(e) => {
+            eprintln!("row-fence-bench: cannot write {}: {e}", out.display());
+            std::process::exit(1);
+        }
+    }
+    if let Some(failure) = &runner.results.failure {
+        eprintln!("row-fence-bench: the run stopped early: {failure}");
+        std::process::exit(1);
+    }
+}
+
+/// The command that reproduces this run, for the report.
+fn command_line(options: &Options) -> String {
+    let mut command = "scripts/bench".to_string();
+    if options.quick {
+        command.push_str(" --quick");
+    }
+    if options.smoke {
+        command.push_str(" --smoke");
+    }
+    if options.no_python {
+        command.push_str(" --no-python");
+    }
+    command
+}

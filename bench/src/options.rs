@@ -1,0 +1,167 @@
+//! The bench's flags and the sample plan of each profile: the full run (under 15
+//! minutes), `--quick` (under 2 minutes) and `--smoke` (a handful of samples per case, to
+//! show the bench works; it judges nothing).
+
+use crate::clients::{Client, Route};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `row-fence-bench [--quick] [--smoke] [--out FILE] [--bin-dir DIR] [--venv DIR] [--no-python]`
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "row-fence-bench",
+    about = "Benchmarks the warm ask against the physical floor and the cold paths, under load, over TLS and distance"
+)]
+pub struct Options {
+    /// Fewer samples: the whole run in under 2 minutes
+    #[arg(long)]
+    pub quick: bool,
+    /// A handful of samples per case: checks the bench works, judges nothing
+    #[arg(long)]
+    pub smoke: bool,
+    /// The report [default: <target>/bench/report.md]
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Where row-fence-ask, row-fence, row-fence-resident and row-fence-bench-echo are [default: this program's directory]
+    #[arg(long, value_name = "DIR")]
+    pub bin_dir: Option<PathBuf>,
+    /// The Python venv of the cold generic client, made when missing [default: <target>/bench/venv]
+    #[arg(long, value_name = "DIR")]
+    pub venv: Option<PathBuf>,
+    /// Skip the Python client (no venv, no pip)
+    #[arg(long)]
+    pub no_python: bool,
+    /// Internal: be one busy process of the oversubscription case for this many ms
+    #[arg(long, hide = true, value_name = "MS")]
+    pub busy_for_ms: Option<u64>,
+}
+
+impl Options {
+    /// The sample plan these flags ask for.
+    pub fn plan(&self) -> Plan {
+        match (self.smoke, self.quick) {
+            (true, _) => Plan::SMOKE,
+            (false, true) => Plan::QUICK,
+            (false, false) => Plan::FULL,
+        }
+    }
+
+    /// The directory `target/` (the parent of this program's directory), for the default
+    /// report and venv paths.
+    pub fn target_dir() -> PathBuf {
+        std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent()?.parent().map(PathBuf::from))
+            .unwrap_or_else(|| PathBuf::from("target"))
+    }
+}
+
+/// How many samples each case takes and how long the timed cases run.
+#[derive(Clone, Copy, Debug)]
+pub struct Plan {
+    /// `full`, `quick` or `smoke`.
+    pub name: &'static str,
+    /// Per client on the Unix-socket route, unloaded: [true, echo, warm, cold Rust,
+    /// redis-cli, Python].
+    pub local: [usize; 6],
+    /// Per client on each network route (TLS, +5 ms): [warm, cold Rust, redis-cli,
+    /// Python].
+    pub network: [usize; 4],
+    /// Per client under oversubscription: [true, echo, warm, cold Rust].
+    pub loaded: [usize; 4],
+    /// A latency phase stops taking samples after this long (its counts then fall short
+    /// evenly across its clients; the report shows the counts).
+    pub phase_cap: Duration,
+    /// Busy processes per core in the oversubscription case.
+    pub busy_per_core: usize,
+    /// How long the concurrent clients ask.
+    pub throughput_for: Duration,
+    /// Concurrent in-process clients.
+    pub throughput_clients: usize,
+    /// Connections held open at once for the peak-RSS case.
+    pub connections: usize,
+    /// Each client runs this many times untimed before a phase.
+    pub warmup: usize,
+    /// Runs per client for its peak RSS.
+    pub rss_runs: usize,
+}
+
+impl Plan {
+    /// The full run: under 15 minutes on 2 cores.
+    pub const FULL: Plan = Plan {
+        name: "full",
+        local: [3000, 3000, 3000, 1000, 1000, 200],
+        network: [1000, 400, 400, 60],
+        loaded: [300, 300, 300, 300],
+        phase_cap: Duration::from_secs(150),
+        busy_per_core: 16,
+        throughput_for: Duration::from_secs(10),
+        throughput_clients: 64,
+        connections: 1000,
+        warmup: 10,
+        rss_runs: 20,
+    };
+
+    /// `--quick`: under 2 minutes; the 500 warm asks and 500 `/bin/true` of issue 2.
+    pub const QUICK: Plan = Plan {
+        name: "quick",
+        local: [500, 500, 500, 200, 200, 30],
+        network: [150, 60, 60, 10],
+        loaded: [40, 40, 40, 40],
+        phase_cap: Duration::from_secs(20),
+        busy_per_core: 16,
+        throughput_for: Duration::from_secs(3),
+        throughput_clients: 64,
+        connections: 1000,
+        warmup: 5,
+        rss_runs: 10,
+    };
+
+    /// `--smoke`: a handful of samples per case, one busy process per core (so a test
+    /// suite running beside it is not starved).
+    pub const SMOKE: Plan = Plan {
+        name: "smoke",
+        local: [5, 5, 5, 5, 5, 2],
+        network: [5, 3, 3, 2],
+        loaded: [3, 3, 3, 3],
+        phase_cap: Duration::from_secs(20),
+        busy_per_core: 1,
+        throughput_for: Duration::from_millis(500),
+        throughput_clients: 64,
+        connections: 1000,
+        warmup: 1,
+        rss_runs: 2,
+    };
+
+    /// Samples of `client` on `route`, loaded or not (0: not measured there).
+    pub fn samples(&self, client: Client, route: Route, loaded: bool) -> usize {
+        let index = |order: &[Client]| order.iter().position(|c| *c == client);
+        match (loaded, route) {
+            (true, _) => index(&LOADED_CLIENTS).map_or(0, |i| self.loaded[i]),
+            (false, Route::Unix) => index(&LOCAL_CLIENTS).map_or(0, |i| self.local[i]),
+            (false, _) => index(&NETWORK_CLIENTS).map_or(0, |i| self.network[i]),
+        }
+    }
+}
+
+/// The clients of the unloaded Unix-socket phase, in [`Plan::local`]'s order.
+pub const LOCAL_CLIENTS: [Client; 6] = [
+    Client::True,
+    Client::Echo,
+    Client::Warm,
+    Client::ColdRust,
+    Client::RedisCli,
+    Client::Python,
+];
+
+/// The clients of each network phase, in [`Plan::network`]'s order.
+pub const NETWORK_CLIENTS: [Client; 4] = [
+    Client::Warm,
+    Client::ColdRust,
+    Client::RedisCli,
+    Client::Python,
+];
+
+/// The clients of the oversubscription phase, in [`Plan::loaded`]'s order.
+pub const LOADED_CLIENTS: [Client; 4] =
+    [Client::True, Client::Echo, Client::Warm, Client::ColdRust];

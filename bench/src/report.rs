@@ -1,0 +1,282 @@
+//! The Markdown report: the machine and versions, the targets beside the measured
+//! figures, every latency phase, the daemon's throughput and memory, the case list, and
+//! how it was measured. Figures are in ms (latency), MB = 10^6 bytes (memory), asks/s.
+
+use crate::cases::{Case, Status};
+use crate::clients::Client;
+use crate::rss::kib_to_mb;
+use crate::run::{BUDGET, DELAY, Phase, Results};
+use crate::targets::{self, Outcome};
+use std::fmt::Write;
+
+/// Renders the report for `results`, produced by `command` (e.g. `scripts/bench --quick`).
+pub fn render(results: &Results, command: &str) -> String {
+    let mut md = String::new();
+    let r = results;
+    let _ = writeln!(md, "# row-fence benchmark\n");
+    let _ = writeln!(
+        md,
+        "`{command}` — profile **{}**, {:.0} s{}.\n",
+        r.plan.name,
+        r.seconds,
+        if r.plan.name == "smoke" {
+            " (smoke: a handful of samples per case; nothing here is a measurement)"
+        } else {
+            ""
+        }
+    );
+    if let Some(failure) = &r.failure {
+        let _ = writeln!(md, "**The run stopped early:** {failure}\n");
+    }
+    machine(&mut md, r);
+    versions(&mut md, r);
+    target_table(&mut md, r);
+    let _ = writeln!(md, "## Latency: one new process per sample\n");
+    let _ = writeln!(
+        md,
+        "Wall time from spawn to exit, in ms, as the spawning hook sees it. Within a phase \
+         the clients are interleaved sample by sample, each client's samples spread evenly \
+         over the phase; `÷ warm` is the client's p50 over the warm ask's p50 in the same \
+         phase.\n"
+    );
+    for phase in &r.phases {
+        latency_table(&mut md, phase);
+    }
+    daemon_table(&mut md, r);
+    case_list(&mut md);
+    method(&mut md, r);
+    if !r.notes.is_empty() {
+        let _ = writeln!(md, "## Notes\n");
+        for note in &r.notes {
+            let _ = writeln!(md, "- {note}");
+        }
+        let _ = writeln!(md);
+    }
+    md
+}
+
+fn machine(md: &mut String, r: &Results) {
+    let m = &r.machine;
+    let _ = writeln!(md, "## Machine\n");
+    let _ = writeln!(md, "| | |\n| --- | --- |");
+    let _ = writeln!(md, "| CPU | {} |", m.cpu);
+    let _ = writeln!(md, "| cores | {} |", m.cores);
+    let _ = writeln!(md, "| memory | {:.1} GiB |", m.memory_gib);
+    let _ = writeln!(md, "| kernel | {} |", m.kernel);
+    let _ = writeln!(md, "| host | {} |", m.host);
+    let _ = writeln!(
+        md,
+        "| load average (1, 5, 15 min) | start {}; end {} |\n",
+        r.load.0, r.load.1
+    );
+}
+
+fn versions(md: &mut String, r: &Results) {
+    let _ = writeln!(md, "## Versions\n");
+    let _ = writeln!(md, "| what | version |\n| --- | --- |");
+    for (what, version) in &r.versions {
+        let _ = writeln!(md, "| {what} | {} |", cell(version));
+    }
+    let _ = writeln!(md);
+}
+
+fn target_table(md: &mut String, r: &Results) {
+    let _ = writeln!(md, "## Targets\n");
+    let _ = writeln!(md, "| target | measured | |\n| --- | --- | --- |");
+    for j in targets::judge(r) {
+        let verdict = match &j.outcome {
+            Outcome::Met => "met".to_string(),
+            Outcome::Missed => "**missed**".to_string(),
+            Outcome::Unjudged(why) => format!("not judged: {why}"),
+        };
+        let _ = writeln!(md, "| {} | {} | {verdict} |", j.target, cell(&j.measured));
+    }
+    let _ = writeln!(md);
+}
+
+fn latency_table(md: &mut String, phase: &Phase) {
+    let title = if phase.busy > 0 {
+        format!(
+            "{}, oversubscribed: {} busy processes",
+            phase.route.label(),
+            phase.busy
+        )
+    } else {
+        phase.route.label().to_string()
+    };
+    let _ = writeln!(
+        md,
+        "### {title}\n\nLoad average {} → {}{}.\n",
+        phase.load.0,
+        phase.load.1,
+        if phase.capped {
+            "; the phase hit its time cap, so counts fall short of the plan"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        md,
+        "| client | count | p50 ms | p99 ms | max ms | ÷ warm | not ALLOWED | > {:.1} s |",
+        BUDGET.as_secs_f64()
+    );
+    let _ = writeln!(
+        md,
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    );
+    let warm = phase.row(Client::Warm).map(|w| w.summary.p50_ms);
+    for row in &phase.rows {
+        let s = &row.summary;
+        let vs_warm = match warm {
+            Some(w) if w > 0.0 => format!("{:.2}×", s.p50_ms / w),
+            _ => "—".into(),
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.3} | {:.3} | {:.3} | {vs_warm} | {} | {} |",
+            row.client.label(),
+            s.count,
+            s.p50_ms,
+            s.p99_ms,
+            s.max_ms,
+            row.failed,
+            row.over_budget
+        );
+    }
+    for (client, why) in &phase.skipped {
+        let _ = writeln!(
+            md,
+            "| {} | skipped: {} | | | | | | |",
+            client.label(),
+            cell(why)
+        );
+    }
+    let _ = writeln!(md);
+}
+
+fn daemon_table(md: &mut String, r: &Results) {
+    let _ = writeln!(md, "## The daemon\n");
+    let _ = writeln!(md, "| figure | value |\n| --- | --- |");
+    if let Some(t) = &r.single {
+        let _ = writeln!(
+            md,
+            "| one in-process client asking back to back (no process spawn): round trip | p50 {:.3} ms, p99 {:.3} ms ({} asks, {:.0} asks/s) |",
+            t.latency.p50_ms, t.latency.p99_ms, t.allowed, t.per_second
+        );
+        if t.allowed > 0 {
+            let per = |s: f64| s * 1e6 / t.allowed as f64;
+            let _ = writeln!(
+                md,
+                "| CPU per ask, one client | daemon {:.1} µs, redis-server {:.1} µs, client {:.1} µs |",
+                per(t.cpu_s.0),
+                per(t.cpu_s.1),
+                per(t.cpu_s.2)
+            );
+        }
+    }
+    if let Some(t) = &r.throughput {
+        let _ = writeln!(
+            md,
+            "| asks/s, {} concurrent in-process clients, {:.1} s | **{:.0}** ({} ALLOWED, {} failed) |",
+            t.clients, t.seconds, t.per_second, t.allowed, t.failed
+        );
+        let _ = writeln!(
+            md,
+            "| one ask's round trip meanwhile (connect, request, answer) | p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms |",
+            t.latency.p50_ms, t.latency.p99_ms, t.latency.max_ms
+        );
+        let core_s = t.seconds * r.machine.cores as f64;
+        let _ = writeln!(
+            md,
+            "| CPU used meanwhile (of {core_s:.1} core-seconds) | daemon {:.2} s, redis-server {:.2} s, the clients {:.2} s |",
+            t.cpu_s.0, t.cpu_s.1, t.cpu_s.2
+        );
+        if t.allowed > 0 {
+            let per = |s: f64| s * 1e6 / t.allowed as f64;
+            let _ = writeln!(
+                md,
+                "| CPU per ask | daemon {:.1} µs, redis-server {:.1} µs, client {:.1} µs |",
+                per(t.cpu_s.0),
+                per(t.cpu_s.1),
+                per(t.cpu_s.2)
+            );
+        }
+    }
+    if let Some(c) = &r.connections {
+        let _ = writeln!(
+            md,
+            "| peak RSS with {} connections open at once, each with a request in flight | **{:.1} MB** (from {:.1} MB before; {} answered ALLOWED) |",
+            c.opened,
+            kib_to_mb(c.peak_kib),
+            kib_to_mb(c.rss_before_kib),
+            c.allowed
+        );
+    }
+    if let Some(kib) = r.idle_rss_kib {
+        let _ = writeln!(
+            md,
+            "| RSS idle, after the Unix-socket phase | **{:.1} MB** |",
+            kib_to_mb(kib)
+        );
+    }
+    if let Some(kib) = r.idle_after_load_kib {
+        let _ = writeln!(
+            md,
+            "| RSS idle, after all the load | {:.1} MB |",
+            kib_to_mb(kib)
+        );
+    }
+    for (client, what) in [
+        (
+            Client::Warm,
+            "asker (`row-fence-ask`, one warm ask) max RSS",
+        ),
+        (
+            Client::ColdRust,
+            "cold `row-fence check` max RSS, for comparison",
+        ),
+        (Client::True, "`/bin/true` max RSS, for comparison"),
+    ] {
+        if let Some(kib) = r.peak_rss(client) {
+            let bold = if client == Client::Warm { "**" } else { "" };
+            let _ = writeln!(md, "| {what} | {bold}{:.1} MB{bold} |", kib_to_mb(kib));
+        }
+    }
+    let _ = writeln!(md);
+}
+
+fn case_list(md: &mut String) {
+    let _ = writeln!(md, "## Cases\n");
+    for (i, case) in Case::ALL.iter().enumerate() {
+        let status = match case.status() {
+            Status::Measured => String::new(),
+            Status::Planned { issue } => format!(" — *not measured yet (issue {issue})*"),
+        };
+        let _ = writeln!(md, "{}. {}{status}", i + 1, case.title());
+    }
+    let _ = writeln!(md);
+}
+
+fn method(md: &mut String, r: &Results) {
+    let _ = writeln!(md, "## How it was measured\n");
+    let lines = [
+        "Everything is real and private to the run: a `redis-server` in a temp dir on its own Unix socket and loopback ports (never a shared Redis), the binaries under test, one `row-fence-resident` per route on its own home. All of it is stopped at the end, also on Ctrl-C.".to_string(),
+        "Every sample spawns a new process, as a hook does, with a cleared environment; stdout and stderr go to /dev/null. Each client answered ALLOWED once, output checked, before it was timed; timed samples count as `not ALLOWED` when they exit non-zero.".to_string(),
+        "warm: `row-fence-ask --descriptor D --action 'git push origin'` against the daemon, which keeps one connection to Redis. cold Rust: `row-fence --store URL check` with the same descriptor: the same gate, connecting in every process. redis-cli and Python replay the daemon's own `EVALSHA` of the ask script, captured with `MONITOR` during one warm ask: same script, keys and arguments, so the same store work, connecting per sample.".to_string(),
+        "TLS: a CA and a server certificate for 127.0.0.1 made with `openssl` for this run; redis-server serves them on `--tls-port`. Every client verifies the server: the trust bundle is the system's CA file plus the bench's CA (`SSL_CERT_FILE` for the daemon, `row-fence check` and Python, `--cacert` for redis-cli), so the cold clients load a full trust store per connect as they would against a public certificate. Nothing uses `#insecure`.".to_string(),
+        format!("Distance: the bench's own loopback TCP proxy forwards each chunk {} ms after reading it, each way (a {} ms round trip). It cannot delay the TCP handshake, so each new connection pays one round trip less than over a real link: the cold clients are flattered by {} ms per connect, the warm ask (one kept connection) is not.", DELAY.as_millis(), 2 * DELAY.as_millis(), 2 * DELAY.as_millis()),
+        format!("Oversubscription: {} busy processes per core (the bench's own binary spinning at normal priority), started before the phase and SIGKILLed after it; each also stops by itself and dies with the bench. The asker runs with its default 3 s deadline, so a warm ask that cannot be answered in time exits COULD NOT READ and counts as `not ALLOWED`; `> {:.1} s` counts samples slower than the seed's hook budget.", r.plan.busy_per_core, BUDGET.as_secs_f64()),
+        "Max RSS of a client process is `ru_maxrss` of one run, spawned from the tiny `row-fence-bench-maxrss` launcher (a child's `ru_maxrss` also counts the process it was spawned from, so a child of the bench itself would report the bench's size); the largest of a few runs.".to_string(),
+        "Throughput: in-process clients (threads of the bench) speak the wire protocol directly, one connection per ask as `row-fence-ask` does, back to back. On a small machine they share the cores with the daemon and Redis; the CPU row says how the time was split. Peak RSS with many connections is the daemon's `VmHWM`, reset just before the case (`/proc/PID/clear_refs`).".to_string(),
+        "Percentiles are nearest-rank over all samples of a client in a phase (with fewer than 100 samples p99 is the maximum). MB = 10^6 bytes.".to_string(),
+    ];
+    for line in lines {
+        let _ = writeln!(md, "- {line}");
+    }
+    let _ = writeln!(md);
+}
+
+/// Keeps a table cell on one line and free of `|`.
+fn cell(text: &str) -> String {
+    text.replace('|', "/").replace('\n', " ")
+}

@@ -1,0 +1,580 @@
+//! The run, phase by phase: set up (certificates, the private redis-server, the lease,
+//! the ask script, the Python venv, the echo server), then the latency phases (Unix
+//! socket, TLS, TCP + 5 ms, TLS + 5 ms, oversubscribed), the daemon's throughput and
+//! connections, and its memory. Every process and temp dir is owned by a guard local to
+//! [`Runner::run`], so whatever way it returns, all of it is stopped and removed.
+
+use crate::certs::{self, Certs};
+use crate::clients::{AskScript, Client, Clients, Endpoint, Route};
+use crate::delay_proxy::DelayProxy;
+use crate::echo_server::EchoServer;
+use crate::fixture::{self, Binaries, Daemon};
+use crate::load::Oversubscription;
+use crate::machine::{self, Machine};
+use crate::options::{LOADED_CLIENTS, LOCAL_CLIENTS, NETWORK_CLIENTS, Options, Plan};
+use crate::python_client::PythonClient;
+use crate::redis_server::RedisServer;
+use crate::sample::Sampler;
+use crate::stats::Summary;
+use crate::throughput::{self, Connections, Throughput};
+use crate::{capture, interrupt, rss};
+use row_fence_ask::protocol::{Ask, Caller, Op, PROTOCOL_VERSION, Request};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The budget the seed's hook gave a fenced write: a sample slower than this would have
+/// been refused there.
+pub const BUDGET: Duration = Duration::from_millis(5500);
+
+/// The delay the proxy adds each way.
+pub const DELAY: Duration = Duration::from_millis(5);
+
+/// One client's figures in one phase.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// Which client.
+    pub client: Client,
+    /// Its latencies (failed samples included: a refusal is a latency too).
+    pub summary: Summary,
+    /// Samples that exited non-zero (not ALLOWED) or were killed.
+    pub failed: usize,
+    /// Samples slower than [`BUDGET`].
+    pub over_budget: usize,
+}
+
+/// One latency phase: the clients interleaved on one route.
+#[derive(Clone, Debug)]
+pub struct Phase {
+    /// How the store was reached.
+    pub route: Route,
+    /// Busy processes running meanwhile (0: none).
+    pub busy: usize,
+    /// Load averages before and after.
+    pub load: (String, String),
+    /// Its figures, one row per client measured.
+    pub rows: Vec<Row>,
+    /// Clients not measured here, with the reason.
+    pub skipped: Vec<(Client, String)>,
+    /// True when the phase hit its time cap before every count was reached.
+    pub capped: bool,
+}
+
+impl Phase {
+    /// The row of `client`, if measured.
+    pub fn row(&self, client: Client) -> Option<&Row> {
+        self.rows.iter().find(|r| r.client == client)
+    }
+}
+
+/// Everything one run measured, and what it could not.
+#[derive(Clone, Debug)]
+pub struct Results {
+    /// The sample plan.
+    pub plan: Plan,
+    /// The machine.
+    pub machine: Machine,
+    /// (what, version) of everything under test.
+    pub versions: Vec<(String, String)>,
+    /// Load averages at the start and at the end.
+    pub load: (String, String),
+    /// The latency phases, in order.
+    pub phases: Vec<Phase>,
+    /// One in-process client asking back to back: the daemon's round trip without a
+    /// process spawn in it.
+    pub single: Option<Throughput>,
+    /// Asks per second with concurrent clients.
+    pub throughput: Option<Throughput>,
+    /// Many connections at once.
+    pub connections: Option<Connections>,
+    /// The daemon's RSS idle after its first phase, in KiB.
+    pub idle_rss_kib: Option<u64>,
+    /// The daemon's RSS idle after all the load, in KiB.
+    pub idle_after_load_kib: Option<u64>,
+    /// Peak RSS of one run of each client on the Unix socket, the largest of
+    /// [`Plan::rss_runs`] runs, in KiB.
+    pub peak_rss_kib: Vec<(Client, u64)>,
+    /// Setup facts and skips the reader must know.
+    pub notes: Vec<String>,
+    /// Why the run stopped early, if it did.
+    pub failure: Option<String>,
+    /// How long the run took, in s.
+    pub seconds: f64,
+}
+
+impl Results {
+    /// The peak RSS measured for `client`, in KiB.
+    pub fn peak_rss(&self, client: Client) -> Option<u64> {
+        self.peak_rss_kib
+            .iter()
+            .find_map(|(c, kib)| (*c == client).then_some(*kib))
+    }
+
+    /// The phase on `route`, unloaded (`loaded` false) or oversubscribed.
+    pub fn phase(&self, route: Route, loaded: bool) -> Option<&Phase> {
+        self.phases
+            .iter()
+            .find(|p| p.route == route && (p.busy > 0) == loaded)
+    }
+}
+
+/// A run in progress: the options and what has been measured so far.
+pub struct Runner {
+    /// The flags.
+    options: Options,
+    /// What has been measured so far (kept when a later phase fails).
+    pub results: Results,
+    /// Times every sample.
+    sampler: Sampler,
+}
+
+impl Runner {
+    /// A runner for `options`.
+    pub fn new(options: Options) -> Runner {
+        let plan = options.plan();
+        Runner {
+            options,
+            results: Results {
+                plan,
+                machine: Machine::read(),
+                versions: Vec::new(),
+                load: (machine::load_average(), String::new()),
+                phases: Vec::new(),
+                single: None,
+                throughput: None,
+                connections: None,
+                idle_rss_kib: None,
+                idle_after_load_kib: None,
+                peak_rss_kib: Vec::new(),
+                notes: Vec::new(),
+                failure: None,
+                seconds: 0.0,
+            },
+            sampler: Sampler::new(),
+        }
+    }
+
+    /// Runs every case; afterwards `results` holds what was measured and why it stopped
+    /// if it stopped early. Everything started is stopped before this returns.
+    pub fn run(&mut self) {
+        let started = Instant::now();
+        if let Err(e) = self.run_all() {
+            self.results.failure = Some(e);
+        }
+        self.results.load.1 = machine::load_average();
+        self.results.seconds = started.elapsed().as_secs_f64();
+    }
+
+    fn note(&mut self, note: String) {
+        eprintln!("row-fence-bench: {note}");
+        self.results.notes.push(note);
+    }
+
+    fn run_all(&mut self) -> Result<(), String> {
+        interrupt::install();
+        raise_fd_limit();
+        let plan = self.results.plan;
+        let bin_dir = match &self.options.bin_dir {
+            Some(dir) => dir.clone(),
+            None => current_exe_dir()?,
+        };
+        // Short paths: socket paths are limited to 107 bytes.
+        let work = tempfile::Builder::new()
+            .prefix("rfbench")
+            .tempdir_in("/tmp")
+            .map_err(|e| format!("cannot make a temp dir: {e}"))?;
+        let bins = Binaries::snapshot(&bin_dir, &work.path().join("bin"))?;
+        let dir = |name: &str| -> Result<PathBuf, String> {
+            let path = work.path().join(name);
+            std::fs::create_dir_all(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            Ok(path)
+        };
+
+        let certs = match certs::make(&dir("tls")?) {
+            Ok(certs) => Some(certs),
+            Err(e) => {
+                self.note(format!("TLS cases skipped: {e}"));
+                None
+            }
+        };
+        let (redis, certs) = self.start_redis(&dir("redis")?, certs)?;
+        self.versions(&bins, &redis);
+        let descriptor_path = work.path().join("descriptor.json");
+        let cold_home = work.path().join("cold-home");
+        let descriptor = fixture::acquire(&bins, &cold_home, &redis.unix_url(), &descriptor_path)?;
+        let python = self.prepare_python(work.path());
+        let echo = EchoServer::start(&work.path().join("echo.sock"))?;
+        let mut clients = Clients {
+            bins: bins.clone(),
+            descriptor: descriptor_path,
+            cold_home,
+            echo_socket: echo.socket.clone(),
+            ask_script: None,
+            python,
+        };
+
+        // Unix socket, unloaded: the floor, warm, cold, generic, interleaved.
+        let unix = Endpoint::unix(&redis.socket);
+        let mut daemon = Daemon::start(&bins, &work.path().join("home-unix"), &unix.url, &[])?;
+        clients.ask_script = self.capture_ask(&clients, &unix, &daemon, &redis)?;
+        self.phase(&clients, &unix, &daemon, &LOCAL_CLIENTS, None)?;
+        daemon.check_alive()?;
+        std::thread::sleep(Duration::from_secs(1));
+        self.results.idle_rss_kib = rss::current_kib(daemon.pid()).ok();
+        self.peak_rss(&clients, &unix, &daemon)?;
+
+        // The same over TLS and over distance, each on a daemon of its own.
+        let mut routes = Vec::new();
+        let mut proxies = Vec::new();
+        if let (Some(certs), Some(tls_port)) = (&certs, redis.tls_port) {
+            routes.push(Endpoint::tcp(Route::Tls, tls_port, Some(&certs.bundle)));
+        }
+        let plain = DelayProxy::start(loopback(redis.port), DELAY)?;
+        routes.push(Endpoint::tcp(Route::TcpDelayed, plain.port(), None));
+        proxies.push(plain);
+        if let (Some(certs), Some(tls_port)) = (&certs, redis.tls_port) {
+            let tls = DelayProxy::start(loopback(tls_port), DELAY)?;
+            routes.push(Endpoint::tcp(
+                Route::TlsDelayed,
+                tls.port(),
+                Some(&certs.bundle),
+            ));
+            proxies.push(tls);
+        }
+        for endpoint in &routes {
+            let name = format!("home-{:?}", endpoint.route).to_lowercase();
+            let mut routed = Daemon::start(
+                &bins,
+                &work.path().join(name),
+                &endpoint.url,
+                &endpoint.env(),
+            )?;
+            self.phase(&clients, endpoint, &routed, &NETWORK_CLIENTS, None)?;
+            routed.check_alive()?;
+        }
+        drop(proxies);
+
+        // Oversubscribed: busy processes on every core, bounded by the phase's cap.
+        let cores = self.results.machine.cores;
+        let busy = Oversubscription::start(
+            plan.busy_per_core,
+            cores,
+            plan.phase_cap + Duration::from_secs(60),
+        )?;
+        let count = busy.count();
+        self.phase(&clients, &unix, &daemon, &LOADED_CLIENTS, Some(count))?;
+        drop(busy);
+        daemon.check_alive()?;
+
+        // The daemon itself: throughput, many connections, memory after load.
+        let request = ask_line(&bins, &daemon.home, &descriptor)?;
+        self.results.single = Some(throughput::asks_per_second(
+            &daemon.socket,
+            &request,
+            1,
+            plan.throughput_for.min(Duration::from_secs(2)),
+            (daemon.pid(), redis.pid()),
+        ));
+        interrupt::check()?;
+        eprintln!(
+            "row-fence-bench: {} clients asking for {:?}",
+            plan.throughput_clients, plan.throughput_for
+        );
+        self.results.throughput = Some(throughput::asks_per_second(
+            &daemon.socket,
+            &request,
+            plan.throughput_clients,
+            plan.throughput_for,
+            (daemon.pid(), redis.pid()),
+        ));
+        interrupt::check()?;
+        eprintln!("row-fence-bench: {} connections at once", plan.connections);
+        self.results.connections = Some(throughput::hold_connections(
+            &daemon.socket,
+            &request,
+            plan.connections,
+            daemon.pid(),
+        )?);
+        daemon.check_alive()?;
+        std::thread::sleep(Duration::from_secs(1));
+        self.results.idle_after_load_kib = rss::current_kib(daemon.pid()).ok();
+        Ok(())
+    }
+
+    /// Starts redis-server, with TLS when certificates were made; when a TLS start fails
+    /// (a redis-server built without TLS), starts it without and notes why.
+    fn start_redis(
+        &mut self,
+        dir: &Path,
+        certs: Option<Certs>,
+    ) -> Result<(RedisServer, Option<Certs>), String> {
+        if let Some(certs) = certs {
+            match RedisServer::start(dir, Some(&certs)) {
+                Ok(redis) => return Ok((redis, Some(certs))),
+                Err(e) => self.note(format!("TLS cases skipped: redis-server with TLS: {e}")),
+            }
+        }
+        Ok((RedisServer::start(dir, None)?, None))
+    }
+
+    fn versions(&mut self, bins: &Binaries, redis: &RedisServer) {
+        let v = |program: &Path, args: &[&str]| machine::version_of(program, args);
+        let mut versions = vec![
+            (
+                "row-fence-ask".into(),
+                v(&bins.path("row-fence-ask"), &["--version"]),
+            ),
+            (
+                "row-fence".into(),
+                v(&bins.path("row-fence"), &["--version"]),
+            ),
+            (
+                "row-fence-resident".into(),
+                v(&bins.path("row-fence-resident"), &["--version"]),
+            ),
+            (
+                "redis-server".into(),
+                v(Path::new("redis-server"), &["--version"]),
+            ),
+            (
+                "redis-cli".into(),
+                v(Path::new("redis-cli"), &["--version"]),
+            ),
+            ("openssl".into(), v(Path::new("openssl"), &["version"])),
+            ("rustc".into(), v(Path::new("rustc"), &["-V"])),
+        ];
+        let root = workspace_root();
+        let commit = v(
+            Path::new("git"),
+            &[
+                "-C",
+                &root.to_string_lossy(),
+                "rev-parse",
+                "--short",
+                "HEAD",
+            ],
+        );
+        versions.push((
+            "source".into(),
+            format!("git {commit} (working tree at build time)"),
+        ));
+        if let Ok(info) = redis.cli(&["INFO", "server"])
+            && let Some(mode) = info.lines().find_map(|l| l.strip_prefix("redis_mode:"))
+        {
+            versions.push(("redis mode".into(), mode.trim().to_string()));
+        }
+        self.results.versions = versions;
+    }
+
+    /// One warm ask (checked ALLOWED) with its `EVALSHA` captured for the generic
+    /// clients; `None` (generic cases skipped, with a note) when the daemon's ask is not
+    /// one `EVALSHA`.
+    fn capture_ask(
+        &mut self,
+        clients: &Clients,
+        unix: &Endpoint,
+        daemon: &Daemon,
+        redis: &RedisServer,
+    ) -> Result<Option<AskScript>, String> {
+        let ask = || clients.preflight(Client::Warm, unix, &daemon.home);
+        match capture::daemon_ask(&redis.socket, ask) {
+            Ok(script) => Ok(Some(script)),
+            Err(e) if e.starts_with("saw no EVALSHA") => {
+                self.note(format!("cold generic cases skipped: {e}"));
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn prepare_python(&mut self, work: &Path) -> Option<PythonClient> {
+        if self.options.no_python {
+            self.note("Python client skipped: --no-python".into());
+            return None;
+        }
+        let venv = self
+            .options
+            .venv
+            .clone()
+            .unwrap_or_else(|| Options::target_dir().join("bench/venv"));
+        match PythonClient::prepare(&venv, work) {
+            Ok(python) => {
+                self.results
+                    .versions
+                    .push(("Python client".into(), python.version.clone()));
+                Some(python)
+            }
+            Err(e) => {
+                self.note(format!("Python client skipped: {e}"));
+                None
+            }
+        }
+    }
+
+    /// The peak RSS of the floor, the asker and the cold Rust client, each the largest
+    /// of a few runs through the `row-fence-bench-maxrss` launcher.
+    fn peak_rss(
+        &mut self,
+        clients: &Clients,
+        unix: &Endpoint,
+        daemon: &Daemon,
+    ) -> Result<(), String> {
+        let launcher = clients.bins.path("row-fence-bench-maxrss");
+        for client in [Client::True, Client::Warm, Client::ColdRust] {
+            let mut peak = 0;
+            for _ in 0..self.results.plan.rss_runs {
+                interrupt::check()?;
+                let cmd = clients
+                    .command(client, unix, &daemon.home)
+                    .ok_or("a client disappeared")?;
+                peak = peak.max(rss::peak_of_run(&launcher, &cmd)?);
+            }
+            self.results.peak_rss_kib.push((client, peak));
+        }
+        Ok(())
+    }
+
+    /// One latency phase: `order`'s clients on `endpoint`, interleaved sample by sample,
+    /// each spread evenly over the phase; `busy` is the number of busy processes running.
+    fn phase(
+        &mut self,
+        clients: &Clients,
+        endpoint: &Endpoint,
+        daemon: &Daemon,
+        order: &[Client],
+        busy: Option<usize>,
+    ) -> Result<(), String> {
+        let plan = self.results.plan;
+        let loaded = busy.is_some();
+        let mut phase = Phase {
+            route: endpoint.route,
+            busy: busy.unwrap_or(0),
+            load: (machine::load_average(), String::new()),
+            rows: Vec::new(),
+            skipped: Vec::new(),
+            capped: false,
+        };
+        eprintln!(
+            "row-fence-bench: phase {}{} (load {})",
+            endpoint.route.label(),
+            if loaded { ", oversubscribed" } else { "" },
+            phase.load.0
+        );
+        let mut measured: Vec<(Client, usize, Vec<crate::sample::Sample>)> = Vec::new();
+        for &client in order {
+            let count = plan.samples(client, endpoint.route, loaded);
+            if count == 0 {
+                continue;
+            }
+            if clients.command(client, endpoint, &daemon.home).is_none() {
+                phase
+                    .skipped
+                    .push((client, "not available (see the notes)".into()));
+                continue;
+            }
+            // Under load a slow answer is a finding, not a broken setup: the unloaded
+            // phase on the same daemon already checked these clients answer ALLOWED.
+            if loaded {
+                measured.push((client, count, Vec::with_capacity(count)));
+                continue;
+            }
+            match clients.preflight(client, endpoint, &daemon.home) {
+                Ok(()) => measured.push((client, count, Vec::with_capacity(count))),
+                Err(e) if client.is_product() => return Err(e),
+                Err(e) => phase.skipped.push((client, e)),
+            }
+        }
+        for (client, _, _) in &measured {
+            for _ in 0..plan.warmup {
+                if let Some(mut cmd) = clients.command(*client, endpoint, &daemon.home) {
+                    self.sampler.time(&mut cmd)?;
+                }
+            }
+        }
+        let rounds = measured.iter().map(|m| m.1).max().unwrap_or(0);
+        let until = Instant::now() + plan.phase_cap;
+        'rounds: for round in 0..rounds {
+            for k in 0..measured.len() {
+                let i = (round + k) % measured.len();
+                let (client, count, samples) = &mut measured[i];
+                // Spread each client's samples evenly over the rounds.
+                if (round + 1) * *count / rounds == round * *count / rounds {
+                    continue;
+                }
+                interrupt::check()?;
+                if Instant::now() >= until {
+                    phase.capped = true;
+                    break 'rounds;
+                }
+                let mut cmd = clients
+                    .command(*client, endpoint, &daemon.home)
+                    .ok_or("a client disappeared")?;
+                samples.push(self.sampler.time(&mut cmd)?);
+            }
+        }
+        for (client, _, samples) in measured {
+            let walls: Vec<Duration> = samples.iter().map(|s| s.wall).collect();
+            phase.rows.push(Row {
+                client,
+                summary: Summary::of(&walls),
+                failed: samples.iter().filter(|s| s.code != 0).count(),
+                over_budget: walls.iter().filter(|w| **w > BUDGET).count(),
+            });
+        }
+        phase.load.1 = machine::load_average();
+        self.results.phases.push(phase);
+        Ok(())
+    }
+}
+
+/// The request line `row-fence-ask` would send for `descriptor` (same stamp, same
+/// deadline), for the in-process clients.
+fn ask_line(
+    bins: &Binaries,
+    home: &Path,
+    descriptor: &row_fence_ask::Descriptor,
+) -> Result<Vec<u8>, String> {
+    let request = Request {
+        v: PROTOCOL_VERSION,
+        op: Op::Ask(Box::new(Ask {
+            stamp: fixture::stamp(bins, home)?,
+            deadline_ms: row_fence_ask::ask::DEFAULT_TIMEOUT_MS,
+            descriptor: descriptor.clone(),
+            action: fixture::ACTION.into(),
+            caller: Caller::default(),
+        })),
+    };
+    Ok(request.to_line())
+}
+
+fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+fn current_exe_dir() -> Result<PathBuf, String> {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(Path::to_path_buf))
+        .ok_or_else(|| "cannot tell where this program is; pass --bin-dir".into())
+}
+
+/// The workspace this bench was built from (for the commit in the report).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+/// Raises this process's open-file limit to its hard limit, so 1,000 connections fit
+/// (the daemon inherits it).
+fn raise_fd_limit() {
+    // SAFETY: plain syscalls with a zeroed out-parameter.
+    unsafe {
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}

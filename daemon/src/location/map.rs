@@ -1,0 +1,171 @@
+//! The tenant → location map's contract (the location-fencing source, "The map
+//! contract"): `GET {url}/api/tenants` answers 200 with camelCase JSON
+//! `{"tenants": [{"id", "location", "epoch", "state", …}], "generatedAt"}`. Unknown
+//! members are ignored; a row without `id` or `epoch` is dropped; a non-integer `epoch`, a
+//! non-200 status, an HTML (login) page or a body without a `tenants` array is a failed
+//! fetch; `generatedAt` may be an integer or a string, anything else reads as null and
+//! never fails the fetch. Freshness is our own fetch time, never `generatedAt`.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// One tenant row, as the fence reads it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TenantRow {
+    /// The tenant id (the registry's `tenant`).
+    pub id: String,
+    /// The location id the tenant lives at.
+    pub location: Option<String>,
+    /// +1 on every move.
+    pub epoch: i64,
+    /// `active`, `draining`, `reconciling`, …
+    pub state: Option<String>,
+}
+
+/// A good map.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TenantMap {
+    /// The rows kept.
+    pub tenants: Vec<TenantRow>,
+    /// The worker's own timestamp, informational: an integer (ms) or a string, else null.
+    pub generated_at: Option<Value>,
+}
+
+/// Reads a response into a map; the error is a sentence for `status` and the log.
+pub fn parse(status: u16, content_type: Option<&str>, body: &[u8]) -> Result<TenantMap, String> {
+    if status != 200 {
+        return Err(format!("the map answered HTTP {status}"));
+    }
+    if content_type.is_some_and(|c| c.to_ascii_lowercase().contains("text/html"))
+        || looks_like_html(body)
+    {
+        return Err("the map answered an HTML page (an access login?)".into());
+    }
+    let document: Value =
+        serde_json::from_slice(body).map_err(|e| format!("the map is not JSON: {e}"))?;
+    let Some(rows) = document.get("tenants").and_then(Value::as_array) else {
+        return Err("the map has no tenants array".into());
+    };
+    let mut tenants = Vec::with_capacity(rows.len());
+    for row in rows {
+        let Some(id) = row.get("id").and_then(Value::as_str) else {
+            continue;
+        };
+        let epoch = match row.get("epoch") {
+            None | Some(Value::Null) => continue,
+            Some(Value::Number(n)) if n.is_i64() => n.as_i64().unwrap_or(-1),
+            Some(Value::Number(n))
+                if n.as_f64()
+                    .is_some_and(|f| f.fract() == 0.0 && f.abs() < 9.0e15) =>
+            {
+                n.as_f64().unwrap_or(-1.0) as i64
+            }
+            Some(other) => return Err(format!("tenant {id:?} has a non-integer epoch {other}")),
+        };
+        tenants.push(TenantRow {
+            id: id.to_string(),
+            location: row
+                .get("location")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            epoch,
+            state: row.get("state").and_then(Value::as_str).map(str::to_string),
+        });
+    }
+    let generated_at = document
+        .get("generatedAt")
+        .filter(|g| g.is_i64() || g.is_u64() || g.is_string())
+        .cloned();
+    Ok(TenantMap {
+        tenants,
+        generated_at,
+    })
+}
+
+fn looks_like_html(body: &[u8]) -> bool {
+    let start: Vec<u8> = body
+        .iter()
+        .skip_while(|b| b.is_ascii_whitespace())
+        .take(15)
+        .map(u8::to_ascii_lowercase)
+        .collect();
+    start.starts_with(b"<!doctype html") || start.starts_with(b"<html")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_good_map_keeps_what_the_fence_reads_and_ignores_the_rest() {
+        let body = br#"{"tenants":[
+            {"id":"acme","name":"Acme","githubOrg":"a","installationId":1,"location":"here","epoch":3,"state":"active","moveId":null,"updatedAt":1790990000000,"extra":{"x":[1]}},
+            {"location":"here","epoch":1},
+            {"id":"no-epoch","location":"here"},
+            {"id":"null-epoch","epoch":null}
+        ],"repoOverrides":[{"repo":"r","tenantId":"acme"}],"generatedAt":1790990005000}"#;
+        let map = parse(200, Some("application/json"), body).unwrap();
+        assert_eq!(
+            map.tenants,
+            vec![TenantRow {
+                id: "acme".into(),
+                location: Some("here".into()),
+                epoch: 3,
+                state: Some("active".into())
+            }]
+        );
+        assert_eq!(map.generated_at, Some(serde_json::json!(1790990005000u64)));
+    }
+
+    #[test]
+    fn generated_at_never_fails_the_fetch() {
+        for (g, want) in [
+            (r#""2026-11-29T00:00:00Z""#, true),
+            ("{}", false),
+            ("[1]", false),
+            ("1.5", false),
+            ("true", false),
+            ("null", false),
+        ] {
+            let body = format!(r#"{{"tenants":[],"generatedAt":{g}}}"#);
+            let map = parse(200, None, body.as_bytes()).unwrap();
+            assert_eq!(map.generated_at.is_some(), want, "{g}");
+        }
+    }
+
+    #[test]
+    fn failed_fetches_say_why() {
+        assert!(parse(500, None, b"{}").unwrap_err().contains("500"));
+        assert!(
+            parse(200, Some("text/html; charset=utf-8"), b"<html>login</html>")
+                .unwrap_err()
+                .contains("HTML")
+        );
+        assert!(
+            parse(200, None, b"  <!DOCTYPE html><html>")
+                .unwrap_err()
+                .contains("HTML")
+        );
+        assert!(parse(200, None, b"not json").is_err());
+        assert!(
+            parse(200, None, br#"{"rows":[]}"#)
+                .unwrap_err()
+                .contains("tenants")
+        );
+        assert!(
+            parse(200, None, br#"{"tenants":{}}"#)
+                .unwrap_err()
+                .contains("tenants")
+        );
+        assert!(
+            parse(200, None, br#"{"tenants":[{"id":"a","epoch":"3"}]}"#)
+                .unwrap_err()
+                .contains("non-integer")
+        );
+        assert!(
+            parse(200, None, br#"{"tenants":[{"id":"a","epoch":2.5}]}"#)
+                .unwrap_err()
+                .contains("non-integer")
+        );
+    }
+}

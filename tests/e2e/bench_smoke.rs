@@ -1,0 +1,60 @@
+//! The benchmark cannot rot: `row-fence-bench --quick --smoke` (what
+//! `scripts/bench --quick --smoke` runs, here on the debug binaries) starts its private
+//! redis-server, daemons and load, takes a handful of samples of every case, stops all of
+//! it and writes its report. Nothing here is timed: a smoke run judges no target.
+
+use crate::util::{bin_dir, run};
+use std::fs;
+use std::process::Command;
+
+#[test]
+fn a_smoke_run_of_the_bench_exits_0_and_writes_its_report() {
+    let bins = bin_dir();
+    for name in [
+        "row-fence-bench",
+        "row-fence-bench-echo",
+        "row-fence-bench-maxrss",
+    ] {
+        assert!(
+            bins.join(name).exists(),
+            "{} is missing: run `cargo build --workspace --bins` first (scripts/test does)",
+            bins.join(name).display()
+        );
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("rfsmoke")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
+    let report = dir.path().join("report.md");
+    let ran = run(Command::new(bins.join("row-fence-bench"))
+        .args(["--quick", "--smoke", "--bin-dir"])
+        .arg(&bins)
+        .arg("--out")
+        .arg(&report));
+    assert_eq!(
+        ran.code, 0,
+        "the bench failed:\n{}\n{}",
+        ran.stderr, ran.stdout
+    );
+    let text = fs::read_to_string(&report).expect("the report was written");
+    assert!(
+        !text.contains("The run stopped early"),
+        "the run stopped early:\n{text}"
+    );
+    for part in [
+        "## Machine",
+        "## Targets",
+        "warm: row-fence-ask",
+        "floor: /bin/true",
+        "cold Rust: row-fence check",
+        "oversubscribed",
+        "asks/s",
+        "not measured yet (issue 3)",
+    ] {
+        assert!(text.contains(part), "the report lacks {part:?}:\n{text}");
+    }
+    assert!(
+        ran.stdout.contains("# row-fence benchmark"),
+        "the report is also printed"
+    );
+}

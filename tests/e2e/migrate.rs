@@ -1,0 +1,344 @@
+//! Moving a board from the whole-document layout onto per-record keys: on Redis, and from
+//! the embedded file store into Redis; through the library and the real CLI and daemon.
+
+use crate::contract::{batch, put, runtime};
+use crate::util::{Home, Redis};
+use row_fence::fencing;
+use row_fence::lease::{self, Grant};
+use row_fence::store::redis::RedisStore;
+use row_fence::store::redis::migrate;
+use row_fence::store::{CLAIMS, LeaseStore, META};
+use row_fence::{controller, store::AskCheck};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+/// Writes a document-layout board `b` on Redis: a controller lease, two row leases, and a
+/// section of plain records. Returns lane-a's generation.
+async fn document_board(store: &RedisStore) -> u64 {
+    let doc = store.document();
+    controller::acquire(doc, "b", "ctl", 3_600_000, false)
+        .await
+        .unwrap();
+    let grant = |row, lane| Grant {
+        board: "b",
+        row,
+        lane,
+        ttl_ms: 3_600_000,
+        takeover: false,
+        tenant: None,
+    };
+    let (a, _) = lease::acquire(doc, &grant("row-1", "lane-a"), None)
+        .await
+        .unwrap();
+    lease::acquire(doc, &grant("row-2", "lane-b"), None)
+        .await
+        .unwrap();
+    doc.fenced_batch(
+        "b",
+        &batch(vec![
+            put("notes", "x", 0, json!({"n": 1})),
+            put("notes", "y", 0, json!([1, 2])),
+        ]),
+    )
+    .await
+    .unwrap();
+    a.generation
+}
+
+/// Every record value of `b`, by section and key, as read through `store`.
+async fn values(store: &dyn LeaseStore) -> BTreeMap<(String, String), Value> {
+    let snapshot = store.sections("b", &[META, CLAIMS, "notes"]).await.unwrap();
+    snapshot
+        .sections
+        .into_iter()
+        .flat_map(|(s, records)| {
+            records
+                .into_iter()
+                .map(move |(k, r)| ((s.clone(), k), r.value))
+        })
+        .filter(|((s, k), _)| !(s == META && k == "layout"))
+        .collect()
+}
+
+#[test]
+fn migration_copies_the_document_into_records_and_reads_back_the_same() {
+    let redis = Redis::start();
+    runtime().block_on(async {
+        let store = RedisStore::open(&redis.url(), "rowfence").unwrap();
+        document_board(&store).await;
+        assert_eq!(store.layout("b").await.unwrap(), "document");
+        let before = values(&store).await;
+        assert_eq!(before.len(), 6, "{before:?}");
+        let written = migrate::document_to_records(&store, "b").await.unwrap();
+        assert_eq!(
+            written,
+            before.len() + 1,
+            "every record and the layout marker"
+        );
+        assert_eq!(store.layout("b").await.unwrap(), "records");
+        assert_eq!(
+            values(&store).await,
+            before,
+            "the router reads the records back the same"
+        );
+        assert_eq!(values(store.records()).await, before);
+        let revision = store.sections("b", &[]).await.unwrap().revision;
+        assert_eq!(
+            migrate::document_to_records(&store, "b").await.unwrap(),
+            0,
+            "a second move writes nothing"
+        );
+        assert_eq!(store.sections("b", &[]).await.unwrap().revision, revision);
+    });
+    let raw = redis.cli(&["HGET", "rowfence:state:fencing:current", "b"]);
+    assert!(raw.contains(r#""moved_to":"records""#), "{raw}");
+    let stamp = redis.cli(&["HGET", "rowfence:state:fencing:current", "b:records"]);
+    assert_eq!(
+        stamp.trim(),
+        redis
+            .cli(&["GET", "rowfence:board:{b}:fence:revision"])
+            .trim()
+    );
+}
+
+#[test]
+fn a_pass_on_a_migrated_board_leaves_the_document_byte_for_byte_unchanged() {
+    let redis = Redis::start();
+    let current = || redis.cli(&["HGET", "rowfence:state:fencing:current", "b"]);
+    let history = || redis.cli(&["LRANGE", "rowfence:state:fencing:history:b", "0", "-1"]);
+    let (document, old_history) = runtime().block_on(async {
+        let store = RedisStore::open(&redis.url(), "rowfence").unwrap();
+        document_board(&store).await;
+        migrate::document_to_records(&store, "b").await.unwrap();
+        (current(), history())
+    });
+    runtime().block_on(async {
+        let store = RedisStore::open(&redis.url(), "rowfence").unwrap();
+        let held = row_fence_ask::Descriptor {
+            board: "b".into(),
+            row: "row-1".into(),
+            lane: "lane-a".into(),
+            generation: 0,
+            tenant: None,
+        };
+        let generation = lease::list(&store, "b", Some("row-1")).await.unwrap().0[0]
+            .lease
+            .generation;
+        let held = row_fence_ask::Descriptor { generation, ..held };
+        lease::renew(&store, &held, 60_000, None).await.unwrap();
+        controller::renew(&store, "b", "ctl", 60_000).await.unwrap();
+        let grant = Grant {
+            board: "b",
+            row: "row-3",
+            lane: "lane-c",
+            ttl_ms: 60_000,
+            takeover: false,
+            tenant: None,
+        };
+        lease::acquire(
+            &store,
+            &grant,
+            Some(&fencing::Controller {
+                owner: "ctl".into(),
+                epoch: 1,
+            }),
+        )
+        .await
+        .unwrap();
+        let check = AskCheck {
+            board: "b".into(),
+            row: "row-1".into(),
+            lane: "lane-a".into(),
+            generation,
+            ..Default::default()
+        };
+        assert_eq!(store.ask(&check).await.unwrap().refusal, None);
+        values(&store).await;
+    });
+    assert_eq!(current(), document, "byte for byte");
+    assert_eq!(history(), old_history);
+}
+
+#[test]
+fn a_document_write_in_flight_across_the_move_retries_onto_the_records() {
+    let redis = Redis::start();
+    runtime().block_on(async {
+        let store = RedisStore::open(&redis.url(), "rowfence").unwrap();
+        document_board(&store).await;
+        let mut runs = 0;
+        let written = fencing::write(
+            &store,
+            "b",
+            &["notes"],
+            |view| {
+                runs += 1;
+                if runs == 1 {
+                    // The move commits after this writer read the document.
+                    std::thread::scope(|s| {
+                        s.spawn(|| {
+                            runtime().block_on(async {
+                                let other = RedisStore::open(&redis.url(), "rowfence").unwrap();
+                                assert!(
+                                    migrate::document_to_records(&other, "b").await.unwrap() > 0
+                                );
+                            })
+                        });
+                    });
+                }
+                let n = view
+                    .section("notes")
+                    .get("x")
+                    .and_then(|v| v["n"].as_i64())
+                    .unwrap_or(0);
+                view.section("notes").insert("x", json!({"n": n + 1}));
+                Ok::<_, ()>(())
+            },
+            None,
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            written.attempts, 2,
+            "the first attempt was refused and retried"
+        );
+        assert_eq!(
+            store
+                .records()
+                .record("b", "notes", "x")
+                .await
+                .unwrap()
+                .unwrap()
+                .value,
+            json!({"n": 2})
+        );
+    });
+    let raw = redis.cli(&["HGET", "rowfence:state:fencing:current", "b"]);
+    assert!(
+        raw.contains(r#""x":{"r":"#) && raw.contains(r#"{"n":1}"#),
+        "the document kept the old value: {raw}"
+    );
+}
+
+#[test]
+fn the_migrate_command_needs_the_writer_rollout_and_prints_what_it_wrote() {
+    let redis = Redis::start();
+    runtime().block_on(async {
+        let store = RedisStore::open(&redis.url(), "rowfence").unwrap();
+        document_board(&store).await;
+    });
+    let home = Home::on(Some(&redis));
+    let before = redis.cli(&["HGET", "rowfence:state:fencing:current", "b"]);
+    let ran = home.cli(&["migrate", "b"]);
+    assert_ne!(ran.code, 0);
+    assert!(
+        ran.stderr.contains(
+            "upgrade every live fencing reader and writer before migrating to per record keys"
+        ),
+        "{}",
+        ran.stderr
+    );
+    assert_eq!(
+        redis.cli(&["HGET", "rowfence:state:fencing:current", "b"]),
+        before,
+        "nothing written"
+    );
+    assert_eq!(
+        redis
+            .cli(&["EXISTS", "rowfence:board:{b}:fence:claims"])
+            .trim(),
+        "0"
+    );
+    let ran = home.cli(&["migrate", "b", "--writers-upgraded"]);
+    assert_eq!((ran.code, ran.stdout.trim()), (0, "7"), "{}", ran.stderr);
+    let ran = home.cli(&["migrate", "b", "--writers-upgraded"]);
+    assert_eq!((ran.code, ran.stdout.trim()), (0, "0"), "{}", ran.stderr);
+    // A file store has nothing to migrate in place.
+    let file_home = Home::file();
+    let ran = file_home.cli(&["migrate", "b", "--writers-upgraded"]);
+    assert_ne!(ran.code, 0);
+}
+
+#[test]
+fn a_document_board_on_redis_is_fenced_through_the_daemon_before_and_after_the_move() {
+    let redis = Redis::start();
+    let generation = runtime().block_on(async {
+        let store = RedisStore::open(&redis.url(), "rowfence").unwrap();
+        document_board(&store).await
+    });
+    let home = Home::on(Some(&redis));
+    let d = home.path("a.json");
+    std::fs::write(
+        &d,
+        json!({"board": "b", "row": "row-1", "lane": "lane-a", "generation": generation})
+            .to_string(),
+    )
+    .unwrap();
+    let _daemon = home.daemon();
+    home.ask_with(&d, &[]).expect(0, "row-fence: ALLOWED");
+    let other = home.path("b.json");
+    std::fs::write(
+        &other,
+        json!({"board": "b", "row": "row-2", "lane": "lane-a", "generation": generation})
+            .to_string(),
+    )
+    .unwrap();
+    home.ask_with(&other, &[])
+        .expect(3, "row-fence: REFUSED (different_holder)");
+    assert_eq!(home.cli(&["migrate", "b", "--writers-upgraded"]).code, 0);
+    home.ask_with(&d, &[]).expect(0, "row-fence: ALLOWED");
+    home.ask_with(&other, &[])
+        .expect(3, "row-fence: REFUSED (different_holder)");
+    let asks = redis.cli(&["XLEN", "rowfence:board:{b}:fence:asks"]);
+    assert_eq!(asks.trim(), "4", "every verdict is in the asks stream");
+}
+
+#[test]
+fn a_board_grows_from_the_file_store_into_redis_and_the_file_refuses_afterwards() {
+    let redis = Redis::start();
+    let file_home = Home::file();
+    let (generation, a) = file_home.acquire("b", "row-1", "lane-a", &[]);
+    file_home.acquire("b", "row-2", "lane-b", &[]);
+    let file_daemon = file_home.daemon();
+    file_home.ask_with(&a, &[]).expect(0, "row-fence: ALLOWED");
+    let url = redis.url();
+    let ran = file_home.cli(&["migrate", "b", "--from", "file", "--to", &url]);
+    assert_ne!(ran.code, 0, "needs --writers-upgraded");
+    let ran = file_home.cli(&[
+        "migrate",
+        "b",
+        "--from",
+        "file",
+        "--to",
+        &url,
+        "--writers-upgraded",
+    ]);
+    assert_eq!(
+        (ran.code, ran.stdout.trim()),
+        (0, "3"),
+        "two leases and the layout marker: {}",
+        ran.stderr
+    );
+    let ran = file_home.cli(&[
+        "migrate",
+        "b",
+        "--from",
+        "file",
+        "--to",
+        &url,
+        "--writers-upgraded",
+    ]);
+    assert_eq!((ran.code, ran.stdout.trim()), (0, "0"), "{}", ran.stderr);
+    // The daemon still on the file refuses with a clear message instead of stale leases.
+    let ran = file_home.ask_with(&a, &[]);
+    ran.expect(1, "row-fence: COULD NOT READ");
+    assert!(ran.stderr.contains("moved to"), "{}", ran.stderr);
+    drop(file_daemon);
+    // The same descriptor is allowed by a daemon on Redis: the generation moved with it.
+    let redis_home = Home::on(Some(&redis));
+    let _daemon = redis_home.daemon();
+    redis_home.ask_with(&a, &[]).expect(0, "row-fence: ALLOWED");
+    let shown = redis_home.cli(&["show", "b", "--json"]);
+    let leases: Vec<Value> = serde_json::from_str(shown.stdout.trim()).unwrap();
+    assert_eq!(leases.len(), 2);
+    assert_eq!(leases[0]["generation"].as_u64(), Some(generation));
+}
