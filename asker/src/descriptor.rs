@@ -225,7 +225,17 @@ fn gitdir_from_file(dot_git: &Path) -> Result<PathBuf, (PathBuf, String)> {
         .filter(|t| !t.is_empty())
         .ok_or_else(|| fail("no 'gitdir:' line".into()))?;
     let base = dot_git.parent().unwrap_or(Path::new("/"));
-    Ok(base.join(target))
+    let git_dir = base.join(target);
+    // A `.git` file naming a git dir that is not there is a broken worktree: we cannot
+    // tell whether its lane is bound, and that is never UNFENCED.
+    match fs::metadata(&git_dir) {
+        Ok(meta) if meta.is_dir() => Ok(git_dir),
+        Ok(_) => Err(fail(format!(
+            "gitdir {} is not a directory",
+            git_dir.display()
+        ))),
+        Err(e) => Err(fail(format!("gitdir {}: {e}", git_dir.display()))),
+    }
 }
 
 /// Reads and validates a descriptor file. `Ok(None)` when it does not exist.
@@ -324,6 +334,19 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{bad:?} parsed");
         }
+    }
+
+    #[test]
+    fn a_git_file_naming_a_missing_git_dir_is_unreadable_not_unbound() {
+        let dir = std::env::temp_dir().join(format!("rf-gitfile-{}", std::process::id()));
+        fs::create_dir_all(dir.join("sub")).unwrap();
+        fs::write(dir.join(".git"), "gitdir: /nonexistent/worktrees/x\n").unwrap();
+        let resolved = resolve(None, None, &dir.join("sub"));
+        assert!(
+            matches!(resolved, Resolution::Unreadable(..)),
+            "{resolved:?}"
+        );
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -46,11 +46,6 @@ impl Owned {
         self.child.as_ref().map_or(0, Child::id)
     }
 
-    /// What this process is.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     /// The exit status once the process has exited, `None` while it runs.
     pub fn exited(&mut self) -> Result<Option<ExitStatus>, String> {
         match self.child.as_mut().map(Child::try_wait) {

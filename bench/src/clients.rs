@@ -14,6 +14,9 @@ pub enum Client {
     True,
     /// `row-fence-bench-echo`: a minimal process doing one Unix-socket round trip.
     Echo,
+    /// `row-fence-ask --version`: the asker binary's own start, asking nothing; splits
+    /// the warm ask into "start the asker" and "ask".
+    AskerStart,
     /// `row-fence-ask` → the warm daemon → Redis.
     Warm,
     /// `row-fence check`: the same gate in a new process, connecting to Redis itself.
@@ -30,6 +33,7 @@ impl Client {
         match self {
             Client::True => "floor: /bin/true",
             Client::Echo => "floor: echo round trip",
+            Client::AskerStart => "floor: row-fence-ask --version",
             Client::Warm => "warm: row-fence-ask",
             Client::ColdRust => "cold Rust: row-fence check",
             Client::RedisCli => "cold generic: redis-cli EVALSHA",
@@ -66,11 +70,6 @@ impl Route {
             Route::TcpDelayed => "TCP + 5 ms each way",
             Route::TlsDelayed => "TLS + 5 ms each way",
         }
-    }
-
-    /// True when the route is TLS.
-    pub fn is_tls(self) -> bool {
-        matches!(self, Route::Tls | Route::TlsDelayed)
     }
 }
 
@@ -190,6 +189,12 @@ impl Clients {
                 cmd.arg(&self.echo_socket);
                 Some(cmd)
             }
+            Client::AskerStart => {
+                let mut cmd =
+                    fixture::clean_command(self.bins.path("row-fence-ask"), daemon_home, &[]);
+                cmd.arg("--version");
+                Some(cmd)
+            }
             Client::Warm => {
                 let mut cmd =
                     fixture::clean_command(self.bins.path("row-fence-ask"), daemon_home, &[]);
@@ -237,7 +242,7 @@ impl Clients {
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         let allowed = match client {
-            Client::True | Client::Echo => true,
+            Client::True | Client::Echo | Client::AskerStart => true,
             Client::Warm | Client::ColdRust => {
                 stderr.lines().any(|l| l.starts_with("row-fence: ALLOWED"))
             }

@@ -29,11 +29,15 @@
 //! - [`python_client`]: the venv with the Python `redis` client, and its script.
 //! - [`load`]: the busy processes of the oversubscription case.
 //! - [`throughput`]: asks per second with concurrent clients; many open connections.
+//! - [`records`]: the fencing-records cases: bytes per single-record change, records vs
+//!   document layout; fenced batches per second with 1 and 16 writers.
 //! - [`rss`]: resident memory of a process, from `/proc`.
 //! - [`machine`]: the machine and the versions under test.
 //! - [`targets`]: the targets, judged against the measured figures.
+//! - [`bounds`]: for each missed target, what bounds it, in the run's own figures.
 //! - [`report`]: the Markdown report.
 
+pub mod bounds;
 pub mod capture;
 pub mod cases;
 pub mod certs;
@@ -47,6 +51,7 @@ pub mod load;
 pub mod machine;
 pub mod options;
 pub mod python_client;
+pub mod records;
 pub mod redis_server;
 pub mod report;
 pub mod rss;

@@ -17,6 +17,9 @@ pub struct Machine {
     pub kernel: String,
     /// The hostname.
     pub host: String,
+    /// `kernel.sched_autogroup_enabled` (1, 0, or unknown): whether processes of other
+    /// sessions get a share of their own, which matters to the oversubscribed case.
+    pub autogroup: String,
 }
 
 impl Machine {
@@ -39,6 +42,7 @@ impl Machine {
             memory_gib: mem_kib / (1024.0 * 1024.0),
             kernel: read_trim("/proc/sys/kernel/osrelease"),
             host: read_trim("/proc/sys/kernel/hostname"),
+            autogroup: read_trim("/proc/sys/kernel/sched_autogroup_enabled"),
         }
     }
 }

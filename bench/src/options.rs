@@ -61,9 +61,9 @@ impl Options {
 pub struct Plan {
     /// `full`, `quick` or `smoke`.
     pub name: &'static str,
-    /// Per client on the Unix-socket route, unloaded: [true, echo, warm, cold Rust,
-    /// redis-cli, Python].
-    pub local: [usize; 6],
+    /// Per client on the Unix-socket route, unloaded: [true, echo, asker start, warm,
+    /// cold Rust, redis-cli, Python].
+    pub local: [usize; 7],
     /// Per client on each network route (TLS, +5 ms): [warm, cold Rust, redis-cli,
     /// Python].
     pub network: [usize; 4],
@@ -90,7 +90,7 @@ impl Plan {
     /// The full run: under 15 minutes on 2 cores.
     pub const FULL: Plan = Plan {
         name: "full",
-        local: [3000, 3000, 3000, 1000, 1000, 200],
+        local: [3000, 3000, 3000, 3000, 1000, 1000, 200],
         network: [1000, 400, 400, 60],
         loaded: [300, 300, 300, 300],
         phase_cap: Duration::from_secs(150),
@@ -105,7 +105,7 @@ impl Plan {
     /// `--quick`: under 2 minutes; the 500 warm asks and 500 `/bin/true` of issue 2.
     pub const QUICK: Plan = Plan {
         name: "quick",
-        local: [500, 500, 500, 200, 200, 30],
+        local: [500, 500, 500, 500, 200, 200, 30],
         network: [150, 60, 60, 10],
         loaded: [40, 40, 40, 40],
         phase_cap: Duration::from_secs(20),
@@ -121,7 +121,7 @@ impl Plan {
     /// suite running beside it is not starved).
     pub const SMOKE: Plan = Plan {
         name: "smoke",
-        local: [5, 5, 5, 5, 5, 2],
+        local: [5, 5, 5, 5, 5, 5, 2],
         network: [5, 3, 3, 2],
         loaded: [3, 3, 3, 3],
         phase_cap: Duration::from_secs(20),
@@ -145,9 +145,10 @@ impl Plan {
 }
 
 /// The clients of the unloaded Unix-socket phase, in [`Plan::local`]'s order.
-pub const LOCAL_CLIENTS: [Client; 6] = [
+pub const LOCAL_CLIENTS: [Client; 7] = [
     Client::True,
     Client::Echo,
+    Client::AskerStart,
     Client::Warm,
     Client::ColdRust,
     Client::RedisCli,

@@ -2,6 +2,7 @@
 //! figures, every latency phase, the daemon's throughput and memory, the case list, and
 //! how it was measured. Figures are in ms (latency), MB = 10^6 bytes (memory), asks/s.
 
+use crate::bounds;
 use crate::cases::{Case, Status};
 use crate::clients::Client;
 use crate::rss::kib_to_mb;
@@ -43,6 +44,7 @@ pub fn render(results: &Results, command: &str) -> String {
         latency_table(&mut md, phase);
     }
     daemon_table(&mut md, r);
+    records_table(&mut md, r);
     case_list(&mut md);
     method(&mut md, r);
     if !r.notes.is_empty() {
@@ -64,9 +66,10 @@ fn machine(md: &mut String, r: &Results) {
     let _ = writeln!(md, "| memory | {:.1} GiB |", m.memory_gib);
     let _ = writeln!(md, "| kernel | {} |", m.kernel);
     let _ = writeln!(md, "| host | {} |", m.host);
+    let _ = writeln!(md, "| sched_autogroup_enabled | {} |", m.autogroup);
     let _ = writeln!(
         md,
-        "| load average (1, 5, 15 min) | start {}; end {} |\n",
+        "| load average (1, 5, 15 min) | at start {}; at end {} (the end still counts the bench's own busy processes) |\n",
         r.load.0, r.load.1
     );
 }
@@ -81,9 +84,10 @@ fn versions(md: &mut String, r: &Results) {
 }
 
 fn target_table(md: &mut String, r: &Results) {
+    let judgements = targets::judge(r);
     let _ = writeln!(md, "## Targets\n");
     let _ = writeln!(md, "| target | measured | |\n| --- | --- | --- |");
-    for j in targets::judge(r) {
+    for j in &judgements {
         let verdict = match &j.outcome {
             Outcome::Met => "met".to_string(),
             Outcome::Missed => "**missed**".to_string(),
@@ -92,6 +96,14 @@ fn target_table(md: &mut String, r: &Results) {
         let _ = writeln!(md, "| {} | {} | {verdict} |", j.target, cell(&j.measured));
     }
     let _ = writeln!(md);
+    let bounds = bounds::explain(r, &judgements);
+    if !bounds.is_empty() {
+        let _ = writeln!(md, "### What bounds the missed targets\n");
+        for (target, why) in bounds {
+            let _ = writeln!(md, "- **{target}.** {why}");
+        }
+        let _ = writeln!(md);
+    }
 }
 
 fn latency_table(md: &mut String, phase: &Phase) {
@@ -245,6 +257,50 @@ fn daemon_table(md: &mut String, r: &Results) {
     let _ = writeln!(md);
 }
 
+fn records_table(md: &mut String, r: &Results) {
+    let Some(f) = &r.records else {
+        return;
+    };
+    let _ = writeln!(md, "## Fenced writes\n");
+    let _ = writeln!(
+        md,
+        "One single-record change through `fencing::write` on a board holding {} records, \
+         counted by the server (`INFO stats` net bytes, the counting itself subtracted):\n",
+        crate::records::BOARD_RECORDS
+    );
+    let _ = writeln!(
+        md,
+        "| layout | bytes sent to Redis | bytes received |\n| --- | ---: | ---: |"
+    );
+    for b in &f.bytes {
+        let _ = writeln!(md, "| {} | {} | {} |", b.layout, b.sent, b.received);
+    }
+    if let [records, document] = f.bytes.as_slice() {
+        let _ = writeln!(
+            md,
+            "\nThe document layout sends {:.0}× the bytes of the records layout for the same change.",
+            document.sent as f64 / records.sent.max(1) as f64
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\n| store | writers | fenced batches/s | batches | conflict retries | s |\n| --- | ---: | ---: | ---: | ---: | ---: |"
+    );
+    for rate in &f.rates {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.0} | {} | {} | {:.1} |",
+            rate.store,
+            rate.writers,
+            rate.per_second(),
+            rate.batches,
+            rate.retries,
+            rate.seconds
+        );
+    }
+    let _ = writeln!(md);
+}
+
 fn case_list(md: &mut String) {
     let _ = writeln!(md, "## Cases\n");
     for (i, case) in Case::ALL.iter().enumerate() {
@@ -261,7 +317,7 @@ fn method(md: &mut String, r: &Results) {
     let _ = writeln!(md, "## How it was measured\n");
     let lines = [
         "Everything is real and private to the run: a `redis-server` in a temp dir on its own Unix socket and loopback ports (never a shared Redis), the binaries under test, one `row-fence-resident` per route on its own home. All of it is stopped at the end, also on Ctrl-C.".to_string(),
-        "Every sample spawns a new process, as a hook does, with a cleared environment; stdout and stderr go to /dev/null. Each client answered ALLOWED once, output checked, before it was timed; timed samples count as `not ALLOWED` when they exit non-zero.".to_string(),
+        "Every sample spawns a new process, as a hook does, with a cleared environment; stdout and stderr go to /dev/null. Each client answered ALLOWED once, output checked, before it was timed; timed samples count as `not ALLOWED` when they exit non-zero. The bench's watchdog (which kills a sample after 30 s) polls once a second, so the measuring process adds no wake-up to any sample.".to_string(),
         "warm: `row-fence-ask --descriptor D --action 'git push origin'` against the daemon, which keeps one connection to Redis. cold Rust: `row-fence --store URL check` with the same descriptor: the same gate, connecting in every process. redis-cli and Python replay the daemon's own `EVALSHA` of the ask script, captured with `MONITOR` during one warm ask: same script, keys and arguments, so the same store work, connecting per sample.".to_string(),
         "TLS: a CA and a server certificate for 127.0.0.1 made with `openssl` for this run; redis-server serves them on `--tls-port`. Every client verifies the server: the trust bundle is the system's CA file plus the bench's CA (`SSL_CERT_FILE` for the daemon, `row-fence check` and Python, `--cacert` for redis-cli), so the cold clients load a full trust store per connect as they would against a public certificate. Nothing uses `#insecure`.".to_string(),
         format!("Distance: the bench's own loopback TCP proxy forwards each chunk {} ms after reading it, each way (a {} ms round trip). It cannot delay the TCP handshake, so each new connection pays one round trip less than over a real link: the cold clients are flattered by {} ms per connect, the warm ask (one kept connection) is not.", DELAY.as_millis(), 2 * DELAY.as_millis(), 2 * DELAY.as_millis()),

@@ -89,6 +89,8 @@ pub struct Results {
     pub connections: Option<Connections>,
     /// The daemon's RSS idle after its first phase, in KiB.
     pub idle_rss_kib: Option<u64>,
+    /// The fencing-records cases.
+    pub records: Option<crate::records::Figures>,
     /// The daemon's RSS idle after all the load, in KiB.
     pub idle_after_load_kib: Option<u64>,
     /// Peak RSS of one run of each client on the Unix socket, the largest of
@@ -144,6 +146,7 @@ impl Runner {
                 throughput: None,
                 connections: None,
                 idle_rss_kib: None,
+                records: None,
                 idle_after_load_kib: None,
                 peak_rss_kib: Vec::new(),
                 notes: Vec::new(),
@@ -223,36 +226,7 @@ impl Runner {
         self.results.idle_rss_kib = rss::current_kib(daemon.pid()).ok();
         self.peak_rss(&clients, &unix, &daemon)?;
 
-        // The same over TLS and over distance, each on a daemon of its own.
-        let mut routes = Vec::new();
-        let mut proxies = Vec::new();
-        if let (Some(certs), Some(tls_port)) = (&certs, redis.tls_port) {
-            routes.push(Endpoint::tcp(Route::Tls, tls_port, Some(&certs.bundle)));
-        }
-        let plain = DelayProxy::start(loopback(redis.port), DELAY)?;
-        routes.push(Endpoint::tcp(Route::TcpDelayed, plain.port(), None));
-        proxies.push(plain);
-        if let (Some(certs), Some(tls_port)) = (&certs, redis.tls_port) {
-            let tls = DelayProxy::start(loopback(tls_port), DELAY)?;
-            routes.push(Endpoint::tcp(
-                Route::TlsDelayed,
-                tls.port(),
-                Some(&certs.bundle),
-            ));
-            proxies.push(tls);
-        }
-        for endpoint in &routes {
-            let name = format!("home-{:?}", endpoint.route).to_lowercase();
-            let mut routed = Daemon::start(
-                &bins,
-                &work.path().join(name),
-                &endpoint.url,
-                &endpoint.env(),
-            )?;
-            self.phase(&clients, endpoint, &routed, &NETWORK_CLIENTS, None)?;
-            routed.check_alive()?;
-        }
-        drop(proxies);
+        self.network_phases(&clients, &bins, &redis, certs.as_ref(), work.path())?;
 
         // Oversubscribed: busy processes on every core, bounded by the phase's cap.
         let cores = self.results.machine.cores;
@@ -266,14 +240,69 @@ impl Runner {
         drop(busy);
         daemon.check_alive()?;
 
-        // The daemon itself: throughput, many connections, memory after load.
-        let request = ask_line(&bins, &daemon.home, &descriptor)?;
+        self.daemon_cases(&bins, &redis, &mut daemon, &descriptor)?;
+        drop(daemon);
+        interrupt::check()?;
+        eprintln!("row-fence-bench: fenced writes (bytes per change, batches per second)");
+        let rate_for = plan.throughput_for.min(Duration::from_secs(5));
+        self.results.records = Some(crate::records::measure(work.path(), rate_for)?);
+        Ok(())
+    }
+
+    /// Warm, cold and generic clients over TLS, TCP + 5 ms and TLS + 5 ms, each route
+    /// on a daemon of its own (the TLS routes only when certificates were made).
+    fn network_phases(
+        &mut self,
+        clients: &Clients,
+        bins: &Binaries,
+        redis: &RedisServer,
+        certs: Option<&Certs>,
+        work: &Path,
+    ) -> Result<(), String> {
+        let mut routes = Vec::new();
+        let mut proxies = Vec::new();
+        if let (Some(certs), Some(tls_port)) = (certs, redis.tls_port) {
+            routes.push(Endpoint::tcp(Route::Tls, tls_port, Some(&certs.bundle)));
+        }
+        let plain = DelayProxy::start(loopback(redis.port), DELAY)?;
+        routes.push(Endpoint::tcp(Route::TcpDelayed, plain.port(), None));
+        proxies.push(plain);
+        if let (Some(certs), Some(tls_port)) = (certs, redis.tls_port) {
+            let tls = DelayProxy::start(loopback(tls_port), DELAY)?;
+            routes.push(Endpoint::tcp(
+                Route::TlsDelayed,
+                tls.port(),
+                Some(&certs.bundle),
+            ));
+            proxies.push(tls);
+        }
+        for endpoint in &routes {
+            let name = format!("home-{:?}", endpoint.route).to_lowercase();
+            let mut routed = Daemon::start(bins, &work.join(name), &endpoint.url, &endpoint.env())?;
+            self.phase(clients, endpoint, &routed, &NETWORK_CLIENTS, None)?;
+            routed.check_alive()?;
+        }
+        Ok(())
+    }
+
+    /// The daemon itself: one client's round trip, throughput with many clients, many
+    /// connections at once, and its memory after all the load.
+    fn daemon_cases(
+        &mut self,
+        bins: &Binaries,
+        redis: &RedisServer,
+        daemon: &mut Daemon,
+        descriptor: &row_fence_ask::Descriptor,
+    ) -> Result<(), String> {
+        let plan = self.results.plan;
+        let request = ask_line(bins, &daemon.home, descriptor)?;
+        let pids = (daemon.pid(), redis.pid());
         self.results.single = Some(throughput::asks_per_second(
             &daemon.socket,
             &request,
             1,
             plan.throughput_for.min(Duration::from_secs(2)),
-            (daemon.pid(), redis.pid()),
+            pids,
         ));
         interrupt::check()?;
         eprintln!(
@@ -285,7 +314,7 @@ impl Runner {
             &request,
             plan.throughput_clients,
             plan.throughput_for,
-            (daemon.pid(), redis.pid()),
+            pids,
         ));
         interrupt::check()?;
         eprintln!("row-fence-bench: {} connections at once", plan.connections);

@@ -7,7 +7,7 @@
 //! the tiny `row-fence-bench-maxrss` launcher instead ([`crate::rss::peak_of_run`]).
 
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A sample still running after this long is killed and counted as failed (30 s: far
@@ -23,9 +23,12 @@ pub struct Sample {
     pub code: i32,
 }
 
-/// The sample being watched: its pid and when it must be killed; the condvar wakes the
-/// watchdog when it changes.
-type Watched = (Mutex<Option<(libc::pid_t, Instant)>>, Condvar);
+/// The sample being watched: its pid and when it must be killed.
+type Watched = Mutex<Option<(libc::pid_t, Instant)>>;
+
+/// The watchdog looks this often. It polls rather than being woken per sample, so the
+/// measuring process adds no thread wake-up to any sample (which would count under load).
+const WATCH_EVERY: Duration = Duration::from_secs(1);
 
 /// Spawns processes one at a time and times them; owns the watchdog thread.
 pub struct Sampler {
@@ -42,7 +45,7 @@ impl Default for Sampler {
 impl Sampler {
     /// A sampler with its watchdog.
     pub fn new() -> Sampler {
-        let watched: Arc<Watched> = Arc::new((Mutex::new(None), Condvar::new()));
+        let watched: Arc<Watched> = Arc::new(Mutex::new(None));
         let dog = watched.clone();
         std::thread::spawn(move || watchdog(&dog));
         Sampler { watched }
@@ -73,33 +76,23 @@ impl Sampler {
     }
 
     fn watch(&self, what: Option<(libc::pid_t, Instant)>) {
-        let (slot, wake) = &*self.watched;
-        *slot.lock().unwrap_or_else(|e| e.into_inner()) = what;
-        wake.notify_one();
+        *self.watched.lock().unwrap_or_else(|e| e.into_inner()) = what;
     }
 }
 
 fn watchdog(watched: &Watched) {
-    let (slot, wake) = watched;
-    let mut current = slot.lock().unwrap_or_else(|e| e.into_inner());
     loop {
-        match *current {
-            None => current = wake.wait(current).unwrap_or_else(|e| e.into_inner()),
-            Some((pid, deadline)) => {
-                let now = Instant::now();
-                if now >= deadline {
-                    // SAFETY: the pid is a child that has not been reaped (see `time`).
-                    unsafe {
-                        libc::kill(pid, libc::SIGKILL);
-                    }
-                    *current = None;
-                    continue;
-                }
-                current = wake
-                    .wait_timeout(current, deadline - now)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
+        std::thread::sleep(WATCH_EVERY);
+        let mut current = watched.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((pid, deadline)) = *current
+            && Instant::now() >= deadline
+        {
+            // SAFETY: the pid is a child that has not been reaped (see `time`), and
+            // the lock keeps `time` from reaping it meanwhile.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
             }
+            *current = None;
         }
     }
 }

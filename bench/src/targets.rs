@@ -5,6 +5,29 @@ use crate::clients::{Client, Route};
 use crate::rss::kib_to_mb;
 use crate::run::{BUDGET, Results};
 
+/// The fence costs less than one extra process start.
+pub const WARM_VS_TRUE: &str = "warm ask p50 ≤ 2.0× `/bin/true` p50 (Unix socket)";
+/// Against a store 5 ms away over TLS, the warm ask beats connecting per process.
+pub const WARM_VS_COLD_DISTANT: &str = "warm ≥ 3× faster than cold Rust at p50, over TLS + 5 ms";
+/// The warm ask against the kind of cold client it replaces.
+pub const WARM_VS_PYTHON: &str =
+    "warm ≥ 30× faster than the Python cold client at p50 (Unix socket)";
+/// The same over TLS + 5 ms (the issue does not say which route; both are judged).
+pub const WARM_VS_PYTHON_DISTANT: &str =
+    "warm ≥ 30× faster than the Python cold client at p50, over TLS + 5 ms";
+/// A warm ask under 16 busy processes per core.
+pub const LOADED_P99: &str = "oversubscribed (16 busy processes per core): warm p99 ≤ 250 ms";
+/// No sample over the seed's 5.5 s hook budget, none refused.
+pub const LOADED_MISSES: &str = "oversubscribed: zero misses of 5.5 s (floor, warm, cold Rust)";
+/// Asks per second with 64 concurrent in-process clients.
+pub const THROUGHPUT: &str = "daemon ≥ 20,000 asks/s with 64 clients";
+/// The daemon's memory at rest.
+pub const IDLE_RSS: &str = "daemon RSS ≤ 20 MB idle";
+/// The daemon's peak memory with 1,000 connections in flight.
+pub const CONNECTIONS_RSS: &str = "daemon RSS ≤ 64 MB with 1,000 connections";
+/// The asker's peak memory for one ask.
+pub const ASKER_RSS: &str = "asker max RSS ≤ 4 MB";
+
 /// How a target fared.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
@@ -33,28 +56,28 @@ pub fn judge(results: &Results) -> Vec<Judgement> {
     let mut out = vec![
         ratio(
             results,
-            "warm ask p50 ≤ 2.0× `/bin/true` p50 (Unix socket)",
+            WARM_VS_TRUE,
             Route::Unix,
             (Client::Warm, Client::True),
             |r| r <= 2.0,
         ),
         ratio(
             results,
-            "warm ≥ 3× faster than cold Rust at p50, over TLS + 5 ms",
+            WARM_VS_COLD_DISTANT,
             Route::TlsDelayed,
             (Client::ColdRust, Client::Warm),
             |r| r >= 3.0,
         ),
         ratio(
             results,
-            "warm ≥ 30× faster than the Python cold client at p50 (Unix socket)",
+            WARM_VS_PYTHON,
             Route::Unix,
             (Client::Python, Client::Warm),
             |r| r >= 30.0,
         ),
         ratio(
             results,
-            "warm ≥ 30× faster than the Python cold client at p50, over TLS + 5 ms",
+            WARM_VS_PYTHON_DISTANT,
             Route::TlsDelayed,
             (Client::Python, Client::Warm),
             |r| r >= 30.0,
@@ -103,8 +126,8 @@ fn ratio(
 }
 
 fn oversubscribed(results: &Results) -> Vec<Judgement> {
-    let p99 = "oversubscribed (16 busy processes per core): warm p99 ≤ 250 ms";
-    let misses = "oversubscribed: zero misses of 5.5 s (floor, warm, cold Rust)";
+    let p99 = LOADED_P99;
+    let misses = LOADED_MISSES;
     let Some(phase) = results.phase(Route::Unix, true) else {
         return vec![
             unjudged(p99, "not measured"),
@@ -150,7 +173,7 @@ fn oversubscribed(results: &Results) -> Vec<Judgement> {
 
 fn daemon(results: &Results) -> Vec<Judgement> {
     let mut out = Vec::new();
-    let target = "daemon ≥ 20,000 asks/s with 64 clients";
+    let target = THROUGHPUT;
     out.push(match &results.throughput {
         Some(t) => Judgement {
             target: target.into(),
@@ -167,12 +190,12 @@ fn daemon(results: &Results) -> Vec<Judgement> {
         None => unjudged(target, "not measured"),
     });
     out.push(memory(
-        "daemon RSS ≤ 20 MB idle",
+        IDLE_RSS,
         results.idle_rss_kib,
         20.0,
         "idle after the Unix-socket phase",
     ));
-    let target = "daemon RSS ≤ 64 MB with 1,000 connections";
+    let target = CONNECTIONS_RSS;
     out.push(match &results.connections {
         Some(c) => {
             let mut j = memory(
@@ -192,7 +215,7 @@ fn daemon(results: &Results) -> Vec<Judgement> {
         None => unjudged(target, "not measured"),
     });
     out.push(memory(
-        "asker max RSS ≤ 4 MB",
+        ASKER_RSS,
         results.peak_rss(Client::Warm),
         4.0,
         &format!(
@@ -233,6 +256,7 @@ fn short(client: Client) -> &'static str {
     match client {
         Client::True => "/bin/true",
         Client::Echo => "echo",
+        Client::AskerStart => "asker start",
         Client::Warm => "warm",
         Client::ColdRust => "cold Rust",
         Client::RedisCli => "redis-cli",

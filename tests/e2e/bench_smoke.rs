@@ -49,7 +49,8 @@ fn a_smoke_run_of_the_bench_exits_0_and_writes_its_report() {
         "cold Rust: row-fence check",
         "oversubscribed",
         "asks/s",
-        "not measured yet (issue 3)",
+        "## Fenced writes",
+        "fenced batches/s",
     ] {
         assert!(text.contains(part), "the report lacks {part:?}:\n{text}");
     }

@@ -303,6 +303,51 @@ fn a_board_without_a_tenant_and_a_fence_without_a_map_url_are_fenced() {
 }
 
 #[test]
+fn a_registry_that_does_not_parse_stops_the_daemon_naming_the_line() {
+    let home = Home::file();
+    std::fs::create_dir_all(home.home.join("registry")).unwrap();
+    std::fs::write(
+        home.home.join("registry/boards.toml"),
+        "[boards.b]\ntenant = \"acme\"\ntenant = nope\n",
+    )
+    .unwrap();
+    let ran = crate::util::run(&mut home.command(crate::util::bin("row-fence-resident")));
+    assert_ne!(ran.code, 0);
+    assert!(
+        ran.stderr.contains("boards.toml") && ran.stderr.contains("line 3"),
+        "{}",
+        ran.stderr
+    );
+    assert!(!home.socket().exists(), "it never bound");
+}
+
+#[test]
+fn status_shows_the_location_the_map_and_its_rows_without_fetching() {
+    let redis = Redis::start();
+    let server = MapServer::start(map(json!([acme("here", 5, "active")])));
+    let (home, d) = fenced_home(&redis);
+    let url = server.url();
+    let _daemon = home.daemon_with(&[], &fence_env("here", &url));
+    let before = home.cli(&["status"]);
+    assert!(
+        before.stdout.contains("location   here (map never fetched"),
+        "{}",
+        before.stdout
+    );
+    assert_eq!(server.requests(), 0, "status never fetches");
+    home.ask_with(&d, &[]).expect(0, "row-fence: ALLOWED");
+    let after = home.cli(&["status"]);
+    assert!(
+        after
+            .stdout
+            .contains("tenant acme at here (epoch 5, active)"),
+        "{}",
+        after.stdout
+    );
+    assert_eq!(server.requests(), 1);
+}
+
+#[test]
 fn unset_the_fence_is_inert_no_fetch_and_no_extra_field() {
     let redis = Redis::start();
     let server = MapServer::start(map(json!([acme("there", 1, "active")])));

@@ -98,6 +98,37 @@ fn print_status(s: &Value) {
         let reasons: Vec<String> = by_reason.iter().map(|(k, v)| format!("{k} {v}")).collect();
         out(&format!("denials    {}", reasons.join(", ")));
     }
+    if let Some(fence) = s.get("location_fence") {
+        let age = fence["map_age_ms"]
+            .as_u64()
+            .map_or("never fetched".to_string(), |ms| {
+                format!("{} old", crate::gate::span(ms))
+            });
+        out(&format!(
+            "location   {} (map {age}, {} rows, {} fetches{})",
+            fence["location"].as_str().unwrap_or("?"),
+            fence["rows"].as_array().map_or(0, Vec::len),
+            fence["fetches"],
+            fence["last_fetch_error"]
+                .as_str()
+                .map_or(String::new(), |e| format!("; last fetch failed: {e}"))
+        ));
+        for row in fence["rows"].as_array().into_iter().flatten() {
+            out(&format!(
+                "  tenant {} at {} (epoch {}, {})",
+                row["id"].as_str().unwrap_or("?"),
+                row["location"].as_str().unwrap_or("-"),
+                row["epoch"],
+                row["state"].as_str().unwrap_or("-")
+            ));
+        }
+        let fenced = fence["recent_refusals"].as_array().map_or(0, Vec::len);
+        if fenced > 0 {
+            out(&format!(
+                "  {fenced} recent location refusals (row-fence status --json shows them)"
+            ));
+        }
+    }
     let recent = s["recent_refusals"].as_array().cloned().unwrap_or_default();
     if !recent.is_empty() {
         out(&format!(

@@ -1,0 +1,133 @@
+//! For each missed target, what bounds it, in this run's own figures: the report says
+//! not only that a target was missed but which floor or which share of the machine
+//! stands in the way. The fixes these point to were measured once and are written up in
+//! the README's "Performance" section.
+
+use crate::clients::{Client, Route};
+use crate::run::{DELAY, Results};
+use crate::targets::{self, Judgement, Outcome};
+
+/// (target, what bounds it) for every missed target that has an explanation.
+pub fn explain(results: &Results, judgements: &[Judgement]) -> Vec<(String, String)> {
+    judgements
+        .iter()
+        .filter(|j| j.outcome == Outcome::Missed)
+        .filter_map(|j| Some((j.target.clone(), why(results, &j.target)?)))
+        .collect()
+}
+
+fn why(r: &Results, target: &str) -> Option<String> {
+    match target {
+        targets::WARM_VS_TRUE => warm_vs_true(r),
+        targets::WARM_VS_PYTHON_DISTANT | targets::WARM_VS_COLD_DISTANT => distance(r),
+        targets::LOADED_P99 | targets::LOADED_MISSES => loaded(r),
+        targets::THROUGHPUT => throughput(r),
+        _ => None,
+    }
+}
+
+fn p50(r: &Results, route: Route, loaded: bool, client: Client) -> Option<f64> {
+    Some(r.phase(route, loaded)?.row(client)?.summary.p50_ms)
+}
+
+fn warm_vs_true(r: &Results) -> Option<String> {
+    let t = p50(r, Route::Unix, false, Client::True)?;
+    let warm = p50(r, Route::Unix, false, Client::Warm)?;
+    let start = p50(r, Route::Unix, false, Client::AskerStart)?;
+    let echo = p50(r, Route::Unix, false, Client::Echo)?;
+    let round_trip = r.single.as_ref().map_or(0.0, |s| s.latency.p50_ms);
+    Some(format!(
+        "The budget is 2 × {t:.3} = {:.3} ms. Starting the asker alone (`row-fence-ask --version`) \
+         takes {start:.3} ms ({:.2}× /bin/true): a dynamically linked Rust binary pays the \
+         loader, libgcc_s and std's start before `main` (the std-only echo floor, one round trip \
+         included, takes {echo:.3} ms). The ask itself adds {:.3} ms, of which the daemon's round \
+         trip (one in-process client, no spawn) is {round_trip:.3} ms; the rest is the asker's \
+         own work (descriptor, socket checks, the helper thread that bounds connect, two \
+         stderr lines).",
+        2.0 * t,
+        start / t,
+        warm - start
+    ))
+}
+
+fn distance(r: &Results) -> Option<String> {
+    let rtt = 2.0 * DELAY.as_secs_f64() * 1e3;
+    let warm = p50(r, Route::TlsDelayed, false, Client::Warm)?;
+    let local_warm = p50(r, Route::Unix, false, Client::Warm)?;
+    let mut text = format!(
+        "Distance: the warm ask keeps its connection but still pays one {rtt:.0} ms round trip \
+         per ask ({warm:.1} ms over TLS + 5 ms against {local_warm:.3} ms on the Unix socket), \
+         so every ratio against it shrinks towards (the other client's start + its round \
+         trips) ÷ (one round trip)."
+    );
+    if let (Some(py), Some(py_near), Some(py_local)) = (
+        p50(r, Route::TlsDelayed, false, Client::Python),
+        p50(r, Route::Tls, false, Client::Python),
+        p50(r, Route::Unix, false, Client::Python),
+    ) {
+        text.push_str(&format!(
+            " Python: {py_local:.0} ms to start, import and ask on the Unix socket, {py_near:.0} \
+             ms over TLS on loopback, {py:.0} ms over TLS + 5 ms (≈ {:.1} round trips for its \
+             connect, handshake and commands); ÷ {warm:.1} ms is {:.1}×: no warm ask that \
+             crosses a {rtt:.0} ms link once can be 30× faster than a client whose start is \
+             {py_local:.0} ms.",
+            (py - py_near) / rtt,
+            py / warm
+        ));
+    }
+    if let (Some(cold), Some(cold_near)) = (
+        p50(r, Route::TlsDelayed, false, Client::ColdRust),
+        p50(r, Route::Tls, false, Client::ColdRust),
+    ) {
+        text.push_str(&format!(
+            " Cold Rust: {cold:.1} ms, ≈ {:.1} round trips more than over TLS on loopback \
+             (TLS handshake, connection setup, then the script).",
+            (cold - cold_near) / rtt
+        ));
+    }
+    Some(text)
+}
+
+fn loaded(r: &Results) -> Option<String> {
+    let phase = r.phase(Route::Unix, true)?;
+    let row = |c: Client| phase.row(c).map(|row| row.summary);
+    let (t, echo, warm) = (row(Client::True)?, row(Client::Echo)?, row(Client::Warm)?);
+    Some(format!(
+        "The scheduler: with {} busy processes at normal priority, every hand-off between \
+         processes waits its turn. /bin/true alone, one process start: p50 {:.1} ms, p99 {:.1} \
+         ms. The echo floor (a std-only client doing one round trip with a server thread of \
+         the same priority): p50 {:.1} ms, p99 {:.1} ms. The warm ask (start, helper thread, \
+         daemon, Redis, back): p50 {:.1} ms, p99 {:.1} ms, {:.2}× its floor's p99. The busy \
+         processes share the bench's session, so autogroup (when on) does not shield the \
+         asker, the daemon or Redis from them.",
+        phase.busy,
+        t.p50_ms,
+        t.p99_ms,
+        echo.p50_ms,
+        echo.p99_ms,
+        warm.p50_ms,
+        warm.p99_ms,
+        warm.p99_ms / echo.p99_ms.max(f64::MIN_POSITIVE)
+    ))
+}
+
+fn throughput(r: &Results) -> Option<String> {
+    let t = r.throughput.as_ref()?;
+    if t.allowed == 0 {
+        return None;
+    }
+    let per = |s: f64| s * 1e6 / t.allowed as f64;
+    let (d, redis, c) = (per(t.cpu_s.0), per(t.cpu_s.1), per(t.cpu_s.2));
+    let cores = r.machine.cores as f64;
+    let used = t.cpu_s.0 + t.cpu_s.1 + t.cpu_s.2;
+    Some(format!(
+        "CPU: each ask cost the daemon {d:.1} µs, redis-server {redis:.1} µs and its client \
+         {c:.1} µs, all on the same {cores:.0} cores: at 100 % that is at most {:.0} asks/s. \
+         The three used {used:.1} of {:.1} core-seconds; the rest went to waiting and to \
+         other processes on the machine (load average {} → {}).",
+        cores * 1e6 / (d + redis + c),
+        cores * t.seconds,
+        r.load.0,
+        r.load.1
+    ))
+}
