@@ -384,7 +384,13 @@ ask() {
   fi
 }
 
-plan=$(GUARD_PWD=$(pwd) awk "$PLAN_AWK") || plan=""
+# A hook input this hook cannot read (awk missing or failing) is not "nothing fenced":
+# the fence is asked about the hook's own directory instead, so a row-bound lane is still
+# fenced and an unbound one still passes.
+if ! plan=$(GUARD_PWD=$(pwd) awk "$PLAN_AWK" 2>/dev/null); then
+  say "row-fence guard: could not read the hook input; asking the fence about $(pwd)"
+  plan=$(printf 'F\t%s\t%s' "$(pwd)" "(a command the guard could not read)")
+fi
 
 session=""
 tab=$(printf '\t')

@@ -429,6 +429,45 @@ fn a_hook_with_an_empty_environment_still_denies_a_row_bound_push() {
 }
 
 #[test]
+fn a_hook_that_cannot_read_its_input_still_asks_the_fence() {
+    let lane = Lane::new();
+    lane.hold();
+    lane.lose();
+    let _daemon = lane.home.daemon();
+    // A PATH with every tool the hook uses but awk: the plan cannot be made.
+    let tools = lane.home.path("no-awk");
+    fs::create_dir(&tools).unwrap();
+    for tool in [
+        "sh", "sed", "grep", "head", "tail", "dirname", "mktemp", "sleep", "rm", "cat", "kill",
+    ] {
+        if let Some(path) = ["/bin", "/usr/bin"]
+            .iter()
+            .map(|d| Path::new(d).join(tool))
+            .find(|p| p.exists())
+        {
+            std::os::unix::fs::symlink(path, tools.join(tool)).unwrap();
+        }
+    }
+    let mut cmd = lane.home.command(guard());
+    cmd.env("ROW_FENCE_BIN_DIR", bin_dir())
+        .env("PATH", &tools)
+        .current_dir(&lane.repo.clone);
+    let hook = run_with_stdin(&mut cmd, &pre_tool_use("session-7", &lane.repo.clone, PUSH));
+    assert_eq!(hook.code, 2, "{}", hook.stderr);
+    assert!(
+        hook.stderr.contains("could not read the hook input"),
+        "{}",
+        hook.stderr
+    );
+    assert!(
+        hook.stderr
+            .contains("row-fence: REFUSED (different_holder)"),
+        "{}",
+        hook.stderr
+    );
+}
+
+#[test]
 fn install_claude_hook_then_rollback_gives_back_the_settings_byte_for_byte() {
     let home = Home::file();
     let settings = home.path("claude/settings.json");
