@@ -8,8 +8,7 @@
 //! the rollback leaves `pre-push` missing: a push that starts halfway is still fenced.
 
 use std::fs;
-use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -204,24 +203,7 @@ fn keep_under_second_name(original: &Path, second: &Path) -> io::Result<()> {
 /// Writes `text` to `path` as an executable (0755), atomically: a temp file renamed
 /// over it, so `path` is never missing or half written.
 fn write_executable(path: &Path, text: &str) -> io::Result<()> {
-    let tmp = {
-        let mut name = path.as_os_str().to_owned();
-        name.push(format!(".tmp.{}", std::process::id()));
-        PathBuf::from(name)
-    };
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o755)
-        .open(&tmp)?;
-    file.write_all(text.as_bytes())?;
-    file.sync_all()?;
-    // The mode given to open is cut by the umask; a hook must be executable.
-    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755))?;
-    fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = fs::remove_file(&tmp);
-    })
+    crate::atomic_file::write(path, text.as_bytes(), 0o755, false)
 }
 
 fn ignore_missing(e: io::Error) -> io::Result<()> {
@@ -235,7 +217,7 @@ fn ignore_missing(e: io::Error) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     #[test]
     fn a_fresh_install_rolls_back_to_no_hook() {

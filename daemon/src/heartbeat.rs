@@ -5,9 +5,8 @@
 
 use crate::store::LeaseStore;
 use serde::{Deserialize, Serialize};
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::{self};
+use std::io::{self};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,16 +36,7 @@ pub struct Heartbeat {
 pub fn write(path: &Path, heartbeat: &Heartbeat) -> io::Result<()> {
     let mut bytes = serde_json::to_vec(heartbeat).map_err(io::Error::other)?;
     bytes.push(b'\n');
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    file.write_all(&bytes)?;
-    file.sync_all()?;
-    fs::rename(&tmp, path)
+    crate::atomic_file::write_private(path, &bytes)
 }
 
 /// Reads a heartbeat file.

@@ -23,6 +23,7 @@
 //! - [`refusals`]: the ledger writer, recent refusals, rate-limited log lines.
 //! - [`startup`]: the daemon from start to exit.
 //! - [`config`]: flags and environment shared by both programs.
+//! - [`atomic_file`]: replacing a file atomically (temp file, fsync, rename).
 //! - [`cli`]: the `row-fence` subcommands.
 //! - [`supervisor`]: READY=1 and WATCHDOG=1 to systemd (nothing without `NOTIFY_SOCKET`).
 //! - [`deploy`]: the launchd and systemd jobs, rendered from `deploy/` with tera.
@@ -30,6 +31,7 @@
 //! - [`git_hook`]: the pre-push hook in a repository, chained or alone.
 //! - [`tls`]: the crypto provider `rediss://` stores need, installed once.
 
+pub mod atomic_file;
 pub mod claude_settings;
 pub mod cli;
 pub mod config;

@@ -11,7 +11,8 @@
 //! a Claude Code settings file; `git-hook` installs (or removes) the pre-push hook.
 
 use super::render::{JobArgs, bin_dir};
-use super::{Failure, Outcome, write_private};
+use super::{Failure, Outcome};
+use crate::atomic_file::write_private;
 use crate::claude_settings::{self, Edit};
 use crate::config::Settings;
 use crate::deploy::{self, Job, JobSpec};
@@ -19,8 +20,7 @@ use crate::git_hook::{self, Done};
 use clap::Subcommand;
 use row_fence_ask::{exit, paths};
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -346,23 +346,7 @@ fn write_settings(path: &Path, text: &str) -> Result<(), Failure> {
 
 /// Temp file in the same directory, fsync, exact mode, rename over `path`.
 fn replace_file(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
-    let tmp = {
-        let mut name = path.as_os_str().to_owned();
-        name.push(format!(".tmp.{}", std::process::id()));
-        PathBuf::from(name)
-    };
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))?;
-    fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = fs::remove_file(&tmp);
-    })
+    crate::atomic_file::write(path, bytes, mode, false)
 }
 
 fn git_hook(args: GitHookArgs) -> Outcome {

@@ -1,6 +1,7 @@
 //! `row-fence acquire | renew | release | show`.
 
-use super::{Failure, Outcome, out, parse_duration, write_private};
+use super::{Failure, Outcome, out, parse_duration};
+use crate::atomic_file::write_private;
 use crate::config::Settings;
 use crate::fencing::Controller;
 use crate::lease::{self, Grant, LeaseError, rfc3339};

@@ -16,7 +16,6 @@ mod render;
 use crate::config::{CommonArgs, Settings};
 use clap::{Parser, Subcommand};
 use row_fence_ask::exit;
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// The row fence's command line: row leases, the cold gate, daemon status and health.
@@ -159,28 +158,6 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         return Err(format!("{text:?} is zero"));
     }
     Ok(d)
-}
-
-/// Writes `bytes` to `path` atomically with mode 0600 (temp file, fsync, rename).
-pub fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp: PathBuf = {
-        let mut name = path.as_os_str().to_owned();
-        name.push(format!(".tmp.{}", std::process::id()));
-        name.into()
-    };
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
 }
 
 /// Prints a line on stdout, ignoring a closed or full stdout.

@@ -2,7 +2,8 @@
 //! under the service manager, with this program's settings (home, store, socket, key
 //! prefix) baked in.
 
-use super::{Failure, Outcome, out, write_private};
+use super::{Failure, Outcome, out};
+use crate::atomic_file::write_private;
 use crate::config::Settings;
 use crate::deploy::{self, DEFAULT_LABEL, Job, JobSpec};
 use crate::store::StoreSpec;

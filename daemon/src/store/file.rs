@@ -11,7 +11,7 @@ use super::{AskCheck, FencedBatch, Judgement, LeaseStore, LogEntry, Record, Snap
 use async_trait::async_trait;
 use row_fence_ask::descriptor::validate_board;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -127,23 +127,7 @@ impl FileStore {
 
     fn store(&self, path: &Path, document: &BoardDocument) -> Result<(), StoreError> {
         let bytes = serde_json::to_vec(document).map_err(|e| StoreError::Invalid(e.to_string()))?;
-        let tmp = path.with_extension(format!("json.tmp.{}", std::process::id()));
-        let write = || -> io::Result<()> {
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&tmp)?;
-            file.write_all(&bytes)?;
-            file.sync_all()?;
-            fs::rename(&tmp, path)?;
-            File::open(self.dir.as_path())?.sync_all()
-        };
-        write().map_err(|e| {
-            let _ = fs::remove_file(&tmp);
-            io_error(path, e)
-        })
+        crate::atomic_file::write(path, &bytes, 0o600, true).map_err(|e| io_error(path, e))
     }
 
     /// Takes the board's exclusive lock and holds it until the guard is dropped: no

@@ -47,19 +47,9 @@ pub fn append(path: &Path, entries: &[LogEntry]) -> Result<(), StoreError> {
 fn trim(path: &Path) -> io::Result<()> {
     let text = fs::read_to_string(path)?;
     let lines: Vec<&str> = text.lines().collect();
-    let keep = &lines[lines.len().saturating_sub(LOG_CAP)..];
-    let tmp = path.with_extension("jsonl.tmp");
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    for line in keep {
-        writeln!(file, "{line}")?;
-    }
-    file.sync_all()?;
-    fs::rename(&tmp, path)
+    let mut keep = lines[lines.len().saturating_sub(LOG_CAP)..].join("\n");
+    keep.push('\n');
+    crate::atomic_file::write(path, keep.as_bytes(), 0o600, false)
 }
 
 /// The newest `count` entries (at most `LOG_CAP`), newest first.
