@@ -22,7 +22,9 @@
 # `x=$(git push)` are fenced; the price is that a fenced verb quoted in a message
 # (git commit -m "a; git push") is asked about too, which an unbound or current lane
 # passes anyway. `cd DIR` and `git -C DIR` move where the fence is asked; a directory
-# that cannot be read from the text ($VAR, `cd -`) leaves it where it was.
+# that cannot be read from the text ($VAR, `cd -`) leaves it where it was. A git dir
+# named by `git --git-dir DIR` or a `GIT_DIR=DIR` prefix is passed on to the asker as
+# GIT_DIR, as git passes it to its own hooks.
 #
 # Install: `row-fence install claude-hook` (writes this file under $ROW_FENCE_HOME/hooks/
 # and the settings entry from hooks/claude-settings.json, whose timeout is longer than
@@ -164,13 +166,15 @@ function operand(w, i, n) {
 }
 function fenced(w, n, first,    i, sub1, sub2, method, fields, endpoint, a, dir) {
   # w[first..n]: one simple command. Returns the action text when it is a fenced write,
-  # "" otherwise. May set git_dir for `git -C DIR`.
+  # "" otherwise. May set git_dir for `git -C DIR`, and git_repo for `--git-dir DIR`.
   git_dir = ""
   if (basename(w[first]) == "git") {
     for (i = first + 1; i <= n; i++) {
       a = w[i]
       if (a == "-C") { dir = resolve(here, w[i + 1]); if (dir != "") git_dir = dir; i++; continue }
-      if (a == "-c" || a == "--git-dir" || a == "--work-tree" || a == "--namespace" || a == "--config-env" || a == "--super-prefix") { i++; continue }
+      if (a == "--git-dir") { git_repo = resolve(here, w[i + 1]); i++; continue }
+      if (a ~ /^--git-dir=/) { git_repo = resolve(here, substr(a, 11)); continue }
+      if (a == "-c" || a == "--work-tree" || a == "--namespace" || a == "--config-env" || a == "--super-prefix") { i++; continue }
       if (substr(a, 1, 1) == "-") continue
       if (a == "push") return "git push" operand(w, i + 1, n)
       return ""
@@ -215,10 +219,12 @@ function plan(text,    nseg, segs, s, n, w, first, a, j, act, d) {
   for (s = 1; s <= nseg; s++) {
     n = split(segs[s], w, /[ \t]+/)
     first = 1
+    git_repo = ""
     while (first <= n && w[first] == "") first++
     # Words that run the rest of the line as a command.
     while (first <= n) {
       a = basename(w[first])
+      if (w[first] ~ /^GIT_DIR=/) git_repo = resolve(here, substr(w[first], 9))
       if (w[first] ~ /^[A-Za-z_][A-Za-z0-9_]*=/ || a ~ /^(command|builtin|exec|nohup|time|eval|then|do|else|if|while|until|!|-c|-p|--)$/) { first++; continue }
       if (a ~ /^(env|sudo|nice|xargs|timeout|sh|bash|zsh|dash|ksh)$/) {
         first++
@@ -241,7 +247,7 @@ function plan(text,    nseg, segs, s, n, w, first, a, j, act, d) {
     }
     act = fenced(w, n, first)
     if (act == "") continue
-    d = (git_dir != "" ? git_dir : here)
+    d = (git_dir != "" ? git_dir : here) "\t" git_repo
     if (!(d in actions)) { order[++ndirs] = d; actions[d] = act }
     else actions[d] = actions[d] "; " act
   }
@@ -261,10 +267,11 @@ END {
   gsub(/[\t\n]/, " ", session)
   if (session != "") printf "S\t%s\n", session
   for (i = 1; i <= ndirs; i++) {
-    d = order[i]; a = actions[d]
-    gsub(/[\t\n]/, "?", d); gsub(/[\t\n]/, " ", a)
+    a = actions[order[i]]
+    split(order[i], where, "\t"); d = where[1]; g = where[2]
+    gsub(/[\t\n]/, "?", d); gsub(/[\t\n]/, "?", g); gsub(/[\t\n]/, " ", a)
     if (length(a) > 300) a = substr(a, 1, 300) "..."
-    printf "F\t%s\t%s\n", d, a
+    printf "F\t%s\t%s\t%s\n", d, g, a
   }
 }'
 
@@ -300,6 +307,11 @@ existing_dir() {
 visible_descriptor() {
   if [ -n "${ROW_FENCE_DESCRIPTOR:-}" ]; then
     printf '%s\n' "$ROW_FENCE_DESCRIPTOR"
+    return 0
+  fi
+  if [ -n "$repo" ]; then
+    [ -e "$repo/row-fence.json" ] || [ -h "$repo/row-fence.json" ] || return 1
+    printf '%s\n' "$repo/row-fence.json"
     return 0
   fi
   d=$1
@@ -343,6 +355,7 @@ never_ran() {
 ask() {
   dir=$(existing_dir "$1")
   actions=$2
+  repo=$3
   if [ -n "$no_asker" ]; then
     never_ran "$no_asker"
     return
@@ -353,6 +366,10 @@ ask() {
     if [ -n "$session" ]; then
       ROW_FENCE_SESSION=$session
       export ROW_FENCE_SESSION
+    fi
+    if [ -n "$repo" ]; then
+      GIT_DIR=$repo
+      export GIT_DIR
     fi
     exec "$asker" --action "$actions" --timeout-ms "$per_ask_ms" </dev/null >/dev/null 2>"$err"
   ) &
@@ -389,7 +406,7 @@ ask() {
 # fenced and an unbound one still passes.
 if ! plan=$(GUARD_PWD=$(pwd) awk "$PLAN_AWK" 2>/dev/null); then
   say "row-fence guard: could not read the hook input; asking the fence about $(pwd)"
-  plan=$(printf 'F\t%s\t%s' "$(pwd)" "(a command the guard could not read)")
+  plan=$(printf 'F\t%s\t\t%s' "$(pwd)" "(a command the guard could not read)")
 fi
 
 session=""
@@ -424,7 +441,9 @@ while IFS= read -r line; do
   case $line in
     "F$tab"*)
       rest=${line#F"$tab"}
-      ask "${rest%%"$tab"*}" "${rest#*"$tab"}"
+      where=${rest%%"$tab"*}
+      rest=${rest#*"$tab"}
+      ask "$where" "${rest#*"$tab"}" "${rest%%"$tab"*}"
       ;;
   esac
 done <<EOF

@@ -134,32 +134,66 @@ pub enum Resolution {
     Unreadable(PathBuf, String),
 }
 
+/// Environment variable git sets for its hooks (and a user may set): the repository's
+/// git dir.
+pub const GIT_DIR_ENV: &str = "GIT_DIR";
+
+/// Where [`resolve`] looks.
+#[derive(Clone, Copy, Debug)]
+pub struct Lookup<'a> {
+    /// `--descriptor PATH`.
+    pub explicit: Option<&'a Path>,
+    /// `ROW_FENCE_DESCRIPTOR` (ignored when empty).
+    pub descriptor_env: Option<&'a str>,
+    /// `GIT_DIR` (ignored when empty).
+    pub git_dir_env: Option<&'a str>,
+    /// The working directory relative paths start from, and the walk starts at.
+    pub cwd: &'a Path,
+}
+
 /// Resolves the lane's descriptor: `explicit` (the `--descriptor` flag) else a non-empty
-/// `ROW_FENCE_DESCRIPTOR` (`env_value`), else `<git dir>/row-fence.json` found by walking
-/// up from `cwd` to the first `.git` (a directory, or a `gitdir:` file of a linked
-/// worktree). Never blocks on a FIFO, never reads more than 64 KiB + 1 bytes.
-pub fn resolve(explicit: Option<&Path>, env_value: Option<&str>, cwd: &Path) -> Resolution {
-    let named = explicit
-        .map(Path::to_path_buf)
-        .or_else(|| env_value.filter(|v| !v.is_empty()).map(PathBuf::from));
-    if let Some(path) = named {
-        let path = if path.is_relative() {
+/// `ROW_FENCE_DESCRIPTOR`, else `$GIT_DIR/row-fence.json` when `GIT_DIR` is set (git
+/// exports it to its hooks, and `git --git-dir DIR push` from anywhere sets it), else
+/// `<git dir>/row-fence.json` found by walking up from `cwd` to the first `.git` (a
+/// directory, or a `gitdir:` file of a linked worktree). Never blocks on a FIFO, never
+/// reads more than 64 KiB + 1 bytes.
+pub fn resolve(lookup: &Lookup) -> Resolution {
+    let cwd = lookup.cwd;
+    let absolute = |path: PathBuf| {
+        if path.is_relative() {
             cwd.join(path)
         } else {
             path
-        };
+        }
+    };
+    let named = lookup.explicit.map(Path::to_path_buf).or_else(|| {
+        lookup
+            .descriptor_env
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    });
+    if let Some(path) = named {
+        let path = absolute(path);
         return match read(&path) {
             Ok(Some(d)) => Resolution::Found(path, d),
             Ok(None) => Resolution::Missing(path),
             Err(detail) => Resolution::Unreadable(path, detail),
         };
     }
-    let git_dir = match find_git_dir(cwd) {
-        Ok(Some(dir)) => dir,
-        Ok(None) => {
-            return Resolution::Unbound(format!("no .git above {}", cwd.display()));
+    let git_dir = match lookup.git_dir_env.filter(|v| !v.is_empty()) {
+        Some(dir) => {
+            let dir = absolute(PathBuf::from(dir));
+            match fs::metadata(&dir) {
+                Ok(meta) if meta.is_dir() => dir,
+                Ok(_) => return Resolution::Unreadable(dir, "GIT_DIR is not a directory".into()),
+                Err(e) => return Resolution::Unreadable(dir, format!("GIT_DIR: {e}")),
+            }
         }
-        Err((path, detail)) => return Resolution::Unreadable(path, detail),
+        None => match find_git_dir(cwd) {
+            Ok(Some(dir)) => dir,
+            Ok(None) => return Resolution::Unbound(format!("no .git above {}", cwd.display())),
+            Err((path, detail)) => return Resolution::Unreadable(path, detail),
+        },
     };
     let path = git_dir.join(DESCRIPTOR_FILE);
     match read(&path) {
@@ -169,20 +203,38 @@ pub fn resolve(explicit: Option<&Path>, env_value: Option<&str>, cwd: &Path) -> 
     }
 }
 
-/// Resolves the descriptor for this process: `explicit`, `ROW_FENCE_DESCRIPTOR`, then
-/// the worktree around the current directory. A current directory that cannot be read is
-/// `Unreadable` unless an absolute descriptor is named: we cannot tell whether the lane
-/// is bound, and that is never UNFENCED (fail closed).
+/// Resolves the descriptor for this process: `explicit`, `ROW_FENCE_DESCRIPTOR`,
+/// `GIT_DIR`, then the worktree around the current directory. A current directory that
+/// cannot be read is `Unreadable` unless an absolute path says where to look: we cannot
+/// tell whether the lane is bound, and that is never UNFENCED (fail closed).
 pub fn resolve_here(explicit: Option<&Path>) -> Resolution {
-    let env_value = std::env::var(DESCRIPTOR_ENV).ok();
+    let descriptor_env = std::env::var(DESCRIPTOR_ENV).ok();
+    let git_dir_env = std::env::var(GIT_DIR_ENV).ok();
+    let lookup = |cwd| Lookup {
+        explicit,
+        descriptor_env: descriptor_env.as_deref(),
+        git_dir_env: git_dir_env.as_deref(),
+        cwd,
+    };
     match std::env::current_dir() {
-        Ok(cwd) => resolve(explicit, env_value.as_deref(), &cwd),
+        Ok(cwd) => resolve(&lookup(&cwd)),
         Err(e) => {
-            let named = explicit
+            let said = explicit
                 .map(Path::to_path_buf)
-                .or_else(|| env_value.filter(|v| !v.is_empty()).map(PathBuf::from));
-            match named {
-                Some(path) if path.is_absolute() => resolve(Some(&path), None, Path::new("/")),
+                .or_else(|| {
+                    descriptor_env
+                        .as_deref()
+                        .filter(|v| !v.is_empty())
+                        .map(PathBuf::from)
+                })
+                .or_else(|| {
+                    git_dir_env
+                        .as_deref()
+                        .filter(|v| !v.is_empty())
+                        .map(PathBuf::from)
+                });
+            match said {
+                Some(path) if path.is_absolute() => resolve(&lookup(Path::new("/"))),
                 _ => Resolution::Unreadable(
                     PathBuf::from("."),
                     format!(
@@ -242,6 +294,10 @@ fn gitdir_from_file(dot_git: &Path) -> Result<PathBuf, (PathBuf, String)> {
 pub fn read(path: &Path) -> Result<Option<Descriptor>, String> {
     match read_bounded(path) {
         Ok(bytes) => Descriptor::parse(&bytes).map(Some),
+        // A symlink to nothing is a descriptor that visibly exists but cannot be read.
+        Err(detail) if detail == NOT_FOUND && fs::symlink_metadata(path).is_ok() => {
+            Err("is a symlink to a missing file".into())
+        }
         Err(detail) if detail == NOT_FOUND => Ok(None),
         Err(detail) => Err(detail),
     }
@@ -341,10 +397,56 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("rf-gitfile-{}", std::process::id()));
         fs::create_dir_all(dir.join("sub")).unwrap();
         fs::write(dir.join(".git"), "gitdir: /nonexistent/worktrees/x\n").unwrap();
-        let resolved = resolve(None, None, &dir.join("sub"));
+        let sub = dir.join("sub");
+        let resolved = resolve(&Lookup {
+            explicit: None,
+            descriptor_env: None,
+            git_dir_env: None,
+            cwd: &sub,
+        });
         assert!(
             matches!(resolved, Resolution::Unreadable(..)),
             "{resolved:?}"
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn git_dir_points_at_the_descriptor_wherever_the_process_runs() {
+        let dir = std::env::temp_dir().join(format!("rf-gitdirenv-{}", std::process::id()));
+        let git = dir.join("repo/.git");
+        fs::create_dir_all(&git).unwrap();
+        let elsewhere = dir.join("elsewhere");
+        fs::create_dir_all(&elsewhere).unwrap();
+        let at = |git_dir_env: Option<&str>| {
+            resolve(&Lookup {
+                explicit: None,
+                descriptor_env: None,
+                git_dir_env,
+                cwd: &elsewhere,
+            })
+        };
+        assert!(matches!(at(None), Resolution::Unbound(_)));
+        let git_text = git.display().to_string();
+        assert!(
+            matches!(at(Some(&git_text)), Resolution::Unbound(_)),
+            "no descriptor there yet"
+        );
+        fs::write(
+            git.join(DESCRIPTOR_FILE),
+            r#"{"board":"b","row":"r","lane":"l","generation":2}"#,
+        )
+        .unwrap();
+        assert!(matches!(at(Some(&git_text)), Resolution::Found(_, d) if d.generation == 2));
+        assert!(
+            matches!(at(Some("/nonexistent/git")), Resolution::Unreadable(..)),
+            "a missing GIT_DIR fails closed"
+        );
+        fs::remove_file(git.join(DESCRIPTOR_FILE)).unwrap();
+        std::os::unix::fs::symlink("/nonexistent/descriptor", git.join(DESCRIPTOR_FILE)).unwrap();
+        assert!(
+            matches!(at(Some(&git_text)), Resolution::Unreadable(..)),
+            "a dangling symlink is visible"
         );
         fs::remove_dir_all(&dir).unwrap();
     }

@@ -429,6 +429,32 @@ fn a_hook_with_an_empty_environment_still_denies_a_row_bound_push() {
 }
 
 #[test]
+fn a_push_naming_the_git_dir_from_elsewhere_is_blocked() {
+    let lane = Lane::new();
+    lane.hold();
+    lane.lose();
+    let _daemon = lane.home.daemon();
+    let elsewhere = lane.home.path("elsewhere");
+    fs::create_dir(&elsewhere).unwrap();
+    let git_dir = lane.repo.clone.join(".git");
+    for command in [
+        format!("git --git-dir={} push -q origin main", git_dir.display()),
+        format!("git --git-dir {} push -q origin main", git_dir.display()),
+        format!("GIT_DIR={} git push -q origin main", git_dir.display()),
+    ] {
+        let hook = lane.hook(&command, &elsewhere, &Asker::Real);
+        assert_eq!(hook.code, 2, "{command}: {}", hook.stderr);
+        assert!(
+            hook.stderr
+                .contains("row-fence: REFUSED (different_holder)"),
+            "{command}: {}",
+            hook.stderr
+        );
+    }
+    assert!(!lane.pushed());
+}
+
+#[test]
 fn a_hook_that_cannot_read_its_input_still_asks_the_fence() {
     let lane = Lane::new();
     lane.hold();

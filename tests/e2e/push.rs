@@ -112,3 +112,42 @@ fn a_clone_without_a_descriptor_pushes_unfenced(redis: Option<&Redis>) {
     );
     assert_eq!(repo.remote_head(&home), repo.local_head(&home));
 }
+
+#[test]
+fn a_push_naming_the_git_dir_from_outside_the_worktree_is_still_fenced() {
+    let (home, repo) = bound(None, "2h");
+    let _daemon = home.daemon();
+    assert_eq!(repo.commit_and_push(&home, "one").code, 0);
+    let before = repo.remote_head(&home);
+    home.acquire("board-1", "row-1", "lane-b", &["--takeover"]);
+    std::fs::write(repo.clone.join("file.txt"), "two").unwrap();
+    crate::util::git(&home, &repo.clone, &["commit", "-qam", "two"]);
+    let git_dir = repo.clone.join(".git");
+    let elsewhere = home.path("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let flag = format!("--git-dir={}", git_dir.display());
+    for push in [
+        crate::util::run(
+            home.command("git")
+                .current_dir(&elsewhere)
+                .env("ROW_FENCE_BIN_DIR", crate::util::bin_dir())
+                .args([flag.as_str(), "push", "-q", "origin", "main"]),
+        ),
+        crate::util::run(
+            home.command("git")
+                .current_dir(&elsewhere)
+                .env("ROW_FENCE_BIN_DIR", crate::util::bin_dir())
+                .env("GIT_DIR", &git_dir)
+                .args(["push", "-q", "origin", "main"]),
+        ),
+    ] {
+        assert_ne!(push.code, 0);
+        assert!(
+            push.stderr
+                .contains("row-fence: REFUSED (different_holder)"),
+            "{}",
+            push.stderr
+        );
+        assert_eq!(repo.remote_head(&home), before);
+    }
+}
