@@ -22,6 +22,17 @@ pub enum ExchangeError {
     Protocol(String),
 }
 
+impl std::fmt::Display for ExchangeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExchangeError::Timeout => f.write_str("no answer before the deadline"),
+            ExchangeError::Unreachable(detail) | ExchangeError::Protocol(detail) => {
+                f.write_str(detail)
+            }
+        }
+    }
+}
+
 /// Sends `request` to the daemon at `socket` and reads its answer, all before `deadline`.
 pub fn exchange(
     socket: &Path,

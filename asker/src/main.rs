@@ -49,7 +49,10 @@ fn main() {
             exit::ALLOWED
         }
         Err(message) => {
-            report::say(&format!("row-fence-ask: error: {message}\n\n{USAGE}"));
+            let usage = USAGE.lines().next().unwrap_or_default();
+            report::say(&format!(
+                "row-fence-ask: error: {message}\n{usage}\nTry 'row-fence-ask --help' for more."
+            ));
             exit::USAGE
         }
     };
@@ -90,7 +93,13 @@ fn parse_args() -> Result<Mode, String> {
     let mut mode = None;
     while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
         match arg {
-            Long("descriptor") => options.descriptor = Some(PathBuf::from(value(&mut parser)?)),
+            Long("descriptor") => {
+                let path = value(&mut parser)?;
+                if path.is_empty() {
+                    return Err("--descriptor needs a path".into());
+                }
+                options.descriptor = Some(PathBuf::from(path));
+            }
             Long("action") => options.action = string(&mut parser)?,
             Long("socket") => options.socket = Some(PathBuf::from(value(&mut parser)?)),
             Long("timeout-ms") => timeout_ms = Some(string(&mut parser)?),

@@ -9,10 +9,10 @@ use std::sync::Arc;
 /// The flags every program takes (same environment variables as the daemon).
 #[derive(Clone, Debug, Default, clap::Args)]
 pub struct CommonArgs {
-    /// Home directory for the socket, heartbeat, ledger, registry and file store
+    /// Home directory for the socket, heartbeat, ledger, registry and file store [default: ~/.row-fence]
     #[arg(long, global = true, env = "ROW_FENCE_HOME", value_name = "DIR")]
     pub home: Option<PathBuf>,
-    /// Lease store: file (embedded, the default), file:DIR, redis://…, rediss://…, redis+unix://…
+    /// Lease store: file (embedded, the default), file:DIR, redis://…, rediss://…, redis+unix://…, redis+cluster://…
     #[arg(
         long,
         global = true,

@@ -13,7 +13,9 @@ use serde_json::{Value, json};
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {
     /// Another owner holds a live lease (acquire without takeover).
-    #[error("the controller lease of {board} is held by {owner} at epoch {epoch} until {until}")]
+    #[error(
+        "the controller lease of {board} is held by {owner} at epoch {epoch} until {until} (--takeover takes it)"
+    )]
     Held {
         /// The board.
         board: String,
@@ -27,6 +29,9 @@ pub enum ControllerError {
     /// Renew or release by someone who does not hold the lease (or a lapsed one).
     #[error("{0}")]
     NotHolder(String),
+    /// The owner id is not 1–128 printable characters.
+    #[error("{0}")]
+    Invalid(String),
     /// The board kept changing for every attempt.
     #[error("the board's fencing state kept changing; nothing was committed")]
     Contention,
@@ -87,6 +92,7 @@ pub async fn acquire(
     ttl_ms: u64,
     takeover: bool,
 ) -> Result<ControllerLease, ControllerError> {
+    validate_owner(owner)?;
     let written = fencing::write(
         store,
         board,
@@ -196,6 +202,18 @@ pub async fn show(store: &dyn LeaseStore, board: &str) -> Result<Option<Shown>, 
         epoch: lease.epoch,
         expires_at_ms: lease.expires_at_ms,
     }))
+}
+
+/// An owner is 1–128 printable characters, not all blank (an empty owner in a fence means
+/// "any owner", so it cannot name a holder).
+fn validate_owner(owner: &str) -> Result<(), ControllerError> {
+    let count = owner.chars().count();
+    if owner.trim().is_empty() || count > 128 || owner.chars().any(char::is_control) {
+        return Err(ControllerError::Invalid(format!(
+            "the controller owner must be 1-128 printable characters, not {owner:?}"
+        )));
+    }
+    Ok(())
 }
 
 fn held_by(

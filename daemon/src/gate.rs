@@ -96,9 +96,16 @@ fn location_detail(
         Reason::TenantAmbiguous => {
             format!("location fence at {here}: tenant {tenant} has more than one row in the map")
         }
-        Reason::MappedElsewhere => format!(
-            "location fence at {here}: tenant {tenant} (epoch {epoch}) lives at another location"
-        ),
+        Reason::MappedElsewhere => {
+            let there = fence
+                .row(Some(tenant))
+                .and_then(|r| r.location)
+                .unwrap_or_else(|| "no location".into());
+            format!(
+                "location fence at {here}: tenant {tenant} (epoch {epoch}) lives at {}, not here",
+                there.trim()
+            )
+        }
         Reason::TenantNotActive => {
             format!("location fence at {here}: tenant {tenant} (epoch {epoch}) is not active here")
         }

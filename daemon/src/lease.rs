@@ -14,7 +14,9 @@ use serde_json::Value;
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
     /// Another lane holds the row and its lease is live (acquire without takeover).
-    #[error("{board}/{row} is held by {holder} at generation {generation} until {until}")]
+    #[error(
+        "{board}/{row} is held by {holder} at generation {generation} until {until} (--takeover takes it)"
+    )]
     Held {
         /// The board.
         board: String,
@@ -265,7 +267,26 @@ fn to_value(lease: &RowLease) -> Value {
 }
 
 /// Formats ms since the Unix epoch as RFC 3339 (seconds).
+/// Total: a time past what RFC 3339 can write (the year 9999), as a stored record may
+/// hold, prints as its number instead of failing.
 pub fn rfc3339(ms: u64) -> String {
+    /// 9999-12-31T23:59:59.999Z, the last instant RFC 3339 can write.
+    const LAST_MS: u64 = 253_402_300_799_999;
+    if ms > LAST_MS {
+        return format!("{ms} ms after the Unix epoch (past the year 9999)");
+    }
     let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
     humantime::format_rfc3339_seconds(t).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rfc3339;
+
+    #[test]
+    fn any_stored_expiry_prints_without_panicking() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert!(rfc3339(u64::MAX).contains("past the year 9999"));
+        assert!(rfc3339(253_402_300_800_000).contains("past the year 9999"));
+    }
 }

@@ -186,9 +186,10 @@ impl Resident {
         if let Err(e) = d.validate() {
             return self.malformed(format!("the descriptor in the request is invalid: {e}"));
         }
-        self.stats.in_flight.fetch_add(1, Ordering::Relaxed);
-        let (gated, located) = self.judge(&ask, started).await;
-        self.stats.in_flight.fetch_sub(1, Ordering::Relaxed);
+        let (gated, located) = {
+            let _in_flight = InFlight::enter(&self.stats.in_flight);
+            self.judge(&ask, started).await
+        };
         self.count(gated.verdict);
         if gated.verdict.is_denial() {
             self.refusals
@@ -312,6 +313,22 @@ impl Resident {
             status["location_fence"] = fence.status();
         }
         status
+    }
+}
+
+/// Counts an ask in flight for as long as it lives, also when its task is torn down.
+struct InFlight<'a>(&'a AtomicU64);
+
+impl<'a> InFlight<'a> {
+    fn enter(counter: &'a AtomicU64) -> InFlight<'a> {
+        counter.fetch_add(1, Ordering::Relaxed);
+        InFlight(counter)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -239,3 +239,93 @@ fn the_daemon_files_its_refusals_under_the_callers_session_and_action() {
         (Some("lane-a"), Some("r"))
     );
 }
+
+#[test]
+fn a_stored_expiry_past_the_year_9999_is_judged_and_shown_without_a_panic() {
+    let home = Home::file();
+    let batch = home.path("forged.json");
+    std::fs::write(&batch, r#"[{"kind":"put","section":"claims","key":"r","expected":0,"value":{"holder":"lane-a","generation":1,"expires_at_ms":18446744073709551615}}]"#).unwrap();
+    assert_eq!(
+        home.cli(&["batch", "b", "--file", batch.to_str().unwrap()])
+            .stdout
+            .trim(),
+        "1"
+    );
+    let d = home.path("d.json");
+    std::fs::write(
+        &d,
+        r#"{"board":"b","row":"r","lane":"lane-a","generation":1}"#,
+    )
+    .unwrap();
+    let daemon = home.daemon();
+    home.ask_with(&d, &[]).expect(0, "row-fence: ALLOWED");
+    let shown = home.cli(&["show", "b"]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert!(
+        shown.stdout.contains("past the year 9999"),
+        "{}",
+        shown.stdout
+    );
+    assert_eq!(status(&daemon.socket)["asks_in_flight"], 0);
+    let ran = home.cli(&["acquire", "b", "r2", "--lane", "l", "--ttl", "99999999h"]);
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(ran.stderr.contains("366 days"), "{}", ran.stderr);
+}
+
+#[test]
+fn a_write_to_another_store_than_the_daemons_is_refused() {
+    let redis = Redis::start();
+    let on_redis = Home::on(Some(&redis));
+    let (_, a) = on_redis.acquire("b", "r", "lane-a", &[]);
+    let _daemon = on_redis.daemon();
+    // The same home, but an operator shell that forgot ROW_FENCE_STORE (the file default).
+    let mut forgot = on_redis.command(bin("row-fence"));
+    forgot.env("ROW_FENCE_STORE", "file").args([
+        "acquire",
+        "b",
+        "r",
+        "--lane",
+        "lane-b",
+        "--takeover",
+    ]);
+    let ran = run(&mut forgot);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("fences with the store redis+unix://"),
+        "{}",
+        ran.stderr
+    );
+    on_redis.ask_with(&a, &[]).expect(0, "row-fence: ALLOWED");
+    let mut read = on_redis.command(bin("row-fence"));
+    read.env("ROW_FENCE_STORE", "file").args(["show", "b"]);
+    let shown = run(&mut read);
+    assert_eq!(shown.code, 0);
+    assert!(
+        shown.stderr.contains("warning: reading file:"),
+        "{}",
+        shown.stderr
+    );
+}
+
+#[test]
+fn health_is_unhealthy_when_the_daemon_died_or_the_heartbeat_is_from_the_future() {
+    let home = Home::file();
+    let mut daemon = home.daemon();
+    home.cli(&["health"]).expect(0, "row-fence: healthy");
+    daemon.kill();
+    let dead = home.cli(&["health", "--json"]);
+    assert_eq!(dead.code, 1);
+    let v: serde_json::Value = serde_json::from_str(dead.stdout.trim()).unwrap();
+    assert!(
+        v["problem"].as_str().unwrap().contains("is not running"),
+        "{v}"
+    );
+    let future = serde_json::json!({"pid": std::process::id(), "stamp": "x", "written_at_ms": 4_000_000_000_000u64, "store": "file"});
+    std::fs::write(home.home.join("heartbeat"), future.to_string()).unwrap();
+    home.cli(&["health"])
+        .expect(1, "row-fence: UNHEALTHY: the heartbeat is");
+    let ran = run(home
+        .command(bin("row-fence-resident"))
+        .args(["--heartbeat-ms", "0"]));
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+}

@@ -216,3 +216,52 @@ fn a_raw_batch_commits_or_names_what_refused_it(redis: Option<&Redis>) {
     let text = home.cli(&["log", "b"]);
     assert!(text.stdout.contains("(unfenced)"), "{}", text.stdout);
 }
+
+#[test]
+fn a_raw_batch_cannot_rewrite_the_controller_lease_or_write_nothing() {
+    let home = Home::file();
+    assert_eq!(
+        home.cli(&["controller", "acquire", "b", "--owner", "c1"])
+            .code,
+        0
+    );
+    let file = home.path("batch.json");
+    let path = file.to_str().unwrap();
+    for (body, says) in [
+        (
+            r#"[{"kind":"delete","section":"meta","key":"lease","expected":-1}]"#,
+            "meta/lease",
+        ),
+        (
+            r#"[{"kind":"put","section":"meta","key":"epoch","expected":-1,"value":0}]"#,
+            "meta/epoch",
+        ),
+        (
+            r#"[{"kind":"put","section":"s","key":"k","expected":0}]"#,
+            "a put needs a \"value\"",
+        ),
+        ("[]", "empty batch"),
+        (
+            r#"[{"kind":"put","section":"s","key":"k","expected":0,"value":1,"extra":2}]"#,
+            "not a batch",
+        ),
+    ] {
+        std::fs::write(&file, body).unwrap();
+        let ran = home.cli(&["batch", "b", "--file", path]);
+        assert_eq!(ran.code, 2, "{body}: {}", ran.stderr);
+        assert!(ran.stderr.contains(says), "{body}: {}", ran.stderr);
+    }
+    // Checking them is fine.
+    std::fs::write(&file, r#"[{"kind":"check","section":"meta","key":"lease","expected":1},{"kind":"put","section":"s","key":"k","expected":0,"value":1}]"#).unwrap();
+    assert_eq!(home.cli(&["batch", "b", "--file", path]).code, 0);
+    assert_eq!(
+        home.cli(&["controller", "acquire", "b", "--owner", ""])
+            .code,
+        2
+    );
+    assert_eq!(
+        home.cli(&["controller", "acquire", "b", "--owner", "  "])
+            .code,
+        2
+    );
+}

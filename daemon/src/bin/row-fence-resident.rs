@@ -15,8 +15,9 @@ struct Args {
     common: CommonArgs,
     #[command(flatten)]
     location: LocationArgs,
-    /// Milliseconds between heartbeats
-    #[arg(long, env = "ROW_FENCE_HEARTBEAT_MS", default_value_t = DEFAULT_INTERVAL_MS, value_name = "MS")]
+    /// Milliseconds between heartbeats (at least 100)
+    #[arg(long, env = "ROW_FENCE_HEARTBEAT_MS", default_value_t = DEFAULT_INTERVAL_MS, value_name = "MS",
+          value_parser = clap::value_parser!(u64).range(100..))]
     heartbeat_ms: u64,
     /// Extra uids to serve besides our own (comma-separated)
     #[arg(
@@ -60,7 +61,7 @@ fn main() {
     }
     let code = startup::run(Options {
         settings,
-        heartbeat_interval: Duration::from_millis(args.heartbeat_ms.max(1)),
+        heartbeat_interval: Duration::from_millis(args.heartbeat_ms),
         extra_uids: args.allowed_uids,
         location: args.location.settings(),
     });

@@ -1,6 +1,6 @@
 //! `row-fence controller acquire | renew | release | show`.
 
-use super::{Failure, Outcome, out, parse_duration};
+use super::{Failure, Outcome, out, parse_ttl, store_for_read, store_for_write};
 use crate::config::Settings;
 use crate::controller::{self, ControllerError};
 use crate::lease::rfc3339;
@@ -38,7 +38,7 @@ struct Change {
     #[arg(long)]
     owner: String,
     /// Lease time, e.g. 30s, 5m
-    #[arg(long, default_value = DEFAULT_TTL, value_parser = parse_duration)]
+    #[arg(long, default_value = DEFAULT_TTL, value_parser = parse_ttl)]
     ttl: Duration,
     /// Take a live lease held by another owner
     #[arg(long)]
@@ -58,6 +58,12 @@ struct ShowArgs {
 }
 
 fn failure(e: ControllerError) -> Failure {
+    if let ControllerError::Invalid(why) = e {
+        return Failure {
+            code: exit::USAGE,
+            message: why,
+        };
+    }
     if e.is_refusal() {
         Failure::refused(e.to_string())
     } else {
@@ -66,7 +72,10 @@ fn failure(e: ControllerError) -> Failure {
 }
 
 pub async fn run(args: ControllerArgs, settings: &Settings) -> Outcome {
-    let store = settings.open_store().map_err(Failure::could_not)?;
+    let store = match &args.action {
+        Action::Show(_) => store_for_read(settings)?,
+        _ => store_for_write(settings)?,
+    };
     let store = store.as_ref();
     let ttl = |d: Duration| d.as_millis().min(u64::MAX as u128) as u64;
     let (verb, c, lease) = match args.action {

@@ -1,6 +1,6 @@
 //! `row-fence acquire | renew | release | show`.
 
-use super::{Failure, Outcome, out, parse_duration};
+use super::{Failure, Outcome, out, parse_ttl, store_for_read, store_for_write};
 use crate::atomic_file::write_private;
 use crate::config::Settings;
 use crate::fencing::Controller;
@@ -47,7 +47,7 @@ pub struct AcquireArgs {
     #[arg(long)]
     lane: String,
     /// Lease time, e.g. 90s, 15m, 2h
-    #[arg(long, default_value = DEFAULT_TTL, value_parser = parse_duration)]
+    #[arg(long, default_value = DEFAULT_TTL, value_parser = parse_ttl)]
     ttl: Duration,
     /// Take the row even when another lane's lease is live
     #[arg(long)]
@@ -78,7 +78,7 @@ pub struct RenewArgs {
     #[arg(long)]
     generation: u64,
     /// New lease time from now, e.g. 90s, 15m, 2h
-    #[arg(long, default_value = DEFAULT_TTL, value_parser = parse_duration)]
+    #[arg(long, default_value = DEFAULT_TTL, value_parser = parse_ttl)]
     ttl: Duration,
     /// Print the lease as JSON
     #[arg(long)]
@@ -154,7 +154,7 @@ pub async fn acquire(args: AcquireArgs, settings: &Settings) -> Outcome {
         Some(None) => Some(worktree_descriptor()?),
         Some(Some(path)) => Some(path.clone()),
     };
-    let store = settings.open_store().map_err(Failure::could_not)?;
+    let store = store_for_write(settings)?;
     let grant = Grant {
         board: &args.board,
         row: &args.row,
@@ -167,15 +167,9 @@ pub async fn acquire(args: AcquireArgs, settings: &Settings) -> Outcome {
         lease::acquire(store.as_ref(), &grant, args.fence.controller().as_ref())
             .await
             .map_err(lease_failure)?;
+    // The grant is committed: say what it is first, so a failed descriptor write still
+    // leaves the caller the generation it holds.
     let body = serde_json::to_string(&descriptor).expect("a descriptor serializes");
-    if let Some(path) = &target {
-        write_private(path, format!("{body}\n").as_bytes()).map_err(|e| {
-            Failure::could_not(format!(
-                "granted, but cannot write the descriptor {}: {e}",
-                path.display()
-            ))
-        })?;
-    }
     if args.json {
         let mut object = serde_json::to_value(&descriptor).expect("a descriptor serializes");
         object["expires_at_ms"] = json!(lease.expires_at_ms);
@@ -185,17 +179,23 @@ pub async fn acquire(args: AcquireArgs, settings: &Settings) -> Outcome {
         out(&body);
     }
     eprintln!(
-        "row-fence: granted {}/{} to {} at generation {} until {}{}",
+        "row-fence: granted {}/{} to {} at generation {} until {}",
         descriptor.board,
         descriptor.row,
         descriptor.lane,
         descriptor.generation,
         rfc3339(lease.expires_at_ms),
-        target.map_or(String::new(), |p| format!(
-            "; descriptor written to {}",
-            p.display()
-        ))
     );
+    if let Some(path) = &target {
+        write_private(path, format!("{body}\n").as_bytes()).map_err(|e| {
+            Failure::could_not(format!(
+                "granted at generation {}, but cannot write the descriptor {}: {e}",
+                descriptor.generation,
+                path.display()
+            ))
+        })?;
+        eprintln!("row-fence: descriptor written to {}", path.display());
+    }
     Ok(exit::ALLOWED)
 }
 
@@ -215,7 +215,7 @@ fn worktree_descriptor() -> Result<PathBuf, Failure> {
 
 pub async fn renew(args: RenewArgs, settings: &Settings) -> Outcome {
     let d = held(&args.board, &args.row, &args.lane, args.generation)?;
-    let store = settings.open_store().map_err(Failure::could_not)?;
+    let store = store_for_write(settings)?;
     let lease = lease::renew(
         store.as_ref(),
         &d,
@@ -230,7 +230,7 @@ pub async fn renew(args: RenewArgs, settings: &Settings) -> Outcome {
 
 pub async fn release(args: ReleaseArgs, settings: &Settings) -> Outcome {
     let d = held(&args.board, &args.row, &args.lane, args.generation)?;
-    let store = settings.open_store().map_err(Failure::could_not)?;
+    let store = store_for_write(settings)?;
     lease::release(store.as_ref(), &d, args.fence.controller().as_ref())
         .await
         .map_err(lease_failure)?;
@@ -262,7 +262,7 @@ fn print_lease(d: &Descriptor, lease: &RowLease, json: bool, verb: &str) {
 
 pub async fn show(args: ShowArgs, settings: &Settings) -> Outcome {
     validate_board(&args.board).map_err(usage)?;
-    let store = settings.open_store().map_err(Failure::could_not)?;
+    let store = store_for_read(settings)?;
     let (leases, now) = lease::list(store.as_ref(), &args.board, args.row.as_deref())
         .await
         .map_err(|e| Failure::could_not(e.to_string()))?;

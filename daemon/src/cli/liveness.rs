@@ -38,10 +38,11 @@ pub fn status(args: StatusArgs, settings: &Settings) -> Outcome {
         v: PROTOCOL_VERSION,
         op: Op::Status,
     };
+    paths::check_socket_length(&settings.socket).map_err(Failure::could_not)?;
     let deadline = Instant::now() + Duration::from_millis(args.timeout_ms);
     let answer = client::exchange(&settings.socket, &request, deadline).map_err(|e| {
         Failure::could_not(format!(
-            "no daemon status from {}: {e:?}",
+            "no daemon status from {}: {e}",
             settings.socket.display()
         ))
     })?;
@@ -151,15 +152,56 @@ fn print_status(s: &Value) {
     }
 }
 
+/// A heartbeat this far in the future (ms) is still taken as written now (clock skew
+/// between the daemon's writes and this read); further is a clock that stepped back.
+const FUTURE_SLACK_MS: u64 = 5_000;
+
+/// What is wrong with the daemon's liveness, if anything: no heartbeat, one too old or
+/// from the future, or one whose writer is no longer running.
+fn problem(
+    beat: &std::io::Result<heartbeat::Heartbeat>,
+    path: &std::path::Path,
+    now: u64,
+    max: Duration,
+) -> Option<String> {
+    let b = match beat {
+        Err(e) => return Some(format!("no heartbeat at {}: {e}", path.display())),
+        Ok(b) => b,
+    };
+    if b.written_at_ms > now + FUTURE_SLACK_MS {
+        return Some(format!(
+            "the heartbeat is {} in the future (did the clock step back?)",
+            crate::gate::span(b.written_at_ms - now)
+        ));
+    }
+    let age = now.saturating_sub(b.written_at_ms);
+    if age > max.as_millis() as u64 {
+        return Some(format!(
+            "heartbeat {} old, over {}",
+            crate::gate::span(age),
+            humantime::format_duration(max)
+        ));
+    }
+    let pid = nix::unistd::Pid::from_raw(b.pid as i32);
+    if nix::sys::signal::kill(pid, None) == Err(nix::errno::Errno::ESRCH) {
+        return Some(format!(
+            "the daemon that wrote it (pid {}) is not running",
+            b.pid
+        ));
+    }
+    None
+}
+
 pub fn health(args: HealthArgs, settings: &Settings) -> Outcome {
     let path = paths::heartbeat(&settings.home);
-    let max_ms = args.max_age.as_millis() as u64;
+    let now = ledger::now_ms();
     let beat = heartbeat::read(&path);
     let age_ms = beat
         .as_ref()
         .ok()
-        .map(|b| ledger::now_ms().saturating_sub(b.written_at_ms));
-    let healthy = age_ms.is_some_and(|age| age <= max_ms);
+        .map(|b| now.saturating_sub(b.written_at_ms));
+    let problem = problem(&beat, &path, now, args.max_age);
+    let healthy = problem.is_none();
     if args.prometheus {
         out(
             "# HELP row_fence_heartbeat_age_seconds Age of the row-fence daemon's heartbeat (written only after a store call succeeded).",
@@ -172,39 +214,29 @@ pub fn health(args: HealthArgs, settings: &Settings) -> Outcome {
             )),
             None => out("row_fence_heartbeat_age_seconds NaN"),
         }
-        out("# HELP row_fence_healthy 1 when the heartbeat is younger than the max age.");
+        out("# HELP row_fence_healthy 1 when the heartbeat is fresh and its daemon runs.");
         out("# TYPE row_fence_healthy gauge");
         out(&format!("row_fence_healthy {}", u8::from(healthy)));
     } else if args.json {
         out(&json!({
             "healthy": healthy,
+            "problem": problem,
             "age_ms": age_ms,
-            "max_age_ms": max_ms,
+            "max_age_ms": args.max_age.as_millis() as u64,
             "heartbeat": beat.as_ref().ok(),
-            "error": beat.as_ref().err().map(|e| e.to_string()),
             "path": path.display().to_string(),
         })
         .to_string());
     } else {
-        let line = match (&beat, age_ms) {
-            (Ok(b), Some(age)) if healthy => format!(
+        let line = match (&beat, &problem) {
+            (Ok(b), None) => format!(
                 "row-fence: healthy: heartbeat {} old (pid {}, store {})",
-                crate::gate::span(age),
+                crate::gate::span(age_ms.unwrap_or(0)),
                 b.pid,
                 b.store
             ),
-            (Ok(b), Some(age)) => format!(
-                "row-fence: UNHEALTHY: heartbeat {} old, over {} (pid {}, store {})",
-                crate::gate::span(age),
-                humantime::format_duration(args.max_age),
-                b.pid,
-                b.store
-            ),
-            (Err(e), _) => format!(
-                "row-fence: UNHEALTHY: no heartbeat at {}: {e}",
-                path.display()
-            ),
-            (Ok(_), None) => unreachable!("an age exists whenever the heartbeat was read"),
+            (_, Some(problem)) => format!("row-fence: UNHEALTHY: {problem}"),
+            (Err(_), None) => unreachable!("a missing heartbeat is a problem"),
         };
         eprintln!("{line}");
     }

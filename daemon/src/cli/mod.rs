@@ -14,8 +14,10 @@ mod records;
 mod render;
 
 use crate::config::{CommonArgs, Settings};
+use crate::store::LeaseStore;
 use clap::{Parser, Subcommand};
 use row_fence_ask::exit;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The row fence's command line: row leases, the cold gate, daemon status and health.
@@ -158,6 +160,61 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         return Err(format!("{text:?} is zero"));
     }
     Ok(d)
+}
+
+/// The longest lease time `--ttl` takes: 366 days. A lease is renewed, not granted for
+/// ever; a longer one is a typo.
+pub const MAX_TTL: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// Parses a lease time (a duration of at most [`MAX_TTL`]).
+pub fn parse_ttl(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d > MAX_TTL {
+        return Err(format!(
+            "{text:?} is longer than the longest lease, 366 days"
+        ));
+    }
+    Ok(d)
+}
+
+/// Opens the store for a write, refusing when the daemon on this home fences with
+/// another store: a takeover written to a store the daemon does not read would leave the
+/// old lane ALLOWED. No daemon answering within 500 ms: nothing to compare, go ahead.
+pub fn store_for_write(settings: &Settings) -> Result<Arc<dyn LeaseStore>, Failure> {
+    let store = settings.open_store().map_err(Failure::could_not)?;
+    if let Some(theirs) = daemon_store(settings).filter(|theirs| *theirs != store.describe()) {
+        return Err(Failure::could_not(format!(
+            "the daemon on {} fences with the store {theirs}, but this command would write {}; \
+             set --store (or ROW_FENCE_STORE) to the daemon's store",
+            settings.socket.display(),
+            store.describe()
+        )));
+    }
+    Ok(store)
+}
+
+/// Opens the store for a read, warning when the daemon on this home uses another one.
+pub fn store_for_read(settings: &Settings) -> Result<Arc<dyn LeaseStore>, Failure> {
+    let store = settings.open_store().map_err(Failure::could_not)?;
+    if let Some(theirs) = daemon_store(settings).filter(|theirs| *theirs != store.describe()) {
+        eprintln!(
+            "row-fence: warning: reading {}, but the daemon on {} fences with {theirs}",
+            store.describe(),
+            settings.socket.display()
+        );
+    }
+    Ok(store)
+}
+
+/// The store the daemon on `settings.socket` says it uses, if one answers quickly.
+fn daemon_store(settings: &Settings) -> Option<String> {
+    let request = row_fence_ask::protocol::Request {
+        v: row_fence_ask::protocol::PROTOCOL_VERSION,
+        op: row_fence_ask::protocol::Op::Status,
+    };
+    let deadline = std::time::Instant::now() + Duration::from_millis(500);
+    let answer = row_fence_ask::client::exchange(&settings.socket, &request, deadline).ok()?;
+    answer.status?.get("store")?.as_str().map(str::to_string)
 }
 
 /// Prints a line on stdout, ignoring a closed or full stdout.

@@ -1,8 +1,8 @@
 //! `row-fence batch | records | log`: raw fenced batches and what they left behind.
 
-use super::{Failure, Outcome, out};
+use super::{Failure, Outcome, out, store_for_read, store_for_write};
 use crate::config::Settings;
-use crate::store::{LeaseFence, RecordWrite, StoreError};
+use crate::store::{LeaseFence, META, RecordWrite, StoreError, WriteKind};
 use row_fence_ask::descriptor::validate_board;
 use row_fence_ask::exit;
 use serde_json::json;
@@ -75,14 +75,69 @@ fn read_batch(path: &PathBuf) -> Result<Vec<RecordWrite>, Failure> {
         std::fs::read_to_string(path).map(|t| text = t)
     };
     read.map_err(|e| Failure::could_not(format!("cannot read {}: {e}", path.display())))?;
-    serde_json::from_str(&text)
-        .map_err(|e| usage(format!("{} is not a batch: {e}", path.display())))
+    let raw: Vec<RawWrite> = serde_json::from_str(&text).map_err(|e| {
+        usage(format!(
+            "{} is not a batch (a JSON array of {{\"kind\",\"section\",\"key\",\"expected\",\"value\"}}): {e}",
+            path.display()
+        ))
+    })?;
+    if raw.is_empty() {
+        return Err(usage(format!(
+            "{} is an empty batch: it would write nothing",
+            path.display()
+        )));
+    }
+    raw.into_iter()
+        .enumerate()
+        .map(|(i, w)| w.checked(i))
+        .collect()
+}
+
+/// One write as the batch file spells it: `value` is required for a put (a missing value
+/// is a mistake, not a null).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWrite {
+    kind: WriteKind,
+    section: String,
+    key: String,
+    expected: i64,
+    value: Option<serde_json::Value>,
+}
+
+/// Records only `row-fence controller` and `row-fence migrate` may write: a raw batch
+/// that deleted the lease and the epoch counter could hand out an epoch twice.
+const RESERVED: &[&str] = &["lease", "epoch", "layout"];
+
+impl RawWrite {
+    fn checked(self, i: usize) -> Result<RecordWrite, Failure> {
+        let at = format!("write {} ({}/{})", i + 1, self.section, self.key);
+        if self.kind != WriteKind::Check
+            && self.section == META
+            && RESERVED.contains(&self.key.as_str())
+        {
+            return Err(usage(format!(
+                "{at}: meta/lease, meta/epoch and meta/layout are written only by `row-fence controller` and `row-fence migrate`; a raw batch may check them"
+            )));
+        }
+        let value = match (self.kind, self.value) {
+            (WriteKind::Put, None) => return Err(usage(format!("{at}: a put needs a \"value\""))),
+            (_, value) => value.unwrap_or_default(),
+        };
+        Ok(RecordWrite {
+            kind: self.kind,
+            section: self.section,
+            key: self.key,
+            expected: self.expected,
+            value,
+        })
+    }
 }
 
 pub async fn batch(args: BatchArgs, settings: &Settings) -> Outcome {
     validate_board(&args.board).map_err(|e| usage(e.to_string()))?;
     let writes = read_batch(&args.file)?;
-    let store = settings.open_store().map_err(Failure::could_not)?;
+    let store = store_for_write(settings)?;
     let lease = match args.epoch {
         None => None,
         Some(epoch) => Some(LeaseFence {
@@ -106,7 +161,7 @@ pub async fn batch(args: BatchArgs, settings: &Settings) -> Outcome {
 
 pub async fn records(args: RecordsArgs, settings: &Settings) -> Outcome {
     validate_board(&args.board).map_err(|e| usage(e.to_string()))?;
-    let store = settings.open_store().map_err(Failure::could_not)?;
+    let store = store_for_read(settings)?;
     let names = match &args.section {
         Some(section) => vec![section.clone()],
         None => store
@@ -140,7 +195,7 @@ pub async fn records(args: RecordsArgs, settings: &Settings) -> Outcome {
 
 pub async fn log(args: LogArgs, settings: &Settings) -> Outcome {
     validate_board(&args.board).map_err(|e| usage(e.to_string()))?;
-    let store = settings.open_store().map_err(Failure::could_not)?;
+    let store = store_for_read(settings)?;
     let entries = store
         .log(&args.board, args.count)
         .await

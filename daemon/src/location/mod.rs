@@ -158,6 +158,18 @@ impl LocationFence {
         )
     }
 
+    /// The tenant's one row in the held map, if it has exactly one (for messages).
+    pub fn row(&self, tenant: Option<&str>) -> Option<map::TenantRow> {
+        let tenant = tenant?;
+        let state = lock(&self.state);
+        let (map, _) = state.held.as_ref()?;
+        let mut rows = map.tenants.iter().filter(|r| policy::same(&r.id, tenant));
+        match (rows.next(), rows.next()) {
+            (Some(row), None) => Some(row.clone()),
+            _ => None,
+        }
+    }
+
     fn peek_epoch(&self, tenant: Option<&str>) -> i64 {
         self.decide(tenant).epoch
     }

@@ -42,7 +42,7 @@ impl StoreSpec {
             return Ok(StoreSpec::Redis(text.to_string()));
         }
         Err(format!(
-            "store {:?} is not one of: file, file:DIR, redis://…, rediss://…, redis+unix://…",
+            "store {:?} is not one of: file, file:DIR, redis://…, rediss://…, redis+unix://…, redis+cluster://…, rediss+cluster://…",
             redact(text)
         ))
     }
