@@ -15,6 +15,8 @@ const STAMPED: &[&str] = &[
     "asker/src",
     "daemon/Cargo.toml",
     "daemon/src",
+    "guard/Cargo.toml",
+    "guard/src",
 ];
 
 fn main() {
