@@ -1,8 +1,9 @@
 //! The agent hook's entry in a Claude Code settings file: adds it, finds it, removes it.
 //!
 //! The entry is `hooks/claude-settings.json`'s `PreToolUse` entry (matcher `Bash`, an
-//! explicit `timeout` longer than the guard's deadline for the asker) with the command
-//! pointed at the installed `guard-bash.sh`. The file is edited as text, never
+//! explicit `timeout` longer than the guard's deadline for the whole hook) with the
+//! command running `row-fence-guard`, and the installed `guard-bash.sh` shim only when
+//! the guard cannot answer. The file is edited as text, never
 //! re-serialized: install only **inserts** one chunk (the entry, or the `PreToolUse` or
 //! `hooks` member holding it when the file has none), and rollback removes exactly that
 //! chunk, so install then rollback gives back the same bytes and every other setting, its
@@ -18,7 +19,8 @@ use serde_json::Value;
 /// The shipped settings snippet; its entry is the one installed.
 pub const SNIPPET: &str = include_str!("../../hooks/claude-settings.json");
 
-/// The shipped hook, written next to the home by `row-fence install claude-hook`.
+/// The shipped shim (NEVER RAN, CUT OFF MID-ASK), written under the home by
+/// `row-fence install claude-hook`.
 pub const GUARD_BASH: &str = include_str!("../../hooks/guard-bash.sh");
 
 /// What a missing settings file is taken to be (and what a file that is this exactly

@@ -48,6 +48,10 @@ pub fn classify(args: &[Value], ctx: &Ctx) -> Vec<Effect> {
             }
         }
     }
+    // `gh pr merge --help` prints help: a flag right after the command path.
+    if matches!(args.get(i).and_then(Value::literal), Some("--help" | "-h")) {
+        return Vec::new();
+    }
     let fenced =
         |what: &str| vec![ctx.fenced(format!("gh {what}{}", operand(&args[i.min(args.len())..])))];
     let text = |v: &Value| v.text().to_string();

@@ -172,7 +172,14 @@ fn piece_value(
 
 /// True when unquoted text undergoes pathname or brace expansion.
 fn expands(text: &str) -> bool {
-    if text.contains(['*', '?', '[']) {
+    if text.contains(['*', '?']) {
+        return true;
+    }
+    // A bracket expression needs its closing bracket (`[` alone is the test command).
+    if text
+        .find('[')
+        .is_some_and(|open| text[open + 1..].contains(']'))
+    {
         return true;
     }
     if text.contains('(') && text.contains(['@', '!', '+']) {
