@@ -285,7 +285,9 @@ impl Clients {
         let guard = self.guard.as_ref()?;
         match client {
             Client::GuardPush => Some(&guard.push),
-            Client::HookTrue | Client::HookExecTrue | Client::GuardHarmless => Some(&guard.harmless),
+            Client::HookTrue | Client::HookExecTrue | Client::GuardHarmless => {
+                Some(&guard.harmless)
+            }
             _ => None,
         }
     }

@@ -91,7 +91,9 @@ impl Plan {
     /// The full run: under 15 minutes on 2 cores.
     pub const FULL: Plan = Plan {
         name: "full",
-        local: [3000, 3000, 3000, 3000, 1000, 1000, 200, 1000, 1000, 1000, 1000],
+        local: [
+            3000, 3000, 3000, 3000, 1000, 1000, 200, 1000, 1000, 1000, 1000,
+        ],
         network: [1000, 400, 400, 60],
         loaded: [300, 300, 300, 300],
         phase_cap: Duration::from_secs(150),

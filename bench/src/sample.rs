@@ -58,7 +58,11 @@ impl Sampler {
 
     /// Runs `cmd` once with `input` (else /dev/null) on stdin, stdout and stderr on
     /// /dev/null, and times it. The file is opened before the clock starts.
-    pub fn time_in(&self, cmd: &mut Command, input: Option<&std::path::Path>) -> Result<Sample, String> {
+    pub fn time_in(
+        &self,
+        cmd: &mut Command,
+        input: Option<&std::path::Path>,
+    ) -> Result<Sample, String> {
         let stdin = match input {
             Some(path) => std::fs::File::open(path)
                 .map_err(|e| format!("{}: {e}", path.display()))?

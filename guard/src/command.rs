@@ -142,6 +142,13 @@ pub fn classify(argv: &[Value], ctx: &Ctx, functions: bool, depth: usize) -> Vec
         Ok(program) => program,
         Err(why) => return vec![ctx.opaque(why)],
     };
+    // A case-insensitive file system (macOS) runs `GIT` as git.
+    let lower = program.to_ascii_lowercase();
+    let program = if is_fenced_program(&lower) {
+        lower
+    } else {
+        program
+    };
     match program.as_str() {
         "cd" | "pushd" | "popd" => vec![Effect::Move(moves(&program, args))],
         "eval" | "source" | "." | "fc" => vec![Effect::Opaque {
@@ -216,7 +223,7 @@ fn identity(word: &str, ctx: &Ctx) -> Result<String, String> {
         return Ok(word.to_string());
     }
     let own = base(Path::new(word));
-    if is_fenced_program(&own) {
+    if is_fenced_program(&own.to_ascii_lowercase()) {
         return Ok(own);
     }
     let mut seen = None;
@@ -230,7 +237,7 @@ fn identity(word: &str, ctx: &Ctx) -> Result<String, String> {
         match std::fs::canonicalize(&path) {
             Ok(target) => {
                 let name = base(&target);
-                if is_fenced_program(&name) {
+                if is_fenced_program(&name.to_ascii_lowercase()) {
                     return Ok(name);
                 }
                 seen = Some(own.clone());

@@ -37,6 +37,10 @@ const OPAQUE: &[&str] = &[
     "BASHOPTS",
     "LESSOPEN",
     "LESSCLOSE",
+    "GIT_ALLOW_PROTOCOL",
+    "HOME",
+    "XDG_CONFIG_HOME",
+    "CDPATH",
 ];
 
 /// Prefixes whose variables are opaque (`GIT_CONFIG_KEY_0`, `BASH_FUNC_f%%`).
@@ -58,6 +62,16 @@ pub fn assigned(name: &str, value: &Value, ctx: &Ctx) -> Vec<Effect> {
     if OPAQUE.contains(&name) || OPAQUE_PREFIXES.iter().any(|p| name.starts_with(p)) {
         return vec![ctx.opaque(format!(
             "setting `{name}` changes what a later program runs"
+        ))];
+    }
+    if let Value::Literal(text) = value
+        && !CODE.contains(&name)
+        && (text.contains("$(") || text.contains('`'))
+    {
+        // Code kept in a variable runs when bash evaluates it later (arithmetic
+        // subscripts, `${x@P}`, an eval in another call).
+        return vec![ctx.opaque(format!(
+            "`{name}` is given code (`$(…)` or backticks) to run later"
         ))];
     }
     if CODE.contains(&name) {

@@ -341,6 +341,16 @@ pub fn classify(args: &[Value], ctx: &Ctx, depth: usize) -> Vec<Effect> {
         }
         _ => {}
     }
+    if let Some(option) = runs_a_command(sub, rest) {
+        return vec![effect_ctx.opaque(format!(
+            "`git {sub} {option}` runs a command given on its command line"
+        ))];
+    }
+    if sub == "clone"
+        && let Some(why) = clone_settings(rest)
+    {
+        return vec![effect_ctx.opaque(why)];
+    }
     match sub {
         "filter-branch" | "for-each-repo" | "merge-index" | "merge-one-file" => {
             vec![effect_ctx.opaque(format!("`git {sub}` runs code given on its command line"))]
@@ -521,4 +531,42 @@ fn operand(rest: &[Value]) -> String {
 /// True when a directory list holds one the text does not name.
 pub fn any_unknown(dirs: &[Dir]) -> bool {
     dirs.iter().any(|d| matches!(d, Dir::Unknown(_)))
+}
+
+/// Options of git's ordinary commands that run a program given on the command line
+/// (`fetch --upload-pack`, `clone -u`, `archive --exec`, `grep -O`): opaque.
+fn runs_a_command<'a>(sub: &str, rest: &'a [Value]) -> Option<&'a str> {
+    rest.iter().filter_map(Value::literal).find(|w| {
+        let name = w.split_once('=').map_or(*w, |(n, _)| n);
+        matches!(
+            name,
+            "--upload-pack" | "--receive-pack" | "--exec" | "--open-files-in-pager"
+        ) || (sub == "clone" && name == "-u")
+            || (sub == "grep" && name.starts_with("-O"))
+    })
+}
+
+/// `git clone -c KEY=VALUE` / `--config KEY=VALUE` sets config before the checkout runs.
+fn clone_settings(rest: &[Value]) -> Option<String> {
+    let mut opaque = None;
+    let mut k = 0;
+    while k < rest.len() {
+        match rest[k].literal() {
+            Some("-c" | "--config") => {
+                if let Some(setting) = rest.get(k + 1) {
+                    check_setting(setting, &mut opaque);
+                }
+                k += 2;
+            }
+            Some(w) if w.starts_with("--config=") => {
+                check_setting(
+                    &Value::Literal(w["--config=".len()..].to_string()),
+                    &mut opaque,
+                );
+                k += 1;
+            }
+            _ => k += 1,
+        }
+    }
+    opaque
 }

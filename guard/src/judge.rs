@@ -192,6 +192,19 @@ impl Judge<'_> {
                 return;
             }
         };
+        // A directory that does not exist yet may be anything by the time the command
+        // runs (a clone, a copy of a worktree, a symlink to one): it cannot be judged now.
+        if !dir.is_dir() {
+            self.problems.push((
+                "directory_unknown".into(),
+                action.to_string(),
+                format!(
+                    "it runs in {}, which does not exist yet; the guard cannot tell whether it will be row-bound. Create it first, then run the command",
+                    dir.display()
+                ),
+            ));
+            return;
+        }
         let mut candidates = vec![dir.clone()];
         if let Ok(physical) = std::fs::canonicalize(&dir)
             && physical != dir
@@ -302,9 +315,8 @@ impl Judge<'_> {
             );
             denied.push(d.action);
         }
-        if denied.is_empty() {
-            denied = self.ask_all();
-        }
+        // Asked even when the guard already denies: the agent learns its lane's standing.
+        denied.extend(self.ask_all());
         if denied.is_empty() {
             return ALLOW;
         }

@@ -25,7 +25,7 @@
 //! - [`state`]: the directories, `pushd` stack and variables at a point of the command.
 //! - [`walk`]: the tree walk, bash's scoping, and the plan it produces.
 //! - [`command`]: one simple command's effect; the shell's builtins and row-fence.
-//! - [`git`], [`gh`]: those two programs' policies.
+//! - [`git`], [`gh`]: those two programs' policies; [`http`]: curl and friends.
 //! - [`programs`]: wrappers, shells and interpreters.
 //! - [`env_vars`]: variables whose setting is opaque or holds code.
 //! - [`finding`]: fenced writes and opaque commands, with their places.
@@ -38,6 +38,7 @@ pub mod env_vars;
 pub mod finding;
 pub mod gh;
 pub mod git;
+pub mod http;
 pub mod input;
 pub mod judge;
 pub mod parse;

@@ -479,6 +479,9 @@ pub fn classify(program: &str, args: &[Value], ctx: &Ctx, depth: usize) -> Vec<E
     if AWKS.contains(&program) {
         return awk(program, args, ctx);
     }
+    if let Some(effects) = network_and_make(program, args, ctx, depth) {
+        return effects;
+    }
     if let Some((_, flags)) = EDITORS.iter().find(|(name, _)| *name == program)
         && args.iter().any(|a| {
             a.literal().is_none_or(|w| {
@@ -824,9 +827,36 @@ fn shell(program: &str, args: &[Value], ctx: &Ctx) -> Vec<Effect> {
             "`{program} -c {raw}` runs code only known when it runs"
         ))],
         None if code_flag => Vec::new(),
-        Some(_) if !stdin => Vec::new(),
+        Some(script) if !stdin => script_file(program, script, ctx),
         _ => vec![ctx.opaque(format!("`{program}` reads its code from stdin"))],
     }
+}
+
+/// A script operand: running a file that exists is running the project's code
+/// (ordinary); a file made in the same command, a substitution, or stdin in disguise
+/// (`/dev/stdin`, `/dev/fd/N`) is code the text hands over unseen (opaque).
+fn script_file(program: &str, script: &Value, ctx: &Ctx) -> Vec<Effect> {
+    let Value::Literal(path) = script else {
+        return vec![ctx.opaque(format!(
+            "`{program} {}` runs code only known when it runs",
+            script.text()
+        ))];
+    };
+    if path.starts_with("/dev/") || path.starts_with("/proc/") {
+        return vec![ctx.opaque(format!("`{program} {path}` reads its code from a stream"))];
+    }
+    for dir in &ctx.dirs {
+        let exists = match dir {
+            Dir::Known(d) => d.join(path).is_file(),
+            Dir::Unknown(_) => false,
+        };
+        if !exists {
+            return vec![ctx.opaque(format!(
+                "`{program} {path}` runs a file that does not exist yet, so its code is only known when it runs"
+            ))];
+        }
+    }
+    Vec::new()
 }
 
 fn runner(program: &str, args: &[Value], ctx: &Ctx) -> Vec<Effect> {
@@ -866,6 +896,13 @@ fn runner(program: &str, args: &[Value], ctx: &Ctx) -> Vec<Effect> {
 }
 
 fn interpreter(program: &str, i: &Interpreter, args: &[Value], ctx: &Ctx) -> Vec<Effect> {
+    // Asking for the version or the help runs no code.
+    if matches!(
+        args.first().and_then(Value::literal),
+        Some("--version" | "-V" | "--help" | "-h")
+    ) {
+        return Vec::new();
+    }
     let mut k = 0;
     while k < args.len() {
         let Some(arg) = args[k].literal() else {
@@ -892,8 +929,11 @@ fn interpreter(program: &str, i: &Interpreter, args: &[Value], ctx: &Ctx) -> Vec
         if arg == "-" {
             break;
         }
-        if !arg.starts_with('-') || arg == "-m" {
+        if arg == "-m" {
             return Vec::new();
+        }
+        if !arg.starts_with('-') {
+            return script_file(program, &args[k], ctx);
         }
         k += 1;
         if i.valued.contains(&arg) {
@@ -927,4 +967,44 @@ fn awk(program: &str, args: &[Value], ctx: &Ctx) -> Vec<Effect> {
         };
     }
     Vec::new()
+}
+
+/// HTTP clients that write (fenced, [`crate::http`]); copies to another host and `make`
+/// given rules inline (opaque); `hub`, which is git with more verbs.
+fn network_and_make(program: &str, args: &[Value], ctx: &Ctx, depth: usize) -> Option<Vec<Effect>> {
+    let any = |f: &dyn Fn(&str) -> bool| args.iter().any(|a| a.literal().is_none_or(f));
+    match program {
+        "curl" | "wget" | "http" | "https" | "xh" | "xhs" => {
+            Some(crate::http::classify(program, args, ctx))
+        }
+        "scp" | "sftp" if !args.is_empty() => {
+            Some(vec![ctx.opaque(format!(
+                "`{program}` copies to or from another host"
+            ))])
+        }
+        "rsync"
+            if any(&|w| {
+                w.starts_with("rsync://")
+                    || w.split('/').next().is_some_and(|head| head.contains(':'))
+            }) =>
+        {
+            Some(vec![ctx.opaque("`rsync` copies to or from another host")])
+        }
+        "make" | "gmake" | "bmake"
+            if any(&|w| {
+                matches!(w, "-E" | "--eval" | "-f-" | "--file=-" | "--makefile=-")
+                    || w.starts_with("--eval=")
+                    || w.starts_with("/dev/")
+            }) || args.windows(2).any(|w| {
+                matches!(w[0].literal(), Some("-f" | "--file" | "--makefile"))
+                    && w[1].literal().is_none_or(|f| f == "-")
+            }) =>
+        {
+            Some(vec![ctx.opaque(
+                "`make` is given rules on its command line or stdin",
+            )])
+        }
+        "hub" => Some(crate::git::classify(args, ctx, depth)),
+        _ => None,
+    }
 }

@@ -47,6 +47,7 @@ pub fn plan(command: &str, cwd: &Path, env: &Env) -> Plan {
         names: BTreeSet::new(),
         budget: command.len().saturating_mul(4) + 64 * 1024,
         depth: 0,
+        calling: Vec::new(),
     };
     let mut state = State::at(Dir::Known(crate::state::fold(cwd)));
     walker.code(command, &mut state);
@@ -63,6 +64,8 @@ struct Walker<'a> {
     /// walk linear in the command's length.
     budget: usize,
     depth: usize,
+    /// The functions being called, innermost last.
+    calling: Vec<String>,
 }
 
 impl Walker<'_> {
@@ -170,7 +173,12 @@ impl Walker<'_> {
             ast::Command::Function(definition) => {
                 let name = definition.fname.value.clone();
                 self.names.insert(name.clone());
-                self.functions.insert(name, definition.body.clone());
+                self.functions.insert(name.clone(), definition.body.clone());
+                // Bash may call a function without its name in the text (a trap,
+                // `command_not_found_handle`, an exported function in a child shell):
+                // its body is read where it is defined too.
+                let mut copy = state.clone();
+                self.call(&name, &mut copy);
                 (state.clone(), state)
             }
             ast::Command::ExtendedTest(test, redirects) => {
@@ -519,6 +527,10 @@ impl Walker<'_> {
         let Some(body) = self.functions.get(name).cloned() else {
             return;
         };
+        // A recursive call runs the same body again: nothing new to find.
+        if self.calling.iter().any(|c| c == name) {
+            return;
+        }
         if self.depth >= MAX_CODE_DEPTH {
             return self.unreadable(format!("function `{name}` calls nest too deep to read"));
         }
@@ -528,7 +540,9 @@ impl Walker<'_> {
                 self.redirect(r, state);
             }
         }
+        self.calling.push(name.to_string());
         self.compound(&body.0, state);
+        self.calling.pop();
         self.depth -= 1;
     }
 
@@ -537,7 +551,10 @@ impl Walker<'_> {
         let mut ok = state.clone();
         let target = |value: &Value, state: &State| -> Vec<Dir> {
             match value {
-                Value::Literal(t) if self.env.cdpath && !t.starts_with(['/', '.']) => {
+                Value::Literal(t)
+                    if (self.env.cdpath || state.vars.contains_key("CDPATH"))
+                        && !t.starts_with(['/', '.']) =>
+                {
                     vec![Dir::Unknown(format!("`cd {t}` searches CDPATH"))]
                 }
                 other => resolve(&state.dirs, other),

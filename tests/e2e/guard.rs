@@ -129,6 +129,14 @@ impl Lane {
             &["config", "branch.main.merge", "refs/heads/main"],
         );
         fs::create_dir_all(repo.clone.join("sub")).unwrap();
+        // The project's own scripts: running them is ordinary work.
+        fs::write(repo.clone.join("sub/run.sh"), "#!/bin/sh\necho ran\n").unwrap();
+        fs::set_permissions(
+            repo.clone.join("sub/run.sh"),
+            fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        fs::write(repo.clone.join("sub/run.py"), "print('ran')\n").unwrap();
         let hook = install(&home, bins);
         Lane {
             home,
@@ -732,6 +740,51 @@ fn refused_shapes() -> Vec<Case> {
             "git -C ~/lane-a-clone push --no-verify",
         ],
     );
+    // Found by an adversarial pass over the README and the issue's inputs: new shapes of
+    // the same kinds.
+    add(
+        Cwd::Clone,
+        &[
+            "bash /dev/stdin <<< 'git push --no-verify'",
+            "bash <(echo 'git push --no-verify')",
+            "echo 'git push --no-verify' > {tmp}/p.sh && sh {tmp}/p.sh",
+            "printf 'import os\\nos.system(\"git push --no-verify\")\\n' > {tmp}/p.py && python3 {tmp}/p.py",
+            "echo 'git push --no-verify' > {tmp}/q.sh && chmod +x {tmp}/q.sh && {tmp}/q.sh",
+            "command_not_found_handle() { git push --no-verify; }; no-such-command",
+            "git fetch --upload-pack='git push --no-verify; git-upload-pack' origin",
+            "git clone -u 'git push --no-verify; git-upload-pack' {remote} {tmp}/u",
+            "git clone -c core.fsmonitor='git push --no-verify' {remote} {tmp}/v",
+            "git grep -O'git push --no-verify' work",
+            "GIT push --no-verify",
+            "make -f - <<< $'all:\\n\\tgit push --no-verify'",
+            "make --eval='all: ; git push --no-verify' all",
+            "x='a[$(git push --no-verify)]'; echo $((x))",
+            "HOME={tmp} git status",
+            "hub push --no-verify",
+            "git -c protocol.ext.allow=always fetch 'ext::sh -c git%20push'",
+            "GIT_ALLOW_PROTOCOL=ext git fetch 'ext::sh -c x'",
+        ],
+    );
+    add(
+        Cwd::Tmp,
+        &[
+            "ln -s {clone} {tmp}/l && cd {tmp}/l && git push --no-verify",
+            "cp -r {clone} {tmp}/c && cd {tmp}/c && git push --no-verify",
+            "git -C {clone} worktree add -q {tmp}/w2 && git -C {tmp}/w2 push --no-verify",
+            "CDPATH={tmp} cd lane-a-clone/sub && git push --no-verify",
+        ],
+    );
+    for shape in [
+        "curl -X POST https://api.github.com/repos/o/r/pulls/1/merge",
+        "curl -sS -d '{}' https://api.github.com/repos/o/r/issues",
+        "curl --request=PATCH https://api.github.com/repos/o/r",
+        "wget --post-data=x https://example.invalid/",
+        "http POST example.invalid/x a=b",
+        "scp notes.txt host:/srv/x",
+        "rsync -a . host:repo",
+    ] {
+        cases.push(case(shape, Cwd::Clone, 2, Remote::NotGit));
+    }
     // 9. gh outside the read-only list, and row-fence lease writes.
     for shape in [
         "gh pr checkout 1",
@@ -855,8 +908,12 @@ fn harmless_shapes() -> Vec<Case> {
         "echo 'gh pr merge 12 && git push' # a note",
         "[[ -d .git ]] && echo repo",
         "case $x in push) echo p;; esac",
-        "python3 script.py 2>/dev/null || true",
-        "sh ./missing.sh 2>/dev/null || true",
+        "python3 sub/run.py",
+        "sh ./sub/run.sh",
+        "./sub/run.sh",
+        "bash sub/run.sh arg",
+        "python3 --version",
+        "node --version 2>/dev/null || true",
         "awk '{print $1}' /dev/null",
         "git diff --stat HEAD~0",
         "test -n \"$(git status --porcelain)\" || echo clean",
@@ -880,6 +937,11 @@ fn harmless_shapes() -> Vec<Case> {
         "gh repo view",
         "row-fence status",
         "row-fence show board-1 row-1",
+        "curl -sI https://example.invalid/",
+        "curl -X GET https://example.invalid/",
+        "rsync -a sub/ /tmp/elsewhere/",
+        "x=1; echo $((x + 1))",
+        "f() { echo hi; }; f",
     ] {
         cases.push(case(shape, Cwd::Clone, 0, Remote::NotGit));
     }
