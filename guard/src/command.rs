@@ -172,7 +172,8 @@ pub fn classify(argv: &[Value], ctx: &Ctx, functions: bool, depth: usize) -> Vec
                 in_shell: true,
             }]
         }
-        "export" | "declare" | "typeset" | "local" | "readonly" => declaration(args, ctx),
+        "export" | "declare" | "typeset" | "local" | "readonly" => declaration(&program, args, ctx),
+        "read" | "printf" | "mapfile" | "readarray" | "getopts" => read_into(&program, args),
         "unset" => vec![Effect::Unset(
             args.iter()
                 .filter_map(|a| a.literal())
@@ -293,19 +294,26 @@ fn trap(args: &[Value], ctx: &Ctx) -> Vec<Effect> {
 
 /// `export A=1`, `declare -x B=$x`, `local C`: assignments the walk tracks. A nameref
 /// (`-n`) or a name the text does not show is opaque: it may set anything.
-fn declaration(args: &[Value], ctx: &Ctx) -> Vec<Effect> {
+fn declaration(program: &str, args: &[Value], ctx: &Ctx) -> Vec<Effect> {
     let mut assigned = Vec::new();
+    let mut exports = program == "export";
     for arg in args {
         match arg {
             Value::Literal(w) if w.starts_with(['-', '+']) => {
                 if w.contains('n') {
                     return vec![ctx.opaque("a nameref (`-n`) assigns through another name")];
                 }
+                exports |= w.starts_with('-') && w.contains('x');
             }
             Value::Literal(w) => {
                 if let Some((name, value)) = w.split_once('=') {
                     let name = name.trim_end_matches('+');
                     assigned.push((name.to_string(), Value::Literal(value.to_string())));
+                } else if exports && crate::env_vars::changes_programs(w) {
+                    // Exporting one whose value came from elsewhere (`read`, a prior call).
+                    return vec![
+                        ctx.opaque(format!("exporting `{w}` changes what a later program runs")),
+                    ];
                 }
             }
             Value::Dynamic(raw) => match raw.split_once('=') {
@@ -354,4 +362,28 @@ fn row_fence(args: &[Value], ctx: &Ctx) -> Vec<Effect> {
         }
     }
     Vec::new()
+}
+
+/// `read NAME`, `printf -v NAME`, `mapfile NAME`, `getopts OPTS NAME`: assign variables
+/// from data the text does not show.
+fn read_into(program: &str, args: &[Value]) -> Vec<Effect> {
+    let names: Vec<(String, Value)> = match program {
+        "printf" => args
+            .windows(2)
+            .filter(|w| w[0].literal() == Some("-v"))
+            .filter_map(|w| w[1].literal())
+            .map(|n| (n.to_string(), Value::Dynamic(format!("${n}"))))
+            .collect(),
+        _ => args
+            .iter()
+            .filter_map(Value::literal)
+            .filter(|w| is_name(w))
+            .map(|n| (n.to_string(), Value::Dynamic(format!("${n}"))))
+            .collect(),
+    };
+    if names.is_empty() {
+        Vec::new()
+    } else {
+        vec![Effect::Assign(names)]
+    }
 }

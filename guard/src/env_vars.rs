@@ -87,3 +87,11 @@ pub fn assigned(name: &str, value: &Value, ctx: &Ctx) -> Vec<Effect> {
     }
     Vec::new()
 }
+
+/// True when setting or exporting `name` changes what a later program runs (its value
+/// aside).
+pub fn changes_programs(name: &str) -> bool {
+    OPAQUE.contains(&name)
+        || OPAQUE_PREFIXES.iter().any(|p| name.starts_with(p))
+        || CODE.contains(&name)
+}

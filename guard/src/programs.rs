@@ -930,7 +930,17 @@ fn interpreter(program: &str, i: &Interpreter, args: &[Value], ctx: &Ctx) -> Vec
             break;
         }
         if arg == "-m" {
-            return Vec::new();
+            // Modules that read or take code to run.
+            return match args.get(k + 1).and_then(Value::literal) {
+                Some(
+                    "code" | "pdb" | "timeit" | "IPython" | "runpy" | "trace" | "cProfile"
+                    | "profile",
+                )
+                | None => {
+                    vec![ctx.opaque(format!("`{program} -m` runs code it is handed"))]
+                }
+                Some(_) => Vec::new(),
+            };
         }
         if !arg.starts_with('-') {
             return script_file(program, &args[k], ctx);

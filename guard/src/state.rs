@@ -4,6 +4,7 @@
 
 use crate::finding::Dir;
 use crate::words::{Value, Vars};
+use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
 /// The most directories one point of a command may run in before the walk stops telling
@@ -21,6 +22,9 @@ pub struct State {
     pub stack: Option<Vec<Vec<Dir>>>,
     /// Variables assigned so far.
     pub vars: Vars,
+    /// Variables holding data the text does not show (a substitution, `read`): bash
+    /// evaluates such a value as code when arithmetic names the variable.
+    pub tainted: BTreeSet<String>,
 }
 
 impl State {
@@ -33,6 +37,7 @@ impl State {
             )],
             stack: Some(Vec::new()),
             vars: Vars::new(),
+            tainted: BTreeSet::new(),
         }
     }
 
@@ -52,7 +57,23 @@ impl State {
             vars.entry(name.clone()).or_insert(None);
         }
         self.vars = vars;
+        self.tainted.extend(other.tainted);
         self
+    }
+
+    /// Records an assignment: a literal is known; anything else is data the text does
+    /// not show.
+    pub fn assign(&mut self, name: String, value: &Value) {
+        match value.literal() {
+            Some(v) => {
+                self.tainted.remove(&name);
+                self.vars.insert(name, Some(v.to_string()));
+            }
+            None => {
+                self.tainted.insert(name.clone());
+                self.vars.insert(name, None);
+            }
+        }
     }
 
     /// `$PWD` when exactly one directory is known.

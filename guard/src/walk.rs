@@ -211,10 +211,27 @@ impl Walker<'_> {
                 self.looped(&f.body.list, state);
             }
             ast::CompoundCommand::ForClause(f) => {
+                let mut literal = true;
                 for w in f.values.iter().flatten() {
-                    self.word(w, state);
+                    literal &= self.word(w, state).literal().is_some();
                 }
+                let effects = {
+                    let ctx = ctx_of(state, &state.vars, &self.names, self.env.home.as_deref());
+                    env_vars::assigned(
+                        &f.variable_name,
+                        &Value::Dynamic(format!("${}", f.variable_name)),
+                        &ctx,
+                    )
+                };
+                self.apply(effects, state, None);
+                // The loop variable takes each word in turn: known words are data the
+                // text shows, even if the walk does not track which one.
                 state.vars.insert(f.variable_name.clone(), None);
+                if literal && f.values.is_some() {
+                    state.tainted.remove(&f.variable_name);
+                } else {
+                    state.tainted.insert(f.variable_name.clone());
+                }
                 self.looped(&f.body.list, state);
             }
             ast::CompoundCommand::CaseClause(c) => {
@@ -295,6 +312,22 @@ impl Walker<'_> {
         if text.contains(['$', '`']) {
             let _ = self.raw_word(&format!("\"{text}\""), state);
         }
+        self.tainted_arithmetic(text, state);
+    }
+
+    /// Bash evaluates a variable named in arithmetic as an expression itself, and an array
+    /// subscript in that value runs its `$(…)`: a value only known at run time is code
+    /// only known at run time.
+    fn tainted_arithmetic(&mut self, text: &str, state: &State) {
+        if let Some(name) = identifiers(text).find(|n| state.tainted.contains(*n)) {
+            self.find(
+                Kind::Opaque,
+                format!(
+                    "opaque: arithmetic evaluates `{name}`, whose value is only known when it runs"
+                ),
+                places(state),
+            );
+        }
     }
 
     fn scope_read(&self, raw: &str, state: &State) -> (Value, Read) {
@@ -330,6 +363,9 @@ impl Walker<'_> {
         }
         for code in found.code {
             self.code_in_copy(&code, state);
+        }
+        for text in found.arithmetic {
+            self.tainted_arithmetic(&text, state);
         }
     }
 
@@ -420,7 +456,7 @@ impl Walker<'_> {
                     env_vars::assigned(&name, &value, &ctx)
                 };
                 self.apply(effects, &mut state, None);
-                state.vars.insert(name, value.literal().map(str::to_string));
+                state.assign(name, &value);
             }
             return (state.clone(), state);
         }
@@ -511,7 +547,7 @@ impl Walker<'_> {
                             env_vars::assigned(&name, &value, &ctx)
                         };
                         self.apply(effects, state, None);
-                        state.vars.insert(name, value.literal().map(str::to_string));
+                        state.assign(name, &value);
                     }
                 }
                 Effect::Unset(names) => {
@@ -627,4 +663,10 @@ fn places(state: &State) -> Vec<Place> {
             git_dir: None,
         })
         .collect()
+}
+
+/// The variable names an arithmetic expression mentions (`x`, `$x`, `a[i]`).
+fn identifiers(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
+        .filter(|w| w.starts_with(|c: char| c == '_' || c.is_ascii_alphabetic()))
 }

@@ -43,6 +43,8 @@ pub struct Read {
     pub code: Vec<String>,
     /// True when the word evaluates data as code (`${x@P}`): opaque.
     pub evaluates_data: bool,
+    /// Arithmetic expansions' text (`$((x + 1))`): bash evaluates the variables they name.
+    pub arithmetic: Vec<String>,
 }
 
 /// Variables the walk knows the value of: `Some(literal)`, or `None` when assigned a
@@ -164,6 +166,7 @@ fn piece_value(
             false
         }
         WordPiece::ArithmeticExpression(expr) => {
+            found.arithmetic.push(expr.value.clone());
             nested(&expr.value, scope, found);
             false
         }

@@ -763,6 +763,12 @@ fn refused_shapes() -> Vec<Case> {
             "hub push --no-verify",
             "git -c protocol.ext.allow=always fetch 'ext::sh -c git%20push'",
             "GIT_ALLOW_PROTOCOL=ext git fetch 'ext::sh -c x'",
+            "read -r GIT_SSH_COMMAND <<< 'ssh -v'; export GIT_SSH_COMMAND",
+            "printf -v GIT_SSH_COMMAND %s 'ssh -v'; export GIT_SSH_COMMAND",
+            "for GIT_SSH_COMMAND in ssh; do export GIT_SSH_COMMAND; done",
+            "x=$(printf 'a[$(git push --no-verify)]'); echo $((x))",
+            "python3 -m code <<< 'import os'",
+            "python3 -m timeit 'import os; os.system(\"git push --no-verify\")'",
         ],
     );
     add(
@@ -942,6 +948,8 @@ fn harmless_shapes() -> Vec<Case> {
         "rsync -a sub/ /tmp/elsewhere/",
         "x=1; echo $((x + 1))",
         "f() { echo hi; }; f",
+        "for i in 1 2 3; do echo $((i * 2)); done",
+        "for ((i = 0; i < 3; i++)); do echo $i; done",
     ] {
         cases.push(case(shape, Cwd::Clone, 0, Remote::NotGit));
     }
