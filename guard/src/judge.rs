@@ -357,34 +357,19 @@ impl Judge<'_> {
             }
         };
         let marker = Marker::write(self.settings.home.as_ref().ok(), &asks);
-        let (tx, rx) = mpsc::channel();
-        for (k, (_, item)) in asks.iter().enumerate() {
+        let answers = if asks.len() == 1 {
+            // One ask: no thread to hand over to (the exchange keeps its own deadline).
+            let (_, item) = &asks[0];
             report::say(&report::asking_line(&socket, &item.descriptor));
             let request = self.request(&stamp, item, &action_of(item));
-            let tx = tx.clone();
-            let socket = socket.clone();
-            let deadline = self.settings.deadline;
-            std::thread::spawn(move || {
-                let _ = tx.send((k, client::exchange(&socket, &request, deadline)));
-            });
-        }
-        drop(tx);
-        let mut answers: Vec<Option<Result<Answer, ExchangeError>>> =
-            asks.iter().map(|_| None).collect();
-        let mut left = asks.len();
-        while left > 0 {
-            let wait = self
-                .settings
-                .deadline
-                .saturating_duration_since(Instant::now());
-            match rx.recv_timeout(wait.max(Duration::from_millis(1))) {
-                Ok((k, answer)) => {
-                    answers[k] = Some(answer);
-                    left -= 1;
-                }
-                Err(_) => break,
-            }
-        }
+            vec![Some(client::exchange(
+                &socket,
+                &request,
+                self.settings.deadline,
+            ))]
+        } else {
+            self.ask_concurrently(&asks, &socket, &stamp)
+        };
         let mut denied = Vec::new();
         let mut cut_off = false;
         for ((path, item), answer) in asks.iter().zip(answers) {
@@ -447,6 +432,46 @@ impl Judge<'_> {
         }
         drop(marker);
         denied
+    }
+
+    /// Several asks at once, each on its own thread, collected until the deadline; a
+    /// missing answer is `None` (cut off).
+    fn ask_concurrently(
+        &self,
+        asks: &[(PathBuf, AskItem)],
+        socket: &Path,
+        stamp: &str,
+    ) -> Vec<Option<Result<Answer, ExchangeError>>> {
+        let action_of = |item: &AskItem| crate::finding::short(&item.actions.join("; "));
+        let (tx, rx) = mpsc::channel();
+        for (k, (_, item)) in asks.iter().enumerate() {
+            report::say(&report::asking_line(&socket, &item.descriptor));
+            let request = self.request(stamp, item, &action_of(item));
+            let tx = tx.clone();
+            let socket = socket.to_path_buf();
+            let deadline = self.settings.deadline;
+            std::thread::spawn(move || {
+                let _ = tx.send((k, client::exchange(&socket, &request, deadline)));
+            });
+        }
+        drop(tx);
+        let mut answers: Vec<Option<Result<Answer, ExchangeError>>> =
+            asks.iter().map(|_| None).collect();
+        let mut left = asks.len();
+        while left > 0 {
+            let wait = self
+                .settings
+                .deadline
+                .saturating_duration_since(Instant::now());
+            match rx.recv_timeout(wait.max(Duration::from_millis(1))) {
+                Ok((k, answer)) => {
+                    answers[k] = Some(answer);
+                    left -= 1;
+                }
+                Err(_) => break,
+            }
+        }
+        answers
     }
 
     /// The socket and the code stamp, checked as the asker checks them.

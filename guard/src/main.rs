@@ -54,21 +54,31 @@ fn main() {
         }
     };
     let deadline = started + options.timeout;
-    let (tx, rx) = mpsc::channel();
-    let worker = std::thread::Builder::new()
-        .stack_size(parse::PARSE_STACK_BYTES)
-        .spawn(move || {
-            let _ = tx.send(read_and_walk());
-        });
-    if let Err(e) = worker {
-        deny(&format!("cannot start reading the command: {e}"));
-    }
-    let (hook, cwd, plan) =
+    let hook = match input::read(std::io::stdin().lock()) {
+        Ok(hook) => hook,
+        Err(why) => deny(&why),
+    };
+    let (hook, cwd, plan) = if small(&hook.command) {
+        // The common case: walked right here, no thread to hand over to.
+        walk_hook(hook).unwrap_or_else(|why| deny(&why))
+    } else {
+        // A long or deeply nested command is walked on a thread with a large stack,
+        // within the deadline.
+        let (tx, rx) = mpsc::channel();
+        let worker = std::thread::Builder::new()
+            .stack_size(parse::PARSE_STACK_BYTES)
+            .spawn(move || {
+                let _ = tx.send(walk_hook(hook));
+            });
+        if let Err(e) = worker {
+            deny(&format!("cannot start reading the command: {e}"));
+        }
         match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok(Ok(read)) => read,
             Ok(Err(why)) => deny(&why),
             Err(_) => deny("could not read the command before the hook's deadline; retry"),
-        };
+        }
+    };
     if options.plan {
         print_plan(&plan);
         std::process::exit(0);
@@ -85,8 +95,14 @@ fn main() {
     std::process::exit(judge::judge(&hook, &plan, &cwd, &settings));
 }
 
-fn read_and_walk() -> Result<(input::Hook, PathBuf, walk::Plan), String> {
-    let hook = input::read(std::io::stdin().lock())?;
+/// True for a command short and shallow enough to walk on the main thread's stack
+/// (16 KiB, nesting at most 32): the walk recurses per level, and the main thread's stack
+/// is the platform's default, not [`parse::PARSE_STACK_BYTES`].
+fn small(command: &str) -> bool {
+    command.len() <= 16 * 1024 && parse::nesting(command) <= 32
+}
+
+fn walk_hook(hook: input::Hook) -> Result<(input::Hook, PathBuf, walk::Plan), String> {
     let cwd = match &hook.cwd {
         Some(cwd) => cwd.clone(),
         None => std::env::current_dir().map_err(|e| {

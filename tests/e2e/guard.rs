@@ -868,6 +868,9 @@ fn every_shape_of_every_kind_is_denied_for_a_refused_lane() {
 /// for a refused lane; run for real, the remote stays.
 fn harmless_shapes() -> Vec<Case> {
     let mut cases = Vec::new();
+    // Deep enough to be walked on the guard's large-stack thread.
+    let nested = format!("{}echo deep{}", "( ".repeat(40), " )".repeat(40));
+    cases.push(case(&nested, Cwd::Clone, 0, Remote::Stays));
     for shape in [
         "git status --short",
         "git log --oneline -n 3",
