@@ -445,7 +445,7 @@ impl Judge<'_> {
         let action_of = |item: &AskItem| crate::finding::short(&item.actions.join("; "));
         let (tx, rx) = mpsc::channel();
         for (k, (_, item)) in asks.iter().enumerate() {
-            report::say(&report::asking_line(&socket, &item.descriptor));
+            report::say(&report::asking_line(socket, &item.descriptor));
             let request = self.request(stamp, item, &action_of(item));
             let tx = tx.clone();
             let socket = socket.to_path_buf();
