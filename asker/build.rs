@@ -13,8 +13,12 @@ const STAMPED: &[&str] = &[
     "asker/Cargo.toml",
     "asker/build.rs",
     "asker/src",
-    "daemon/Cargo.toml",
-    "daemon/src",
+    "daemon/store/Cargo.toml",
+    "daemon/store/src",
+    "daemon/resident/Cargo.toml",
+    "daemon/resident/src",
+    "daemon/cli/Cargo.toml",
+    "daemon/cli/src",
 ];
 
 fn main() {

@@ -71,6 +71,19 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// `--version` of every row-fence program: the package version and the first 12 hex
+/// digits of the build digest, e.g. `0.1.0 (build 3f2a…)`.
+pub fn version() -> &'static str {
+    static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!(
+            "{} (build {})",
+            env!("CARGO_PKG_VERSION"),
+            &BUILD_DIGEST[..12]
+        )
+    });
+    VERSION.as_str()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,8 +4,8 @@
 
 use crate::contract::runtime;
 use crate::util::{Home, Redis};
-use row_fence::location::fetch::Source;
-use row_fence::location::{Clock, LocationFence, Settings};
+use row_fence_resident::location::fetch::Source;
+use row_fence_resident::location::{Clock, LocationFence, Settings};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
@@ -475,7 +475,7 @@ fn fence_at(server: &MapServer, clock: Arc<ManualClock>) -> Arc<LocationFence> {
             client_id: None,
             client_secret: None,
         }),
-        refresh_ms: row_fence::location::REFRESH_MS,
+        refresh_ms: row_fence_resident::location::REFRESH_MS,
     };
     LocationFence::new(settings, clock).unwrap()
 }
@@ -569,7 +569,7 @@ fn a_failing_map_is_retried_every_5_s_and_the_last_good_one_goes_stale_at_60_s()
 async fn concurrent_checks(
     fence: &Arc<LocationFence>,
     n: usize,
-) -> Vec<row_fence::location::policy::Decision> {
+) -> Vec<row_fence_resident::location::policy::Decision> {
     let tasks: Vec<_> = (0..n)
         .map(|_| {
             let fence = fence.clone();
