@@ -107,7 +107,7 @@ pub struct Answer {
     pub pong: Option<Pong>,
     /// A status answer's object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<serde_json::Value>,
+    pub status: Option<Box<crate::status::Status>>,
 }
 
 /// What a ping returns: enough to tell which daemon answered.

@@ -2,6 +2,8 @@
 //! input, shutdown, heartbeat, status.
 
 use crate::util::{Home, Redis, bin, ping, run, status};
+use row_fence_ask::ledger::DecidedBy;
+use row_fence_ask::{Reason, Verdict};
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -229,8 +231,12 @@ fn the_daemon_files_its_refusals_under_the_callers_session_and_action() {
     assert_eq!(ledger.len(), 1);
     let r = &ledger[0];
     assert_eq!(
-        (r.decided_by.as_str(), r.reason.as_str(), r.action.as_str()),
-        ("daemon", "different_holder", "gh pr merge")
+        (r.decided_by, r.verdict, r.action.as_str()),
+        (
+            DecidedBy::Daemon,
+            Verdict::Refused(Reason::DifferentHolder),
+            "gh pr merge"
+        )
     );
     assert_eq!(r.session.as_deref(), Some("session-42"));
     assert_eq!(r.cwd.as_deref(), Some(home.dir.path().to_str().unwrap()));
@@ -305,6 +311,47 @@ fn a_write_to_another_store_than_the_daemons_is_refused() {
         "{}",
         shown.stderr
     );
+}
+
+#[test]
+fn a_write_under_another_key_prefix_than_the_daemons_is_refused_and_status_shows_the_prefix() {
+    let redis = Redis::start();
+    let home = Home::on(Some(&redis));
+    let daemon = home.daemon_with(&[], &[("ROW_FENCE_KEY_PREFIX", "kp")]);
+    assert_eq!(status(&daemon.socket)["key_prefix"], "kp");
+    assert!(
+        home.cli(&["status"]).stdout.contains("key prefix kp"),
+        "status names the key prefix"
+    );
+    // An operator shell without the daemon's prefix (the default, rowfence).
+    let ran = home.cli(&["acquire", "board-k", "row-2", "--lane", "l"]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("prefix \"kp\"") && ran.stderr.contains("--key-prefix"),
+        "{}",
+        ran.stderr
+    );
+    let keys = redis.cli(&["--scan", "--pattern", "rowfence:*"]);
+    assert_eq!(
+        keys.trim(),
+        "",
+        "nothing was written under the default prefix"
+    );
+    // With the daemon's prefix the grant goes through and the lane is ALLOWED.
+    let mut acquire = home.command(bin("row-fence"));
+    acquire.env("ROW_FENCE_KEY_PREFIX", "kp").args([
+        "acquire",
+        "board-k",
+        "row-2",
+        "--lane",
+        "l",
+        "--write-descriptor",
+    ]);
+    let descriptor = home.path("l.json");
+    acquire.arg(&descriptor);
+    assert_eq!(run(&mut acquire).code, 0);
+    home.ask_with(&descriptor, &[])
+        .expect(0, "row-fence: ALLOWED");
 }
 
 #[test]

@@ -341,6 +341,7 @@ pub fn status(socket: &Path) -> serde_json::Value {
     client::exchange(socket, &request, Instant::now() + Duration::from_secs(3))
         .expect("status")
         .status
+        .map(|s| serde_json::to_value(s).expect("a status serializes"))
         .expect("a status object")
 }
 

@@ -9,11 +9,11 @@ use crate::location::LocationFence;
 use crate::own_code::OwnCode;
 use crate::refusals::{Refusals, lock};
 use crate::registry::Registry;
-use row_fence_ask::ledger::{self, LedgerRecord};
+use row_fence_ask::ledger::{self, DecidedBy, LedgerRecord};
 use row_fence_ask::protocol::{Answer, Ask, Op, PROTOCOL_VERSION, Pong, Request};
+use row_fence_ask::status::{Counts, Status};
 use row_fence_ask::{Reason, Verdict};
 use row_fence_store::{AskCheck, AskLocation, LeaseStore};
-use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -86,7 +86,7 @@ pub struct Stats {
     /// Asks being judged now.
     pub in_flight: AtomicU64,
     /// Denials by reason.
-    pub by_reason: Mutex<BTreeMap<&'static str, u64>>,
+    pub by_reason: Mutex<BTreeMap<Reason, u64>>,
 }
 
 impl Resident {
@@ -157,7 +157,7 @@ impl Resident {
             },
             Op::Status => Answer {
                 v: PROTOCOL_VERSION,
-                status: Some(self.status()),
+                status: Some(Box::new(self.status())),
                 ..Answer::default()
             },
         }
@@ -276,43 +276,39 @@ impl Resident {
         counter.fetch_add(1, Ordering::Relaxed);
         self.stats.asks.fetch_add(1, Ordering::Relaxed);
         if let Some(reason) = verdict.reason() {
-            *lock(&self.stats.by_reason)
-                .entry(reason.as_str())
-                .or_default() += 1;
+            *lock(&self.stats.by_reason).entry(reason).or_default() += 1;
         }
     }
 
     /// The status object (`row-fence status`).
-    pub fn status(&self) -> serde_json::Value {
+    pub fn status(&self) -> Status {
         let now = ledger::now_ms();
         let beat = self.heartbeat_ms.load(Ordering::Relaxed);
         let s = &self.stats;
-        let mut status = json!({
-            "pid": std::process::id(),
-            "version": env!("CARGO_PKG_VERSION"),
-            "stamp": self.stamp,
-            "socket": self.settings.socket.display().to_string(),
-            "home": self.settings.home.display().to_string(),
-            "store": self.store.describe(),
-            "store_reconnects": self.store.connection_losses(),
-            "started_at_ms": self.started_at_ms,
-            "uptime_ms": now.saturating_sub(self.started_at_ms),
-            "heartbeat_age_ms": (beat > 0).then(|| now.saturating_sub(beat)),
-            "asks_in_flight": s.in_flight.load(Ordering::Relaxed),
-            "connections": s.connections.load(Ordering::Relaxed),
-            "counts": {
-                "asks": s.asks.load(Ordering::Relaxed),
-                "allowed": s.allowed.load(Ordering::Relaxed),
-                "refused": s.refused.load(Ordering::Relaxed),
-                "could_not_read": s.could_not_read.load(Ordering::Relaxed),
-                "by_reason": *lock(&s.by_reason),
+        Status {
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            stamp: self.stamp.clone(),
+            socket: self.settings.socket.display().to_string(),
+            home: self.settings.home.display().to_string(),
+            store: self.store.describe(),
+            key_prefix: self.settings.key_prefix.clone(),
+            store_reconnects: self.store.connection_losses(),
+            started_at_ms: self.started_at_ms,
+            uptime_ms: now.saturating_sub(self.started_at_ms),
+            heartbeat_age_ms: (beat > 0).then(|| now.saturating_sub(beat)),
+            asks_in_flight: s.in_flight.load(Ordering::Relaxed),
+            connections: s.connections.load(Ordering::Relaxed),
+            counts: Counts {
+                asks: s.asks.load(Ordering::Relaxed),
+                allowed: s.allowed.load(Ordering::Relaxed),
+                refused: s.refused.load(Ordering::Relaxed),
+                could_not_read: s.could_not_read.load(Ordering::Relaxed),
+                by_reason: lock(&s.by_reason).clone(),
             },
-            "recent_refusals": self.refusals.recent(),
-        });
-        if let Some(fence) = &self.location {
-            status["location_fence"] = fence.status();
+            recent_refusals: self.refusals.recent(),
+            location_fence: self.location.as_ref().map(|fence| fence.status()),
         }
-        status
     }
 }
 
@@ -333,29 +329,14 @@ impl Drop for InFlight<'_> {
 }
 
 fn ledger_record(ask: &Ask, gated: &Gated, located: Option<&AskLocation>) -> LedgerRecord {
-    let d = &ask.descriptor;
-    LedgerRecord {
-        ts_ms: ledger::now_ms(),
-        decided_by: "daemon".into(),
-        verdict: gated.verdict.wire_name().into(),
-        reason: gated
-            .verdict
-            .reason()
-            .map(|r| r.as_str().to_string())
-            .unwrap_or_default(),
-        detail: gated.detail.clone(),
-        board: Some(d.board.clone()),
-        row: Some(d.row.clone()),
-        lane: Some(d.lane.clone()),
-        generation: Some(d.generation),
-        session: ask.caller.session.clone(),
-        cwd: ask.caller.cwd.clone(),
-        action: ask.action.clone(),
-        pid: std::process::id(),
-        location: located.map(|l| l.location.clone()),
-        epoch: located.map(|l| l.epoch),
-        ..LedgerRecord::default()
-    }
+    LedgerRecord::new(DecidedBy::Daemon, gated.verdict, gated.detail.clone())
+        .with_descriptor(Some(&ask.descriptor))
+        .with_caller(
+            ask.caller.session.as_deref(),
+            ask.caller.cwd.as_deref(),
+            &ask.action,
+        )
+        .with_location(located.map(|l| (l.location.as_str(), l.epoch)))
 }
 
 fn short(stamp: &str) -> &str {
