@@ -1,9 +1,10 @@
 //! The supervised job: renders the launchd user agent and the systemd user unit that run
 //! `row-fence-resident` (DESIGN.md, "Deployment and hooks"). The templates live in
 //! `deploy/` and are compiled into the binary, so an installed `row-fence` renders without
-//! the source tree. Every value is escaped for its format: XML for the plist (tera
-//! autoescapes only `.html`/`.xml` names by default, so it is turned on for `.plist.tera`
-//! with an XML escape), systemd quoting for the unit.
+//! the source tree. Every value in a template goes through its format's one filter, which
+//! escapes it and refuses what the format cannot carry: `xml` for the plist (XML 1.0
+//! character data), `systemd_quote` or `systemd_plain` for the unit. Autoescape is off, so
+//! a test pins that no `{{ … }}` in a template lacks its filter.
 
 use serde::Serialize;
 use std::collections::HashMap;
@@ -104,8 +105,8 @@ impl JobSpec {
     }
 
     /// The job's environment: `PATH`, `ROW_FENCE_HOME`, `ROW_FENCE_STORE`, then the extra
-    /// variables in the order given. Errors name a bad name, a value no file format can
-    /// carry (a control character), or a variable that has its own flag.
+    /// variables in the order given. Errors name a bad name or a variable that has its
+    /// own flag (a value the file cannot carry is refused by the template's filter).
     pub fn environment(&self, job: Job) -> Result<Vec<EnvVar>, String> {
         let mut extra: Vec<EnvVar> = Vec::new();
         let mut path = default_path(job, &self.bin_dir)?;
@@ -139,9 +140,6 @@ impl JobSpec {
             },
         ];
         env.extend(extra);
-        for var in &env {
-            check_value(&var.name, &var.value)?;
-        }
         Ok(env)
     }
 }
@@ -167,7 +165,6 @@ pub fn render(job: Job, spec: &JobSpec) -> Result<String, String> {
         }
     }
     let resident = utf8(&spec.resident())?.to_string();
-    check_value("the daemon's path", &resident)?;
     if job == Job::Systemd && resident.contains(['"', '\'', '\\']) {
         // systemd refuses such an executable path however it is quoted.
         return Err(format!(
@@ -224,9 +221,10 @@ pub fn default_job_dir(job: Job) -> Result<PathBuf, String> {
 
 fn engine() -> Result<tera::Tera, String> {
     let mut tera = tera::Tera::default();
-    tera.autoescape_on(vec![".plist.tera"]);
-    tera.set_escape_fn(xml_escape);
-    tera.register_filter("systemd_quote", systemd_quote_filter);
+    tera.autoescape_on(vec![]);
+    tera.register_filter("xml", filter(xml_escape));
+    tera.register_filter("systemd_quote", filter(systemd_quote));
+    tera.register_filter("systemd_plain", filter(systemd_plain));
     tera.add_raw_templates(vec![
         (LAUNCHD_NAME, LAUNCHD_TEMPLATE),
         (SYSTEMD_NAME, SYSTEMD_TEMPLATE),
@@ -235,8 +233,27 @@ fn engine() -> Result<tera::Tera, String> {
     Ok(tera)
 }
 
-/// Escapes text for XML character data and attribute values: `& < > " '`.
-pub fn xml_escape(text: &str) -> String {
+/// A tera filter from an escape: strings and numbers in, the escaped string out, or the
+/// escape's refusal as the render's error.
+fn filter(
+    escape: fn(&str) -> Result<String, String>,
+) -> impl Fn(&tera::Value, &HashMap<String, tera::Value>) -> tera::Result<tera::Value> {
+    move |value, _| {
+        let text = match value {
+            tera::Value::String(s) => s.clone(),
+            tera::Value::Number(n) => n.to_string(),
+            other => return Err(tera::Error::msg(format!("cannot escape {other}"))),
+        };
+        escape(&text)
+            .map(tera::Value::String)
+            .map_err(tera::Error::msg)
+    }
+}
+
+/// Escapes text for XML character data and attribute values (`& < > " '`), refusing the
+/// characters XML 1.0 cannot carry even escaped: control characters (tab, newline and
+/// carriage return too: a job's values are single lines), U+FFFE and U+FFFF.
+pub fn xml_escape(text: &str) -> Result<String, String> {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -245,18 +262,25 @@ pub fn xml_escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
+            c if c.is_control() || c == '\u{FFFE}' || c == '\u{FFFF}' => {
+                return Err(cannot_carry(text, c, "a launchd plist (XML 1.0)"));
+            }
             c => out.push(c),
         }
     }
-    out
+    Ok(out)
+}
+
+fn cannot_carry(text: &str, c: char, what: &str) -> String {
+    format!("{text:?} holds the character {c:?}, which {what} cannot carry")
 }
 
 /// Quotes one word for a systemd unit file (systemd.syntax(7), systemd.exec(5)): in
 /// double quotes, `\` and `"` backslash-escaped, `%` doubled (specifiers are expanded in
 /// quoted values too). `$` stays: `Environment=` does not expand it, and neither does
-/// `ExecStart=` in the executable's own path, the only word of ours there. The value
-/// must hold no control character (checked before rendering).
-pub fn systemd_quote(text: &str) -> String {
+/// `ExecStart=` in the executable's own path, the only word of ours there. A control
+/// character is refused: a unit file is line based.
+pub fn systemd_quote(text: &str) -> Result<String, String> {
     let mut out = String::with_capacity(text.len() + 2);
     out.push('"');
     for c in text.chars() {
@@ -264,21 +288,24 @@ pub fn systemd_quote(text: &str) -> String {
             '\\' => out.push_str("\\\\"),
             '"' => out.push_str("\\\""),
             '%' => out.push_str("%%"),
+            c if c.is_control() => return Err(cannot_carry(text, c, "a systemd unit")),
             c => out.push(c),
         }
     }
     out.push('"');
-    out
+    Ok(out)
 }
 
-fn systemd_quote_filter(
-    value: &tera::Value,
-    _: &HashMap<String, tera::Value>,
-) -> tera::Result<tera::Value> {
-    let text = value
-        .as_str()
-        .ok_or_else(|| tera::Error::msg("systemd_quote takes a string"))?;
-    Ok(tera::Value::String(systemd_quote(text)))
+/// A bare value of a unit setting (a number, the label): written as is, so it may hold
+/// no control character, quote, backslash or `%` (a specifier).
+pub fn systemd_plain(text: &str) -> Result<String, String> {
+    match text
+        .chars()
+        .find(|c| c.is_control() || matches!(c, '"' | '\'' | '\\' | '%'))
+    {
+        Some(c) => Err(cannot_carry(text, c, "a bare systemd value")),
+        None => Ok(text.to_string()),
+    }
 }
 
 fn template_error(e: tera::Error) -> String {
@@ -318,17 +345,6 @@ fn check_name(name: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("{name:?} is not an environment variable name"))
-    }
-}
-
-/// XML 1.0 cannot carry most control characters even escaped, and a unit file is line
-/// based: refuse them rather than write a file the service manager misreads.
-fn check_value(what: &str, value: &str) -> Result<(), String> {
-    match value.chars().find(|c| c.is_control()) {
-        Some(c) => Err(format!(
-            "{what} holds the control character {c:?}, which a job file cannot carry"
-        )),
-        None => Ok(()),
     }
 }
 
@@ -387,7 +403,22 @@ mod tests {
         assert!(render(Job::Launchd, &s).unwrap_err().contains("--home"));
         let mut s = spec();
         s.env.push(("X".into(), "a\nb".into()));
-        assert!(render(Job::Systemd, &s).unwrap_err().contains("control"));
+        assert!(
+            render(Job::Systemd, &s)
+                .unwrap_err()
+                .contains("cannot carry")
+        );
+        assert!(
+            render(Job::Launchd, &s)
+                .unwrap_err()
+                .contains("cannot carry")
+        );
+        for c in ['\u{FFFE}', '\u{FFFF}', '\u{1}', '\t'] {
+            let mut s = spec();
+            s.env.push(("X".into(), format!("a{c}b")));
+            let e = render(Job::Launchd, &s).unwrap_err();
+            assert!(e.contains("XML 1.0"), "{c:?}: {e}");
+        }
         let mut s = spec();
         s.label = "a/b".into();
         assert!(render(Job::Systemd, &s).is_err());
@@ -395,6 +426,33 @@ mod tests {
         s.bin_dir = "/opt/it's/bin".into();
         assert!(render(Job::Systemd, &s).unwrap_err().contains("quote"));
         assert!(render(Job::Launchd, &s).is_ok());
+    }
+
+    #[test]
+    fn every_value_in_a_template_goes_through_its_formats_filter() {
+        for (name, text, allowed) in [
+            (LAUNCHD_NAME, LAUNCHD_TEMPLATE, &["xml"][..]),
+            (
+                SYSTEMD_NAME,
+                SYSTEMD_TEMPLATE,
+                &["systemd_quote", "systemd_plain"][..],
+            ),
+        ] {
+            let mut rest = text;
+            let mut seen = 0;
+            while let Some(start) = rest.find("{{") {
+                let end = rest[start..].find("}}").expect("a closed expression") + start;
+                let expression = rest[start + 2..end].trim();
+                let last = expression.rsplit('|').next().unwrap().trim();
+                assert!(
+                    expression.contains('|') && allowed.contains(&last),
+                    "{name}: {{{{ {expression} }}}} does not end in one of {allowed:?}"
+                );
+                seen += 1;
+                rest = &rest[end + 2..];
+            }
+            assert!(seen > 3, "{name}");
+        }
     }
 
     #[test]
