@@ -355,6 +355,30 @@ fn a_write_under_another_key_prefix_than_the_daemons_is_refused_and_status_shows
 }
 
 #[test]
+fn status_without_a_daemon_says_so_and_json_still_prints_an_object() {
+    let home = Home::file();
+    let ran = home.cli(&["status"]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("no daemon status from"),
+        "{}",
+        ran.stderr
+    );
+    assert_eq!(ran.stdout, "");
+    let ran = home.cli(&["status", "--json"]);
+    assert_eq!(ran.code, 1);
+    let v = ran.json();
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("no daemon status from"),
+        "{v}"
+    );
+    assert_eq!(v["socket"], home.socket().display().to_string());
+}
+
+#[test]
 fn health_is_unhealthy_when_the_daemon_died_or_the_heartbeat_is_from_the_future() {
     let home = Home::file();
     let mut daemon = home.daemon();

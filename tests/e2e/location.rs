@@ -280,6 +280,47 @@ fn a_map_that_hangs_past_the_fetch_timeout_is_map_unreachable() {
 }
 
 #[test]
+fn map_unreachable_names_its_cause_from_the_daemon_and_from_check() {
+    let redis = Redis::start();
+    let (home, d) = fenced_home(&redis);
+    let refused = {
+        // A port nobody listens on: bound, then released.
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port())
+    };
+    let not_found = MapServer::start(Answer::Status(404));
+    let not_json = MapServer::start(Answer::Json("{not json".into()));
+    for (url, cause) in [
+        (not_found.url(), "HTTP 404"),
+        (not_json.url(), "not JSON"),
+        (refused, "cannot connect"),
+    ] {
+        let env = fence_env("here", &url);
+        let mut check = home.command(bin("row-fence"));
+        check
+            .envs(env.iter().copied())
+            .args(["check", "--descriptor"])
+            .arg(&d);
+        let ran = run(&mut check);
+        ran.expect(1, "row-fence: COULD NOT READ (map_unreachable)");
+        assert!(
+            ran.verdict_line().contains(cause),
+            "{cause}: {}",
+            ran.stderr
+        );
+        let daemon = home.daemon_with(&[], &env);
+        let ran = home.ask_with(&d, &[]);
+        ran.expect(1, "row-fence: COULD NOT READ (map_unreachable)");
+        assert!(
+            ran.verdict_line().contains(cause),
+            "{cause}: {}",
+            ran.stderr
+        );
+        drop(daemon);
+    }
+}
+
+#[test]
 fn a_board_without_a_tenant_and_a_fence_without_a_map_url_are_fenced() {
     let redis = Redis::start();
     let server = MapServer::start(map(json!([acme("here", 3, "active")])));

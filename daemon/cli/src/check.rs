@@ -133,10 +133,10 @@ async fn ask_store(
     gate::gate_located(store.as_ref(), &check, Some(located), deadline).await
 }
 
-fn cnr(reason: Reason, detail: String) -> Gated {
+fn cnr(reason: Reason, detail: impl std::fmt::Display) -> Gated {
     Gated {
         verdict: Verdict::CouldNotRead(reason),
-        detail,
+        detail: detail.to_string(),
     }
 }
 

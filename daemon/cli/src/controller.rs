@@ -59,10 +59,7 @@ struct ShowArgs {
 
 fn failure(e: ControllerError) -> Failure {
     if let ControllerError::Invalid(why) = e {
-        return Failure {
-            code: exit::USAGE,
-            message: why,
-        };
+        return Failure::usage(why);
     }
     if e.is_refusal() {
         Failure::refused(e.to_string())
@@ -80,10 +77,7 @@ pub async fn run(args: ControllerArgs, settings: &Settings) -> Outcome {
     let ttl = |d: Duration| d.as_millis().min(u64::MAX as u128) as u64;
     let (verb, c, lease) = match args.action {
         Action::Show(s) => {
-            validate_board(&s.board).map_err(|e| Failure {
-                code: exit::USAGE,
-                message: e.to_string(),
-            })?;
+            validate_board(&s.board).map_err(Failure::usage)?;
             let shown = controller::show(store, &s.board).await.map_err(failure)?;
             if s.json {
                 out(&serde_json::to_string(&shown).expect("serializes"));

@@ -115,13 +115,6 @@ pub struct ShowArgs {
     json: bool,
 }
 
-fn usage(e: impl std::fmt::Display) -> Failure {
-    Failure {
-        code: exit::USAGE,
-        message: e.to_string(),
-    }
-}
-
 fn lease_failure(e: LeaseError) -> Failure {
     if e.is_refusal() {
         Failure::refused(e.to_string())
@@ -142,14 +135,14 @@ fn held(board: &str, row: &str, lane: &str, generation: u64) -> Result<Descripto
         generation,
         tenant: None,
     };
-    d.validate().map_err(usage)?;
+    d.validate().map_err(Failure::usage)?;
     Ok(d)
 }
 
 pub async fn acquire(args: AcquireArgs, settings: &Settings) -> Outcome {
-    validate_board(&args.board).map_err(usage)?;
-    validate_row(&args.row).map_err(usage)?;
-    validate_lane(&args.lane).map_err(usage)?;
+    validate_board(&args.board).map_err(Failure::usage)?;
+    validate_row(&args.row).map_err(Failure::usage)?;
+    validate_lane(&args.lane).map_err(Failure::usage)?;
     let target = match &args.write_descriptor {
         None => None,
         Some(None) => Some(worktree_descriptor()?),
@@ -262,7 +255,7 @@ fn print_lease(d: &Descriptor, lease: &RowLease, json: bool, verb: &str) {
 }
 
 pub async fn show(args: ShowArgs, settings: &Settings) -> Outcome {
-    validate_board(&args.board).map_err(usage)?;
+    validate_board(&args.board).map_err(Failure::usage)?;
     let store = store_for_read(settings)?;
     let (leases, now) = lease::list(store.as_ref(), &args.board, args.row.as_deref())
         .await

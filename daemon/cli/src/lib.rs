@@ -94,17 +94,25 @@ pub struct Failure {
 
 impl Failure {
     /// The store said no: exit 3.
-    pub fn refused(message: impl Into<String>) -> Failure {
+    pub fn refused(message: impl std::fmt::Display) -> Failure {
         Failure {
             code: exit::REFUSED,
-            message: message.into(),
+            message: message.to_string(),
+        }
+    }
+    /// Bad input that clap could not see (a malformed board, batch file or flag
+    /// combination): exit 2, and nothing was done.
+    pub fn usage(message: impl std::fmt::Display) -> Failure {
+        Failure {
+            code: exit::USAGE,
+            message: message.to_string(),
         }
     }
     /// Could not find out or could not do it: exit 1.
-    pub fn could_not(message: impl Into<String>) -> Failure {
+    pub fn could_not(message: impl std::fmt::Display) -> Failure {
         Failure {
             code: exit::COULD_NOT_READ,
-            message: message.into(),
+            message: message.to_string(),
         }
     }
 }

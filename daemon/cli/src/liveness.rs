@@ -36,6 +36,25 @@ pub struct HealthArgs {
 }
 
 pub fn status(args: StatusArgs, settings: &Settings) -> Outcome {
+    match ask_status(&args, settings) {
+        Ok(status) if args.json => out(&serde_json::to_string(&status).unwrap_or_default()),
+        Ok(status) => print_status(&status),
+        Err(failure) => {
+            if args.json {
+                // A monitor reading stdout gets an object either way.
+                out(&json!({
+                    "error": failure.message,
+                    "socket": settings.socket.display().to_string(),
+                })
+                .to_string());
+            }
+            return Err(failure);
+        }
+    }
+    Ok(exit::ALLOWED)
+}
+
+fn ask_status(args: &StatusArgs, settings: &Settings) -> Result<Status, Failure> {
     let request = Request {
         v: PROTOCOL_VERSION,
         op: Op::Status,
@@ -48,18 +67,12 @@ pub fn status(args: StatusArgs, settings: &Settings) -> Outcome {
             settings.socket.display()
         ))
     })?;
-    let status = answer.status.ok_or_else(|| {
+    answer.status.map(|s| *s).ok_or_else(|| {
         Failure::could_not(format!(
             "{} answered without a status",
             settings.socket.display()
         ))
-    })?;
-    if args.json {
-        out(&serde_json::to_string(&status).unwrap_or_default());
-    } else {
-        print_status(&status);
-    }
-    Ok(exit::ALLOWED)
+    })
 }
 
 fn print_status(s: &Status) {

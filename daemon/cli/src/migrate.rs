@@ -34,10 +34,7 @@ fn failure(e: row_fence_store::StoreError) -> Failure {
 }
 
 pub async fn run(args: MigrateArgs, settings: &Settings) -> Outcome {
-    validate_board(&args.board).map_err(|e| Failure {
-        code: exit::USAGE,
-        message: e.to_string(),
-    })?;
+    validate_board(&args.board).map_err(Failure::usage)?;
     if !args.writers_upgraded {
         return Err(Failure::could_not(NEEDS_UPGRADED_WRITERS));
     }

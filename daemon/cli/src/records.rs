@@ -47,13 +47,6 @@ pub struct LogArgs {
     json: bool,
 }
 
-fn usage(message: impl Into<String>) -> Failure {
-    Failure {
-        code: exit::USAGE,
-        message: message.into(),
-    }
-}
-
 fn store_failure(e: StoreError) -> Failure {
     match e {
         StoreError::RevisionConflict { key } => {
@@ -62,7 +55,7 @@ fn store_failure(e: StoreError) -> Failure {
         StoreError::StaleLease(why) => Failure::refused(format!(
             "the controller lease is stale ({why}); nothing was written"
         )),
-        StoreError::Invalid(why) => usage(why),
+        StoreError::Invalid(why) => Failure::usage(why),
         other => Failure::could_not(other.to_string()),
     }
 }
@@ -76,13 +69,13 @@ fn read_batch(path: &PathBuf) -> Result<Vec<RecordWrite>, Failure> {
     };
     read.map_err(|e| Failure::could_not(format!("cannot read {}: {e}", path.display())))?;
     let raw: Vec<RawWrite> = serde_json::from_str(&text).map_err(|e| {
-        usage(format!(
+        Failure::usage(format!(
             "{} is not a batch (a JSON array of {{\"kind\",\"section\",\"key\",\"expected\",\"value\"}}): {e}",
             path.display()
         ))
     })?;
     if raw.is_empty() {
-        return Err(usage(format!(
+        return Err(Failure::usage(format!(
             "{} is an empty batch: it would write nothing",
             path.display()
         )));
@@ -116,12 +109,14 @@ impl RawWrite {
             && self.section == META
             && RESERVED.contains(&self.key.as_str())
         {
-            return Err(usage(format!(
+            return Err(Failure::usage(format!(
                 "{at}: meta/lease, meta/epoch and meta/layout are written only by `row-fence controller` and `row-fence migrate`; a raw batch may check them"
             )));
         }
         let value = match (self.kind, self.value) {
-            (WriteKind::Put, None) => return Err(usage(format!("{at}: a put needs a \"value\""))),
+            (WriteKind::Put, None) => {
+                return Err(Failure::usage(format!("{at}: a put needs a \"value\"")));
+            }
             (_, value) => value.unwrap_or_default(),
         };
         Ok(RecordWrite {
@@ -135,7 +130,7 @@ impl RawWrite {
 }
 
 pub async fn batch(args: BatchArgs, settings: &Settings) -> Outcome {
-    validate_board(&args.board).map_err(|e| usage(e.to_string()))?;
+    validate_board(&args.board).map_err(Failure::usage)?;
     let writes = read_batch(&args.file)?;
     let store = store_for_write(settings)?;
     let lease = match args.epoch {
@@ -160,7 +155,7 @@ pub async fn batch(args: BatchArgs, settings: &Settings) -> Outcome {
 }
 
 pub async fn records(args: RecordsArgs, settings: &Settings) -> Outcome {
-    validate_board(&args.board).map_err(|e| usage(e.to_string()))?;
+    validate_board(&args.board).map_err(Failure::usage)?;
     let store = store_for_read(settings)?;
     let names = match &args.section {
         Some(section) => vec![section.clone()],
@@ -194,7 +189,7 @@ pub async fn records(args: RecordsArgs, settings: &Settings) -> Outcome {
 }
 
 pub async fn log(args: LogArgs, settings: &Settings) -> Outcome {
-    validate_board(&args.board).map_err(|e| usage(e.to_string()))?;
+    validate_board(&args.board).map_err(Failure::usage)?;
     let store = store_for_read(settings)?;
     let entries = store
         .log(&args.board, args.count)

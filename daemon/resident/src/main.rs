@@ -54,7 +54,7 @@ fn main() {
             Ok(stamp) => println!("{stamp}"),
             Err(e) => {
                 eprintln!("row-fence-resident: {e}");
-                std::process::exit(1);
+                std::process::exit(row_fence_ask::exit::COULD_NOT_READ);
             }
         }
         return;

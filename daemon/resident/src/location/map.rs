@@ -10,6 +10,51 @@ pub use row_fence_ask::status::TenantRow;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
+/// Why a fetch gave no map: a sentence for `status`, the log and `map_unreachable`'s
+/// detail. It never holds the access secret.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MapError {
+    /// A status other than 200.
+    #[error("the map answered HTTP {0}")]
+    Status(u16),
+    /// An HTML page, typically an access login in front of the map.
+    #[error("the map answered an HTML page (an access login?)")]
+    Html,
+    /// A body that is not JSON.
+    #[error("the map is not JSON: {0}")]
+    NotJson(String),
+    /// JSON without a `tenants` array of rows.
+    #[error("the map has no tenants array of rows: {0}")]
+    Shape(String),
+    /// A row whose `epoch` is not an integer.
+    #[error("tenant {id:?} has a non-integer epoch {epoch}")]
+    Epoch {
+        /// The tenant.
+        id: String,
+        /// The epoch as sent.
+        epoch: String,
+    },
+    /// A body over the limit (bytes).
+    #[error("the map is over {0} bytes")]
+    TooBig(usize),
+    /// No answer within the fetch timeout (s).
+    #[error("the map did not answer within {0} s")]
+    Timeout(u64),
+    /// No connection (refused, unresolvable, TLS).
+    #[error("cannot connect to the map: {0}")]
+    Connect(String),
+    /// Any other transport failure.
+    #[error("the map fetch failed: {0}")]
+    Fetch(String),
+    /// The access secret cannot be sent as a header.
+    #[error("the access secret is not a valid header value")]
+    Secret,
+    /// No map URL is configured.
+    #[error("no map URL is configured")]
+    NoUrl,
+}
+
 /// A good map.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct TenantMap {
@@ -48,7 +93,7 @@ struct Row {
 impl Row {
     /// The row the fence keeps: `None` for a row without `id` or `epoch` (dropped); an
     /// error for an `epoch` that is not an integer (the whole fetch fails).
-    fn kept(self) -> Result<Option<TenantRow>, String> {
+    fn kept(self) -> Result<Option<TenantRow>, MapError> {
         let (Some(id), Some(epoch)) = (self.id, self.epoch.filter(|e| !e.is_null())) else {
             return Ok(None);
         };
@@ -60,7 +105,10 @@ impl Row {
                 .map(|f| f as i64),
             _ => None,
         }
-        .ok_or_else(|| format!("tenant {id:?} has a non-integer epoch {epoch}"))?;
+        .ok_or_else(|| MapError::Epoch {
+            id: id.clone(),
+            epoch: epoch.to_string(),
+        })?;
         Ok(Some(TenantRow {
             id,
             location: self.location,
@@ -83,20 +131,20 @@ fn integer_or_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D
 }
 
 /// Reads a response into a map; the error is a sentence for `status` and the log.
-pub fn parse(status: u16, content_type: Option<&str>, body: &[u8]) -> Result<TenantMap, String> {
+pub fn parse(status: u16, content_type: Option<&str>, body: &[u8]) -> Result<TenantMap, MapError> {
     if status != 200 {
-        return Err(format!("the map answered HTTP {status}"));
+        return Err(MapError::Status(status));
     }
     if content_type.is_some_and(|c| c.to_ascii_lowercase().contains("text/html"))
         || looks_like_html(body)
     {
-        return Err("the map answered an HTML page (an access login?)".into());
+        return Err(MapError::Html);
     }
     let document: Document = serde_json::from_slice(body).map_err(|e| {
         if serde_json::from_slice::<serde::de::IgnoredAny>(body).is_err() {
-            format!("the map is not JSON: {e}")
+            MapError::NotJson(e.to_string())
         } else {
-            format!("the map has no tenants array of rows: {e}")
+            MapError::Shape(e.to_string())
         }
     })?;
     let mut tenants = Vec::with_capacity(document.tenants.len());
@@ -162,36 +210,35 @@ mod tests {
 
     #[test]
     fn failed_fetches_say_why() {
-        assert!(parse(500, None, b"{}").unwrap_err().contains("500"));
+        assert_eq!(parse(500, None, b"{}").unwrap_err(), MapError::Status(500));
         assert!(
-            parse(200, Some("text/html; charset=utf-8"), b"<html>login</html>")
-                .unwrap_err()
-                .contains("HTML")
+            parse(200, Some("text/html; charset=utf-8"), b"<html>login</html>").unwrap_err()
+                == MapError::Html
         );
-        assert!(
-            parse(200, None, b"  <!DOCTYPE html><html>")
-                .unwrap_err()
-                .contains("HTML")
-        );
+        assert!(parse(200, None, b"  <!DOCTYPE html><html>").unwrap_err() == MapError::Html);
         assert!(parse(200, None, b"not json").is_err());
         assert!(
             parse(200, None, br#"{"rows":[]}"#)
                 .unwrap_err()
+                .to_string()
                 .contains("tenants")
         );
         assert!(
             parse(200, None, br#"{"tenants":{}}"#)
                 .unwrap_err()
+                .to_string()
                 .contains("tenants")
         );
         assert!(
             parse(200, None, br#"{"tenants":[{"id":"a","epoch":"3"}]}"#)
                 .unwrap_err()
+                .to_string()
                 .contains("non-integer")
         );
         assert!(
             parse(200, None, br#"{"tenants":[{"id":"a","epoch":2.5}]}"#)
                 .unwrap_err()
+                .to_string()
                 .contains("non-integer")
         );
     }

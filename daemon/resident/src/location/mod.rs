@@ -17,7 +17,7 @@ pub mod policy;
 use crate::log_limit::LogLimit;
 use crate::refusals::lock;
 use fetch::{Fetcher, Source};
-use map::TenantMap;
+use map::{MapError, TenantMap};
 use policy::{Decision, MapState};
 use row_fence_ask::Reason;
 use row_fence_ask::status::{LocationRefusal, LocationStatus};
@@ -87,7 +87,7 @@ struct State {
     /// The last good map and when we fetched it (our clock).
     held: Option<(TenantMap, u64)>,
     /// Why the last fetch failed, if it did.
-    last_error: Option<String>,
+    last_error: Option<MapError>,
     /// Not before this (ms) may the next fetch start (the retry spacing).
     next_try_ms: u64,
     /// A fetch is running.
@@ -96,7 +96,7 @@ struct State {
 
 impl LocationFence {
     /// A fence for `settings` on `clock`; errors when the HTTP client cannot be built.
-    pub fn new(settings: Settings, clock: Arc<dyn Clock>) -> Result<Arc<LocationFence>, String> {
+    pub fn new(settings: Settings, clock: Arc<dyn Clock>) -> Result<Arc<LocationFence>, MapError> {
         let fetcher = settings.source.clone().map(Fetcher::new).transpose()?;
         Ok(Arc::new(LocationFence {
             settings,
@@ -108,6 +108,11 @@ impl LocationFence {
             recent: Mutex::new(VecDeque::with_capacity(RECENT)),
             logged: LogLimit::new(LOG_EVERY),
         }))
+    }
+
+    /// Why the last fetch failed, if it did (for `map_unreachable`'s detail).
+    pub fn last_fetch_error(&self) -> Option<MapError> {
+        lock(&self.state).last_error.clone()
     }
 
     /// This daemon's location.
@@ -207,13 +212,13 @@ impl LocationFence {
             let _done = FetchDone(fence.clone());
             let result = match &fence.fetcher {
                 Some(fetcher) => fetcher.fetch().await,
-                None => Err("no map URL".into()),
+                None => Err(MapError::NoUrl),
             };
             fence.finish_fetch(result);
         });
     }
 
-    fn finish_fetch(&self, result: Result<TenantMap, String>) {
+    fn finish_fetch(&self, result: Result<TenantMap, MapError>) {
         let now = self.clock.now_ms();
         let mut state = lock(&self.state);
         match result {
@@ -288,7 +293,7 @@ impl LocationFence {
                 .as_ref()
                 .map(|(m, _)| m.tenants.clone())
                 .unwrap_or_default(),
-            last_fetch_error: state.last_error.clone(),
+            last_fetch_error: state.last_error.as_ref().map(MapError::to_string),
             fetches: self.fetches(),
             recent_refusals: lock(&self.recent).iter().cloned().collect(),
         }
