@@ -5,13 +5,13 @@
 //! operators.
 
 use super::Outcome;
-use row_fence_ask::ask::{DEFAULT_TIMEOUT_MS, SESSION_ENV};
+use row_fence_ask::ask::{DEFAULT_TIMEOUT_MS, SESSION_ENV, TIMEOUT_ENV};
 use row_fence_ask::descriptor::{self, Descriptor, Resolution};
 use row_fence_ask::ledger::{self, DecidedBy, LedgerRecord};
 use row_fence_ask::report::Outcome as Shown;
 use row_fence_ask::{Reason, Verdict, paths};
-use row_fence_resident::config::LocationArgs;
 use row_fence_resident::config::Settings;
+use row_fence_resident::config::{LocationArgs, flag_or_env};
 use row_fence_resident::gate::{self, Gated, Located};
 use row_fence_resident::location::{LocationFence, SystemClock};
 use row_fence_resident::registry::Registry;
@@ -28,9 +28,9 @@ pub struct CheckArgs {
     /// The fenced action, e.g. "git push origin"
     #[arg(long, default_value = "")]
     action: String,
-    /// One deadline for the whole check, in ms
-    #[arg(long, env = "ROW_FENCE_TIMEOUT_MS", default_value_t = DEFAULT_TIMEOUT_MS, value_name = "N")]
-    timeout_ms: u64,
+    /// One deadline for the whole check, in ms [env: ROW_FENCE_TIMEOUT_MS] [default: 3000]
+    #[arg(long, value_name = "N")]
+    timeout_ms: Option<u64>,
     /// Also print the verdict as one JSON object on stdout
     #[arg(long)]
     json: bool,
@@ -40,7 +40,7 @@ pub struct CheckArgs {
 
 pub async fn run(args: CheckArgs, settings: &Settings) -> Outcome {
     let started = Instant::now();
-    let deadline = started + Duration::from_millis(args.timeout_ms);
+    let deadline = started + Duration::from_millis(timeout_ms(&args)?);
     let ((gated, located), descriptor) = match descriptor::resolve_here(args.descriptor.as_deref())
     {
         Resolution::Unbound(detail) => (
@@ -92,6 +92,22 @@ pub async fn run(args: CheckArgs, settings: &Settings) -> Outcome {
     };
     shown.print(args.json);
     Ok(gated.verdict.exit_code())
+}
+
+/// `--timeout-ms`, else `ROW_FENCE_TIMEOUT_MS` (as the asker reads it), else 3000.
+fn timeout_ms(args: &CheckArgs) -> Result<u64, super::Failure> {
+    let Some(text) = flag_or_env(&args.timeout_ms.map(|ms| ms.to_string()), TIMEOUT_ENV) else {
+        return Ok(DEFAULT_TIMEOUT_MS);
+    };
+    text.trim()
+        .parse()
+        .ok()
+        .filter(|ms| *ms > 0)
+        .ok_or_else(|| {
+            super::Failure::usage(format!(
+                "{TIMEOUT_ENV} must be a whole number of milliseconds above 0, got {text:?}"
+            ))
+        })
 }
 
 async fn ask_store(

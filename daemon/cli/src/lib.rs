@@ -43,12 +43,16 @@ use std::time::Duration;
 
 /// The row fence's command line: row leases, the cold gate, daemon status and health.
 #[derive(Parser, Debug)]
-#[command(name = "row-fence", version = row_fence_ask::stamp::version(), about, long_about = None)]
+#[command(name = "row-fence", version = row_fence_ask::stamp::version(), about, long_about = None,
+          arg_required_else_help = true, subcommand_required = false)]
 pub struct Cli {
     #[command(flatten)]
     common: CommonArgs,
+    /// Print this build's code stamp (with the registry under the home) and exit
+    #[arg(long)]
+    print_stamp: bool,
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -130,6 +134,26 @@ pub fn main() -> i32 {
             return exit::USAGE;
         }
     };
+    if cli.print_stamp {
+        if cli.command.is_some() {
+            eprintln!("row-fence: --print-stamp takes no command");
+            return exit::USAGE;
+        }
+        return match row_fence_ask::stamp::code_stamp(&settings.home) {
+            Ok(stamp) => {
+                out(&stamp);
+                exit::ALLOWED
+            }
+            Err(e) => {
+                eprintln!("row-fence: {e}");
+                exit::COULD_NOT_READ
+            }
+        };
+    }
+    let Some(command) = cli.command else {
+        eprintln!("row-fence: a command is needed\nTry 'row-fence --help' for more.");
+        return exit::USAGE;
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -140,7 +164,7 @@ pub fn main() -> i32 {
             return exit::COULD_NOT_READ;
         }
     };
-    let outcome = runtime.block_on(run(cli.command, &settings));
+    let outcome = runtime.block_on(run(command, &settings));
     match outcome {
         Ok(code) => code,
         Err(failure) => {
@@ -309,6 +333,20 @@ fn daemon_status(settings: &Settings) -> Option<row_fence_ask::status::Status> {
     let deadline = std::time::Instant::now() + Duration::from_millis(500);
     let answer = row_fence_ask::client::exchange(&settings.socket, &request, deadline).ok()?;
     answer.status.map(|s| *s)
+}
+
+/// The board's revision: 0 when nothing was ever written to it (no such board).
+pub async fn board_revision(store: &dyn LeaseStore, board: &str) -> Result<u64, Failure> {
+    store
+        .sections(board, &[])
+        .await
+        .map(|snapshot| snapshot.revision)
+        .map_err(Failure::could_not)
+}
+
+/// The sentence for a board nothing was ever written to (a typo, most often).
+pub fn no_board(board: &str) -> String {
+    format!("no board named {board} (nothing was ever written to it)")
 }
 
 /// Prints a line on stdout, ignoring a closed or full stdout.

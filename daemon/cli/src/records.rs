@@ -1,6 +1,7 @@
 //! `row-fence batch | records | log`: raw fenced batches and what they left behind.
 
-use super::{Failure, Outcome, out, store_for_read, store_for_write};
+use super::{Failure, Outcome, board_revision, no_board, out, store_for_read, store_for_write};
+use crate::leases::FenceArgs;
 use row_fence_ask::descriptor::validate_board;
 use row_fence_ask::exit;
 use row_fence_resident::config::Settings;
@@ -16,12 +17,8 @@ pub struct BatchArgs {
     /// The batch: a JSON array of {"kind":"put|delete|check","section","key","expected":<int, -1 = blind>,"value"}; - for stdin
     #[arg(long, value_name = "BATCH.json")]
     file: PathBuf,
-    /// Fence the batch on this controller (with --epoch; empty compares only epoch and expiry)
-    #[arg(long, requires = "epoch", value_name = "O")]
-    owner: Option<String>,
-    /// Fence the batch on this controller lease epoch
-    #[arg(long, value_name = "E")]
-    epoch: Option<u64>,
+    #[command(flatten)]
+    fence: FenceArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -133,11 +130,11 @@ pub async fn batch(args: BatchArgs, settings: &Settings) -> Outcome {
     validate_board(&args.board).map_err(Failure::usage)?;
     let writes = read_batch(&args.file)?;
     let store = store_for_write(settings)?;
-    let lease = match args.epoch {
+    let lease = match args.fence.controller() {
         None => None,
-        Some(epoch) => Some(LeaseFence {
-            owner: args.owner.unwrap_or_default(),
-            epoch,
+        Some(c) => Some(LeaseFence {
+            owner: c.owner,
+            epoch: c.epoch,
             now_ms: store.now_ms().await.map_err(store_failure)?,
         }),
     };
@@ -169,6 +166,9 @@ pub async fn records(args: RecordsArgs, settings: &Settings) -> Outcome {
         .sections(&args.board, &refs)
         .await
         .map_err(store_failure)?;
+    if snapshot.revision == 0 {
+        eprintln!("row-fence: {}", no_board(&args.board));
+    }
     if args.json {
         out(&json!({"revision": snapshot.revision, "sections": snapshot.sections}).to_string());
         return Ok(exit::ALLOWED);
@@ -195,6 +195,9 @@ pub async fn log(args: LogArgs, settings: &Settings) -> Outcome {
         .log(&args.board, args.count)
         .await
         .map_err(store_failure)?;
+    if entries.is_empty() && board_revision(store.as_ref(), &args.board).await? == 0 {
+        eprintln!("row-fence: {}", no_board(&args.board));
+    }
     if args.json {
         out(&serde_json::to_string(&entries).expect("serializes"));
         return Ok(exit::ALLOWED);
