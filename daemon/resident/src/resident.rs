@@ -163,14 +163,33 @@ impl Resident {
         }
     }
 
-    /// The answer for a peer whose uid we do not serve: no store call is made.
-    pub fn refuse_peer(&self, uid: Option<u32>) -> Answer {
-        let who = uid.map_or("an unknown uid".to_string(), |u| format!("uid {u}"));
+    /// The answer for a peer whose uid we do not serve: no store call is made. The probe
+    /// is recorded like any COULD NOT READ (a ledger line, a WARN at most once a minute),
+    /// filed under what the request claims, if it parses as an ask.
+    pub fn refuse_peer(&self, uid: Option<u32>, pid: Option<i32>, line: &[u8]) -> Answer {
+        let who = match (uid, pid) {
+            (Some(uid), Some(pid)) => format!("uid {uid} (pid {pid})"),
+            (Some(uid), None) => format!("uid {uid}"),
+            (None, _) => "an unknown uid".to_string(),
+        };
         let detail = format!(
             "this daemon serves uid(s) {:?}, not {who}",
             self.allowed_uids
         );
-        self.count(Verdict::CouldNotRead(Reason::PeerRefused));
+        let verdict = Verdict::CouldNotRead(Reason::PeerRefused);
+        self.count(verdict);
+        let claimed = match Request::parse(line).map(|r| r.op) {
+            Ok(Op::Ask(ask)) => Some(ask),
+            _ => None,
+        };
+        let record = LedgerRecord::new(DecidedBy::Daemon, verdict, detail.clone())
+            .with_descriptor(claimed.as_ref().map(|a| &a.descriptor))
+            .with_caller(
+                claimed.as_ref().and_then(|a| a.caller.session.as_deref()),
+                claimed.as_ref().and_then(|a| a.caller.cwd.as_deref()),
+                claimed.as_ref().map_or("", |a| a.action.as_str()),
+            );
+        self.refusals.record(record);
         Answer::could_not_read(Reason::PeerRefused, detail)
     }
 
