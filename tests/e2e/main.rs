@@ -30,6 +30,7 @@ mod location;
 mod migrate;
 mod model;
 mod push;
+mod readme;
 mod records_cli;
 mod stamp;
 mod verdicts;
