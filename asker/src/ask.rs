@@ -105,7 +105,7 @@ impl Asker<'_> {
         }
         let stamp = match stamp::code_stamp(home) {
             Ok(stamp) => stamp,
-            Err(e) => return unreadable(e),
+            Err(e) => return unreadable(e.to_string()),
         };
         report::say(&report::asking_line(&socket, &d));
         let deadline = self.started + self.options.timeout;

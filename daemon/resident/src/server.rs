@@ -89,7 +89,7 @@ async fn serve(mut stream: UnixStream, resident: &Resident) {
     let answer = match uid {
         Some(uid) if resident.serves(uid) => match Request::parse(&line) {
             Ok(request) => resident.answer(request).await,
-            Err(e) => resident.malformed(e),
+            Err(e) => resident.malformed(e.to_string()),
         },
         _ => resident.refuse_peer(uid, cred.and_then(|c| c.pid()), &line),
     };
