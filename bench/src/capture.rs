@@ -3,12 +3,38 @@
 //! (same script SHA, keys and arguments), so they do the same store work as the daemon
 //! whatever shape the ask script has this week.
 
-use crate::clients::AskScript;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+/// The ask script as the daemon invokes it for the bench's lane: its SHA1 (the script is
+/// already in Redis's cache), keys and arguments, captured from the daemon's own ask
+/// (here), so a generic client does exactly the daemon's store work.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AskScript {
+    /// The SHA1 `EVALSHA` names.
+    pub sha: String,
+    /// The keys.
+    pub keys: Vec<String>,
+    /// The arguments.
+    pub args: Vec<String>,
+}
+
+impl AskScript {
+    /// `EVALSHA sha numkeys keys… args…`.
+    pub fn evalsha_args(&self) -> Vec<String> {
+        let mut v = vec![
+            "EVALSHA".to_string(),
+            self.sha.clone(),
+            self.keys.len().to_string(),
+        ];
+        v.extend(self.keys.iter().cloned());
+        v.extend(self.args.iter().cloned());
+        v
+    }
+}
 
 /// Runs `ask` (one warm ask) while monitoring the Redis at `socket`, and returns the
 /// `EVALSHA` it caused. `Err` when none was seen within 5 s.

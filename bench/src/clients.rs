@@ -1,6 +1,7 @@
 //! The command one latency sample spawns, for each client and each route to the store.
 //! Every sample is a new process, as a hook starts one per fenced write.
 
+use crate::capture::AskScript;
 use crate::fixture::{self, ACTION, Binaries};
 use crate::python_client::PythonClient;
 use std::ffi::OsString;
@@ -155,33 +156,6 @@ impl Endpoint {
             .iter()
             .map(|b| ("SSL_CERT_FILE".to_string(), b.clone().into_os_string()))
             .collect()
-    }
-}
-
-/// The ask script as the daemon invokes it for the bench's lane: its SHA1 (the script is
-/// already in Redis's cache), keys and arguments, captured from the daemon's own ask
-/// ([`crate::capture`]), so a generic client does exactly the daemon's store work.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AskScript {
-    /// The SHA1 `EVALSHA` names.
-    pub sha: String,
-    /// The keys.
-    pub keys: Vec<String>,
-    /// The arguments.
-    pub args: Vec<String>,
-}
-
-impl AskScript {
-    /// `EVALSHA sha numkeys keys… args…`.
-    pub fn evalsha_args(&self) -> Vec<String> {
-        let mut v = vec![
-            "EVALSHA".to_string(),
-            self.sha.clone(),
-            self.keys.len().to_string(),
-        ];
-        v.extend(self.keys.iter().cloned());
-        v.extend(self.args.iter().cloned());
-        v
     }
 }
 

@@ -4,8 +4,8 @@
 //! 0 on `allowed`. When the venv cannot be made or pip cannot install, the case is
 //! skipped and the report says why.
 
+use crate::capture::AskScript;
 use crate::children::Owned;
-use crate::clients::AskScript;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -9,10 +9,10 @@
 //!   its own record, so nothing conflicts), on Redis records and on the file store.
 
 use crate::redis_server::RedisServer;
-use row_fence::fencing;
-use row_fence::store::file::FileStore;
-use row_fence::store::redis::RedisStore;
-use row_fence::store::{BLIND, FencedBatch, LeaseStore, RecordWrite, WriteKind};
+use row_fence_store::fencing;
+use row_fence_store::file::FileStore;
+use row_fence_store::redis::RedisStore;
+use row_fence_store::{BLIND, FencedBatch, LeaseStore, RecordWrite, WriteKind};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;

@@ -4,8 +4,9 @@
 //! connections, and its memory. Every process and temp dir is owned by a guard local to
 //! [`Runner::run`], so whatever way it returns, all of it is stopped and removed.
 
+use crate::capture::AskScript;
 use crate::certs::{self, Certs};
-use crate::clients::{AskScript, Client, Clients, Endpoint, Route};
+use crate::clients::{Client, Clients, Endpoint, Route};
 use crate::delay_proxy::DelayProxy;
 use crate::echo_server::EchoServer;
 use crate::fixture::{self, Binaries, Daemon};

@@ -11,7 +11,7 @@ use crate::input::Hook;
 use crate::walk::Plan;
 use row_fence_ask::client::{self, ExchangeError};
 use row_fence_ask::descriptor::{self, Descriptor, Lookup, Resolution};
-use row_fence_ask::ledger::{self, LedgerRecord};
+use row_fence_ask::ledger::{self, DecidedBy, LedgerRecord};
 use row_fence_ask::protocol::{Answer, Ask, Caller, FORWARDED_ENV, Op, PROTOCOL_VERSION, Request};
 use row_fence_ask::report::{self, Outcome};
 use row_fence_ask::verdict::{Reason, Verdict};
@@ -70,7 +70,7 @@ struct Judge<'a> {
     decided: Vec<Decided>,
     /// Denials that are not verdicts: a place the text does not name, a command the
     /// guard cannot read.
-    problems: Vec<(String, String, String)>,
+    problems: Vec<(Reason, String, String)>,
 }
 
 /// Judges `plan` (read from `hook`, its working directory `cwd`) and returns the exit code.
@@ -89,7 +89,7 @@ pub fn judge(hook: &Hook, plan: &Plan, cwd: &Path, settings: &Settings) -> i32 {
     }
     if let Some(why) = &plan.unreadable {
         judge.problems.push((
-            "command_unreadable".into(),
+            Reason::CommandUnreadable,
             "(a command the guard could not read)".into(),
             format!("{why}; the guard cannot tell what it writes"),
         ));
@@ -99,7 +99,7 @@ pub fn judge(hook: &Hook, plan: &Plan, cwd: &Path, settings: &Settings) -> i32 {
     let is_bound = !bound.is_empty();
     if places.len() > MAX_PLACES && is_bound {
         judge.problems.push((
-            "too_many_directories".into(),
+            Reason::TooManyDirectories,
             format!("{} commands", plan.findings.len()),
             format!(
                 "the command writes from {} places, over the guard's limit of {MAX_PLACES} for a row-bound session; split it",
@@ -112,7 +112,7 @@ pub fn judge(hook: &Hook, plan: &Plan, cwd: &Path, settings: &Settings) -> i32 {
         for place in &finding.places {
             if Instant::now() >= settings.deadline {
                 judge.problems.push((
-                    "timeout".into(),
+                    Reason::Timeout,
                     finding.action.clone(),
                     "the guard ran out of time resolving directories; retry".into(),
                 ));
@@ -156,7 +156,7 @@ impl Judge<'_> {
             }
             Err(why) => {
                 self.problems.push((
-                    "binding_unreadable".into(),
+                    Reason::BindingUnreadable,
                     "(this session's binding)".into(),
                     why,
                 ));
@@ -173,7 +173,7 @@ impl Judge<'_> {
             Dir::Known(dir) => dir.clone(),
             Dir::Unknown(why) => {
                 self.problems.push((
-                    "directory_unknown".into(),
+                    Reason::DirectoryUnknown,
                     action.to_string(),
                     format!("it runs in {why}; the guard cannot tell whether that directory is row-bound. Spell the directory out"),
                 ));
@@ -185,7 +185,7 @@ impl Judge<'_> {
             Some(Dir::Known(g)) => Some(g.display().to_string()),
             Some(Dir::Unknown(why)) => {
                 self.problems.push((
-                    "directory_unknown".into(),
+                    Reason::DirectoryUnknown,
                     action.to_string(),
                     format!("its git dir is {why}; the guard cannot tell whether it is row-bound"),
                 ));
@@ -196,7 +196,7 @@ impl Judge<'_> {
         // runs (a clone, a copy of a worktree, a symlink to one): it cannot be judged now.
         if !dir.is_dir() {
             self.problems.push((
-                "directory_unknown".into(),
+                Reason::DirectoryUnknown,
                 action.to_string(),
                 format!(
                     "it runs in {}, which does not exist yet; the guard cannot tell whether it will be row-bound. Create it first, then run the command",
@@ -300,14 +300,13 @@ impl Judge<'_> {
         let mut denied = Vec::new();
         for (reason, action, why) in std::mem::take(&mut self.problems) {
             report::say(&format!("row-fence guard: cannot judge `{action}`: {why}."));
-            self.record("could_not_read", &reason, &why, None, None, &action);
+            self.record(Verdict::CouldNotRead(reason), &why, None, None, &action);
             denied.push(action);
         }
         for d in std::mem::take(&mut self.decided) {
             self.print(d.verdict, &d.detail, d.descriptor.clone());
             self.record(
-                d.verdict.wire_name(),
-                d.verdict.reason().map_or("", Reason::as_str),
+                d.verdict,
                 &d.detail,
                 d.descriptor.as_ref(),
                 d.path.as_deref(),
@@ -344,8 +343,7 @@ impl Judge<'_> {
                     let verdict = Verdict::CouldNotRead(Reason::FenceUnreadable);
                     self.print(verdict, &detail, Some(item.descriptor.clone()));
                     self.record(
-                        verdict.wire_name(),
-                        Reason::FenceUnreadable.as_str(),
+                        verdict,
                         &detail,
                         Some(&item.descriptor),
                         Some(path),
@@ -412,14 +410,7 @@ impl Judge<'_> {
             };
             self.print(verdict, &detail, Some(d.clone()));
             if by_guard {
-                self.record(
-                    verdict.wire_name(),
-                    verdict.reason().map_or("", Reason::as_str),
-                    &detail,
-                    Some(d),
-                    Some(path),
-                    &action,
-                );
+                self.record(verdict, &detail, Some(d), Some(path), &action);
             }
             if verdict != Verdict::Allowed {
                 denied.push(action);
@@ -485,7 +476,7 @@ impl Judge<'_> {
         paths::check_socket_length(&socket)?;
         paths::check_socket_dir(&socket, paths::euid(), true)
             .map_err(|e| format!("refusing to ask: {e}"))?;
-        let stamp = stamp::code_stamp(home)?;
+        let stamp = stamp::code_stamp(home).map_err(|e| e.to_string())?;
         Ok((socket, stamp))
     }
 
@@ -528,8 +519,7 @@ impl Judge<'_> {
     /// what it decides).
     fn record(
         &self,
-        verdict: &str,
-        reason: &str,
+        verdict: Verdict,
         detail: &str,
         d: Option<&Descriptor>,
         path: Option<&Path>,
@@ -538,23 +528,11 @@ impl Judge<'_> {
         let Ok(home) = &self.settings.home else {
             return;
         };
-        let record = LedgerRecord {
-            ts_ms: ledger::now_ms(),
-            decided_by: "guard".into(),
-            verdict: verdict.into(),
-            reason: reason.into(),
-            detail: detail.into(),
-            board: d.map(|d| d.board.clone()),
-            row: d.map(|d| d.row.clone()),
-            lane: d.map(|d| d.lane.clone()),
-            generation: d.map(|d| d.generation),
-            session: self.hook.session.clone(),
-            cwd: Some(self.cwd.display().to_string()),
-            action: action.into(),
-            pid: std::process::id(),
-            descriptor: path.map(|p| p.display().to_string()),
-            ..LedgerRecord::default()
-        };
+        let cwd = self.cwd.display().to_string();
+        let record = LedgerRecord::new(DecidedBy::Guard, verdict, detail)
+            .with_descriptor(d)
+            .with_caller(self.hook.session.as_deref(), Some(&cwd), action)
+            .with_descriptor_path(path);
         // The denial stands whether or not the ledger could be written.
         let _ = ledger::append(&paths::ledger(home), &record);
     }

@@ -14,20 +14,23 @@ struct Cluster {
 }
 
 impl Cluster {
+    /// Starts the node on a free port pair (the port and its cluster bus port, +10000).
+    /// A port found free can be taken before the server binds it, so a server that fails
+    /// to start, or a port answered by another process, means: try the next pair.
     fn start() -> Cluster {
+        for _ in 0..20 {
+            let Some(port) = free_port_pair() else {
+                continue;
+            };
+            if let Some(cluster) = Cluster::try_start(port) {
+                return cluster.with_every_slot();
+            }
+        }
+        panic!("no redis-server cluster node started on 20 free port pairs");
+    }
+
+    fn try_start(port: u16) -> Option<Cluster> {
         let dir = tempfile::tempdir().unwrap();
-        // A free port whose cluster bus port (+10000) is free too.
-        let port = (0..50)
-            .find_map(|_| {
-                let port = TcpListener::bind("127.0.0.1:0")
-                    .ok()?
-                    .local_addr()
-                    .ok()?
-                    .port();
-                (port < 55535 && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok())
-                    .then_some(port)
-            })
-            .expect("a free port pair");
         let child = Command::new("redis-server")
             .args([
                 "--port",
@@ -49,30 +52,37 @@ impl Cluster {
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server");
-        let cluster = Cluster {
+        let mut cluster = Cluster {
             _dir: dir,
             child,
             port,
         };
+        let ours = format!("process_id:{}", cluster.child.id());
         let until = Instant::now() + Duration::from_secs(10);
-        while cluster.cli(&["PING"]).trim() != "PONG" {
-            assert!(Instant::now() < until, "redis-server did not start");
+        loop {
+            if cluster.cli(&["INFO", "server"]).contains(&ours) {
+                return Some(cluster);
+            }
+            // Exited (the port was taken), or another process answers on it.
+            let exited = cluster.child.try_wait().ok().flatten().is_some();
+            if exited || Instant::now() > until {
+                return None;
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    fn with_every_slot(self) -> Cluster {
         assert_eq!(
-            cluster
-                .cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"])
-                .trim(),
+            self.cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]).trim(),
             "OK"
         );
-        while !cluster
-            .cli(&["CLUSTER", "INFO"])
-            .contains("cluster_state:ok")
-        {
+        let until = Instant::now() + Duration::from_secs(10);
+        while !self.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok") {
             assert!(Instant::now() < until, "the cluster did not come up");
             std::thread::sleep(Duration::from_millis(50));
         }
-        cluster
+        self
     }
 
     fn cli(&self, args: &[&str]) -> String {
@@ -83,6 +93,16 @@ impl Cluster {
             .unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
+}
+
+/// A loopback port free now whose cluster bus port (+10000) is free too.
+fn free_port_pair() -> Option<u16> {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .ok()?
+        .local_addr()
+        .ok()?
+        .port();
+    (port < 55535 && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok()).then_some(port)
 }
 
 impl Drop for Cluster {

@@ -3,9 +3,9 @@
 //! scenario is one test per adapter.
 
 use crate::util::Redis;
-use row_fence::store::file::FileStore;
-use row_fence::store::redis::RedisStore;
-use row_fence::store::{
+use row_fence_store::file::FileStore;
+use row_fence_store::redis::RedisStore;
+use row_fence_store::{
     BLIND, ControllerLease, FencedBatch, LeaseFence, LeaseStore, META, RecordWrite, StoreError,
     WriteKind,
 };

@@ -4,11 +4,11 @@
 
 use crate::contract::{batch, put, runtime};
 use crate::util::Redis;
-use row_fence::controller;
-use row_fence::fencing::{self, Controller, WriteError};
-use row_fence::store::file::FileStore;
-use row_fence::store::redis::RedisStore;
-use row_fence::store::{LOG_CAP, LeaseStore};
+use row_fence_store::controller;
+use row_fence_store::fencing::{self, Controller, WriteError};
+use row_fence_store::file::FileStore;
+use row_fence_store::redis::RedisStore;
+use row_fence_store::{LOG_CAP, LeaseStore};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -360,7 +360,7 @@ fn every_key_of_a_board_shares_its_hash_tag() {
             )
             .await
             .unwrap();
-        let check = row_fence::store::AskCheck {
+        let check = row_fence_store::AskCheck {
             board: "b".into(),
             row: "r".into(),
             lane: "l".into(),

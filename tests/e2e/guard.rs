@@ -1056,8 +1056,11 @@ fn the_daemon_down_is_could_not_read_and_the_guard_records_it() {
     let ledger = row_fence_ask::ledger::read(&lane.home.home.join("refusals.jsonl")).unwrap();
     let last = ledger.last().expect("recorded");
     assert_eq!(
-        (last.decided_by.as_str(), last.reason.as_str()),
-        ("guard", "fence_unreadable")
+        (last.decided_by, last.verdict),
+        (
+            row_fence_ask::ledger::DecidedBy::Guard,
+            row_fence_ask::Verdict::CouldNotRead(row_fence_ask::Reason::FenceUnreadable)
+        )
     );
     assert_eq!(last.session.as_deref(), Some("s-down"));
 }

@@ -3,12 +3,12 @@
 
 use crate::contract::{batch, put, runtime};
 use crate::util::{Home, Redis};
-use row_fence::fencing;
-use row_fence::lease::{self, Grant};
-use row_fence::store::redis::RedisStore;
-use row_fence::store::redis::migrate;
-use row_fence::store::{CLAIMS, LeaseStore, META};
-use row_fence::{controller, store::AskCheck};
+use row_fence_store::fencing;
+use row_fence_store::lease::{self, Grant};
+use row_fence_store::redis::RedisStore;
+use row_fence_store::redis::migrate;
+use row_fence_store::{AskCheck, controller};
+use row_fence_store::{CLAIMS, LeaseStore, META};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 

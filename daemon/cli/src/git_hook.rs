@@ -1,0 +1,264 @@
+//! The git `pre-push` hook in a repository: installs `hooks/pre-push` without clobbering
+//! a hook that is already there (it refuses, or with `chain` runs that hook after the
+//! fence), and rolls back to exactly what was there before.
+//!
+//! With `chain` the hooks directory holds three files: `pre-push` (the chain,
+//! `hooks/pre-push-chain`), `pre-push.row-fence` (the fence) and `pre-push.chained` (the
+//! original, the same file or symlink under a second name). No moment of the install or
+//! the rollback leaves `pre-push` missing: a push that starts halfway is still fenced.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The fence's pre-push hook, as shipped in `hooks/pre-push`.
+pub const PRE_PUSH: &str = include_str!("../../../hooks/pre-push");
+
+/// The chain that runs the fence, then the repository's own hook.
+pub const PRE_PUSH_CHAIN: &str = include_str!("../../../hooks/pre-push-chain");
+
+/// The hook git runs before a push.
+pub const HOOK: &str = "pre-push";
+/// The fence, when chained.
+pub const FENCE: &str = "pre-push.row-fence";
+/// The repository's own hook, when chained.
+pub const CHAINED: &str = "pre-push.chained";
+
+/// What install or rollback did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Done {
+    /// Install: `pre-push` is now the fence.
+    Installed,
+    /// Install: `pre-push` is now the chain, the original kept as `pre-push.chained`.
+    Chained,
+    /// Install: the fence (or the chain) was already there; the fence was refreshed.
+    AlreadyInstalled,
+    /// Rollback: the fence's files are gone and the original, if any, is back.
+    RolledBack,
+    /// Rollback: no fence was installed.
+    NotInstalled,
+}
+
+/// Why the hook was left alone.
+#[derive(Debug)]
+pub enum Refusal {
+    /// Another `pre-push` is there and chaining was not asked for.
+    Occupied(PathBuf),
+    /// `pre-push` is not the fence's, so rollback does not touch it.
+    NotOurs(PathBuf),
+    /// A `pre-push.chained` is already there: a half-finished chain to sort out by hand.
+    ChainedExists(PathBuf),
+    /// Reading or writing the hooks directory failed.
+    Io(PathBuf, io::Error),
+    /// git could not name the hooks directory.
+    Git(String),
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Occupied(p) => write!(
+                f,
+                "{} is another pre-push hook; leaving it alone (--chain runs it after the fence)",
+                p.display()
+            ),
+            Refusal::NotOurs(p) => write!(
+                f,
+                "{} is not row-fence's pre-push hook; leaving it alone",
+                p.display()
+            ),
+            Refusal::ChainedExists(p) => write!(
+                f,
+                "{} already exists; move it away before chaining again",
+                p.display()
+            ),
+            Refusal::Io(p, e) => write!(f, "{}: {e}", p.display()),
+            Refusal::Git(e) => f.write_str(e),
+        }
+    }
+}
+
+/// The repository's hooks directory as git resolves it (`core.hooksPath`, linked
+/// worktrees): `git -C <repo> rev-parse --git-path hooks`, made absolute.
+pub fn hooks_dir(repo: &Path) -> Result<PathBuf, Refusal> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["rev-parse", "--git-path", "hooks"])
+        .output()
+        .map_err(|e| Refusal::Git(format!("cannot run git: {e}")))?;
+    if !out.status.success() {
+        return Err(Refusal::Git(format!(
+            "{} is not a git repository: {}",
+            repo.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let path = PathBuf::from(text.trim_end_matches('\n'));
+    Ok(if path.is_absolute() {
+        path
+    } else {
+        repo.join(path)
+    })
+}
+
+/// Installs the fence in `dir`. An existing, different `pre-push` is refused unless
+/// `chain`, which keeps it as `pre-push.chained` behind the chain.
+pub fn install(dir: &Path, chain: bool) -> Result<Done, Refusal> {
+    let io = |p: &Path| {
+        let p = p.to_path_buf();
+        move |e| Refusal::Io(p, e)
+    };
+    fs::create_dir_all(dir).map_err(io(dir))?;
+    let hook = dir.join(HOOK);
+    match read_text(&hook).map_err(io(&hook))? {
+        None => {
+            write_executable(&hook, PRE_PUSH).map_err(io(&hook))?;
+            Ok(Done::Installed)
+        }
+        Some(text) if text == PRE_PUSH => Ok(Done::AlreadyInstalled),
+        Some(text) if text == PRE_PUSH_CHAIN => {
+            let fence = dir.join(FENCE);
+            write_executable(&fence, PRE_PUSH).map_err(io(&fence))?;
+            Ok(Done::AlreadyInstalled)
+        }
+        Some(_) if !chain => Err(Refusal::Occupied(hook)),
+        Some(_) => {
+            let chained = dir.join(CHAINED);
+            if fs::symlink_metadata(&chained).is_ok() {
+                return Err(Refusal::ChainedExists(chained));
+            }
+            let fence = dir.join(FENCE);
+            write_executable(&fence, PRE_PUSH).map_err(io(&fence))?;
+            keep_under_second_name(&hook, &chained).map_err(io(&chained))?;
+            write_executable(&hook, PRE_PUSH_CHAIN).map_err(io(&hook))?;
+            Ok(Done::Chained)
+        }
+    }
+}
+
+/// Removes the fence from `dir`: the fence's own `pre-push` is deleted; a chain is
+/// replaced by the original (renamed back, so its bytes, mode and kind are as before).
+/// Any other `pre-push` is refused.
+pub fn rollback(dir: &Path) -> Result<Done, Refusal> {
+    let io = |p: &Path| {
+        let p = p.to_path_buf();
+        move |e| Refusal::Io(p, e)
+    };
+    let hook = dir.join(HOOK);
+    match read_text(&hook).map_err(io(&hook))? {
+        None => Ok(Done::NotInstalled),
+        Some(text) if text == PRE_PUSH => {
+            fs::remove_file(&hook).map_err(io(&hook))?;
+            Ok(Done::RolledBack)
+        }
+        Some(text) if text == PRE_PUSH_CHAIN => {
+            let chained = dir.join(CHAINED);
+            if fs::symlink_metadata(&chained).is_ok() {
+                fs::rename(&chained, &hook).map_err(io(&chained))?;
+            } else {
+                fs::remove_file(&hook).map_err(io(&hook))?;
+            }
+            let fence = dir.join(FENCE);
+            fs::remove_file(&fence)
+                .or_else(ignore_missing)
+                .map_err(io(&fence))?;
+            Ok(Done::RolledBack)
+        }
+        Some(_) => Err(Refusal::NotOurs(hook)),
+    }
+}
+
+/// The hook's text; `None` when there is no hook. A hook that is not UTF-8 is nobody's
+/// we know, so it reads as text that matches neither of ours.
+fn read_text(path: &Path) -> io::Result<Option<String>> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            // A dangling symlink is still somebody's hook.
+            match fs::symlink_metadata(path) {
+                Ok(_) => Ok(Some(String::new())),
+                Err(_) => Ok(None),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Gives `original` a second name without moving it: a hard link for a file (same
+/// inode, bytes and mode), a new symlink to the same target for a symlink.
+fn keep_under_second_name(original: &Path, second: &Path) -> io::Result<()> {
+    let meta = fs::symlink_metadata(original)?;
+    if meta.file_type().is_symlink() {
+        return std::os::unix::fs::symlink(fs::read_link(original)?, second);
+    }
+    fs::hard_link(original, second).or_else(|_| {
+        // A filesystem without hard links: a copy keeps the bytes and the mode.
+        fs::copy(original, second).map(drop)
+    })
+}
+
+/// Writes `text` to `path` as an executable (0755), atomically: a temp file renamed
+/// over it, so `path` is never missing or half written.
+fn write_executable(path: &Path, text: &str) -> io::Result<()> {
+    row_fence_store::atomic_file::write(path, text.as_bytes(), 0o755, false)
+}
+
+fn ignore_missing(e: io::Error) -> io::Result<()> {
+    if e.kind() == io::ErrorKind::NotFound {
+        Ok(())
+    } else {
+        Err(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    #[test]
+    fn a_fresh_install_rolls_back_to_no_hook() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(install(dir.path(), false).unwrap(), Done::Installed);
+        assert_eq!(fs::read_to_string(dir.path().join(HOOK)).unwrap(), PRE_PUSH);
+        assert_eq!(install(dir.path(), false).unwrap(), Done::AlreadyInstalled);
+        assert_eq!(rollback(dir.path()).unwrap(), Done::RolledBack);
+        assert!(!dir.path().join(HOOK).exists());
+        assert_eq!(rollback(dir.path()).unwrap(), Done::NotInstalled);
+    }
+
+    #[test]
+    fn another_hook_is_refused_then_chained_then_restored_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let hook = dir.path().join(HOOK);
+        fs::write(&hook, "#!/bin/sh\nexit 0\n").unwrap();
+        fs::set_permissions(&hook, fs::Permissions::from_mode(0o750)).unwrap();
+        let inode = fs::metadata(&hook).unwrap().ino();
+        assert!(matches!(
+            install(dir.path(), false),
+            Err(Refusal::Occupied(_))
+        ));
+        assert_eq!(install(dir.path(), true).unwrap(), Done::Chained);
+        assert_eq!(fs::read_to_string(&hook).unwrap(), PRE_PUSH_CHAIN);
+        assert_eq!(
+            fs::read_to_string(dir.path().join(FENCE)).unwrap(),
+            PRE_PUSH
+        );
+        assert_eq!(rollback(dir.path()).unwrap(), Done::RolledBack);
+        let meta = fs::metadata(&hook).unwrap();
+        assert_eq!(fs::read_to_string(&hook).unwrap(), "#!/bin/sh\nexit 0\n");
+        assert_eq!((meta.ino(), meta.mode() & 0o777), (inode, 0o750));
+        assert!(!dir.path().join(FENCE).exists() && !dir.path().join(CHAINED).exists());
+    }
+
+    #[test]
+    fn rollback_leaves_a_foreign_hook_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join(HOOK), "#!/bin/sh\n").unwrap();
+        assert!(matches!(rollback(dir.path()), Err(Refusal::NotOurs(_))));
+        assert!(dir.path().join(HOOK).exists());
+    }
+}

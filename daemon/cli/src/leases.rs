@@ -1,0 +1,303 @@
+//! `row-fence acquire | renew | release | show`.
+
+use super::{
+    Failure, Outcome, board_revision, no_board, out, parse_ttl, store_for_read, store_for_write,
+};
+use row_fence_ask::descriptor::{
+    self, DESCRIPTOR_FILE, validate_board, validate_lane, validate_row,
+};
+use row_fence_ask::{Descriptor, exit};
+use row_fence_resident::config::Settings;
+use row_fence_store::RowLease;
+use row_fence_store::atomic_file::write_private;
+use row_fence_store::fencing::Controller;
+use row_fence_store::judge::rfc3339;
+use row_fence_store::lease::{self, Grant, LeaseError};
+use serde_json::json;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Default row lease time.
+pub const DEFAULT_TTL: &str = "2h";
+
+/// Fences a write on the board's controller lease: both flags or neither.
+#[derive(clap::Args, Debug, Clone)]
+pub struct FenceArgs {
+    /// Fence the write on this controller (with --epoch; "" compares only the epoch and expiry)
+    #[arg(long, requires = "epoch", value_name = "O")]
+    owner: Option<String>,
+    /// Fence the write on this controller lease epoch (with --owner)
+    #[arg(long, requires = "owner", value_name = "E")]
+    epoch: Option<u64>,
+}
+
+impl FenceArgs {
+    /// The controller lease the write is fenced on, if any.
+    pub fn controller(&self) -> Option<Controller> {
+        self.epoch.map(|epoch| Controller {
+            owner: self.owner.clone().unwrap_or_default(),
+            epoch,
+        })
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct AcquireArgs {
+    /// Board slug
+    board: String,
+    /// Row id
+    row: String,
+    /// The lane to grant the row to
+    #[arg(long)]
+    lane: String,
+    /// Lease time, e.g. 90s, 15m, 2h
+    #[arg(long, default_value = DEFAULT_TTL, value_parser = parse_ttl)]
+    ttl: Duration,
+    /// Take the row even when another lane's lease is live
+    #[arg(long)]
+    takeover: bool,
+    /// The board's tenant (recorded in the lease and the descriptor)
+    #[arg(long)]
+    tenant: Option<String>,
+    /// Write the descriptor (0600, atomically) here; without a path, to this worktree's <git dir>/row-fence.json
+    #[arg(long, value_name = "PATH", num_args = 0..=1)]
+    write_descriptor: Option<Option<PathBuf>>,
+    /// Print the grant as JSON (the descriptor plus expires_at_ms and descriptor_path)
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    fence: FenceArgs,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RenewArgs {
+    /// Board slug
+    board: String,
+    /// Row id
+    row: String,
+    /// The lane holding the row
+    #[arg(long)]
+    lane: String,
+    /// The generation it holds
+    #[arg(long)]
+    generation: u64,
+    /// New lease time from now, e.g. 90s, 15m, 2h
+    #[arg(long, default_value = DEFAULT_TTL, value_parser = parse_ttl)]
+    ttl: Duration,
+    /// Print the lease as JSON
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    fence: FenceArgs,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ReleaseArgs {
+    /// Board slug
+    board: String,
+    /// Row id
+    row: String,
+    /// The lane holding the row
+    #[arg(long)]
+    lane: String,
+    /// The generation it holds
+    #[arg(long)]
+    generation: u64,
+    #[command(flatten)]
+    fence: FenceArgs,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ShowArgs {
+    /// Board slug
+    board: String,
+    /// Only this row
+    row: Option<String>,
+    /// Print a JSON array
+    #[arg(long)]
+    json: bool,
+}
+
+fn lease_failure(e: LeaseError) -> Failure {
+    if e.is_refusal() {
+        Failure::refused(e.to_string())
+    } else {
+        Failure::could_not(e.to_string())
+    }
+}
+
+fn ttl_ms(ttl: Duration) -> u64 {
+    ttl.as_millis().min(u64::MAX as u128) as u64
+}
+
+fn held(board: &str, row: &str, lane: &str, generation: u64) -> Result<Descriptor, Failure> {
+    let d = Descriptor {
+        board: board.into(),
+        row: row.into(),
+        lane: lane.into(),
+        generation,
+        tenant: None,
+    };
+    d.validate().map_err(Failure::usage)?;
+    Ok(d)
+}
+
+pub async fn acquire(args: AcquireArgs, settings: &Settings) -> Outcome {
+    validate_board(&args.board).map_err(Failure::usage)?;
+    validate_row(&args.row).map_err(Failure::usage)?;
+    validate_lane(&args.lane).map_err(Failure::usage)?;
+    let target = match &args.write_descriptor {
+        None => None,
+        Some(None) => Some(worktree_descriptor()?),
+        Some(Some(path)) => Some(path.clone()),
+    };
+    let store = store_for_write(settings)?;
+    let grant = Grant {
+        board: &args.board,
+        row: &args.row,
+        lane: &args.lane,
+        ttl_ms: ttl_ms(args.ttl),
+        takeover: args.takeover,
+        tenant: args.tenant.as_deref(),
+    };
+    let (descriptor, lease) =
+        lease::acquire(store.as_ref(), &grant, args.fence.controller().as_ref())
+            .await
+            .map_err(lease_failure)?;
+    // The grant is committed: say what it is first, so a failed descriptor write still
+    // leaves the caller the generation it holds.
+    let body = serde_json::to_string(&descriptor).expect("a descriptor serializes");
+    if args.json {
+        let mut object = serde_json::to_value(&descriptor).expect("a descriptor serializes");
+        object["expires_at_ms"] = json!(lease.expires_at_ms);
+        object["descriptor_path"] = json!(target.as_ref().map(|p| p.display().to_string()));
+        out(&object.to_string());
+    } else {
+        out(&body);
+    }
+    eprintln!(
+        "row-fence: granted {}/{} to {} at generation {} until {}",
+        descriptor.board,
+        descriptor.row,
+        descriptor.lane,
+        descriptor.generation,
+        rfc3339(lease.expires_at_ms),
+    );
+    if let Some(path) = &target {
+        write_private(path, format!("{body}\n").as_bytes()).map_err(|e| {
+            Failure::could_not(format!(
+                "granted at generation {}, but cannot write the descriptor {}: {e}",
+                descriptor.generation,
+                path.display()
+            ))
+        })?;
+        eprintln!("row-fence: descriptor written to {}", path.display());
+    }
+    Ok(exit::ALLOWED)
+}
+
+/// `<git dir>/row-fence.json` of the worktree around the current directory.
+fn worktree_descriptor() -> Result<PathBuf, Failure> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| Failure::could_not(format!("cannot read the working directory: {e}")))?;
+    match descriptor::find_git_dir(&cwd) {
+        Ok(Some(git_dir)) => Ok(git_dir.join(DESCRIPTOR_FILE)),
+        Ok(None) => Err(Failure::could_not(format!(
+            "--write-descriptor without a path needs a git worktree; none above {}",
+            cwd.display()
+        ))),
+        Err((path, detail)) => Err(Failure::could_not(format!("{}: {detail}", path.display()))),
+    }
+}
+
+pub async fn renew(args: RenewArgs, settings: &Settings) -> Outcome {
+    let d = held(&args.board, &args.row, &args.lane, args.generation)?;
+    let store = store_for_write(settings)?;
+    let lease = lease::renew(
+        store.as_ref(),
+        &d,
+        ttl_ms(args.ttl),
+        args.fence.controller().as_ref(),
+    )
+    .await
+    .map_err(lease_failure)?;
+    print_lease(&d, &lease, args.json, "renewed");
+    Ok(exit::ALLOWED)
+}
+
+pub async fn release(args: ReleaseArgs, settings: &Settings) -> Outcome {
+    let d = held(&args.board, &args.row, &args.lane, args.generation)?;
+    let store = store_for_write(settings)?;
+    lease::release(store.as_ref(), &d, args.fence.controller().as_ref())
+        .await
+        .map_err(lease_failure)?;
+    eprintln!(
+        "row-fence: released {}/{} (generation {}) by {}",
+        d.board, d.row, d.generation, d.lane
+    );
+    Ok(exit::ALLOWED)
+}
+
+fn print_lease(d: &Descriptor, lease: &RowLease, json: bool, verb: &str) {
+    if json {
+        out(&json!({
+            "board": d.board, "row": d.row, "lane": lease.holder,
+            "generation": lease.generation, "expires_at_ms": lease.expires_at_ms,
+        })
+        .to_string());
+    } else {
+        eprintln!(
+            "row-fence: {verb} {}/{} for {} at generation {} until {}",
+            d.board,
+            d.row,
+            lease.holder,
+            lease.generation,
+            rfc3339(lease.expires_at_ms)
+        );
+    }
+}
+
+pub async fn show(args: ShowArgs, settings: &Settings) -> Outcome {
+    validate_board(&args.board).map_err(Failure::usage)?;
+    let store = store_for_read(settings)?;
+    let (leases, now) = lease::list(store.as_ref(), &args.board, args.row.as_deref())
+        .await
+        .map_err(|e| Failure::could_not(e.to_string()))?;
+    if args.json {
+        out(&serde_json::to_string(&leases).expect("leases serialize"));
+        return Ok(exit::ALLOWED);
+    }
+    if leases.is_empty() {
+        let exists = board_revision(store.as_ref(), &args.board).await? > 0;
+        let said = match (&args.row, exists) {
+            (_, false) => no_board(&args.board),
+            (Some(row), true) => format!("no lease on {}/{row}", args.board),
+            (None, true) => format!("no row leases on {}", args.board),
+        };
+        out(&said);
+        return Ok(exit::ALLOWED);
+    }
+    out(&format!(
+        "{:<32} {:<24} {:>10}  {:<20} {}",
+        "ROW", "HOLDER", "GENERATION", "EXPIRES", "LIVE"
+    ));
+    for l in &leases {
+        let left = if l.live {
+            format!(
+                "yes ({} left)",
+                row_fence_store::judge::span(l.lease.expires_at_ms - now)
+            )
+        } else {
+            "no".to_string()
+        };
+        out(&format!(
+            "{:<32} {:<24} {:>10}  {:<20} {}",
+            l.row,
+            l.lease.holder,
+            l.lease.generation,
+            rfc3339(l.lease.expires_at_ms),
+            left
+        ));
+    }
+    Ok(exit::ALLOWED)
+}

@@ -1,0 +1,257 @@
+//! `row-fence status` (asks the daemon) and `row-fence health` (reads the heartbeat file:
+//! the liveness signal for monitoring, fresh only while the daemon's store calls succeed).
+
+use super::{Failure, Outcome, out, parse_duration};
+use row_fence_ask::client;
+use row_fence_ask::protocol::{Op, PROTOCOL_VERSION, Request};
+use row_fence_ask::status::{LocationStatus, Status};
+use row_fence_ask::{exit, ledger, paths};
+use row_fence_resident::config::Settings;
+use row_fence_resident::heartbeat;
+use row_fence_store::judge::{rfc3339, span};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args, Debug)]
+pub struct StatusArgs {
+    /// Print the daemon's status object as JSON
+    #[arg(long)]
+    json: bool,
+    /// How long to wait for the daemon, in ms
+    #[arg(long, default_value_t = 3000, value_name = "N")]
+    timeout_ms: u64,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct HealthArgs {
+    /// The oldest heartbeat that counts as healthy, e.g. 90s
+    #[arg(long, default_value = "90s", value_parser = parse_duration)]
+    max_age: Duration,
+    /// Print the result as JSON
+    #[arg(long)]
+    json: bool,
+    /// Print Prometheus textfile-collector lines
+    #[arg(long, conflicts_with = "json")]
+    prometheus: bool,
+}
+
+pub fn status(args: StatusArgs, settings: &Settings) -> Outcome {
+    match ask_status(&args, settings) {
+        Ok(status) if args.json => out(&serde_json::to_string(&status).unwrap_or_default()),
+        Ok(status) => print_status(&status),
+        Err(failure) => {
+            if args.json {
+                // A monitor reading stdout gets an object either way.
+                out(&json!({
+                    "error": failure.message,
+                    "socket": settings.socket.display().to_string(),
+                })
+                .to_string());
+            }
+            return Err(failure);
+        }
+    }
+    Ok(exit::ALLOWED)
+}
+
+fn ask_status(args: &StatusArgs, settings: &Settings) -> Result<Status, Failure> {
+    let request = Request {
+        v: PROTOCOL_VERSION,
+        op: Op::Status,
+    };
+    paths::check_socket_length(&settings.socket).map_err(Failure::could_not)?;
+    let deadline = Instant::now() + Duration::from_millis(args.timeout_ms);
+    let answer = client::exchange(&settings.socket, &request, deadline).map_err(|e| {
+        Failure::could_not(format!(
+            "no daemon status from {}: {e}",
+            settings.socket.display()
+        ))
+    })?;
+    answer.status.map(|s| *s).ok_or_else(|| {
+        Failure::could_not(format!(
+            "{} answered without a status",
+            settings.socket.display()
+        ))
+    })
+}
+
+fn print_status(s: &Status) {
+    let age = s
+        .heartbeat_age_ms
+        .map_or("never written".to_string(), |ms| {
+            format!("{} ago", span(ms))
+        });
+    let c = &s.counts;
+    out(&format!(
+        "daemon     pid {} (version {}), up {}",
+        s.pid,
+        s.version,
+        span(s.uptime_ms)
+    ));
+    out(&format!("stamp      {}", s.stamp));
+    out(&format!("socket     {}", s.socket));
+    out(&format!(
+        "store      {} (key prefix {}, reconnects: {})",
+        s.store, s.key_prefix, s.store_reconnects
+    ));
+    out(&format!("heartbeat  {age}"));
+    out(&format!(
+        "asks       {} answered: {} allowed, {} refused, {} could not read; {} in flight",
+        c.asks, c.allowed, c.refused, c.could_not_read, s.asks_in_flight
+    ));
+    if !c.by_reason.is_empty() {
+        let reasons: Vec<String> = c
+            .by_reason
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        out(&format!("denials    {}", reasons.join(", ")));
+    }
+    if let Some(fence) = &s.location_fence {
+        print_location(fence);
+    }
+    if !s.recent_refusals.is_empty() {
+        out(&format!(
+            "recent refusals (newest last, {} shown):",
+            s.recent_refusals.len().min(10)
+        ));
+        for r in s.recent_refusals.iter().rev().take(10).rev() {
+            out(&format!(
+                "  {}  {}  {}/{} lane {}  action {:?}  session {}",
+                rfc3339(r.ts_ms),
+                r.verdict.headline(),
+                r.board.as_deref().unwrap_or("?"),
+                r.row.as_deref().unwrap_or("?"),
+                r.lane.as_deref().unwrap_or("?"),
+                r.action,
+                r.session.as_deref().unwrap_or("-"),
+            ));
+        }
+    }
+}
+
+fn print_location(fence: &LocationStatus) {
+    let age = fence.map_age_ms.map_or("never fetched".to_string(), |ms| {
+        format!("{} old", span(ms))
+    });
+    out(&format!(
+        "location   {} (map {age}, {} rows, {} fetches{})",
+        fence.location,
+        fence.rows.len(),
+        fence.fetches,
+        fence
+            .last_fetch_error
+            .as_deref()
+            .map_or(String::new(), |e| format!("; last fetch failed: {e}"))
+    ));
+    for row in &fence.rows {
+        out(&format!(
+            "  tenant {} at {} (epoch {}, {})",
+            row.id,
+            row.location.as_deref().unwrap_or("-"),
+            row.epoch,
+            row.state.as_deref().unwrap_or("-")
+        ));
+    }
+    if !fence.recent_refusals.is_empty() {
+        out(&format!(
+            "  {} recent location refusals (row-fence status --json shows them)",
+            fence.recent_refusals.len()
+        ));
+    }
+}
+
+/// A heartbeat this far in the future (ms) is still taken as written now (clock skew
+/// between the daemon's writes and this read); further is a clock that stepped back.
+const FUTURE_SLACK_MS: u64 = 5_000;
+
+/// What is wrong with the daemon's liveness, if anything: no heartbeat, one too old or
+/// from the future, or one whose writer is no longer running.
+fn problem(
+    beat: &std::io::Result<heartbeat::Heartbeat>,
+    path: &std::path::Path,
+    now: u64,
+    max: Duration,
+) -> Option<String> {
+    let b = match beat {
+        Err(e) => return Some(format!("no heartbeat at {}: {e}", path.display())),
+        Ok(b) => b,
+    };
+    if b.written_at_ms > now + FUTURE_SLACK_MS {
+        return Some(format!(
+            "the heartbeat is {} in the future (did the clock step back?)",
+            span(b.written_at_ms - now)
+        ));
+    }
+    let age = now.saturating_sub(b.written_at_ms);
+    if age > max.as_millis() as u64 {
+        return Some(format!(
+            "heartbeat {} old, over {}",
+            span(age),
+            humantime::format_duration(max)
+        ));
+    }
+    let pid = nix::unistd::Pid::from_raw(b.pid as i32);
+    if nix::sys::signal::kill(pid, None) == Err(nix::errno::Errno::ESRCH) {
+        return Some(format!(
+            "the daemon that wrote it (pid {}) is not running",
+            b.pid
+        ));
+    }
+    None
+}
+
+pub fn health(args: HealthArgs, settings: &Settings) -> Outcome {
+    let path = paths::heartbeat(&settings.home);
+    let now = ledger::now_ms();
+    let beat = heartbeat::read(&path);
+    let age_ms = beat
+        .as_ref()
+        .ok()
+        .map(|b| now.saturating_sub(b.written_at_ms));
+    let problem = problem(&beat, &path, now, args.max_age);
+    let healthy = problem.is_none();
+    if args.prometheus {
+        out(
+            "# HELP row_fence_heartbeat_age_seconds Age of the row-fence daemon's heartbeat (written only after a store call succeeded).",
+        );
+        out("# TYPE row_fence_heartbeat_age_seconds gauge");
+        match age_ms {
+            Some(age) => out(&format!(
+                "row_fence_heartbeat_age_seconds {:.3}",
+                age as f64 / 1000.0
+            )),
+            None => out("row_fence_heartbeat_age_seconds NaN"),
+        }
+        out("# HELP row_fence_healthy 1 when the heartbeat is fresh and its daemon runs.");
+        out("# TYPE row_fence_healthy gauge");
+        out(&format!("row_fence_healthy {}", u8::from(healthy)));
+    } else if args.json {
+        out(&json!({
+            "healthy": healthy,
+            "problem": problem,
+            "age_ms": age_ms,
+            "max_age_ms": args.max_age.as_millis() as u64,
+            "heartbeat": beat.as_ref().ok(),
+            "path": path.display().to_string(),
+        })
+        .to_string());
+    } else {
+        let line = match (&beat, &problem) {
+            (Ok(b), None) => format!(
+                "row-fence: healthy: heartbeat {} old (pid {}, store {})",
+                span(age_ms.unwrap_or(0)),
+                b.pid,
+                b.store
+            ),
+            (_, Some(problem)) => format!("row-fence: UNHEALTHY: {problem}"),
+            (Err(_), None) => unreachable!("a missing heartbeat is a problem"),
+        };
+        eprintln!("{line}");
+    }
+    Ok(if healthy {
+        exit::ALLOWED
+    } else {
+        exit::COULD_NOT_READ
+    })
+}

@@ -1,0 +1,221 @@
+//! `row-fence batch | records | log`: raw fenced batches and what they left behind.
+
+use super::{Failure, Outcome, board_revision, no_board, out, store_for_read, store_for_write};
+use crate::leases::FenceArgs;
+use row_fence_ask::descriptor::validate_board;
+use row_fence_ask::exit;
+use row_fence_resident::config::Settings;
+use row_fence_store::{LeaseFence, META, RecordWrite, StoreError, WriteKind};
+use serde_json::json;
+use std::io::Read;
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct BatchArgs {
+    /// Board slug
+    board: String,
+    /// The batch: a JSON array of {"kind":"put|delete|check","section","key","expected":<int, -1 = blind>,"value"}; - for stdin
+    #[arg(long, value_name = "BATCH.json")]
+    file: PathBuf,
+    #[command(flatten)]
+    fence: FenceArgs,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RecordsArgs {
+    /// Board slug
+    board: String,
+    /// Only this section
+    section: Option<String>,
+    /// Print {"revision", "sections": {section: {key: {"r","v"}}}}
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct LogArgs {
+    /// Board slug
+    board: String,
+    /// How many of the newest entries
+    #[arg(long, default_value_t = 20)]
+    count: usize,
+    /// Print a JSON array, newest first
+    #[arg(long)]
+    json: bool,
+}
+
+fn store_failure(e: StoreError) -> Failure {
+    match e {
+        StoreError::RevisionConflict { key } => {
+            Failure::refused(format!("revision conflict on {key}; nothing was written"))
+        }
+        StoreError::StaleLease(why) => Failure::refused(format!(
+            "the controller lease is stale ({why}); nothing was written"
+        )),
+        StoreError::Invalid(why) => Failure::usage(why),
+        other => Failure::could_not(other.to_string()),
+    }
+}
+
+fn read_batch(path: &PathBuf) -> Result<Vec<RecordWrite>, Failure> {
+    let mut text = String::new();
+    let read = if path.as_os_str() == "-" {
+        std::io::stdin().read_to_string(&mut text).map(|_| ())
+    } else {
+        std::fs::read_to_string(path).map(|t| text = t)
+    };
+    read.map_err(|e| Failure::could_not(format!("cannot read {}: {e}", path.display())))?;
+    let raw: Vec<RawWrite> = serde_json::from_str(&text).map_err(|e| {
+        Failure::usage(format!(
+            "{} is not a batch (a JSON array of {{\"kind\",\"section\",\"key\",\"expected\",\"value\"}}): {e}",
+            path.display()
+        ))
+    })?;
+    if raw.is_empty() {
+        return Err(Failure::usage(format!(
+            "{} is an empty batch: it would write nothing",
+            path.display()
+        )));
+    }
+    raw.into_iter()
+        .enumerate()
+        .map(|(i, w)| w.checked(i))
+        .collect()
+}
+
+/// One write as the batch file spells it: `value` is required for a put (a missing value
+/// is a mistake, not a null).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWrite {
+    kind: WriteKind,
+    section: String,
+    key: String,
+    expected: i64,
+    value: Option<serde_json::Value>,
+}
+
+/// Records only `row-fence controller` and `row-fence migrate` may write: a raw batch
+/// that deleted the lease and the epoch counter could hand out an epoch twice.
+const RESERVED: &[&str] = &["lease", "epoch", "layout"];
+
+impl RawWrite {
+    fn checked(self, i: usize) -> Result<RecordWrite, Failure> {
+        let at = format!("write {} ({}/{})", i + 1, self.section, self.key);
+        if self.kind != WriteKind::Check
+            && self.section == META
+            && RESERVED.contains(&self.key.as_str())
+        {
+            return Err(Failure::usage(format!(
+                "{at}: meta/lease, meta/epoch and meta/layout are written only by `row-fence controller` and `row-fence migrate`; a raw batch may check them"
+            )));
+        }
+        let value = match (self.kind, self.value) {
+            (WriteKind::Put, None) => {
+                return Err(Failure::usage(format!("{at}: a put needs a \"value\"")));
+            }
+            (_, value) => value.unwrap_or_default(),
+        };
+        Ok(RecordWrite {
+            kind: self.kind,
+            section: self.section,
+            key: self.key,
+            expected: self.expected,
+            value,
+        })
+    }
+}
+
+pub async fn batch(args: BatchArgs, settings: &Settings) -> Outcome {
+    validate_board(&args.board).map_err(Failure::usage)?;
+    let writes = read_batch(&args.file)?;
+    let store = store_for_write(settings)?;
+    let lease = match args.fence.controller() {
+        None => None,
+        Some(c) => Some(LeaseFence {
+            owner: c.owner,
+            epoch: c.epoch,
+            now_ms: store.now_ms().await.map_err(store_failure)?,
+        }),
+    };
+    let batch = row_fence_store::FencedBatch {
+        writes,
+        lease,
+        expected_revision: None,
+    };
+    let revision = store
+        .fenced_batch(&args.board, &batch)
+        .await
+        .map_err(store_failure)?;
+    out(&revision.to_string());
+    Ok(exit::ALLOWED)
+}
+
+pub async fn records(args: RecordsArgs, settings: &Settings) -> Outcome {
+    validate_board(&args.board).map_err(Failure::usage)?;
+    let store = store_for_read(settings)?;
+    let names = match &args.section {
+        Some(section) => vec![section.clone()],
+        None => store
+            .section_names(&args.board)
+            .await
+            .map_err(store_failure)?,
+    };
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let snapshot = store
+        .sections(&args.board, &refs)
+        .await
+        .map_err(store_failure)?;
+    if snapshot.revision == 0 {
+        eprintln!("row-fence: {}", no_board(&args.board));
+    }
+    if args.json {
+        out(&json!({"revision": snapshot.revision, "sections": snapshot.sections}).to_string());
+        return Ok(exit::ALLOWED);
+    }
+    out(&format!(
+        "board {} at revision {}",
+        args.board, snapshot.revision
+    ));
+    for (section, records) in &snapshot.sections {
+        for (key, record) in records {
+            out(&format!(
+                "{section:<16} {key:<32} r{:<8} {}",
+                record.revision, record.value
+            ));
+        }
+    }
+    Ok(exit::ALLOWED)
+}
+
+pub async fn log(args: LogArgs, settings: &Settings) -> Outcome {
+    validate_board(&args.board).map_err(Failure::usage)?;
+    let store = store_for_read(settings)?;
+    let entries = store
+        .log(&args.board, args.count)
+        .await
+        .map_err(store_failure)?;
+    if entries.is_empty() && board_revision(store.as_ref(), &args.board).await? == 0 {
+        eprintln!("row-fence: {}", no_board(&args.board));
+    }
+    if args.json {
+        out(&serde_json::to_string(&entries).expect("serializes"));
+        return Ok(exit::ALLOWED);
+    }
+    out(&format!(
+        "{:>10}  {:<24} {:>7}",
+        "REVISION", "OWNER", "RECORDS"
+    ));
+    for e in entries {
+        let owner = if e.owner.is_empty() {
+            "(unfenced)"
+        } else {
+            e.owner.as_str()
+        };
+        out(&format!(
+            "{:>10}  {:<24} {:>7}",
+            e.revision, owner, e.records
+        ));
+    }
+    Ok(exit::ALLOWED)
+}

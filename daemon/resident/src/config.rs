@@ -1,0 +1,130 @@
+//! Settings shared by `row-fence-resident` and `row-fence`: the home directory, the store,
+//! the socket and the key prefix, each a flag with an environment variable behind it.
+//!
+//! The variables are read here, not by clap: clap counts a value from the environment as
+//! given, and then prints it in every usage line (`--home <DIR> --store <URL>`) as if the
+//! flags were required. A flag wins over its variable; an empty variable is unset.
+
+use row_fence_ask::paths;
+use row_fence_store::{self as store, LeaseStore, StoreSpec};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The flags every program takes (same environment variables as the daemon).
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct CommonArgs {
+    /// Home directory for the socket, heartbeat, ledger, registry and file store [env: ROW_FENCE_HOME] [default: ~/.row-fence]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    /// Lease store: file (embedded), file:DIR, redis://…, rediss://…, redis+unix://…, redis+cluster://… [env: ROW_FENCE_STORE] [default: file]
+    #[arg(long, global = true, value_name = "URL")]
+    pub store: Option<String>,
+    /// The daemon's socket [env: ROW_FENCE_SOCKET] [default: $ROW_FENCE_HOME/sock]
+    #[arg(long, global = true, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Prefix of every Redis key [env: ROW_FENCE_KEY_PREFIX] [default: rowfence]
+    #[arg(long, global = true, value_name = "P")]
+    pub key_prefix: Option<String>,
+}
+
+/// A flag's value, else its environment variable's when set and not empty.
+pub fn flag_or_env<T: Clone + From<String>>(flag: &Option<T>, var: &str) -> Option<T> {
+    flag.clone().or_else(|| {
+        std::env::var(var)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .map(T::from)
+    })
+}
+
+/// The location fence's flags (each also an environment variable, read by
+/// [`LocationArgs::settings`]). Prefer the environment for the access secret: a flag
+/// shows in `ps`.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct LocationArgs {
+    /// This daemon's location id; set (non-blank) turns the location fence on [env: ROW_FENCE_LOCATION]
+    #[arg(long, value_name = "ID")]
+    pub location: Option<String>,
+    /// Base URL of the tenant map (GET {url}/api/tenants) [env: ROW_FENCE_TENANT_MAP_URL]
+    #[arg(long, value_name = "URL")]
+    pub tenant_map_url: Option<String>,
+    /// Sent as CF-Access-Client-Id [env: ROW_FENCE_TENANT_MAP_ACCESS_CLIENT_ID]
+    #[arg(long, value_name = "ID")]
+    pub tenant_map_access_client_id: Option<String>,
+    /// Sent as CF-Access-Client-Secret, never printed [env: ROW_FENCE_TENANT_MAP_ACCESS_CLIENT_SECRET]
+    #[arg(long, value_name = "SECRET")]
+    pub tenant_map_access_client_secret: Option<String>,
+    /// How long a fetched map is served from memory, in ms (tests shorten it)
+    #[arg(long, env = "ROW_FENCE_TENANT_MAP_REFRESH_MS", default_value_t = crate::location::REFRESH_MS, hide = true)]
+    pub tenant_map_refresh_ms: u64,
+}
+
+impl LocationArgs {
+    /// The fence's settings, or `None` when `ROW_FENCE_LOCATION` is unset or blank (inert).
+    pub fn settings(&self) -> Option<crate::location::Settings> {
+        let nonblank = |flag: &Option<String>, var: &str| {
+            flag_or_env(flag, var).filter(|v| !v.trim().is_empty())
+        };
+        let location = nonblank(&self.location, "ROW_FENCE_LOCATION")?;
+        Some(crate::location::Settings {
+            location: location.trim().to_string(),
+            source: nonblank(&self.tenant_map_url, "ROW_FENCE_TENANT_MAP_URL").map(|url| {
+                crate::location::fetch::Source {
+                    url,
+                    client_id: nonblank(
+                        &self.tenant_map_access_client_id,
+                        "ROW_FENCE_TENANT_MAP_ACCESS_CLIENT_ID",
+                    ),
+                    client_secret: nonblank(
+                        &self.tenant_map_access_client_secret,
+                        "ROW_FENCE_TENANT_MAP_ACCESS_CLIENT_SECRET",
+                    ),
+                }
+            }),
+            refresh_ms: self.tenant_map_refresh_ms,
+        })
+    }
+}
+
+/// Resolved settings.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// `$ROW_FENCE_HOME`.
+    pub home: PathBuf,
+    /// The daemon's socket.
+    pub socket: PathBuf,
+    /// Which store.
+    pub store: StoreSpec,
+    /// The Redis key prefix.
+    pub key_prefix: String,
+}
+
+impl Settings {
+    /// Resolves flags and environment into settings; the error says what is wrong.
+    pub fn resolve(args: &CommonArgs) -> Result<Settings, String> {
+        // The home and socket variables are read by the contract crate, as the asker reads them.
+        let home = paths::home(args.home.as_deref())?;
+        let home = absolute(home)?;
+        let socket = absolute(paths::socket(args.socket.as_deref(), &home))?;
+        let store = flag_or_env(&args.store, "ROW_FENCE_STORE");
+        let store = StoreSpec::parse(store.as_deref().unwrap_or("file"))?;
+        let key_prefix = flag_or_env(&args.key_prefix, "ROW_FENCE_KEY_PREFIX")
+            .unwrap_or_else(|| store::redis::DEFAULT_KEY_PREFIX.to_string());
+        Ok(Settings {
+            home,
+            socket,
+            store,
+            key_prefix,
+        })
+    }
+
+    /// Opens the store (lazily for Redis).
+    pub fn open_store(&self) -> Result<Arc<dyn LeaseStore>, String> {
+        row_fence_store::tls::install_crypto_provider();
+        store::open(&self.store, &self.home, &self.key_prefix).map_err(|e| e.to_string())
+    }
+}
+
+fn absolute(path: PathBuf) -> Result<PathBuf, String> {
+    std::path::absolute(&path).map_err(|e| format!("{}: {e}", path.display()))
+}

@@ -1,0 +1,39 @@
+//! `row-fence-resident`: the row fence's resident daemon (DESIGN.md, "The daemon").
+//!
+//! It keeps one warm connection to the lease store, answers asks from `row-fence-ask`
+//! concurrently over a Unix socket, checks the code stamp, writes a heartbeat and records
+//! refusals. It caches the connection, never a verdict, and it fails closed: "I could not
+//! find out" is never "yes".
+//!
+//! # Layout
+//!
+//! Judging an ask (shared with `row-fence check`, the cold path):
+//! - [`gate`]: the one function that turns an ask into a verdict.
+//! - [`location`]: the location fence (inert unless `ROW_FENCE_LOCATION` is set).
+//! - [`registry`]: the board → tenant registry (`registry/boards.toml`).
+//! - [`config`]: flags and environment shared by the daemon and the CLI.
+//!
+//! The running daemon:
+//! - [`startup`]: from start to exit. [`server`]: the accept loop and per-connection
+//!   framing. [`resident`]: shared state and its answers (ask, ping, status).
+//! - [`socket`]: socket directory and file hygiene. [`own_code`]: what the daemon loaded,
+//!   to tell whose code is stale. [`supervisor`]: READY=1 and WATCHDOG=1 to systemd.
+//! - [`heartbeat`]: the liveness file. [`refusals`]: the ledger writer, recent refusals,
+//!   rate-limited log lines ([`log_limit`]: one line per key a minute, bounded).
+//!
+//! The store and its domain come from `row-fence-store`; the protocol, verdicts and
+//! reasons from the contract crate `row-fence-ask`.
+
+pub mod config;
+pub mod gate;
+pub mod heartbeat;
+pub mod location;
+pub mod log_limit;
+pub mod own_code;
+pub mod refusals;
+pub mod registry;
+pub mod resident;
+pub mod server;
+pub mod socket;
+pub mod startup;
+pub mod supervisor;

@@ -1,0 +1,117 @@
+//! Fetching the tenant map: `GET {url}/api/tenants` with the optional access headers
+//! (`CF-Access-Client-Id`, `CF-Access-Client-Secret`), one timeout of 5 s for the whole
+//! request, at most 4 MiB read. The secret is sent and never printed.
+
+use super::map::{self, MapError, TenantMap};
+use std::time::Duration;
+
+/// The whole fetch (connect, request, body) gives up after this long.
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A map body larger than this (4 MiB) is a failed fetch.
+pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// Where and how to fetch.
+#[derive(Clone)]
+pub struct Source {
+    /// The base URL; the map is at `{url}/api/tenants`.
+    pub url: String,
+    /// Sent as `CF-Access-Client-Id`.
+    pub client_id: Option<String>,
+    /// Sent as `CF-Access-Client-Secret`; never printed.
+    pub client_secret: Option<String>,
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Source")
+            .field("url", &self.url)
+            .field("client_id", &self.client_id.as_ref().map(|_| "(set)"))
+            .field(
+                "client_secret",
+                &self.client_secret.as_ref().map(|_| "(set)"),
+            )
+            .finish()
+    }
+}
+
+impl Source {
+    /// The map's URL.
+    pub fn endpoint(&self) -> String {
+        format!("{}/api/tenants", self.url.trim().trim_end_matches('/'))
+    }
+}
+
+/// An HTTP client for one source.
+pub struct Fetcher {
+    source: Source,
+    client: reqwest::Client,
+}
+
+impl Fetcher {
+    /// A client with the fetch timeout; errors only when TLS cannot be set up.
+    pub fn new(source: Source) -> Result<Fetcher, MapError> {
+        row_fence_store::tls::install_crypto_provider();
+        let client = reqwest::Client::builder()
+            .timeout(FETCH_TIMEOUT)
+            .connect_timeout(FETCH_TIMEOUT)
+            .user_agent(concat!("row-fence/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| MapError::Connect(format!("cannot build the tenant map client: {e}")))?;
+        Ok(Fetcher { source, client })
+    }
+
+    /// The map's URL.
+    pub fn endpoint(&self) -> String {
+        self.source.endpoint()
+    }
+
+    /// One fetch. The error is a sentence without the secret.
+    pub async fn fetch(&self) -> Result<TenantMap, MapError> {
+        let mut request = self
+            .client
+            .get(self.source.endpoint())
+            .header("accept", "application/json");
+        if let Some(id) = &self.source.client_id {
+            request = request.header("CF-Access-Client-Id", id);
+        }
+        if let Some(secret) = &self.source.client_secret {
+            let mut value =
+                reqwest::header::HeaderValue::from_str(secret).map_err(|_| MapError::Secret)?;
+            value.set_sensitive(true);
+            request = request.header("CF-Access-Client-Secret", value);
+        }
+        let work = async {
+            let mut response = request.send().await.map_err(|e| describe(&e))?;
+            let status = response.status().as_u16();
+            let content_type = response
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let mut body = Vec::new();
+            while let Some(chunk) = response.chunk().await.map_err(|e| describe(&e))? {
+                if body.len() + chunk.len() > MAX_BODY_BYTES {
+                    return Err(MapError::TooBig(MAX_BODY_BYTES));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            map::parse(status, content_type.as_deref(), &body)
+        };
+        match tokio::time::timeout(FETCH_TIMEOUT, work).await {
+            Ok(result) => result,
+            Err(_) => Err(MapError::Timeout(FETCH_TIMEOUT.as_secs())),
+        }
+    }
+}
+
+/// A reqwest error as a sentence: its kind and URL, never headers.
+fn describe(e: &reqwest::Error) -> MapError {
+    if e.is_timeout() {
+        MapError::Timeout(FETCH_TIMEOUT.as_secs())
+    } else if e.is_connect() {
+        MapError::Connect(e.to_string())
+    } else {
+        MapError::Fetch(e.to_string())
+    }
+}

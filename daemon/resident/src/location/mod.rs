@@ -1,0 +1,310 @@
+//! The location fence (DESIGN.md, "Location fence"; the location-fencing source), inert
+//! unless `ROW_FENCE_LOCATION` is set. When the same boards are worked from more than one
+//! site, a board's tenant may act only from its one active location: an ask is allowed
+//! only when the tenant → location map is fresh, has exactly one row for the board's
+//! tenant, and that row is here and `active` ([`policy`]).
+//!
+//! [`LocationFence`] holds the last good map ([`map`]) and fetches it ([`fetch`]): a map
+//! younger than 30 s is served from memory; the first check after that starts one shared
+//! refetch (concurrent checks share it); a failed refetch keeps the last good map until it
+//! is 60 s old; while fetches fail the next try is 5 s later. A check waits for a fetch
+//! only when it holds no usable map. It never throws: every failure is a reason.
+
+pub mod fetch;
+pub mod map;
+pub mod policy;
+
+use crate::log_limit::LogLimit;
+use crate::refusals::lock;
+use fetch::{Fetcher, Source};
+use map::{MapError, TenantMap};
+use policy::{Decision, MapState};
+use row_fence_ask::Reason;
+use row_fence_ask::status::{LocationRefusal, LocationStatus};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A map younger than this (ms) is served from memory.
+pub const REFRESH_MS: u64 = 30_000;
+
+/// While fetches fail, the next try is this much later (ms): one timeout per 5 s, not one
+/// per ask.
+pub const RETRY_MS: u64 = 5_000;
+
+/// How many location refusals `status` shows.
+pub const RECENT: usize = 100;
+
+/// A log line per (tenant, action, reason) at most this often.
+pub const LOG_EVERY: Duration = Duration::from_secs(60);
+
+/// The fence's clock, ms since the Unix epoch: the system's, or a test's.
+pub trait Clock: Send + Sync {
+    /// Now.
+    fn now_ms(&self) -> u64;
+}
+
+/// This machine's clock.
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> u64 {
+        row_fence_ask::ledger::now_ms()
+    }
+}
+
+/// The fence's settings (env `ROW_FENCE_LOCATION`, `ROW_FENCE_TENANT_MAP_URL`,
+/// `ROW_FENCE_TENANT_MAP_ACCESS_CLIENT_ID`, `…_SECRET`).
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// This daemon's location id.
+    pub location: String,
+    /// Where the map is; `None`: every ask is `map_missing`.
+    pub source: Option<Source>,
+    /// Served from memory this long (ms); [`REFRESH_MS`] unless tuned.
+    pub refresh_ms: u64,
+}
+
+/// The fence: settings, the held map, the shared fetch, recent refusals.
+pub struct LocationFence {
+    settings: Settings,
+    clock: Arc<dyn Clock>,
+    fetcher: Option<Fetcher>,
+    state: Mutex<State>,
+    /// Bumped after every fetch, so checks waiting on one wake up.
+    fetched: tokio::sync::watch::Sender<u64>,
+    /// Fetch requests sent, for status and tests.
+    fetches: AtomicU64,
+    /// The newest location refusals, for `status`.
+    recent: Mutex<VecDeque<LocationRefusal>>,
+    /// One log line per (tenant, action, reason) a minute, in bounded memory.
+    logged: LogLimit,
+}
+
+#[derive(Default)]
+struct State {
+    /// The last good map and when we fetched it (our clock).
+    held: Option<(TenantMap, u64)>,
+    /// Why the last fetch failed, if it did.
+    last_error: Option<MapError>,
+    /// Not before this (ms) may the next fetch start (the retry spacing).
+    next_try_ms: u64,
+    /// A fetch is running.
+    fetching: bool,
+}
+
+impl LocationFence {
+    /// A fence for `settings` on `clock`; errors when the HTTP client cannot be built.
+    pub fn new(settings: Settings, clock: Arc<dyn Clock>) -> Result<Arc<LocationFence>, MapError> {
+        let fetcher = settings.source.clone().map(Fetcher::new).transpose()?;
+        Ok(Arc::new(LocationFence {
+            settings,
+            clock,
+            fetcher,
+            state: Mutex::new(State::default()),
+            fetched: tokio::sync::watch::channel(0).0,
+            fetches: AtomicU64::new(0),
+            recent: Mutex::new(VecDeque::with_capacity(RECENT)),
+            logged: LogLimit::new(LOG_EVERY),
+        }))
+    }
+
+    /// Why the last fetch failed, if it did (for `map_unreachable`'s detail).
+    pub fn last_fetch_error(&self) -> Option<MapError> {
+        lock(&self.state).last_error.clone()
+    }
+
+    /// This daemon's location.
+    pub fn location(&self) -> &str {
+        &self.settings.location
+    }
+
+    /// How many fetches were started.
+    pub fn fetches(&self) -> u64 {
+        self.fetches.load(Ordering::Relaxed)
+    }
+
+    /// Decides for `tenant`, fetching the map when it is due. A check with no usable map
+    /// waits (at most until `deadline`) for the fetch it started or joined; past the
+    /// deadline it is `fence_error`.
+    pub async fn check(self: &Arc<Self>, tenant: Option<&str>, deadline: Instant) -> Decision {
+        let mut waiter = self.fetched.subscribe();
+        let wait = {
+            let mut state = lock(&self.state);
+            let now = self.clock.now_ms();
+            self.start_fetch_if_due(&mut state, now);
+            let usable = state
+                .held
+                .as_ref()
+                .is_some_and(|(_, at)| now.saturating_sub(*at) <= policy::STALE_AFTER_MS);
+            state.fetching && !usable
+        };
+        if wait {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, waiter.changed()).await {
+                Ok(Ok(())) => {}
+                _ => {
+                    return Decision {
+                        fenced: Some(Reason::FenceError),
+                        epoch: self.peek_epoch(tenant),
+                    };
+                }
+            }
+        }
+        self.decide(tenant)
+    }
+
+    /// The decision the held map gives now, without fetching.
+    pub fn decide(&self, tenant: Option<&str>) -> Decision {
+        let state = lock(&self.state);
+        policy::decide(
+            &self.settings.location,
+            tenant,
+            &self.map_state(&state),
+            self.clock.now_ms(),
+        )
+    }
+
+    /// The tenant's one row in the held map, if it has exactly one (for messages).
+    pub fn row(&self, tenant: Option<&str>) -> Option<map::TenantRow> {
+        let tenant = tenant?;
+        let state = lock(&self.state);
+        let (map, _) = state.held.as_ref()?;
+        let mut rows = map.tenants.iter().filter(|r| policy::same(&r.id, tenant));
+        match (rows.next(), rows.next()) {
+            (Some(row), None) => Some(row.clone()),
+            _ => None,
+        }
+    }
+
+    fn peek_epoch(&self, tenant: Option<&str>) -> i64 {
+        self.decide(tenant).epoch
+    }
+
+    fn map_state(&self, state: &State) -> MapState {
+        MapState {
+            configured: self.fetcher.is_some(),
+            held: state
+                .held
+                .as_ref()
+                .map(|(map, at)| (map.tenants.clone(), *at)),
+            last_fetch_failed: state.last_error.is_some(),
+        }
+    }
+
+    fn start_fetch_if_due(self: &Arc<Self>, state: &mut State, now: u64) {
+        if self.fetcher.is_none() || state.fetching || now < state.next_try_ms {
+            return;
+        }
+        let due = state
+            .held
+            .as_ref()
+            .is_none_or(|(_, at)| now.saturating_sub(*at) >= self.settings.refresh_ms);
+        if !due {
+            return;
+        }
+        state.fetching = true;
+        self.fetches.fetch_add(1, Ordering::Relaxed);
+        let fence = self.clone();
+        tokio::spawn(async move {
+            // Reset `fetching` and wake waiters even if the fetch task is torn down.
+            let _done = FetchDone(fence.clone());
+            let result = match &fence.fetcher {
+                Some(fetcher) => fetcher.fetch().await,
+                None => Err(MapError::NoUrl),
+            };
+            fence.finish_fetch(result);
+        });
+    }
+
+    fn finish_fetch(&self, result: Result<TenantMap, MapError>) {
+        let now = self.clock.now_ms();
+        let mut state = lock(&self.state);
+        match result {
+            Ok(map) => {
+                state.held = Some((map, now));
+                state.last_error = None;
+                state.next_try_ms = 0;
+            }
+            Err(error) => {
+                tracing::warn!(url = %self.fetcher.as_ref().map(Fetcher::endpoint).unwrap_or_default(), "tenant map fetch failed: {error}");
+                state.last_error = Some(error);
+                state.next_try_ms = now + RETRY_MS;
+            }
+        }
+    }
+
+    /// Records a location refusal for `status` and logs it at most once a minute per
+    /// (tenant, action, reason).
+    pub fn record(
+        &self,
+        tenant: Option<&str>,
+        board: &str,
+        row: &str,
+        lane: &str,
+        action: &str,
+        decision: &Decision,
+    ) {
+        let Some(reason) = decision.fenced else {
+            return;
+        };
+        let tenant = tenant.unwrap_or("").to_string();
+        let entry = LocationRefusal {
+            ts_ms: self.clock.now_ms(),
+            tenant: tenant.clone(),
+            board: board.to_string(),
+            row: row.to_string(),
+            lane: lane.to_string(),
+            action: action.to_string(),
+            reason,
+            epoch: decision.epoch,
+        };
+        {
+            let mut recent = lock(&self.recent);
+            if recent.len() == RECENT {
+                recent.pop_front();
+            }
+            recent.push_back(entry);
+        }
+        if self.logged.allow((tenant.as_str(), action, reason)) {
+            tracing::warn!(
+                "location fence: fenced {action:?} for tenant {tenant:?} at {} (board {board}): {reason}",
+                self.settings.location
+            );
+        }
+    }
+
+    /// The status object: location, map age, rows, last fetch error, last 100 refusals.
+    /// It never fetches.
+    pub fn status(&self) -> LocationStatus {
+        let state = lock(&self.state);
+        let now = self.clock.now_ms();
+        LocationStatus {
+            location: self.settings.location.clone(),
+            map_url: self.fetcher.as_ref().map(Fetcher::endpoint),
+            map_age_ms: state.held.as_ref().map(|(_, at)| now.saturating_sub(*at)),
+            map_generated_at: state
+                .held
+                .as_ref()
+                .and_then(|(m, _)| m.generated_at.clone()),
+            rows: state
+                .held
+                .as_ref()
+                .map(|(m, _)| m.tenants.clone())
+                .unwrap_or_default(),
+            last_fetch_error: state.last_error.as_ref().map(MapError::to_string),
+            fetches: self.fetches(),
+            recent_refusals: lock(&self.recent).iter().cloned().collect(),
+        }
+    }
+}
+
+struct FetchDone(Arc<LocationFence>);
+
+impl Drop for FetchDone {
+    fn drop(&mut self) {
+        lock(&self.0.state).fetching = false;
+        self.0.fetched.send_modify(|n| *n += 1);
+    }
+}

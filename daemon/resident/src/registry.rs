@@ -1,0 +1,138 @@
+//! The board registry, `$ROW_FENCE_HOME/registry/boards.toml`: which tenant each board
+//! belongs to, for the location fence. Part of the code stamp (the whole registry
+//! directory is), so a daemon that loaded an older registry restarts on the new one.
+//!
+//! ```toml
+//! [boards.board-1]
+//! tenant = "acme"
+//! ```
+//!
+//! A file that does not parse stops the daemon at start, naming the line.
+
+use row_fence_ask::descriptor::validate_board;
+use row_fence_ask::paths;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Why the registry could not be loaded; the daemon does not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// The file exists but cannot be read.
+    #[error("cannot read the registry {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The text is not a registry: TOML's message with its line and column, or an invalid
+    /// board name.
+    #[error("the registry{} does not parse: {message}", path.as_ref().map(|p| format!(" {}", p.display())).unwrap_or_default())]
+    Parse {
+        /// The file, when read from one.
+        path: Option<PathBuf>,
+        /// What is wrong, where.
+        message: String,
+    },
+}
+
+/// The registry file's name inside the registry directory.
+pub const FILE: &str = "boards.toml";
+
+/// Board → tenant.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Registry {
+    boards: BTreeMap<String, Option<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RegistryFile {
+    #[serde(default)]
+    boards: BTreeMap<String, BoardEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BoardEntry {
+    tenant: Option<String>,
+}
+
+/// `<home>/registry/boards.toml`.
+pub fn path(home: &Path) -> PathBuf {
+    paths::registry(home).join(FILE)
+}
+
+impl Registry {
+    /// Loads the registry under `home`; a missing file is an empty registry. The error
+    /// names the file and the line.
+    pub fn load(home: &Path) -> Result<Registry, RegistryError> {
+        let path = path(home);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Registry::default()),
+            Err(source) => return Err(RegistryError::Read { path, source }),
+        };
+        Registry::parse(&text).map_err(|e| match e {
+            RegistryError::Parse { message, .. } => RegistryError::Parse {
+                path: Some(path),
+                message,
+            },
+            other => other,
+        })
+    }
+
+    /// Parses registry text; the error gives the line and column.
+    pub fn parse(text: &str) -> Result<Registry, RegistryError> {
+        let invalid = |message: String| RegistryError::Parse {
+            path: None,
+            message,
+        };
+        let file: RegistryFile = toml::from_str(text)
+            .map_err(|e| invalid(e.to_string().trim_end().replace('\n', " ")))?;
+        for board in file.boards.keys() {
+            validate_board(board).map_err(|e| invalid(e.to_string()))?;
+        }
+        Ok(Registry {
+            boards: file
+                .boards
+                .into_iter()
+                .map(|(board, entry)| (board, entry.tenant.filter(|t| !t.trim().is_empty())))
+                .collect(),
+        })
+    }
+
+    /// The board's tenant, if the registry names one.
+    pub fn tenant(&self, board: &str) -> Option<&str> {
+        self.boards.get(board)?.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boards_map_to_tenants() {
+        let r = Registry::parse("[boards.b1]\ntenant = \"acme\"\n\n[boards.b2]\n").unwrap();
+        assert_eq!(r.tenant("b1"), Some("acme"));
+        assert_eq!(r.tenant("b2"), None);
+        assert_eq!(r.tenant("b3"), None);
+        assert_eq!(Registry::parse("").unwrap(), Registry::default());
+    }
+
+    #[test]
+    fn a_registry_that_does_not_parse_names_the_line() {
+        let err = Registry::parse("[boards.b1]\ntenant = \"acme\"\ntenant = oops\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 3"), "{err}");
+        let err = Registry::parse("[boards.b1]\ntennant = \"acme\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 2"), "{err}");
+        assert!(Registry::parse("[boards.\"Bad Board\"]\ntenant = \"x\"\n").is_err());
+    }
+}

@@ -1,0 +1,363 @@
+//! The daemon's shared state and what it answers: an ask (stamp check, deadline, one gate
+//! call bounded by it, the ledger), a ping and a status. The server owns the sockets;
+//! this module owns the decisions. It caches the store connection, never a verdict:
+//! every ask reaches the store (DESIGN.md, "The daemon").
+
+use crate::config::Settings;
+use crate::gate::{self, Gated, Located};
+use crate::location::LocationFence;
+use crate::own_code::OwnCode;
+use crate::refusals::{Refusals, lock};
+use crate::registry::Registry;
+use row_fence_ask::ledger::{self, DecidedBy, LedgerRecord};
+use row_fence_ask::protocol::{Answer, Ask, Op, PROTOCOL_VERSION, Pong, Request};
+use row_fence_ask::status::{Counts, Status};
+use row_fence_ask::{Reason, Verdict};
+use row_fence_store::{AskCheck, AskLocation, LeaseStore};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+/// The daemon exits with this code when it finds it runs old code (EX_TEMPFAIL), so its
+/// supervisor (launchd KeepAlive, systemd Restart=always) starts it on the new code.
+pub const EXIT_STALE_CODE: i32 = 75;
+
+/// An ask's deadline is capped at this many ms whatever the asker sends.
+pub const MAX_DEADLINE_MS: u64 = 30_000;
+
+/// Work is not started with less than this many ms left: the answer would be `timeout`
+/// anyway, so it is `busy` at once.
+pub const MIN_WORK_MS: u64 = 2;
+
+/// At most this many store calls in flight; an ask that cannot get one before its
+/// deadline is `busy`. The connection is multiplexed, so this bounds memory, not speed.
+pub const MAX_STORE_CALLS: usize = 1024;
+
+/// Everything a connection task needs.
+pub struct Resident {
+    /// The one store (one warm connection for Redis).
+    pub store: Arc<dyn LeaseStore>,
+    /// What this daemon loaded, to tell whose code is stale.
+    pub own_code: OwnCode,
+    /// This daemon's code stamp.
+    pub stamp: String,
+    /// The uids served: our own plus `ROW_FENCE_ALLOWED_UIDS`.
+    pub allowed_uids: Vec<u32>,
+    /// Where things are.
+    pub settings: Settings,
+    /// The ledger writer, the recent refusals, the rate-limited log.
+    pub refusals: Refusals,
+    /// Counters for `status`.
+    pub stats: Stats,
+    /// When the heartbeat was last written, ms since the Unix epoch (0: never).
+    pub heartbeat_ms: Arc<AtomicU64>,
+    /// Bounds store calls in flight.
+    store_calls: Semaphore,
+    /// Cancelled to stop the daemon (signal, or stale code).
+    pub shutdown: CancellationToken,
+    /// The process exit code once stopped.
+    exit_code: AtomicI32,
+    /// When the daemon started, ms since the Unix epoch.
+    started_at_ms: u64,
+    /// Board → tenant, as loaded with the code stamp.
+    registry: Registry,
+    /// The location fence; `None` unless `ROW_FENCE_LOCATION` is set (inert: no fetch,
+    /// no check, no extra field).
+    location: Option<Arc<LocationFence>>,
+}
+
+/// Counters, all since start.
+#[derive(Default)]
+pub struct Stats {
+    /// Asks answered.
+    pub asks: AtomicU64,
+    /// ALLOWED answers.
+    pub allowed: AtomicU64,
+    /// REFUSED answers.
+    pub refused: AtomicU64,
+    /// COULD NOT READ answers.
+    pub could_not_read: AtomicU64,
+    /// Connections accepted.
+    pub connections: AtomicU64,
+    /// Asks being judged now.
+    pub in_flight: AtomicU64,
+    /// Denials by reason.
+    pub by_reason: Mutex<BTreeMap<Reason, u64>>,
+}
+
+impl Resident {
+    /// Builds the state; the ledger writer starts here.
+    pub fn new(
+        store: Arc<dyn LeaseStore>,
+        own_code: OwnCode,
+        settings: Settings,
+        allowed_uids: Vec<u32>,
+    ) -> Resident {
+        let refusals = Refusals::start(row_fence_ask::paths::ledger(&settings.home));
+        Resident {
+            stamp: own_code.stamp(),
+            store,
+            own_code,
+            allowed_uids,
+            settings,
+            refusals,
+            stats: Stats::default(),
+            heartbeat_ms: Arc::new(AtomicU64::new(0)),
+            store_calls: Semaphore::new(MAX_STORE_CALLS),
+            shutdown: CancellationToken::new(),
+            exit_code: AtomicI32::new(0),
+            started_at_ms: ledger::now_ms(),
+            registry: Registry::default(),
+            location: None,
+        }
+    }
+
+    /// Turns the location fence on (with the registry that names each board's tenant).
+    pub fn with_location(
+        mut self,
+        registry: Registry,
+        fence: Option<Arc<LocationFence>>,
+    ) -> Resident {
+        self.registry = registry;
+        self.location = fence;
+        self
+    }
+
+    /// Stops the daemon with `code` (in-flight asks finish first).
+    pub fn stop(&self, code: i32) {
+        self.exit_code.store(code, Ordering::SeqCst);
+        self.shutdown.cancel();
+    }
+
+    /// The exit code the daemon stops with.
+    pub fn exit_code(&self) -> i32 {
+        self.exit_code.load(Ordering::SeqCst)
+    }
+
+    /// True when `uid` may be served.
+    pub fn serves(&self, uid: u32) -> bool {
+        self.allowed_uids.contains(&uid)
+    }
+
+    /// Answers one parsed request from a peer we serve.
+    pub async fn answer(&self, request: Request) -> Answer {
+        match request.op {
+            Op::Ask(ask) => self.ask(*ask).await,
+            Op::Ping => Answer {
+                v: PROTOCOL_VERSION,
+                pong: Some(Pong {
+                    pid: std::process::id(),
+                    stamp: self.stamp.clone(),
+                }),
+                ..Answer::default()
+            },
+            Op::Status => Answer {
+                v: PROTOCOL_VERSION,
+                status: Some(Box::new(self.status())),
+                ..Answer::default()
+            },
+        }
+    }
+
+    /// The answer for a peer whose uid we do not serve: no store call is made. The probe
+    /// is recorded like any COULD NOT READ (a ledger line, a WARN at most once a minute),
+    /// filed under what the request claims, if it parses as an ask.
+    pub fn refuse_peer(&self, uid: Option<u32>, pid: Option<i32>, line: &[u8]) -> Answer {
+        let who = match (uid, pid) {
+            (Some(uid), Some(pid)) => format!("uid {uid} (pid {pid})"),
+            (Some(uid), None) => format!("uid {uid}"),
+            (None, _) => "an unknown uid".to_string(),
+        };
+        let detail = format!(
+            "this daemon serves uid(s) {:?}, not {who}",
+            self.allowed_uids
+        );
+        let verdict = Verdict::CouldNotRead(Reason::PeerRefused);
+        self.count(verdict);
+        let claimed = match Request::parse(line).map(|r| r.op) {
+            Ok(Op::Ask(ask)) => Some(ask),
+            _ => None,
+        };
+        let record = LedgerRecord::new(DecidedBy::Daemon, verdict, detail.clone())
+            .with_descriptor(claimed.as_ref().map(|a| &a.descriptor))
+            .with_caller(
+                claimed.as_ref().and_then(|a| a.caller.session.as_deref()),
+                claimed.as_ref().and_then(|a| a.caller.cwd.as_deref()),
+                claimed.as_ref().map_or("", |a| a.action.as_str()),
+            );
+        self.refusals.record(record);
+        Answer::could_not_read(Reason::PeerRefused, detail)
+    }
+
+    /// A `protocol_error` answer for a malformed request.
+    pub fn malformed(&self, detail: String) -> Answer {
+        self.count(Verdict::CouldNotRead(Reason::ProtocolError));
+        Answer::could_not_read(Reason::ProtocolError, detail)
+    }
+
+    async fn ask(&self, ask: Ask) -> Answer {
+        let started = Instant::now();
+        let d = &ask.descriptor;
+        if let Err(e) = d.validate() {
+            return self.malformed(format!("the descriptor in the request is invalid: {e}"));
+        }
+        let (gated, located) = {
+            let _in_flight = InFlight::enter(&self.stats.in_flight);
+            self.judge(&ask, started).await
+        };
+        self.count(gated.verdict);
+        if gated.verdict.is_denial() {
+            self.refusals
+                .record(ledger_record(&ask, &gated, located.as_ref()));
+        }
+        Answer::verdict(gated.verdict, gated.detail, Some(d))
+    }
+
+    async fn judge(&self, ask: &Ask, started: Instant) -> (Gated, Option<AskLocation>) {
+        if ask.stamp != self.stamp {
+            return (self.stale_code(&ask.stamp), None);
+        }
+        let budget = ask.deadline_ms.min(MAX_DEADLINE_MS);
+        // Leave time to write the answer back before the asker gives up.
+        let margin = (budget / 10).min(50);
+        let deadline = started + Duration::from_millis(budget - margin);
+        let busy = |detail: String| Gated {
+            verdict: Verdict::CouldNotRead(Reason::Busy),
+            detail,
+        };
+        if deadline.saturating_duration_since(Instant::now()) < Duration::from_millis(MIN_WORK_MS) {
+            return (
+                busy(format!("{} ms left is too little to ask the store", budget)),
+                None,
+            );
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Ok(Ok(_permit)) = tokio::time::timeout(left, self.store_calls.acquire()).await else {
+            return (
+                busy(format!(
+                    "{MAX_STORE_CALLS} store calls were in flight for the whole {budget} ms"
+                )),
+                None,
+            );
+        };
+        let d = &ask.descriptor;
+        let check = AskCheck {
+            board: d.board.clone(),
+            row: d.row.clone(),
+            lane: d.lane.clone(),
+            generation: d.generation,
+            action: ask.action.clone(),
+            session: ask.caller.session.clone().unwrap_or_default(),
+            location: None,
+        };
+        let located = self.location.as_ref().map(|fence| Located {
+            fence,
+            tenant: self.registry.tenant(&d.board),
+        });
+        gate::gate_located(self.store.as_ref(), &check, located, deadline).await
+    }
+
+    /// The asker runs other code than we loaded. If our own files changed, we are the
+    /// stale one: answer, then exit so the supervisor restarts us on the new code.
+    fn stale_code(&self, theirs: &str) -> Gated {
+        let detail = match self.own_code.changed() {
+            Some(what) => {
+                tracing::error!(
+                    "{what}: exiting with {EXIT_STALE_CODE} so the supervisor restarts this daemon on the new code"
+                );
+                self.stop(EXIT_STALE_CODE);
+                format!(
+                    "the daemon runs old code ({what}); it is restarting on the new code, retry in a few seconds"
+                )
+            }
+            None => format!(
+                "the asker's code stamp {} is not the daemon's {}: the asker runs other code than the daemon",
+                short(theirs),
+                short(&self.stamp)
+            ),
+        };
+        Gated {
+            verdict: Verdict::CouldNotRead(Reason::StaleCode),
+            detail,
+        }
+    }
+
+    fn count(&self, verdict: Verdict) {
+        let counter = match verdict {
+            Verdict::Allowed | Verdict::Unfenced => &self.stats.allowed,
+            Verdict::Refused(_) => &self.stats.refused,
+            Verdict::CouldNotRead(_) => &self.stats.could_not_read,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        self.stats.asks.fetch_add(1, Ordering::Relaxed);
+        if let Some(reason) = verdict.reason() {
+            *lock(&self.stats.by_reason).entry(reason).or_default() += 1;
+        }
+    }
+
+    /// The status object (`row-fence status`).
+    pub fn status(&self) -> Status {
+        let now = ledger::now_ms();
+        let beat = self.heartbeat_ms.load(Ordering::Relaxed);
+        let s = &self.stats;
+        Status {
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            stamp: self.stamp.clone(),
+            socket: self.settings.socket.display().to_string(),
+            home: self.settings.home.display().to_string(),
+            store: self.store.describe(),
+            key_prefix: self.settings.key_prefix.clone(),
+            store_reconnects: self.store.connection_losses(),
+            started_at_ms: self.started_at_ms,
+            uptime_ms: now.saturating_sub(self.started_at_ms),
+            heartbeat_age_ms: (beat > 0).then(|| now.saturating_sub(beat)),
+            asks_in_flight: s.in_flight.load(Ordering::Relaxed),
+            connections: s.connections.load(Ordering::Relaxed),
+            counts: Counts {
+                asks: s.asks.load(Ordering::Relaxed),
+                allowed: s.allowed.load(Ordering::Relaxed),
+                refused: s.refused.load(Ordering::Relaxed),
+                could_not_read: s.could_not_read.load(Ordering::Relaxed),
+                by_reason: lock(&s.by_reason).clone(),
+            },
+            recent_refusals: self.refusals.recent(),
+            location_fence: self.location.as_ref().map(|fence| fence.status()),
+        }
+    }
+}
+
+/// Counts an ask in flight for as long as it lives, also when its task is torn down.
+struct InFlight<'a>(&'a AtomicU64);
+
+impl<'a> InFlight<'a> {
+    fn enter(counter: &'a AtomicU64) -> InFlight<'a> {
+        counter.fetch_add(1, Ordering::Relaxed);
+        InFlight(counter)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+fn ledger_record(ask: &Ask, gated: &Gated, located: Option<&AskLocation>) -> LedgerRecord {
+    LedgerRecord::new(DecidedBy::Daemon, gated.verdict, gated.detail.clone())
+        .with_descriptor(Some(&ask.descriptor))
+        .with_caller(
+            ask.caller.session.as_deref(),
+            ask.caller.cwd.as_deref(),
+            &ask.action,
+        )
+        .with_location(located.map(|l| (l.location.as_str(), l.epoch)))
+}
+
+fn short(stamp: &str) -> &str {
+    stamp.get(..12).unwrap_or(stamp)
+}

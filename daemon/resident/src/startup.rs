@@ -1,0 +1,248 @@
+//! `row-fence-resident` from start to exit: check the socket's directory, load the code
+//! stamp (exit before binding if the registry changes while loading), open the store
+//! lazily, take the socket, then serve, beat and record until SIGTERM/SIGINT or stale
+//! code; finish in-flight asks, flush the ledger, unlink the socket if it is still ours.
+
+use crate::config::Settings;
+use crate::heartbeat;
+use crate::location::{self, LocationFence, SystemClock};
+use crate::own_code::OwnCode;
+use crate::registry::{Registry, RegistryError};
+use crate::resident::Resident;
+use crate::server;
+use crate::socket::{self, SocketError};
+use row_fence_ask::paths;
+use row_fence_store::LeaseStore;
+use std::os::unix::fs::DirBuilderExt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Exit code for a daemon that could not start (bad settings, socket taken, untrusted
+/// directory, registry changing under it).
+pub const EXIT_START_FAILED: i32 = 1;
+
+/// Why the daemon did not start; nothing was bound.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The async runtime could not be built.
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+    /// The home directory could not be created.
+    #[error("cannot create {path}: {source}")]
+    Home {
+        /// The home.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The socket's directory or path is refused, or binding failed.
+    #[error(transparent)]
+    Socket(#[from] SocketError),
+    /// A daemon already answers on the socket; it is left alone.
+    #[error("already running: a daemon answers on {0}; leaving it alone")]
+    AlreadyRunning(std::path::PathBuf),
+    /// The bound socket could not be listened on.
+    #[error("cannot listen on {path}: {source}")]
+    Listen {
+        /// The socket.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The registry could not be read or parsed.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// The registry changed between its digest and its load.
+    #[error("the registry changed while the daemon was loading it; exiting before binding")]
+    RegistryChanged,
+    /// The registry's digest could not be taken.
+    #[error("cannot read the registry: {0}")]
+    RegistryDigest(String),
+    /// The store's settings are not a store.
+    #[error("{0}")]
+    Store(String),
+    /// The location fence could not be built.
+    #[error("the location fence: {0}")]
+    Fence(#[from] location::map::MapError),
+}
+
+/// What the daemon needs beyond the common settings.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Resolved home, socket, store and key prefix.
+    pub settings: Settings,
+    /// Between heartbeats.
+    pub heartbeat_interval: Duration,
+    /// Extra uids to serve besides our own.
+    pub extra_uids: Vec<u32>,
+    /// The location fence's settings; `None` (the default) keeps it inert.
+    pub location: Option<location::Settings>,
+}
+
+/// Runs the daemon in the foreground; returns the process exit code.
+pub fn run(options: Options) -> i32 {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => return failed(StartError::Runtime(e)),
+    };
+    let code = runtime.block_on(async move {
+        match prepare(&options) {
+            Ok(prepared) => serve(options, prepared).await,
+            Err(e) => failed(e),
+        }
+    });
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    code
+}
+
+fn failed(e: StartError) -> i32 {
+    tracing::error!("{e}");
+    eprintln!("row-fence-resident: {e}");
+    EXIT_START_FAILED
+}
+
+struct Prepared {
+    own_code: OwnCode,
+    registry: Registry,
+    fence: Option<Arc<LocationFence>>,
+    store: Arc<dyn LeaseStore>,
+    listener: tokio::net::UnixListener,
+    guard: socket::SocketGuard,
+}
+
+/// Everything that can refuse a start, in order, before anything is served.
+fn prepare(options: &Options) -> Result<Prepared, StartError> {
+    let settings = &options.settings;
+    // Everything the daemon creates is private to its user.
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&settings.home)
+        .map_err(|source| StartError::Home {
+            path: settings.home.clone(),
+            source,
+        })?;
+    socket::prepare_dir(&settings.socket)?;
+    let own_code = OwnCode::capture(&settings.home).map_err(StartError::RegistryDigest)?;
+    // Whatever the daemon loads from the registry is loaded between these two digests.
+    let registry = Registry::load(&settings.home)?;
+    let again = row_fence_ask::stamp::registry_digest(&paths::registry(&settings.home))
+        .map_err(|e| StartError::RegistryDigest(e.to_string()))?;
+    if again != own_code.registry_digest() {
+        return Err(StartError::RegistryChanged);
+    }
+    let store = settings.open_store().map_err(StartError::Store)?;
+    let fence = location_fence(options.location.as_ref())?;
+    let (listener, guard) = socket::bind(&settings.socket).map_err(|e| match e {
+        SocketError::AlreadyRunning(path) => StartError::AlreadyRunning(path),
+        other => StartError::Socket(other),
+    })?;
+    let listener = listener
+        .set_nonblocking(true)
+        .and_then(|_| tokio::net::UnixListener::from_std(listener))
+        .map_err(|source| {
+            guard.remove_if_ours();
+            StartError::Listen {
+                path: settings.socket.clone(),
+                source,
+            }
+        })?;
+    Ok(Prepared {
+        own_code,
+        registry,
+        fence,
+        store,
+        listener,
+        guard,
+    })
+}
+
+/// Builds the location fence when it is on, warning once when it has no map to fetch
+/// (every ask is then `map_missing`).
+fn location_fence(
+    settings: Option<&location::Settings>,
+) -> Result<Option<Arc<LocationFence>>, StartError> {
+    let Some(settings) = settings else {
+        return Ok(None);
+    };
+    if settings.source.is_none() {
+        tracing::warn!(
+            location = %settings.location,
+            "ROW_FENCE_LOCATION is set without ROW_FENCE_TENANT_MAP_URL: every ask is fenced map_missing"
+        );
+    }
+    Ok(Some(LocationFence::new(
+        settings.clone(),
+        Arc::new(SystemClock),
+    )?))
+}
+
+async fn serve(options: Options, prepared: Prepared) -> i32 {
+    let Options {
+        settings,
+        heartbeat_interval,
+        extra_uids,
+        location: _,
+    } = options;
+    let Prepared {
+        own_code,
+        registry,
+        fence,
+        store,
+        listener,
+        guard,
+    } = prepared;
+    let mut uids = vec![paths::euid()];
+    uids.extend(extra_uids);
+    let resident = Arc::new(
+        Resident::new(store.clone(), own_code, settings.clone(), uids)
+            .with_location(registry, fence),
+    );
+    tracing::info!(
+        socket = %settings.socket.display(),
+        store = %store.describe(),
+        stamp = %resident.stamp,
+        pid = std::process::id(),
+        "row-fence-resident is serving"
+    );
+    tokio::spawn(heartbeat::run(
+        store,
+        paths::heartbeat(&settings.home),
+        resident.stamp.clone(),
+        heartbeat_interval,
+        resident.heartbeat_ms.clone(),
+        resident.shutdown.clone(),
+    ));
+    tokio::spawn(stop_on_signal(resident.clone()));
+    // Bound and about to accept: only now may systemd count the daemon as started.
+    crate::supervisor::ready(&settings.socket);
+    server::run(listener, resident.clone(), resident.shutdown.clone()).await;
+    crate::supervisor::stopping();
+    resident.refusals.close();
+    guard.remove_if_ours();
+    let code = resident.exit_code();
+    tracing::info!(code, "row-fence-resident stopped");
+    code
+}
+
+async fn stop_on_signal(resident: Arc<Resident>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::warn!("cannot install signal handlers");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: finishing in-flight asks"),
+        _ = int.recv() => tracing::info!("SIGINT: finishing in-flight asks"),
+        _ = resident.shutdown.cancelled() => return,
+    }
+    resident.stop(0);
+}

@@ -1,0 +1,83 @@
+//! The one rule that judges a row lease against an ask, and the sentences that explain a
+//! judgement (holder, generation, expiry as stored). Used by every adapter (the Lua ask
+//! script implements the same rule), by the row-lease writes and by the gate, so a refusal
+//! reads the same wherever it was decided.
+
+use crate::{AskCheck, RowLease};
+use row_fence_ask::Reason;
+use std::time::Duration;
+
+/// Judges a row lease against an ask at `now_ms`: the one rule both the Lua ask script and
+/// the document adapters implement (DESIGN.md, verdicts). Holder first, so a takeover
+/// reads `different_holder`; then generation; then expiry (at or before now).
+pub fn judge(lease: Option<&RowLease>, ask: &AskCheck, now_ms: u64) -> Option<Reason> {
+    let Some(lease) = lease else {
+        return Some(Reason::NotHeld);
+    };
+    if lease.holder != ask.lane {
+        Some(Reason::DifferentHolder)
+    } else if lease.generation != ask.generation {
+        Some(Reason::StaleGeneration)
+    } else if lease.expires_at_ms <= now_ms {
+        Some(Reason::LeaseExpired)
+    } else {
+        None
+    }
+}
+
+/// The sentence for a refusal, naming the holder, generation and expiry as stored.
+pub fn refusal_detail(
+    reason: Reason,
+    check: &AskCheck,
+    lease: Option<&RowLease>,
+    now_ms: u64,
+) -> String {
+    let row = format!("{}/{}", check.board, check.row);
+    match (reason, lease) {
+        (Reason::DifferentHolder, Some(l)) => format!(
+            "{row} is held by {} at generation {}, not by {}",
+            l.holder, l.generation, check.lane
+        ),
+        (Reason::StaleGeneration, Some(l)) => format!(
+            "{} holds {row} at generation {}, not {}",
+            l.holder, l.generation, check.generation
+        ),
+        (Reason::LeaseExpired, Some(l)) => format!(
+            "{}'s lease on {row} at generation {} expired {} ago",
+            l.holder,
+            l.generation,
+            span(now_ms.saturating_sub(l.expires_at_ms))
+        ),
+        _ => format!("no lease on {row}"),
+    }
+}
+
+/// A duration in ms, rounded to seconds, as `1h 59m 3s`.
+pub fn span(ms: u64) -> String {
+    humantime::format_duration(Duration::from_secs(ms / 1000)).to_string()
+}
+
+/// Formats ms since the Unix epoch as RFC 3339 (seconds).
+/// Total: a time past what RFC 3339 can write (the year 9999), as a stored record may
+/// hold, prints as its number instead of failing.
+pub fn rfc3339(ms: u64) -> String {
+    /// 9999-12-31T23:59:59.999Z, the last instant RFC 3339 can write.
+    const LAST_MS: u64 = 253_402_300_799_999;
+    if ms > LAST_MS {
+        return format!("{ms} ms after the Unix epoch (past the year 9999)");
+    }
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rfc3339;
+
+    #[test]
+    fn any_stored_expiry_prints_without_panicking() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert!(rfc3339(u64::MAX).contains("past the year 9999"));
+        assert!(rfc3339(253_402_300_800_000).contains("past the year 9999"));
+    }
+}

@@ -1,0 +1,268 @@
+//! Row leases: acquire (grant or take over), renew, release and list, each one fenced
+//! write on the `claims` section through [`fencing::write`] — one spelling of every write.
+//! A grant's generation is the revision its batch commits at, so generations are unique
+//! and strictly increasing per board (DESIGN.md, vocabulary). Expiry is set with the
+//! store's clock.
+
+use crate::document::parse_row_lease;
+use crate::fencing::{self, Controller, WriteError};
+use crate::judge::rfc3339;
+use crate::{AskCheck, CLAIMS, LeaseStore, RowLease, StoreError, judge};
+use row_fence_ask::{Descriptor, Reason};
+use serde_json::Value;
+
+/// Why a row-lease operation did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    /// Another lane holds the row and its lease is live (acquire without takeover).
+    #[error(
+        "{board}/{row} is held by {holder} at generation {generation} until {until} (--takeover takes it)"
+    )]
+    Held {
+        /// The board.
+        board: String,
+        /// The row.
+        row: String,
+        /// The lane holding it.
+        holder: String,
+        /// Its generation.
+        generation: u64,
+        /// Its expiry, RFC 3339.
+        until: String,
+    },
+    /// The lease is not this lane's at this generation (renew, release).
+    #[error("{detail}")]
+    NotYours {
+        /// Which of `not_held`, `different_holder`, `stale_generation`, `lease_expired`.
+        reason: Reason,
+        /// A sentence naming the holder.
+        detail: String,
+    },
+    /// The write was fenced on a controller lease that is stale.
+    #[error("the controller lease is stale ({0})")]
+    StaleController(String),
+    /// The board kept changing for every attempt.
+    #[error("the board's fencing state kept changing; nothing was committed")]
+    Contention,
+    /// The store failed or holds data row-fence did not write.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl LeaseError {
+    /// True when the answer is "no" (exit 3) rather than "could not find out" (exit 1).
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            LeaseError::Held { .. } | LeaseError::NotYours { .. } | LeaseError::StaleController(_)
+        )
+    }
+}
+
+impl From<WriteError<LeaseError>> for LeaseError {
+    fn from(e: WriteError<LeaseError>) -> LeaseError {
+        match e {
+            WriteError::Change(e) => e,
+            WriteError::StaleLease(why) => LeaseError::StaleController(why),
+            WriteError::Contention => LeaseError::Contention,
+            WriteError::Store(e) => LeaseError::Store(e),
+        }
+    }
+}
+
+/// What to grant.
+#[derive(Clone, Debug)]
+pub struct Grant<'a> {
+    /// The board.
+    pub board: &'a str,
+    /// The row.
+    pub row: &'a str,
+    /// The lane to grant it to.
+    pub lane: &'a str,
+    /// Lease time, in ms.
+    pub ttl_ms: u64,
+    /// Take the row from another lane even when its lease is live.
+    pub takeover: bool,
+    /// The board's tenant, recorded in the lease and the descriptor.
+    pub tenant: Option<&'a str>,
+}
+
+/// Grants `grant.row` to `grant.lane` with a new generation; returns the lane's
+/// descriptor and the lease as written.
+pub async fn acquire(
+    store: &dyn LeaseStore,
+    grant: &Grant<'_>,
+    fence: Option<&Controller>,
+) -> Result<(Descriptor, RowLease), LeaseError> {
+    let written = fencing::write(
+        store,
+        grant.board,
+        &[CLAIMS],
+        |view| {
+            let now = view.now_ms();
+            let current = read_lease(view.section(CLAIMS).get(grant.row))?;
+            if let Some(held) = current.filter(|l| l.holder != grant.lane && l.expires_at_ms > now)
+                && !grant.takeover
+            {
+                return Err(LeaseError::Held {
+                    board: grant.board.into(),
+                    row: grant.row.into(),
+                    holder: held.holder,
+                    generation: held.generation,
+                    until: rfc3339(held.expires_at_ms),
+                });
+            }
+            let lease = RowLease {
+                holder: grant.lane.into(),
+                generation: view.commit_revision(),
+                expires_at_ms: now.saturating_add(grant.ttl_ms),
+                tenant: grant.tenant.map(str::to_string),
+            };
+            view.section(CLAIMS).insert(grant.row, to_value(&lease));
+            Ok(lease)
+        },
+        fence,
+    )
+    .await?;
+    let lease = written.value;
+    let descriptor = Descriptor {
+        board: grant.board.into(),
+        row: grant.row.into(),
+        lane: grant.lane.into(),
+        generation: lease.generation,
+        tenant: lease.tenant.clone(),
+    };
+    Ok((descriptor, lease))
+}
+
+/// Extends the lane's live lease at `generation` by `ttl_ms` from the store's now; the
+/// generation is kept.
+pub async fn renew(
+    store: &dyn LeaseStore,
+    held: &Descriptor,
+    ttl_ms: u64,
+    fence: Option<&Controller>,
+) -> Result<RowLease, LeaseError> {
+    let written = fencing::write(
+        store,
+        &held.board,
+        &[CLAIMS],
+        |view| {
+            let now = view.now_ms();
+            let mut lease = owned(
+                read_lease(view.section(CLAIMS).get(&held.row))?,
+                held,
+                now,
+                false,
+            )?;
+            lease.expires_at_ms = now.saturating_add(ttl_ms);
+            view.section(CLAIMS).insert(&held.row, to_value(&lease));
+            Ok(lease)
+        },
+        fence,
+    )
+    .await?;
+    Ok(written.value)
+}
+
+/// Releases the lane's lease at `generation` (an expired one too: giving up a row that
+/// is still ours is always safe).
+pub async fn release(
+    store: &dyn LeaseStore,
+    held: &Descriptor,
+    fence: Option<&Controller>,
+) -> Result<RowLease, LeaseError> {
+    let written = fencing::write(
+        store,
+        &held.board,
+        &[CLAIMS],
+        |view| {
+            let now = view.now_ms();
+            let lease = owned(
+                read_lease(view.section(CLAIMS).get(&held.row))?,
+                held,
+                now,
+                true,
+            )?;
+            view.section(CLAIMS).remove(&held.row);
+            Ok(lease)
+        },
+        fence,
+    )
+    .await?;
+    Ok(written.value)
+}
+
+/// One row lease as listed by `show`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Listed {
+    /// The row.
+    pub row: String,
+    /// The lease.
+    #[serde(flatten)]
+    pub lease: RowLease,
+    /// The revision the record was last written at.
+    pub revision: u64,
+    /// True when unexpired at the store's now.
+    pub live: bool,
+}
+
+/// The board's row leases (one row when `row` is given), with the store's now.
+pub async fn list(
+    store: &dyn LeaseStore,
+    board: &str,
+    row: Option<&str>,
+) -> Result<(Vec<Listed>, u64), StoreError> {
+    let snapshot = store.sections(board, &[CLAIMS]).await?;
+    let now = snapshot.now_ms;
+    let mut out = Vec::new();
+    for (key, record) in snapshot.sections.get(CLAIMS).into_iter().flatten() {
+        if row.is_some_and(|r| r != key) {
+            continue;
+        }
+        let lease = parse_row_lease(&record.value)?;
+        out.push(Listed {
+            row: key.clone(),
+            live: lease.expires_at_ms > now,
+            lease,
+            revision: record.revision,
+        });
+    }
+    Ok((out, now))
+}
+
+fn read_lease(value: Option<&Value>) -> Result<Option<RowLease>, LeaseError> {
+    value
+        .map(|v| parse_row_lease(v).map_err(LeaseError::Store))
+        .transpose()
+}
+
+/// The lease, if it is `held`'s: the same rule as an ask ([`judge`]), so renew and release
+/// refuse exactly when a push would.
+fn owned(
+    lease: Option<RowLease>,
+    held: &Descriptor,
+    now: u64,
+    allow_expired: bool,
+) -> Result<RowLease, LeaseError> {
+    let check = AskCheck {
+        board: held.board.clone(),
+        row: held.row.clone(),
+        lane: held.lane.clone(),
+        generation: held.generation,
+        ..AskCheck::default()
+    };
+    match (judge(lease.as_ref(), &check, now), lease) {
+        (None, Some(lease)) => Ok(lease),
+        (Some(Reason::LeaseExpired), Some(lease)) if allow_expired => Ok(lease),
+        (Some(reason), lease) => Err(LeaseError::NotYours {
+            reason,
+            detail: crate::judge::refusal_detail(reason, &check, lease.as_ref(), now),
+        }),
+        (None, None) => unreachable!("judge allows only a present lease"),
+    }
+}
+
+fn to_value(lease: &RowLease) -> Value {
+    serde_json::to_value(lease).expect("a row lease always serializes")
+}

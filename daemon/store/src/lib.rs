@@ -1,0 +1,380 @@
+//! `row-fence-store`: the lease store (DESIGN.md, "The lease store"). One port
+//! ([`LeaseStore`]), several adapters, and the domain every writer goes through: the fenced
+//! write engine, row leases and the controller lease. Every write is a fenced batch; every
+//! ask is judged on the store side with the store's clock. Typed errors only; no command
+//! line, templates or log subscriber here (those belong to the resident and the CLI).
+//!
+//! # Layout
+//!
+//! The port and its adapters:
+//! - this file: the port ([`LeaseStore`]), records, batches, row and controller leases,
+//!   [`StoreError`], [`open`].
+//! - [`redis`]: Redis: per-record keys (the `records` layout, Lua scripts) and, for boards
+//!   not yet migrated, the whole document (the `document` layout); a router picks per board.
+//! - [`file`], [`file_log`]: the embedded default, one JSON document per board under
+//!   `$ROW_FENCE_HOME/store/`, written atomically under an exclusive lock, and its fence log.
+//! - [`document`]: the whole-document model both document adapters apply batches to.
+//! - [`spec`]: the store URL (`file`, `redis://…`, …) and its display without a password.
+//!
+//! The domain on top of the port:
+//! - [`fencing`]: the change → fenced batch engine every write goes through.
+//! - [`lease`]: row leases (acquire, renew, release, list) as fenced writes.
+//! - [`controller`]: the board controller's lease and epoch.
+//! - [`judge`]: the one rule that judges a row lease, and the sentences that explain it.
+//!
+//! Plumbing the adapters share with the resident and the CLI:
+//! - [`atomic_file`]: replacing a file atomically (temp file, fsync, rename).
+//! - [`tls`]: the crypto provider `rediss://` stores need, installed once.
+
+pub mod atomic_file;
+pub mod controller;
+pub mod document;
+pub mod fencing;
+pub mod file;
+pub mod file_log;
+pub mod judge;
+pub mod lease;
+pub mod redis;
+pub mod spec;
+pub mod tls;
+
+use async_trait::async_trait;
+use row_fence_ask::Reason;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+pub use judge::judge;
+pub use spec::StoreSpec;
+
+/// `expected` of a [`RecordWrite`] that skips the revision check.
+pub const BLIND: i64 = -1;
+
+/// The fence log keeps exactly this many newest entries (`LOG_CAP`, as the source).
+pub const LOG_CAP: usize = 1000;
+
+/// The asks stream keeps this many newest entries.
+pub const ASKS_CAP: usize = 1000;
+
+/// The section holding row leases, one record per row.
+pub const CLAIMS: &str = "claims";
+
+/// The section holding the board's scalars (`lease`, `epoch`, `layout`).
+pub const META: &str = "meta";
+
+/// One fence log entry: one per committed batch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogEntry {
+    /// The revision the batch committed at.
+    pub revision: u64,
+    /// The lease fence's owner, empty for an unfenced batch.
+    pub owner: String,
+    /// The number of writes in the batch.
+    pub records: usize,
+}
+
+/// One record: its value and the board revision of the batch that last wrote it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// The board revision of the batch that last wrote this record (≥ 1).
+    #[serde(rename = "r")]
+    pub revision: u64,
+    /// The record's value, any JSON.
+    #[serde(rename = "v")]
+    pub value: serde_json::Value,
+}
+
+/// A section: key → record, sorted by key.
+pub type Section = BTreeMap<String, Record>;
+
+/// What a [`RecordWrite`] does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteKind {
+    /// Writes `value` at the batch's revision.
+    Put,
+    /// Removes the record.
+    Delete,
+    /// Writes nothing; only its `expected` revision is compared.
+    Check,
+}
+
+/// One write of a fenced batch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecordWrite {
+    /// Put, delete or check.
+    pub kind: WriteKind,
+    /// The section (a hash per section on Redis).
+    pub section: String,
+    /// The record's key within its section.
+    pub key: String,
+    /// The revision the writer read the record at: 0 for absent, [`BLIND`] (-1) to skip
+    /// the check.
+    pub expected: i64,
+    /// The value to put (ignored for delete and check).
+    #[serde(default)]
+    pub value: serde_json::Value,
+}
+
+/// Makes a batch conditional on the board's controller lease.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseFence {
+    /// The controller the writer believes it is; empty compares only epoch and expiry.
+    pub owner: String,
+    /// The epoch the writer holds.
+    pub epoch: u64,
+    /// The writer's now, in ms since the Unix epoch: a lease expiring at or before it is
+    /// stale.
+    pub now_ms: u64,
+}
+
+/// A list of writes applied all or nothing.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FencedBatch {
+    /// The writes, applied in order after every check passed.
+    pub writes: Vec<RecordWrite>,
+    /// The controller lease fence, if any.
+    pub lease: Option<LeaseFence>,
+    /// When set, the board revision the writer read at: the batch is refused with
+    /// `RevisionConflict{key: "revision"}` unless the board is still at it, so it commits
+    /// at exactly this + 1. A grant uses it to learn its generation before it commits.
+    pub expected_revision: Option<u64>,
+}
+
+/// The board controller's lease, record `meta/lease`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControllerLease {
+    /// The controller holding the lease.
+    pub owner: String,
+    /// +1 on every takeover.
+    pub epoch: u64,
+    /// Expiry, ms since the Unix epoch on the store's clock.
+    pub expires_at_ms: u64,
+}
+
+/// A row lease, record `claims/<row>`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RowLease {
+    /// The lane holding the row.
+    pub holder: String,
+    /// The fencing token: the board revision the lease was granted at.
+    pub generation: u64,
+    /// Expiry, ms since the Unix epoch on the store's clock.
+    pub expires_at_ms: u64,
+    /// The board's tenant, if the grant named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+}
+
+/// A consistent read of some sections of a board, with the board revision and the
+/// store's clock at the time of the read.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    /// The board revision (0 for a board never written).
+    pub revision: u64,
+    /// The store's clock, ms since the Unix epoch.
+    pub now_ms: u64,
+    /// Each section asked for (empty when absent).
+    pub sections: BTreeMap<String, Section>,
+}
+
+impl Snapshot {
+    /// A record of a section, if present.
+    pub fn record(&self, section: &str, key: &str) -> Option<&Record> {
+        self.sections.get(section)?.get(key)
+    }
+}
+
+/// What an ask asks the store: does `lane` hold `row` of `board` at `generation`?
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AskCheck {
+    /// The board.
+    pub board: String,
+    /// The row.
+    pub row: String,
+    /// The lane asking.
+    pub lane: String,
+    /// The generation in its descriptor.
+    pub generation: u64,
+    /// The fenced action (for the asks stream).
+    pub action: String,
+    /// The caller's session (for the asks stream).
+    pub session: String,
+    /// The location fence's stamp, only when the fence is on: the asks stream entry then
+    /// carries `location` and `epoch`, and the fence's verdict when it fenced the ask.
+    pub location: Option<AskLocation>,
+}
+
+/// What the location fence decided for an ask, recorded with it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AskLocation {
+    /// This daemon's location.
+    pub location: String,
+    /// The tenant's epoch in the held map; -1 when it has no single row.
+    pub epoch: i64,
+    /// The fence's reason when it fenced the ask.
+    pub fenced: Option<Reason>,
+}
+
+/// The store's judgement of an ask, decided atomically with the store's clock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Judgement {
+    /// `None` when allowed, else the refusal reason (`not_held`, `different_holder`,
+    /// `stale_generation`, `lease_expired`).
+    pub refusal: Option<Reason>,
+    /// The lease as stored, when there is one.
+    pub lease: Option<RowLease>,
+    /// The store's clock when it judged, ms since the Unix epoch.
+    pub now_ms: u64,
+}
+
+/// What went wrong in a store call. Ask it which kind it is (as redis-rs errors answer
+/// `is_timeout()`): a refusal of a write, a conflict to retry, or "could not find out",
+/// which is always COULD NOT READ.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The controller lease fence failed: no lease, another owner, another epoch, or
+    /// expired at the fence's now. Nothing was written.
+    #[error("the controller lease is stale: {0}")]
+    StaleLease(String),
+    /// A write's expected revision did not match (the first mismatching key, as
+    /// `section/key`, or `revision` for the board revision). Nothing was written.
+    #[error("revision conflict on {key}")]
+    RevisionConflict {
+        /// The first mismatching key.
+        key: String,
+    },
+    /// The store could not be reached or answered with an error.
+    #[error("the store is unreachable: {0}")]
+    Unreachable(String),
+    /// A stored record or document is not what row-fence writes.
+    #[error("the store holds malformed data: {0}")]
+    Corrupt(String),
+    /// The board was moved to another layout or store; this one no longer serves it.
+    #[error("the board has moved: {0}")]
+    Moved(String),
+    /// The request itself is invalid (a bad board name, a bad batch).
+    #[error("{0}")]
+    Invalid(String),
+    /// The board is served by another layout than the adapter asked (the Redis router
+    /// uses this to fall back to a board's document; it never returns it). Nothing was
+    /// written.
+    #[error("the board is served by another layout: {0}")]
+    NotThisLayout(String),
+}
+
+impl StoreError {
+    /// True when a write was refused by the lease fence (exit 3 for a CLI).
+    pub fn is_stale_lease(&self) -> bool {
+        matches!(self, StoreError::StaleLease(_))
+    }
+
+    /// True when a write met a concurrent write: read again and retry.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, StoreError::RevisionConflict { .. })
+    }
+
+    /// The COULD NOT READ reason an ask reports for this error.
+    pub fn ask_reason(&self) -> Reason {
+        match self {
+            StoreError::Corrupt(_) | StoreError::Invalid(_) => Reason::ProtocolError,
+            _ => Reason::StoreUnreachable,
+        }
+    }
+}
+
+/// The lease store port. Adapters are interchangeable: the same contract tests run
+/// against each. Every method is one logical round trip; callers bound it by their
+/// deadline.
+#[async_trait]
+pub trait LeaseStore: Send + Sync + fmt::Debug {
+    /// The board's layout: `records` or `document` (`""` from the Redis records adapter
+    /// for a board not marked).
+    async fn layout(&self, board: &str) -> Result<String, StoreError>;
+
+    /// Reads the named sections, the board revision and the store's clock at once.
+    async fn sections(&self, board: &str, names: &[&str]) -> Result<Snapshot, StoreError>;
+
+    /// Reads one record.
+    async fn record(
+        &self,
+        board: &str,
+        section: &str,
+        key: &str,
+    ) -> Result<Option<Record>, StoreError>;
+
+    /// Applies a fenced batch all or nothing and returns the revision it committed at.
+    /// `StaleLease` or `RevisionConflict` mean nothing was written.
+    async fn fenced_batch(&self, board: &str, batch: &FencedBatch) -> Result<u64, StoreError>;
+
+    /// Judges an ask on the store side, atomically, with the store's clock, and records
+    /// the verdict where the adapter keeps asks.
+    async fn ask(&self, check: &AskCheck) -> Result<Judgement, StoreError>;
+
+    /// The names of the board's sections that hold (or held) records, sorted.
+    async fn section_names(&self, board: &str) -> Result<Vec<String>, StoreError>;
+
+    /// The newest `count` fence log entries, newest first.
+    async fn log(&self, board: &str, count: usize) -> Result<Vec<LogEntry>, StoreError>;
+
+    /// A cheap call that succeeds only when the store answers (the heartbeat's proof).
+    async fn ping(&self) -> Result<(), StoreError>;
+
+    /// The store's clock, ms since the Unix epoch.
+    async fn now_ms(&self) -> Result<u64, StoreError>;
+
+    /// Where this store is, for status and logs, with any password redacted.
+    fn describe(&self) -> String;
+
+    /// How many times the store connection was found lost (each loss makes it
+    /// reconnect); 0 for stores without a connection.
+    fn connection_losses(&self) -> u64 {
+        0
+    }
+}
+
+/// Opens the store `spec` names: the file store under `home` for `file`, a lazily
+/// connected Redis store (keys under `prefix`) for a Redis URL. Never connects here, so a
+/// daemon starts while its store is down.
+pub fn open(
+    spec: &StoreSpec,
+    home: &std::path::Path,
+    prefix: &str,
+) -> Result<std::sync::Arc<dyn LeaseStore>, StoreError> {
+    Ok(match spec {
+        StoreSpec::File(None) => {
+            std::sync::Arc::new(file::FileStore::new(row_fence_ask::paths::file_store(home)))
+        }
+        StoreSpec::File(Some(dir)) => std::sync::Arc::new(file::FileStore::new(dir.clone())),
+        StoreSpec::Redis(url) => std::sync::Arc::new(redis::RedisStore::open(url, prefix)?),
+    })
+}
+
+/// Checks a controller lease record against a lease fence: the rule the fenced batch
+/// script and the document adapters share. No lease, another owner (when the fence names
+/// one), another epoch, or expiry at or before the fence's `now_ms` is `StaleLease`.
+pub fn check_lease_fence(record: Option<&Record>, fence: &LeaseFence) -> Result<(), StoreError> {
+    let record =
+        record.ok_or_else(|| StoreError::StaleLease("the board has no controller lease".into()))?;
+    let lease: ControllerLease = serde_json::from_value(record.value.clone())
+        .map_err(|_| StoreError::StaleLease("the controller lease is malformed".into()))?;
+    if !fence.owner.is_empty() && lease.owner != fence.owner {
+        return Err(StoreError::StaleLease(format!(
+            "the controller lease is held by {}",
+            lease.owner
+        )));
+    }
+    if lease.epoch != fence.epoch {
+        return Err(StoreError::StaleLease(format!(
+            "the controller lease is at epoch {}",
+            lease.epoch
+        )));
+    }
+    if lease.expires_at_ms <= fence.now_ms {
+        return Err(StoreError::StaleLease(
+            "the controller lease expired".into(),
+        ));
+    }
+    Ok(())
+}

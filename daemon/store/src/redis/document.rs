@@ -1,0 +1,195 @@
+//! The `document` layout on Redis, for boards not yet migrated: the whole board as one
+//! JSON document in the hash `P:state:fencing:current` (field = board), the previous two
+//! copies in `P:state:fencing:history:<board>`. A batch is checked and applied in memory
+//! (the same rules as the file store) and written back with a compare-and-set script, so
+//! a concurrent document write surfaces as `RevisionConflict`. Standalone Redis only: on a
+//! cluster the shared hash is in another slot than the board's keys.
+
+use super::keys::HISTORY;
+use super::{Shared, check_board, decode, time_ms};
+use crate::document::BoardDocument;
+use crate::{AskCheck, FencedBatch, Judgement, LeaseStore, LogEntry, Record, Snapshot, StoreError};
+use async_trait::async_trait;
+use redis::Value;
+use std::sync::Arc;
+
+/// The Redis document adapter alone (the router, [`super::RedisStore`], picks it for
+/// boards not yet migrated).
+#[derive(Clone)]
+pub struct RedisDocument {
+    pub(super) shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for RedisDocument {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisDocument")
+            .field("url", &self.shared.redacted)
+            .finish()
+    }
+}
+
+/// Parses a board's stored document.
+pub(super) fn parse(board: &str, raw: &str) -> Result<BoardDocument, StoreError> {
+    let document: BoardDocument = serde_json::from_str(raw).map_err(|e| {
+        StoreError::Corrupt(format!("the document of board {board} is not valid: {e}"))
+    })?;
+    if document.board != board {
+        return Err(StoreError::Corrupt(format!(
+            "the document under {board} is board {:?}",
+            document.board
+        )));
+    }
+    Ok(document)
+}
+
+fn sha1_hex(raw: &str) -> String {
+    sha1_smol::Sha1::from(raw).digest().to_string()
+}
+
+impl RedisDocument {
+    fn standalone(&self) -> Result<(), StoreError> {
+        if self.shared.conn.is_cluster() {
+            Err(StoreError::Invalid(
+                "the document layout needs a standalone Redis, not a cluster".into(),
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The board's stored document, verbatim (`None` when the board has none).
+    pub async fn load_raw(&self, board: &str) -> Result<Option<String>, StoreError> {
+        check_board(board)?;
+        self.standalone()?;
+        let s = &self.shared;
+        redis::cmd("HGET")
+            .arg(s.state().current())
+            .arg(board)
+            .query_async(&mut s.conn())
+            .await
+            .map_err(|e| s.map_err(e))
+    }
+
+    /// The document (an empty board when absent), verbatim, and the server's clock.
+    async fn load(&self, board: &str) -> Result<(Option<String>, BoardDocument, u64), StoreError> {
+        check_board(board)?;
+        self.standalone()?;
+        let s = &self.shared;
+        let (raw, time): (Option<String>, Vec<String>) = redis::pipe()
+            .cmd("HGET")
+            .arg(s.state().current())
+            .arg(board)
+            .cmd("TIME")
+            .query_async(&mut s.conn())
+            .await
+            .map_err(|e| s.map_err(e))?;
+        let now_ms = match time.as_slice() {
+            [seconds, micros] => time_ms(seconds, micros)?,
+            _ => return Err(StoreError::Corrupt(format!("TIME answered {time:?}"))),
+        };
+        let document = match &raw {
+            Some(raw) => parse(board, raw)?,
+            None => BoardDocument::new(board),
+        };
+        Ok((raw, document, now_ms))
+    }
+
+    /// Writes `document` if the stored one is still `read` (`None`: still absent).
+    pub async fn compare_and_set(
+        &self,
+        board: &str,
+        read: Option<&str>,
+        document: &BoardDocument,
+    ) -> Result<(), StoreError> {
+        let s = &self.shared;
+        let body =
+            serde_json::to_string(document).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let _: Value = s
+            .cas
+            .key(s.state().current())
+            .key(s.state().history(board))
+            .arg(board)
+            .arg(read.map(sha1_hex).unwrap_or_default())
+            .arg(body)
+            .arg(HISTORY)
+            .invoke_async(&mut s.conn())
+            .await
+            .map_err(|e| s.map_err(e))?;
+        Ok(())
+    }
+
+    /// The board's previous documents, newest first (at most 2).
+    pub async fn history(&self, board: &str) -> Result<Vec<String>, StoreError> {
+        let s = &self.shared;
+        let value: Value = redis::cmd("LRANGE")
+            .arg(s.state().history(board))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut s.conn())
+            .await
+            .map_err(|e| s.map_err(e))?;
+        decode(value)
+    }
+}
+
+#[async_trait]
+impl LeaseStore for RedisDocument {
+    async fn layout(&self, board: &str) -> Result<String, StoreError> {
+        let (_, document, _) = self.load(board).await?;
+        Ok(document.moved_to.unwrap_or_else(|| "document".into()))
+    }
+
+    async fn sections(&self, board: &str, names: &[&str]) -> Result<Snapshot, StoreError> {
+        let (_, document, now_ms) = self.load(board).await?;
+        document.ensure_here()?;
+        Ok(document.snapshot(names, now_ms))
+    }
+
+    async fn record(
+        &self,
+        board: &str,
+        section: &str,
+        key: &str,
+    ) -> Result<Option<Record>, StoreError> {
+        let (_, document, _) = self.load(board).await?;
+        document.ensure_here()?;
+        Ok(document.record(section, key).cloned())
+    }
+
+    async fn fenced_batch(&self, board: &str, batch: &FencedBatch) -> Result<u64, StoreError> {
+        let (raw, mut document, _) = self.load(board).await?;
+        document.ensure_here()?;
+        let revision = document.apply(batch)?;
+        self.compare_and_set(board, raw.as_deref(), &document)
+            .await?;
+        Ok(revision)
+    }
+
+    async fn ask(&self, check: &AskCheck) -> Result<Judgement, StoreError> {
+        let (_, document, now_ms) = self.load(&check.board).await?;
+        document.ensure_here()?;
+        let judgement = document.judge_ask(check, now_ms)?;
+        self.shared.record_ask(check, &judgement).await?;
+        Ok(judgement)
+    }
+
+    async fn section_names(&self, board: &str) -> Result<Vec<String>, StoreError> {
+        Ok(self.load(board).await?.1.section_names())
+    }
+
+    async fn log(&self, board: &str, count: usize) -> Result<Vec<LogEntry>, StoreError> {
+        Ok(self.load(board).await?.1.newest_log(count))
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.shared.ping().await
+    }
+
+    async fn now_ms(&self) -> Result<u64, StoreError> {
+        self.shared.now_ms().await
+    }
+
+    fn describe(&self) -> String {
+        self.shared.redacted.clone()
+    }
+}

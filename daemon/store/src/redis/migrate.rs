@@ -1,0 +1,240 @@
+//! Moving a board onto per-record keys, once, safely repeatable (the fencing-records
+//! source, "Migrating a swarm"):
+//!
+//! - [`document_to_records`]: a Redis document-layout board. In one transaction that
+//!   watches the document hash and the board revision, every record of the document is
+//!   written through the fenced batch (with the `layout = records` marker), and the
+//!   document is rewritten with `moved_to: "records"`. A concurrent write makes it plan
+//!   again, up to 16 times. A document writer that read before the move fails its own
+//!   compare-and-set, reads again, is routed to the records and lands there.
+//! - [`file_to_records`]: a board of the embedded file store, copied into Redis per-record
+//!   keys with the same transaction, then its file document is marked `moved_to` so a
+//!   daemon still pointed at the file refuses instead of serving stale leases.
+//!
+//! Both return the number of records written (the layout marker included): 0 when the
+//! board was already moved, and then nothing is written.
+
+use super::{RedisStore, check_board, document};
+use crate::document::BoardDocument;
+use crate::file::FileStore;
+use crate::{BLIND, FencedBatch, META, RecordWrite, StoreError, WriteKind};
+use redis::aio::MultiplexedConnection;
+use serde_json::Value;
+
+/// Attempts before giving up on a board that keeps changing under the migration.
+pub const MAX_ATTEMPTS: usize = 16;
+
+/// The refusal without `--writers-upgraded` (the source's wording).
+pub const NEEDS_UPGRADED_WRITERS: &str =
+    "upgrade every live fencing reader and writer before migrating to per record keys";
+
+/// The batch that writes every record of `document` blind, plus the layout marker.
+pub fn migration_batch(document: &BoardDocument) -> FencedBatch {
+    let mut writes: Vec<RecordWrite> = document
+        .sections
+        .iter()
+        .flat_map(|(section, records)| {
+            records
+                .iter()
+                .filter(move |(key, _)| !(section == META && key.as_str() == "layout"))
+                .map(move |(key, record)| RecordWrite {
+                    kind: WriteKind::Put,
+                    section: section.clone(),
+                    key: key.clone(),
+                    expected: BLIND,
+                    value: record.value.clone(),
+                })
+        })
+        .collect();
+    writes.push(RecordWrite {
+        kind: WriteKind::Put,
+        section: META.into(),
+        key: "layout".into(),
+        expected: BLIND,
+        value: Value::String("records".into()),
+    });
+    FencedBatch {
+        writes,
+        lease: None,
+        expected_revision: None,
+    }
+}
+
+/// A connection of the migration's own: WATCH/MULTI/EXEC must not share the daemon's
+/// multiplexed connection with other callers.
+async fn dedicated(store: &RedisStore) -> Result<MultiplexedConnection, StoreError> {
+    if store.shared.conn.is_cluster() {
+        return Err(StoreError::Invalid(
+            "migration needs a standalone Redis: the document hash and a board's keys are in different cluster slots".into(),
+        ));
+    }
+    let client =
+        redis::Client::open(store.shared.url.as_str()).map_err(|e| store.shared.map_err(e))?;
+    client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| store.shared.map_err(e))
+}
+
+/// Moves a Redis document-layout board onto per-record keys.
+pub async fn document_to_records(store: &RedisStore, board: &str) -> Result<usize, StoreError> {
+    check_board(board)?;
+    let mut con = dedicated(store).await?;
+    let current = store.state_keys().current();
+    let revision_key = store.keys(board).revision();
+    for _ in 0..MAX_ATTEMPTS {
+        query::<()>(
+            store,
+            &mut con,
+            redis::cmd("WATCH").arg(&current).arg(&revision_key),
+        )
+        .await?;
+        let raw: Option<String> =
+            query(store, &mut con, redis::cmd("HGET").arg(&current).arg(board)).await?;
+        let Some(raw) = raw else {
+            query::<()>(store, &mut con, &redis::cmd("UNWATCH")).await?;
+            return Ok(0);
+        };
+        let document = document::parse(board, &raw)?;
+        if document.moved_to.is_some() {
+            query::<()>(store, &mut con, &redis::cmd("UNWATCH")).await?;
+            return Ok(0);
+        }
+        let records_revision: Option<u64> =
+            query(store, &mut con, redis::cmd("GET").arg(&revision_key)).await?;
+        let batch = migration_batch(&document);
+        let mut moved = document.clone();
+        moved.moved_to = Some("records".into());
+        let moved =
+            serde_json::to_string(&moved).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .cmd("SET")
+            .arg(&revision_key)
+            .arg(document.revision.max(records_revision.unwrap_or(0)))
+            .ignore();
+        add_batch(store, &mut pipe, board, &batch)?;
+        pipe.cmd("HSET")
+            .arg(&current)
+            .arg(board)
+            .arg(moved)
+            .ignore();
+        let committed: Option<(u64,)> = pipe
+            .query_async(&mut con)
+            .await
+            .map_err(|e| store.shared.map_err(e))?;
+        if committed.is_some() {
+            return Ok(batch.writes.len());
+        }
+    }
+    Err(StoreError::RevisionConflict {
+        key: "document".into(),
+    })
+}
+
+/// Copies a board of the embedded file store into Redis per-record keys and marks the
+/// file document `moved_to` the (redacted) Redis URL, holding the file's exclusive lock
+/// throughout so no file reader or writer gets at the board across the copy. An
+/// interrupted earlier copy (Redis done, file not yet marked) is completed and counts 0.
+pub async fn file_to_records(
+    file: &FileStore,
+    store: &RedisStore,
+    board: &str,
+) -> Result<usize, StoreError> {
+    check_board(board)?;
+    let mut con = dedicated(store).await?;
+    let held = file.hold(board)?;
+    if held.document().moved_to.is_some() {
+        return Ok(0);
+    }
+    let written = copy_into_redis(store, &mut con, board, held.document()).await?;
+    held.mark_moved(&store.shared.redacted)?;
+    Ok(written)
+}
+
+async fn copy_into_redis(
+    store: &RedisStore,
+    con: &mut MultiplexedConnection,
+    board: &str,
+    document: &BoardDocument,
+) -> Result<usize, StoreError> {
+    let keys = store.keys(board);
+    let revision_key = keys.revision();
+    let meta = keys.section(META);
+    for _ in 0..MAX_ATTEMPTS {
+        query::<()>(
+            store,
+            con,
+            redis::cmd("WATCH").arg(&revision_key).arg(&meta),
+        )
+        .await?;
+        let (layout, revision): (Option<String>, Option<u64>) = query(
+            store,
+            con,
+            redis::cmd("EVAL")
+                .arg("return {redis.call('HGET', KEYS[1], 'layout'), redis.call('GET', KEYS[2])}")
+                .arg(2)
+                .arg(&meta)
+                .arg(&revision_key),
+        )
+        .await?;
+        if layout.is_some_and(|raw| super::records::record_value_is(&raw, "records"))
+            || revision.unwrap_or(0) > 0
+        {
+            query::<()>(store, con, &redis::cmd("UNWATCH")).await?;
+            if revision == Some(document.revision + 1) {
+                return Ok(0); // our own earlier copy: only the file's marker was missing
+            }
+            return Err(StoreError::Invalid(format!(
+                "board {board} already has records in {} (revision {}); refusing to overwrite them",
+                store.shared.redacted,
+                revision.unwrap_or(0)
+            )));
+        }
+        let batch = migration_batch(document);
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .cmd("SET")
+            .arg(&revision_key)
+            .arg(document.revision)
+            .ignore();
+        add_batch(store, &mut pipe, board, &batch)?;
+        let committed: Option<(u64,)> = pipe
+            .query_async(con)
+            .await
+            .map_err(|e| store.shared.map_err(e))?;
+        if committed.is_some() {
+            return Ok(batch.writes.len());
+        }
+    }
+    Err(StoreError::RevisionConflict {
+        key: "revision".into(),
+    })
+}
+
+/// Adds the fenced batch to a transaction as a plain EVAL (an EVALSHA that met NOSCRIPT
+/// inside MULTI would fail alone while the rest committed).
+fn add_batch(
+    store: &RedisStore,
+    pipe: &mut redis::Pipeline,
+    board: &str,
+    batch: &FencedBatch,
+) -> Result<(), StoreError> {
+    let (keys, args) = store.records.batch_call(board, batch)?;
+    pipe.cmd("EVAL")
+        .arg(super::FENCED_BATCH_LUA)
+        .arg(keys.len())
+        .arg(keys)
+        .arg(args);
+    Ok(())
+}
+
+async fn query<T: redis::FromRedisValue>(
+    store: &RedisStore,
+    con: &mut MultiplexedConnection,
+    cmd: &redis::Cmd,
+) -> Result<T, StoreError> {
+    cmd.query_async(con)
+        .await
+        .map_err(|e| store.shared.map_err(e))
+}

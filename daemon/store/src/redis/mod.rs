@@ -1,0 +1,394 @@
+//! Redis: the production store. Two adapters behind the one port, and a router that picks
+//! one per board, as the fencing-records source does ("callers do not choose"):
+//!
+//! - [`RedisRecords`]: per-record keys (the `records` layout), the production layout; every
+//!   key of a board carries the hash tag `{<board>}`, so its scripts run unchanged on
+//!   standalone Redis/Valkey and on Redis Cluster.
+//! - [`RedisDocument`]: the whole board as one JSON document in `P:state:fencing:current`
+//!   (the `document` layout), for boards not yet migrated; standalone Redis only.
+//! - [`RedisStore`]: the router. A board marked `layout = records` in its meta, or with no
+//!   document, is served from records; a board with a document not yet moved is served
+//!   from the document. `row-fence migrate` moves a board, once.
+//!
+//! | key | type | holds |
+//! | --- | --- | --- |
+//! | `P:board:{B}:fence:meta` | hash | `lease`, `epoch`, `layout` as records |
+//! | `P:board:{B}:fence:<section>` | hash | one field per record: `{"r":<revision>,"v":<value>}` |
+//! | `P:board:{B}:fence:revision` | string | the board revision |
+//! | `P:board:{B}:fence:log` | stream | one entry per committed batch, capped at `LOG_CAP` |
+//! | `P:board:{B}:fence:asks` | stream | one entry per verdict, capped at `ASKS_CAP` |
+//! | `P:board:{B}:fence:sections` | set | the names of the board's sections |
+//! | `P:state:fencing:current` | hash | field `B`: a document-layout board; field `B:records`: the newest records revision |
+//! | `P:state:fencing:history:B` | list | the last 2 previous copies of B's document |
+//!
+//! One connection ([`conn::Conn`]), created lazily; the scripts go through `redis::Script`
+//! (EVALSHA with a fallback on NOSCRIPT), so a flushed script cache heals on the next call.
+
+pub mod conn;
+mod document;
+pub mod keys;
+pub mod migrate;
+mod records;
+
+pub use document::RedisDocument;
+pub use records::RedisRecords;
+
+use super::{AskCheck, FencedBatch, Judgement, LeaseStore, LogEntry, Record, Snapshot, StoreError};
+use async_trait::async_trait;
+use conn::Conn;
+use keys::{BoardKeys, StateKeys};
+use redis::{RedisError, Script};
+use row_fence_ask::Verdict;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The default key prefix (`ROW_FENCE_KEY_PREFIX`).
+pub const DEFAULT_KEY_PREFIX: &str = "rowfence";
+
+/// What the adapters share: the one connection, the key prefix, the scripts.
+pub struct Shared {
+    /// The one connection; clones share it.
+    conn: Conn,
+    /// The URL as given (it may hold a password: never print it; migration opens a
+    /// dedicated connection from it).
+    url: String,
+    /// The URL with any password redacted, for status and logs.
+    redacted: String,
+    /// The key prefix `P`.
+    prefix: String,
+    /// The fenced batch script, hashed once.
+    batch: Script,
+    /// The ask script.
+    ask: Script,
+    /// The consistent read script.
+    read: Script,
+    /// The document compare-and-set script.
+    cas: Script,
+    /// Calls that failed because the connection was lost or refused: each one makes the
+    /// connection reconnect, so this counts reconnects.
+    losses: AtomicU64,
+}
+
+/// The fenced batch script's source (also run inside the migration's transaction).
+pub const FENCED_BATCH_LUA: &str = include_str!("lua/fenced_batch.lua");
+
+impl Shared {
+    fn open(url: &str, prefix: &str) -> Result<Arc<Shared>, StoreError> {
+        let redacted = super::spec::redact(url);
+        let conn =
+            Conn::open(url).map_err(|e| StoreError::Invalid(format!("store {redacted}: {e}")))?;
+        Ok(Arc::new(Shared {
+            conn,
+            url: url.to_string(),
+            redacted,
+            prefix: prefix.to_string(),
+            batch: Script::new(FENCED_BATCH_LUA),
+            ask: Script::new(include_str!("lua/ask.lua")),
+            read: Script::new(include_str!("lua/read.lua")),
+            cas: Script::new(include_str!("lua/document_cas.lua")),
+            losses: AtomicU64::new(0),
+        }))
+    }
+
+    fn keys(&self, board: &str) -> BoardKeys {
+        BoardKeys::new(&self.prefix, board)
+    }
+
+    fn state(&self) -> StateKeys {
+        StateKeys::new(&self.prefix)
+    }
+
+    fn conn(&self) -> Conn {
+        self.conn.clone()
+    }
+
+    fn map_err(&self, e: RedisError) -> StoreError {
+        match e.code() {
+            Some("FENCE_STALE") => StoreError::StaleLease(e.detail().unwrap_or("").to_string()),
+            Some("FENCE_CONFLICT") => StoreError::RevisionConflict {
+                key: e.detail().unwrap_or("").to_string(),
+            },
+            Some("FENCE_DOCUMENT") => {
+                StoreError::NotThisLayout(e.detail().unwrap_or("").to_string())
+            }
+            _ => {
+                if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() {
+                    self.losses.fetch_add(1, Ordering::Relaxed);
+                }
+                StoreError::Unreachable(format!("{}: {e}", self.redacted))
+            }
+        }
+    }
+
+    /// PING: the cheapest proof the server answers.
+    async fn ping(&self) -> Result<(), StoreError> {
+        let _: String = redis::cmd("PING")
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|e| self.map_err(e))?;
+        Ok(())
+    }
+
+    /// The server's clock (`TIME`), ms since the Unix epoch.
+    async fn now_ms(&self) -> Result<u64, StoreError> {
+        let time: Vec<String> = redis::cmd("TIME")
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|e| self.map_err(e))?;
+        match time.as_slice() {
+            [seconds, micros] => time_ms(seconds, micros),
+            _ => Err(StoreError::Corrupt(format!("TIME answered {time:?}"))),
+        }
+    }
+
+    /// Appends an ask's verdict to the board's asks stream (for asks the ask script did
+    /// not record itself: document-layout boards), with the same fields the script writes.
+    async fn record_ask(&self, check: &AskCheck, judgement: &Judgement) -> Result<(), StoreError> {
+        let lease = match judgement.refusal {
+            None => (Verdict::Allowed.wire_name(), ""),
+            Some(r) => (Verdict::Refused(r).wire_name(), r.as_str()),
+        };
+        let fenced = check.location.as_ref().and_then(|l| l.fenced);
+        let (verdict, reason) =
+            fenced.map_or(lease, |r| (Verdict::from_reason(r).wire_name(), r.as_str()));
+        let generation = check.generation.to_string();
+        let mut fields: Vec<(&str, &str)> = vec![
+            ("row", &check.row),
+            ("lane", &check.lane),
+            ("generation", &generation),
+            ("verdict", verdict),
+            ("reason", reason),
+            ("action", &check.action),
+            ("session", &check.session),
+        ];
+        let epoch;
+        if let Some(at) = &check.location {
+            epoch = at.epoch.to_string();
+            fields.extend([
+                ("location", at.location.as_str()),
+                ("epoch", epoch.as_str()),
+            ]);
+        }
+        let _: String = redis::cmd("XADD")
+            .arg(self.keys(&check.board).asks())
+            .arg("MAXLEN")
+            .arg(super::ASKS_CAP)
+            .arg("*")
+            .arg(&fields)
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|e| self.map_err(e))?;
+        Ok(())
+    }
+}
+
+/// Which adapter serves a board.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// Per-record keys.
+    Records,
+    /// The whole document (not yet migrated).
+    Document,
+}
+
+/// The router: the store `ROW_FENCE_STORE=redis://…` opens.
+#[derive(Clone)]
+pub struct RedisStore {
+    shared: Arc<Shared>,
+    /// The records adapter alone (no document checks): tests and the migration.
+    records: RedisRecords,
+    /// The records adapter whose scripts refuse a board still in the document layout,
+    /// atomically, so routing costs no extra round trip.
+    routed: RedisRecords,
+    document: RedisDocument,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("url", &self.shared.redacted)
+            .field("prefix", &self.shared.prefix)
+            .finish()
+    }
+}
+
+impl RedisStore {
+    /// Prepares a store for `url` (keys under `prefix`) without connecting: the first
+    /// call connects.
+    pub fn open(url: &str, prefix: &str) -> Result<RedisStore, StoreError> {
+        let shared = Shared::open(url, prefix)?;
+        Ok(RedisStore {
+            records: RedisRecords {
+                shared: shared.clone(),
+                route: false,
+            },
+            routed: RedisRecords {
+                shared: shared.clone(),
+                route: true,
+            },
+            document: RedisDocument {
+                shared: shared.clone(),
+            },
+            shared,
+        })
+    }
+
+    /// The records adapter alone (tests, migration).
+    pub fn records(&self) -> &RedisRecords {
+        &self.records
+    }
+
+    /// The document adapter alone (tests, migration).
+    pub fn document(&self) -> &RedisDocument {
+        &self.document
+    }
+
+    /// The keys of a board.
+    pub fn keys(&self, board: &str) -> BoardKeys {
+        self.shared.keys(board)
+    }
+
+    /// The document layout's keys.
+    pub fn state_keys(&self) -> StateKeys {
+        self.shared.state()
+    }
+
+    /// Which adapter serves `board`: one round trip (the meta marker and whether a
+    /// document exists). On a cluster every board is served from records.
+    pub async fn route(&self, board: &str) -> Result<Route, StoreError> {
+        if self.shared.conn.is_cluster() {
+            return Ok(Route::Records);
+        }
+        let (layout, has_document): (Option<String>, bool) = redis::pipe()
+            .cmd("HGET")
+            .arg(self.shared.keys(board).section(super::META))
+            .arg("layout")
+            .cmd("HEXISTS")
+            .arg(self.shared.state().current())
+            .arg(board)
+            .query_async(&mut self.shared.conn())
+            .await
+            .map_err(|e| self.shared.map_err(e))?;
+        let marked = layout.is_some_and(|raw| records::record_value_is(&raw, "records"));
+        Ok(if !marked && has_document {
+            Route::Document
+        } else {
+            Route::Records
+        })
+    }
+
+    fn adapter(&self, route: Route) -> &dyn LeaseStore {
+        match route {
+            Route::Records => &self.records,
+            Route::Document => &self.document,
+        }
+    }
+}
+
+#[async_trait]
+impl LeaseStore for RedisStore {
+    async fn layout(&self, board: &str) -> Result<String, StoreError> {
+        let route = self.route(board).await?;
+        self.adapter(route).layout(board).await
+    }
+
+    async fn sections(&self, board: &str, names: &[&str]) -> Result<Snapshot, StoreError> {
+        match self.routed.sections(board, names).await {
+            Err(StoreError::NotThisLayout(_)) => self.document.sections(board, names).await,
+            other => other,
+        }
+    }
+
+    async fn record(
+        &self,
+        board: &str,
+        section: &str,
+        key: &str,
+    ) -> Result<Option<Record>, StoreError> {
+        let snapshot = self.sections(board, &[section]).await?;
+        Ok(snapshot.record(section, key).cloned())
+    }
+
+    async fn fenced_batch(&self, board: &str, batch: &FencedBatch) -> Result<u64, StoreError> {
+        match self.routed.fenced_batch(board, batch).await {
+            Err(StoreError::NotThisLayout(_)) => self.document.fenced_batch(board, batch).await,
+            other => other,
+        }
+    }
+
+    /// One round trip for a records board; a board whose row has no record, that is not
+    /// marked as migrated and has a document, is judged from the document.
+    async fn ask(&self, check: &AskCheck) -> Result<Judgement, StoreError> {
+        let now_ms = match self.routed.ask_records(check).await? {
+            records::Asked::Judged(judgement) => return Ok(judgement),
+            records::Asked::Unrouted { now_ms } => now_ms,
+        };
+        let document = match self.document.load_raw(&check.board).await? {
+            Some(raw) => document::parse(&check.board, &raw)?,
+            None => crate::document::BoardDocument::new(&check.board),
+        };
+        if document.moved_to.is_some() {
+            // Moved onto the records after the script looked: ask the records again.
+            return match self.routed.ask_records(check).await? {
+                records::Asked::Judged(judgement) => Ok(judgement),
+                records::Asked::Unrouted { .. } => Err(StoreError::Corrupt(format!(
+                    "board {} is marked moved but not migrated",
+                    check.board
+                ))),
+            };
+        }
+        let judgement = document.judge_ask(check, now_ms)?;
+        self.shared.record_ask(check, &judgement).await?;
+        Ok(judgement)
+    }
+
+    async fn section_names(&self, board: &str) -> Result<Vec<String>, StoreError> {
+        let route = self.route(board).await?;
+        self.adapter(route).section_names(board).await
+    }
+
+    async fn log(&self, board: &str, count: usize) -> Result<Vec<LogEntry>, StoreError> {
+        let route = self.route(board).await?;
+        self.adapter(route).log(board, count).await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.shared.ping().await
+    }
+
+    async fn now_ms(&self) -> Result<u64, StoreError> {
+        self.shared.now_ms().await
+    }
+
+    fn describe(&self) -> String {
+        self.shared.redacted.clone()
+    }
+
+    fn connection_losses(&self) -> u64 {
+        self.shared.losses.load(Ordering::Relaxed)
+    }
+}
+
+/// Parses a stored `{"r","v"}` record.
+fn parse_record(raw: &str) -> Result<Record, StoreError> {
+    serde_json::from_str(raw)
+        .map_err(|e| StoreError::Corrupt(format!("a record is not {{\"r\",\"v\"}}: {e}")))
+}
+
+/// Reads a Redis `TIME` answer as ms since the Unix epoch.
+fn time_ms(seconds: &str, micros: &str) -> Result<u64, StoreError> {
+    match (seconds.parse::<u64>(), micros.parse::<u64>()) {
+        (Ok(s), Ok(us)) => Ok(s * 1000 + us / 1000),
+        _ => Err(StoreError::Corrupt(format!(
+            "TIME answered {seconds:?} {micros:?}"
+        ))),
+    }
+}
+
+fn decode<T: redis::FromRedisValue>(value: redis::Value) -> Result<T, StoreError> {
+    redis::from_redis_value(value).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn check_board(board: &str) -> Result<(), StoreError> {
+    row_fence_ask::descriptor::validate_board(board).map_err(|e| StoreError::Invalid(e.to_string()))
+}

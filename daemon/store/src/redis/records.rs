@@ -1,0 +1,353 @@
+//! The `records` layout: per-record keys, written only by the fenced batch script and
+//! judged by the ask script (DESIGN.md, "The lease store"; the fencing-records source).
+
+use super::keys::StateKeys;
+use super::{Shared, check_board, decode, parse_record, time_ms};
+use crate::document::{parse_row_lease, validate_batch};
+use crate::{
+    ASKS_CAP, AskCheck, CLAIMS, FencedBatch, Judgement, LOG_CAP, LeaseStore, LogEntry, META,
+    Record, Snapshot, StoreError, WriteKind,
+};
+use async_trait::async_trait;
+use redis::Value;
+use row_fence_ask::{Reason, Verdict};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// The records adapter alone (the router, [`super::RedisStore`], is what production uses).
+#[derive(Clone)]
+pub struct RedisRecords {
+    pub(super) shared: Arc<Shared>,
+    /// True inside the router: every script first checks, atomically, that the board has
+    /// no document still to be migrated, and answers `NotThisLayout` if it has.
+    pub(super) route: bool,
+}
+
+impl std::fmt::Debug for RedisRecords {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisRecords")
+            .field("url", &self.shared.redacted)
+            .finish()
+    }
+}
+
+/// What the ask script found.
+pub(super) enum Asked {
+    /// Judged from the row's record (or its absence on a board marked as records).
+    Judged(Judgement),
+    /// No record for the row and the board is not marked as migrated: not recorded yet.
+    Unrouted {
+        /// The server's clock when the script ran.
+        now_ms: u64,
+    },
+}
+
+/// True when a stored `{"r","v"}` record's value is the string `want`.
+pub(super) fn record_value_is(raw: &str, want: &str) -> bool {
+    parse_record(raw).is_ok_and(|r| r.value.as_str() == Some(want))
+}
+
+impl RedisRecords {
+    /// True when the scripts check for a document still to be migrated (the router, on
+    /// standalone Redis; a cluster serves records only).
+    fn checks_route(&self) -> bool {
+        self.route && !self.shared.conn.is_cluster()
+    }
+
+    /// Runs the ask script once.
+    pub(super) async fn ask_records(&self, check: &AskCheck) -> Result<Asked, StoreError> {
+        check_board(&check.board)?;
+        let s = &self.shared;
+        let keys = s.keys(&check.board);
+        let mut invocation = s.ask.prepare_invoke();
+        invocation
+            .key(keys.section(CLAIMS))
+            .key(keys.asks())
+            .key(keys.section(META));
+        let route_board = if self.checks_route() {
+            invocation.key(s.state().current());
+            check.board.as_str()
+        } else {
+            ""
+        };
+        invocation
+            .arg(&check.row)
+            .arg(&check.lane)
+            .arg(check.generation)
+            .arg(&check.action)
+            .arg(&check.session)
+            .arg(ASKS_CAP)
+            .arg(route_board);
+        if let Some(at) = &check.location {
+            let fenced = at
+                .fenced
+                .map(|r| (Verdict::from_reason(r).wire_name(), r.as_str()));
+            let (verdict, reason) = fenced.unwrap_or(("", ""));
+            invocation
+                .arg(&at.location)
+                .arg(at.epoch)
+                .arg(verdict)
+                .arg(reason);
+        }
+        let (outcome, now_ms, raw): (String, u64, String) = invocation
+            .invoke_async(&mut s.conn())
+            .await
+            .map_err(|e| s.map_err(e))?;
+        let refusal =
+            match outcome.as_str() {
+                "unrouted" => return Ok(Asked::Unrouted { now_ms }),
+                "allowed" => None,
+                "malformed" => {
+                    return Err(StoreError::Corrupt(format!(
+                        "the claims record of row {} is not a row lease",
+                        check.row
+                    )));
+                }
+                other => Some(Reason::parse(other).filter(|r| r.is_refusal()).ok_or_else(
+                    || StoreError::Corrupt(format!("the ask script answered {other:?}")),
+                )?),
+            };
+        let lease = if raw.is_empty() {
+            None
+        } else {
+            Some(parse_row_lease(&parse_record(&raw)?.value)?)
+        };
+        Ok(Asked::Judged(Judgement {
+            refusal,
+            lease,
+            now_ms,
+        }))
+    }
+
+    /// The fenced batch script's keys and arguments for `batch` on `board` (used as an
+    /// EVALSHA invocation, and as a plain EVAL inside the migration's transaction).
+    pub(super) fn batch_call(
+        &self,
+        board: &str,
+        batch: &FencedBatch,
+    ) -> Result<(Vec<String>, Vec<String>), StoreError> {
+        check_board(board)?;
+        validate_batch(batch)?;
+        let s = &self.shared;
+        let keys = s.keys(board);
+        let mut call_keys = vec![
+            keys.section(META),
+            keys.revision(),
+            keys.log(),
+            keys.sections(),
+        ];
+        // On standalone Redis the batch stamps the document layout's hash, so a watcher of
+        // it (a migration, a document writer) sees records writes too. On a cluster that
+        // hash lives in another slot, and the scripts must run unchanged: no stamp.
+        let stamp = if s.conn.is_cluster() {
+            None
+        } else {
+            call_keys.push(s.state().current());
+            Some(
+                serde_json::json!({"key": call_keys.len(), "field": StateKeys::records_field(board)}),
+            )
+        };
+        let mut section_index: HashMap<&str, usize> = HashMap::new();
+        for write in &batch.writes {
+            if !section_index.contains_key(write.section.as_str()) {
+                call_keys.push(keys.section(&write.section));
+                section_index.insert(&write.section, call_keys.len());
+            }
+        }
+        let header = serde_json::json!({
+            "fence": batch.lease.as_ref().map(|f| serde_json::json!({
+                "owner": f.owner, "epoch": f.epoch, "now_ms": f.now_ms,
+            })),
+            "expected_revision": batch.expected_revision,
+            "owner": batch.lease.as_ref().map(|f| f.owner.as_str()).unwrap_or(""),
+            "log_cap": LOG_CAP,
+            "stamp": stamp,
+            "route": self.checks_route().then_some(board),
+        });
+        let mut args = vec![header.to_string()];
+        for write in &batch.writes {
+            let (kind, value) = match write.kind {
+                WriteKind::Put => (
+                    "put",
+                    serde_json::to_string(&write.value)
+                        .map_err(|e| StoreError::Invalid(e.to_string()))?,
+                ),
+                WriteKind::Delete => ("delete", String::new()),
+                WriteKind::Check => ("check", String::new()),
+            };
+            args.extend([
+                kind.to_string(),
+                section_index[write.section.as_str()].to_string(),
+                write.key.clone(),
+                write.expected.to_string(),
+                value,
+            ]);
+        }
+        Ok((call_keys, args))
+    }
+}
+
+#[async_trait]
+impl LeaseStore for RedisRecords {
+    async fn layout(&self, board: &str) -> Result<String, StoreError> {
+        Ok(self
+            .record(board, META, "layout")
+            .await?
+            .and_then(|r| r.value.as_str().map(str::to_string))
+            .unwrap_or_default())
+    }
+
+    async fn sections(&self, board: &str, names: &[&str]) -> Result<Snapshot, StoreError> {
+        check_board(board)?;
+        let s = &self.shared;
+        let keys = s.keys(board);
+        let mut invocation = s.read.prepare_invoke();
+        invocation.key(keys.revision()).key(keys.section(META));
+        for name in names {
+            invocation.key(keys.section(name));
+        }
+        if self.checks_route() {
+            invocation.key(s.state().current()).arg(board);
+        } else {
+            invocation.arg("");
+        }
+        let mut replies: Vec<Value> = invocation
+            .invoke_async(&mut s.conn())
+            .await
+            .map_err(|e| s.map_err(e))?;
+        if replies.len() == 1 {
+            return Err(StoreError::NotThisLayout(format!(
+                "board {board} has a document still to be migrated"
+            )));
+        }
+        if replies.len() != names.len() + 3 {
+            return Err(StoreError::Corrupt("a short read answer".into()));
+        }
+        let hashes = replies.split_off(3);
+        let revision: String = decode(replies.pop().unwrap_or(Value::Nil))?;
+        let micros: String = decode(replies.pop().unwrap_or(Value::Nil))?;
+        let seconds: String = decode(replies.pop().unwrap_or(Value::Nil))?;
+        let mut sections = BTreeMap::new();
+        for (name, hash) in names.iter().zip(hashes) {
+            let fields: HashMap<String, String> = decode(hash)?;
+            let section = fields
+                .into_iter()
+                .map(|(k, raw)| Ok((k, parse_record(&raw)?)))
+                .collect::<Result<_, StoreError>>()?;
+            sections.insert(name.to_string(), section);
+        }
+        let revision = if revision.is_empty() {
+            0
+        } else {
+            revision
+                .parse()
+                .map_err(|_| StoreError::Corrupt(format!("the board revision is {revision:?}")))?
+        };
+        Ok(Snapshot {
+            revision,
+            now_ms: time_ms(&seconds, &micros)?,
+            sections,
+        })
+    }
+
+    async fn record(
+        &self,
+        board: &str,
+        section: &str,
+        key: &str,
+    ) -> Result<Option<Record>, StoreError> {
+        check_board(board)?;
+        let s = &self.shared;
+        let raw: Option<String> = redis::cmd("HGET")
+            .arg(s.keys(board).section(section))
+            .arg(key)
+            .query_async(&mut s.conn())
+            .await
+            .map_err(|e| s.map_err(e))?;
+        raw.map(|r| parse_record(&r)).transpose()
+    }
+
+    async fn fenced_batch(&self, board: &str, batch: &FencedBatch) -> Result<u64, StoreError> {
+        let (keys, args) = self.batch_call(board, batch)?;
+        let mut invocation = self.shared.batch.prepare_invoke();
+        for key in keys {
+            invocation.key(key);
+        }
+        for arg in args {
+            invocation.arg(arg);
+        }
+        invocation
+            .invoke_async(&mut self.shared.conn())
+            .await
+            .map_err(|e| self.shared.map_err(e))
+    }
+
+    async fn ask(&self, check: &AskCheck) -> Result<Judgement, StoreError> {
+        match self.ask_records(check).await? {
+            Asked::Judged(judgement) => Ok(judgement),
+            Asked::Unrouted { now_ms } => {
+                let judgement = Judgement {
+                    refusal: Some(Reason::NotHeld),
+                    lease: None,
+                    now_ms,
+                };
+                self.shared.record_ask(check, &judgement).await?;
+                Ok(judgement)
+            }
+        }
+    }
+
+    async fn section_names(&self, board: &str) -> Result<Vec<String>, StoreError> {
+        check_board(board)?;
+        let s = &self.shared;
+        let mut names: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(s.keys(board).sections())
+            .query_async(&mut s.conn())
+            .await
+            .map_err(|e| s.map_err(e))?;
+        names.sort();
+        Ok(names)
+    }
+
+    async fn log(&self, board: &str, count: usize) -> Result<Vec<LogEntry>, StoreError> {
+        check_board(board)?;
+        let s = &self.shared;
+        let entries: Vec<(String, HashMap<String, String>)> = redis::cmd("XREVRANGE")
+            .arg(s.keys(board).log())
+            .arg("+")
+            .arg("-")
+            .arg("COUNT")
+            .arg(count)
+            .query_async(&mut s.conn())
+            .await
+            .map_err(|e| s.map_err(e))?;
+        entries
+            .into_iter()
+            .map(|(id, fields)| {
+                let number = |k: &str| fields.get(k).and_then(|v| v.parse().ok());
+                match (number("revision"), number("records")) {
+                    (Some(revision), Some(records)) => Ok(LogEntry {
+                        revision,
+                        owner: fields.get("owner").cloned().unwrap_or_default(),
+                        records: records as usize,
+                    }),
+                    _ => Err(StoreError::Corrupt(format!(
+                        "fence log entry {id} is malformed"
+                    ))),
+                }
+            })
+            .collect()
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.shared.ping().await
+    }
+
+    async fn now_ms(&self) -> Result<u64, StoreError> {
+        self.shared.now_ms().await
+    }
+
+    fn describe(&self) -> String {
+        self.shared.redacted.clone()
+    }
+}
