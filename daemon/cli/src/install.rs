@@ -14,6 +14,7 @@
 use super::render::{JobArgs, bin_dir};
 use super::{Failure, Outcome};
 use crate::claude_settings::{self, Edit};
+use crate::created_files::Created;
 use crate::deploy::{self, Job, JobSpec};
 use crate::git_hook::{self, Done};
 use clap::Subcommand;
@@ -285,8 +286,13 @@ fn claude_hook(args: ClaudeHookArgs, settings: &Settings) -> Outcome {
         Some(path) => path,
         None => default_claude_settings()?,
     };
-    // Edit the file a symlink points at, not the symlink (settings kept in a dotfiles repo).
-    let file = fs::canonicalize(&file).unwrap_or(file);
+    // Edit the file a symlink points at, not the symlink (settings kept in a dotfiles repo);
+    // a file not there yet by its absolute path, as the record of created files keeps it.
+    let file = match fs::canonicalize(&file) {
+        Ok(real) => real,
+        Err(_) => std::path::absolute(&file)
+            .map_err(|e| Failure::could_not(format!("{}: {e}", file.display())))?,
+    };
     let hook_path = settings.home.join("hooks").join("guard-bash.sh");
     let bins = bin_dir(args.bin_dir.as_ref())?;
     let command = hook_command(&bins, settings, &hook_path);
@@ -299,6 +305,10 @@ fn claude_hook(args: ClaudeHookArgs, settings: &Settings) -> Outcome {
                 file.display()
             )));
         }
+    };
+    let created = Created::under(&settings.home);
+    let recorded = |e: std::io::Error| {
+        Failure::could_not(format!("the record of settings files install created: {e}"))
     };
     let edit = if args.rollback {
         match claude_settings::rollback(before.as_deref(), &command) {
@@ -327,9 +337,27 @@ fn claude_hook(args: ClaudeHookArgs, settings: &Settings) -> Outcome {
         (Edit::Changed(_), true) => "the agent hook is off",
     };
     match edit {
-        Edit::Changed(Some(text)) => write_settings(&file, &text)?,
-        Edit::Changed(None) => fs::remove_file(&file)
-            .map_err(|e| Failure::could_not(format!("cannot remove {}: {e}", file.display())))?,
+        // Rollback removes the file only when install created it and nothing else was
+        // added since: recorded at install, never inferred from the content.
+        Edit::Changed(text)
+            if args.rollback
+                && text == claude_settings::EMPTY
+                && created.contains(&file).map_err(recorded)? =>
+        {
+            fs::remove_file(&file).map_err(|e| {
+                Failure::could_not(format!("cannot remove {}: {e}", file.display()))
+            })?;
+            created.forget(&file).map_err(recorded)?;
+        }
+        Edit::Changed(text) => {
+            if !args.rollback && before.is_none() {
+                created.add(&file).map_err(recorded)?;
+            }
+            write_settings(&file, &text)?;
+            if args.rollback {
+                created.forget(&file).map_err(recorded)?;
+            }
+        }
         Edit::Unchanged => {}
     }
     eprintln!("row-fence: {done} in {} ({command})", file.display());
