@@ -20,6 +20,11 @@ pub const FLAG: &str = "--git-ssh";
 /// exec ssh. `Err`: a usage error.
 pub fn main(args: &[OsString]) -> Result<i32, String> {
     let (gate, ssh_args) = transport::split(args)?;
+    if ssh_args.first().is_some_and(|a| a == "-G") && named_ssh(gate.then.as_deref()) {
+        // Git probes a command it does not know by name with `-G`; for one named `ssh` it
+        // never did (it took it for OpenSSH), so answer as OpenSSH does, without a process.
+        return Ok(exit::ALLOWED);
+    }
     if let Some(write) = remote_write(ssh_args) {
         let code = gate.ask(format!("git push over ssh: {write}"));
         if code != exit::ALLOWED {
@@ -80,6 +85,27 @@ fn is_one_quoted_word(text: &str) -> bool {
             None => return false,
         }
     }
+}
+
+/// True when the command [`exec_ssh`] runs is one git calls by its name `ssh` (the first
+/// word of `then`, else `$GIT_SSH`, else `ssh`), so git would have taken it for OpenSSH.
+fn named_ssh(then: Option<&str>) -> bool {
+    let git_ssh = std::env::var("GIT_SSH").ok().filter(|v| !v.is_empty());
+    let program = match then.filter(|c| !c.is_empty()) {
+        Some(line) => line
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .trim_matches(['\'', '"'])
+            .to_string(),
+        None => git_ssh.unwrap_or_else(|| "ssh".into()),
+    };
+    let name = std::path::Path::new(&program)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    name == "ssh" || name == "ssh.exe"
 }
 
 /// Characters for which git runs a command through `sh -c` (`prepare_shell_cmd`).
@@ -148,6 +174,15 @@ mod tests {
             );
         }
         assert_eq!(remote_write(&os(&["-G", "-p", "22", "host"])), None);
+    }
+
+    #[test]
+    fn a_command_named_ssh_is_taken_for_openssh_as_git_takes_it() {
+        assert!(named_ssh(Some("ssh -o BatchMode=yes")));
+        assert!(named_ssh(Some("/usr/bin/ssh")));
+        assert!(named_ssh(Some("'/usr/bin/ssh' -i key")));
+        assert!(!named_ssh(Some("plink -batch")));
+        assert!(!named_ssh(Some("/opt/wrap-ssh")));
         assert_eq!(remote_write(&os(&["host"])), Some("host".into()));
         assert_eq!(remote_write(&os(&[])), Some(String::new()));
     }

@@ -24,14 +24,16 @@
 //! - [`report`]: the verdict line and the `--json` object.
 //! - [`ask`]: the asker's flow, from descriptor to exit code.
 //! - [`stdio`]: keeps fds 0–2 open so a socket never lands on them.
-//! - [`transport`], [`git_ssh`], [`git_credential`]: git's transport gate, the asker's
-//!   modes git runs itself as its ssh command and its first credential helper.
+//! - [`transport`], [`git_ssh`], [`git_credential`], [`git_proxy`]: git's transport gate,
+//!   the asker's modes git runs itself as its ssh command, its first credential helper
+//!   and its `git://` proxy.
 
 pub mod ask;
 pub mod client;
 pub mod descriptor;
 pub mod git_credential;
 pub mod git_layout;
+pub mod git_proxy;
 pub mod git_ssh;
 pub mod ledger;
 pub mod paths;

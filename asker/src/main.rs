@@ -3,7 +3,7 @@
 //! `git_ssh` or `git_credential`. See the crate docs and DESIGN.md for the contract.
 
 use row_fence_ask::ask::{self, Options};
-use row_fence_ask::{exit, git_credential, git_ssh, paths, report, stamp, stdio};
+use row_fence_ask::{exit, git_credential, git_proxy, git_ssh, paths, report, stamp, stdio};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -12,6 +12,7 @@ const USAGE: &str = "\
 Usage: row-fence-ask [--descriptor PATH] [--action TEXT] [--home DIR] [--socket PATH] [--timeout-ms N] [--json]
        row-fence-ask --git-ssh [--home DIR] [--socket PATH] [--repo GIT_DIR] [--then COMMAND] SSH_ARGS...
        row-fence-ask --git-credential [--home DIR] [--socket PATH] [--repo GIT_DIR] get|store|erase
+       row-fence-ask --git-proxy [--home DIR] [--socket PATH] [--repo GIT_DIR] HOST PORT
        row-fence-ask --print-stamp | --version | --help
 
 Asks the resident row-fence daemon whether this lane still holds its board row.
@@ -31,6 +32,7 @@ Git's transport gate (written into a repository's config by `row-fence install g
   --git-ssh           git's core.sshCommand: asks before git-receive-pack (a push), passes
                       git-upload-pack (a fetch) untouched, then runs --then COMMAND (else $GIT_SSH, else ssh)
   --git-credential    git's first credential helper: prints quit=1 unless the lane is ALLOWED
+  --git-proxy         git's core.gitProxy (git:// remotes): asks before git-receive-pack, then relays
   --repo GIT_DIR      the common git dir of the repository whose config runs the gate
 
 Exit: 0 ALLOWED or UNFENCED, 3 REFUSED, 1 COULD NOT READ, 2 usage error.";
@@ -48,6 +50,7 @@ fn main() {
     let code = match args.first().and_then(|a| a.to_str()) {
         Some(git_ssh::FLAG) => git_ssh::main(&args[1..]).unwrap_or_else(usage_error),
         Some(git_credential::FLAG) => git_credential::main(&args[1..]).unwrap_or_else(usage_error),
+        Some(git_proxy::FLAG) => git_proxy::main(&args[1..]).unwrap_or_else(usage_error),
         _ => asker(args),
     };
     std::process::exit(code);

@@ -8,8 +8,9 @@
 //! The lookup is bound to the repository whose config runs the gate (`--repo`, its common
 //! git dir). Git clears `GIT_DIR` before it starts the ssh command, so the lane is found
 //! from git's working directory; `git --git-dir=X push` run from elsewhere leaves that
-//! directory outside X's worktrees, and then the gate cannot tell which lane pushes: if
-//! any worktree of the repository is row-bound, that is COULD NOT READ, never UNFENCED.
+//! directory outside X's worktrees. Then the repository's one row-bound worktree answers
+//! for the push; with several the gate cannot tell which lane pushes, and that is COULD
+//! NOT READ, never UNFENCED.
 
 use crate::ask::{self, Options};
 use crate::descriptor::{self, DESCRIPTOR_ENV, GIT_DIR_ENV, Resolution};

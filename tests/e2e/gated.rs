@@ -184,3 +184,63 @@ pub fn refused(ran: &Ran, remote_before: &str, remote_now: &str, verdict: &str) 
         ran.stderr
     );
 }
+
+/// A real `git daemon` serving the bare repositories under `root` over `git://` on a
+/// loopback port, pushes enabled; killed when dropped.
+pub struct GitDaemon {
+    pub port: u16,
+    child: std::process::Child,
+}
+
+impl GitDaemon {
+    pub fn start(world: &World, root: &Path) -> GitDaemon {
+        for _ in 0..20 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free port")
+                .port();
+            let mut child = world
+                .command("git", root)
+                .args([
+                    "daemon",
+                    "--reuseaddr",
+                    "--export-all",
+                    "--enable=receive-pack",
+                    "--listen=127.0.0.1",
+                ])
+                .arg(format!("--port={port}"))
+                .arg(format!("--base-path={}", root.display()))
+                .arg(root)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("git daemon");
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while std::time::Instant::now() < until {
+                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return GitDaemon { port, child };
+                }
+                if let Ok(Some(_)) = child.try_wait() {
+                    break; // the port was taken in between: another one
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("git daemon did not start");
+    }
+
+    /// `git://127.0.0.1:<port>/<name>`.
+    pub fn url(&self, name: &str) -> String {
+        format!("git://127.0.0.1:{}/{name}", self.port)
+    }
+}
+
+impl Drop for GitDaemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

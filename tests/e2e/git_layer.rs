@@ -404,13 +404,20 @@ fn rollback_gives_back_a_config_with_its_own_ssh_command_and_helpers_byte_for_by
     let config_path = clone.join(".git/config");
     let mut config = fs::read_to_string(&config_path).unwrap();
     config.push_str(
-        "[core]\n\tsshCommand = ssh -o BatchMode=yes\n[credential]\n\thelper = store --file=/nonexistent/creds\n[credential \"https://example.invalid\"]\n\thelper = \"!f() { echo \\\"x\\\"; }; f\"\n# no newline at the end",
+        "[core]\n\tsshCommand = ssh -o BatchMode=yes\n\tgitProxy = /nonexistent/proxy for example.invalid\n[credential]\n\thelper = store --file=/nonexistent/creds\n[credential \"https://example.invalid\"]\n\thelper = \"!f() { echo \\\"x\\\"; }; f\"\n# no newline at the end",
     );
     fs::write(&config_path, &config).unwrap();
     let worktree_config = fs::read(clone.join(".git/worktrees/linked/config.worktree")).unwrap();
 
     let installed = world.install(&clone, &[]);
     assert_eq!(installed.code, 0, "{}", installed.stderr);
+    assert!(
+        installed
+            .stderr
+            .contains("git://: not gated, the repository's own core.gitProxy"),
+        "{}",
+        installed.stderr
+    );
     assert_ne!(fs::read_to_string(&config_path).unwrap(), config);
     let helpers = world.git_ok(&linked, &["config", "--get-all", "credential.helper"]);
     let helpers: Vec<&str> = helpers.lines().collect();
@@ -458,6 +465,7 @@ fn rollback_gives_back_a_config_with_its_own_ssh_command_and_helpers_byte_for_by
         worktree_config
     );
     assert!(!clone.join(".git/row-fence.gitconfig").exists());
+    assert!(!clone.join(".git/row-fence-git-proxy").exists());
     assert!(!clone.join(".git/hooks/pre-push").exists());
     let again = world.install(&clone, &["--rollback"]);
     assert_eq!(again.code, 0, "{}", again.stderr);
@@ -570,4 +578,26 @@ fn a_stamp_mismatch_from_another_homes_registry_names_both_registries() {
         "{line}"
     );
     assert!(!line.contains("runs other code"), "{line}");
+}
+
+/// The lines README.md shows install appending are the ones it appends.
+#[test]
+fn the_config_lines_install_appends_are_the_readmes() {
+    let world = World::new();
+    let remote = world.bare("remote.git");
+    let clone = world.clone(&world.ssh_url(&remote), "lane-a");
+    let before = fs::read_to_string(clone.join(".git/config")).unwrap();
+    let installed = world.install(&clone, &[]);
+    assert_eq!(installed.code, 0, "{}", installed.stderr);
+    let readme = fs::read_to_string(crate::util::repo_root().join("README.md")).unwrap();
+    let block = readme
+        .split("```text\n")
+        .skip(1)
+        .filter_map(|rest| rest.split_once("\n```").map(|(block, _)| block))
+        .find(|block| block.contains("transport gate"))
+        .expect("README.md shows the appended lines");
+    assert_eq!(
+        fs::read_to_string(clone.join(".git/config")).unwrap(),
+        format!("{before}{block}\n")
+    );
 }

@@ -4,7 +4,7 @@
 //! pushes; a refused lane's pushes by every route that skips the pre-push hook leave the
 //! remote ref where it was; and over ssh a refused lane still fetches.
 
-use crate::gated::{World, refused};
+use crate::gated::{GitDaemon, World, refused};
 use crate::http_git::{HttpGit, PASSWORD, USER};
 use crate::util::{Daemon, Ran, bin, run};
 use row_fence_ask::ledger;
@@ -104,6 +104,19 @@ fn an_allowed_lane_pushes_over_ssh_through_the_gate() {
         "git ran its ssh (the fake) after the gate: {}",
         lane.world.ssh_log()
     );
+    // Git takes the gate for OpenSSH, as it took `ssh`: it passes a port (the "simple"
+    // variant would refuse one), and its `-G` probe never reaches ssh.
+    lane.world.commit(&lane.clone, "over a port");
+    let ported = format!("ssh://host:2222{}", remote.display());
+    let push = lane.git(&["push", "--no-verify", &ported, "main"]);
+    assert_eq!(push.code, 0, "{}", push.stderr);
+    let log = lane.world.ssh_log();
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with("-p 2222 host git-receive-pack")),
+        "{log}"
+    );
+    assert!(!log.lines().any(|l| l.starts_with("-G")), "{log}");
 }
 
 /// Reproductions 1 and 2 of the issue, and their kind: every push that skips the hook.
@@ -126,6 +139,40 @@ fn a_refused_lane_cannot_push_over_ssh_by_any_route_past_the_hook() {
             "push",
             "--no-verify",
             &url.replace("ssh://", "git+ssh://"),
+            "main",
+        ]),
+    ));
+    pushes.push((
+        "protocol version 2",
+        lane.git(&[
+            "-c",
+            "protocol.version=2",
+            "push",
+            "--no-verify",
+            "origin",
+            "main",
+        ]),
+    ));
+    pushes.push((
+        "a receive-pack of one's own",
+        lane.git(&[
+            "push",
+            "--no-verify",
+            "--receive-pack=git receive-pack",
+            "origin",
+            "main",
+        ]),
+    ));
+    lane.world.git_ok(
+        &lane.clone,
+        &["config", "url.ssh://host/.insteadOf", "lane://"],
+    );
+    pushes.push((
+        "an insteadOf rewrite to ssh",
+        lane.git(&[
+            "push",
+            "--no-verify",
+            &format!("lane://{}", remote.display()),
             "main",
         ]),
     ));
@@ -237,7 +284,13 @@ fn a_refused_lane_cannot_push_over_http_by_any_route_past_the_hook() {
     let before = lane.world.main_of(&remote);
     lane.world.take_over("row-1", "lane-b");
     lane.world.commit(&lane.clone, "after the takeover");
-    for (route, push) in lane.pushes_past_the_hook(&url) {
+    let mut pushes = lane.pushes_past_the_hook(&url);
+    let with_user = url.replace("http://", &format!("http://{USER}@"));
+    pushes.push((
+        "a user name in the URL",
+        lane.git(&["push", "--no-verify", &with_user, "main"]),
+    ));
+    for (route, push) in pushes {
         eprintln!("route: {route}");
         if route == "git send-pack" {
             // send-pack speaks no http at all: nothing can move.
@@ -289,4 +342,35 @@ fn a_gate_whose_asker_cannot_run_stops_git_over_both_transports() {
     assert_ne!(push.code, 0);
     assert!(push.stderr.contains("told us to quit"), "{}", push.stderr);
     assert_eq!(world.main_of(&http_remote), "");
+}
+
+/// A `git://` remote through a real `git daemon`: the gate is git's `core.gitProxy`.
+#[test]
+fn over_git_protocol_an_allowed_lane_pushes_a_refused_one_cannot_and_still_fetches() {
+    let world = World::new();
+    let root = world.home.path("srv");
+    let remote = world.bare("srv/r.git");
+    let daemon = GitDaemon::start(&world, &root);
+    let url = daemon.url("r.git");
+    let lane = Lane::new(world, &url);
+    let push = lane.git(&["push", "--no-verify", "origin", "main"]);
+    assert_eq!(push.code, 0, "{}", push.stderr);
+    assert!(
+        push.stderr.contains("row-fence: ALLOWED"),
+        "{}",
+        push.stderr
+    );
+    assert_eq!(lane.world.main_of(&remote), lane.world.head_of(&lane.clone));
+
+    lane.world.take_over("row-1", "lane-b");
+    lane.world.commit(&lane.clone, "after the takeover");
+    let before = lane.world.main_of(&remote);
+    for (route, push) in lane.pushes_past_the_hook(&url) {
+        eprintln!("route: {route}");
+        refused(&push, &before, &lane.world.main_of(&remote), REFUSED);
+    }
+    let fetch = lane.git(&["fetch", "origin"]);
+    assert_eq!(fetch.code, 0, "{}", fetch.stderr);
+    assert!(!fetch.stderr.contains("row-fence:"), "{}", fetch.stderr);
+    lane.rolled_back_push_moves(&remote);
 }

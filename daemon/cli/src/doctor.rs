@@ -181,7 +181,12 @@ fn remotes(repo: &Repository, problems: &mut Vec<String>) -> Vec<Remote> {
         let Some(url) = rest.strip_suffix(" (push)") else {
             continue;
         };
-        let (transport, gated_by) = classify(url);
+        let (transport, gated_by) = match classify(url) {
+            (t, _) if t == "git" && repo.common_dir.join(git_gate::PROXY_FILE).is_file() => {
+                (t, "the gate's git:// proxy")
+            }
+            other => other,
+        };
         if transport == "http" && has_password(url) {
             problems.push(format!(
                 "remote {name} carries credentials in its URL: git asks no credential helper, so pushes over it skip the gate"

@@ -23,13 +23,18 @@ use std::path::{Path, PathBuf};
 /// config that names it).
 pub const INCLUDE_FILE: &str = "row-fence.gitconfig";
 
+/// The script git runs as its `core.gitProxy` for `git://` remotes, beside the included
+/// file (git runs a proxy without a shell, so the gate's flags live in the script).
+pub const PROXY_FILE: &str = "row-fence-git-proxy";
+
 /// The first line of what install appends to the config.
 const MARK: &str = "# row-fence: git's transport gate (row-fence install git-hook --rollback removes these three lines)";
 /// The same, for a config that did not end with a line break: install added one.
 const MARK_WITH_BREAK: &str = "# row-fence: git's transport gate (row-fence install git-hook --rollback removes these three lines and the line break before them)";
 
 /// The keys the gate sets or carries over, as `git config --get-regexp` matches them.
-const KEYS: &str = r"^core\.sshcommand$|^ssh\.variant$|^credential\.(.+\.)?helper$";
+const KEYS: &str =
+    r"^core\.sshcommand$|^core\.gitproxy$|^ssh\.variant$|^credential\.(.+\.)?helper$";
 
 fn appended(mark: &str) -> String {
     format!("{mark}\n[include]\n\tpath = {INCLUDE_FILE}\n")
@@ -122,6 +127,8 @@ pub struct Previous {
     pub ssh_command: Option<String>,
     /// `ssh.variant`, when set.
     pub ssh_variant: Option<String>,
+    /// The `git://` proxy git would run (`core.gitProxy`), when set.
+    pub git_proxy: Option<String>,
     /// The credential helpers git would ask, in order: `(url, helper)`, `url` empty for
     /// the generic `credential.helper`.
     pub helpers: Vec<(String, String)>,
@@ -145,6 +152,7 @@ pub fn previous(entries: &[Entry]) -> Result<Previous, String> {
         match e.key.as_str() {
             "core.sshcommand" => prev.ssh_command = Some(value).filter(|v| !v.is_empty()),
             "ssh.variant" => prev.ssh_variant = Some(value),
+            "core.gitproxy" => prev.git_proxy = Some(value).filter(|v| !v.is_empty()),
             _ if e.is_helper() => match (e.helper_url(), value.is_empty()) {
                 (None, true) => prev.helpers.clear(),
                 (Some(url), true) => {
@@ -170,6 +178,9 @@ pub struct Plan {
     pub common_dir: PathBuf,
     /// The text of `row-fence.gitconfig`.
     pub include: String,
+    /// The text of the `git://` proxy script; `None` when the repository has a proxy of
+    /// its own (then `git://` is not gated).
+    pub proxy: Option<String>,
     /// What the repository had (for the summary line).
     pub previous: Previous,
 }
@@ -208,6 +219,20 @@ pub fn plan(common_dir: &Path, baked: &Baked) -> Result<Plan, String> {
             .join(" ")
     };
     let ssh_command = base("--git-ssh");
+    let proxy_path = common_dir.join(PROXY_FILE);
+    let proxy = match &previous.git_proxy {
+        Some(_) => None,
+        None if proxy_path.to_string_lossy().contains(" for ") => {
+            return Err(format!(
+                "{} holds \" for \", which git reads as core.gitProxy's domain",
+                proxy_path.display()
+            ));
+        }
+        None => Some(format!(
+            "#!/bin/sh\n# Written by `row-fence install git-hook`: git's core.gitProxy for git:// remotes\n# (git runs it as PROXY HOST PORT); `--rollback` removes it.\nexec {} \"$@\"\n",
+            base("--git-proxy")
+        )),
+    };
     // Git appends the operation (` get`) to a `!` helper and runs it through sh; a helper
     // that cannot run at all must stop git too, hence `|| echo quit=1`.
     let helper = format!(
@@ -216,8 +241,9 @@ pub fn plan(common_dir: &Path, baked: &Baked) -> Result<Plan, String> {
     );
     let mut include = String::from(
         "# Written by `row-fence install git-hook`; `row-fence install git-hook --rollback` removes it.\n\
-         # Git's transport gate: a push over ssh asks the row fence first (core.sshCommand), and\n\
-         # so does every request for credentials over http(s) (the first credential helper).\n\
+         # Git's transport gate: a push over ssh asks the row fence first (core.sshCommand), so\n\
+         # does one over git:// (core.gitProxy) and every request for credentials over http(s)\n\
+         # (the first credential helper).\n\
          # The repository's own ssh command and credential helpers, as they were at install,\n\
          # run after the fence's.\n",
     );
@@ -225,6 +251,12 @@ pub fn plan(common_dir: &Path, baked: &Baked) -> Result<Plan, String> {
         "[core]\n\tsshCommand = {}\n",
         config_value(&ssh_command)
     ));
+    if proxy.is_some() {
+        include.push_str(&format!(
+            "\tgitProxy = {}\n",
+            config_value(&proxy_path.display().to_string())
+        ));
+    }
     if previous.ssh_variant.is_none()
         && let Some(variant) = previous.ssh_command.as_deref().and_then(ssh_variant)
     {
@@ -246,6 +278,7 @@ pub fn plan(common_dir: &Path, baked: &Baked) -> Result<Plan, String> {
     Ok(Plan {
         common_dir: common_dir.to_path_buf(),
         include,
+        proxy,
         previous,
     })
 }
@@ -345,6 +378,11 @@ pub fn install(plan: &Plan) -> Result<Done, String> {
     let config_path = plan.common_dir.join("config");
     let config = read_config(&config_path)?;
     let mode = fs::metadata(&config_path).map_or(0o644, |m| m.permissions().mode() & 0o7777);
+    if let Some(script) = &plan.proxy {
+        let path = plan.common_dir.join(PROXY_FILE);
+        row_fence_store::atomic_file::write(&path, script.as_bytes(), 0o755, false)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
     let include_path = plan.common_dir.join(INCLUDE_FILE);
     row_fence_store::atomic_file::write(&include_path, plan.include.as_bytes(), mode, false)
         .map_err(|e| format!("cannot write {}: {e}", include_path.display()))?;
@@ -387,17 +425,22 @@ pub fn rollback(common_dir: &Path) -> Result<Done, String> {
         None if include_path.exists() => Done::RolledBack,
         None => Done::NotInstalled,
     };
-    match fs::remove_file(&include_path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => {
-            Err(format!("cannot remove {}: {e}", include_path.display()))
+    for path in [include_path, common_dir.join(PROXY_FILE)] {
+        match fs::remove_file(&path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                return Err(format!("cannot remove {}: {e}", path.display()));
+            }
+            _ => {}
         }
-        _ => Ok(done),
     }
+    Ok(done)
 }
 
 /// What keeps the gate from being the one git runs in `dir` (a worktree, or a bare
 /// repository): a later `core.sshCommand` (a worktree's own config, an include after the
-/// gate's), a later empty `credential.helper`, or no gate at all. Empty: git runs the gate.
+/// gate's), an earlier `core.gitProxy`, a later empty `credential.helper`, or no gate at
+/// all.
+/// Empty: git runs the gate.
 pub fn problems(dir: &Path) -> Result<Vec<String>, String> {
     let entries = entries(dir)?;
     let mut found = Vec::new();
@@ -409,6 +452,20 @@ pub fn problems(dir: &Path) -> Result<Vec<String>, String> {
             e.value.as_deref().unwrap_or("")
         )),
         None => found.push("no core.sshCommand: pushes over ssh skip the fence".into()),
+    }
+    let gate_proxies = entries
+        .iter()
+        .any(|e| e.is_the_gates() && e.key == "core.gitproxy");
+    // Git runs the first core.gitProxy that matches the host (unlike core.sshCommand).
+    if let Some(e) = entries.iter().find(|e| e.key == "core.gitproxy")
+        && gate_proxies
+        && !e.is_the_gates()
+    {
+        found.push(format!(
+            "core.gitProxy comes from {} ({:?}), not from the gate: pushes over git:// skip the fence",
+            e.origin,
+            e.value.as_deref().unwrap_or("")
+        ));
     }
     let gate_helper = entries.iter().position(|e| {
         e.is_the_gates() && e.is_helper() && e.value.as_deref().is_some_and(|v| !v.is_empty())

@@ -183,13 +183,18 @@ fn install_gate(repo: &Repository, plan: &Plan) -> Result<Undo, String> {
     let ssh = plan.previous.ssh_command.as_deref().unwrap_or("ssh");
     Ok(Undo {
         said: format!(
-            "{} git's transport gate in {} (then ssh: {ssh}; {} credential helper(s) after the fence's)",
+            "{} git's transport gate in {} (then ssh: {ssh}; {} credential helper(s) after the fence's; git://: {})",
             match done {
                 git_gate::Done::Installed => "installed",
                 _ => "refreshed",
             },
             config.display(),
-            plan.previous.helpers.len()
+            plan.previous.helpers.len(),
+            match &plan.previous.git_proxy {
+                None => "gated".to_string(),
+                Some(proxy) =>
+                    format!("not gated, the repository's own core.gitProxy {proxy:?} stays"),
+            }
         ),
         ..undo
     })
