@@ -107,12 +107,17 @@ fn install(
     }
     if !failed.is_empty() {
         // Not every repository runs its gate: take back what was written, hooks untouched.
+        let mut stuck = Vec::new();
         for (repo, undo) in written {
             if let Err(e) = undo.apply(&repo.common_dir) {
-                failed.push(e);
+                stuck.push(e);
             }
         }
-        return Err(nothing_written(&failed, "installed"));
+        if stuck.is_empty() {
+            return Err(nothing_written(&failed, "installed"));
+        }
+        failed.extend(stuck);
+        return finish(failed);
     }
     for (_, undo) in &written {
         say(&undo.said);
@@ -126,22 +131,23 @@ fn install(
     finish(failed)
 }
 
-/// How to take back one repository's gate: what its included file held before (`None`:
-/// the gate was not there).
+/// How to take back one repository's gate, and what to say when it stays.
 struct Undo {
-    before: Option<Vec<u8>>,
+    /// `None`: this install wrote the gate; else what the included file held before it
+    /// was refreshed (`Some(None)`: there was none).
+    before: Option<Option<Vec<u8>>>,
     said: String,
 }
 
 impl Undo {
     fn apply(&self, common_dir: &std::path::Path) -> Result<(), String> {
+        let path = common_dir.join(git_gate::INCLUDE_FILE);
         match &self.before {
             None => git_gate::rollback(common_dir).map(drop),
-            Some(bytes) => {
-                let path = common_dir.join(git_gate::INCLUDE_FILE);
-                row_fence_store::atomic_file::write(&path, bytes, 0o644, false)
-                    .map_err(|e| format!("cannot restore {}: {e}", path.display()))
-            }
+            Some(Some(bytes)) => row_fence_store::atomic_file::write(&path, bytes, 0o644, false)
+                .map_err(|e| format!("cannot restore {}: {e}", path.display())),
+            Some(None) => std::fs::remove_file(&path)
+                .map_err(|e| format!("cannot remove {}: {e}", path.display())),
         }
     }
 }
@@ -154,11 +160,7 @@ fn install_gate(repo: &Repository, plan: &Plan) -> Result<Undo, String> {
     let before = std::fs::read(repo.common_dir.join(git_gate::INCLUDE_FILE)).ok();
     let done = git_gate::install(plan).map_err(|e| format!("{}: {e}", config.display()))?;
     let undo = Undo {
-        before: if done == git_gate::Done::Installed {
-            None
-        } else {
-            before
-        },
+        before: (done != git_gate::Done::Installed).then_some(before),
         said: String::new(),
     };
     let mut problems = Vec::new();
