@@ -112,6 +112,16 @@ impl World {
         path
     }
 
+    /// `git worktree add <tmp>/<name> -b <name>` from the worktree at `main`.
+    pub fn worktree(&self, main: &Path, name: &str) -> PathBuf {
+        let path = self.home.path(name);
+        self.git_ok(
+            main,
+            &["worktree", "add", "-q", path.to_str().unwrap(), "-b", name],
+        );
+        path
+    }
+
     /// Commits a change in the worktree at `dir`.
     pub fn commit(&self, dir: &Path, message: &str) {
         fs::write(dir.join("file.txt"), message).unwrap();
@@ -166,6 +176,13 @@ impl World {
     pub fn head_of(&self, dir: &Path) -> String {
         self.git_ok(dir, &["rev-parse", "HEAD"]).trim().to_string()
     }
+}
+
+/// Asserts a push went through the fence: exit 0 and an ALLOWED verdict line.
+#[track_caller]
+pub fn allowed(ran: &Ran) {
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert!(ran.stderr.contains("row-fence: ALLOWED"), "{}", ran.stderr);
 }
 
 /// Asserts a push went nowhere: a failure, the remote ref as before, and the fence's

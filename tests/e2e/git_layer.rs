@@ -4,7 +4,7 @@
 //! names its git dir from elsewhere, a rollback that gives the config back byte for byte,
 //! and a hook that asks the daemon's own home and asker from any shell.
 
-use crate::gated::{World, refused};
+use crate::gated::{World, allowed, refused};
 use crate::util::{Home, bin, run};
 use row_fence::git_hook::is_fence;
 use std::fs;
@@ -24,18 +24,7 @@ fn every_worktree_with_a_relative_hooks_path_is_fenced_and_one_added_later_is_ca
     let main = world.clone(&world.ssh_url(&remote), "main");
     world.git_ok(&main, &["push", "-q", "origin", "main"]);
     world.git_ok(&main, &["config", "core.hooksPath", ".husky"]);
-    let linked = world.home.path("linked");
-    world.git_ok(
-        &main,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            linked.to_str().unwrap(),
-            "-b",
-            "linked",
-        ],
-    );
+    let linked = world.worktree(&main, "linked");
 
     let installed = world.install(&linked, &[]);
     assert_eq!(installed.code, 0, "{}", installed.stderr);
@@ -61,18 +50,7 @@ fn every_worktree_with_a_relative_hooks_path_is_fenced_and_one_added_later_is_ca
 
     // A worktree added after install: its .husky has no hook, but the gate is in the
     // shared config.
-    let later = world.home.path("later");
-    world.git_ok(
-        &main,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            later.to_str().unwrap(),
-            "-b",
-            "later",
-        ],
-    );
+    let later = world.worktree(&main, "later");
     let later_git_dir = main.join(".git/worktrees/later");
     world.bind(&later_git_dir, "row-2", "lane-l");
     let _daemon = world.home.daemon();
@@ -134,18 +112,7 @@ fn a_worktree_that_is_gone_is_named_and_nothing_is_installed() {
     let remote = world.bare("remote.git");
     let main = world.clone(&world.ssh_url(&remote), "main");
     world.git_ok(&main, &["config", "core.hooksPath", ".husky"]);
-    let linked = world.home.path("linked");
-    world.git_ok(
-        &main,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            linked.to_str().unwrap(),
-            "-b",
-            "linked",
-        ],
-    );
+    let linked = world.worktree(&main, "linked");
     fs::remove_dir_all(&linked).unwrap();
     let config = fs::read(main.join(".git/config")).unwrap();
     let ran = world.install(&main, &[]);
@@ -230,12 +197,7 @@ fn a_push_from_a_submodule_or_a_nested_one_of_a_refused_superproject_is_refused(
     let inner = sub.join("inner");
     world.commit(&sub, "sub while held");
     let push = world.git(&sub, &["push", "origin", "main"]);
-    assert_eq!(push.code, 0, "{}", push.stderr);
-    assert!(
-        push.stderr.contains("row-fence: ALLOWED"),
-        "{}",
-        push.stderr
-    );
+    allowed(&push);
 
     world.take_over("row-1", "lane-b");
     for (dir, remote) in [(&sub, &s.remotes[1]), (&inner, &s.remotes[2])] {
@@ -326,12 +288,7 @@ fn a_push_naming_its_git_dir_from_elsewhere_gets_the_lanes_verdict_from_the_gate
         &elsewhere,
         &[&flag, "push", "--no-verify", "origin", "main"],
     );
-    assert_eq!(push.code, 0, "{}", push.stderr);
-    assert!(
-        push.stderr.contains("row-fence: ALLOWED"),
-        "{}",
-        push.stderr
-    );
+    allowed(&push);
 
     world.take_over("row-1", "lane-b");
     world.commit(&clone, "after the takeover");
@@ -348,18 +305,7 @@ fn a_push_naming_its_git_dir_from_elsewhere_gets_the_lanes_verdict_from_the_gate
     refused(&push, &before, &world.main_of(&remote), REFUSED);
 
     // Two row-bound worktrees: from outside, the gate cannot tell which one pushes.
-    let linked = world.home.path("linked");
-    world.git_ok(
-        &clone,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            linked.to_str().unwrap(),
-            "-b",
-            "linked",
-        ],
-    );
+    world.worktree(&clone, "linked");
     world.bind(&git_dir.join("worktrees/linked"), "row-2", "lane-c");
     let push = world.git(
         &elsewhere,
@@ -379,18 +325,7 @@ fn rollback_gives_back_a_config_with_its_own_ssh_command_and_helpers_byte_for_by
     let world = World::new();
     let remote = world.bare("remote.git");
     let clone = world.clone(&world.ssh_url(&remote), "lane-a");
-    let linked = world.home.path("linked");
-    world.git_ok(
-        &clone,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            linked.to_str().unwrap(),
-            "-b",
-            "linked",
-        ],
-    );
+    let linked = world.worktree(&clone, "linked");
     world.git_ok(&clone, &["config", "extensions.worktreeConfig", "true"]);
     world.git_ok(
         &linked,
@@ -477,18 +412,7 @@ fn a_worktrees_own_ssh_command_after_the_gate_is_refused_and_nothing_is_written(
     let world = World::new();
     let remote = world.bare("remote.git");
     let clone = world.clone(&world.ssh_url(&remote), "lane-a");
-    let linked = world.home.path("linked");
-    world.git_ok(
-        &clone,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            linked.to_str().unwrap(),
-            "-b",
-            "linked",
-        ],
-    );
+    let linked = world.worktree(&clone, "linked");
     world.git_ok(&clone, &["config", "extensions.worktreeConfig", "true"]);
     world.git_ok(&linked, &["config", "--worktree", "core.sshCommand", "ssh"]);
     let config = fs::read(clone.join(".git/config")).unwrap();
@@ -532,12 +456,7 @@ fn the_installed_hook_asks_the_daemons_home_from_a_shell_with_another_home_and_p
         .env_remove("ROW_FENCE_BIN_DIR")
         .env("PATH", path)
         .args(["push", "origin", "main"]));
-    assert_eq!(push.code, 0, "{}", push.stderr);
-    assert!(
-        push.stderr.contains("row-fence: ALLOWED"),
-        "{}",
-        push.stderr
-    );
+    allowed(&push);
     assert!(
         push.stderr
             .contains(&format!("asking {}", world.home.socket().display())),

@@ -4,7 +4,7 @@
 //! pushes; a refused lane's pushes by every route that skips the pre-push hook leave the
 //! remote ref where it was; and over ssh a refused lane still fetches.
 
-use crate::gated::{GitDaemon, World, refused};
+use crate::gated::{GitDaemon, World, allowed, refused};
 use crate::http_git::{HttpGit, PASSWORD, USER};
 use crate::util::{Daemon, Ran, bin, run};
 use row_fence_ask::ledger;
@@ -36,6 +36,13 @@ impl Lane {
 
     fn git(&self, args: &[&str]) -> Ran {
         self.world.git(&self.clone, args)
+    }
+
+    /// `git push --no-verify origin main` goes through the gate, ALLOWED, and moves
+    /// `remote`'s ref to this clone's head.
+    fn pushes_allowed(&self, remote: &std::path::Path) {
+        allowed(&self.git(&["push", "--no-verify", "origin", "main"]));
+        assert_eq!(self.world.main_of(remote), self.world.head_of(&self.clone));
     }
 
     /// The control: with git's layer rolled back, the same refused lane's push moves the
@@ -91,14 +98,7 @@ fn ssh_lane() -> (Lane, PathBuf, String) {
 #[test]
 fn an_allowed_lane_pushes_over_ssh_through_the_gate() {
     let (lane, remote, _) = ssh_lane();
-    let push = lane.git(&["push", "--no-verify", "origin", "main"]);
-    assert_eq!(push.code, 0, "{}", push.stderr);
-    assert!(
-        push.stderr.contains("row-fence: ALLOWED"),
-        "{}",
-        push.stderr
-    );
-    assert_eq!(lane.world.main_of(&remote), lane.world.head_of(&lane.clone));
+    lane.pushes_allowed(&remote);
     assert!(
         lane.world.ssh_log().contains("git-receive-pack"),
         "git ran its ssh (the fake) after the gate: {}",
@@ -267,14 +267,7 @@ fn http_lane() -> (Lane, HttpGit, PathBuf, String) {
 #[test]
 fn an_allowed_lane_pushes_over_http_and_its_own_helper_answers() {
     let (lane, _server, remote, _) = http_lane();
-    let push = lane.git(&["push", "--no-verify", "origin", "main"]);
-    assert_eq!(push.code, 0, "{}", push.stderr);
-    assert!(
-        push.stderr.contains("row-fence: ALLOWED"),
-        "{}",
-        push.stderr
-    );
-    assert_eq!(lane.world.main_of(&remote), lane.world.head_of(&lane.clone));
+    lane.pushes_allowed(&remote);
 }
 
 #[test]
@@ -353,14 +346,7 @@ fn over_git_protocol_an_allowed_lane_pushes_a_refused_one_cannot_and_still_fetch
     let daemon = GitDaemon::start(&world, &root);
     let url = daemon.url("r.git");
     let lane = Lane::new(world, &url);
-    let push = lane.git(&["push", "--no-verify", "origin", "main"]);
-    assert_eq!(push.code, 0, "{}", push.stderr);
-    assert!(
-        push.stderr.contains("row-fence: ALLOWED"),
-        "{}",
-        push.stderr
-    );
-    assert_eq!(lane.world.main_of(&remote), lane.world.head_of(&lane.clone));
+    lane.pushes_allowed(&remote);
 
     lane.world.take_over("row-1", "lane-b");
     lane.world.commit(&lane.clone, "after the takeover");

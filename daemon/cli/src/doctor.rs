@@ -147,14 +147,7 @@ fn worktree(
         },
     };
     if gate && w.hooks.is_ok() {
-        match git_gate::problems(&w.path) {
-            Ok(found) => problems.extend(
-                found
-                    .into_iter()
-                    .map(|p| format!("in {}: {p}", w.path.display())),
-            ),
-            Err(e) => problems.push(e),
-        }
+        problems.extend(git_gate::problems_in(&w.path));
     }
     WorktreeReport {
         path: w.path.clone(),

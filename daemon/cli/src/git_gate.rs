@@ -486,6 +486,18 @@ pub fn problems(dir: &Path) -> Result<Vec<String>, String> {
     Ok(found)
 }
 
+/// [`problems`] in the worktree at `dir`, each a sentence that names it; one that could
+/// not be asked about is a problem too.
+pub fn problems_in(dir: &Path) -> Vec<String> {
+    match problems(dir) {
+        Ok(found) => found
+            .into_iter()
+            .map(|p| format!("in {}: {p}", dir.display()))
+            .collect(),
+        Err(e) => vec![e],
+    }
+}
+
 fn read_config(path: &Path) -> Result<String, String> {
     let bytes = fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     String::from_utf8(bytes)

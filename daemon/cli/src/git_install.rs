@@ -163,17 +163,12 @@ fn install_gate(repo: &Repository, plan: &Plan) -> Result<Undo, String> {
         before: (done != git_gate::Done::Installed).then_some(before),
         said: String::new(),
     };
-    let mut problems = Vec::new();
-    for worktree in repo.worktrees.iter().filter(|w| w.hooks.is_ok()) {
-        match git_gate::problems(&worktree.path) {
-            Ok(found) => problems.extend(
-                found
-                    .into_iter()
-                    .map(|p| format!("in {}: {p}", worktree.path.display())),
-            ),
-            Err(e) => problems.push(e),
-        }
-    }
+    let problems: Vec<String> = repo
+        .worktrees
+        .iter()
+        .filter(|w| w.hooks.is_ok())
+        .flat_map(|w| git_gate::problems_in(&w.path))
+        .collect();
     if !problems.is_empty() {
         undo.apply(&repo.common_dir)?;
         return Err(format!(
