@@ -217,9 +217,8 @@ impl GitDaemon {
                 .expect("a free port")
                 .port();
             let mut child = world
-                .command("git", root)
+                .command(git_daemon(world), root)
                 .args([
-                    "daemon",
                     "--reuseaddr",
                     "--export-all",
                     "--enable=receive-pack",
@@ -253,6 +252,12 @@ impl GitDaemon {
     pub fn url(&self, name: &str) -> String {
         format!("git://127.0.0.1:{}/{name}", self.port)
     }
+}
+
+/// `git-daemon` itself (`git daemon` would run it as a child, which outlives a kill).
+fn git_daemon(world: &World) -> PathBuf {
+    let exec_path = world.git_ok(world.home.dir.path(), &["--exec-path"]);
+    Path::new(exec_path.trim()).join("git-daemon")
 }
 
 impl Drop for GitDaemon {
