@@ -24,6 +24,27 @@ pub const TIMEOUT_ENV: &str = "ROW_FENCE_TIMEOUT_MS";
 /// Environment variable carrying the caller's session id into the request and ledger.
 pub const SESSION_ENV: &str = "ROW_FENCE_SESSION";
 
+/// The deadline from `--timeout-ms` (`flag`), else `ROW_FENCE_TIMEOUT_MS`, else
+/// [`DEFAULT_TIMEOUT_MS`]. The error names the source of a value that is not a whole
+/// number of milliseconds above 0.
+pub fn timeout(flag: Option<String>) -> Result<Duration, String> {
+    let (source, text) = match flag {
+        Some(text) => ("--timeout-ms", text),
+        None => match std::env::var(TIMEOUT_ENV) {
+            Ok(text) if !text.is_empty() => (TIMEOUT_ENV, text),
+            _ => ("default", DEFAULT_TIMEOUT_MS.to_string()),
+        },
+    };
+    text.trim()
+        .parse()
+        .ok()
+        .filter(|ms| *ms > 0)
+        .map(Duration::from_millis)
+        .ok_or_else(|| {
+            format!("{source} must be a whole number of milliseconds above 0, got {text:?}")
+        })
+}
+
 /// What one run of the asker is asked to do.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -33,6 +54,10 @@ pub struct Options {
     pub action: String,
     /// `--socket PATH`.
     pub socket: Option<PathBuf>,
+    /// `--home DIR` (else `ROW_FENCE_HOME`, else `~/.row-fence`): the home whose registry
+    /// the stamp hashes, whose ledger records what the asker decides, and whose socket it
+    /// asks unless `socket` names another.
+    pub home: Option<PathBuf>,
     /// The total deadline.
     pub timeout: Duration,
     /// `--json`: also print the verdict object on stdout.
@@ -41,14 +66,27 @@ pub struct Options {
 
 /// Runs one ask and returns the process exit code (0, 1 or 3).
 pub fn run(options: &Options) -> i32 {
-    let asker = Asker {
-        started: Instant::now(),
+    let started = Instant::now();
+    run_resolved(
         options,
-        home: paths::home(None),
+        descriptor::resolve_here(options.descriptor.as_deref()),
+        started,
+    )
+}
+
+/// Runs one ask about a descriptor resolved by the caller (git's transport gate binds the
+/// lookup to the repository that runs it), from `started` on, and returns the exit code.
+/// The lines printed and the ledger records written are the asker's own.
+pub fn run_resolved(options: &Options, resolution: Resolution, started: Instant) -> i32 {
+    let asker = Asker {
+        started,
+        options,
+        home: paths::home(options.home.as_deref())
+            .and_then(|h| std::path::absolute(&h).map_err(|e| format!("{}: {e}", h.display()))),
         cwd: std::env::current_dir().ok(),
         session: std::env::var(SESSION_ENV).ok().filter(|s| !s.is_empty()),
     };
-    asker.run()
+    asker.run(resolution)
 }
 
 struct Asker<'a> {
@@ -60,8 +98,8 @@ struct Asker<'a> {
 }
 
 impl Asker<'_> {
-    fn run(&self) -> i32 {
-        match descriptor::resolve_here(self.options.descriptor.as_deref()) {
+    fn run(&self, resolution: Resolution) -> i32 {
+        match resolution {
             Resolution::Unbound(detail) => self.finish(
                 Verdict::Unfenced,
                 format!("(not row-bound: {detail})"),
@@ -118,7 +156,7 @@ impl Asker<'_> {
                     .as_millis() as u64,
                 descriptor: d.clone(),
                 action: self.options.action.clone(),
-                caller: self.caller(),
+                caller: self.caller(home),
             })),
         };
         match client::exchange(&socket, &request, deadline) {
@@ -173,7 +211,7 @@ impl Asker<'_> {
         }
     }
 
-    fn caller(&self) -> Caller {
+    fn caller(&self, home: &Path) -> Caller {
         Caller {
             session: self.session.clone(),
             cwd: self.cwd.as_ref().map(|c| c.display().to_string()),
@@ -181,6 +219,8 @@ impl Asker<'_> {
                 .iter()
                 .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
                 .collect(),
+            build: Some(stamp::BUILD_DIGEST.to_string()),
+            home: Some(home.display().to_string()),
         }
     }
 

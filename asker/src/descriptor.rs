@@ -155,8 +155,11 @@ pub struct Lookup<'a> {
 /// `ROW_FENCE_DESCRIPTOR`, else `$GIT_DIR/row-fence.json` when `GIT_DIR` is set (git
 /// exports it to its hooks, and `git --git-dir DIR push` from anywhere sets it), else
 /// `<git dir>/row-fence.json` found by walking up from `cwd` to the first `.git` (a
-/// directory, or a `gitdir:` file of a linked worktree). Never blocks on a FIFO, never
-/// reads more than 64 KiB + 1 bytes.
+/// directory, or a `gitdir:` file of a linked worktree). A git dir without a descriptor
+/// defers to its superproject's (a submodule's git dir is `<super git dir>/modules/<name>`:
+/// DESIGN.md, "Descriptor resolution"), and the walk goes on past a repository with none
+/// to the worktrees around it. Never blocks on a FIFO, never reads more than 64 KiB + 1
+/// bytes.
 pub fn resolve(lookup: &Lookup) -> Resolution {
     let cwd = lookup.cwd;
     let absolute = |path: PathBuf| {
@@ -180,27 +183,72 @@ pub fn resolve(lookup: &Lookup) -> Resolution {
             Err(detail) => Resolution::Unreadable(path, detail),
         };
     }
-    let git_dir = match lookup.git_dir_env.filter(|v| !v.is_empty()) {
+    match lookup.git_dir_env.filter(|v| !v.is_empty()) {
         Some(dir) => {
             let dir = absolute(PathBuf::from(dir));
             match fs::metadata(&dir) {
-                Ok(meta) if meta.is_dir() => dir,
-                Ok(_) => return Resolution::Unreadable(dir, "GIT_DIR is not a directory".into()),
-                Err(e) => return Resolution::Unreadable(dir, format!("GIT_DIR: {e}")),
+                Ok(meta) if meta.is_dir() => in_git_dir(&dir)
+                    .unwrap_or_else(|| Resolution::Unbound(no_descriptor_at(&[dir]))),
+                Ok(_) => Resolution::Unreadable(dir, "GIT_DIR is not a directory".into()),
+                Err(e) => Resolution::Unreadable(dir, format!("GIT_DIR: {e}")),
             }
         }
-        None => match find_git_dir(cwd) {
-            Ok(Some(dir)) => dir,
-            Ok(None) => return Resolution::Unbound(format!("no .git above {}", cwd.display())),
-            Err((path, detail)) => return Resolution::Unreadable(path, detail),
-        },
-    };
-    let path = git_dir.join(DESCRIPTOR_FILE);
-    match read(&path) {
-        Ok(Some(d)) => Resolution::Found(path, d),
-        Ok(None) => Resolution::Unbound(format!("no descriptor at {}", path.display())),
-        Err(detail) => Resolution::Unreadable(path, detail),
+        None => walk(cwd),
     }
+}
+
+/// Walks up from `cwd` through every enclosing worktree: the first `.git` whose git dir
+/// (or whose superprojects' git dirs) holds a descriptor decides. A repository with no
+/// descriptor nested inside a row-bound worktree (a clone under it, a submodule that keeps
+/// its own `.git` directory) is that lane's: a push from it is the lane's push.
+fn walk(cwd: &Path) -> Resolution {
+    let mut looked = Vec::new();
+    let mut start = cwd.to_path_buf();
+    loop {
+        match find_worktree(&start) {
+            Ok(None) if looked.is_empty() => {
+                return Resolution::Unbound(format!("no .git above {}", cwd.display()));
+            }
+            Ok(None) => return Resolution::Unbound(no_descriptor_at(&looked)),
+            Ok(Some((worktree, git_dir))) => {
+                if let Some(found) = in_git_dir(&git_dir) {
+                    return found;
+                }
+                looked.push(git_dir);
+                match worktree.parent() {
+                    Some(parent) => start = parent.to_path_buf(),
+                    None => return Resolution::Unbound(no_descriptor_at(&looked)),
+                }
+            }
+            Err((path, detail)) => return Resolution::Unreadable(path, detail),
+        }
+    }
+}
+
+/// The descriptor in `git_dir`, else in the git dir of its superproject (a submodule's git
+/// dir lives in `<super git dir>/modules/`), and so on outward: `Found` or `Unreadable`.
+/// `None`: none of them has one.
+pub fn in_git_dir(git_dir: &Path) -> Option<Resolution> {
+    let mut dir = git_dir.to_path_buf();
+    // A bound on the chain: git nests submodules, not without end.
+    for _ in 0..64 {
+        let path = dir.join(DESCRIPTOR_FILE);
+        match read(&path) {
+            Ok(Some(d)) => return Some(Resolution::Found(path, d)),
+            Ok(None) => {}
+            Err(detail) => return Some(Resolution::Unreadable(path, detail)),
+        }
+        dir = crate::git_layout::superproject(&dir)?;
+    }
+    None
+}
+
+fn no_descriptor_at(git_dirs: &[PathBuf]) -> String {
+    let paths: Vec<String> = git_dirs
+        .iter()
+        .map(|d| d.join(DESCRIPTOR_FILE).display().to_string())
+        .collect();
+    format!("no descriptor at {}", paths.join(", nor at "))
 }
 
 /// Resolves the descriptor for this process: `explicit`, `ROW_FENCE_DESCRIPTOR`,
@@ -250,6 +298,11 @@ pub fn resolve_here(explicit: Option<&Path>) -> Resolution {
 /// `.git` that exists but does not lead to a git dir (fail closed: we cannot tell whether
 /// the lane is bound).
 pub fn find_git_dir(start: &Path) -> Result<Option<PathBuf>, (PathBuf, String)> {
+    find_worktree(start).map(|found| found.map(|(_, git_dir)| git_dir))
+}
+
+/// Like [`find_git_dir`], also naming the directory that holds the `.git`.
+pub fn find_worktree(start: &Path) -> Result<Option<(PathBuf, PathBuf)>, (PathBuf, String)> {
     for dir in start.ancestors() {
         let dot_git = dir.join(".git");
         let meta = match fs::metadata(&dot_git) {
@@ -257,10 +310,12 @@ pub fn find_git_dir(start: &Path) -> Result<Option<PathBuf>, (PathBuf, String)> 
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err((dot_git, format!("cannot stat: {e}"))),
         };
-        if meta.is_dir() {
-            return Ok(Some(dot_git));
-        }
-        return gitdir_from_file(&dot_git).map(Some);
+        let git_dir = if meta.is_dir() {
+            dot_git
+        } else {
+            gitdir_from_file(&dot_git)?
+        };
+        return Ok(Some((dir.to_path_buf(), git_dir)));
     }
     Ok(None)
 }

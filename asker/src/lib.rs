@@ -14,6 +14,7 @@
 //!
 //! - [`verdict`]: the four verdicts, every reason's spelling, the exit codes.
 //! - [`descriptor`]: the descriptor format, its validation and its resolution.
+//! - [`git_layout`]: git dirs as git lays them out (worktrees' common dir, submodules').
 //! - [`protocol`]: request and answer lines on the socket.
 //! - [`client`]: one exchange with the daemon within one deadline.
 //! - [`paths`]: the home directory's files; socket path and directory checks.
@@ -23,10 +24,17 @@
 //! - [`report`]: the verdict line and the `--json` object.
 //! - [`ask`]: the asker's flow, from descriptor to exit code.
 //! - [`stdio`]: keeps fds 0–2 open so a socket never lands on them.
+//! - [`transport`], [`git_ssh`], [`git_credential`], [`git_proxy`]: git's transport gate,
+//!   the asker's modes git runs itself as its ssh command, its first credential helper
+//!   and its `git://` proxy.
 
 pub mod ask;
 pub mod client;
 pub mod descriptor;
+pub mod git_credential;
+pub mod git_layout;
+pub mod git_proxy;
+pub mod git_ssh;
 pub mod ledger;
 pub mod paths;
 pub mod protocol;
@@ -34,6 +42,7 @@ pub mod report;
 pub mod stamp;
 pub mod status;
 pub mod stdio;
+pub mod transport;
 pub mod verdict;
 
 pub use descriptor::Descriptor;

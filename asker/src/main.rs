@@ -1,13 +1,18 @@
 //! `row-fence-ask`: asks the resident daemon whether this lane still holds its board row.
-//! Thin: parses flags, then `ask::run`. See the crate docs and DESIGN.md for the contract.
+//! Thin: parses flags, then `ask::run`; or, as git's transport gate, hands its arguments to
+//! `git_ssh` or `git_credential`. See the crate docs and DESIGN.md for the contract.
 
-use row_fence_ask::ask::{self, DEFAULT_TIMEOUT_MS, Options, TIMEOUT_ENV};
-use row_fence_ask::{exit, paths, report, stamp, stdio};
+use row_fence_ask::ask::{self, Options};
+use row_fence_ask::{exit, git_credential, git_proxy, git_ssh, paths, report, stamp, stdio};
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
 const USAGE: &str = "\
-Usage: row-fence-ask [--descriptor PATH] [--action TEXT] [--socket PATH] [--timeout-ms N] [--json]
+Usage: row-fence-ask [--descriptor PATH] [--action TEXT] [--home DIR] [--socket PATH] [--timeout-ms N] [--json]
+       row-fence-ask --git-ssh [--home DIR] [--socket PATH] [--repo GIT_DIR] [--then COMMAND] SSH_ARGS...
+       row-fence-ask --git-credential [--home DIR] [--socket PATH] [--repo GIT_DIR] get|store|erase
+       row-fence-ask --git-proxy [--home DIR] [--socket PATH] [--repo GIT_DIR] HOST PORT
        row-fence-ask --print-stamp | --version | --help
 
 Asks the resident row-fence daemon whether this lane still holds its board row.
@@ -15,27 +20,46 @@ Asks the resident row-fence daemon whether this lane still holds its board row.
 Options:
   --descriptor PATH   the lane's descriptor (else $ROW_FENCE_DESCRIPTOR, else <git dir>/row-fence.json)
   --action TEXT       the fenced action, e.g. \"git push origin\" (for the ledger)
-  --socket PATH       the daemon's socket (else $ROW_FENCE_SOCKET, else $ROW_FENCE_HOME/sock)
+  --home DIR          the row-fence home (else $ROW_FENCE_HOME, else ~/.row-fence)
+  --socket PATH       the daemon's socket (else $ROW_FENCE_SOCKET, else <home>/sock)
   --timeout-ms N      one deadline for connect, write and read (else $ROW_FENCE_TIMEOUT_MS, default 3000)
   --json              also print the verdict as one JSON object on stdout
   --print-stamp       print this build's code stamp and exit
   -V, --version       print the version and exit
   -h, --help          print this help and exit
 
+Git's transport gate (written into a repository's config by `row-fence install git-hook`):
+  --git-ssh           git's core.sshCommand: asks before git-receive-pack (a push), passes
+                      git-upload-pack (a fetch) untouched, then runs --then COMMAND (else $GIT_SSH, else ssh)
+  --git-credential    git's first credential helper: prints quit=1 unless the lane is ALLOWED
+  --git-proxy         git's core.gitProxy (git:// remotes): asks before git-receive-pack, then relays
+  --repo GIT_DIR      the common git dir of the repository whose config runs the gate
+
 Exit: 0 ALLOWED or UNFENCED, 3 REFUSED, 1 COULD NOT READ, 2 usage error.";
 
 enum Mode {
     Ask(Options),
-    PrintStamp,
+    PrintStamp(Option<PathBuf>),
     Version,
     Help,
 }
 
 fn main() {
     stdio::keep_standard_fds_open();
-    let code = match parse_args() {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let code = match args.first().and_then(|a| a.to_str()) {
+        Some(git_ssh::FLAG) => git_ssh::main(&args[1..]).unwrap_or_else(usage_error),
+        Some(git_credential::FLAG) => git_credential::main(&args[1..]).unwrap_or_else(usage_error),
+        Some(git_proxy::FLAG) => git_proxy::main(&args[1..]).unwrap_or_else(usage_error),
+        _ => asker(args),
+    };
+    std::process::exit(code);
+}
+
+fn asker(args: Vec<OsString>) -> i32 {
+    match parse_args(args) {
         Ok(Mode::Ask(options)) => ask::run(&options),
-        Ok(Mode::PrintStamp) => print_stamp(),
+        Ok(Mode::PrintStamp(home)) => print_stamp(home),
         Ok(Mode::Version) => {
             println_quiet(&format!(
                 "row-fence-ask {} (build {})",
@@ -48,19 +72,22 @@ fn main() {
             println_quiet(USAGE);
             exit::ALLOWED
         }
-        Err(message) => {
-            let usage = USAGE.lines().next().unwrap_or_default();
-            report::say(&format!(
-                "row-fence-ask: error: {message}\n{usage}\nTry 'row-fence-ask --help' for more."
-            ));
-            exit::USAGE
-        }
-    };
-    std::process::exit(code);
+        Err(message) => usage_error(message),
+    }
 }
 
-fn print_stamp() -> i32 {
-    match paths::home(None).and_then(|home| stamp::code_stamp(&home).map_err(|e| e.to_string())) {
+fn usage_error(message: String) -> i32 {
+    let usage = USAGE.lines().next().unwrap_or_default();
+    report::say(&format!(
+        "row-fence-ask: error: {message}\n{usage}\nTry 'row-fence-ask --help' for more."
+    ));
+    exit::USAGE
+}
+
+fn print_stamp(home: Option<PathBuf>) -> i32 {
+    match paths::home(home.as_deref())
+        .and_then(|home| stamp::code_stamp(&home).map_err(|e| e.to_string()))
+    {
         Ok(stamp) => {
             println_quiet(&stamp);
             exit::ALLOWED
@@ -79,18 +106,20 @@ fn println_quiet(text: &str) {
     let _ = out.flush();
 }
 
-fn parse_args() -> Result<Mode, String> {
+fn parse_args(args: Vec<OsString>) -> Result<Mode, String> {
     use lexopt::prelude::*;
-    let mut parser = lexopt::Parser::from_env();
+    let mut parser = lexopt::Parser::from_args(args);
     let mut options = Options {
         descriptor: None,
         action: String::new(),
         socket: None,
+        home: None,
         timeout: Duration::ZERO,
         json: false,
     };
     let mut timeout_ms: Option<String> = None;
-    let mut mode = None;
+    let mut print_stamp = false;
+    let mut version = false;
     while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
         match arg {
             Long("descriptor") => {
@@ -102,37 +131,26 @@ fn parse_args() -> Result<Mode, String> {
             }
             Long("action") => options.action = string(&mut parser)?,
             Long("socket") => options.socket = Some(PathBuf::from(value(&mut parser)?)),
+            Long("home") => options.home = Some(PathBuf::from(value(&mut parser)?)),
             Long("timeout-ms") => timeout_ms = Some(string(&mut parser)?),
             Long("json") => options.json = true,
-            Long("print-stamp") => mode = Some(Mode::PrintStamp),
-            Short('V') | Long("version") => mode = Some(Mode::Version),
+            Long("print-stamp") => print_stamp = true,
+            Short('V') | Long("version") => version = true,
             Short('h') | Long("help") => return Ok(Mode::Help),
             other => return Err(other.unexpected().to_string()),
         }
     }
-    if let Some(mode) = mode {
-        return Ok(mode);
+    if version {
+        return Ok(Mode::Version);
     }
-    let (source, text) = match timeout_ms {
-        Some(text) => ("--timeout-ms", text),
-        None => match std::env::var(TIMEOUT_ENV) {
-            Ok(text) if !text.is_empty() => (TIMEOUT_ENV, text),
-            _ => ("default", DEFAULT_TIMEOUT_MS.to_string()),
-        },
-    };
-    let ms: u64 = text
-        .trim()
-        .parse()
-        .ok()
-        .filter(|ms| *ms > 0)
-        .ok_or_else(|| {
-            format!("{source} must be a whole number of milliseconds above 0, got {text:?}")
-        })?;
-    options.timeout = Duration::from_millis(ms);
+    if print_stamp {
+        return Ok(Mode::PrintStamp(options.home));
+    }
+    options.timeout = ask::timeout(timeout_ms)?;
     Ok(Mode::Ask(options))
 }
 
-fn value(parser: &mut lexopt::Parser) -> Result<std::ffi::OsString, String> {
+fn value(parser: &mut lexopt::Parser) -> Result<OsString, String> {
     parser.value().map_err(|e| e.to_string())
 }
 

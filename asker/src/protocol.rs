@@ -69,6 +69,13 @@ pub struct Caller {
     /// The environment variables in `FORWARDED_ENV` that were set.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// The asker's build digest ([`crate::stamp::BUILD_DIGEST`]): on a stamp mismatch a
+    /// daemon of the same build knows the registries differ, not the code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<String>,
+    /// The row-fence home (absolute) whose registry the asker's stamp hashed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home: Option<String>,
 }
 
 /// The environment variables an asker forwards in `caller.env`.

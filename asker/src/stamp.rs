@@ -87,6 +87,44 @@ pub fn code_stamp(home: &Path) -> Result<String, RegistryUnreadable> {
     Ok(combine(BUILD_DIGEST, &registry))
 }
 
+/// The detail of a `stale_code` answer when the daemon's own files did not change, so
+/// the asker is the foreign one: with the asker's build digest and home (sent in the
+/// request's `caller`) it says whether the asker runs other code or the same build over
+/// another registry (usually another `ROW_FENCE_HOME`), and what to do about it.
+pub fn foreign_detail(
+    theirs: &str,
+    their_build: Option<&str>,
+    their_home: Option<&str>,
+    ours: &str,
+    our_home: &Path,
+) -> String {
+    let stamps = format!(
+        "the asker's code stamp {} is not the daemon's {}",
+        short(theirs),
+        short(ours)
+    );
+    let our_home = our_home.display().to_string();
+    match (their_build, their_home) {
+        (Some(build), Some(home)) if build == BUILD_DIGEST && home != our_home => format!(
+            "{stamps}: same build, other registry: the asker read {home}/registry, the daemon {our_home}/registry; \
+             run the asker with ROW_FENCE_HOME={our_home} (row-fence install git-hook and claude-hook set it)"
+        ),
+        (Some(build), _) if build == BUILD_DIGEST => format!(
+            "{stamps}: same build, other registry: the registry the asker read under {our_home} is not the one the daemon loaded"
+        ),
+        (Some(build), _) => format!(
+            "{stamps}: the asker runs other code than the daemon (build {}, the daemon's {}); run the row-fence-ask installed beside the daemon",
+            short(build),
+            short(BUILD_DIGEST)
+        ),
+        (None, _) => format!("{stamps}: the asker runs other code than the daemon"),
+    }
+}
+
+fn short(digest: &str) -> &str {
+    digest.get(..12).unwrap_or(digest)
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -117,6 +155,40 @@ mod tests {
         fs::write(dir.join("boards.toml"), "[boards]\n").unwrap();
         assert_ne!(registry_digest(&dir).unwrap(), missing);
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_foreign_stamp_from_another_home_says_so_and_names_both_registries() {
+        let home = Path::new("/daemon/home");
+        let said = foreign_detail(
+            "a".repeat(64).as_str(),
+            Some(BUILD_DIGEST),
+            Some("/other"),
+            "b",
+            home,
+        );
+        assert!(said.contains("same build, other registry"), "{said}");
+        assert!(
+            said.contains("/other/registry") && said.contains("/daemon/home/registry"),
+            "{said}"
+        );
+        assert!(said.contains("ROW_FENCE_HOME=/daemon/home"), "{said}");
+        let said = foreign_detail(
+            "a",
+            Some("0123456789abcdef"),
+            Some("/daemon/home"),
+            "b",
+            home,
+        );
+        assert!(
+            said.contains("runs other code") && said.contains("0123456789ab"),
+            "{said}"
+        );
+        let said = foreign_detail("a", None, None, "b", home);
+        assert!(
+            said.ends_with("the asker runs other code than the daemon"),
+            "{said}"
+        );
     }
 
     #[test]

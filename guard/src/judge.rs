@@ -500,6 +500,13 @@ impl Judge<'_> {
                         .into_iter()
                         .map(|s| (FORWARDED_ENV[0].to_string(), s))
                         .collect(),
+                    build: Some(stamp::BUILD_DIGEST.to_string()),
+                    home: self
+                        .settings
+                        .home
+                        .as_ref()
+                        .ok()
+                        .map(|h| h.display().to_string()),
                 },
             })),
         }

@@ -10,7 +10,6 @@
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The fence's pre-push hook, as shipped in `hooks/pre-push`.
 pub const PRE_PUSH: &str = include_str!("../../../hooks/pre-push");
@@ -51,8 +50,6 @@ pub enum Refusal {
     ChainedExists(PathBuf),
     /// Reading or writing the hooks directory failed.
     Io(PathBuf, io::Error),
-    /// git could not name the hooks directory.
-    Git(String),
 }
 
 impl std::fmt::Display for Refusal {
@@ -74,39 +71,128 @@ impl std::fmt::Display for Refusal {
                 p.display()
             ),
             Refusal::Io(p, e) => write!(f, "{}: {e}", p.display()),
-            Refusal::Git(e) => f.write_str(e),
         }
     }
 }
 
-/// The repository's hooks directory as git resolves it (`core.hooksPath`, linked
-/// worktrees): `git -C <repo> rev-parse --git-path hooks`, made absolute.
-pub fn hooks_dir(repo: &Path) -> Result<PathBuf, Refusal> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(["rev-parse", "--git-path", "hooks"])
-        .output()
-        .map_err(|e| Refusal::Git(format!("cannot run git: {e}")))?;
-    if !out.status.success() {
-        return Err(Refusal::Git(format!(
-            "{} is not a git repository: {}",
-            repo.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
+/// What the fence's hook is baked with: the values `hooks/pre-push` leaves empty, so a push
+/// asks the daemon's own asker at the daemon's home and socket whatever the pushing shell's
+/// `PATH` and `ROW_FENCE_HOME` say (the agent hook's entry carries the same three).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Baked {
+    /// The directory of the `row-fence-ask` that runs beside the daemon.
+    pub bin_dir: PathBuf,
+    /// The daemon's `ROW_FENCE_HOME`.
+    pub home: PathBuf,
+    /// The daemon's socket.
+    pub socket: PathBuf,
+}
+
+/// The lines of `hooks/pre-push` the installer fills in, each `NAME=''` as shipped.
+const BAKED_NAMES: [&str; 3] = ["row_fence_bin_dir", "row_fence_home", "row_fence_socket"];
+
+impl Baked {
+    /// The fence's hook with these values. A value holding a line break is refused: the
+    /// hook would not read back as the fence's.
+    pub fn render(&self) -> Result<String, String> {
+        let values = [&self.bin_dir, &self.home, &self.socket];
+        let mut text = String::with_capacity(PRE_PUSH.len() + 256);
+        for line in PRE_PUSH.split_inclusive('\n') {
+            match baked_line(line) {
+                Some(i) => {
+                    let value = values[i].display().to_string();
+                    if value.contains(['\n', '\r']) {
+                        return Err(format!("{value:?} holds a line break"));
+                    }
+                    text.push_str(&format!(
+                        "{}={}\n",
+                        BAKED_NAMES[i],
+                        crate::install::sh_quote(&value)
+                    ));
+                }
+                None => text.push_str(line),
+            }
+        }
+        Ok(text)
     }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let path = PathBuf::from(text.trim_end_matches('\n'));
-    Ok(if path.is_absolute() {
-        path
-    } else {
-        repo.join(path)
+}
+
+/// Which baked value `line` sets, if it is one of the lines the installer fills in.
+fn baked_line(line: &str) -> Option<usize> {
+    BAKED_NAMES.iter().position(|name| {
+        line.strip_prefix(name)
+            .is_some_and(|rest| rest.starts_with('='))
     })
 }
 
-/// Installs the fence in `dir`. An existing, different `pre-push` is refused unless
-/// `chain`, which keeps it as `pre-push.chained` behind the chain.
-pub fn install(dir: &Path, chain: bool) -> Result<Done, Refusal> {
+/// True when `text` is the fence's hook, as shipped or baked with any values.
+pub fn is_fence(text: &str) -> bool {
+    let mut shipped = PRE_PUSH.split_inclusive('\n');
+    let mut theirs = text.split_inclusive('\n');
+    loop {
+        match (shipped.next(), theirs.next()) {
+            (None, None) => return true,
+            (Some(a), Some(b)) if a == b => {}
+            (Some(a), Some(b)) => {
+                let same_slot = baked_line(a).is_some_and(|i| baked_line(b) == Some(i));
+                if !same_slot || !b.ends_with('\n') {
+                    return false;
+                }
+            }
+            _ => return false,
+        }
+    }
+}
+
+/// What a hooks directory holds, as far as the fence is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// No `pre-push`.
+    Empty,
+    /// `pre-push` is the fence's hook.
+    Fence,
+    /// `pre-push` is the chain (the fence, then the repository's own hook).
+    Chain,
+    /// `pre-push` is somebody else's hook.
+    Other,
+}
+
+/// What `dir` holds.
+pub fn state(dir: &Path) -> Result<State, Refusal> {
+    let hook = dir.join(HOOK);
+    Ok(
+        match read_text(&hook).map_err(|e| Refusal::Io(hook.clone(), e))? {
+            None => State::Empty,
+            Some(text) if is_fence(&text) => State::Fence,
+            Some(text) if text == PRE_PUSH_CHAIN => State::Chain,
+            Some(_) => State::Other,
+        },
+    )
+}
+
+/// Why [`install`] would refuse `dir`, checked before anything anywhere is written.
+pub fn install_refusal(dir: &Path, chain: bool) -> Result<(), Refusal> {
+    match state(dir)? {
+        State::Other if !chain => Err(Refusal::Occupied(dir.join(HOOK))),
+        State::Other if fs::symlink_metadata(dir.join(CHAINED)).is_ok() => {
+            Err(Refusal::ChainedExists(dir.join(CHAINED)))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Why [`rollback`] would refuse `dir`.
+pub fn rollback_refusal(dir: &Path) -> Result<(), Refusal> {
+    match state(dir)? {
+        State::Other => Err(Refusal::NotOurs(dir.join(HOOK))),
+        _ => Ok(()),
+    }
+}
+
+/// Installs the fence (`hook`, the rendered [`Baked`] hook) in `dir`. An existing,
+/// different `pre-push` is refused unless `chain`, which keeps it as `pre-push.chained`
+/// behind the chain. A fence already there is rewritten with `hook`'s values.
+pub fn install(dir: &Path, chain: bool, hook_text: &str) -> Result<Done, Refusal> {
     let io = |p: &Path| {
         let p = p.to_path_buf();
         move |e| Refusal::Io(p, e)
@@ -115,13 +201,18 @@ pub fn install(dir: &Path, chain: bool) -> Result<Done, Refusal> {
     let hook = dir.join(HOOK);
     match read_text(&hook).map_err(io(&hook))? {
         None => {
-            write_executable(&hook, PRE_PUSH).map_err(io(&hook))?;
+            write_executable(&hook, hook_text).map_err(io(&hook))?;
             Ok(Done::Installed)
         }
-        Some(text) if text == PRE_PUSH => Ok(Done::AlreadyInstalled),
+        Some(text) if is_fence(&text) => {
+            if text != hook_text {
+                write_executable(&hook, hook_text).map_err(io(&hook))?;
+            }
+            Ok(Done::AlreadyInstalled)
+        }
         Some(text) if text == PRE_PUSH_CHAIN => {
             let fence = dir.join(FENCE);
-            write_executable(&fence, PRE_PUSH).map_err(io(&fence))?;
+            write_executable(&fence, hook_text).map_err(io(&fence))?;
             Ok(Done::AlreadyInstalled)
         }
         Some(_) if !chain => Err(Refusal::Occupied(hook)),
@@ -131,7 +222,7 @@ pub fn install(dir: &Path, chain: bool) -> Result<Done, Refusal> {
                 return Err(Refusal::ChainedExists(chained));
             }
             let fence = dir.join(FENCE);
-            write_executable(&fence, PRE_PUSH).map_err(io(&fence))?;
+            write_executable(&fence, hook_text).map_err(io(&fence))?;
             keep_under_second_name(&hook, &chained).map_err(io(&chained))?;
             write_executable(&hook, PRE_PUSH_CHAIN).map_err(io(&hook))?;
             Ok(Done::Chained)
@@ -150,7 +241,7 @@ pub fn rollback(dir: &Path) -> Result<Done, Refusal> {
     let hook = dir.join(HOOK);
     match read_text(&hook).map_err(io(&hook))? {
         None => Ok(Done::NotInstalled),
-        Some(text) if text == PRE_PUSH => {
+        Some(text) if is_fence(&text) => {
             fs::remove_file(&hook).map_err(io(&hook))?;
             Ok(Done::RolledBack)
         }
@@ -219,12 +310,57 @@ mod tests {
     use super::*;
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
+    fn baked(home: &str) -> String {
+        Baked {
+            bin_dir: PathBuf::from("/opt/row fence/bin"),
+            home: PathBuf::from(home),
+            socket: PathBuf::from("/run/it's/sock"),
+        }
+        .render()
+        .unwrap()
+    }
+
+    #[test]
+    fn a_baked_hook_reads_back_as_the_fence_and_sh_reads_its_values() {
+        let text = baked("/home/me/.row-fence");
+        assert!(is_fence(&text) && is_fence(PRE_PUSH));
+        assert!(!is_fence(&text.replace("exit 0", "exit 1")));
+        assert!(!is_fence(&format!("{text}echo extra\n")));
+        assert!(!is_fence(
+            &text.replace("row_fence_home=", "row_fence_socket=")
+        ));
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "{}\nprintf '%s|%s|%s' \"$row_fence_bin_dir\" \"$row_fence_home\" \"$row_fence_socket\"",
+                text.lines().filter(|l| l.starts_with("row_fence_")).collect::<Vec<_>>().join("\n")
+            ))
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "/opt/row fence/bin|/home/me/.row-fence|/run/it's/sock"
+        );
+        let broken = Baked {
+            bin_dir: PathBuf::from("/a\nb"),
+            home: PathBuf::from("/h"),
+            socket: PathBuf::from("/s"),
+        };
+        assert!(broken.render().is_err());
+    }
+
     #[test]
     fn a_fresh_install_rolls_back_to_no_hook() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(install(dir.path(), false).unwrap(), Done::Installed);
-        assert_eq!(fs::read_to_string(dir.path().join(HOOK)).unwrap(), PRE_PUSH);
-        assert_eq!(install(dir.path(), false).unwrap(), Done::AlreadyInstalled);
+        let text = baked("/h");
+        assert_eq!(install(dir.path(), false, &text).unwrap(), Done::Installed);
+        assert_eq!(fs::read_to_string(dir.path().join(HOOK)).unwrap(), text);
+        let other = baked("/other");
+        assert_eq!(
+            install(dir.path(), false, &other).unwrap(),
+            Done::AlreadyInstalled
+        );
+        assert_eq!(fs::read_to_string(dir.path().join(HOOK)).unwrap(), other);
         assert_eq!(rollback(dir.path()).unwrap(), Done::RolledBack);
         assert!(!dir.path().join(HOOK).exists());
         assert_eq!(rollback(dir.path()).unwrap(), Done::NotInstalled);
@@ -238,10 +374,14 @@ mod tests {
         fs::set_permissions(&hook, fs::Permissions::from_mode(0o750)).unwrap();
         let inode = fs::metadata(&hook).unwrap().ino();
         assert!(matches!(
-            install(dir.path(), false),
+            install_refusal(dir.path(), false),
             Err(Refusal::Occupied(_))
         ));
-        assert_eq!(install(dir.path(), true).unwrap(), Done::Chained);
+        assert!(matches!(
+            install(dir.path(), false, PRE_PUSH),
+            Err(Refusal::Occupied(_))
+        ));
+        assert_eq!(install(dir.path(), true, PRE_PUSH).unwrap(), Done::Chained);
         assert_eq!(fs::read_to_string(&hook).unwrap(), PRE_PUSH_CHAIN);
         assert_eq!(
             fs::read_to_string(dir.path().join(FENCE)).unwrap(),

@@ -9,14 +9,13 @@
 //!
 //! `claude-hook` writes the `guard-bash.sh` shim under the home and adds (or removes) the
 //! entry running `row-fence-guard` (the shim only when the guard cannot answer) in a
-//! Claude Code settings file; `git-hook` installs (or removes) the pre-push hook.
+//! Claude Code settings file; `git-hook` fences git itself (`crate::git_install`).
 
 use super::render::{JobArgs, bin_dir};
 use super::{Failure, Outcome};
 use crate::claude_settings::{self, Edit};
 use crate::created_files::Created;
 use crate::deploy::{self, Job, JobSpec};
-use crate::git_hook::{self, Done};
 use clap::Subcommand;
 use row_fence_ask::{exit, paths};
 use row_fence_resident::config::Settings;
@@ -40,8 +39,8 @@ enum What {
     Systemd(JobInstallArgs),
     /// Add the agent hook (row-fence-guard and its guard-bash.sh shim) to a Claude Code settings file, or remove it
     ClaudeHook(ClaudeHookArgs),
-    /// Install the git pre-push hook in a repository, or remove it
-    GitHook(GitHookArgs),
+    /// Fence git itself in a repository: the pre-push hook in every worktree and git's transport gate (ssh command, credential helper), or remove them
+    GitHook(crate::git_install::GitHookArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -69,25 +68,12 @@ struct ClaudeHookArgs {
     rollback: bool,
 }
 
-#[derive(clap::Args, Debug)]
-struct GitHookArgs {
-    /// The repository (any directory in it)
-    #[arg(long, value_name = "PATH", default_value = ".")]
-    repo: PathBuf,
-    /// Keep a different pre-push hook already there and run it after the fence
-    #[arg(long, conflicts_with = "rollback")]
-    chain: bool,
-    /// Remove the fence's hook (and put a chained hook back)
-    #[arg(long)]
-    rollback: bool,
-}
-
 pub fn run(args: InstallArgs, settings: &Settings) -> Outcome {
     match args.what {
         What::Launchd(args) => job(Job::Launchd, args, settings),
         What::Systemd(args) => job(Job::Systemd, args, settings),
         What::ClaudeHook(args) => claude_hook(args, settings),
-        What::GitHook(args) => git_hook(args),
+        What::GitHook(args) => crate::git_install::run(args, settings),
     }
 }
 
@@ -456,33 +442,6 @@ fn write_settings(path: &Path, text: &str) -> Result<(), Failure> {
 /// Temp file in the same directory, fsync, exact mode, rename over `path`.
 fn replace_file(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
     row_fence_store::atomic_file::write(path, bytes, mode, false)
-}
-
-fn git_hook(args: GitHookArgs) -> Outcome {
-    let dir = git_hook::hooks_dir(&args.repo).map_err(|e| Failure::could_not(e.to_string()))?;
-    let done = if args.rollback {
-        git_hook::rollback(&dir)
-    } else {
-        git_hook::install(&dir, args.chain)
-    }
-    .map_err(|e| Failure::could_not(e.to_string()))?;
-    let hook = dir.join(git_hook::HOOK);
-    let line = match done {
-        Done::Installed => format!("installed the pre-push hook at {}", hook.display()),
-        Done::Chained => format!(
-            "installed the pre-push hook at {}; the hook that was there runs after the fence (as {})",
-            hook.display(),
-            dir.join(git_hook::CHAINED).display()
-        ),
-        Done::AlreadyInstalled => format!(
-            "the pre-push hook at {} was already the fence's",
-            hook.display()
-        ),
-        Done::RolledBack => format!("removed the fence's pre-push hook from {}", dir.display()),
-        Done::NotInstalled => format!("no pre-push hook in {}", dir.display()),
-    };
-    eprintln!("row-fence: {line}");
-    Ok(exit::ALLOWED)
 }
 
 fn is_executable(path: &Path) -> bool {

@@ -12,12 +12,16 @@
 //! - `controller`: the controller lease. `records`: batch, records, log.
 //! - `check`: the gate, cold, in this process. `liveness`: status and health.
 //! - `migrate`: document → records, file → Redis. `render`, `install`: jobs and hooks.
+//! - `git_install`: `install git-hook`, git's layer. `doctor`: where git is not fenced.
 //!
 //! What the installers write:
 //! - `deploy`: the launchd and systemd jobs, rendered from `deploy/` with tera.
 //! - `claude_settings`: the agent hook's entry in a Claude Code settings file;
 //!   `created_files`: which settings files install created (only those may rollback remove).
-//! - `git_hook`: the pre-push hook in a repository, chained or alone.
+//! - `git_hook`: the pre-push hook in a hooks directory, chained or alone, baked.
+//! - `git_gate`: git's transport gate in a repository's config (ssh command, credential
+//!   helper), byte-for-byte removable.
+//! - `git_repo`: a repository's worktrees, hooks directories and submodules, asked of git.
 //!
 //! The store and its domain come from `row-fence-store`; the gate, the configuration and
 //! the heartbeat format from `row-fence-resident`; the contract from `row-fence-ask`.
@@ -25,10 +29,14 @@
 pub mod claude_settings;
 pub mod created_files;
 pub mod deploy;
+pub mod git_gate;
 pub mod git_hook;
+pub mod git_repo;
 
 mod check;
 mod controller;
+mod doctor;
+mod git_install;
 mod install;
 mod leases;
 mod liveness;
@@ -87,6 +95,8 @@ enum Command {
     Render(render::RenderArgs),
     /// Write the launchd/systemd job (printing the load and rollback commands), or switch the agent or git hook
     Install(install::InstallArgs),
+    /// Show what fences git in a repository (hooks in every worktree, the transport gate, remotes) and where it does not
+    Doctor(doctor::DoctorArgs),
 }
 
 /// A command's failure: its exit code and message.
@@ -192,6 +202,7 @@ async fn run(command: Command, settings: &Settings) -> Outcome {
         Command::Migrate(args) => migrate::run(args, settings).await,
         Command::Render(args) => render::run(args, settings),
         Command::Install(args) => install::run(args, settings),
+        Command::Doctor(args) => doctor::run(args),
     }
 }
 

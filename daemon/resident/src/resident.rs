@@ -12,7 +12,7 @@ use crate::registry::Registry;
 use row_fence_ask::ledger::{self, DecidedBy, LedgerRecord};
 use row_fence_ask::protocol::{Answer, Ask, Op, PROTOCOL_VERSION, Pong, Request};
 use row_fence_ask::status::{Counts, Status};
-use row_fence_ask::{Reason, Verdict};
+use row_fence_ask::{Reason, Verdict, stamp};
 use row_fence_store::{AskCheck, AskLocation, LeaseStore};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -219,7 +219,7 @@ impl Resident {
 
     async fn judge(&self, ask: &Ask, started: Instant) -> (Gated, Option<AskLocation>) {
         if ask.stamp != self.stamp {
-            return (self.stale_code(&ask.stamp), None);
+            return (self.stale_code(ask), None);
         }
         let budget = ask.deadline_ms.min(MAX_DEADLINE_MS);
         // Leave time to write the answer back before the asker gives up.
@@ -263,7 +263,7 @@ impl Resident {
 
     /// The asker runs other code than we loaded. If our own files changed, we are the
     /// stale one: answer, then exit so the supervisor restarts us on the new code.
-    fn stale_code(&self, theirs: &str) -> Gated {
+    fn stale_code(&self, ask: &Ask) -> Gated {
         let detail = match self.own_code.changed() {
             Some(what) => {
                 tracing::error!(
@@ -274,10 +274,12 @@ impl Resident {
                     "the daemon runs old code ({what}); it is restarting on the new code, retry in a few seconds"
                 )
             }
-            None => format!(
-                "the asker's code stamp {} is not the daemon's {}: the asker runs other code than the daemon",
-                short(theirs),
-                short(&self.stamp)
+            None => stamp::foreign_detail(
+                &ask.stamp,
+                ask.caller.build.as_deref(),
+                ask.caller.home.as_deref(),
+                &self.stamp,
+                &self.settings.home,
             ),
         };
         Gated {
@@ -356,8 +358,4 @@ fn ledger_record(ask: &Ask, gated: &Gated, located: Option<&AskLocation>) -> Led
             &ask.action,
         )
         .with_location(located.map(|l| (l.location.as_str(), l.epoch)))
-}
-
-fn short(stamp: &str) -> &str {
-    stamp.get(..12).unwrap_or(stamp)
 }

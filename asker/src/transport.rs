@@ -1,0 +1,231 @@
+//! Git's transport gate, what its two modes share (DESIGN.md, "Deployment and hooks"). Git
+//! runs `row-fence-ask --git-ssh` as its `core.sshCommand` and `row-fence-ask
+//! --git-credential` as its first credential helper whatever started the push and whatever
+//! hooks it skipped (`--no-verify`, `git send-pack`, a script). Both ask through the
+//! asker's own flow ([`ask::run_resolved`]), so their verdict lines and ledger records are
+//! the asker's.
+//!
+//! The lookup is bound to the repository whose config runs the gate (`--repo`, its common
+//! git dir). Git clears `GIT_DIR` before it starts the ssh command, so the lane is found
+//! from git's working directory; `git --git-dir=X push` run from elsewhere leaves that
+//! directory outside X's worktrees. Then the repository's one row-bound worktree answers
+//! for the push; with several the gate cannot tell which lane pushes, and that is COULD
+//! NOT READ, never UNFENCED.
+
+use crate::ask::{self, Options};
+use crate::descriptor::{self, DESCRIPTOR_ENV, GIT_DIR_ENV, Resolution};
+use crate::git_layout;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The gate's own flags, which come before git's arguments.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Gate {
+    /// `--home DIR`: the daemon's home, baked in by the installer.
+    pub home: Option<PathBuf>,
+    /// `--socket PATH`: the daemon's socket, baked in by the installer.
+    pub socket: Option<PathBuf>,
+    /// `--repo GIT_DIR`: the common git dir of the repository whose config names the gate.
+    pub repo: Option<PathBuf>,
+    /// `--then COMMAND` (ssh only): the ssh command the repository had before the gate.
+    pub then: Option<String>,
+}
+
+/// Splits `args` into the gate's leading flags and git's arguments after them. Git's own
+/// arguments never start with `--` (ssh options are short, git refuses a host that starts
+/// with `-`, a credential operation is a word), so the first argument that is not one of
+/// ours starts git's. A flag without its value is an error.
+pub fn split(args: &[OsString]) -> Result<(Gate, &[OsString]), String> {
+    let mut gate = Gate::default();
+    let mut i = 0;
+    while let Some(flag) = args.get(i).and_then(|a| a.to_str()) {
+        let slot = match flag {
+            "--home" => Slot::Path(&mut gate.home),
+            "--socket" => Slot::Path(&mut gate.socket),
+            "--repo" => Slot::Path(&mut gate.repo),
+            "--then" => Slot::Text(&mut gate.then),
+            _ => break,
+        };
+        let value = args
+            .get(i + 1)
+            .ok_or_else(|| format!("{flag} needs a value"))?;
+        match slot {
+            Slot::Path(path) => *path = Some(PathBuf::from(value)),
+            Slot::Text(text) => {
+                *text = Some(
+                    value
+                        .to_str()
+                        .ok_or_else(|| format!("{flag} {value:?} is not valid UTF-8"))?
+                        .to_string(),
+                )
+            }
+        }
+        i += 2;
+    }
+    Ok((gate, &args[i..]))
+}
+
+enum Slot<'a> {
+    Path(&'a mut Option<PathBuf>),
+    Text(&'a mut Option<String>),
+}
+
+impl Gate {
+    /// Asks the fence about `action` for the lane pushing through this repository, printing
+    /// the asker's lines on stderr; returns the asker's exit code (0: go ahead). A bad
+    /// `ROW_FENCE_TIMEOUT_MS` is a usage error (exit 2), which stops git too.
+    pub fn ask(&self, action: String) -> i32 {
+        let started = Instant::now();
+        let timeout = match ask::timeout(None) {
+            Ok(timeout) => timeout,
+            Err(e) => {
+                crate::report::say(&format!("row-fence-ask: error: {e}"));
+                return crate::exit::USAGE;
+            }
+        };
+        let options = Options {
+            descriptor: None,
+            action,
+            socket: self.socket.clone(),
+            home: self.home.clone(),
+            timeout,
+            json: false,
+        };
+        ask::run_resolved(&options, self.resolve(), started)
+    }
+
+    /// The descriptor of the lane pushing through `repo`, as the asker resolves it, bound to
+    /// the repository (see the module docs). A repository that is not where the gate says
+    /// (moved, or its config copied) fails closed.
+    fn resolve(&self) -> Resolution {
+        let resolution = descriptor::resolve_here(None);
+        let Some(named) = &self.repo else {
+            return resolution;
+        };
+        if std::env::var_os(DESCRIPTOR_ENV).is_some_and(|v| !v.is_empty()) {
+            return resolution;
+        }
+        let Ok(cwd) = std::env::current_dir() else {
+            return resolution;
+        };
+        let Ok(repo) = std::fs::canonicalize(named) else {
+            return Resolution::Unreadable(
+                named.clone(),
+                "the transport gate in this repository's config names this git dir, which is not there (was the repository moved?); run row-fence install git-hook in it again".into(),
+            );
+        };
+        let lands_here = landing(&cwd)
+            .and_then(|git_dir| git_layout::common_dir(&git_dir))
+            .is_some_and(|common| common == repo);
+        if lands_here {
+            resolution
+        } else {
+            bound_elsewhere(&repo, &cwd, resolution)
+        }
+    }
+}
+
+/// The git dir git's working directory leads to: `GIT_DIR` (the credential helper gets
+/// it), else the first `.git` above `cwd`, else `cwd` itself when it is a git dir (a bare
+/// repository, where git runs).
+fn landing(cwd: &Path) -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os(GIT_DIR_ENV).filter(|v| !v.is_empty()) {
+        return Some(cwd.join(dir));
+    }
+    match descriptor::find_git_dir(cwd) {
+        Ok(Some(git_dir)) => Some(git_dir),
+        _ => cwd
+            .ancestors()
+            .find(|dir| git_layout::is_git_dir(dir))
+            .map(Path::to_path_buf),
+    }
+}
+
+/// The push runs outside `repo`'s worktrees (or from a copy of its config): the one
+/// row-bound worktree of the repository (or around git's working directory) answers for
+/// it; more than one, or one that cannot be read, fails closed.
+fn bound_elsewhere(repo: &Path, cwd: &Path, around_cwd: Resolution) -> Resolution {
+    let mut bound: Vec<Resolution> = git_layout::worktree_git_dirs(repo)
+        .iter()
+        .filter_map(|git_dir| descriptor::in_git_dir(git_dir))
+        .collect();
+    if matches!(
+        around_cwd,
+        Resolution::Found(..) | Resolution::Unreadable(..)
+    ) && !bound.iter().any(|b| same_file(b, &around_cwd))
+    {
+        bound.push(around_cwd);
+    }
+    match bound.len() {
+        0 => Resolution::Unbound(format!(
+            "no worktree of {} holds a descriptor",
+            repo.display()
+        )),
+        1 => bound.remove(0),
+        _ => {
+            let paths: Vec<String> = bound
+                .iter()
+                .filter_map(path_of)
+                .map(|p| p.display().to_string())
+                .collect();
+            Resolution::Unreadable(
+                repo.to_path_buf(),
+                format!(
+                    "git runs this push from {}, outside the worktrees of this repository, so the fence cannot tell which of its row-bound lanes pushes ({}); push from inside the lane's worktree",
+                    cwd.display(),
+                    paths.join(", ")
+                ),
+            )
+        }
+    }
+}
+
+fn path_of(r: &Resolution) -> Option<&Path> {
+    match r {
+        Resolution::Found(path, _) | Resolution::Unreadable(path, _) => Some(path),
+        _ => None,
+    }
+}
+
+fn same_file(a: &Resolution, b: &Resolution) -> bool {
+    let canonical = |r| path_of(r).and_then(|p| std::fs::canonicalize(p).ok());
+    canonical(a).is_some() && canonical(a) == canonical(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn the_gate_takes_its_flags_and_leaves_git_its_arguments() {
+        let args = os(&[
+            "--home",
+            "/h",
+            "--repo",
+            "/r/.git",
+            "--then",
+            "ssh -i key",
+            "-p",
+            "22",
+            "host",
+            "git-receive-pack '/x'",
+        ]);
+        let (gate, rest) = split(&args).unwrap();
+        assert_eq!(gate.home, Some(PathBuf::from("/h")));
+        assert_eq!(gate.repo, Some(PathBuf::from("/r/.git")));
+        assert_eq!(gate.then.as_deref(), Some("ssh -i key"));
+        assert_eq!(
+            rest,
+            &os(&["-p", "22", "host", "git-receive-pack '/x'"])[..]
+        );
+        assert!(split(&os(&["--home"])).is_err());
+        let get = os(&["get"]);
+        let (gate, rest) = split(&get).unwrap();
+        assert_eq!((gate, rest), (Gate::default(), &get[..]));
+    }
+}

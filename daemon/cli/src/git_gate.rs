@@ -1,0 +1,638 @@
+//! Git's transport gate in a repository's config (DESIGN.md, "Deployment and hooks"): the
+//! fence's ssh command (`row-fence-ask --git-ssh`) and its credential helper, placed
+//! first, in a file of their own, `<common git dir>/row-fence.gitconfig`, which the
+//! repository's `config` includes with three lines appended at its end. Linked worktrees
+//! share that config, so one install covers every worktree, those added later included.
+//!
+//! The included file carries what the repository had before, as git resolved it from
+//! every config file (system, global, local): the ssh command becomes the gate's
+//! `--then`, and the credential helpers follow the gate's after a reset (an empty
+//! `credential.helper`), which is what puts the gate's first. Rollback removes the three
+//! lines and the file, so the config comes back byte for byte; an edit since install
+//! that touched those lines is refused, never guessed at.
+
+use crate::git_hook::Baked;
+use crate::git_repo::git;
+use crate::install::sh_quote;
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// The included file, in the common git dir (a relative include is read from beside the
+/// config that names it).
+pub const INCLUDE_FILE: &str = "row-fence.gitconfig";
+
+/// The script git runs as its `core.gitProxy` for `git://` remotes, beside the included
+/// file (git runs a proxy without a shell, so the gate's flags live in the script).
+pub const PROXY_FILE: &str = "row-fence-git-proxy";
+
+/// The first line of what install appends to the config.
+const MARK: &str = "# row-fence: git's transport gate (row-fence install git-hook --rollback removes these three lines)";
+/// The same, for a config that did not end with a line break: install added one.
+const MARK_WITH_BREAK: &str = "# row-fence: git's transport gate (row-fence install git-hook --rollback removes these three lines and the line break before them)";
+
+/// The keys the gate sets or carries over, as `git config --get-regexp` matches them.
+const KEYS: &str =
+    r"^core\.sshcommand$|^core\.gitproxy$|^ssh\.variant$|^credential\.(.+\.)?helper$";
+
+fn appended(mark: &str) -> String {
+    format!("{mark}\n[include]\n\tpath = {INCLUDE_FILE}\n")
+}
+
+/// One config entry as git lists it, in the order git reads them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// `system`, `global`, `local`, `worktree` or `command`.
+    pub scope: String,
+    /// Where git read it, e.g. `file:/repo/.git/config`.
+    pub origin: String,
+    /// The key, section and name lowercased (`credential.https://host.helper`).
+    pub key: String,
+    /// The value; `None` for a key written without `=`.
+    pub value: Option<String>,
+}
+
+impl Entry {
+    /// Read from the gate's included file (git names it relative to the directory it ran
+    /// in when that is the git dir).
+    fn is_the_gates(&self) -> bool {
+        let file = self.origin.strip_prefix("file:").unwrap_or(&self.origin);
+        Path::new(file).file_name() == Some(std::ffi::OsStr::new(INCLUDE_FILE))
+    }
+
+    fn is_helper(&self) -> bool {
+        self.key.starts_with("credential.") && self.key.ends_with(".helper")
+    }
+
+    /// The URL of a `credential.<url>.helper`; `None` for the generic one.
+    fn helper_url(&self) -> Option<&str> {
+        self.key
+            .strip_prefix("credential.")?
+            .strip_suffix(".helper")
+            .filter(|url| !url.is_empty())
+    }
+}
+
+/// Every entry of the gate's keys that git reads in `dir` (a worktree or a bare
+/// repository), in git's order, `-c` settings left out.
+pub fn entries(dir: &Path) -> Result<Vec<Entry>, String> {
+    let out = git(dir)
+        .args([
+            "config",
+            "--show-scope",
+            "--show-origin",
+            "-z",
+            "--get-regexp",
+            KEYS,
+        ])
+        .output()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    // Exit 1: no entry matched.
+    if !out.status.success() && out.status.code() != Some(1) {
+        return Err(format!(
+            "git config in {} failed: {}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let fields: Vec<String> = out
+        .stdout
+        .split(|b| *b == 0)
+        .map(|f| String::from_utf8_lossy(f).into_owned())
+        .collect();
+    Ok(fields
+        .chunks_exact(3)
+        .map(|c| {
+            let (key, value) = match c[2].split_once('\n') {
+                Some((key, value)) => (key.to_string(), Some(value.to_string())),
+                None => (c[2].clone(), None),
+            };
+            Entry {
+                scope: c[0].clone(),
+                origin: c[1].clone(),
+                key,
+                value,
+            }
+        })
+        .filter(|e| e.scope != "command")
+        .collect())
+}
+
+/// What the repository had before the gate: the entries git reads before the gate's own
+/// (or all of them, before an install), from the system, global and local configs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Previous {
+    /// The ssh command git would run.
+    pub ssh_command: Option<String>,
+    /// `ssh.variant`, when set.
+    pub ssh_variant: Option<String>,
+    /// The `git://` proxy git would run (`core.gitProxy`), when set.
+    pub git_proxy: Option<String>,
+    /// The credential helpers git would ask, in order: `(url, helper)`, `url` empty for
+    /// the generic `credential.helper`.
+    pub helpers: Vec<(String, String)>,
+}
+
+/// Reads [`Previous`] from `entries`. A URL-specific helper set empty (which would clear
+/// the gate's helper for that URL) and a helper without a value are refused.
+pub fn previous(entries: &[Entry]) -> Result<Previous, String> {
+    let before = entries
+        .iter()
+        .take_while(|e| !e.is_the_gates())
+        .filter(|e| matches!(e.scope.as_str(), "system" | "global" | "local"));
+    let mut prev = Previous::default();
+    for e in before {
+        let Some(value) = e.value.clone() else {
+            return Err(format!(
+                "{} in {} has no value; fix it first",
+                e.key, e.origin
+            ));
+        };
+        match e.key.as_str() {
+            "core.sshcommand" => prev.ssh_command = Some(value).filter(|v| !v.is_empty()),
+            "ssh.variant" => prev.ssh_variant = Some(value),
+            "core.gitproxy" => prev.git_proxy = Some(value).filter(|v| !v.is_empty()),
+            _ if e.is_helper() => match (e.helper_url(), value.is_empty()) {
+                (None, true) => prev.helpers.clear(),
+                (Some(url), true) => {
+                    return Err(format!(
+                        "credential.{url}.helper is set empty in {}, which would clear the fence's credential helper for {url}; remove that line first",
+                        e.origin
+                    ));
+                }
+                (url, false) => prev
+                    .helpers
+                    .push((url.unwrap_or_default().to_string(), value)),
+            },
+            _ => {}
+        }
+    }
+    Ok(prev)
+}
+
+/// The gate for one repository: the included file's text.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// The common git dir.
+    pub common_dir: PathBuf,
+    /// The text of `row-fence.gitconfig`.
+    pub include: String,
+    /// The text of the `git://` proxy script; `None` when the repository has a proxy of
+    /// its own (then `git://` is not gated).
+    pub proxy: Option<String>,
+    /// What the repository had (for the summary line).
+    pub previous: Previous,
+}
+
+/// Plans the gate for the repository at `common_dir`, baked with the daemon's asker,
+/// home and socket.
+pub fn plan(common_dir: &Path, baked: &Baked) -> Result<Plan, String> {
+    let asker = baked.bin_dir.join("row-fence-ask");
+    if !fs::metadata(&asker).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0) {
+        return Err(format!(
+            "{} is not an executable file; install the binaries first (or give --bin-dir)",
+            asker.display()
+        ));
+    }
+    let previous = previous(&entries(common_dir)?)?;
+    let base = |mode: &str| {
+        let mut words = vec![
+            asker.display().to_string(),
+            mode.to_string(),
+            "--home".into(),
+            baked.home.display().to_string(),
+            "--socket".into(),
+            baked.socket.display().to_string(),
+            "--repo".into(),
+            common_dir.display().to_string(),
+        ];
+        if mode == "--git-ssh"
+            && let Some(then) = &previous.ssh_command
+        {
+            words.extend(["--then".to_string(), then.clone()]);
+        }
+        words
+            .iter()
+            .map(|w| sh_quote(w))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let ssh_command = base("--git-ssh");
+    let proxy_path = common_dir.join(PROXY_FILE);
+    let proxy = match &previous.git_proxy {
+        Some(_) => None,
+        None if proxy_path.to_string_lossy().contains(" for ") => {
+            return Err(format!(
+                "{} holds \" for \", which git reads as core.gitProxy's domain",
+                proxy_path.display()
+            ));
+        }
+        None => Some(format!(
+            "#!/bin/sh\n# Written by `row-fence install git-hook`: git's core.gitProxy for git:// remotes\n# (git runs it as PROXY HOST PORT); `--rollback` removes it.\nexec {} \"$@\"\n",
+            base("--git-proxy")
+        )),
+    };
+    // Git appends the operation (` get`) to a `!` helper and runs it through sh; a helper
+    // that cannot run at all must stop git too, hence `|| echo quit=1`.
+    let helper = format!(
+        "!f() {{ {} \"$@\" || echo quit=1; }}; f",
+        base("--git-credential")
+    );
+    let mut include = String::from(
+        "# Written by `row-fence install git-hook`; `row-fence install git-hook --rollback` removes it.\n\
+         # Git's transport gate: a push over ssh asks the row fence first (core.sshCommand), so\n\
+         # does one over git:// (core.gitProxy) and every request for credentials over http(s)\n\
+         # (the first credential helper).\n\
+         # The repository's own ssh command and credential helpers, as they were at install,\n\
+         # run after the fence's.\n",
+    );
+    include.push_str(&format!(
+        "[core]\n\tsshCommand = {}\n",
+        config_value(&ssh_command)
+    ));
+    if proxy.is_some() {
+        include.push_str(&format!(
+            "\tgitProxy = {}\n",
+            config_value(&proxy_path.display().to_string())
+        ));
+    }
+    if previous.ssh_variant.is_none()
+        && let Some(variant) = previous.ssh_command.as_deref().and_then(ssh_variant)
+    {
+        // Git names the variant after the command's first word; the gate's is ours.
+        include.push_str(&format!("[ssh]\n\tvariant = {variant}\n"));
+    }
+    include.push_str(&format!(
+        "[credential]\n\thelper =\n\thelper = {}\n",
+        config_value(&helper)
+    ));
+    for (url, helper) in &previous.helpers {
+        if url.is_empty() {
+            include.push_str("[credential]\n");
+        } else {
+            include.push_str(&format!("[credential {}]\n", config_value(url)));
+        }
+        include.push_str(&format!("\thelper = {}\n", config_value(helper)));
+    }
+    Ok(Plan {
+        common_dir: common_dir.to_path_buf(),
+        include,
+        proxy,
+        previous,
+    })
+}
+
+/// The variant git infers from an ssh command's first word, when it is not plain ssh
+/// (`plink`, `tortoiseplink`): the gate's command would hide it from git.
+fn ssh_variant(command: &str) -> Option<&'static str> {
+    let first = shlex::split(command)?.into_iter().next()?;
+    let name = Path::new(&first)
+        .file_name()?
+        .to_str()?
+        .to_ascii_lowercase();
+    match name.strip_suffix(".exe").unwrap_or(&name) {
+        "plink" => Some("plink"),
+        "tortoiseplink" => Some("tortoiseplink"),
+        _ => None,
+    }
+}
+
+/// A value as git's config parser reads it back: in double quotes, with `\`, `"`, line
+/// feed, tab and backspace escaped.
+pub fn config_value(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() + 2);
+    out.push('"');
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// What install or rollback did to a repository's config.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Done {
+    /// The three lines were appended and the included file written.
+    Installed,
+    /// The lines were there; the included file was written afresh.
+    Refreshed,
+    /// Rollback: the lines and the file are gone.
+    RolledBack,
+    /// Rollback: there was no gate.
+    NotInstalled,
+}
+
+/// Where the appended lines are in `config`, if they are there intact: the byte range to
+/// remove. `Err` when the gate's mark or include line is there but not as install wrote
+/// it (edited since): rollback refuses rather than guess.
+fn appended_range(config: &str) -> Result<Option<std::ops::Range<usize>>, String> {
+    let with_break = format!("\n{}", appended(MARK_WITH_BREAK));
+    let plain = appended(MARK);
+    let found = config
+        .find(&with_break)
+        .map(|at| at..at + with_break.len())
+        .or_else(|| {
+            config
+                .match_indices(&plain)
+                .map(|(at, _)| at)
+                .find(|at| *at == 0 || config.as_bytes()[at - 1] == b'\n')
+                .map(|at| at..at + plain.len())
+        });
+    if let Some(range) = found {
+        // A setting added under the gate's `[include]` (git config --add include.path)
+        // would fall into the section before it once the lines are gone.
+        let next = config[range.end..]
+            .lines()
+            .map(str::trim_start)
+            .find(|l| !l.is_empty() && !l.starts_with(['#', ';']))
+            .unwrap_or("");
+        if next.is_empty() || next.starts_with('[') {
+            return Ok(Some(range));
+        }
+        return Err(format!(
+            "a setting was added under the transport gate's [include] ({next:?}); move it into a section of its own, then roll back"
+        ));
+    }
+    if config.contains("# row-fence: git's transport gate")
+        || config
+            .lines()
+            .any(|l| l.trim().replace(' ', "") == format!("path={INCLUDE_FILE}"))
+    {
+        return Err(format!(
+            "the transport gate's lines (\"{MARK}\", [include], path = {INCLUDE_FILE}) were edited since install; remove them by hand"
+        ));
+    }
+    Ok(None)
+}
+
+/// Writes the gate: the included file, then (when missing) the lines that include it.
+pub fn install(plan: &Plan) -> Result<Done, String> {
+    let config_path = plan.common_dir.join("config");
+    let config = read_config(&config_path)?;
+    let mode = fs::metadata(&config_path).map_or(0o644, |m| m.permissions().mode() & 0o7777);
+    if let Some(script) = &plan.proxy {
+        let path = plan.common_dir.join(PROXY_FILE);
+        row_fence_store::atomic_file::write(&path, script.as_bytes(), 0o755, false)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    let include_path = plan.common_dir.join(INCLUDE_FILE);
+    row_fence_store::atomic_file::write(&include_path, plan.include.as_bytes(), mode, false)
+        .map_err(|e| format!("cannot write {}: {e}", include_path.display()))?;
+    if appended_range(&config)?.is_some() {
+        return Ok(Done::Refreshed);
+    }
+    let text = if config.is_empty() || config.ends_with('\n') {
+        format!("{config}{}", appended(MARK))
+    } else {
+        format!("{config}\n{}", appended(MARK_WITH_BREAK))
+    };
+    write_config(&config_path, &text, mode)?;
+    Ok(Done::Installed)
+}
+
+/// Why [`rollback`] would refuse this repository (checked before anything is changed).
+pub fn rollback_refusal(common_dir: &Path) -> Result<(), String> {
+    let config_path = common_dir.join("config");
+    appended_range(&read_config(&config_path)?)
+        .map(drop)
+        .map_err(|e| format!("{}: {e}", config_path.display()))
+}
+
+/// Removes the gate: the appended lines (the config is then byte for byte what it was
+/// before install, whatever else was edited since) and the included file.
+pub fn rollback(common_dir: &Path) -> Result<Done, String> {
+    let config_path = common_dir.join("config");
+    let config = read_config(&config_path)?;
+    let range = appended_range(&config).map_err(|e| format!("{}: {e}", config_path.display()))?;
+    let include_path = common_dir.join(INCLUDE_FILE);
+    let done = match range {
+        Some(range) => {
+            let mode =
+                fs::metadata(&config_path).map_or(0o644, |m| m.permissions().mode() & 0o7777);
+            let mut text = config;
+            text.replace_range(range, "");
+            write_config(&config_path, &text, mode)?;
+            Done::RolledBack
+        }
+        None if include_path.exists() => Done::RolledBack,
+        None => Done::NotInstalled,
+    };
+    for path in [include_path, common_dir.join(PROXY_FILE)] {
+        match fs::remove_file(&path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                return Err(format!("cannot remove {}: {e}", path.display()));
+            }
+            _ => {}
+        }
+    }
+    Ok(done)
+}
+
+/// What keeps the gate from being the one git runs in `dir` (a worktree, or a bare
+/// repository): a later `core.sshCommand` (a worktree's own config, an include after the
+/// gate's), an earlier `core.gitProxy`, a later empty `credential.helper`, or no gate at
+/// all.
+/// Empty: git runs the gate.
+pub fn problems(dir: &Path) -> Result<Vec<String>, String> {
+    let entries = entries(dir)?;
+    let mut found = Vec::new();
+    match entries.iter().rfind(|e| e.key == "core.sshcommand") {
+        Some(e) if e.is_the_gates() => {}
+        Some(e) => found.push(format!(
+            "core.sshCommand comes from {} ({:?}), not from the gate: pushes over ssh skip the fence",
+            e.origin,
+            e.value.as_deref().unwrap_or("")
+        )),
+        None => found.push("no core.sshCommand: pushes over ssh skip the fence".into()),
+    }
+    let gate_proxies = entries
+        .iter()
+        .any(|e| e.is_the_gates() && e.key == "core.gitproxy");
+    // Git runs the first core.gitProxy that matches the host (unlike core.sshCommand).
+    if let Some(e) = entries.iter().find(|e| e.key == "core.gitproxy")
+        && gate_proxies
+        && !e.is_the_gates()
+    {
+        found.push(format!(
+            "core.gitProxy comes from {} ({:?}), not from the gate: pushes over git:// skip the fence",
+            e.origin,
+            e.value.as_deref().unwrap_or("")
+        ));
+    }
+    let gate_helper = entries.iter().position(|e| {
+        e.is_the_gates() && e.is_helper() && e.value.as_deref().is_some_and(|v| !v.is_empty())
+    });
+    match gate_helper {
+        None => found.push("no gate credential helper: pushes over http(s) skip the fence".into()),
+        Some(at) => {
+            for e in &entries[at + 1..] {
+                if e.is_helper() && e.value.as_deref().is_none_or(str::is_empty) {
+                    found.push(format!(
+                        "{} is set empty in {}, after the gate's helper: it clears the gate",
+                        e.key, e.origin
+                    ));
+                }
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// [`problems`] in the worktree at `dir`, each a sentence that names it; one that could
+/// not be asked about is a problem too.
+pub fn problems_in(dir: &Path) -> Vec<String> {
+    match problems(dir) {
+        Ok(found) => found
+            .into_iter()
+            .map(|p| format!("in {}: {p}", dir.display()))
+            .collect(),
+        Err(e) => vec![e],
+    }
+}
+
+fn read_config(path: &Path) -> Result<String, String> {
+    let bytes = fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    String::from_utf8(bytes)
+        .map_err(|_| format!("{} is not UTF-8; leaving it alone", path.display()))
+}
+
+/// Writes the config the way git does: `config.lock` created exclusively (so a
+/// concurrent `git config` fails instead of losing an edit), written, synced, renamed
+/// over `config`; the mode kept.
+fn write_config(path: &Path, text: &str, mode: u32) -> Result<(), String> {
+    let lock = path.with_file_name("config.lock");
+    let fail = |e: io::Error| format!("cannot write {}: {e}", path.display());
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&lock)
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::AlreadyExists => format!(
+                "{} exists: another git process is writing the config (or one died: remove it)",
+                lock.display()
+            ),
+            _ => fail(e),
+        })?;
+    let written = file
+        .write_all(text.as_bytes())
+        .and_then(|()| file.set_permissions(fs::Permissions::from_mode(mode)))
+        .and_then(|()| file.sync_all())
+        .and_then(|()| fs::rename(&lock, path));
+    if let Err(e) = written {
+        let _ = fs::remove_file(&lock);
+        return Err(fail(e));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(scope: &str, origin: &str, key: &str, value: &str) -> Entry {
+        Entry {
+            scope: scope.into(),
+            origin: origin.into(),
+            key: key.into(),
+            value: Some(value.into()),
+        }
+    }
+
+    #[test]
+    fn previous_settings_are_what_git_read_before_the_gate() {
+        let entries = vec![
+            entry("global", "file:/h/.gitconfig", "credential.helper", "cache"),
+            entry("global", "file:/h/.gitconfig", "credential.helper", ""),
+            entry(
+                "global",
+                "file:/h/.gitconfig",
+                "credential.https://x.invalid.helper",
+                "x",
+            ),
+            entry(
+                "local",
+                "file:/r/.git/config",
+                "core.sshcommand",
+                "ssh -i key",
+            ),
+            entry("local", "file:/r/.git/config", "credential.helper", "store"),
+            entry(
+                "worktree",
+                "file:/r/.git/config.worktree",
+                "credential.helper",
+                "wt",
+            ),
+            entry(
+                "local",
+                "file:/r/.git/row-fence.gitconfig",
+                "core.sshcommand",
+                "gate",
+            ),
+            entry("local", "file:/r/.git/config", "credential.helper", "after"),
+        ];
+        let prev = previous(&entries).unwrap();
+        assert_eq!(prev.ssh_command.as_deref(), Some("ssh -i key"));
+        assert_eq!(
+            prev.helpers,
+            vec![
+                ("https://x.invalid".to_string(), "x".to_string()),
+                (String::new(), "store".to_string())
+            ]
+        );
+        let reset = [entry(
+            "global",
+            "file:/h/.gitconfig",
+            "credential.https://x.invalid.helper",
+            "",
+        )];
+        assert!(previous(&reset).unwrap_err().contains("https://x.invalid"));
+    }
+
+    #[test]
+    fn values_are_quoted_as_git_reads_them() {
+        assert_eq!(
+            config_value(r#"!f() { a "$@"; }; f"#),
+            r#""!f() { a \"$@\"; }; f""#
+        );
+        assert_eq!(config_value("a\\b\tc\nd"), r#""a\\b\tc\nd""#);
+        assert_eq!(ssh_variant("/usr/bin/plink -batch"), Some("plink"));
+        assert_eq!(ssh_variant("ssh -i key"), None);
+    }
+
+    #[test]
+    fn the_appended_lines_come_out_byte_for_byte_and_an_edit_is_refused() {
+        for before in ["", "[core]\n\tbare = false\n", "[core]\n\tbare = false"] {
+            let after = if before.is_empty() || before.ends_with('\n') {
+                format!("{before}{}", appended(MARK))
+            } else {
+                format!("{before}\n{}", appended(MARK_WITH_BREAK))
+            };
+            let range = appended_range(&after).unwrap().unwrap();
+            let mut back = after.clone();
+            back.replace_range(range, "");
+            assert_eq!(back, before);
+            let edited = after.replace(
+                "\tpath = row-fence.gitconfig\n",
+                "\tpath = row-fence.gitconfig\n\tpath = x\n",
+            );
+            assert!(
+                appended_range(&edited).is_err(),
+                "a line added to the gate's section"
+            );
+            let next = format!("{after}[user]\n\tname = x\n");
+            assert!(appended_range(&next).unwrap().is_some());
+            let broken = after.replace("[include]\n", "");
+            assert!(appended_range(&broken).is_err());
+        }
+        assert_eq!(appended_range("[core]\n").unwrap(), None);
+    }
+}

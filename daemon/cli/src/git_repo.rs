@@ -1,0 +1,191 @@
+//! A repository as `row-fence install git-hook` and `row-fence doctor` see it, asked of git
+//! itself: its common git dir (where its config lives), every worktree, linked ones
+//! included, with the hooks directory git runs for it (`core.hooksPath` resolved per
+//! worktree: a relative one names a directory in each worktree's top level), and on
+//! request every initialized submodule, nested ones included.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Environment variables that would point git elsewhere than the directory it is run in
+/// (a hook's environment exports some of them) or add `-c` settings of the caller's.
+const REPO_ENV: &[&str] = &[
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_COMMON_DIR",
+    "GIT_INDEX_FILE",
+    "GIT_PREFIX",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+];
+
+/// `git -C dir`, with none of [`REPO_ENV`] inherited.
+pub fn git(dir: &Path) -> Command {
+    let mut command = Command::new("git");
+    command.arg("-C").arg(dir);
+    for name in REPO_ENV {
+        command.env_remove(name);
+    }
+    command
+}
+
+/// Runs `command` and returns its stdout; the error names what ran and what git said.
+pub fn output(command: &mut Command) -> Result<Vec<u8>, String> {
+    let out = command
+        .output()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if out.status.success() {
+        Ok(out.stdout)
+    } else {
+        let args: Vec<String> = command
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        Err(format!(
+            "git {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// One repository: its common git dir and its worktrees.
+#[derive(Clone, Debug)]
+pub struct Repository {
+    /// The common git dir, canonical: a main worktree's `.git`, a bare repository, or a
+    /// submodule's `<super git dir>/modules/<name>`. Its `config` is the repository's.
+    pub common_dir: PathBuf,
+    /// True for a submodule (found by `--recurse-submodules`).
+    pub submodule: bool,
+    /// Every worktree git lists, the main one first.
+    pub worktrees: Vec<Worktree>,
+}
+
+/// One worktree of a repository.
+#[derive(Clone, Debug)]
+pub struct Worktree {
+    /// Its top level (the git dir itself for a bare repository).
+    pub path: PathBuf,
+    /// The hooks directory git runs for it, or why it cannot be named (a linked worktree
+    /// whose directory is gone).
+    pub hooks: Result<PathBuf, String>,
+}
+
+impl Repository {
+    /// The repository's config file.
+    pub fn config(&self) -> PathBuf {
+        self.common_dir.join("config")
+    }
+}
+
+/// The repository around `start` and, with `submodules`, every initialized submodule of
+/// each of its worktrees, recursively. The error names a `start` that is not in a
+/// repository.
+pub fn discover(start: &Path, submodules: bool) -> Result<Vec<Repository>, String> {
+    let top = repository(start, false)?;
+    let mut found = vec![top];
+    if submodules {
+        let mut i = 0;
+        while i < found.len() {
+            let paths: Vec<PathBuf> = found[i]
+                .worktrees
+                .iter()
+                .filter(|w| w.hooks.is_ok() && w.path.join(".git").exists())
+                .map(|w| w.path.clone())
+                .collect();
+            for path in paths {
+                for sub in submodule_paths(&path)? {
+                    let repo = repository(&sub, true)?;
+                    if !found.iter().any(|r| r.common_dir == repo.common_dir) {
+                        found.push(repo);
+                    }
+                }
+            }
+            i += 1;
+        }
+    }
+    Ok(found)
+}
+
+/// The repository `start` is in, with its worktrees.
+fn repository(start: &Path, submodule: bool) -> Result<Repository, String> {
+    let common =
+        output(git(start).args(["rev-parse", "--path-format=absolute", "--git-common-dir"]))
+            .map_err(|e| format!("{} is not in a git repository ({e})", start.display()))?;
+    let common = path_line(&common);
+    let common_dir =
+        std::fs::canonicalize(&common).map_err(|e| format!("{}: {e}", common.display()))?;
+    let listing = output(git(&common_dir).args(["worktree", "list", "--porcelain", "-z"]))?;
+    let mut worktrees = Vec::new();
+    for record in listing
+        .split(|b| *b == 0)
+        .collect::<Vec<_>>()
+        .split(|f| f.is_empty())
+    {
+        let field = |name: &str| {
+            record.iter().find_map(|f| {
+                let f = String::from_utf8_lossy(f);
+                let rest = f.strip_prefix(name)?;
+                Some(rest.strip_prefix(' ').unwrap_or(rest).to_string())
+            })
+        };
+        let Some(path) = field("worktree") else {
+            continue;
+        };
+        let mut path = PathBuf::from(path);
+        if worktrees.is_empty() && field("bare").is_none() {
+            path = main_worktree(&common_dir).unwrap_or(path);
+        }
+        let hooks = if field("bare").is_some() {
+            hooks_dir(&common_dir)
+        } else if field("prunable").is_some() || !path.is_dir() {
+            Err(format!(
+                "the worktree {} is gone (git worktree prune forgets it)",
+                path.display()
+            ))
+        } else {
+            hooks_dir(&path)
+        };
+        worktrees.push(Worktree { path, hooks });
+    }
+    Ok(Repository {
+        common_dir,
+        submodule,
+        worktrees,
+    })
+}
+
+/// The main worktree of a repository whose git dir names it in `core.worktree` (a
+/// submodule's git dir does; `git worktree list` names the git dir instead).
+fn main_worktree(common_dir: &Path) -> Option<PathBuf> {
+    let out = output(git(common_dir).args(["config", "--get", "core.worktree"])).ok()?;
+    std::fs::canonicalize(common_dir.join(path_line(&out))).ok()
+}
+
+/// The hooks directory git runs for the worktree (or bare repository) at `dir`.
+fn hooks_dir(dir: &Path) -> Result<PathBuf, String> {
+    let out =
+        output(git(dir).args(["rev-parse", "--path-format=absolute", "--git-path", "hooks"]))?;
+    Ok(path_line(&out))
+}
+
+/// Every initialized submodule under the worktree at `dir`, nested ones included.
+fn submodule_paths(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let out = output(git(dir).args([
+        "submodule",
+        "foreach",
+        "--quiet",
+        "--recursive",
+        r#"printf '%s\0' "$PWD""#,
+    ]))?;
+    Ok(out
+        .split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .map(|p| PathBuf::from(String::from_utf8_lossy(p).into_owned()))
+        .collect())
+}
+
+fn path_line(bytes: &[u8]) -> PathBuf {
+    let text = String::from_utf8_lossy(bytes);
+    PathBuf::from(text.strip_suffix('\n').unwrap_or(&text))
+}

@@ -1,0 +1,362 @@
+//! Git's transport gate over real transports: ssh (git's ssh protocol to a real
+//! `git-receive-pack`, through a fake `ssh` that runs it here) and http (a real HTTP
+//! server with basic auth in front of `git http-backend`). For each: an ALLOWED lane
+//! pushes; a refused lane's pushes by every route that skips the pre-push hook leave the
+//! remote ref where it was; and over ssh a refused lane still fetches.
+
+use crate::gated::{GitDaemon, World, allowed, refused};
+use crate::http_git::{HttpGit, PASSWORD, USER};
+use crate::util::{Daemon, Ran, bin, run};
+use row_fence_ask::ledger;
+use std::fs;
+use std::path::PathBuf;
+
+const REFUSED: &str = "row-fence: REFUSED (different_holder)";
+
+/// A lane bound to row-1 whose `origin` is `url`, with git's layer installed and a daemon.
+struct Lane {
+    world: World,
+    clone: PathBuf,
+    _daemon: Daemon,
+}
+
+impl Lane {
+    fn new(world: World, url: &str) -> Lane {
+        let clone = world.clone(url, "lane-a");
+        let installed = world.install(&clone, &[]);
+        assert_eq!(installed.code, 0, "{}", installed.stderr);
+        world.bind(&clone.join(".git"), "row-1", "lane-a");
+        let daemon = world.home.daemon();
+        Lane {
+            world,
+            clone,
+            _daemon: daemon,
+        }
+    }
+
+    fn git(&self, args: &[&str]) -> Ran {
+        self.world.git(&self.clone, args)
+    }
+
+    /// `git push --no-verify origin main` goes through the gate, ALLOWED, and moves
+    /// `remote`'s ref to this clone's head.
+    fn pushes_allowed(&self, remote: &std::path::Path) {
+        allowed(&self.git(&["push", "--no-verify", "origin", "main"]));
+        assert_eq!(self.world.main_of(remote), self.world.head_of(&self.clone));
+    }
+
+    /// The control: with git's layer rolled back, the same refused lane's push moves the
+    /// remote ref, so it was the gate that held it.
+    fn rolled_back_push_moves(&self, remote: &std::path::Path) {
+        let back = self.world.install(&self.clone, &["--rollback"]);
+        assert_eq!(back.code, 0, "{}", back.stderr);
+        let push = self.git(&["push", "--no-verify", "origin", "main"]);
+        assert_eq!(push.code, 0, "{}", push.stderr);
+        assert!(!push.stderr.contains("row-fence:"), "{}", push.stderr);
+        assert_eq!(self.world.main_of(remote), self.world.head_of(&self.clone));
+    }
+
+    /// Every way to push `main` that skips the pre-push hook.
+    fn pushes_past_the_hook(&self, url: &str) -> Vec<(&'static str, Ran)> {
+        let python = "import subprocess, sys; sys.exit(subprocess.run(['git', 'push', '--no-verify', 'origin', 'main']).returncode)";
+        vec![
+            (
+                "git push --no-verify",
+                self.git(&["push", "--no-verify", "origin", "main"]),
+            ),
+            ("git send-pack", self.git(&["send-pack", url, "main"])),
+            (
+                "git -c alias.p=push p",
+                self.git(&["-c", "alias.p=push", "p", "--no-verify", "origin", "main"]),
+            ),
+            (
+                "python3 -c subprocess",
+                run(self
+                    .world
+                    .command("python3", &self.clone)
+                    .args(["-c", python])),
+            ),
+            (
+                "git -c core.hooksPath=/dev/null push",
+                self.git(&["-c", "core.hooksPath=/dev/null", "push", "origin", "main"]),
+            ),
+            (
+                "git push URL",
+                self.git(&["push", "--no-verify", url, "main"]),
+            ),
+        ]
+    }
+}
+
+fn ssh_lane() -> (Lane, PathBuf, String) {
+    let world = World::new();
+    let remote = world.bare("remote.git");
+    let url = world.ssh_url(&remote);
+    (Lane::new(world, &url), remote, url)
+}
+
+#[test]
+fn an_allowed_lane_pushes_over_ssh_through_the_gate() {
+    let (lane, remote, _) = ssh_lane();
+    lane.pushes_allowed(&remote);
+    assert!(
+        lane.world.ssh_log().contains("git-receive-pack"),
+        "git ran its ssh (the fake) after the gate: {}",
+        lane.world.ssh_log()
+    );
+    // Git takes the gate for OpenSSH, as it took `ssh`: it passes a port (the "simple"
+    // variant would refuse one), and its `-G` probe never reaches ssh.
+    lane.world.commit(&lane.clone, "over a port");
+    let ported = format!("ssh://host:2222{}", remote.display());
+    let push = lane.git(&["push", "--no-verify", &ported, "main"]);
+    assert_eq!(push.code, 0, "{}", push.stderr);
+    let log = lane.world.ssh_log();
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with("-p 2222 host git-receive-pack")),
+        "{log}"
+    );
+    assert!(!log.lines().any(|l| l.starts_with("-G")), "{log}");
+}
+
+/// Reproductions 1 and 2 of the issue, and their kind: every push that skips the hook.
+#[test]
+fn a_refused_lane_cannot_push_over_ssh_by_any_route_past_the_hook() {
+    let (lane, remote, url) = ssh_lane();
+    assert_eq!(lane.git(&["push", "-q", "origin", "main"]).code, 0);
+    let before = lane.world.main_of(&remote);
+    lane.world.take_over("row-1", "lane-b");
+    lane.world.commit(&lane.clone, "after the takeover");
+    let scp_like = format!("host:{}", remote.display());
+    let mut pushes = lane.pushes_past_the_hook(&url);
+    pushes.push((
+        "scp-like URL",
+        lane.git(&["push", "--no-verify", &scp_like, "main"]),
+    ));
+    pushes.push((
+        "git+ssh URL",
+        lane.git(&[
+            "push",
+            "--no-verify",
+            &url.replace("ssh://", "git+ssh://"),
+            "main",
+        ]),
+    ));
+    pushes.push((
+        "protocol version 2",
+        lane.git(&[
+            "-c",
+            "protocol.version=2",
+            "push",
+            "--no-verify",
+            "origin",
+            "main",
+        ]),
+    ));
+    pushes.push((
+        "a receive-pack of one's own",
+        lane.git(&[
+            "push",
+            "--no-verify",
+            "--receive-pack=git receive-pack",
+            "origin",
+            "main",
+        ]),
+    ));
+    lane.world.git_ok(
+        &lane.clone,
+        &["config", "url.ssh://host/.insteadOf", "lane://"],
+    );
+    pushes.push((
+        "an insteadOf rewrite to ssh",
+        lane.git(&[
+            "push",
+            "--no-verify",
+            &format!("lane://{}", remote.display()),
+            "main",
+        ]),
+    ));
+    for (route, push) in pushes {
+        eprintln!("route: {route}");
+        refused(&push, &before, &lane.world.main_of(&remote), REFUSED);
+    }
+    lane.rolled_back_push_moves(&remote);
+}
+
+#[test]
+fn a_refused_lane_still_fetches_over_ssh() {
+    let (lane, remote, _) = ssh_lane();
+    assert_eq!(lane.git(&["push", "-q", "origin", "main"]).code, 0);
+    lane.world.take_over("row-1", "lane-b");
+    // Lane B moves the remote (over a local path, which has no transport to gate).
+    let other = lane.world.clone(remote.to_str().unwrap(), "lane-b");
+    lane.world
+        .git_ok(&other, &["pull", "-q", "--rebase", "origin", "main"]);
+    lane.world.git_ok(&other, &["push", "-q", "origin", "main"]);
+    let fetch = lane.git(&["fetch", "origin"]);
+    assert_eq!(fetch.code, 0, "{}", fetch.stderr);
+    assert!(
+        !fetch.stderr.contains("row-fence:"),
+        "a fetch is not asked: {}",
+        fetch.stderr
+    );
+    let fetched = lane
+        .world
+        .git_ok(&lane.clone, &["rev-parse", "origin/main"]);
+    assert_eq!(fetched.trim(), lane.world.main_of(&remote));
+    let ls = lane.git(&["ls-remote", "origin"]);
+    assert_eq!(ls.code, 0, "{}", ls.stderr);
+}
+
+#[test]
+fn the_gates_verdict_line_and_ledger_record_are_the_askers() {
+    let (lane, remote, _) = ssh_lane();
+    lane.world.take_over("row-1", "lane-b");
+    let push = lane.git(&["push", "--no-verify", "origin", "main"]);
+    let asked = run(lane
+        .world
+        .command(bin("row-fence-ask"), &lane.clone)
+        .args(["--action", "git push origin"]));
+    asked.expect(3, REFUSED);
+    assert!(
+        push.stderr.lines().any(|l| l == asked.verdict_line()),
+        "the gate printed the asker's line {:?}:\n{}",
+        asked.verdict_line(),
+        push.stderr
+    );
+    let records = ledger::read(&lane.world.home.home.join("refusals.jsonl")).unwrap();
+    let gate = records
+        .iter()
+        .find(|r| r.action.starts_with("git push over ssh"))
+        .expect("a ledger record of the gate's ask");
+    assert_eq!(
+        gate.action,
+        format!(
+            "git push over ssh: host git-receive-pack '{}'",
+            remote.display()
+        )
+    );
+    assert_eq!(gate.lane.as_deref(), Some("lane-a"));
+    assert_eq!(
+        serde_json::to_value(gate).unwrap()["reason"],
+        "different_holder"
+    );
+    assert_eq!(serde_json::to_value(gate).unwrap()["decided_by"], "daemon");
+}
+
+/// An http remote that wants `lane:secret`, which the repository's own credential helper
+/// (configured before install, so it runs after the gate's) gives.
+fn http_lane() -> (Lane, HttpGit, PathBuf, String) {
+    let world = World::new();
+    let root = world.home.path("srv");
+    let remote = world.bare("srv/r.git");
+    let server = HttpGit::start(&root);
+    let url = server.url("r.git");
+    let helper = format!("!f() {{ echo username={USER}; echo password={PASSWORD}; }}; f");
+    fs::write(
+        world.home.dir.path().join(".gitconfig"),
+        format!(
+            "[credential]\n\thelper = \"{}\"\n",
+            helper.replace('"', "\\\"")
+        ),
+    )
+    .unwrap();
+    (Lane::new(world, &url), server, remote, url)
+}
+
+#[test]
+fn an_allowed_lane_pushes_over_http_and_its_own_helper_answers() {
+    let (lane, _server, remote, _) = http_lane();
+    lane.pushes_allowed(&remote);
+}
+
+#[test]
+fn a_refused_lane_cannot_push_over_http_by_any_route_past_the_hook() {
+    let (lane, _server, remote, url) = http_lane();
+    assert_eq!(lane.git(&["push", "-q", "origin", "main"]).code, 0);
+    let before = lane.world.main_of(&remote);
+    lane.world.take_over("row-1", "lane-b");
+    lane.world.commit(&lane.clone, "after the takeover");
+    let mut pushes = lane.pushes_past_the_hook(&url);
+    let with_user = url.replace("http://", &format!("http://{USER}@"));
+    pushes.push((
+        "a user name in the URL",
+        lane.git(&["push", "--no-verify", &with_user, "main"]),
+    ));
+    for (route, push) in pushes {
+        eprintln!("route: {route}");
+        if route == "git send-pack" {
+            // send-pack speaks no http at all: nothing can move.
+            assert_ne!(push.code, 0);
+            assert_eq!(lane.world.main_of(&remote), before);
+            continue;
+        }
+        refused(&push, &before, &lane.world.main_of(&remote), REFUSED);
+        assert!(push.stderr.contains("told us to quit"), "{}", push.stderr);
+    }
+    lane.rolled_back_push_moves(&remote);
+}
+
+#[test]
+fn a_gate_whose_asker_cannot_run_stops_git_over_both_transports() {
+    let world = World::new();
+    let ssh_remote = world.bare("remote.git");
+    let root = world.home.path("srv");
+    let http_remote = world.bare("srv/r.git");
+    let server = HttpGit::start(&root);
+    let clone = world.clone(&world.ssh_url(&ssh_remote), "lane-a");
+    // The gate names an asker that is then removed.
+    let gone = world.home.path("gone-bin");
+    fs::create_dir_all(&gone).unwrap();
+    fs::copy(bin("row-fence-ask"), gone.join("row-fence-ask")).unwrap();
+    let installed = run(world
+        .command(bin("row-fence"), world.home.dir.path())
+        .args(["install", "git-hook", "--bin-dir"])
+        .arg(&gone)
+        .arg("--repo")
+        .arg(&clone));
+    assert_eq!(installed.code, 0, "{}", installed.stderr);
+    fs::remove_dir_all(&gone).unwrap();
+    let push = world.git(&clone, &["push", "--no-verify", "origin", "main"]);
+    assert_ne!(push.code, 0);
+    assert_eq!(world.main_of(&ssh_remote), "");
+    let helper = format!("!f() {{ echo username={USER}; echo password={PASSWORD}; }}; f");
+    let push = world.git(
+        &clone,
+        &[
+            "-c",
+            &format!("credential.helper={helper}"),
+            "push",
+            "--no-verify",
+            &server.url("r.git"),
+            "main",
+        ],
+    );
+    assert_ne!(push.code, 0);
+    assert!(push.stderr.contains("told us to quit"), "{}", push.stderr);
+    assert_eq!(world.main_of(&http_remote), "");
+}
+
+/// A `git://` remote through a real `git daemon`: the gate is git's `core.gitProxy`.
+#[test]
+fn over_git_protocol_an_allowed_lane_pushes_a_refused_one_cannot_and_still_fetches() {
+    let world = World::new();
+    let root = world.home.path("srv");
+    let remote = world.bare("srv/r.git");
+    let daemon = GitDaemon::start(&world, &root);
+    let url = daemon.url("r.git");
+    let lane = Lane::new(world, &url);
+    lane.pushes_allowed(&remote);
+
+    lane.world.take_over("row-1", "lane-b");
+    lane.world.commit(&lane.clone, "after the takeover");
+    let before = lane.world.main_of(&remote);
+    for (route, push) in lane.pushes_past_the_hook(&url) {
+        eprintln!("route: {route}");
+        refused(&push, &before, &lane.world.main_of(&remote), REFUSED);
+    }
+    let fetch = lane.git(&["fetch", "origin"]);
+    assert_eq!(fetch.code, 0, "{}", fetch.stderr);
+    assert!(!fetch.stderr.contains("row-fence:"), "{}", fetch.stderr);
+    lane.rolled_back_push_moves(&remote);
+}
