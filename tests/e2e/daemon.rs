@@ -37,7 +37,7 @@ fn a_daemon_started_while_redis_is_down_listens_and_heals_without_a_restart() {
     home.cli(&["health", "--max-age", "90s"])
         .expect(1, "row-fence: UNHEALTHY");
 
-    redis.restart(); // empty: it keeps nothing on disk
+    redis.restart(); // its AOF kept what it acknowledged
     let (_, a2) = home.acquire("b", "r", "lane-a", &[]);
     let until = Instant::now() + Duration::from_secs(5);
     let mut last = home.ask_with(&a2, &[]);
@@ -243,14 +243,14 @@ fn the_daemon_files_its_refusals_under_the_callers_session_and_action() {
 #[test]
 fn a_stored_expiry_past_the_year_9999_is_judged_and_shown_without_a_panic() {
     let home = Home::file();
-    let batch = home.path("forged.json");
-    std::fs::write(&batch, r#"[{"kind":"put","section":"claims","key":"r","expected":0,"value":{"holder":"lane-a","generation":1,"expires_at_ms":18446744073709551615}}]"#).unwrap();
-    assert_eq!(
-        home.cli(&["batch", "b", "--file", batch.to_str().unwrap()])
-            .stdout
-            .trim(),
-        "1"
-    );
+    // Forged behind row-fence's back (a raw batch refuses an expiry past 366 days).
+    let store = home.home.join("store");
+    std::fs::create_dir_all(&store).unwrap();
+    std::fs::write(
+        store.join("b.json"),
+        r#"{"board":"b","revision":1,"sections":{"claims":{"r":{"r":1,"v":{"holder":"lane-a","generation":1,"expires_at_ms":18446744073709551615}}}}}"#,
+    )
+    .unwrap();
     let d = home.path("d.json");
     std::fs::write(
         &d,

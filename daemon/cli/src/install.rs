@@ -129,7 +129,7 @@ fn job(job: Job, args: JobInstallArgs, settings: &Settings) -> Outcome {
         Job::Launchd => launchd_commands(&spec.label, &path, &hook),
         Job::Systemd => systemd_commands(&spec.label, &path, &hook),
     };
-    eprintln!(
+    crate::say!(
         "row-fence: wrote {}; nothing is loaded yet. Run the load command yourself: it loads the job first, then switches the agent hook on. The rollback switches the hook off first, then unloads the job.",
         path.display()
     );
@@ -284,7 +284,7 @@ fn claude_hook(args: ClaudeHookArgs, settings: &Settings) -> Outcome {
             .map_err(|e| Failure::could_not(format!("cannot remove {}: {e}", file.display())))?,
         Edit::Unchanged => {}
     }
-    eprintln!("row-fence: {done} in {} ({command})", file.display());
+    crate::say!("row-fence: {done} in {} ({command})", file.display());
     Ok(exit::ALLOWED)
 }
 
@@ -372,7 +372,7 @@ fn git_hook(args: GitHookArgs) -> Outcome {
         Done::RolledBack => format!("removed the fence's pre-push hook from {}", dir.display()),
         Done::NotInstalled => format!("no pre-push hook in {}", dir.display()),
     };
-    eprintln!("row-fence: {line}");
+    crate::say!("row-fence: {line}");
     Ok(exit::ALLOWED)
 }
 

@@ -12,6 +12,7 @@
 //! - `controller`: the controller lease. `records`: batch, records, log.
 //! - `check`: the gate, cold, in this process. `liveness`: status and health.
 //! - `migrate`: document → records, file → Redis. `render`, `install`: jobs and hooks.
+//! - `store`: the store itself: its check, and accepting a store that went back in time.
 //!
 //! What the installers write:
 //! - `deploy`: the launchd and systemd jobs, rendered from `deploy/` with tera.
@@ -33,6 +34,7 @@ mod liveness;
 mod migrate;
 mod records;
 mod render;
+mod store;
 
 use clap::{Parser, Subcommand};
 use row_fence_ask::exit;
@@ -41,12 +43,27 @@ use row_fence_store::LeaseStore;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Prints a line on stderr, ignoring a closed or full stderr: a command whose write
+/// committed never dies on its report (`row-fence acquire … 2>&1 | head -1`).
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::err(&format!($($arg)*))
+    };
+}
+
+/// Every command's deadline unless `--timeout` says otherwise.
+pub const DEFAULT_TIMEOUT: &str = "10s";
+
 /// The row fence's command line: row leases, the cold gate, daemon status and health.
 #[derive(Parser, Debug)]
 #[command(name = "row-fence", version = row_fence_ask::stamp::version(), about, long_about = None)]
 pub struct Cli {
     #[command(flatten)]
     common: CommonArgs,
+    /// The whole command's deadline, store calls included (e.g. 10s, 500ms)
+    #[arg(long, global = true, default_value = DEFAULT_TIMEOUT, value_parser = parse_duration, value_name = "DURATION")]
+    timeout: Duration,
     #[command(subcommand)]
     command: Command,
 }
@@ -81,6 +98,8 @@ enum Command {
     Render(render::RenderArgs),
     /// Write the launchd/systemd job (printing the load and rollback commands), or switch the agent or git hook
     Install(install::InstallArgs),
+    /// The store itself: check its role and settings, accept a store that went back in time
+    Store(store::StoreArgs),
 }
 
 /// A command's failure: its exit code and message.
@@ -118,7 +137,7 @@ pub fn main() -> i32 {
     let settings = match Settings::resolve(&cli.common) {
         Ok(settings) => settings,
         Err(e) => {
-            eprintln!("row-fence: {e}");
+            say!("row-fence: {e}");
             return exit::USAGE;
         }
     };
@@ -128,15 +147,25 @@ pub fn main() -> i32 {
     {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("row-fence: cannot start the runtime: {e}");
+            say!("row-fence: cannot start the runtime: {e}");
             return exit::COULD_NOT_READ;
         }
     };
-    let outcome = runtime.block_on(run(cli.command, &settings));
+    let timeout = cli.timeout;
+    let outcome = runtime.block_on(async {
+        tokio::time::timeout(timeout, run(cli.command, &settings))
+            .await
+            .unwrap_or_else(|_| {
+                Err(Failure::could_not(format!(
+                    "the command did not finish within {} (--timeout); a write in flight may or may not have committed (row-fence show / records / log tells)",
+                    humantime::format_duration(timeout)
+                )))
+            })
+    });
     match outcome {
         Ok(code) => code,
         Err(failure) => {
-            eprintln!("row-fence: {}", failure.message);
+            say!("row-fence: {}", failure.message);
             failure.code
         }
     }
@@ -158,6 +187,7 @@ async fn run(command: Command, settings: &Settings) -> Outcome {
         Command::Migrate(args) => migrate::run(args, settings).await,
         Command::Render(args) => render::run(args, settings),
         Command::Install(args) => install::run(args, settings),
+        Command::Store(args) => store::run(args, settings).await,
     }
 }
 
@@ -206,7 +236,7 @@ pub fn store_for_write(settings: &Settings) -> Result<Arc<dyn LeaseStore>, Failu
 pub fn store_for_read(settings: &Settings) -> Result<Arc<dyn LeaseStore>, Failure> {
     let store = settings.open_store().map_err(Failure::could_not)?;
     if let Some(theirs) = daemon_store(settings).filter(|theirs| *theirs != store.describe()) {
-        eprintln!(
+        say!(
             "row-fence: warning: reading {}, but the daemon on {} fences with {theirs}",
             store.describe(),
             settings.socket.display()
@@ -232,4 +262,12 @@ pub fn out(line: &str) {
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "{line}");
     let _ = stdout.flush();
+}
+
+/// Prints a line on stderr, ignoring a closed or full stderr (use [`say!`]).
+pub fn err(line: &str) {
+    use std::io::Write;
+    let mut stderr = std::io::stderr().lock();
+    let _ = writeln!(stderr, "{line}");
+    let _ = stderr.flush();
 }

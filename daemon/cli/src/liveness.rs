@@ -238,7 +238,7 @@ pub fn health(args: HealthArgs, settings: &Settings) -> Outcome {
             (_, Some(problem)) => format!("row-fence: UNHEALTHY: {problem}"),
             (Err(_), None) => unreachable!("a missing heartbeat is a problem"),
         };
-        eprintln!("{line}");
+        crate::say!("{line}");
     }
     Ok(if healthy {
         exit::ALLOWED

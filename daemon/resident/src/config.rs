@@ -2,6 +2,7 @@
 //! the socket and the key prefix, each a flag with an environment variable behind it.
 
 use row_fence_ask::paths;
+use row_fence_store::monotonic::{self, Monotonic};
 use row_fence_store::{self as store, LeaseStore, StoreSpec};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,7 +13,7 @@ pub struct CommonArgs {
     /// Home directory for the socket, heartbeat, ledger, registry and file store [default: ~/.row-fence]
     #[arg(long, global = true, env = "ROW_FENCE_HOME", value_name = "DIR")]
     pub home: Option<PathBuf>,
-    /// Lease store: file (embedded, the default), file:DIR, redis://…, rediss://…, redis+unix://…, redis+cluster://…
+    /// Lease store: file (embedded, the default), file:DIR, redis://…, rediss://…, redis+unix://…, redis+cluster://…, redis+sentinel://h:p[,h:p…]/MASTER; Redis URLs take ?min_replicas=N&wait_ms=M&durability=volatile
     #[arg(
         long,
         global = true,
@@ -114,10 +115,25 @@ impl Settings {
         })
     }
 
-    /// Opens the store (lazily for Redis).
+    /// Opens the store (lazily for Redis) for a command: guarded so it never answers
+    /// from an older history than this home has seen, and every write it acknowledges is
+    /// recorded in the home's marks at once.
     pub fn open_store(&self) -> Result<Arc<dyn LeaseStore>, String> {
+        Ok(self.open_monotonic(true)?)
+    }
+
+    /// Opens the store guarded by this home's marks ([`Monotonic`]); `eager` writes each
+    /// acknowledged revision to the marks file at once (the CLI), otherwise the caller
+    /// flushes them (the daemon).
+    pub fn open_monotonic(&self, eager: bool) -> Result<Arc<Monotonic>, String> {
         row_fence_store::tls::install_crypto_provider();
-        store::open(&self.store, &self.home, &self.key_prefix).map_err(|e| e.to_string())
+        let inner =
+            store::open(&self.store, &self.home, &self.key_prefix).map_err(|e| e.to_string())?;
+        Ok(Arc::new(Monotonic::new(
+            inner,
+            Some(monotonic::marks_path(&self.home)),
+            eager,
+        )))
     }
 }
 

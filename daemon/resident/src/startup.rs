@@ -13,6 +13,7 @@ use crate::server;
 use crate::socket::{self, SocketError};
 use row_fence_ask::paths;
 use row_fence_store::LeaseStore;
+use row_fence_store::monotonic::{Marks, Monotonic};
 use std::os::unix::fs::DirBuilderExt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,7 +64,7 @@ struct Prepared {
     own_code: OwnCode,
     registry: Registry,
     fence: Option<Arc<LocationFence>>,
-    store: Arc<dyn LeaseStore>,
+    store: Arc<Monotonic>,
     listener: tokio::net::UnixListener,
     guard: socket::SocketGuard,
 }
@@ -89,7 +90,7 @@ fn prepare(options: &Options) -> Result<Prepared, String> {
             "the registry changed while the daemon was loading it; exiting before binding".into(),
         );
     }
-    let store = settings.open_store()?;
+    let store = settings.open_monotonic(false)?;
     let fence = location_fence(options.location.as_ref())?;
     let (listener, guard) = socket::bind(&settings.socket).map_err(|e| match e {
         SocketError::AlreadyRunning(path) => {
@@ -151,6 +152,8 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
     } = prepared;
     let mut uids = vec![paths::euid()];
     uids.extend(extra_uids);
+    let marks = store.marks();
+    let store: Arc<dyn LeaseStore> = store;
     let resident = Arc::new(
         Resident::new(store.clone(), own_code, settings.clone(), uids)
             .with_location(registry, fence),
@@ -168,18 +171,41 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
         resident.stamp.clone(),
         heartbeat_interval,
         resident.heartbeat_ms.clone(),
+        resident.proof.clone(),
         resident.shutdown.clone(),
     ));
+    tokio::spawn(flush_marks(marks.clone(), resident.shutdown.clone()));
     tokio::spawn(stop_on_signal(resident.clone()));
     // Bound and about to accept: only now may systemd count the daemon as started.
     crate::supervisor::ready(&settings.socket);
     server::run(listener, resident.clone(), resident.shutdown.clone()).await;
     crate::supervisor::stopping();
     resident.refusals.close();
+    if let Err(e) = marks.flush() {
+        tracing::warn!(error = %e, "cannot write the revisions seen");
+    }
     guard.remove_if_ours();
     let code = resident.exit_code();
     tracing::info!(code, "row-fence-resident stopped");
     code
+}
+
+/// How often the daemon writes the highest revisions its asks saw (`revisions.json`), so a
+/// restarted daemon still knows a store that went back in time.
+const MARKS_FLUSH: Duration = Duration::from_secs(1);
+
+async fn flush_marks(marks: Arc<Marks>, stop: tokio_util::sync::CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(MARKS_FLUSH) => {}
+        }
+        let marks = marks.clone();
+        let flushed = tokio::task::spawn_blocking(move || marks.flush()).await;
+        if let Ok(Err(e)) = flushed {
+            tracing::warn!(error = %e, "cannot write the revisions seen");
+        }
+    }
 }
 
 async fn stop_on_signal(resident: Arc<Resident>) {
