@@ -23,6 +23,8 @@ mod contract;
 mod daemon;
 mod deploy;
 mod descriptor;
+mod durability;
+mod failover;
 mod fencing;
 mod guard;
 mod location;

@@ -189,6 +189,12 @@ fn problem(
             b.pid
         ));
     }
+    if !b.store_problems.is_empty() {
+        return Some(format!(
+            "the store is not durable: {}",
+            b.store_problems.join("; ")
+        ));
+    }
     None
 }
 
@@ -214,7 +220,9 @@ pub fn health(args: HealthArgs, settings: &Settings) -> Outcome {
             )),
             None => out("row_fence_heartbeat_age_seconds NaN"),
         }
-        out("# HELP row_fence_healthy 1 when the heartbeat is fresh and its daemon runs.");
+        out(
+            "# HELP row_fence_healthy 1 when the heartbeat is fresh, its daemon runs and its store is durable.",
+        );
         out("# TYPE row_fence_healthy gauge");
         out(&format!("row_fence_healthy {}", u8::from(healthy)));
     } else if args.json {
@@ -229,12 +237,19 @@ pub fn health(args: HealthArgs, settings: &Settings) -> Outcome {
         .to_string());
     } else {
         let line = match (&beat, &problem) {
-            (Ok(b), None) => format!(
-                "row-fence: healthy: heartbeat {} old (pid {}, store {})",
-                row_fence_store::judge::span(age_ms.unwrap_or(0)),
-                b.pid,
-                b.store
-            ),
+            (Ok(b), None) => {
+                let notes = if b.store_notes.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {}", b.store_notes.join("; "))
+                };
+                format!(
+                    "row-fence: healthy: heartbeat {} old (pid {}, store {}{notes})",
+                    row_fence_store::judge::span(age_ms.unwrap_or(0)),
+                    b.pid,
+                    b.store
+                )
+            }
             (_, Some(problem)) => format!("row-fence: UNHEALTHY: {problem}"),
             (Err(_), None) => unreachable!("a missing heartbeat is a problem"),
         };

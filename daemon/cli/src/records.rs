@@ -179,20 +179,19 @@ pub async fn batch(args: BatchArgs, settings: &Settings) -> Outcome {
     validate_board(&args.board).map_err(|e| usage(e.to_string()))?;
     let writes = read_batch(&args.file)?;
     let store = store_for_write(settings)?;
-    if writes
-        .iter()
-        .any(|w| w.kind == WriteKind::Put && w.section == CLAIMS)
-    {
-        check_claims(&writes, store.now_ms().await.map_err(store_failure)?)?;
-    }
-    let lease = match args.epoch {
-        None => None,
-        Some(epoch) => Some(LeaseFence {
-            owner: args.owner.unwrap_or_default(),
-            epoch,
-            now_ms: store.now_ms().await.map_err(store_failure)?,
-        }),
-    };
+    // One read first: a board whose store went back in time (store_regressed) or whose
+    // clock did is refused before anything is sent, and the fence's now is the store's.
+    let now_ms = store
+        .sections(&args.board, &[])
+        .await
+        .map_err(store_failure)?
+        .now_ms;
+    check_claims(&writes, now_ms)?;
+    let lease = args.epoch.map(|epoch| LeaseFence {
+        owner: args.owner.unwrap_or_default(),
+        epoch,
+        now_ms,
+    });
     let batch = row_fence_store::FencedBatch {
         writes,
         lease,

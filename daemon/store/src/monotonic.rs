@@ -123,6 +123,13 @@ fn read_file(path: &Path) -> MarksFile {
 }
 
 fn merge_into(path: &Path, store: &str, seen: &BTreeMap<String, Mark>) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
     let lock_path = path.with_extension("lock");
     let lock: File = OpenOptions::new()
         .read(true)
