@@ -6,15 +6,15 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A one-node Redis Cluster with every slot assigned, on a free loopback port.
-struct Cluster {
+/// One node of a private Redis Cluster, on a free loopback port; killed when dropped.
+struct Node {
     _dir: tempfile::TempDir,
     child: Child,
     port: u16,
 }
 
-impl Cluster {
-    fn start() -> Cluster {
+impl Node {
+    fn start() -> Node {
         let dir = tempfile::tempdir().unwrap();
         // A free port whose cluster bus port (+10000) is free too.
         let port = (0..50)
@@ -49,30 +49,17 @@ impl Cluster {
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server");
-        let cluster = Cluster {
+        let node = Node {
             _dir: dir,
             child,
             port,
         };
         let until = Instant::now() + Duration::from_secs(10);
-        while cluster.cli(&["PING"]).trim() != "PONG" {
+        while node.cli(&["PING"]).trim() != "PONG" {
             assert!(Instant::now() < until, "redis-server did not start");
             std::thread::sleep(Duration::from_millis(20));
         }
-        assert_eq!(
-            cluster
-                .cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"])
-                .trim(),
-            "OK"
-        );
-        while !cluster
-            .cli(&["CLUSTER", "INFO"])
-            .contains("cluster_state:ok")
-        {
-            assert!(Instant::now() < until, "the cluster did not come up");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        cluster
+        node
     }
 
     fn cli(&self, args: &[&str]) -> String {
@@ -83,19 +70,72 @@ impl Cluster {
             .unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
+
+    fn id(&self) -> String {
+        self.cli(&["CLUSTER", "MYID"]).trim().to_string()
+    }
+
+    #[track_caller]
+    fn wait_for(&self, what: &str, ready: impl Fn(&Node) -> bool) {
+        let until = Instant::now() + Duration::from_secs(30);
+        while !ready(self) {
+            assert!(Instant::now() < until, "the cluster did not reach {what}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
 
-impl Drop for Cluster {
+impl Drop for Node {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
 
+/// A Redis Cluster of `n` nodes, the 16384 slots split evenly between them.
+struct Cluster {
+    nodes: Vec<Node>,
+}
+
+impl Cluster {
+    fn start(n: usize) -> Cluster {
+        let nodes: Vec<Node> = (0..n).map(|_| Node::start()).collect();
+        for other in &nodes[1..] {
+            nodes[0].cli(&["CLUSTER", "MEET", "127.0.0.1", &other.port.to_string()]);
+        }
+        let per = 16384 / n;
+        for (i, node) in nodes.iter().enumerate() {
+            let last = if i + 1 == n { 16383 } else { (i + 1) * per - 1 };
+            let added = node.cli(&[
+                "CLUSTER",
+                "ADDSLOTSRANGE",
+                &(i * per).to_string(),
+                &last.to_string(),
+            ]);
+            assert_eq!(added.trim(), "OK");
+        }
+        for node in &nodes {
+            node.wait_for("cluster_state:ok on every node", |node| {
+                node.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok")
+                    && node.cli(&["CLUSTER", "NODES"]).lines().count() == n
+            });
+        }
+        Cluster { nodes }
+    }
+
+    fn port(&self) -> u16 {
+        self.nodes[0].port
+    }
+
+    fn cli(&self, args: &[&str]) -> String {
+        self.nodes[0].cli(args)
+    }
+}
+
 #[test]
 fn the_scripts_run_unchanged_on_a_redis_cluster() {
-    let cluster = Cluster::start();
-    let home = Home::with_store(format!("redis+cluster://127.0.0.1:{}", cluster.port));
+    let cluster = Cluster::start(1);
+    let home = Home::with_store(format!("redis+cluster://127.0.0.1:{}", cluster.port()));
     let (_, a) = home.acquire("b", "r", "lane-a", &[]);
     let controller = home.cli(&["controller", "acquire", "b", "--owner", "c1"]);
     assert_eq!(controller.code, 0, "{}", controller.stderr);
@@ -125,4 +165,82 @@ fn the_scripts_run_unchanged_on_a_redis_cluster() {
     ]));
     assert_ne!(ran.code, 0);
     assert!(ran.stderr.contains("standalone"), "{}", ran.stderr);
+}
+
+/// The reproduction: a slot half-migrated between two nodes (some of the board's keys
+/// moved) made a takeover run 12.5 minutes. MOVED and ASK are followed and TRYAGAIN retried
+/// briefly, then the write exits 1 "slot migrating, retry" well within its `--timeout`,
+/// writing nothing, and an ask is COULD NOT READ `store_error`.
+#[test]
+fn a_half_migrated_slot_ends_in_slot_migrating_retry() {
+    let cluster = Cluster::start(2);
+    let home = Home::with_store(format!("redis+cluster://127.0.0.1:{}", cluster.port()));
+    let (_, a) = home.acquire("b", "r", "lane-a", &[]);
+    let slot = cluster
+        .cli(&["CLUSTER", "KEYSLOT", "{b}"])
+        .trim()
+        .to_string();
+    let owner_port: u16 = {
+        let owner = cluster
+            .nodes
+            .iter()
+            .find(|n| n.cli(&["CLUSTER", "COUNTKEYSINSLOT", &slot]).trim() != "0");
+        owner.expect("the node holding the board").port
+    };
+    let owner = cluster.nodes.iter().find(|n| n.port == owner_port).unwrap();
+    let other = cluster.nodes.iter().find(|n| n.port != owner_port).unwrap();
+    assert_eq!(
+        other
+            .cli(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &owner.id()])
+            .trim(),
+        "OK"
+    );
+    assert_eq!(
+        owner
+            .cli(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &other.id()])
+            .trim(),
+        "OK"
+    );
+    let claims = "rowfence:board:{b}:fence:claims";
+    let moved = owner.cli(&[
+        "MIGRATE",
+        "127.0.0.1",
+        &other.port.to_string(),
+        claims,
+        "0",
+        "5000",
+    ]);
+    assert_eq!(moved.trim(), "OK");
+    let revision = owner.cli(&["GET", "rowfence:board:{b}:fence:revision"]);
+
+    let started = Instant::now();
+    let ran = home.cli(&[
+        "acquire",
+        "b",
+        "r",
+        "--lane",
+        "lane-b",
+        "--takeover",
+        "--timeout",
+        "20s",
+    ]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("slot migrating, retry"),
+        "{}",
+        ran.stderr
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        owner.cli(&["GET", "rowfence:board:{b}:fence:revision"]),
+        revision,
+        "nothing was written"
+    );
+    let _daemon = home.daemon();
+    home.ask_with(&a, &[])
+        .expect(1, "row-fence: COULD NOT READ (store_error)");
 }

@@ -406,20 +406,24 @@ impl Redis {
     }
 
     fn spawn(extra: &[&str], tcp: bool) -> Redis {
+        let mut redis = Redis::unstarted(extra, tcp);
+        redis.launch();
+        redis
+    }
+
+    fn unstarted(extra: &[&str], tcp: bool) -> Redis {
         let dir = tempfile::Builder::new()
             .prefix("rfredis")
             .tempdir_in("/tmp")
             .expect("tempdir");
         let socket = dir.path().join("redis.sock");
-        let mut redis = Redis {
+        Redis {
             dir,
             socket,
             port: tcp.then(free_port),
             args: extra.iter().map(|a| a.to_string()).collect(),
             child: None,
-        };
-        redis.launch();
-        redis
+        }
     }
 
     fn launch(&mut self) {
@@ -537,6 +541,47 @@ impl Drop for Redis {
         self.signal(nix::sys::signal::Signal::SIGCONT);
         self.stop();
     }
+}
+
+/// libfaketime's preload library (`scripts/test` installs faketime).
+pub fn libfaketime() -> PathBuf {
+    let mut candidates = vec![
+        PathBuf::from("/usr/lib/faketime/libfaketime.so.1"),
+        PathBuf::from("/usr/local/lib/faketime/libfaketime.so.1"),
+        PathBuf::from("/opt/homebrew/lib/faketime/libfaketime.1.dylib"),
+        PathBuf::from("/usr/local/lib/faketime/libfaketime.1.dylib"),
+    ];
+    if let Ok(dirs) = fs::read_dir("/usr/lib") {
+        candidates.extend(
+            dirs.filter_map(Result::ok)
+                .map(|d| d.path().join("faketime/libfaketime.so.1")),
+        );
+    }
+    candidates
+        .into_iter()
+        .find(|p| p.exists())
+        .expect("libfaketime is needed: scripts/test installs faketime")
+}
+
+/// The environment that makes a process read its wall clock through libfaketime from
+/// `offset_file` (e.g. `+0`, `-1h`), re-read on every call, so the test can step the clock
+/// of a running process. Only the wall clock moves (monotonic timers stay true).
+pub fn stepped_clock(offset_file: &Path) -> Vec<(String, String)> {
+    let preload = if cfg!(target_os = "macos") {
+        "DYLD_INSERT_LIBRARIES"
+    } else {
+        "LD_PRELOAD"
+    };
+    vec![
+        (preload.into(), libfaketime().display().to_string()),
+        ("DYLD_FORCE_FLAT_NAMESPACE".into(), "1".into()),
+        (
+            "FAKETIME_TIMESTAMP_FILE".into(),
+            offset_file.display().to_string(),
+        ),
+        ("FAKETIME_NO_CACHE".into(), "1".into()),
+        ("DONT_FAKE_MONOTONIC".into(), "1".into()),
+    ]
 }
 
 /// A private `redis-sentinel` on a free loopback port watching master `rf`; killed when

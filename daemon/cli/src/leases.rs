@@ -143,7 +143,7 @@ fn grant_failure(e: LeaseError) -> Failure {
             "the grant reached {acked} of {wanted} replicas within {wait_ms} ms; not handed out (it committed on the primary at generation {revision}, which a failover may lose; no descriptor was written)"
         )),
         LeaseError::Store(StoreError::Indeterminate(why)) => Failure::could_not(format!(
-            "the store connection broke with the grant in flight; not handed out (it may have committed: row-fence show tells; no descriptor was written): {why}"
+            "the grant may have committed but was not acknowledged; not handed out (row-fence show tells; no descriptor was written): {why}"
         )),
         other => lease_failure(other),
     }

@@ -14,6 +14,7 @@ use crate::socket::{self, SocketError};
 use row_fence_ask::paths;
 use row_fence_store::LeaseStore;
 use row_fence_store::monotonic::{Marks, Monotonic};
+use std::io::Write;
 use std::os::unix::fs::DirBuilderExt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +22,11 @@ use std::time::Duration;
 /// Exit code for a daemon that could not start (bad settings, socket taken, untrusted
 /// directory, registry changing under it).
 pub const EXIT_START_FAILED: i32 = 1;
+
+/// The most threads blocking work (file store calls, the ledger, the marks) may take: a
+/// stuck disk or a lock held elsewhere makes calls wait in line (within their ask's
+/// deadline) instead of growing the daemon by a thread per ask.
+pub const MAX_BLOCKING_THREADS: usize = 24;
 
 /// What the daemon needs beyond the common settings.
 #[derive(Clone, Debug)]
@@ -39,6 +45,7 @@ pub struct Options {
 pub fn run(options: Options) -> i32 {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .max_blocking_threads(MAX_BLOCKING_THREADS)
         .build()
     {
         Ok(runtime) => runtime,
@@ -56,7 +63,8 @@ pub fn run(options: Options) -> i32 {
 
 fn failed(message: String) -> i32 {
     tracing::error!("{message}");
-    eprintln!("row-fence-resident: {message}");
+    // A closed or full stderr must not turn a refusal to start into a panic.
+    let _ = writeln!(std::io::stderr(), "row-fence-resident: {message}");
     EXIT_START_FAILED
 }
 

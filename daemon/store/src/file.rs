@@ -34,9 +34,10 @@ pub const LOCK_WAIT: Duration = Duration::from_secs(30);
 /// Between attempts to take a board's lock.
 const LOCK_RETRY: Duration = Duration::from_millis(5);
 
-/// At most this many file store calls run at once, each on a thread of its own; beyond
-/// it a call fails at once instead of adding threads behind a stuck disk.
-pub const MAX_BLOCKING_CALLS: u64 = 64;
+/// At most this many file store calls run at once, each on a thread of its own; more wait
+/// for one to finish (within their caller's deadline) instead of adding threads behind a
+/// stuck disk.
+pub const MAX_BLOCKING_CALLS: usize = 16;
 
 /// The embedded store rooted at a directory.
 #[derive(Clone, Debug)]
@@ -45,6 +46,8 @@ pub struct FileStore {
     dir: Arc<PathBuf>,
     /// Calls running on a thread now, also ones whose caller gave up waiting.
     in_flight: Arc<AtomicU64>,
+    /// Bounds the threads calls run on ([`MAX_BLOCKING_CALLS`]).
+    threads: Arc<tokio::sync::Semaphore>,
 }
 
 /// Counts a blocking call until its thread is done with it.
@@ -62,6 +65,7 @@ impl FileStore {
         FileStore {
             dir: Arc::new(dir.into()),
             in_flight: Arc::new(AtomicU64::new(0)),
+            threads: Arc::new(tokio::sync::Semaphore::new(MAX_BLOCKING_CALLS)),
         }
     }
 
@@ -148,13 +152,14 @@ impl FileStore {
     fn try_update<T>(
         &self,
         board: &str,
+        clock: Clock,
         change: impl FnOnce(&mut BoardDocument) -> Result<T, StoreError>,
     ) -> Result<Option<T>, StoreError> {
         check_board(board)?;
         let Some(lock) = self.try_lock(board)? else {
             return Ok(None);
         };
-        let result = self.update_locked(board, change);
+        let result = self.update_locked(board, clock, change);
         let _ = lock.unlock();
         result.map(Some)
     }
@@ -162,6 +167,7 @@ impl FileStore {
     fn update_locked<T>(
         &self,
         board: &str,
+        clock: Clock,
         change: impl FnOnce(&mut BoardDocument) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let path = self.document_path(board);
@@ -173,7 +179,13 @@ impl FileStore {
             let _ = fs::remove_file(leftover);
         }
         let mut document = self.load(board, &path)?;
-        let now = clock_now(&document)?;
+        let now = match clock {
+            Clock::Checked => clock_now(&document)?,
+            Clock::Accepted => {
+                document.clock_ms = 0;
+                system_now_ms()
+            }
+        };
         // The log file catches up with the document first; what it cannot take yet stays
         // in the document.
         if let Ok(through) = file_log::reconcile(&log, &document.log, document.revision) {
@@ -196,6 +208,7 @@ impl FileStore {
     async fn update<T: Send + 'static>(
         &self,
         board: &str,
+        clock: Clock,
         change: impl Fn(&mut BoardDocument) -> Result<T, StoreError> + Send + Sync + 'static,
     ) -> Result<T, StoreError> {
         let change = Arc::new(change);
@@ -203,7 +216,7 @@ impl FileStore {
         loop {
             let (board_name, change) = (board.to_string(), change.clone());
             let attempt = self
-                .blocking(move |s| s.try_update(&board_name, |d| change(d)))
+                .blocking(move |s| s.try_update(&board_name, clock, |d| change(d)))
                 .await?;
             if let Some(out) = attempt {
                 return Ok(out);
@@ -219,15 +232,27 @@ impl FileStore {
         }
     }
 
+    /// Writes the document: the rename is the commit point. A directory that cannot be
+    /// synced after it is not "nothing written": the write is in place but may not
+    /// survive a crash (`Indeterminate`).
     fn store(&self, path: &Path, document: &BoardDocument) -> Result<(), StoreError> {
         let bytes = serde_json::to_vec(document).map_err(|e| StoreError::Invalid(e.to_string()))?;
-        crate::atomic_file::write(path, &bytes, 0o600, true).map_err(|e| io_error(path, e))
+        crate::atomic_file::write(path, &bytes, 0o600, false).map_err(|e| io_error(path, e))?;
+        File::open(self.dir.as_path())
+            .and_then(|dir| dir.sync_all())
+            .map_err(|e| {
+                StoreError::Indeterminate(format!(
+                    "{} was replaced, but its directory could not be synced, so it may not survive a crash: {e}",
+                    path.display()
+                ))
+            })
     }
 
-    /// Takes the board's exclusive lock (waiting at most [`LOCK_WAIT`]) and holds it until
-    /// the guard is dropped: no writer of this store gets at the board meanwhile (a
+    /// Takes the board's exclusive lock (retrying until it is free, at most [`LOCK_WAIT`];
+    /// the caller's deadline, dropping this future, usually ends it first) and holds it
+    /// until the guard is dropped: no writer of this store gets at the board meanwhile (a
     /// migration's copy).
-    pub fn hold(&self, board: &str) -> Result<HeldBoard, StoreError> {
+    pub async fn hold(&self, board: &str) -> Result<HeldBoard, StoreError> {
         check_board(board)?;
         let path = self.document_path(board);
         let started = Instant::now();
@@ -242,7 +267,7 @@ impl FileStore {
                     LOCK_WAIT.as_secs()
                 )));
             }
-            std::thread::sleep(LOCK_RETRY);
+            tokio::time::sleep(LOCK_RETRY).await;
         };
         let document = self.load(board, &path)?;
         Ok(HeldBoard {
@@ -259,22 +284,33 @@ impl FileStore {
         &self,
         work: impl FnOnce(FileStore) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let running = self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
         let guard = Running(self.in_flight.clone());
-        if running >= MAX_BLOCKING_CALLS {
-            return Err(StoreError::Failed(format!(
-                "{running} file store calls are already in flight on {} (a stuck disk?)",
-                self.dir.display()
-            )));
-        }
+        let thread = self
+            .threads
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|e| StoreError::Failed(format!("the file store is closed: {e}")))?;
         let store = self.clone();
         tokio::task::spawn_blocking(move || {
-            let _running = guard;
+            let _running = (guard, thread);
             work(store)
         })
         .await
         .map_err(|e| StoreError::Failed(format!("the file store task failed: {e}")))?
     }
+}
+
+/// Whether a write checks this machine's clock against the board's highest time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Clock {
+    /// A clock below the board's highest time is refused (`clock_regressed`).
+    Checked,
+    /// An operator accepting a regression (a batch with `min_revision`) also accepts the
+    /// clock as it is now: a board a writer with a clock far ahead once wrote is not stuck
+    /// until real time catches up.
+    Accepted,
 }
 
 /// A board held under the file store's exclusive lock (released on drop).
@@ -347,12 +383,13 @@ impl LeaseStore for FileStore {
     async fn sections(&self, board: &str, names: &[&str]) -> Result<Snapshot, StoreError> {
         let board = board.to_string();
         let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        // No clock check here: a read is not a judgement, and a writer whose clock is behind
+        // is refused at its commit (under the lock).
         self.blocking(move |s| {
             let document = s.read_document(&board)?;
             document.ensure_here()?;
-            let now = clock_now(&document)?;
             let names: Vec<&str> = names.iter().map(String::as_str).collect();
-            Ok(document.snapshot(&names, now))
+            Ok(document.snapshot(&names, system_now_ms()))
         })
         .await
     }
@@ -374,7 +411,12 @@ impl LeaseStore for FileStore {
 
     async fn fenced_batch(&self, board: &str, batch: &FencedBatch) -> Result<u64, StoreError> {
         let batch = batch.clone();
-        self.update(board, move |document| {
+        let clock = if batch.min_revision.is_some() {
+            Clock::Accepted
+        } else {
+            Clock::Checked
+        };
+        self.update(board, clock, move |document| {
             document.ensure_here()?;
             document.apply(&batch)
         })

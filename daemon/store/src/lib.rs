@@ -144,7 +144,9 @@ pub struct FencedBatch {
     pub expected_revision: Option<u64>,
     /// When set, the batch commits at `max(board revision + 1, this)`: raising a board's
     /// revision past every generation ever handed out (`row-fence store
-    /// accept-regression`, a migration that keeps the source's revision).
+    /// accept-regression`, a migration that keeps the source's revision). On the file store
+    /// such a batch also accepts this machine's clock as it is now (the board's highest
+    /// time is reset), so a board once written by a clock far ahead can be recovered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_revision: Option<u64>,
 }
@@ -353,9 +355,10 @@ pub enum StoreError {
         /// How long it waited, in ms.
         wait_ms: u64,
     },
-    /// The connection broke while a write was in flight: it may or may not have
-    /// committed. Not acknowledged; read the board to find out.
-    #[error("the store connection broke with the write in flight; it may have committed: {0}")]
+    /// The write may or may not have committed (the connection broke with it in flight; a
+    /// file was renamed into place but its directory could not be synced). Not
+    /// acknowledged; read the board to find out.
+    #[error("the write may have committed but was not acknowledged: {0}")]
     Indeterminate(String),
     /// A stored record or document is not what row-fence writes.
     #[error("the store holds malformed data: {0}")]

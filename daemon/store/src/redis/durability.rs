@@ -102,6 +102,7 @@ pub async fn inspect(
     }
     let settings: RedisResult<Vec<HashMap<String, String>>> = config.query_async(con).await;
     match settings {
+        Err(e) if e.is_io_error() => return Err(e),
         Ok(maps) => {
             let settings: HashMap<String, String> = maps.into_iter().flatten().collect();
             judge_settings(&settings, &mut check);
@@ -123,6 +124,7 @@ pub async fn inspect(
         .query_async(con)
         .await;
     match denied {
+        Err(e) if e.is_io_error() => return Err(e),
         Ok(denied) if denied.is_empty() => {}
         Ok(denied) => check.problems.push(format!(
             "the store's user may not run {} on the board keys; grant it +@read +@write +@hash +@stream +@set +@string +@scripting on ~{}:*",

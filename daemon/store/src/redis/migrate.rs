@@ -127,7 +127,7 @@ pub async fn file_to_records(
 ) -> Result<usize, StoreError> {
     check_board(board)?;
     let mut con = dedicated(store).await?;
-    let held = file.hold(board)?;
+    let held = file.hold(board).await?;
     if held.document().moved_to.is_some() {
         return Ok(0);
     }
