@@ -155,8 +155,12 @@ fn a_store_that_can_lose_a_grant_refuses_grants_and_health_says_so() {
     let mut home = Home::on(Some(&redis));
     let (_, a) = home.acquire("b", "r", "lane-a", &[]);
     let daemon = home.daemon_with(&[], &[("ROW_FENCE_HEARTBEAT_MS", "200")]);
-    home.cli(&["health", "--max-age", "60s"])
-        .expect(0, "row-fence: healthy");
+    until(
+        Duration::from_secs(10),
+        || home.cli(&["health", "--max-age", "60s"]),
+        |r| r.code == 0,
+    )
+    .expect(0, "row-fence: healthy");
     let cases: [(&[&str], &str, &str); 3] = [
         (
             &["appendfsync", "everysec"],

@@ -86,6 +86,30 @@ fn print_status(s: &Value) {
         field("store"),
         field("store_reconnects")
     ));
+    if let Some(check) = s.get("store_check").filter(|c| c.is_object()) {
+        let role = check["role"].as_str().unwrap_or("?");
+        let verdict = if check["durable"].as_bool() == Some(true) {
+            "durable"
+        } else {
+            "NOT durable: grants and controller writes are refused"
+        };
+        out(&format!(
+            "           {role}, {} replicas, writes wait for {}; {verdict}",
+            check["replicas"], check["min_replicas"]
+        ));
+        for line in check["problems"].as_array().into_iter().flatten() {
+            out(&format!(
+                "           problem: {}",
+                line.as_str().unwrap_or("?")
+            ));
+        }
+        for line in check["notes"].as_array().into_iter().flatten() {
+            out(&format!(
+                "           note: {}",
+                line.as_str().unwrap_or("?")
+            ));
+        }
+    }
     out(&format!("heartbeat  {age}"));
     out(&format!(
         "asks       {} answered: {} allowed, {} refused, {} could not read; {} in flight",

@@ -117,6 +117,10 @@ pub async fn run(
     proof: Arc<Proof>,
     stop: CancellationToken,
 ) {
+    // The daemon is the heartbeat's only writer: temp files a killed one left are garbage.
+    for leftover in row_fence_store::atomic_file::leftovers(&path) {
+        let _ = fs::remove_file(leftover);
+    }
     let mut since = 0;
     loop {
         let started = row_fence_ask::ledger::now_ms();

@@ -139,6 +139,10 @@ fn merge_into(path: &Path, store: &str, seen: &BTreeMap<String, Mark>) -> std::i
         .mode(0o600)
         .open(&lock_path)?;
     lock.lock()?;
+    // Under the lock no other writer of the file runs: a killed one's temp files are garbage.
+    for leftover in crate::atomic_file::leftovers(path) {
+        let _ = std::fs::remove_file(leftover);
+    }
     let mut all = read_file(path);
     let boards = all.entry(store.to_string()).or_default();
     for (board, mark) in seen {
