@@ -3,22 +3,9 @@
 //! store's settings are checked, and a store that went back in time (a stale AOF, an
 //! eviction) answers `store_regressed` until an operator accepts it.
 
-use crate::util::{Home, Ran, Redis, status};
+use crate::util::{Home, Redis, status, until};
 use nix::sys::signal::Signal;
-use std::time::{Duration, Instant};
-
-/// Polls a command until `done` holds (at most `limit`), returning the last run.
-#[track_caller]
-fn until(limit: Duration, mut run: impl FnMut() -> Ran, done: impl Fn(&Ran) -> bool) -> Ran {
-    let deadline = Instant::now() + limit;
-    loop {
-        let ran = run();
-        if done(&ran) || Instant::now() >= deadline {
-            return ran;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
+use std::time::Duration;
 
 /// A primary that refuses to write without a replica, and its replica, in sync and with
 /// its own AOF rewritten after the sync (so what it replicates from now on is on its disk).

@@ -3,21 +3,9 @@
 //! heartbeat beats only on answered asks; every store call gets the ask's own deadline and
 //! every command its `--timeout`.
 
-use crate::util::{Home, Ran, Redis};
+use crate::util::{Home, Redis, until};
 use nix::sys::signal::Signal;
 use std::time::{Duration, Instant};
-
-#[track_caller]
-fn until(limit: Duration, mut run: impl FnMut() -> Ran, done: impl Fn(&Ran) -> bool) -> Ran {
-    let deadline = Instant::now() + limit;
-    loop {
-        let ran = run();
-        if done(&ran) || Instant::now() >= deadline {
-            return ran;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 /// The reproduction: `maxmemory` full under `noeviction`. Every ask is COULD NOT READ
 /// (`store_error`, OOM), and so `health` goes unhealthy (`row_fence_healthy 0`); room

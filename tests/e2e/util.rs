@@ -93,6 +93,19 @@ impl Ran {
     }
 }
 
+/// Runs a command again every 50 ms until `done` holds (at most `limit`); returns the last
+/// run, for the caller to assert on.
+pub fn until(limit: Duration, mut run: impl FnMut() -> Ran, done: impl Fn(&Ran) -> bool) -> Ran {
+    let deadline = Instant::now() + limit;
+    loop {
+        let ran = run();
+        if done(&ran) || Instant::now() >= deadline {
+            return ran;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Runs a command to completion (stdin closed).
 pub fn run(cmd: &mut Command) -> Ran {
     let started = Instant::now();

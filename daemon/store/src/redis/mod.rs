@@ -84,7 +84,21 @@ struct Committed {
 }
 
 /// The fenced batch script's source (also run inside the migration's transaction).
-pub const FENCED_BATCH_LUA: &str = include_str!("lua/fenced_batch.lua");
+/// The `#!lua` shebang declares it as writing (Redis refuses it on a replica, short of
+/// replicas, or out of memory, before it runs), and `write_checks.lua` gives it the checks
+/// every writing script runs before its first write.
+pub const FENCED_BATCH_LUA: &str = concat!(
+    "#!lua\n",
+    include_str!("lua/write_checks.lua"),
+    include_str!("lua/fenced_batch.lua")
+);
+
+/// The document layout's compare-and-set, built like [`FENCED_BATCH_LUA`].
+const DOCUMENT_CAS_LUA: &str = concat!(
+    "#!lua\n",
+    include_str!("lua/write_checks.lua"),
+    include_str!("lua/document_cas.lua")
+);
 
 impl Shared {
     fn open(url: &str, prefix: &str) -> Result<Arc<Shared>, StoreError> {
@@ -107,7 +121,7 @@ impl Shared {
             batch: Script::new(FENCED_BATCH_LUA),
             ask: Script::new(include_str!("lua/ask.lua")),
             read: Script::new(include_str!("lua/read.lua")),
-            cas: Script::new(include_str!("lua/document_cas.lua")),
+            cas: Script::new(DOCUMENT_CAS_LUA),
         }))
     }
 

@@ -1,26 +1,13 @@
-#!lua
 -- The document layout's compare-and-set: writes a board's whole document only if it is
 -- still the one the writer read (compared by SHA-1), and keeps the previous copy in the
 -- board's history list. A concurrent document write surfaces as FENCE_CONFLICT document.
--- Every check that can fail (key types, permissions) runs before the first write; the
--- shebang makes Redis refuse the script on a replica, short of replicas, or out of memory.
+-- Every check that can fail (key types, permissions: `write_checks.lua`, put in front of
+-- it in redis/mod.rs with a `#!lua` shebang) runs before the first write; the shebang makes
+-- Redis refuse the script on a replica, short of replicas, or out of memory.
 --
 -- KEYS[1] the shared current hash, KEYS[2] the board's history list.
 -- ARGV[1] the board's field, ARGV[2] SHA-1 (hex) of the document read ('' = absent),
 -- ARGV[3] the new document, ARGV[4] how many previous copies to keep.
-
-local function expect_type(key, want)
-  local have = redis.call('TYPE', key)['ok']
-  if have ~= 'none' and have ~= want then
-    return redis.error_reply('FENCE_CORRUPT ' .. key .. ' is a ' .. have .. ', not a ' .. want)
-  end
-end
-local function may(...)
-  if redis.acl_check_cmd and not redis.acl_check_cmd(...) then
-    local args = {...}
-    return redis.error_reply('NOPERM the store user may not run ' .. args[1] .. ' on ' .. tostring(args[2]))
-  end
-end
 
 local old = redis.call('HGET', KEYS[1], ARGV[1])
 local have = ''

@@ -1,12 +1,12 @@
-#!lua
 -- The fenced batch (DESIGN.md, "The lease store"; the fencing-records source): the lease
 -- fence, the expected revisions, then all writes or none. Redis runs a script atomically
 -- but does not roll one back, so every check that can fail runs before the first write:
 -- the fence, the revisions, the key types, the revision counter, the log stream's room for
 -- one more ID and the user's permissions. A refusal leaves every key unchanged.
--- The shebang declares the script as writing: Redis itself refuses it before it runs on
--- a replica (READONLY), on a primary short of min-replicas-to-write (NOREPLICAS) and
--- under maxmemory (OOM).
+-- It is built with a `#!lua` shebang and `write_checks.lua` in front (redis/mod.rs): the
+-- shebang declares it as writing, so Redis itself refuses it before it runs on a replica
+-- (READONLY), on a primary short of min-replicas-to-write (NOREPLICAS) and under maxmemory
+-- (OOM).
 --
 -- KEYS[1] meta hash, KEYS[2] revision counter, KEYS[3] log stream, KEYS[4] the set of the
 -- board's section names, then the section hashes the writes name and, on standalone Redis
@@ -94,19 +94,6 @@ for i = 0, count - 1 do
   end
 end
 
--- Every key the batch will write, and what row-fence keeps in it.
-local function expect_type(key, want)
-  local have = redis.call('TYPE', key)['ok']
-  if have ~= 'none' and have ~= want then
-    return redis.error_reply('FENCE_CORRUPT ' .. key .. ' is a ' .. have .. ', not a ' .. want)
-  end
-end
-local function may(...)
-  if redis.acl_check_cmd and not redis.acl_check_cmd(...) then
-    local args = {...}
-    return redis.error_reply('NOPERM the store user may not run ' .. args[1] .. ' on ' .. tostring(args[2]))
-  end
-end
 local failed = expect_type(KEYS[2], 'string') or expect_type(KEYS[3], 'stream')
   or expect_type(KEYS[4], 'set') or may('INCR', KEYS[2]) or may('SET', KEYS[2], '1')
   or may('XADD', KEYS[3], 'MAXLEN', '1', '*', 'f', 'v') or may('SADD', KEYS[4], 'm')
