@@ -56,14 +56,45 @@ check('TYPE', KEYS[1])
 return denied
 "#;
 
-/// Inspects the server behind `con`: its role, replicas, settings and the user's
-/// permissions. A server that is not a master comes back with `role` saying what it is;
-/// the caller refuses it.
+/// The settings [`judge_settings`] reads.
+const SETTINGS: [&str; 4] = [
+    "maxmemory-policy",
+    "appendonly",
+    "appendfsync",
+    "min-replicas-to-write",
+];
+
+/// Inspects the server behind `con` in one round trip (`ROLE`, the settings, the user's
+/// permissions, pipelined): its role, replicas, settings and permissions. A server that
+/// is not a master comes back with `role` saying what it is; the caller refuses it.
 pub async fn inspect(
     con: &mut MultiplexedConnection,
     options: &Options,
 ) -> RedisResult<StoreCheck> {
-    let role: Role = redis::cmd("ROLE").query_async(con).await?;
+    let keys = crate::redis::keys::BoardKeys::new(&options.prefix, PROBE_BOARD);
+    let mut pipe = redis::pipe();
+    pipe.cmd("ROLE");
+    for name in SETTINGS {
+        pipe.cmd("CONFIG").arg("GET").arg(name);
+    }
+    pipe.cmd("EVAL")
+        .arg(PROBE_LUA)
+        .arg(5)
+        .arg(keys.revision())
+        .arg(keys.section(crate::CLAIMS))
+        .arg(keys.sections())
+        .arg(keys.log())
+        .arg(keys.asks());
+    let mut answers: Vec<RedisResult<redis::Value>> = pipe.ignore_errors().query_async(con).await?;
+    if answers.len() != SETTINGS.len() + 2 {
+        return Err(redis::RedisError::from((
+            redis::ErrorKind::Parse,
+            "a short answer to the store check",
+        )));
+    }
+    let probe = answers.pop().expect("checked the length");
+    let role: Role = redis::from_redis_value(answers.remove(0)?)?;
+    let settings: Vec<RedisResult<redis::Value>> = answers;
     let (role, replicas) = match role {
         Role::Primary { replicas, .. } => ("master".to_string(), replicas.len() as u64),
         Role::Replica {
@@ -91,40 +122,23 @@ pub async fn inspect(
             .push(format!("the server is a {}", check.role));
         return Ok(check);
     }
-    let mut config = redis::pipe();
-    for name in [
-        "maxmemory-policy",
-        "appendonly",
-        "appendfsync",
-        "min-replicas-to-write",
-    ] {
-        config.cmd("CONFIG").arg("GET").arg(name);
-    }
-    let settings: RedisResult<Vec<HashMap<String, String>>> = config.query_async(con).await;
-    match settings {
-        Err(e) if e.is_io_error() => return Err(e),
-        Ok(maps) => {
-            let settings: HashMap<String, String> = maps.into_iter().flatten().collect();
-            judge_settings(&settings, &mut check);
-        }
+    let read: RedisResult<HashMap<String, String>> = settings
+        .into_iter()
+        .map(|answer| {
+            redis::from_redis_value::<HashMap<String, String>>(answer?).map_err(Into::into)
+        })
+        .collect::<RedisResult<Vec<_>>>()
+        .map(|maps| maps.into_iter().flatten().collect());
+    match read {
+        Ok(settings) => judge_settings(&settings, &mut check),
         Err(e) => check.notes.push(format!(
             "CONFIG is disabled for this user or server ({}): eviction and persistence settings were not checked",
             e.code().unwrap_or("error")
         )),
     }
-    let keys = crate::redis::keys::BoardKeys::new(&options.prefix, PROBE_BOARD);
-    let denied: RedisResult<Vec<String>> = redis::cmd("EVAL")
-        .arg(PROBE_LUA)
-        .arg(5)
-        .arg(keys.revision())
-        .arg(keys.section(crate::CLAIMS))
-        .arg(keys.sections())
-        .arg(keys.log())
-        .arg(keys.asks())
-        .query_async(con)
-        .await;
+    let denied: RedisResult<Vec<String>> =
+        probe.and_then(|v| redis::from_redis_value(v).map_err(Into::into));
     match denied {
-        Err(e) if e.is_io_error() => return Err(e),
         Ok(denied) if denied.is_empty() => {}
         Ok(denied) => check.problems.push(format!(
             "the store's user may not run {} on the board keys; grant it +@read +@write +@hash +@stream +@set +@string +@scripting on ~{}:*",
