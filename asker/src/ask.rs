@@ -6,7 +6,7 @@
 
 use crate::client::{self, ExchangeError};
 use crate::descriptor::{self, Descriptor, Resolution};
-use crate::ledger::{self, LedgerRecord};
+use crate::ledger::{self, DecidedBy, LedgerRecord};
 use crate::paths;
 use crate::protocol::{Ask, Caller, FORWARDED_ENV, Op, PROTOCOL_VERSION, Request};
 use crate::report::{self, Outcome};
@@ -105,7 +105,7 @@ impl Asker<'_> {
         }
         let stamp = match stamp::code_stamp(home) {
             Ok(stamp) => stamp,
-            Err(e) => return unreadable(e),
+            Err(e) => return unreadable(e.to_string()),
         };
         report::say(&report::asking_line(&socket, &d));
         let deadline = self.started + self.options.timeout;
@@ -193,26 +193,17 @@ impl Asker<'_> {
         path: Option<&Path>,
     ) -> i32 {
         if let Ok(home) = &self.home {
-            let record = LedgerRecord {
-                ts_ms: ledger::now_ms(),
-                decided_by: "asker".into(),
-                verdict: verdict.wire_name().into(),
-                reason: verdict
-                    .reason()
-                    .map(|r| r.as_str().to_string())
-                    .unwrap_or_default(),
-                detail: detail.clone(),
-                board: d.map(|d| d.board.clone()),
-                row: d.map(|d| d.row.clone()),
-                lane: d.map(|d| d.lane.clone()),
-                generation: d.map(|d| d.generation),
-                session: self.session.clone(),
-                cwd: self.cwd.as_ref().map(|c| c.display().to_string()),
-                action: self.options.action.clone(),
-                pid: std::process::id(),
-                descriptor: path.map(|p| p.display().to_string()),
-                ..LedgerRecord::default()
-            };
+            let record = LedgerRecord::new(DecidedBy::Asker, verdict, detail.clone())
+                .with_descriptor(d)
+                .with_caller(
+                    self.session.as_deref(),
+                    self.cwd
+                        .as_ref()
+                        .map(|c| c.display().to_string())
+                        .as_deref(),
+                    &self.options.action,
+                )
+                .with_descriptor_path(path);
             // The verdict stands whether or not the ledger could be written.
             let _ = ledger::append(&paths::ledger(home), &record);
         }

@@ -310,7 +310,7 @@ const NOT_FOUND: &str = "does not exist";
 fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
     let file = OpenOptions::new()
         .read(true)
-        .custom_flags(O_NONBLOCK)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
         .open(path)
         .map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => NOT_FOUND.to_string(),
@@ -349,11 +349,6 @@ fn read_at_most(file: File, limit: u64) -> Result<Vec<u8>, String> {
     }
     Ok(bytes)
 }
-
-#[cfg(any(target_os = "linux", target_os = "android"))]
-const O_NONBLOCK: i32 = 0o4000;
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-const O_NONBLOCK: i32 = 0x0004;
 
 #[cfg(test)]
 mod tests {

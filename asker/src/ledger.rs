@@ -4,6 +4,8 @@
 //! `write` per line on an `O_APPEND` file, so concurrent writers never interleave within
 //! a line; rotated by size to `refusals.jsonl.1`.
 
+use crate::descriptor::Descriptor;
+use crate::verdict::Verdict;
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -14,17 +16,33 @@ use std::path::{Path, PathBuf};
 /// kept, so the ledger never takes more than about twice this.
 pub const MAX_LEDGER_BYTES: u64 = 8 * 1024 * 1024;
 
-/// One ledger line.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Who decided a verdict the ledger records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum DecidedBy {
+    /// `row-fence-ask`, about what it decides itself (its descriptor, the daemon unreachable).
+    Asker,
+    /// The resident daemon, about every ask it judges.
+    Daemon,
+    /// `row-fence check`, the cold path.
+    Check,
+    /// The agent guard, about what it decides itself.
+    Guard,
+}
+
+/// One ledger line: `{"ts_ms","decided_by","verdict","reason","detail","board",…}`. Built
+/// once with [`LedgerRecord::new`] and its `with_*` steps by everyone who writes the ledger,
+/// so the asker's, the daemon's and `row-fence check`'s lines carry the same fields.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LedgerRecord {
     /// When it was decided, ms since the Unix epoch (the decider's clock).
     pub ts_ms: u64,
-    /// `asker` or `daemon`: who decided.
-    pub decided_by: String,
-    /// `refused` or `could_not_read`.
-    pub verdict: String,
-    /// The reason's spelling.
-    pub reason: String,
+    /// Who decided.
+    pub decided_by: DecidedBy,
+    /// `refused` or `could_not_read`, and the reason (as `"verdict"` and `"reason"`).
+    #[serde(flatten)]
+    pub verdict: Verdict,
     /// The verdict's detail sentence.
     #[serde(default)]
     pub detail: String,
@@ -60,6 +78,68 @@ pub struct LedgerRecord {
     /// Location fence only: the tenant's epoch in the held map, -1 when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub epoch: Option<i64>,
+}
+
+impl LedgerRecord {
+    /// A record of `verdict` decided now by this process.
+    pub fn new(decided_by: DecidedBy, verdict: Verdict, detail: impl Into<String>) -> LedgerRecord {
+        LedgerRecord {
+            ts_ms: now_ms(),
+            decided_by,
+            verdict,
+            detail: detail.into(),
+            board: None,
+            row: None,
+            lane: None,
+            generation: None,
+            session: None,
+            cwd: None,
+            action: String::new(),
+            pid: std::process::id(),
+            descriptor: None,
+            location: None,
+            epoch: None,
+        }
+    }
+
+    /// Files it under the descriptor judged (board, row, lane, generation), if one was read.
+    pub fn with_descriptor(mut self, d: Option<&Descriptor>) -> LedgerRecord {
+        if let Some(d) = d {
+            self.board = Some(d.board.clone());
+            self.row = Some(d.row.clone());
+            self.lane = Some(d.lane.clone());
+            self.generation = Some(d.generation);
+        }
+        self
+    }
+
+    /// Files it under the caller: its session, working directory and fenced action.
+    pub fn with_caller(
+        mut self,
+        session: Option<&str>,
+        cwd: Option<&str>,
+        action: &str,
+    ) -> LedgerRecord {
+        self.session = session.filter(|s| !s.is_empty()).map(str::to_string);
+        self.cwd = cwd.map(str::to_string);
+        self.action = action.to_string();
+        self
+    }
+
+    /// Names the descriptor file decided about.
+    pub fn with_descriptor_path(mut self, path: Option<&Path>) -> LedgerRecord {
+        self.descriptor = path.map(|p| p.display().to_string());
+        self
+    }
+
+    /// Location fence on: this daemon's location and the tenant's epoch in the held map.
+    pub fn with_location(mut self, location: Option<(&str, i64)>) -> LedgerRecord {
+        if let Some((location, epoch)) = location {
+            self.location = Some(location.to_string());
+            self.epoch = Some(epoch);
+        }
+        self
+    }
 }
 
 /// Appends one record as one line with one `write`, creating the file 0600 (and its
@@ -143,22 +223,25 @@ pub fn now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verdict::Reason;
 
     #[test]
     fn records_append_as_lines_and_read_back() {
         let dir = std::env::temp_dir().join(format!("rf-ledger-{}", std::process::id()));
         let path = dir.join("nested").join("refusals.jsonl");
-        let record = LedgerRecord {
-            ts_ms: 1,
-            decided_by: "asker".into(),
-            verdict: "refused".into(),
-            reason: "not_held".into(),
-            pid: 7,
-            ..LedgerRecord::default()
-        };
+        let record = LedgerRecord::new(
+            DecidedBy::Asker,
+            Verdict::Refused(Reason::NotHeld),
+            "no lease on b/r",
+        );
         append(&path, &record).unwrap();
         append(&path, &record).unwrap();
         assert_eq!(read(&path).unwrap(), vec![record.clone(), record]);
+        let line = fs::read_to_string(&path).unwrap();
+        let json: serde_json::Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
+        assert_eq!(json["decided_by"], "asker");
+        assert_eq!(json["verdict"], "refused");
+        assert_eq!(json["reason"], "not_held");
         let mode = fs::metadata(&path).unwrap().mode() & 0o777;
         assert_eq!(mode, 0o600);
         fs::remove_dir_all(&dir).unwrap();

@@ -18,7 +18,8 @@
 //! - [`client`]: one exchange with the daemon within one deadline.
 //! - [`paths`]: the home directory's files; socket path and directory checks.
 //! - [`stamp`]: the code stamp (build digest + registry digest).
-//! - [`ledger`]: the refusal ledger, one JSON line per denial.
+//! - [`ledger`]: the refusal ledger, one JSON line per denial ([`ledger::LedgerRecord`]).
+//! - [`status`]: the daemon's status object ([`status::Status`]).
 //! - [`report`]: the verdict line and the `--json` object.
 //! - [`ask`]: the asker's flow, from descriptor to exit code.
 //! - [`stdio`]: keeps fds 0–2 open so a socket never lands on them.
@@ -31,6 +32,7 @@ pub mod paths;
 pub mod protocol;
 pub mod report;
 pub mod stamp;
+pub mod status;
 pub mod stdio;
 pub mod verdict;
 

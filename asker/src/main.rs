@@ -60,7 +60,7 @@ fn main() {
 }
 
 fn print_stamp() -> i32 {
-    match paths::home(None).and_then(|home| stamp::code_stamp(&home)) {
+    match paths::home(None).and_then(|home| stamp::code_stamp(&home).map_err(|e| e.to_string())) {
         Ok(stamp) => {
             println_quiet(&stamp);
             exit::ALLOWED

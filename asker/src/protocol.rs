@@ -107,7 +107,7 @@ pub struct Answer {
     pub pong: Option<Pong>,
     /// A status answer's object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<serde_json::Value>,
+    pub status: Option<Box<crate::status::Status>>,
 }
 
 /// What a ping returns: enough to tell which daemon answered.
@@ -189,20 +189,39 @@ impl Request {
         line
     }
 
-    /// Parses one request line (without or with its `\n`). The error is a sentence for
-    /// the `protocol_error` answer.
-    pub fn parse(line: &[u8]) -> Result<Request, String> {
+    /// Parses one request line (without or with its `\n`). The error's sentence is the
+    /// `protocol_error` answer's detail.
+    pub fn parse(line: &[u8]) -> Result<Request, RequestError> {
         let request: Request =
-            serde_json::from_slice(line).map_err(|e| format!("malformed request: {e}"))?;
+            serde_json::from_slice(line).map_err(|e| RequestError::Malformed(e.to_string()))?;
         if request.v != PROTOCOL_VERSION {
-            return Err(format!(
-                "protocol version {} is not {PROTOCOL_VERSION}",
-                request.v
-            ));
+            return Err(RequestError::Version(request.v));
         }
         Ok(request)
     }
 }
+
+/// Why a request line is not a request (answered `protocol_error`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RequestError {
+    /// Not JSON, or not a request's shape; serde's sentence.
+    Malformed(String),
+    /// Another protocol version.
+    Version(u32),
+}
+
+impl std::fmt::Display for RequestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RequestError::Malformed(e) => write!(f, "malformed request: {e}"),
+            RequestError::Version(v) => {
+                write!(f, "protocol version {v} is not {PROTOCOL_VERSION}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RequestError {}
 
 #[cfg(test)]
 mod tests {

@@ -58,12 +58,32 @@ pub fn combine(build: &str, registry: &[u8; 32]) -> String {
     hex(&hasher.finalize())
 }
 
-/// The code stamp of this build with the registry under `home`. Errors name the
-/// registry path that could not be read.
-pub fn code_stamp(home: &Path) -> Result<String, String> {
+/// The registry under a home could not be read, so no stamp can be made.
+#[derive(Debug)]
+pub struct RegistryUnreadable {
+    /// The registry directory.
+    pub dir: std::path::PathBuf,
+    /// Why.
+    pub error: io::Error,
+}
+
+impl std::fmt::Display for RegistryUnreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cannot read the registry {}: {}",
+            self.dir.display(),
+            self.error
+        )
+    }
+}
+
+impl std::error::Error for RegistryUnreadable {}
+
+/// The code stamp of this build with the registry under `home`.
+pub fn code_stamp(home: &Path) -> Result<String, RegistryUnreadable> {
     let dir = crate::paths::registry(home);
-    let registry = registry_digest(&dir)
-        .map_err(|e| format!("cannot read the registry {}: {e}", dir.display()))?;
+    let registry = registry_digest(&dir).map_err(|error| RegistryUnreadable { dir, error })?;
     Ok(combine(BUILD_DIGEST, &registry))
 }
 

@@ -19,7 +19,7 @@ pub mod exit {
 
 /// Why a verdict is not ALLOWED. Refusal reasons mean "the store said no"; the others
 /// mean "we could not find out", which is never "yes" (fail closed: DESIGN.md, verdicts).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Reason {
@@ -264,6 +264,44 @@ impl Verdict {
     }
 }
 
+/// A verdict as a record carries it: `"verdict"` (its wire name) and, for a denial,
+/// `"reason"`. Ledger lines and status objects embed it with `#[serde(flatten)]`, so
+/// every record spells a verdict the way the wire does.
+#[derive(Serialize, Deserialize)]
+struct VerdictFields {
+    verdict: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reason: Option<Reason>,
+}
+
+impl Serialize for Verdict {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        VerdictFields {
+            verdict: self.wire_name().to_string(),
+            reason: self.reason(),
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Verdict {
+    /// Accepts the four verdicts of DESIGN.md's table (a record may hold `unfenced`); any
+    /// other pair is an error, so a record never reads back as a verdict it did not hold.
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let fields = VerdictFields::deserialize(deserializer)?;
+        match (fields.verdict.as_str(), fields.reason) {
+            ("unfenced", None) => Ok(Verdict::Unfenced),
+            (name, reason) => {
+                Verdict::from_wire(name, reason.map(Reason::as_str)).ok_or_else(|| {
+                    serde::de::Error::custom(format!(
+                        "{name:?} with reason {reason:?} is not a verdict"
+                    ))
+                })
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,5 +341,31 @@ mod tests {
             Verdict::from_wire("refused", Some("stale_generation")),
             Some(Verdict::Refused(Reason::StaleGeneration))
         );
+    }
+
+    #[test]
+    fn a_verdict_serializes_as_its_wire_name_and_reason_and_reads_back() {
+        for v in [
+            Verdict::Unfenced,
+            Verdict::Allowed,
+            Verdict::Refused(Reason::DifferentHolder),
+            Verdict::CouldNotRead(Reason::Busy),
+        ] {
+            let json = serde_json::to_value(v).unwrap();
+            assert_eq!(json["verdict"], v.wire_name());
+            assert_eq!(
+                json.get("reason").and_then(|r| r.as_str()),
+                v.reason().map(Reason::as_str)
+            );
+            assert_eq!(serde_json::from_value::<Verdict>(json).unwrap(), v);
+        }
+        for bad in [
+            r#"{"verdict":"refused"}"#,
+            r#"{"verdict":"allowed","reason":"not_held"}"#,
+            r#"{"verdict":"could_not_read","reason":"lease_expired"}"#,
+            r#"{"verdict":"refused","reason":"bogus"}"#,
+        ] {
+            assert!(serde_json::from_str::<Verdict>(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! it must not trust, many asks at once.
 
 use crate::util::{Home, Redis, bin, run};
+use row_fence_ask::{Reason, Verdict};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -122,7 +123,33 @@ fn a_peer_of_another_uid_is_refused_without_a_store_call() {
     fs::set_permissions(&home.home, fs::Permissions::from_mode(0o755)).unwrap();
     fs::set_permissions(&daemon.socket, fs::Permissions::from_mode(0o777)).unwrap();
     as_nobody().expect(1, "row-fence: COULD NOT READ (peer_refused)");
+    as_nobody().expect(1, "row-fence: COULD NOT READ (peer_refused)");
     assert_eq!(asks(), before, "no store call");
+    // The probe leaves a trace: a ledger line per ask, filed under what it claimed, and
+    // one WARN (rate-limited like every refusal).
+    let mut daemon = daemon;
+    daemon.stop();
+    let ledger = row_fence_ask::ledger::read(&home.home.join("refusals.jsonl")).unwrap();
+    let probes: Vec<_> = ledger
+        .iter()
+        .filter(|r| r.verdict == Verdict::CouldNotRead(Reason::PeerRefused))
+        .collect();
+    assert_eq!(probes.len(), 2, "{ledger:?}");
+    assert_eq!(
+        (probes[0].board.as_deref(), probes[0].lane.as_deref()),
+        (Some("b"), Some("lane-a"))
+    );
+    assert!(
+        probes[0].detail.contains(&format!("uid {NOBODY}")),
+        "{}",
+        probes[0].detail
+    );
+    let warnings = daemon
+        .log_text()
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("peer_refused"))
+        .count();
+    assert_eq!(warnings, 1, "{}", daemon.log_text());
 }
 
 #[test]

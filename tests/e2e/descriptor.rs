@@ -1,6 +1,8 @@
 //! Descriptor resolution and the cases the asker decides itself, without a daemon.
 
 use crate::util::{Home, Repo, git, run};
+use row_fence_ask::ledger::DecidedBy;
+use row_fence_ask::{Reason, Verdict};
 use std::fs;
 use std::time::Duration;
 
@@ -75,11 +77,10 @@ fn an_explicit_descriptor_that_does_not_exist_is_descriptor_missing() {
     ran.expect(1, "row-fence: COULD NOT READ (descriptor_missing)");
     let ledger = row_fence_ask::ledger::read(&home.home.join("refusals.jsonl")).unwrap();
     assert_eq!(ledger.len(), 2);
-    assert!(
-        ledger
-            .iter()
-            .all(|r| r.reason == "descriptor_missing" && r.decided_by == "asker")
-    );
+    assert!(ledger.iter().all(
+        |r| r.verdict == Verdict::CouldNotRead(Reason::DescriptorMissing)
+            && r.decided_by == DecidedBy::Asker
+    ));
 }
 
 #[test]

@@ -3,7 +3,9 @@
 //! controllable clock, inertness, and a tenant moving between two daemons.
 
 use crate::contract::runtime;
-use crate::util::{Home, Redis};
+use crate::util::{Home, Redis, bin, run};
+use row_fence_ask::Reason;
+use row_fence_ask::ledger::DecidedBy;
 use row_fence_resident::location::fetch::Source;
 use row_fence_resident::location::{Clock, LocationFence, Settings};
 use serde_json::{Value, json};
@@ -278,6 +280,47 @@ fn a_map_that_hangs_past_the_fetch_timeout_is_map_unreachable() {
 }
 
 #[test]
+fn map_unreachable_names_its_cause_from_the_daemon_and_from_check() {
+    let redis = Redis::start();
+    let (home, d) = fenced_home(&redis);
+    let refused = {
+        // A port nobody listens on: bound, then released.
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port())
+    };
+    let not_found = MapServer::start(Answer::Status(404));
+    let not_json = MapServer::start(Answer::Json("{not json".into()));
+    for (url, cause) in [
+        (not_found.url(), "HTTP 404"),
+        (not_json.url(), "not JSON"),
+        (refused, "cannot connect"),
+    ] {
+        let env = fence_env("here", &url);
+        let mut check = home.command(bin("row-fence"));
+        check
+            .envs(env.iter().copied())
+            .args(["check", "--descriptor"])
+            .arg(&d);
+        let ran = run(&mut check);
+        ran.expect(1, "row-fence: COULD NOT READ (map_unreachable)");
+        assert!(
+            ran.verdict_line().contains(cause),
+            "{cause}: {}",
+            ran.stderr
+        );
+        let daemon = home.daemon_with(&[], &env);
+        let ran = home.ask_with(&d, &[]);
+        ran.expect(1, "row-fence: COULD NOT READ (map_unreachable)");
+        assert!(
+            ran.verdict_line().contains(cause),
+            "{cause}: {}",
+            ran.stderr
+        );
+        drop(daemon);
+    }
+}
+
+#[test]
 fn a_board_without_a_tenant_and_a_fence_without_a_map_url_are_fenced() {
     let redis = Redis::start();
     let server = MapServer::start(map(json!([acme("here", 3, "active")])));
@@ -444,8 +487,31 @@ fn a_moved_tenant_is_fenced_at_the_old_location_and_allowed_at_the_new_one() {
     let ledger = row_fence_ask::ledger::read(&here.home.join("refusals.jsonl")).unwrap();
     let last = ledger.last().unwrap();
     assert_eq!(
-        (last.location.as_deref(), last.epoch, last.reason.as_str()),
-        (Some("here"), Some(2), "mapped_elsewhere")
+        (last.location.as_deref(), last.epoch, last.verdict.reason()),
+        (Some("here"), Some(2), Some(Reason::MappedElsewhere))
+    );
+    // The cold path records the same fields: one ledger record type, built once.
+    let mut check = here.command(bin("row-fence"));
+    check
+        .envs(here_env.iter().copied())
+        .args(["check", "--descriptor"])
+        .arg(&d);
+    run(&mut check).expect(3, "row-fence: REFUSED (mapped_elsewhere)");
+    let ledger = row_fence_ask::ledger::read(&here.home.join("refusals.jsonl")).unwrap();
+    let last = ledger.last().unwrap();
+    assert_eq!(
+        (
+            last.decided_by,
+            last.location.as_deref(),
+            last.epoch,
+            last.verdict.reason()
+        ),
+        (
+            DecidedBy::Check,
+            Some("here"),
+            Some(2),
+            Some(Reason::MappedElsewhere)
+        )
     );
 }
 
@@ -483,9 +549,7 @@ fn fence_at(server: &MapServer, clock: Arc<ManualClock>) -> Arc<LocationFence> {
 /// Waits until the fence's fetches have all finished (its count stops at `n`).
 async fn settle(fence: &LocationFence, server: &MapServer, n: usize) {
     let until = Instant::now() + Duration::from_secs(10);
-    while server.requests() < n
-        || fence.status()["fetches"].as_u64().unwrap() as usize != server.requests()
-    {
+    while server.requests() < n || fence.status().fetches as usize != server.requests() {
         assert!(Instant::now() < until);
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -557,9 +621,7 @@ fn a_failing_map_is_retried_every_5_s_and_the_last_good_one_goes_stale_at_60_s()
             (Some("map_stale"), 1)
         );
         assert_eq!(
-            fence.status()["last_fetch_error"]
-                .as_str()
-                .map(|e| e.contains("500")),
+            fence.status().last_fetch_error.map(|e| e.contains("500")),
             Some(true)
         );
     });

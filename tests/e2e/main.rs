@@ -18,6 +18,7 @@ macro_rules! on_both_stores {
 
 mod asker;
 mod bench_smoke;
+mod cli_contract;
 mod cluster;
 mod contract;
 mod daemon;
@@ -32,6 +33,7 @@ mod location;
 mod migrate;
 mod model;
 mod push;
+mod readme;
 mod records_cli;
 mod stamp;
 mod store_health;

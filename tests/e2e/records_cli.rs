@@ -134,6 +134,8 @@ fn a_row_lease_write_fenced_on_a_stale_controller_is_refused(redis: Option<&Redi
             "l1",
             "--generation",
             "2",
+            "--owner",
+            "",
             "--epoch",
             "1",
         ],

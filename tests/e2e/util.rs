@@ -223,10 +223,10 @@ impl Home {
 
     /// Spawns the daemon without waiting.
     pub fn spawn_daemon(&self, args: &[&str], envs: &[(&str, &str)]) -> Daemon {
-        let log = self.path(&format!(
-            "daemon-{}.log",
-            Instant::now().elapsed().as_nanos()
-        ));
+        // One log file per daemon this test process started, in start order.
+        static STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let log = self.path(&format!("daemon-{n}.log"));
         let mut cmd = self.command(bin("row-fence-resident"));
         cmd.args(args)
             .envs(envs.iter().copied())
@@ -354,6 +354,7 @@ pub fn status(socket: &Path) -> serde_json::Value {
     client::exchange(socket, &request, Instant::now() + Duration::from_secs(3))
         .expect("status")
         .status
+        .map(|s| serde_json::to_value(s).expect("a status serializes"))
         .expect("a status object")
 }
 

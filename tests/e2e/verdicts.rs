@@ -76,12 +76,18 @@ fn another_holder_is_refused_different_holder(redis: Option<&Redis>) {
 
 fn an_expired_lease_is_refused_lease_expired(redis: Option<&Redis>) {
     let home = Home::on(redis);
-    let (_, a) = home.acquire("b", "r", "lane-a", &["--ttl", "1s"]);
+    // The daemon first, so the lease's 2 s are not spent waiting for it to start.
     let _daemon = home.daemon();
+    let (_, a) = home.acquire("b", "r", "lane-a", &["--ttl", "2s"]);
     home.ask_with(&a, &[]).expect(0, "row-fence: ALLOWED");
-    std::thread::sleep(std::time::Duration::from_millis(1100));
-    home.ask_with(&a, &[])
-        .expect(3, "row-fence: REFUSED (lease_expired)");
+    // Then ask until the store's clock passes the expiry (bounded), whatever the load.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let mut ran = home.ask_with(&a, &[]);
+    while ran.code == 0 && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        ran = home.ask_with(&a, &[]);
+    }
+    ran.expect(3, "row-fence: REFUSED (lease_expired)");
 }
 
 fn a_row_never_granted_is_refused_not_held(redis: Option<&Redis>) {

@@ -5,17 +5,17 @@
 //! operators.
 
 use super::Outcome;
-use row_fence_ask::ask::{DEFAULT_TIMEOUT_MS, SESSION_ENV};
+use row_fence_ask::ask::{DEFAULT_TIMEOUT_MS, SESSION_ENV, TIMEOUT_ENV};
 use row_fence_ask::descriptor::{self, Descriptor, Resolution};
-use row_fence_ask::ledger::{self, LedgerRecord};
+use row_fence_ask::ledger::{self, DecidedBy, LedgerRecord};
 use row_fence_ask::report::Outcome as Shown;
 use row_fence_ask::{Reason, Verdict, paths};
-use row_fence_resident::config::LocationArgs;
 use row_fence_resident::config::Settings;
+use row_fence_resident::config::{LocationArgs, flag_or_env};
 use row_fence_resident::gate::{self, Gated, Located};
 use row_fence_resident::location::{LocationFence, SystemClock};
 use row_fence_resident::registry::Registry;
-use row_fence_store::AskCheck;
+use row_fence_store::{AskCheck, AskLocation};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,9 +28,9 @@ pub struct CheckArgs {
     /// The fenced action, e.g. "git push origin"
     #[arg(long, default_value = "")]
     action: String,
-    /// One deadline for the whole check, in ms
-    #[arg(long, env = "ROW_FENCE_TIMEOUT_MS", default_value_t = DEFAULT_TIMEOUT_MS, value_name = "N")]
-    timeout_ms: u64,
+    /// One deadline for the whole check, in ms [env: ROW_FENCE_TIMEOUT_MS] [default: 3000]
+    #[arg(long, value_name = "N")]
+    timeout_ms: Option<u64>,
     /// Also print the verdict as one JSON object on stdout
     #[arg(long)]
     json: bool,
@@ -40,33 +40,49 @@ pub struct CheckArgs {
 
 pub async fn run(args: CheckArgs, settings: &Settings) -> Outcome {
     let started = Instant::now();
-    let deadline = started + Duration::from_millis(args.timeout_ms);
-    let (gated, descriptor) = match descriptor::resolve_here(args.descriptor.as_deref()) {
+    let deadline = started + Duration::from_millis(timeout_ms(&args)?);
+    let ((gated, located), descriptor) = match descriptor::resolve_here(args.descriptor.as_deref())
+    {
         Resolution::Unbound(detail) => (
-            Gated {
-                verdict: Verdict::Unfenced,
-                detail: format!("(not row-bound: {detail})"),
-            },
+            (
+                Gated {
+                    verdict: Verdict::Unfenced,
+                    detail: format!("(not row-bound: {detail})"),
+                },
+                None,
+            ),
             None,
         ),
         Resolution::Missing(path) => (
-            cnr(
-                Reason::DescriptorMissing,
-                format!("the named descriptor {} does not exist", path.display()),
+            (
+                cnr(
+                    Reason::DescriptorMissing,
+                    format!("the named descriptor {} does not exist", path.display()),
+                ),
+                None,
             ),
             None,
         ),
         Resolution::Unreadable(path, detail) => (
-            cnr(
-                Reason::DescriptorUnreadable,
-                format!("{}: {detail}", path.display()),
+            (
+                cnr(
+                    Reason::DescriptorUnreadable,
+                    format!("{}: {detail}", path.display()),
+                ),
+                None,
             ),
             None,
         ),
         Resolution::Found(_, d) => (ask_store(&d, &args, settings, deadline).await, Some(d)),
     };
     if gated.verdict.is_denial() {
-        record(settings, &gated, descriptor.as_ref(), &args.action);
+        record(
+            settings,
+            &gated,
+            descriptor.as_ref(),
+            &args.action,
+            located.as_ref(),
+        );
     }
     let shown = Shown {
         verdict: gated.verdict,
@@ -78,15 +94,31 @@ pub async fn run(args: CheckArgs, settings: &Settings) -> Outcome {
     Ok(gated.verdict.exit_code())
 }
 
+/// `--timeout-ms`, else `ROW_FENCE_TIMEOUT_MS` (as the asker reads it), else 3000.
+fn timeout_ms(args: &CheckArgs) -> Result<u64, super::Failure> {
+    let Some(text) = flag_or_env(&args.timeout_ms.map(|ms| ms.to_string()), TIMEOUT_ENV) else {
+        return Ok(DEFAULT_TIMEOUT_MS);
+    };
+    text.trim()
+        .parse()
+        .ok()
+        .filter(|ms| *ms > 0)
+        .ok_or_else(|| {
+            super::Failure::usage(format!(
+                "{TIMEOUT_ENV} must be a whole number of milliseconds above 0, got {text:?}"
+            ))
+        })
+}
+
 async fn ask_store(
     d: &Descriptor,
     args: &CheckArgs,
     settings: &Settings,
     deadline: Instant,
-) -> Gated {
+) -> (Gated, Option<AskLocation>) {
     let store = match settings.open_store() {
         Ok(store) => store,
-        Err(e) => return cnr(Reason::StoreUnreachable, e),
+        Err(e) => return (cnr(Reason::StoreUnreachable, e), None),
     };
     let action = args.action.as_str();
     let check = AskCheck {
@@ -99,55 +131,45 @@ async fn ask_store(
         ..AskCheck::default()
     };
     let Some(location) = args.location.settings() else {
-        return gate::gate(store.as_ref(), &check, deadline).await;
+        return (gate::gate(store.as_ref(), &check, deadline).await, None);
     };
     // The same location fence as the daemon's, fetched once for this one check.
     let registry = match Registry::load(&settings.home) {
         Ok(registry) => registry,
-        Err(e) => return cnr(Reason::FenceError, e),
+        Err(e) => return (cnr(Reason::FenceError, e), None),
     };
     let fence = match LocationFence::new(location, Arc::new(SystemClock)) {
         Ok(fence) => fence,
-        Err(e) => return cnr(Reason::FenceError, e),
+        Err(e) => return (cnr(Reason::FenceError, e), None),
     };
     let located = Located {
         fence: &fence,
         tenant: registry.tenant(&d.board),
     };
-    gate::gate_located(store.as_ref(), &check, Some(located), deadline)
-        .await
-        .0
+    gate::gate_located(store.as_ref(), &check, Some(located), deadline).await
 }
 
-fn cnr(reason: Reason, detail: String) -> Gated {
+fn cnr(reason: Reason, detail: impl std::fmt::Display) -> Gated {
     Gated {
         verdict: Verdict::CouldNotRead(reason),
-        detail,
+        detail: detail.to_string(),
     }
 }
 
-fn record(settings: &Settings, gated: &Gated, d: Option<&Descriptor>, action: &str) {
-    let record = LedgerRecord {
-        ts_ms: ledger::now_ms(),
-        decided_by: "check".into(),
-        verdict: gated.verdict.wire_name().into(),
-        reason: gated
-            .verdict
-            .reason()
-            .map(|r| r.as_str().to_string())
-            .unwrap_or_default(),
-        detail: gated.detail.clone(),
-        board: d.map(|d| d.board.clone()),
-        row: d.map(|d| d.row.clone()),
-        lane: d.map(|d| d.lane.clone()),
-        generation: d.map(|d| d.generation),
-        session: std::env::var(SESSION_ENV).ok().filter(|s| !s.is_empty()),
-        cwd: std::env::current_dir()
-            .ok()
-            .map(|c| c.display().to_string()),
-        action: action.to_string(),
-        pid: std::process::id(),
-        ..LedgerRecord::default()
-    };
+fn record(
+    settings: &Settings,
+    gated: &Gated,
+    d: Option<&Descriptor>,
+    action: &str,
+    located: Option<&AskLocation>,
+) {
+    let session = std::env::var(SESSION_ENV).ok();
+    let cwd = std::env::current_dir()
+        .ok()
+        .map(|c| c.display().to_string());
+    let record = LedgerRecord::new(DecidedBy::Check, gated.verdict, gated.detail.clone())
+        .with_descriptor(d)
+        .with_caller(session.as_deref(), cwd.as_deref(), action)
+        .with_location(located.map(|l| (l.location.as_str(), l.epoch)));
     let _ = ledger::append(&paths::ledger(&settings.home), &record);
 }

@@ -21,31 +21,47 @@ pub struct ControllerArgs {
 #[derive(clap::Subcommand, Debug)]
 enum Action {
     /// Take the board's controller lease (epoch +1 unless it is already yours and live)
-    Acquire(Change),
+    Acquire(AcquireArgs),
     /// Extend your live controller lease
-    Renew(Change),
+    Renew(RenewArgs),
     /// Give up your controller lease (the epoch counter stays)
-    Release(Change),
+    Release(Target),
     /// Show the controller lease
     Show(ShowArgs),
 }
 
+/// Whose lease on which board (every change names both).
 #[derive(clap::Args, Debug)]
-struct Change {
+struct Target {
     /// Board slug
     board: String,
     /// The controller's owner id
     #[arg(long)]
     owner: String,
+    /// Print the lease as JSON
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+struct AcquireArgs {
+    #[command(flatten)]
+    target: Target,
     /// Lease time, e.g. 30s, 5m
     #[arg(long, default_value = DEFAULT_TTL, value_parser = parse_ttl)]
     ttl: Duration,
     /// Take a live lease held by another owner
     #[arg(long)]
     takeover: bool,
-    /// Print the lease as JSON
-    #[arg(long)]
-    json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+struct RenewArgs {
+    #[command(flatten)]
+    target: Target,
+    /// Lease time from now, e.g. 30s, 5m
+    #[arg(long, default_value = DEFAULT_TTL, value_parser = parse_ttl)]
+    ttl: Duration,
 }
 
 #[derive(clap::Args, Debug)]
@@ -59,10 +75,7 @@ struct ShowArgs {
 
 fn failure(e: ControllerError) -> Failure {
     if let ControllerError::Invalid(why) = e {
-        return Failure {
-            code: exit::USAGE,
-            message: why,
-        };
+        return Failure::usage(why);
     }
     if e.is_refusal() {
         Failure::refused(e.to_string())
@@ -80,10 +93,7 @@ pub async fn run(args: ControllerArgs, settings: &Settings) -> Outcome {
     let ttl = |d: Duration| d.as_millis().min(u64::MAX as u128) as u64;
     let (verb, c, lease) = match args.action {
         Action::Show(s) => {
-            validate_board(&s.board).map_err(|e| Failure {
-                code: exit::USAGE,
-                message: e.to_string(),
-            })?;
+            validate_board(&s.board).map_err(Failure::usage)?;
             let shown = controller::show(store, &s.board).await.map_err(failure)?;
             if s.json {
                 out(&serde_json::to_string(&shown).expect("serializes"));
@@ -102,14 +112,16 @@ pub async fn run(args: ControllerArgs, settings: &Settings) -> Outcome {
             }
             return Ok(exit::ALLOWED);
         }
-        Action::Acquire(c) => {
-            let lease = controller::acquire(store, &c.board, &c.owner, ttl(c.ttl), c.takeover)
+        Action::Acquire(a) => {
+            let c = a.target;
+            let lease = controller::acquire(store, &c.board, &c.owner, ttl(a.ttl), a.takeover)
                 .await
                 .map_err(failure)?;
             ("acquired", c, lease)
         }
-        Action::Renew(c) => {
-            let lease = controller::renew(store, &c.board, &c.owner, ttl(c.ttl))
+        Action::Renew(r) => {
+            let c = r.target;
+            let lease = controller::renew(store, &c.board, &c.owner, ttl(r.ttl))
                 .await
                 .map_err(failure)?;
             ("renewed", c, lease)
@@ -125,7 +137,7 @@ pub async fn run(args: ControllerArgs, settings: &Settings) -> Outcome {
     Ok(exit::ALLOWED)
 }
 
-fn print(verb: &str, c: &Change, lease: &ControllerLease) {
+fn print(verb: &str, c: &Target, lease: &ControllerLease) {
     if c.json {
         out(&serde_json::to_string(lease).expect("serializes"));
     }

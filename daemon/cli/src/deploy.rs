@@ -1,13 +1,69 @@
 //! The supervised job: renders the launchd user agent and the systemd user unit that run
 //! `row-fence-resident` (DESIGN.md, "Deployment and hooks"). The templates live in
 //! `deploy/` and are compiled into the binary, so an installed `row-fence` renders without
-//! the source tree. Every value is escaped for its format: XML for the plist (tera
-//! autoescapes only `.html`/`.xml` names by default, so it is turned on for `.plist.tera`
-//! with an XML escape), systemd quoting for the unit.
+//! the source tree. Every value in a template goes through its format's one filter, which
+//! escapes it and refuses what the format cannot carry: `xml` for the plist (XML 1.0
+//! character data), `systemd_quote` or `systemd_plain` for the unit. Autoescape is off, so
+//! a test pins that no `{{ … }}` in a template lacks its filter.
 
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+
+/// Why a job file was not rendered; nothing is written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeployError {
+    /// `--label` is not a file and unit name.
+    #[error("label {0:?} must be 1-128 of the characters A-Z a-z 0-9 . _ -")]
+    Label(String),
+    /// `--bin-dir` or `--home` is relative.
+    #[error("{flag} {path} is not absolute")]
+    Relative {
+        /// The flag.
+        flag: &'static str,
+        /// The path given.
+        path: PathBuf,
+    },
+    /// A path that no job file can name.
+    #[error("{0} is not UTF-8")]
+    NotUtf8(PathBuf),
+    /// `--env NAME=…` with a name that is not a variable name.
+    #[error("{0:?} is not an environment variable name")]
+    EnvName(String),
+    /// `--env` for a variable that has its own flag.
+    #[error("give {name} with {flag}, not --env")]
+    OwnFlag {
+        /// The variable.
+        name: String,
+        /// Its flag.
+        flag: &'static str,
+    },
+    /// systemd cannot run an executable whose path holds a quote or a backslash.
+    #[error(
+        "systemd cannot run {0}: its path holds a quote or a backslash; install the binaries elsewhere (--bin-dir)"
+    )]
+    UnitExecutable(String),
+    /// `HOME` is unset, so the default job directory is unknown.
+    #[error("HOME is not set; give --out")]
+    NoHome,
+    /// The template refused a value (a character the format cannot carry), with tera's
+    /// nested causes.
+    #[error("{0}")]
+    Template(String),
+}
+
+/// A value one of the formats cannot carry.
+#[derive(Debug, thiserror::Error)]
+#[error("{text:?} holds the character {c:?}, which {format} cannot carry")]
+pub struct CannotCarry {
+    /// The value.
+    pub text: String,
+    /// The first character refused.
+    pub c: char,
+    /// The format, e.g. "a launchd plist (XML 1.0)".
+    pub format: &'static str,
+}
 
 /// Which service manager the job is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -104,15 +160,18 @@ impl JobSpec {
     }
 
     /// The job's environment: `PATH`, `ROW_FENCE_HOME`, `ROW_FENCE_STORE`, then the extra
-    /// variables in the order given. Errors name a bad name, a value no file format can
-    /// carry (a control character), or a variable that has its own flag.
-    pub fn environment(&self, job: Job) -> Result<Vec<EnvVar>, String> {
+    /// variables in the order given. Errors name a bad name or a variable that has its
+    /// own flag (a value the file cannot carry is refused by the template's filter).
+    pub fn environment(&self, job: Job) -> Result<Vec<EnvVar>, DeployError> {
         let mut extra: Vec<EnvVar> = Vec::new();
         let mut path = default_path(job, &self.bin_dir)?;
         for (name, value) in &self.env {
             check_name(name)?;
             if let Some((_, flag)) = OWN_FLAGS.iter().find(|(own, _)| own == name) {
-                return Err(format!("give {name} with {flag}, not --env"));
+                return Err(DeployError::OwnFlag {
+                    name: name.clone(),
+                    flag,
+                });
             }
             if name == "PATH" {
                 path = value.clone();
@@ -139,9 +198,6 @@ impl JobSpec {
             },
         ];
         env.extend(extra);
-        for var in &env {
-            check_value(&var.name, &var.value)?;
-        }
         Ok(env)
     }
 }
@@ -149,7 +205,7 @@ impl JobSpec {
 /// The job's default `PATH`: the binaries' directory first, then the system's (and
 /// Homebrew's on macOS). The daemon runs nothing from it; it is there for anything a
 /// future store adapter or an operator's wrapper might.
-pub fn default_path(job: Job, bin_dir: &Path) -> Result<String, String> {
+pub fn default_path(job: Job, bin_dir: &Path) -> Result<String, DeployError> {
     let system = match job {
         Job::Launchd => "/opt/homebrew/bin:/usr/local/bin:/usr/bin:/bin",
         Job::Systemd => "/usr/local/bin:/usr/bin:/bin",
@@ -159,20 +215,20 @@ pub fn default_path(job: Job, bin_dir: &Path) -> Result<String, String> {
 
 /// Renders the job file for `job`. Errors: an invalid label, a relative or non-UTF-8
 /// path, a bad variable (see [`JobSpec::environment`]), or a template error.
-pub fn render(job: Job, spec: &JobSpec) -> Result<String, String> {
+pub fn render(job: Job, spec: &JobSpec) -> Result<String, DeployError> {
     check_label(&spec.label)?;
     for (what, path) in [("--bin-dir", &spec.bin_dir), ("--home", &spec.home)] {
         if !path.is_absolute() {
-            return Err(format!("{what} {} is not absolute", path.display()));
+            return Err(DeployError::Relative {
+                flag: what,
+                path: path.clone(),
+            });
         }
     }
     let resident = utf8(&spec.resident())?.to_string();
-    check_value("the daemon's path", &resident)?;
     if job == Job::Systemd && resident.contains(['"', '\'', '\\']) {
         // systemd refuses such an executable path however it is quoted.
-        return Err(format!(
-            "systemd cannot run {resident}: its path holds a quote or a backslash; install the binaries elsewhere (--bin-dir)"
-        ));
+        return Err(DeployError::UnitExecutable(resident));
     }
     let log_dir = spec.log_dir();
     let context = Context {
@@ -206,12 +262,12 @@ pub fn file_name(job: Job, label: &str) -> String {
 /// Where the service manager looks for a user's jobs: `~/Library/LaunchAgents/` for
 /// launchd, `$XDG_CONFIG_HOME/systemd/user/` (default `~/.config/systemd/user/`) for
 /// systemd. Errors when `HOME` is not set.
-pub fn default_job_dir(job: Job) -> Result<PathBuf, String> {
+pub fn default_job_dir(job: Job) -> Result<PathBuf, DeployError> {
     let home = || {
         std::env::var_os("HOME")
             .filter(|h| !h.is_empty())
             .map(PathBuf::from)
-            .ok_or_else(|| "HOME is not set; give --out".to_string())
+            .ok_or(DeployError::NoHome)
     };
     Ok(match job {
         Job::Launchd => home()?.join("Library/LaunchAgents"),
@@ -222,11 +278,12 @@ pub fn default_job_dir(job: Job) -> Result<PathBuf, String> {
     })
 }
 
-fn engine() -> Result<tera::Tera, String> {
+fn engine() -> Result<tera::Tera, DeployError> {
     let mut tera = tera::Tera::default();
-    tera.autoescape_on(vec![".plist.tera"]);
-    tera.set_escape_fn(xml_escape);
-    tera.register_filter("systemd_quote", systemd_quote_filter);
+    tera.autoescape_on(vec![]);
+    tera.register_filter("xml", filter(xml_escape));
+    tera.register_filter("systemd_quote", filter(systemd_quote));
+    tera.register_filter("systemd_plain", filter(systemd_plain));
     tera.add_raw_templates(vec![
         (LAUNCHD_NAME, LAUNCHD_TEMPLATE),
         (SYSTEMD_NAME, SYSTEMD_TEMPLATE),
@@ -235,8 +292,27 @@ fn engine() -> Result<tera::Tera, String> {
     Ok(tera)
 }
 
-/// Escapes text for XML character data and attribute values: `& < > " '`.
-pub fn xml_escape(text: &str) -> String {
+/// A tera filter from an escape: strings and numbers in, the escaped string out, or the
+/// escape's refusal as the render's error.
+fn filter(
+    escape: fn(&str) -> Result<String, CannotCarry>,
+) -> impl Fn(&tera::Value, &HashMap<String, tera::Value>) -> tera::Result<tera::Value> {
+    move |value, _| {
+        let text = match value {
+            tera::Value::String(s) => s.clone(),
+            tera::Value::Number(n) => n.to_string(),
+            other => return Err(tera::Error::msg(format!("cannot escape {other}"))),
+        };
+        escape(&text)
+            .map(tera::Value::String)
+            .map_err(|e| tera::Error::msg(e.to_string()))
+    }
+}
+
+/// Escapes text for XML character data and attribute values (`& < > " '`), refusing the
+/// characters XML 1.0 cannot carry even escaped: control characters (tab, newline and
+/// carriage return too: a job's values are single lines), U+FFFE and U+FFFF.
+pub fn xml_escape(text: &str) -> Result<String, CannotCarry> {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -245,18 +321,29 @@ pub fn xml_escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
+            c if c.is_control() || c == '\u{FFFE}' || c == '\u{FFFF}' => {
+                return Err(cannot_carry(text, c, "a launchd plist (XML 1.0)"));
+            }
             c => out.push(c),
         }
     }
-    out
+    Ok(out)
+}
+
+fn cannot_carry(text: &str, c: char, format: &'static str) -> CannotCarry {
+    CannotCarry {
+        text: text.to_string(),
+        c,
+        format,
+    }
 }
 
 /// Quotes one word for a systemd unit file (systemd.syntax(7), systemd.exec(5)): in
 /// double quotes, `\` and `"` backslash-escaped, `%` doubled (specifiers are expanded in
 /// quoted values too). `$` stays: `Environment=` does not expand it, and neither does
-/// `ExecStart=` in the executable's own path, the only word of ours there. The value
-/// must hold no control character (checked before rendering).
-pub fn systemd_quote(text: &str) -> String {
+/// `ExecStart=` in the executable's own path, the only word of ours there. A control
+/// character is refused: a unit file is line based.
+pub fn systemd_quote(text: &str) -> Result<String, CannotCarry> {
     let mut out = String::with_capacity(text.len() + 2);
     out.push('"');
     for c in text.chars() {
@@ -264,24 +351,27 @@ pub fn systemd_quote(text: &str) -> String {
             '\\' => out.push_str("\\\\"),
             '"' => out.push_str("\\\""),
             '%' => out.push_str("%%"),
+            c if c.is_control() => return Err(cannot_carry(text, c, "a systemd unit")),
             c => out.push(c),
         }
     }
     out.push('"');
-    out
+    Ok(out)
 }
 
-fn systemd_quote_filter(
-    value: &tera::Value,
-    _: &HashMap<String, tera::Value>,
-) -> tera::Result<tera::Value> {
-    let text = value
-        .as_str()
-        .ok_or_else(|| tera::Error::msg("systemd_quote takes a string"))?;
-    Ok(tera::Value::String(systemd_quote(text)))
+/// A bare value of a unit setting (a number, the label): written as is, so it may hold
+/// no control character, quote, backslash or `%` (a specifier).
+pub fn systemd_plain(text: &str) -> Result<String, CannotCarry> {
+    match text
+        .chars()
+        .find(|c| c.is_control() || matches!(c, '"' | '\'' | '\\' | '%'))
+    {
+        Some(c) => Err(cannot_carry(text, c, "a bare systemd value")),
+        None => Ok(text.to_string()),
+    }
 }
 
-fn template_error(e: tera::Error) -> String {
+fn template_error(e: tera::Error) -> DeployError {
     // tera nests the cause; the outer message alone says only "failed to render".
     let mut message = e.to_string();
     let mut source = std::error::Error::source(&e);
@@ -289,11 +379,11 @@ fn template_error(e: tera::Error) -> String {
         message.push_str(&format!(": {cause}"));
         source = cause.source();
     }
-    message
+    DeployError::Template(message)
 }
 
 /// Labels become file and unit names: letters, digits, `.`, `_`, `-`; 1–128 characters.
-fn check_label(label: &str) -> Result<(), String> {
+fn check_label(label: &str) -> Result<(), DeployError> {
     let ok = !label.is_empty()
         && label.len() <= 128
         && label
@@ -302,13 +392,11 @@ fn check_label(label: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "label {label:?} must be 1-128 of the characters A-Z a-z 0-9 . _ -"
-        ))
+        Err(DeployError::Label(label.to_string()))
     }
 }
 
-fn check_name(name: &str) -> Result<(), String> {
+fn check_name(name: &str) -> Result<(), DeployError> {
     let mut chars = name.chars();
     let ok = chars
         .next()
@@ -317,24 +405,13 @@ fn check_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("{name:?} is not an environment variable name"))
+        Err(DeployError::EnvName(name.to_string()))
     }
 }
 
-/// XML 1.0 cannot carry most control characters even escaped, and a unit file is line
-/// based: refuse them rather than write a file the service manager misreads.
-fn check_value(what: &str, value: &str) -> Result<(), String> {
-    match value.chars().find(|c| c.is_control()) {
-        Some(c) => Err(format!(
-            "{what} holds the control character {c:?}, which a job file cannot carry"
-        )),
-        None => Ok(()),
-    }
-}
-
-fn utf8(path: &Path) -> Result<&str, String> {
+fn utf8(path: &Path) -> Result<&str, DeployError> {
     path.to_str()
-        .ok_or_else(|| format!("{} is not UTF-8", path.display()))
+        .ok_or_else(|| DeployError::NotUtf8(path.to_path_buf()))
 }
 
 #[cfg(test)]
@@ -384,17 +461,71 @@ mod tests {
     fn home_and_store_have_their_own_flags_and_control_characters_are_refused() {
         let mut s = spec();
         s.env.push(("ROW_FENCE_HOME".into(), "/x".into()));
-        assert!(render(Job::Launchd, &s).unwrap_err().contains("--home"));
+        assert!(
+            render(Job::Launchd, &s)
+                .unwrap_err()
+                .to_string()
+                .contains("--home")
+        );
         let mut s = spec();
         s.env.push(("X".into(), "a\nb".into()));
-        assert!(render(Job::Systemd, &s).unwrap_err().contains("control"));
+        assert!(
+            render(Job::Systemd, &s)
+                .unwrap_err()
+                .to_string()
+                .contains("cannot carry")
+        );
+        assert!(
+            render(Job::Launchd, &s)
+                .unwrap_err()
+                .to_string()
+                .contains("cannot carry")
+        );
+        for c in ['\u{FFFE}', '\u{FFFF}', '\u{1}', '\t'] {
+            let mut s = spec();
+            s.env.push(("X".into(), format!("a{c}b")));
+            let e = render(Job::Launchd, &s).unwrap_err().to_string();
+            assert!(e.contains("XML 1.0"), "{c:?}: {e}");
+        }
         let mut s = spec();
         s.label = "a/b".into();
         assert!(render(Job::Systemd, &s).is_err());
         let mut s = spec();
         s.bin_dir = "/opt/it's/bin".into();
-        assert!(render(Job::Systemd, &s).unwrap_err().contains("quote"));
+        assert!(
+            render(Job::Systemd, &s)
+                .unwrap_err()
+                .to_string()
+                .contains("quote")
+        );
         assert!(render(Job::Launchd, &s).is_ok());
+    }
+
+    #[test]
+    fn every_value_in_a_template_goes_through_its_formats_filter() {
+        for (name, text, allowed) in [
+            (LAUNCHD_NAME, LAUNCHD_TEMPLATE, &["xml"][..]),
+            (
+                SYSTEMD_NAME,
+                SYSTEMD_TEMPLATE,
+                &["systemd_quote", "systemd_plain"][..],
+            ),
+        ] {
+            let mut rest = text;
+            let mut seen = 0;
+            while let Some(start) = rest.find("{{") {
+                let end = rest[start..].find("}}").expect("a closed expression") + start;
+                let expression = rest[start + 2..end].trim();
+                let last = expression.rsplit('|').next().unwrap().trim();
+                assert!(
+                    expression.contains('|') && allowed.contains(&last),
+                    "{name}: {{{{ {expression} }}}} does not end in one of {allowed:?}"
+                );
+                seen += 1;
+                rest = &rest[end + 2..];
+            }
+            assert!(seen > 3, "{name}");
+        }
     }
 
     #[test]

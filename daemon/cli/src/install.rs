@@ -100,6 +100,7 @@ fn job(job: Job, args: JobInstallArgs, settings: &Settings) -> Outcome {
             )));
         }
     }
+    warn_if_foreign(job);
     let text = deploy::render(job, &spec).map_err(Failure::could_not)?;
     let path = match args.out {
         Some(path) => std::path::absolute(&path)
@@ -108,6 +109,13 @@ fn job(job: Job, args: JobInstallArgs, settings: &Settings) -> Outcome {
             .map_err(Failure::could_not)?
             .join(deploy::file_name(job, &spec.label)),
     };
+    let unit_name = deploy::file_name(job, &spec.label);
+    if job == Job::Systemd && path.file_name() != Some(std::ffi::OsStr::new(&unit_name)) {
+        // systemctl knows a unit by its file name; another name would not be this label.
+        return Err(Failure::usage(format!(
+            "a systemd unit's name is its file name: --out must end in /{unit_name} (or give --label)"
+        )));
+    }
     // launchd opens the log files but does not make their directory; the daemon wants
     // its home private, so both are made 0700 now.
     fs::DirBuilder::new()
@@ -208,12 +216,24 @@ fn launchd_commands(label: &str, plist: &Path, hook: &HookSwitch) -> (String, St
 }
 
 /// Load: `daemon-reload`, `enable --now` (and a `restart` when the unit is running
-/// already, so it picks up the new file), then the hook. Rollback: the hook, then
-/// `disable --now`, the unit's removal and a `daemon-reload`.
+/// already, so it picks up the new file), then the hook; a unit written outside the user
+/// unit directory is first `link`ed into it, or systemd would not find it. Rollback: the
+/// hook, then `disable --now` (which also undoes a `link`), the unit's removal and a
+/// `daemon-reload`.
 fn systemd_commands(label: &str, unit_path: &Path, hook: &HookSwitch) -> (String, String) {
     let unit = sh_quote(&format!("{label}.service"));
-    let mut load =
-        format!("systemctl --user daemon-reload && systemctl --user enable --now {unit}");
+    let in_unit_path = deploy::default_job_dir(Job::Systemd)
+        .is_ok_and(|dir| unit_path.parent() == Some(dir.as_path()));
+    let mut load = String::new();
+    if !in_unit_path {
+        load.push_str(&format!(
+            "systemctl --user link {} && ",
+            sh_quote(&unit_path.display().to_string())
+        ));
+    }
+    load.push_str(&format!(
+        "systemctl --user daemon-reload && systemctl --user enable --now {unit}"
+    ));
     if probe(
         "systemctl",
         &[
@@ -232,6 +252,20 @@ fn systemd_commands(label: &str, unit_path: &Path, hook: &HookSwitch) -> (String
         sh_quote(&unit_path.display().to_string())
     );
     (load, rollback)
+}
+
+/// Says so when the job is for another OS's service manager (the file is still written:
+/// it may be meant for another machine).
+fn warn_if_foreign(job: Job) {
+    let (ours, theirs) = match job {
+        Job::Launchd if !cfg!(target_os = "macos") => ("launchd", "systemd"),
+        Job::Systemd if cfg!(target_os = "macos") => ("systemd", "launchd"),
+        _ => return,
+    };
+    crate::say!(
+        "row-fence: warning: {ours} is not this machine's service manager ({}); the printed commands will not run here (row-fence install {theirs} is the job for this machine)",
+        std::env::consts::OS
+    );
 }
 
 /// Runs a read-only query of the service manager; false when it fails or is not there.
@@ -380,16 +414,37 @@ fn is_executable(path: &Path) -> bool {
     fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// Quotes a word for a POSIX shell: as is when it holds only safe characters, else in
-/// single quotes (a `'` inside becomes `'\''`).
+/// Quotes a word for a POSIX shell (shlex): as is when it needs no quoting, else quoted
+/// so that `sh -c` reads back exactly `word`. A NUL, the one byte no shell word can hold
+/// (and no path or environment value does), is dropped.
 pub fn sh_quote(word: &str) -> String {
-    let safe = !word.is_empty()
-        && word
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_./:=@%+,-".contains(c));
-    if safe {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', "'\\''"))
+    let word = word.replace('\0', "");
+    shlex::try_quote(&word)
+        .map(|quoted| quoted.into_owned())
+        .unwrap_or(word)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sh_quote;
+
+    #[test]
+    fn a_quoted_word_reads_back_through_sh() {
+        for word in [
+            "plain/path-1.2",
+            "with space",
+            "it's",
+            "$HOME `x` \\ \"q\"",
+            "new\nline",
+            "",
+        ] {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("printf %s {}", sh_quote(word)))
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8_lossy(&out.stdout), word, "{word:?}");
+        }
+        assert_eq!(sh_quote("plain/path"), "plain/path");
     }
 }

@@ -1,6 +1,8 @@
 //! `row-fence acquire | renew | release | show`.
 
-use super::{Failure, Outcome, out, parse_ttl, store_for_read, store_for_write};
+use super::{
+    Failure, Outcome, board_revision, no_board, out, parse_ttl, store_for_read, store_for_write,
+};
 use row_fence_ask::descriptor::{
     self, DESCRIPTOR_FILE, validate_board, validate_lane, validate_row,
 };
@@ -18,19 +20,20 @@ use std::time::Duration;
 /// Default row lease time.
 pub const DEFAULT_TTL: &str = "2h";
 
-/// Fences a row-lease write on the board's controller lease.
+/// Fences a write on the board's controller lease: both flags or neither.
 #[derive(clap::Args, Debug, Clone)]
 pub struct FenceArgs {
-    /// Fence the write on this controller (with --epoch; empty compares only epoch and expiry)
+    /// Fence the write on this controller (with --epoch; "" compares only the epoch and expiry)
     #[arg(long, requires = "epoch", value_name = "O")]
     owner: Option<String>,
-    /// Fence the write on this controller lease epoch
-    #[arg(long, value_name = "E")]
+    /// Fence the write on this controller lease epoch (with --owner)
+    #[arg(long, requires = "owner", value_name = "E")]
     epoch: Option<u64>,
 }
 
 impl FenceArgs {
-    fn controller(&self) -> Option<Controller> {
+    /// The controller lease the write is fenced on, if any.
+    pub fn controller(&self) -> Option<Controller> {
         self.epoch.map(|epoch| Controller {
             owner: self.owner.clone().unwrap_or_default(),
             epoch,
@@ -115,13 +118,6 @@ pub struct ShowArgs {
     json: bool,
 }
 
-fn usage(e: impl std::fmt::Display) -> Failure {
-    Failure {
-        code: exit::USAGE,
-        message: e.to_string(),
-    }
-}
-
 fn lease_failure(e: LeaseError) -> Failure {
     if e.is_refusal() {
         Failure::refused(e.to_string())
@@ -161,14 +157,14 @@ fn held(board: &str, row: &str, lane: &str, generation: u64) -> Result<Descripto
         generation,
         tenant: None,
     };
-    d.validate().map_err(usage)?;
+    d.validate().map_err(Failure::usage)?;
     Ok(d)
 }
 
 pub async fn acquire(args: AcquireArgs, settings: &Settings) -> Outcome {
-    validate_board(&args.board).map_err(usage)?;
-    validate_row(&args.row).map_err(usage)?;
-    validate_lane(&args.lane).map_err(usage)?;
+    validate_board(&args.board).map_err(Failure::usage)?;
+    validate_row(&args.row).map_err(Failure::usage)?;
+    validate_lane(&args.lane).map_err(Failure::usage)?;
     let target = match &args.write_descriptor {
         None => None,
         Some(None) => Some(worktree_descriptor()?),
@@ -286,7 +282,7 @@ fn print_lease(d: &Descriptor, lease: &RowLease, json: bool, verb: &str) {
 }
 
 pub async fn show(args: ShowArgs, settings: &Settings) -> Outcome {
-    validate_board(&args.board).map_err(usage)?;
+    validate_board(&args.board).map_err(Failure::usage)?;
     let store = store_for_read(settings)?;
     let (leases, now) = lease::list(store.as_ref(), &args.board, args.row.as_deref())
         .await
@@ -296,7 +292,13 @@ pub async fn show(args: ShowArgs, settings: &Settings) -> Outcome {
         return Ok(exit::ALLOWED);
     }
     if leases.is_empty() {
-        out(&format!("no row leases on {}", args.board));
+        let exists = board_revision(store.as_ref(), &args.board).await? > 0;
+        let said = match (&args.row, exists) {
+            (_, false) => no_board(&args.board),
+            (Some(row), true) => format!("no lease on {}/{row}", args.board),
+            (None, true) => format!("no row leases on {}", args.board),
+        };
+        out(&said);
         return Ok(exit::ALLOWED);
     }
     out(&format!(

@@ -57,15 +57,19 @@ pub const DEFAULT_TIMEOUT: &str = "10s";
 
 /// The row fence's command line: row leases, the cold gate, daemon status and health.
 #[derive(Parser, Debug)]
-#[command(name = "row-fence", version = row_fence_ask::stamp::version(), about, long_about = None)]
+#[command(name = "row-fence", version = row_fence_ask::stamp::version(), about, long_about = None,
+          arg_required_else_help = true, subcommand_required = false)]
 pub struct Cli {
     #[command(flatten)]
     common: CommonArgs,
     /// The whole command's deadline, store calls included (e.g. 10s, 500ms)
     #[arg(long, global = true, default_value = DEFAULT_TIMEOUT, value_parser = parse_duration, value_name = "DURATION")]
     timeout: Duration,
+    /// Print this build's code stamp (with the registry under the home) and exit
+    #[arg(long)]
+    print_stamp: bool,
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -113,17 +117,25 @@ pub struct Failure {
 
 impl Failure {
     /// The store said no: exit 3.
-    pub fn refused(message: impl Into<String>) -> Failure {
+    pub fn refused(message: impl std::fmt::Display) -> Failure {
         Failure {
             code: exit::REFUSED,
-            message: message.into(),
+            message: message.to_string(),
+        }
+    }
+    /// Bad input that clap could not see (a malformed board, batch file or flag
+    /// combination): exit 2, and nothing was done.
+    pub fn usage(message: impl std::fmt::Display) -> Failure {
+        Failure {
+            code: exit::USAGE,
+            message: message.to_string(),
         }
     }
     /// Could not find out or could not do it: exit 1.
-    pub fn could_not(message: impl Into<String>) -> Failure {
+    pub fn could_not(message: impl std::fmt::Display) -> Failure {
         Failure {
             code: exit::COULD_NOT_READ,
-            message: message.into(),
+            message: message.to_string(),
         }
     }
 }
@@ -141,6 +153,26 @@ pub fn main() -> i32 {
             return exit::USAGE;
         }
     };
+    if cli.print_stamp {
+        if cli.command.is_some() {
+            say!("row-fence: --print-stamp takes no command");
+            return exit::USAGE;
+        }
+        return match row_fence_ask::stamp::code_stamp(&settings.home) {
+            Ok(stamp) => {
+                out(&stamp);
+                exit::ALLOWED
+            }
+            Err(e) => {
+                say!("row-fence: {e}");
+                exit::COULD_NOT_READ
+            }
+        };
+    }
+    let Some(command) = cli.command else {
+        say!("row-fence: a command is needed\nTry 'row-fence --help' for more.");
+        return exit::USAGE;
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -153,7 +185,7 @@ pub fn main() -> i32 {
     };
     let timeout = cli.timeout;
     let outcome = runtime.block_on(async {
-        tokio::time::timeout(timeout, run(cli.command, &settings))
+        tokio::time::timeout(timeout, run(command, &settings))
             .await
             .unwrap_or_else(|_| {
                 Err(Failure::could_not(format!(
@@ -217,43 +249,134 @@ pub fn parse_ttl(text: &str) -> Result<Duration, String> {
 }
 
 /// Opens the store for a write, refusing when the daemon on this home fences with
-/// another store: a takeover written to a store the daemon does not read would leave the
-/// old lane ALLOWED. No daemon answering within 500 ms: nothing to compare, go ahead.
+/// another store or, on Redis, under another key prefix: a takeover written where the
+/// daemon does not read would leave the old lane ALLOWED. No daemon answering within
+/// 500 ms: nothing to compare, go ahead.
 pub fn store_for_write(settings: &Settings) -> Result<Arc<dyn LeaseStore>, Failure> {
     let store = settings.open_store().map_err(Failure::could_not)?;
-    if let Some(theirs) = daemon_store(settings).filter(|theirs| *theirs != store.describe()) {
+    if let Some(mismatch) = daemon_mismatch(settings, store.as_ref()) {
         return Err(Failure::could_not(format!(
-            "the daemon on {} fences with the store {theirs}, but this command would write {}; \
-             set --store (or ROW_FENCE_STORE) to the daemon's store",
-            settings.socket.display(),
-            store.describe()
+            "{mismatch}, but this command would write {}; set {} to the daemon's",
+            mismatch.ours(),
+            mismatch.fix()
         )));
     }
     Ok(store)
 }
 
-/// Opens the store for a read, warning when the daemon on this home uses another one.
+/// Opens the store for a read, warning when the daemon on this home reads another one.
 pub fn store_for_read(settings: &Settings) -> Result<Arc<dyn LeaseStore>, Failure> {
     let store = settings.open_store().map_err(Failure::could_not)?;
-    if let Some(theirs) = daemon_store(settings).filter(|theirs| *theirs != store.describe()) {
+    if let Some(mismatch) = daemon_mismatch(settings, store.as_ref()) {
         say!(
-            "row-fence: warning: reading {}, but the daemon on {} fences with {theirs}",
-            store.describe(),
-            settings.socket.display()
+            "row-fence: warning: reading {}, but {mismatch}",
+            mismatch.ours()
         );
     }
     Ok(store)
 }
 
-/// The store the daemon on `settings.socket` says it uses, if one answers quickly.
-fn daemon_store(settings: &Settings) -> Option<String> {
+/// Where this command and the daemon on this home would not see the same leases.
+enum Mismatch {
+    /// Another store.
+    Store {
+        socket: String,
+        theirs: String,
+        ours: String,
+    },
+    /// The same Redis, another key prefix.
+    KeyPrefix {
+        socket: String,
+        theirs: String,
+        ours: String,
+    },
+}
+
+impl Mismatch {
+    /// What this command would use.
+    fn ours(&self) -> String {
+        match self {
+            Mismatch::Store { ours, .. } => ours.clone(),
+            Mismatch::KeyPrefix { ours, .. } => format!("under the key prefix {ours:?}"),
+        }
+    }
+
+    /// The flag (and variable) that fixes it.
+    fn fix(&self) -> &'static str {
+        match self {
+            Mismatch::Store { .. } => "--store (or ROW_FENCE_STORE)",
+            Mismatch::KeyPrefix { .. } => "--key-prefix (or ROW_FENCE_KEY_PREFIX)",
+        }
+    }
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mismatch::Store {
+                socket,
+                theirs,
+                ours,
+            } => write!(
+                f,
+                "the daemon on {socket} fences with the store {theirs}, but this command would use {ours}"
+            ),
+            Mismatch::KeyPrefix {
+                socket,
+                theirs,
+                ours,
+            } => write!(
+                f,
+                "the daemon on {socket} reads Redis keys under the prefix {theirs:?}, but this command would use {ours:?}"
+            ),
+        }
+    }
+}
+
+/// Compares this command's store with the daemon's, if a daemon answers quickly.
+fn daemon_mismatch(settings: &Settings, store: &dyn LeaseStore) -> Option<Mismatch> {
+    let theirs = daemon_status(settings)?;
+    let socket = settings.socket.display().to_string();
+    if theirs.store != store.describe() {
+        return Some(Mismatch::Store {
+            socket,
+            theirs: theirs.store,
+            ours: store.describe(),
+        });
+    }
+    let redis = matches!(settings.store, row_fence_store::StoreSpec::Redis(_));
+    (redis && !theirs.key_prefix.is_empty() && theirs.key_prefix != settings.key_prefix).then(
+        || Mismatch::KeyPrefix {
+            socket,
+            theirs: theirs.key_prefix,
+            ours: settings.key_prefix.clone(),
+        },
+    )
+}
+
+/// The status of the daemon on `settings.socket`, if one answers within 500 ms.
+fn daemon_status(settings: &Settings) -> Option<row_fence_ask::status::Status> {
     let request = row_fence_ask::protocol::Request {
         v: row_fence_ask::protocol::PROTOCOL_VERSION,
         op: row_fence_ask::protocol::Op::Status,
     };
     let deadline = std::time::Instant::now() + Duration::from_millis(500);
     let answer = row_fence_ask::client::exchange(&settings.socket, &request, deadline).ok()?;
-    answer.status?.get("store")?.as_str().map(str::to_string)
+    answer.status.map(|s| *s)
+}
+
+/// The board's revision: 0 when nothing was ever written to it (no such board).
+pub async fn board_revision(store: &dyn LeaseStore, board: &str) -> Result<u64, Failure> {
+    store
+        .sections(board, &[])
+        .await
+        .map(|snapshot| snapshot.revision)
+        .map_err(Failure::could_not)
+}
+
+/// The sentence for a board nothing was ever written to (a typo, most often).
+pub fn no_board(board: &str) -> String {
+    format!("no board named {board} (nothing was ever written to it)")
 }
 
 /// Prints a line on stdout, ignoring a closed or full stdout.

@@ -4,10 +4,12 @@
 use super::{Failure, Outcome, out, parse_duration};
 use row_fence_ask::client;
 use row_fence_ask::protocol::{Op, PROTOCOL_VERSION, Request};
+use row_fence_ask::status::{LocationStatus, Status};
 use row_fence_ask::{exit, ledger, paths};
 use row_fence_resident::config::Settings;
 use row_fence_resident::heartbeat;
-use serde_json::{Value, json};
+use row_fence_store::judge::{rfc3339, span};
+use serde_json::json;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug)]
@@ -34,6 +36,25 @@ pub struct HealthArgs {
 }
 
 pub fn status(args: StatusArgs, settings: &Settings) -> Outcome {
+    match ask_status(&args, settings) {
+        Ok(status) if args.json => out(&serde_json::to_string(&status).unwrap_or_default()),
+        Ok(status) => print_status(&status),
+        Err(failure) => {
+            if args.json {
+                // A monitor reading stdout gets an object either way.
+                out(&json!({
+                    "error": failure.message,
+                    "socket": settings.socket.display().to_string(),
+                })
+                .to_string());
+            }
+            return Err(failure);
+        }
+    }
+    Ok(exit::ALLOWED)
+}
+
+fn ask_status(args: &StatusArgs, settings: &Settings) -> Result<Status, Failure> {
     let request = Request {
         v: PROTOCOL_VERSION,
         op: Op::Status,
@@ -46,133 +67,114 @@ pub fn status(args: StatusArgs, settings: &Settings) -> Outcome {
             settings.socket.display()
         ))
     })?;
-    let status = answer.status.ok_or_else(|| {
+    answer.status.map(|s| *s).ok_or_else(|| {
         Failure::could_not(format!(
             "{} answered without a status",
             settings.socket.display()
         ))
-    })?;
-    if args.json {
-        out(&status.to_string());
-    } else {
-        print_status(&status);
-    }
-    Ok(exit::ALLOWED)
+    })
 }
 
-fn print_status(s: &Value) {
-    let field = |k: &str| {
-        s.get(k).map_or("?".to_string(), |v| {
-            v.as_str().map_or(v.to_string(), str::to_string)
-        })
-    };
+fn print_status(s: &Status) {
     let age = s
-        .get("heartbeat_age_ms")
-        .and_then(Value::as_u64)
+        .heartbeat_age_ms
         .map_or("never written".to_string(), |ms| {
-            format!("{} ago", row_fence_store::judge::span(ms))
+            format!("{} ago", span(ms))
         });
-    let counts = &s["counts"];
+    let c = &s.counts;
     out(&format!(
         "daemon     pid {} (version {}), up {}",
-        field("pid"),
-        field("version"),
-        row_fence_store::judge::span(s["uptime_ms"].as_u64().unwrap_or(0))
+        s.pid,
+        s.version,
+        span(s.uptime_ms)
     ));
-    out(&format!("stamp      {}", field("stamp")));
-    out(&format!("socket     {}", field("socket")));
+    out(&format!("stamp      {}", s.stamp));
+    out(&format!("socket     {}", s.socket));
     out(&format!(
-        "store      {} (reconnects: {})",
-        field("store"),
-        field("store_reconnects")
+        "store      {} (key prefix {}, reconnects: {})",
+        s.store, s.key_prefix, s.store_reconnects
     ));
-    if let Some(check) = s.get("store_check").filter(|c| c.is_object()) {
-        let role = check["role"].as_str().unwrap_or("?");
-        let verdict = if check["durable"].as_bool() == Some(true) {
+    if let Some(check) = &s.store_check {
+        let verdict = if check.durable {
             "durable"
         } else {
             "NOT durable: grants and controller writes are refused"
         };
         out(&format!(
-            "           {role}, {} replicas, writes wait for {}; {verdict}",
-            check["replicas"], check["min_replicas"]
+            "           {}, {} replicas, writes wait for {}; {verdict}",
+            check.role, check.replicas, check.min_replicas
         ));
-        for line in check["problems"].as_array().into_iter().flatten() {
-            out(&format!(
-                "           problem: {}",
-                line.as_str().unwrap_or("?")
-            ));
+        for problem in &check.problems {
+            out(&format!("           problem: {problem}"));
         }
-        for line in check["notes"].as_array().into_iter().flatten() {
-            out(&format!(
-                "           note: {}",
-                line.as_str().unwrap_or("?")
-            ));
+        for note in &check.notes {
+            out(&format!("           note: {note}"));
         }
     }
     out(&format!("heartbeat  {age}"));
     out(&format!(
-        "asks       {} answered: {} allowed, {} refused, {} could not read; {} in flight",
-        counts["asks"],
-        counts["allowed"],
-        counts["refused"],
-        counts["could_not_read"],
-        field("asks_in_flight")
+        "asks       {} answered: {} allowed, {} refused, {} could not read; {} in flight ({} store calls running)",
+        c.asks, c.allowed, c.refused, c.could_not_read, s.asks_in_flight, s.store_calls_in_flight
     ));
-    if let Some(by_reason) = counts["by_reason"].as_object().filter(|m| !m.is_empty()) {
-        let reasons: Vec<String> = by_reason.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    if !c.by_reason.is_empty() {
+        let reasons: Vec<String> = c
+            .by_reason
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
         out(&format!("denials    {}", reasons.join(", ")));
     }
-    if let Some(fence) = s.get("location_fence") {
-        let age = fence["map_age_ms"]
-            .as_u64()
-            .map_or("never fetched".to_string(), |ms| {
-                format!("{} old", row_fence_store::judge::span(ms))
-            });
+    if let Some(fence) = &s.location_fence {
+        print_location(fence);
+    }
+    if !s.recent_refusals.is_empty() {
         out(&format!(
-            "location   {} (map {age}, {} rows, {} fetches{})",
-            fence["location"].as_str().unwrap_or("?"),
-            fence["rows"].as_array().map_or(0, Vec::len),
-            fence["fetches"],
-            fence["last_fetch_error"]
-                .as_str()
-                .map_or(String::new(), |e| format!("; last fetch failed: {e}"))
+            "recent refusals (newest last, {} shown):",
+            s.recent_refusals.len().min(10)
         ));
-        for row in fence["rows"].as_array().into_iter().flatten() {
+        for r in s.recent_refusals.iter().rev().take(10).rev() {
             out(&format!(
-                "  tenant {} at {} (epoch {}, {})",
-                row["id"].as_str().unwrap_or("?"),
-                row["location"].as_str().unwrap_or("-"),
-                row["epoch"],
-                row["state"].as_str().unwrap_or("-")
-            ));
-        }
-        let fenced = fence["recent_refusals"].as_array().map_or(0, Vec::len);
-        if fenced > 0 {
-            out(&format!(
-                "  {fenced} recent location refusals (row-fence status --json shows them)"
+                "  {}  {}  {}/{} lane {}  action {:?}  session {}",
+                rfc3339(r.ts_ms),
+                r.verdict.headline(),
+                r.board.as_deref().unwrap_or("?"),
+                r.row.as_deref().unwrap_or("?"),
+                r.lane.as_deref().unwrap_or("?"),
+                r.action,
+                r.session.as_deref().unwrap_or("-"),
             ));
         }
     }
-    let recent = s["recent_refusals"].as_array().cloned().unwrap_or_default();
-    if !recent.is_empty() {
+}
+
+fn print_location(fence: &LocationStatus) {
+    let age = fence.map_age_ms.map_or("never fetched".to_string(), |ms| {
+        format!("{} old", span(ms))
+    });
+    out(&format!(
+        "location   {} (map {age}, {} rows, {} fetches{})",
+        fence.location,
+        fence.rows.len(),
+        fence.fetches,
+        fence
+            .last_fetch_error
+            .as_deref()
+            .map_or(String::new(), |e| format!("; last fetch failed: {e}"))
+    ));
+    for row in &fence.rows {
         out(&format!(
-            "recent refusals (newest last, {} shown):",
-            recent.len().min(10)
+            "  tenant {} at {} (epoch {}, {})",
+            row.id,
+            row.location.as_deref().unwrap_or("-"),
+            row.epoch,
+            row.state.as_deref().unwrap_or("-")
         ));
-        for r in recent.iter().rev().take(10).rev() {
-            out(&format!(
-                "  {}  {} ({})  {}/{} lane {}  action {:?}  session {}",
-                row_fence_store::judge::rfc3339(r["ts_ms"].as_u64().unwrap_or(0)),
-                r["verdict"].as_str().unwrap_or("?"),
-                r["reason"].as_str().unwrap_or("?"),
-                r["board"].as_str().unwrap_or("?"),
-                r["row"].as_str().unwrap_or("?"),
-                r["lane"].as_str().unwrap_or("?"),
-                r["action"].as_str().unwrap_or(""),
-                r["session"].as_str().unwrap_or("-"),
-            ));
-        }
+    }
+    if !fence.recent_refusals.is_empty() {
+        out(&format!(
+            "  {} recent location refusals (row-fence status --json shows them)",
+            fence.recent_refusals.len()
+        ));
     }
 }
 
@@ -195,14 +197,14 @@ fn problem(
     if b.written_at_ms > now + FUTURE_SLACK_MS {
         return Some(format!(
             "the heartbeat is {} in the future (did the clock step back?)",
-            row_fence_store::judge::span(b.written_at_ms - now)
+            span(b.written_at_ms - now)
         ));
     }
     let age = now.saturating_sub(b.written_at_ms);
     if age > max.as_millis() as u64 {
         return Some(format!(
             "heartbeat {} old, over {}",
-            row_fence_store::judge::span(age),
+            span(age),
             humantime::format_duration(max)
         ));
     }
@@ -269,7 +271,7 @@ pub fn health(args: HealthArgs, settings: &Settings) -> Outcome {
                 };
                 format!(
                     "row-fence: healthy: heartbeat {} old (pid {}, store {}{notes})",
-                    row_fence_store::judge::span(age_ms.unwrap_or(0)),
+                    span(age_ms.unwrap_or(0)),
                     b.pid,
                     b.store
                 )

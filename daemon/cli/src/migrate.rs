@@ -1,6 +1,6 @@
 //! `row-fence migrate BOARD --writers-upgraded [--from file --to URL]`.
 
-use super::{Failure, Outcome, out};
+use super::{Failure, Outcome, board_revision, no_board, out};
 use row_fence_ask::descriptor::validate_board;
 use row_fence_ask::{exit, paths};
 use row_fence_resident::config::Settings;
@@ -34,10 +34,7 @@ fn failure(e: row_fence_store::StoreError) -> Failure {
 }
 
 pub async fn run(args: MigrateArgs, settings: &Settings) -> Outcome {
-    validate_board(&args.board).map_err(|e| Failure {
-        code: exit::USAGE,
-        message: e.to_string(),
-    })?;
+    validate_board(&args.board).map_err(Failure::usage)?;
     if !args.writers_upgraded {
         return Err(Failure::could_not(NEEDS_UPGRADED_WRITERS));
     }
@@ -53,6 +50,10 @@ pub async fn run(args: MigrateArgs, settings: &Settings) -> Outcome {
                 }
             };
             let redis = redis_store(to, settings)?;
+            // A moved board reads as an error here; the migration itself says what it is.
+            if matches!(board_revision(&file, &args.board).await, Ok(0)) {
+                return Err(Failure::could_not(no_board(&args.board)));
+            }
             migrate::file_to_records(&file, &redis, &args.board)
                 .await
                 .map_err(failure)?
@@ -64,6 +65,9 @@ pub async fn run(args: MigrateArgs, settings: &Settings) -> Outcome {
                 ));
             };
             let redis = redis_store(url, settings)?;
+            if matches!(board_revision(&redis, &args.board).await, Ok(0)) {
+                return Err(Failure::could_not(no_board(&args.board)));
+            }
             migrate::document_to_records(&redis, &args.board)
                 .await
                 .map_err(failure)?

@@ -1,6 +1,7 @@
 //! `row-fence batch | records | log`: raw fenced batches and what they left behind.
 
-use super::{Failure, Outcome, out, store_for_read, store_for_write};
+use super::{Failure, Outcome, board_revision, no_board, out, store_for_read, store_for_write};
+use crate::leases::FenceArgs;
 use row_fence_ask::descriptor::validate_board;
 use row_fence_ask::exit;
 use row_fence_resident::config::Settings;
@@ -16,12 +17,8 @@ pub struct BatchArgs {
     /// The batch: a JSON array of {"kind":"put|delete|check","section","key","expected":<int, -1 = blind>,"value"}; - for stdin
     #[arg(long, value_name = "BATCH.json")]
     file: PathBuf,
-    /// Fence the batch on this controller (with --epoch; empty compares only epoch and expiry)
-    #[arg(long, requires = "epoch", value_name = "O")]
-    owner: Option<String>,
-    /// Fence the batch on this controller lease epoch
-    #[arg(long, value_name = "E")]
-    epoch: Option<u64>,
+    #[command(flatten)]
+    fence: FenceArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -47,13 +44,6 @@ pub struct LogArgs {
     json: bool,
 }
 
-fn usage(message: impl Into<String>) -> Failure {
-    Failure {
-        code: exit::USAGE,
-        message: message.into(),
-    }
-}
-
 fn store_failure(e: StoreError) -> Failure {
     match e {
         StoreError::RevisionConflict { key } => {
@@ -62,7 +52,7 @@ fn store_failure(e: StoreError) -> Failure {
         StoreError::StaleLease(why) => Failure::refused(format!(
             "the controller lease is stale ({why}); nothing was written"
         )),
-        StoreError::Invalid(why) => usage(why),
+        StoreError::Invalid(why) => Failure::usage(why),
         other => Failure::could_not(other.to_string()),
     }
 }
@@ -76,13 +66,13 @@ fn read_batch(path: &PathBuf) -> Result<Vec<RecordWrite>, Failure> {
     };
     read.map_err(|e| Failure::could_not(format!("cannot read {}: {e}", path.display())))?;
     let raw: Vec<RawWrite> = serde_json::from_str(&text).map_err(|e| {
-        usage(format!(
+        Failure::usage(format!(
             "{} is not a batch (a JSON array of {{\"kind\",\"section\",\"key\",\"expected\",\"value\"}}): {e}",
             path.display()
         ))
     })?;
     if raw.is_empty() {
-        return Err(usage(format!(
+        return Err(Failure::usage(format!(
             "{} is an empty batch: it would write nothing",
             path.display()
         )));
@@ -116,12 +106,14 @@ impl RawWrite {
             && self.section == META
             && RESERVED.contains(&self.key.as_str())
         {
-            return Err(usage(format!(
+            return Err(Failure::usage(format!(
                 "{at}: meta/lease, meta/epoch and meta/layout are written only by `row-fence controller` and `row-fence migrate`; a raw batch may check them"
             )));
         }
         let value = match (self.kind, self.value) {
-            (WriteKind::Put, None) => return Err(usage(format!("{at}: a put needs a \"value\""))),
+            (WriteKind::Put, None) => {
+                return Err(Failure::usage(format!("{at}: a put needs a \"value\"")));
+            }
             (_, value) => value.unwrap_or_default(),
         };
         Ok(RecordWrite {
@@ -157,16 +149,16 @@ fn check_claims(writes: &[RecordWrite], now_ms: u64) -> Result<(), Failure> {
         }
         let at = format!("write {} (claims/{})", i + 1, write.key);
         let claim: Claim = serde_json::from_value(write.value.clone()).map_err(|e| {
-            usage(format!(
+            Failure::usage(format!(
                 "{at}: a claim is {{\"holder\", \"generation\", \"expires_at_ms\", \"tenant\"?}} with whole, non-negative numbers: {e}"
             ))
         })?;
         row_fence_ask::descriptor::validate_row(&write.key)
-            .map_err(|e| usage(format!("{at}: {e}")))?;
+            .map_err(|e| Failure::usage(format!("{at}: {e}")))?;
         row_fence_ask::descriptor::validate_lane(&claim.holder)
-            .map_err(|e| usage(format!("{at}: {e}")))?;
+            .map_err(|e| Failure::usage(format!("{at}: {e}")))?;
         if claim.expires_at_ms > latest {
-            return Err(usage(format!(
+            return Err(Failure::usage(format!(
                 "{at}: expires_at_ms {} is beyond the longest lease, 366 days from the store's now",
                 claim.expires_at_ms
             )));
@@ -176,7 +168,7 @@ fn check_claims(writes: &[RecordWrite], now_ms: u64) -> Result<(), Failure> {
 }
 
 pub async fn batch(args: BatchArgs, settings: &Settings) -> Outcome {
-    validate_board(&args.board).map_err(|e| usage(e.to_string()))?;
+    validate_board(&args.board).map_err(Failure::usage)?;
     let writes = read_batch(&args.file)?;
     let store = store_for_write(settings)?;
     // One read first: a board whose store went back in time (store_regressed) or whose
@@ -187,9 +179,9 @@ pub async fn batch(args: BatchArgs, settings: &Settings) -> Outcome {
         .map_err(store_failure)?
         .now_ms;
     check_claims(&writes, now_ms)?;
-    let lease = args.epoch.map(|epoch| LeaseFence {
-        owner: args.owner.unwrap_or_default(),
-        epoch,
+    let lease = args.fence.controller().map(|c| LeaseFence {
+        owner: c.owner,
+        epoch: c.epoch,
         now_ms,
     });
     let batch = row_fence_store::FencedBatch {
@@ -206,7 +198,7 @@ pub async fn batch(args: BatchArgs, settings: &Settings) -> Outcome {
 }
 
 pub async fn records(args: RecordsArgs, settings: &Settings) -> Outcome {
-    validate_board(&args.board).map_err(|e| usage(e.to_string()))?;
+    validate_board(&args.board).map_err(Failure::usage)?;
     let store = store_for_read(settings)?;
     let names = match &args.section {
         Some(section) => vec![section.clone()],
@@ -220,6 +212,9 @@ pub async fn records(args: RecordsArgs, settings: &Settings) -> Outcome {
         .sections(&args.board, &refs)
         .await
         .map_err(store_failure)?;
+    if snapshot.revision == 0 {
+        crate::say!("row-fence: {}", no_board(&args.board));
+    }
     if args.json {
         out(&json!({"revision": snapshot.revision, "sections": snapshot.sections}).to_string());
         return Ok(exit::ALLOWED);
@@ -240,12 +235,15 @@ pub async fn records(args: RecordsArgs, settings: &Settings) -> Outcome {
 }
 
 pub async fn log(args: LogArgs, settings: &Settings) -> Outcome {
-    validate_board(&args.board).map_err(|e| usage(e.to_string()))?;
+    validate_board(&args.board).map_err(Failure::usage)?;
     let store = store_for_read(settings)?;
     let entries = store
         .log(&args.board, args.count)
         .await
         .map_err(store_failure)?;
+    if entries.is_empty() && board_revision(store.as_ref(), &args.board).await? == 0 {
+        crate::say!("row-fence: {}", no_board(&args.board));
+    }
     if args.json {
         out(&serde_json::to_string(&entries).expect("serializes"));
         return Ok(exit::ALLOWED);

@@ -1,5 +1,9 @@
 //! Settings shared by `row-fence-resident` and `row-fence`: the home directory, the store,
 //! the socket and the key prefix, each a flag with an environment variable behind it.
+//!
+//! The variables are read here, not by clap: clap counts a value from the environment as
+//! given, and then prints it in every usage line (`--home <DIR> --store <URL>`) as if the
+//! flags were required. A flag wins over its variable; an empty variable is unset.
 
 use row_fence_ask::paths;
 use row_fence_store::monotonic::{self, Monotonic};
@@ -10,51 +14,46 @@ use std::sync::Arc;
 /// The flags every program takes (same environment variables as the daemon).
 #[derive(Clone, Debug, Default, clap::Args)]
 pub struct CommonArgs {
-    /// Home directory for the socket, heartbeat, ledger, registry and file store [default: ~/.row-fence]
-    #[arg(long, global = true, env = "ROW_FENCE_HOME", value_name = "DIR")]
+    /// Home directory for the socket, heartbeat, ledger, registry and file store [env: ROW_FENCE_HOME] [default: ~/.row-fence]
+    #[arg(long, global = true, value_name = "DIR")]
     pub home: Option<PathBuf>,
-    /// Lease store: file (embedded, the default), file:DIR, redis://…, rediss://…, redis+unix://…, redis+cluster://…, redis+sentinel://h:p[,h:p…]/MASTER; Redis URLs take ?min_replicas=N&wait_ms=M&durability=volatile
-    #[arg(
-        long,
-        global = true,
-        env = "ROW_FENCE_STORE",
-        value_name = "URL",
-        hide_env_values = true
-    )]
+    /// Lease store: file (embedded), file:DIR, redis://…, rediss://…, redis+unix://…, redis+cluster://…, redis+sentinel://h:p[,h:p…]/MASTER; Redis URLs take ?min_replicas=N&wait_ms=M&durability=volatile [env: ROW_FENCE_STORE] [default: file]
+    #[arg(long, global = true, value_name = "URL")]
     pub store: Option<String>,
-    /// The daemon's socket [default: $ROW_FENCE_HOME/sock]
-    #[arg(long, global = true, env = "ROW_FENCE_SOCKET", value_name = "PATH")]
+    /// The daemon's socket [env: ROW_FENCE_SOCKET] [default: $ROW_FENCE_HOME/sock]
+    #[arg(long, global = true, value_name = "PATH")]
     pub socket: Option<PathBuf>,
-    /// Prefix of every Redis key
-    #[arg(long, global = true, env = "ROW_FENCE_KEY_PREFIX", value_name = "P")]
+    /// Prefix of every Redis key [env: ROW_FENCE_KEY_PREFIX] [default: rowfence]
+    #[arg(long, global = true, value_name = "P")]
     pub key_prefix: Option<String>,
 }
 
-/// The location fence's flags (each also an environment variable). Prefer the
-/// environment for the access secret: a flag shows in `ps`.
+/// A flag's value, else its environment variable's when set and not empty.
+pub fn flag_or_env<T: Clone + From<String>>(flag: &Option<T>, var: &str) -> Option<T> {
+    flag.clone().or_else(|| {
+        std::env::var(var)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .map(T::from)
+    })
+}
+
+/// The location fence's flags (each also an environment variable, read by
+/// [`LocationArgs::settings`]). Prefer the environment for the access secret: a flag
+/// shows in `ps`.
 #[derive(Clone, Debug, Default, clap::Args)]
 pub struct LocationArgs {
-    /// This daemon's location id; set (non-blank) turns the location fence on
-    #[arg(long, env = "ROW_FENCE_LOCATION", value_name = "ID")]
+    /// This daemon's location id; set (non-blank) turns the location fence on [env: ROW_FENCE_LOCATION]
+    #[arg(long, value_name = "ID")]
     pub location: Option<String>,
-    /// Base URL of the tenant map (GET {url}/api/tenants)
-    #[arg(long, env = "ROW_FENCE_TENANT_MAP_URL", value_name = "URL")]
+    /// Base URL of the tenant map (GET {url}/api/tenants) [env: ROW_FENCE_TENANT_MAP_URL]
+    #[arg(long, value_name = "URL")]
     pub tenant_map_url: Option<String>,
-    /// Sent as CF-Access-Client-Id
-    #[arg(
-        long,
-        env = "ROW_FENCE_TENANT_MAP_ACCESS_CLIENT_ID",
-        value_name = "ID",
-        hide_env_values = true
-    )]
+    /// Sent as CF-Access-Client-Id [env: ROW_FENCE_TENANT_MAP_ACCESS_CLIENT_ID]
+    #[arg(long, value_name = "ID")]
     pub tenant_map_access_client_id: Option<String>,
-    /// Sent as CF-Access-Client-Secret (never printed)
-    #[arg(
-        long,
-        env = "ROW_FENCE_TENANT_MAP_ACCESS_CLIENT_SECRET",
-        value_name = "SECRET",
-        hide_env_values = true
-    )]
+    /// Sent as CF-Access-Client-Secret, never printed [env: ROW_FENCE_TENANT_MAP_ACCESS_CLIENT_SECRET]
+    #[arg(long, value_name = "SECRET")]
     pub tenant_map_access_client_secret: Option<String>,
     /// How long a fetched map is served from memory, in ms (tests shorten it)
     #[arg(long, env = "ROW_FENCE_TENANT_MAP_REFRESH_MS", default_value_t = crate::location::REFRESH_MS, hide = true)]
@@ -64,18 +63,24 @@ pub struct LocationArgs {
 impl LocationArgs {
     /// The fence's settings, or `None` when `ROW_FENCE_LOCATION` is unset or blank (inert).
     pub fn settings(&self) -> Option<crate::location::Settings> {
-        let location = self
-            .location
-            .as_deref()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())?;
-        let nonblank = |v: &Option<String>| v.clone().filter(|v| !v.trim().is_empty());
+        let nonblank = |flag: &Option<String>, var: &str| {
+            flag_or_env(flag, var).filter(|v| !v.trim().is_empty())
+        };
+        let location = nonblank(&self.location, "ROW_FENCE_LOCATION")?;
         Some(crate::location::Settings {
-            location: location.to_string(),
-            source: nonblank(&self.tenant_map_url).map(|url| crate::location::fetch::Source {
-                url,
-                client_id: nonblank(&self.tenant_map_access_client_id),
-                client_secret: nonblank(&self.tenant_map_access_client_secret),
+            location: location.trim().to_string(),
+            source: nonblank(&self.tenant_map_url, "ROW_FENCE_TENANT_MAP_URL").map(|url| {
+                crate::location::fetch::Source {
+                    url,
+                    client_id: nonblank(
+                        &self.tenant_map_access_client_id,
+                        "ROW_FENCE_TENANT_MAP_ACCESS_CLIENT_ID",
+                    ),
+                    client_secret: nonblank(
+                        &self.tenant_map_access_client_secret,
+                        "ROW_FENCE_TENANT_MAP_ACCESS_CLIENT_SECRET",
+                    ),
+                }
             }),
             refresh_ms: self.tenant_map_refresh_ms,
         })
@@ -98,14 +103,13 @@ pub struct Settings {
 impl Settings {
     /// Resolves flags and environment into settings; the error says what is wrong.
     pub fn resolve(args: &CommonArgs) -> Result<Settings, String> {
+        // The home and socket variables are read by the contract crate, as the asker reads them.
         let home = paths::home(args.home.as_deref())?;
         let home = absolute(home)?;
         let socket = absolute(paths::socket(args.socket.as_deref(), &home))?;
-        let store = StoreSpec::parse(args.store.as_deref().unwrap_or("file"))?;
-        let key_prefix = args
-            .key_prefix
-            .clone()
-            .filter(|p| !p.is_empty())
+        let store = flag_or_env(&args.store, "ROW_FENCE_STORE");
+        let store = StoreSpec::parse(store.as_deref().unwrap_or("file"))?;
+        let key_prefix = flag_or_env(&args.key_prefix, "ROW_FENCE_KEY_PREFIX")
             .unwrap_or_else(|| store::redis::DEFAULT_KEY_PREFIX.to_string());
         Ok(Settings {
             home,

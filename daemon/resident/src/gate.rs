@@ -83,7 +83,10 @@ fn location_detail(
             "location fence at {here}: no tenant map (set ROW_FENCE_TENANT_MAP_URL, or none was fetched yet)"
         ),
         Reason::MapUnreachable => format!(
-            "location fence at {here}: the tenant map could not be fetched and none is held"
+            "location fence at {here}: the tenant map could not be fetched ({}) and none is held",
+            fence
+                .last_fetch_error()
+                .map_or("no fetch finished".to_string(), |e| e.to_string())
         ),
         Reason::MapStale => {
             format!("location fence at {here}: the last good tenant map is over 60 s old")

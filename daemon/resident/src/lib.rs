@@ -19,7 +19,7 @@
 //! - [`socket`]: socket directory and file hygiene. [`own_code`]: what the daemon loaded,
 //!   to tell whose code is stale. [`supervisor`]: READY=1 and WATCHDOG=1 to systemd.
 //! - [`heartbeat`]: the liveness file. [`refusals`]: the ledger writer, recent refusals,
-//!   rate-limited log lines.
+//!   rate-limited log lines ([`log_limit`]: one line per key a minute, bounded).
 //!
 //! The store and its domain come from `row-fence-store`; the protocol, verdicts and
 //! reasons from the contract crate `row-fence-ask`.
@@ -28,6 +28,7 @@ pub mod config;
 pub mod gate;
 pub mod heartbeat;
 pub mod location;
+pub mod log_limit;
 pub mod own_code;
 pub mod refusals;
 pub mod registry;

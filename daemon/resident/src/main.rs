@@ -16,13 +16,14 @@ struct Args {
     #[command(flatten)]
     location: LocationArgs,
     /// Milliseconds between heartbeats (at least 100)
-    #[arg(long, env = "ROW_FENCE_HEARTBEAT_MS", default_value_t = DEFAULT_INTERVAL_MS, value_name = "MS",
-          value_parser = clap::value_parser!(u64).range(100..))]
+    #[arg(long, env = "ROW_FENCE_HEARTBEAT_MS", hide_env_values = true, default_value_t = DEFAULT_INTERVAL_MS,
+          value_name = "MS", value_parser = clap::value_parser!(u64).range(100..))]
     heartbeat_ms: u64,
     /// Extra uids to serve besides our own (comma-separated)
     #[arg(
         long,
         env = "ROW_FENCE_ALLOWED_UIDS",
+        hide_env_values = true,
         value_delimiter = ',',
         value_name = "UIDS"
     )]
@@ -60,7 +61,7 @@ fn main() {
             Ok(stamp) => say(&mut std::io::stdout(), &stamp),
             Err(e) => {
                 say(&mut std::io::stderr(), &format!("row-fence-resident: {e}"));
-                std::process::exit(1);
+                std::process::exit(row_fence_ask::exit::COULD_NOT_READ);
             }
         }
         return;

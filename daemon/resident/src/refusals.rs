@@ -3,13 +3,14 @@
 //! thread, so an ask never waits on the disk), keeps the last 100 for `status`, and logs
 //! at most one line a minute per (board, action, reason).
 
+use crate::log_limit::LogLimit;
 use row_fence_ask::ledger::{self, LedgerRecord};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How many recent refusals `status` shows.
 pub const RECENT: usize = 100;
@@ -25,8 +26,8 @@ pub struct Refusals {
     writer: Mutex<Option<JoinHandle<()>>>,
     /// The newest refusals, oldest first.
     recent: Mutex<VecDeque<LedgerRecord>>,
-    /// When each (board, action, reason) was last logged.
-    logged: Mutex<HashMap<(String, String, String), Instant>>,
+    /// One log line per (board, action, reason) a minute, in bounded memory.
+    logged: LogLimit,
 }
 
 impl Refusals {
@@ -47,7 +48,7 @@ impl Refusals {
             ledger: Mutex::new(Some(tx)),
             writer: Mutex::new(Some(writer)),
             recent: Mutex::new(VecDeque::with_capacity(RECENT)),
-            logged: Mutex::new(HashMap::new()),
+            logged: LogLimit::new(LOG_EVERY),
         }
     }
 
@@ -67,25 +68,16 @@ impl Refusals {
     }
 
     fn log(&self, r: &LedgerRecord) {
-        let key = (
-            r.board.clone().unwrap_or_default(),
-            r.action.clone(),
-            r.reason.clone(),
-        );
-        let now = Instant::now();
+        let reason = r.verdict.reason().map_or("", |r| r.as_str());
+        if !self
+            .logged
+            .allow((r.board.as_deref(), r.action.as_str(), reason))
         {
-            let mut logged = lock(&self.logged);
-            if logged
-                .get(&key)
-                .is_some_and(|t| now.duration_since(*t) < LOG_EVERY)
-            {
-                return;
-            }
-            logged.insert(key, now);
+            return;
         }
         tracing::warn!(
-            verdict = %r.verdict,
-            reason = %r.reason,
+            verdict = r.verdict.wire_name(),
+            reason,
             board = r.board.as_deref().unwrap_or(""),
             row = r.row.as_deref().unwrap_or(""),
             lane = r.lane.as_deref().unwrap_or(""),

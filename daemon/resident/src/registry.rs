@@ -15,6 +15,29 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// Why the registry could not be loaded; the daemon does not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// The file exists but cannot be read.
+    #[error("cannot read the registry {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The text is not a registry: TOML's message with its line and column, or an invalid
+    /// board name.
+    #[error("the registry{} does not parse: {message}", path.as_ref().map(|p| format!(" {}", p.display())).unwrap_or_default())]
+    Parse {
+        /// The file, when read from one.
+        path: Option<PathBuf>,
+        /// What is wrong, where.
+        message: String,
+    },
+}
+
 /// The registry file's name inside the registry directory.
 pub const FILE: &str = "boards.toml";
 
@@ -45,23 +68,32 @@ pub fn path(home: &Path) -> PathBuf {
 impl Registry {
     /// Loads the registry under `home`; a missing file is an empty registry. The error
     /// names the file and the line.
-    pub fn load(home: &Path) -> Result<Registry, String> {
+    pub fn load(home: &Path) -> Result<Registry, RegistryError> {
         let path = path(home);
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Registry::default()),
-            Err(e) => return Err(format!("cannot read the registry {}: {e}", path.display())),
+            Err(source) => return Err(RegistryError::Read { path, source }),
         };
-        Registry::parse(&text)
-            .map_err(|e| format!("the registry {} does not parse: {e}", path.display()))
+        Registry::parse(&text).map_err(|e| match e {
+            RegistryError::Parse { message, .. } => RegistryError::Parse {
+                path: Some(path),
+                message,
+            },
+            other => other,
+        })
     }
 
     /// Parses registry text; the error gives the line and column.
-    pub fn parse(text: &str) -> Result<Registry, String> {
-        let file: RegistryFile =
-            toml::from_str(text).map_err(|e| e.to_string().trim_end().replace('\n', " "))?;
+    pub fn parse(text: &str) -> Result<Registry, RegistryError> {
+        let invalid = |message: String| RegistryError::Parse {
+            path: None,
+            message,
+        };
+        let file: RegistryFile = toml::from_str(text)
+            .map_err(|e| invalid(e.to_string().trim_end().replace('\n', " ")))?;
         for board in file.boards.keys() {
-            validate_board(board).map_err(|e| e.to_string())?;
+            validate_board(board).map_err(|e| invalid(e.to_string()))?;
         }
         Ok(Registry {
             boards: file
@@ -93,9 +125,13 @@ mod tests {
 
     #[test]
     fn a_registry_that_does_not_parse_names_the_line() {
-        let err = Registry::parse("[boards.b1]\ntenant = \"acme\"\ntenant = oops\n").unwrap_err();
+        let err = Registry::parse("[boards.b1]\ntenant = \"acme\"\ntenant = oops\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("line 3"), "{err}");
-        let err = Registry::parse("[boards.b1]\ntennant = \"acme\"\n").unwrap_err();
+        let err = Registry::parse("[boards.b1]\ntennant = \"acme\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("line 2"), "{err}");
         assert!(Registry::parse("[boards.\"Bad Board\"]\ntenant = \"x\"\n").is_err());
     }

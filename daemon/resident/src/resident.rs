@@ -9,11 +9,11 @@ use crate::location::LocationFence;
 use crate::own_code::OwnCode;
 use crate::refusals::{Refusals, lock};
 use crate::registry::Registry;
-use row_fence_ask::ledger::{self, LedgerRecord};
+use row_fence_ask::ledger::{self, DecidedBy, LedgerRecord};
 use row_fence_ask::protocol::{Answer, Ask, Op, PROTOCOL_VERSION, Pong, Request};
+use row_fence_ask::status::{Counts, Status};
 use row_fence_ask::{Reason, Verdict};
 use row_fence_store::{AskCheck, AskLocation, LeaseStore};
-use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -89,7 +89,7 @@ pub struct Stats {
     /// Asks being judged now.
     pub in_flight: AtomicU64,
     /// Denials by reason.
-    pub by_reason: Mutex<BTreeMap<&'static str, u64>>,
+    pub by_reason: Mutex<BTreeMap<Reason, u64>>,
 }
 
 impl Resident {
@@ -161,20 +161,39 @@ impl Resident {
             },
             Op::Status => Answer {
                 v: PROTOCOL_VERSION,
-                status: Some(self.status()),
+                status: Some(Box::new(self.status())),
                 ..Answer::default()
             },
         }
     }
 
-    /// The answer for a peer whose uid we do not serve: no store call is made.
-    pub fn refuse_peer(&self, uid: Option<u32>) -> Answer {
-        let who = uid.map_or("an unknown uid".to_string(), |u| format!("uid {u}"));
+    /// The answer for a peer whose uid we do not serve: no store call is made. The probe
+    /// is recorded like any COULD NOT READ (a ledger line, a WARN at most once a minute),
+    /// filed under what the request claims, if it parses as an ask.
+    pub fn refuse_peer(&self, uid: Option<u32>, pid: Option<i32>, line: &[u8]) -> Answer {
+        let who = match (uid, pid) {
+            (Some(uid), Some(pid)) => format!("uid {uid} (pid {pid})"),
+            (Some(uid), None) => format!("uid {uid}"),
+            (None, _) => "an unknown uid".to_string(),
+        };
         let detail = format!(
             "this daemon serves uid(s) {:?}, not {who}",
             self.allowed_uids
         );
-        self.count(Verdict::CouldNotRead(Reason::PeerRefused));
+        let verdict = Verdict::CouldNotRead(Reason::PeerRefused);
+        self.count(verdict);
+        let claimed = match Request::parse(line).map(|r| r.op) {
+            Ok(Op::Ask(ask)) => Some(ask),
+            _ => None,
+        };
+        let record = LedgerRecord::new(DecidedBy::Daemon, verdict, detail.clone())
+            .with_descriptor(claimed.as_ref().map(|a| &a.descriptor))
+            .with_caller(
+                claimed.as_ref().and_then(|a| a.caller.session.as_deref()),
+                claimed.as_ref().and_then(|a| a.caller.cwd.as_deref()),
+                claimed.as_ref().map_or("", |a| a.action.as_str()),
+            );
+        self.refusals.record(record);
         Answer::could_not_read(Reason::PeerRefused, detail)
     }
 
@@ -281,45 +300,41 @@ impl Resident {
         counter.fetch_add(1, Ordering::Relaxed);
         self.stats.asks.fetch_add(1, Ordering::Relaxed);
         if let Some(reason) = verdict.reason() {
-            *lock(&self.stats.by_reason)
-                .entry(reason.as_str())
-                .or_default() += 1;
+            *lock(&self.stats.by_reason).entry(reason).or_default() += 1;
         }
     }
 
     /// The status object (`row-fence status`).
-    pub fn status(&self) -> serde_json::Value {
+    pub fn status(&self) -> Status {
         let now = ledger::now_ms();
         let beat = self.heartbeat_ms.load(Ordering::Relaxed);
         let s = &self.stats;
-        let mut status = json!({
-            "pid": std::process::id(),
-            "version": env!("CARGO_PKG_VERSION"),
-            "stamp": self.stamp,
-            "socket": self.settings.socket.display().to_string(),
-            "home": self.settings.home.display().to_string(),
-            "store": self.store.describe(),
-            "store_reconnects": self.store.connection_losses(),
-            "started_at_ms": self.started_at_ms,
-            "uptime_ms": now.saturating_sub(self.started_at_ms),
-            "heartbeat_age_ms": (beat > 0).then(|| now.saturating_sub(beat)),
-            "asks_in_flight": s.in_flight.load(Ordering::Relaxed),
-            "store_calls_in_flight": self.store.calls_in_flight(),
-            "store_check": self.store.last_check(),
-            "connections": s.connections.load(Ordering::Relaxed),
-            "counts": {
-                "asks": s.asks.load(Ordering::Relaxed),
-                "allowed": s.allowed.load(Ordering::Relaxed),
-                "refused": s.refused.load(Ordering::Relaxed),
-                "could_not_read": s.could_not_read.load(Ordering::Relaxed),
-                "by_reason": *lock(&s.by_reason),
+        Status {
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            stamp: self.stamp.clone(),
+            socket: self.settings.socket.display().to_string(),
+            home: self.settings.home.display().to_string(),
+            store: self.store.describe(),
+            key_prefix: self.settings.key_prefix.clone(),
+            store_reconnects: self.store.connection_losses(),
+            started_at_ms: self.started_at_ms,
+            uptime_ms: now.saturating_sub(self.started_at_ms),
+            heartbeat_age_ms: (beat > 0).then(|| now.saturating_sub(beat)),
+            asks_in_flight: s.in_flight.load(Ordering::Relaxed),
+            store_calls_in_flight: self.store.calls_in_flight(),
+            store_check: self.store.last_check(),
+            connections: s.connections.load(Ordering::Relaxed),
+            counts: Counts {
+                asks: s.asks.load(Ordering::Relaxed),
+                allowed: s.allowed.load(Ordering::Relaxed),
+                refused: s.refused.load(Ordering::Relaxed),
+                could_not_read: s.could_not_read.load(Ordering::Relaxed),
+                by_reason: lock(&s.by_reason).clone(),
             },
-            "recent_refusals": self.refusals.recent(),
-        });
-        if let Some(fence) = &self.location {
-            status["location_fence"] = fence.status();
+            recent_refusals: self.refusals.recent(),
+            location_fence: self.location.as_ref().map(|fence| fence.status()),
         }
-        status
     }
 }
 
@@ -340,29 +355,14 @@ impl Drop for InFlight<'_> {
 }
 
 fn ledger_record(ask: &Ask, gated: &Gated, located: Option<&AskLocation>) -> LedgerRecord {
-    let d = &ask.descriptor;
-    LedgerRecord {
-        ts_ms: ledger::now_ms(),
-        decided_by: "daemon".into(),
-        verdict: gated.verdict.wire_name().into(),
-        reason: gated
-            .verdict
-            .reason()
-            .map(|r| r.as_str().to_string())
-            .unwrap_or_default(),
-        detail: gated.detail.clone(),
-        board: Some(d.board.clone()),
-        row: Some(d.row.clone()),
-        lane: Some(d.lane.clone()),
-        generation: Some(d.generation),
-        session: ask.caller.session.clone(),
-        cwd: ask.caller.cwd.clone(),
-        action: ask.action.clone(),
-        pid: std::process::id(),
-        location: located.map(|l| l.location.clone()),
-        epoch: located.map(|l| l.epoch),
-        ..LedgerRecord::default()
-    }
+    LedgerRecord::new(DecidedBy::Daemon, gated.verdict, gated.detail.clone())
+        .with_descriptor(Some(&ask.descriptor))
+        .with_caller(
+            ask.caller.session.as_deref(),
+            ask.caller.cwd.as_deref(),
+            &ask.action,
+        )
+        .with_location(located.map(|l| (l.location.as_str(), l.epoch)))
 }
 
 fn short(stamp: &str) -> &str {

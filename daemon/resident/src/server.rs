@@ -71,7 +71,8 @@ pub async fn run(listener: UnixListener, resident: Arc<Resident>, shutdown: Canc
 
 /// Serves one connection: one request, one answer.
 async fn serve(mut stream: UnixStream, resident: &Resident) {
-    let uid = stream.peer_cred().ok().map(|c| c.uid());
+    let cred = stream.peer_cred().ok();
+    let uid = cred.map(|c| c.uid());
     let line = match tokio::time::timeout(READ_DEADLINE, read_request(&mut stream)).await {
         Ok(Ok(line)) => line,
         Ok(Err(ReadError::TooLong)) => {
@@ -88,9 +89,9 @@ async fn serve(mut stream: UnixStream, resident: &Resident) {
     let answer = match uid {
         Some(uid) if resident.serves(uid) => match Request::parse(&line) {
             Ok(request) => resident.answer(request).await,
-            Err(e) => resident.malformed(e),
+            Err(e) => resident.malformed(e.to_string()),
         },
-        other => resident.refuse_peer(other),
+        _ => resident.refuse_peer(uid, cred.and_then(|c| c.pid()), &line),
     };
     reply(&mut stream, &answer).await;
 }

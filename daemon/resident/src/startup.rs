@@ -7,7 +7,7 @@ use crate::config::Settings;
 use crate::heartbeat;
 use crate::location::{self, LocationFence, SystemClock};
 use crate::own_code::OwnCode;
-use crate::registry::Registry;
+use crate::registry::{Registry, RegistryError};
 use crate::resident::Resident;
 use crate::server;
 use crate::socket::{self, SocketError};
@@ -27,6 +27,52 @@ pub const EXIT_START_FAILED: i32 = 1;
 /// stuck disk or a lock held elsewhere makes calls wait in line (within their ask's
 /// deadline) instead of growing the daemon by a thread per ask.
 pub const MAX_BLOCKING_THREADS: usize = 24;
+
+/// Why the daemon did not start; nothing was bound.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The async runtime could not be built.
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+    /// The home directory could not be created.
+    #[error("cannot create {path}: {source}")]
+    Home {
+        /// The home.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The socket's directory or path is refused, or binding failed.
+    #[error(transparent)]
+    Socket(#[from] SocketError),
+    /// A daemon already answers on the socket; it is left alone.
+    #[error("already running: a daemon answers on {0}; leaving it alone")]
+    AlreadyRunning(std::path::PathBuf),
+    /// The bound socket could not be listened on.
+    #[error("cannot listen on {path}: {source}")]
+    Listen {
+        /// The socket.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The registry could not be read or parsed.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// The registry changed between its digest and its load.
+    #[error("the registry changed while the daemon was loading it; exiting before binding")]
+    RegistryChanged,
+    /// The registry's digest could not be taken.
+    #[error("cannot read the registry: {0}")]
+    RegistryDigest(String),
+    /// The store's settings are not a store.
+    #[error("{0}")]
+    Store(String),
+    /// The location fence could not be built.
+    #[error("the location fence: {0}")]
+    Fence(#[from] location::map::MapError),
+}
 
 /// What the daemon needs beyond the common settings.
 #[derive(Clone, Debug)]
@@ -49,22 +95,22 @@ pub fn run(options: Options) -> i32 {
         .build()
     {
         Ok(runtime) => runtime,
-        Err(e) => return failed(format!("cannot start the runtime: {e}")),
+        Err(e) => return failed(StartError::Runtime(e)),
     };
     let code = runtime.block_on(async move {
         match prepare(&options) {
             Ok(prepared) => serve(options, prepared).await,
-            Err(message) => failed(message),
+            Err(e) => failed(e),
         }
     });
     runtime.shutdown_timeout(Duration::from_secs(1));
     code
 }
 
-fn failed(message: String) -> i32 {
-    tracing::error!("{message}");
+fn failed(e: StartError) -> i32 {
+    tracing::error!("{e}");
     // A closed or full stderr must not turn a refusal to start into a panic.
-    let _ = writeln!(std::io::stderr(), "row-fence-resident: {message}");
+    let _ = writeln!(std::io::stderr(), "row-fence-resident: {e}");
     EXIT_START_FAILED
 }
 
@@ -78,7 +124,7 @@ struct Prepared {
 }
 
 /// Everything that can refuse a start, in order, before anything is served.
-fn prepare(options: &Options) -> Result<Prepared, String> {
+fn prepare(options: &Options) -> Result<Prepared, StartError> {
     let settings = &options.settings;
     // Everything the daemon creates is private to its user.
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
@@ -86,35 +132,34 @@ fn prepare(options: &Options) -> Result<Prepared, String> {
         .recursive(true)
         .mode(0o700)
         .create(&settings.home)
-        .map_err(|e| format!("cannot create {}: {e}", settings.home.display()))?;
-    socket::prepare_dir(&settings.socket).map_err(|e| e.to_string())?;
-    let own_code = OwnCode::capture(&settings.home)?;
+        .map_err(|source| StartError::Home {
+            path: settings.home.clone(),
+            source,
+        })?;
+    socket::prepare_dir(&settings.socket)?;
+    let own_code = OwnCode::capture(&settings.home).map_err(StartError::RegistryDigest)?;
     // Whatever the daemon loads from the registry is loaded between these two digests.
     let registry = Registry::load(&settings.home)?;
     let again = row_fence_ask::stamp::registry_digest(&paths::registry(&settings.home))
-        .map_err(|e| format!("cannot read the registry: {e}"))?;
+        .map_err(|e| StartError::RegistryDigest(e.to_string()))?;
     if again != own_code.registry_digest() {
-        return Err(
-            "the registry changed while the daemon was loading it; exiting before binding".into(),
-        );
+        return Err(StartError::RegistryChanged);
     }
-    let store = settings.open_monotonic(false)?;
+    let store = settings.open_monotonic(false).map_err(StartError::Store)?;
     let fence = location_fence(options.location.as_ref())?;
     let (listener, guard) = socket::bind(&settings.socket).map_err(|e| match e {
-        SocketError::AlreadyRunning(path) => {
-            format!(
-                "already running: a daemon answers on {}; leaving it alone",
-                path.display()
-            )
-        }
-        other => other.to_string(),
+        SocketError::AlreadyRunning(path) => StartError::AlreadyRunning(path),
+        other => StartError::Socket(other),
     })?;
     let listener = listener
         .set_nonblocking(true)
         .and_then(|_| tokio::net::UnixListener::from_std(listener))
-        .map_err(|e| {
+        .map_err(|source| {
             guard.remove_if_ours();
-            format!("cannot listen on {}: {e}", settings.socket.display())
+            StartError::Listen {
+                path: settings.socket.clone(),
+                source,
+            }
         })?;
     Ok(Prepared {
         own_code,
@@ -130,7 +175,7 @@ fn prepare(options: &Options) -> Result<Prepared, String> {
 /// (every ask is then `map_missing`).
 fn location_fence(
     settings: Option<&location::Settings>,
-) -> Result<Option<Arc<LocationFence>>, String> {
+) -> Result<Option<Arc<LocationFence>>, StartError> {
     let Some(settings) = settings else {
         return Ok(None);
     };
@@ -140,7 +185,10 @@ fn location_fence(
             "ROW_FENCE_LOCATION is set without ROW_FENCE_TENANT_MAP_URL: every ask is fenced map_missing"
         );
     }
-    LocationFence::new(settings.clone(), Arc::new(SystemClock)).map(Some)
+    Ok(Some(LocationFence::new(
+        settings.clone(),
+        Arc::new(SystemClock),
+    )?))
 }
 
 async fn serve(options: Options, prepared: Prepared) -> i32 {

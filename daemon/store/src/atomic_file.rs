@@ -60,7 +60,8 @@ pub fn write(path: &Path, bytes: &[u8], mode: u32, sync_dir: bool) -> io::Result
     let mut tmp = tempfile::Builder::new()
         .prefix(&temp_prefix(path))
         .rand_bytes(RANDOM_CHARS)
-        .tempfile_in(dir)?;
+        .tempfile_in(dir)
+        .map_err(|e| in_dir(dir, e))?;
     tmp.write_all(bytes)?;
     tmp.as_file()
         .set_permissions(Permissions::from_mode(mode))?;
@@ -70,6 +71,20 @@ pub fn write(path: &Path, bytes: &[u8], mode: u32, sync_dir: bool) -> io::Result
         File::open(dir)?.sync_all()?;
     }
     Ok(())
+}
+
+/// The temp file's error names the directory, never the temp file's internal name: the
+/// caller knows only the path it asked for.
+fn in_dir(dir: &Path, e: io::Error) -> io::Error {
+    let why = match e.kind() {
+        io::ErrorKind::NotFound => "the directory does not exist".to_string(),
+        io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+        _ => io::Error::from(e.kind()).to_string(),
+    };
+    io::Error::new(
+        e.kind(),
+        format!("cannot create a file in {}: {why}", dir.display()),
+    )
 }
 
 /// Replaces `path` with `text`, private to its user (0600), without a directory fsync.
@@ -92,7 +107,13 @@ mod tests {
         assert_eq!(fs::read(&path).unwrap(), b"new");
         assert_eq!(fs::metadata(&path).unwrap().mode() & 0o777, 0o640);
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
-        assert!(write(&dir.path().join("missing/f"), b"x", 0o600, false).is_err());
+        let e = write(&dir.path().join("missing/f"), b"x", 0o600, false).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("missing: the directory does not exist")
+                && !e.to_string().contains(".row-fence."),
+            "{e}"
+        );
     }
 
     #[test]

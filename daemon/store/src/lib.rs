@@ -48,6 +48,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 pub use judge::judge;
+pub use row_fence_ask::status::StoreCheck;
 pub use spec::StoreSpec;
 
 /// `expected` of a [`RecordWrite`] that skips the revision check.
@@ -244,52 +245,26 @@ pub struct Judgement {
     pub revision: u64,
 }
 
-/// What a store's own state and settings say about keeping what it acknowledges
-/// (DESIGN.md, "Acknowledged means durable"), as last checked.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StoreCheck {
-    /// `master`, or what `ROLE` said instead; `file` for the file store.
-    pub role: String,
-    /// Replicas the primary showed connected when checked.
-    pub replicas: u64,
-    /// Replicas every write waits for (`WAIT`): the URL's `min_replicas`, else the
-    /// replicas `ROLE` showed at connect.
-    pub min_replicas: u64,
-    /// True when grants and controller writes may go ahead: no problem below, or the
-    /// URL opts out with `?durability=volatile`.
-    pub durable: bool,
-    /// What makes acknowledged writes losable, each naming the setting and the fix.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub problems: Vec<String>,
-    /// What could not be checked (CONFIG disabled) and opt-outs in force.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
-    /// When checked, ms since the Unix epoch (this machine's clock).
-    pub checked_at_ms: u64,
+/// The check of a store that keeps every acknowledged write by construction (the file
+/// store: fsync'd renames).
+pub fn durable_check(role: &str) -> StoreCheck {
+    StoreCheck {
+        role: role.to_string(),
+        durable: true,
+        checked_at_ms: row_fence_ask::ledger::now_ms(),
+        ..StoreCheck::default()
+    }
 }
 
-impl StoreCheck {
-    /// The check of a store that keeps every acknowledged write by construction (the file
-    /// store: fsync'd renames).
-    pub fn durable(role: &str) -> StoreCheck {
-        StoreCheck {
-            role: role.to_string(),
-            durable: true,
-            checked_at_ms: row_fence_ask::ledger::now_ms(),
-            ..StoreCheck::default()
-        }
+/// `Err(NotDurable)` naming every problem, unless the store is durable (or opted out).
+pub fn require_durable(check: &StoreCheck) -> Result<(), StoreError> {
+    if check.durable {
+        return Ok(());
     }
-
-    /// `Err(NotDurable)` naming every problem, unless the store is durable (or opted out).
-    pub fn require_durable(&self) -> Result<(), StoreError> {
-        if self.durable {
-            return Ok(());
-        }
-        Err(StoreError::NotDurable(format!(
-            "{}; grants and controller writes are refused until it is fixed (or the store URL says ?durability=volatile for a throwaway store)",
-            self.problems.join("; ")
-        )))
-    }
+    Err(StoreError::NotDurable(format!(
+        "{}; grants and controller writes are refused until it is fixed (or the store URL says ?durability=volatile for a throwaway store)",
+        check.problems.join("; ")
+    )))
 }
 
 /// What went wrong in a store call. Ask it which kind it is (as redis-rs errors answer
@@ -469,7 +444,7 @@ pub trait LeaseStore: Send + Sync + fmt::Debug {
     /// Checks the store's role and settings now (at start, at every reconnect, before a
     /// grant, and on the heartbeat's interval).
     async fn check(&self) -> Result<StoreCheck, StoreError> {
-        Ok(StoreCheck::durable("file"))
+        Ok(durable_check("file"))
     }
 
     /// The last [`LeaseStore::check`] (or the one made at connect), if any.

@@ -2,7 +2,7 @@
 //! (`CF-Access-Client-Id`, `CF-Access-Client-Secret`), one timeout of 5 s for the whole
 //! request, at most 4 MiB read. The secret is sent and never printed.
 
-use super::map::{self, TenantMap};
+use super::map::{self, MapError, TenantMap};
 use std::time::Duration;
 
 /// The whole fetch (connect, request, body) gives up after this long.
@@ -50,14 +50,14 @@ pub struct Fetcher {
 
 impl Fetcher {
     /// A client with the fetch timeout; errors only when TLS cannot be set up.
-    pub fn new(source: Source) -> Result<Fetcher, String> {
+    pub fn new(source: Source) -> Result<Fetcher, MapError> {
         row_fence_store::tls::install_crypto_provider();
         let client = reqwest::Client::builder()
             .timeout(FETCH_TIMEOUT)
             .connect_timeout(FETCH_TIMEOUT)
             .user_agent(concat!("row-fence/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| format!("cannot build the tenant map client: {e}"))?;
+            .map_err(|e| MapError::Connect(format!("cannot build the tenant map client: {e}")))?;
         Ok(Fetcher { source, client })
     }
 
@@ -67,7 +67,7 @@ impl Fetcher {
     }
 
     /// One fetch. The error is a sentence without the secret.
-    pub async fn fetch(&self) -> Result<TenantMap, String> {
+    pub async fn fetch(&self) -> Result<TenantMap, MapError> {
         let mut request = self
             .client
             .get(self.source.endpoint())
@@ -76,8 +76,8 @@ impl Fetcher {
             request = request.header("CF-Access-Client-Id", id);
         }
         if let Some(secret) = &self.source.client_secret {
-            let mut value = reqwest::header::HeaderValue::from_str(secret)
-                .map_err(|_| "the access secret is not a valid header value".to_string())?;
+            let mut value =
+                reqwest::header::HeaderValue::from_str(secret).map_err(|_| MapError::Secret)?;
             value.set_sensitive(true);
             request = request.header("CF-Access-Client-Secret", value);
         }
@@ -92,7 +92,7 @@ impl Fetcher {
             let mut body = Vec::new();
             while let Some(chunk) = response.chunk().await.map_err(|e| describe(&e))? {
                 if body.len() + chunk.len() > MAX_BODY_BYTES {
-                    return Err(format!("the map is over {MAX_BODY_BYTES} bytes"));
+                    return Err(MapError::TooBig(MAX_BODY_BYTES));
                 }
                 body.extend_from_slice(&chunk);
             }
@@ -100,24 +100,18 @@ impl Fetcher {
         };
         match tokio::time::timeout(FETCH_TIMEOUT, work).await {
             Ok(result) => result,
-            Err(_) => Err(format!(
-                "the map did not answer within {} s",
-                FETCH_TIMEOUT.as_secs()
-            )),
+            Err(_) => Err(MapError::Timeout(FETCH_TIMEOUT.as_secs())),
         }
     }
 }
 
 /// A reqwest error as a sentence: its kind and URL, never headers.
-fn describe(e: &reqwest::Error) -> String {
+fn describe(e: &reqwest::Error) -> MapError {
     if e.is_timeout() {
-        format!(
-            "the map did not answer within {} s",
-            FETCH_TIMEOUT.as_secs()
-        )
+        MapError::Timeout(FETCH_TIMEOUT.as_secs())
     } else if e.is_connect() {
-        format!("cannot connect to the map: {e}")
+        MapError::Connect(e.to_string())
     } else {
-        format!("the map fetch failed: {e}")
+        MapError::Fetch(e.to_string())
     }
 }

@@ -6,20 +6,53 @@
 //! fetch; `generatedAt` may be an integer or a string, anything else reads as null and
 //! never fails the fetch. Freshness is our own fetch time, never `generatedAt`.
 
-use serde::Serialize;
+pub use row_fence_ask::status::TenantRow;
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
-/// One tenant row, as the fence reads it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct TenantRow {
-    /// The tenant id (the registry's `tenant`).
-    pub id: String,
-    /// The location id the tenant lives at.
-    pub location: Option<String>,
-    /// +1 on every move.
-    pub epoch: i64,
-    /// `active`, `draining`, `reconciling`, …
-    pub state: Option<String>,
+/// Why a fetch gave no map: a sentence for `status`, the log and `map_unreachable`'s
+/// detail. It never holds the access secret.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MapError {
+    /// A status other than 200.
+    #[error("the map answered HTTP {0}")]
+    Status(u16),
+    /// An HTML page, typically an access login in front of the map.
+    #[error("the map answered an HTML page (an access login?)")]
+    Html,
+    /// A body that is not JSON.
+    #[error("the map is not JSON: {0}")]
+    NotJson(String),
+    /// JSON without a `tenants` array of rows.
+    #[error("the map has no tenants array of rows: {0}")]
+    Shape(String),
+    /// A row whose `epoch` is not an integer.
+    #[error("tenant {id:?} has a non-integer epoch {epoch}")]
+    Epoch {
+        /// The tenant.
+        id: String,
+        /// The epoch as sent.
+        epoch: String,
+    },
+    /// A body over the limit (bytes).
+    #[error("the map is over {0} bytes")]
+    TooBig(usize),
+    /// No answer within the fetch timeout (s).
+    #[error("the map did not answer within {0} s")]
+    Timeout(u64),
+    /// No connection (refused, unresolvable, TLS).
+    #[error("cannot connect to the map: {0}")]
+    Connect(String),
+    /// Any other transport failure.
+    #[error("the map fetch failed: {0}")]
+    Fetch(String),
+    /// The access secret cannot be sent as a header.
+    #[error("the access secret is not a valid header value")]
+    Secret,
+    /// No map URL is configured.
+    #[error("no map URL is configured")]
+    NoUrl,
 }
 
 /// A good map.
@@ -31,54 +64,96 @@ pub struct TenantMap {
     pub generated_at: Option<Value>,
 }
 
+/// The response body as the contract spells it; every lenient rule is a field attribute.
+#[derive(Deserialize)]
+struct Document {
+    tenants: Vec<Row>,
+    #[serde(
+        default,
+        rename = "generatedAt",
+        deserialize_with = "integer_or_string"
+    )]
+    generated_at: Option<Value>,
+}
+
+/// One row before the `id`/`epoch` rules: a member of the wrong type reads as absent,
+/// except `epoch`, which is checked by [`Row::kept`].
+#[derive(Deserialize)]
+struct Row {
+    #[serde(default, deserialize_with = "string_only")]
+    id: Option<String>,
+    #[serde(default, deserialize_with = "string_only")]
+    location: Option<String>,
+    #[serde(default)]
+    epoch: Option<Value>,
+    #[serde(default, deserialize_with = "string_only")]
+    state: Option<String>,
+}
+
+impl Row {
+    /// The row the fence keeps: `None` for a row without `id` or `epoch` (dropped); an
+    /// error for an `epoch` that is not an integer (the whole fetch fails).
+    fn kept(self) -> Result<Option<TenantRow>, MapError> {
+        let (Some(id), Some(epoch)) = (self.id, self.epoch.filter(|e| !e.is_null())) else {
+            return Ok(None);
+        };
+        let epoch = match &epoch {
+            Value::Number(n) if n.is_i64() => n.as_i64(),
+            Value::Number(n) => n
+                .as_f64()
+                .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+                .map(|f| f as i64),
+            _ => None,
+        }
+        .ok_or_else(|| MapError::Epoch {
+            id: id.clone(),
+            epoch: epoch.to_string(),
+        })?;
+        Ok(Some(TenantRow {
+            id,
+            location: self.location,
+            epoch,
+            state: self.state,
+        }))
+    }
+}
+
+fn string_only<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::String(s) => Some(s),
+        _ => None,
+    })
+}
+
+fn integer_or_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    let v = Value::deserialize(d)?;
+    Ok((v.is_i64() || v.is_u64() || v.is_string()).then_some(v))
+}
+
 /// Reads a response into a map; the error is a sentence for `status` and the log.
-pub fn parse(status: u16, content_type: Option<&str>, body: &[u8]) -> Result<TenantMap, String> {
+pub fn parse(status: u16, content_type: Option<&str>, body: &[u8]) -> Result<TenantMap, MapError> {
     if status != 200 {
-        return Err(format!("the map answered HTTP {status}"));
+        return Err(MapError::Status(status));
     }
     if content_type.is_some_and(|c| c.to_ascii_lowercase().contains("text/html"))
         || looks_like_html(body)
     {
-        return Err("the map answered an HTML page (an access login?)".into());
+        return Err(MapError::Html);
     }
-    let document: Value =
-        serde_json::from_slice(body).map_err(|e| format!("the map is not JSON: {e}"))?;
-    let Some(rows) = document.get("tenants").and_then(Value::as_array) else {
-        return Err("the map has no tenants array".into());
-    };
-    let mut tenants = Vec::with_capacity(rows.len());
-    for row in rows {
-        let Some(id) = row.get("id").and_then(Value::as_str) else {
-            continue;
-        };
-        let epoch = match row.get("epoch") {
-            None | Some(Value::Null) => continue,
-            Some(Value::Number(n)) if n.is_i64() => n.as_i64().unwrap_or(-1),
-            Some(Value::Number(n))
-                if n.as_f64()
-                    .is_some_and(|f| f.fract() == 0.0 && f.abs() < 9.0e15) =>
-            {
-                n.as_f64().unwrap_or(-1.0) as i64
-            }
-            Some(other) => return Err(format!("tenant {id:?} has a non-integer epoch {other}")),
-        };
-        tenants.push(TenantRow {
-            id: id.to_string(),
-            location: row
-                .get("location")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            epoch,
-            state: row.get("state").and_then(Value::as_str).map(str::to_string),
-        });
+    let document: Document = serde_json::from_slice(body).map_err(|e| {
+        if serde_json::from_slice::<serde::de::IgnoredAny>(body).is_err() {
+            MapError::NotJson(e.to_string())
+        } else {
+            MapError::Shape(e.to_string())
+        }
+    })?;
+    let mut tenants = Vec::with_capacity(document.tenants.len());
+    for row in document.tenants {
+        tenants.extend(row.kept()?);
     }
-    let generated_at = document
-        .get("generatedAt")
-        .filter(|g| g.is_i64() || g.is_u64() || g.is_string())
-        .cloned();
     Ok(TenantMap {
         tenants,
-        generated_at,
+        generated_at: document.generated_at,
     })
 }
 
@@ -135,36 +210,35 @@ mod tests {
 
     #[test]
     fn failed_fetches_say_why() {
-        assert!(parse(500, None, b"{}").unwrap_err().contains("500"));
+        assert_eq!(parse(500, None, b"{}").unwrap_err(), MapError::Status(500));
         assert!(
-            parse(200, Some("text/html; charset=utf-8"), b"<html>login</html>")
-                .unwrap_err()
-                .contains("HTML")
+            parse(200, Some("text/html; charset=utf-8"), b"<html>login</html>").unwrap_err()
+                == MapError::Html
         );
-        assert!(
-            parse(200, None, b"  <!DOCTYPE html><html>")
-                .unwrap_err()
-                .contains("HTML")
-        );
+        assert!(parse(200, None, b"  <!DOCTYPE html><html>").unwrap_err() == MapError::Html);
         assert!(parse(200, None, b"not json").is_err());
         assert!(
             parse(200, None, br#"{"rows":[]}"#)
                 .unwrap_err()
+                .to_string()
                 .contains("tenants")
         );
         assert!(
             parse(200, None, br#"{"tenants":{}}"#)
                 .unwrap_err()
+                .to_string()
                 .contains("tenants")
         );
         assert!(
             parse(200, None, br#"{"tenants":[{"id":"a","epoch":"3"}]}"#)
                 .unwrap_err()
+                .to_string()
                 .contains("non-integer")
         );
         assert!(
             parse(200, None, br#"{"tenants":[{"id":"a","epoch":2.5}]}"#)
                 .unwrap_err()
+                .to_string()
                 .contains("non-integer")
         );
     }

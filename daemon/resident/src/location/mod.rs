@@ -14,13 +14,14 @@ pub mod fetch;
 pub mod map;
 pub mod policy;
 
+use crate::log_limit::LogLimit;
 use crate::refusals::lock;
 use fetch::{Fetcher, Source};
-use map::TenantMap;
+use map::{MapError, TenantMap};
 use policy::{Decision, MapState};
 use row_fence_ask::Reason;
-use serde_json::{Value, json};
-use std::collections::{HashMap, VecDeque};
+use row_fence_ask::status::{LocationRefusal, LocationStatus};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -75,8 +76,10 @@ pub struct LocationFence {
     fetched: tokio::sync::watch::Sender<u64>,
     /// Fetch requests sent, for status and tests.
     fetches: AtomicU64,
-    recent: Mutex<VecDeque<Value>>,
-    logged: Mutex<HashMap<(String, String, &'static str), Instant>>,
+    /// The newest location refusals, for `status`.
+    recent: Mutex<VecDeque<LocationRefusal>>,
+    /// One log line per (tenant, action, reason) a minute, in bounded memory.
+    logged: LogLimit,
 }
 
 #[derive(Default)]
@@ -84,7 +87,7 @@ struct State {
     /// The last good map and when we fetched it (our clock).
     held: Option<(TenantMap, u64)>,
     /// Why the last fetch failed, if it did.
-    last_error: Option<String>,
+    last_error: Option<MapError>,
     /// Not before this (ms) may the next fetch start (the retry spacing).
     next_try_ms: u64,
     /// A fetch is running.
@@ -93,7 +96,7 @@ struct State {
 
 impl LocationFence {
     /// A fence for `settings` on `clock`; errors when the HTTP client cannot be built.
-    pub fn new(settings: Settings, clock: Arc<dyn Clock>) -> Result<Arc<LocationFence>, String> {
+    pub fn new(settings: Settings, clock: Arc<dyn Clock>) -> Result<Arc<LocationFence>, MapError> {
         let fetcher = settings.source.clone().map(Fetcher::new).transpose()?;
         Ok(Arc::new(LocationFence {
             settings,
@@ -103,8 +106,13 @@ impl LocationFence {
             fetched: tokio::sync::watch::channel(0).0,
             fetches: AtomicU64::new(0),
             recent: Mutex::new(VecDeque::with_capacity(RECENT)),
-            logged: Mutex::new(HashMap::new()),
+            logged: LogLimit::new(LOG_EVERY),
         }))
+    }
+
+    /// Why the last fetch failed, if it did (for `map_unreachable`'s detail).
+    pub fn last_fetch_error(&self) -> Option<MapError> {
+        lock(&self.state).last_error.clone()
     }
 
     /// This daemon's location.
@@ -204,13 +212,13 @@ impl LocationFence {
             let _done = FetchDone(fence.clone());
             let result = match &fence.fetcher {
                 Some(fetcher) => fetcher.fetch().await,
-                None => Err("no map URL".into()),
+                None => Err(MapError::NoUrl),
             };
             fence.finish_fetch(result);
         });
     }
 
-    fn finish_fetch(&self, result: Result<TenantMap, String>) {
+    fn finish_fetch(&self, result: Result<TenantMap, MapError>) {
         let now = self.clock.now_ms();
         let mut state = lock(&self.state);
         match result {
@@ -242,10 +250,16 @@ impl LocationFence {
             return;
         };
         let tenant = tenant.unwrap_or("").to_string();
-        let entry = json!({
-            "ts_ms": self.clock.now_ms(), "tenant": tenant, "board": board, "row": row, "lane": lane,
-            "action": action, "reason": reason.as_str(), "epoch": decision.epoch,
-        });
+        let entry = LocationRefusal {
+            ts_ms: self.clock.now_ms(),
+            tenant: tenant.clone(),
+            board: board.to_string(),
+            row: row.to_string(),
+            lane: lane.to_string(),
+            action: action.to_string(),
+            reason,
+            epoch: decision.epoch,
+        };
         {
             let mut recent = lock(&self.recent);
             if recent.len() == RECENT {
@@ -253,14 +267,7 @@ impl LocationFence {
             }
             recent.push_back(entry);
         }
-        let key = (tenant.clone(), action.to_string(), reason.as_str());
-        let now = Instant::now();
-        let mut logged = lock(&self.logged);
-        if logged
-            .get(&key)
-            .is_none_or(|t| now.duration_since(*t) >= LOG_EVERY)
-        {
-            logged.insert(key, now);
+        if self.logged.allow((tenant.as_str(), action, reason)) {
             tracing::warn!(
                 "location fence: fenced {action:?} for tenant {tenant:?} at {} (board {board}): {reason}",
                 self.settings.location
@@ -270,19 +277,26 @@ impl LocationFence {
 
     /// The status object: location, map age, rows, last fetch error, last 100 refusals.
     /// It never fetches.
-    pub fn status(&self) -> Value {
+    pub fn status(&self) -> LocationStatus {
         let state = lock(&self.state);
         let now = self.clock.now_ms();
-        json!({
-            "location": self.settings.location,
-            "map_url": self.fetcher.as_ref().map(Fetcher::endpoint),
-            "map_age_ms": state.held.as_ref().map(|(_, at)| now.saturating_sub(*at)),
-            "map_generated_at": state.held.as_ref().and_then(|(m, _)| m.generated_at.clone()),
-            "rows": state.held.as_ref().map(|(m, _)| m.tenants.clone()).unwrap_or_default(),
-            "last_fetch_error": state.last_error,
-            "fetches": self.fetches(),
-            "recent_refusals": lock(&self.recent).iter().cloned().collect::<Vec<_>>(),
-        })
+        LocationStatus {
+            location: self.settings.location.clone(),
+            map_url: self.fetcher.as_ref().map(Fetcher::endpoint),
+            map_age_ms: state.held.as_ref().map(|(_, at)| now.saturating_sub(*at)),
+            map_generated_at: state
+                .held
+                .as_ref()
+                .and_then(|(m, _)| m.generated_at.clone()),
+            rows: state
+                .held
+                .as_ref()
+                .map(|(m, _)| m.tenants.clone())
+                .unwrap_or_default(),
+            last_fetch_error: state.last_error.as_ref().map(MapError::to_string),
+            fetches: self.fetches(),
+            recent_refusals: lock(&self.recent).iter().cloned().collect(),
+        }
     }
 }
 

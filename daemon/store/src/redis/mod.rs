@@ -211,7 +211,7 @@ impl Shared {
             .fresh_check(RECHECK_MS)
             .await
             .map_err(|e| self.map_err(e))?;
-        check.require_durable()?;
+        crate::require_durable(&check)?;
         Ok(check)
     }
 

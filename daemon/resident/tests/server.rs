@@ -1,0 +1,217 @@
+//! The real server, in process, on its own socket in a temp dir (mini-redis's
+//! `tests/server.rs`): protocol errors, the read deadline, `busy`, a foreign stamp, and
+//! verdicts from a real file store, without spawning a binary. Time-dependent cases pause
+//! tokio's clock instead of sleeping.
+
+use row_fence_ask::protocol::{
+    Answer, Ask, Caller, MAX_MESSAGE_BYTES, Op, PROTOCOL_VERSION, Request,
+};
+use row_fence_ask::{Descriptor, Reason, Verdict};
+use row_fence_resident::config::Settings;
+use row_fence_resident::own_code::OwnCode;
+use row_fence_resident::resident::Resident;
+use row_fence_resident::server;
+use row_fence_store::file::FileStore;
+use row_fence_store::lease::{self, Grant};
+use row_fence_store::{LeaseStore, StoreSpec};
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{UnixListener, UnixStream};
+use tokio_util::sync::CancellationToken;
+
+/// A server on a temp socket over a file store in the same temp dir.
+struct Served {
+    _dir: tempfile::TempDir,
+    socket: PathBuf,
+    store: Arc<dyn LeaseStore>,
+    resident: Arc<Resident>,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Served {
+    async fn start() -> Served {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let socket = home.join("sock");
+        let store: Arc<dyn LeaseStore> = Arc::new(FileStore::new(home.join("store")));
+        let settings = Settings {
+            home: home.clone(),
+            socket: socket.clone(),
+            store: StoreSpec::File(None),
+            key_prefix: "rowfence".into(),
+        };
+        let own_code = OwnCode::capture(&home).unwrap();
+        let uid = nix::unistd::geteuid().as_raw();
+        let resident = Arc::new(Resident::new(store.clone(), own_code, settings, vec![uid]));
+        let listener = UnixListener::bind(&socket).unwrap();
+        let shutdown = resident.shutdown.clone();
+        let task = tokio::spawn(server::run(listener, resident.clone(), shutdown.clone()));
+        Served {
+            _dir: dir,
+            socket,
+            store,
+            resident,
+            shutdown,
+            task,
+        }
+    }
+
+    /// Sends raw bytes, returns the answer line (empty when the server closed without one).
+    async fn exchange(&self, bytes: &[u8]) -> String {
+        let mut stream = UnixStream::connect(&self.socket).await.unwrap();
+        let _ = stream.write_all(bytes).await;
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer).await;
+        answer
+    }
+
+    async fn ask(&self, d: &Descriptor, stamp: &str, deadline_ms: u64) -> Answer {
+        let request = Request {
+            v: PROTOCOL_VERSION,
+            op: Op::Ask(Box::new(Ask {
+                stamp: stamp.to_string(),
+                deadline_ms,
+                descriptor: d.clone(),
+                action: "git push origin".into(),
+                caller: Caller::default(),
+            })),
+        };
+        let mut line = serde_json::to_vec(&request).unwrap();
+        line.push(b'\n');
+        serde_json::from_str(&self.exchange(&line).await).unwrap()
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.task.await.unwrap();
+    }
+}
+
+fn verdict(answer: &Answer) -> Option<Verdict> {
+    answer.parsed_verdict()
+}
+
+async fn grant(store: &dyn LeaseStore, lane: &str, takeover: bool) -> Descriptor {
+    let grant = Grant {
+        board: "b",
+        row: "r",
+        lane,
+        ttl_ms: 3_600_000,
+        takeover,
+        tenant: None,
+    };
+    lease::acquire(store, &grant, None).await.unwrap().0
+}
+
+#[tokio::test]
+async fn malformed_requests_get_protocol_error_and_the_server_keeps_serving() {
+    let served = Served::start().await;
+    let d = grant(served.store.as_ref(), "lane-a", false).await;
+    for line in [
+        &b"not json\n"[..],
+        b"{\"v\":2,\"op\":\"ping\"}\n",
+        b"{\"v\":1,\"op\":\"ask\"}\n",
+        b"{\"v\":1,\"op\":\"ask\",\"stamp\":\"x\",\"deadline_ms\":100,\"descriptor\":{\"board\":\"B!\",\"row\":\"r\",\"lane\":\"l\",\"generation\":1}}\n",
+        b"\xff\xfe\n",
+        b"{\"v\":1,\"op\":\"ask\",\"deadline_ms\":-1}\n",
+    ] {
+        let answer: Answer = serde_json::from_str(&served.exchange(line).await).unwrap();
+        assert_eq!(
+            verdict(&answer),
+            Some(Verdict::CouldNotRead(Reason::ProtocolError)),
+            "{line:?}"
+        );
+    }
+    // One byte over 64 KiB without a newline: protocol_error, never a panic. (More bytes
+    // than the server reads would make its close a reset, and the answer unreadable.)
+    let answer = served.exchange(&vec![b'x'; MAX_MESSAGE_BYTES + 1]).await;
+    assert!(answer.contains("protocol_error"), "{answer}");
+    let answer = served.ask(&d, &served.resident.stamp, 3000).await;
+    assert_eq!(verdict(&answer), Some(Verdict::Allowed), "{answer:?}");
+    served.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_peer_that_sends_nothing_gets_protocol_error_after_the_read_deadline() {
+    let served = Served::start().await;
+    let mut stream = UnixStream::connect(&served.socket).await.unwrap();
+    // Paused: tokio moves the clock to the read deadline as soon as all tasks wait.
+    let started = tokio::time::Instant::now();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.contains("protocol_error"), "{answer}");
+    assert_eq!(started.elapsed(), server::READ_DEADLINE);
+    served.stop().await;
+}
+
+#[tokio::test]
+async fn an_ask_with_too_little_time_left_is_busy_without_a_store_call() {
+    let served = Served::start().await;
+    let d = grant(served.store.as_ref(), "lane-a", false).await;
+    let answer = served.ask(&d, &served.resident.stamp, 1).await;
+    assert_eq!(
+        verdict(&answer),
+        Some(Verdict::CouldNotRead(Reason::Busy)),
+        "{answer:?}"
+    );
+    served.stop().await;
+}
+
+#[tokio::test]
+async fn a_foreign_stamp_is_stale_code_and_the_server_stays_when_its_own_code_did_not_change() {
+    let served = Served::start().await;
+    let d = grant(served.store.as_ref(), "lane-a", false).await;
+    let answer = served.ask(&d, &"0".repeat(64), 3000).await;
+    assert_eq!(
+        verdict(&answer),
+        Some(Verdict::CouldNotRead(Reason::StaleCode)),
+        "{answer:?}"
+    );
+    assert!(
+        !served.shutdown.is_cancelled(),
+        "the asker is the foreign one"
+    );
+    let answer = served.ask(&d, &served.resident.stamp, 3000).await;
+    assert_eq!(verdict(&answer), Some(Verdict::Allowed));
+    served.stop().await;
+}
+
+#[tokio::test]
+async fn a_takeover_is_seen_by_the_next_ask_and_status_counts_it() {
+    let served = Served::start().await;
+    let a = grant(served.store.as_ref(), "lane-a", false).await;
+    let stamp = served.resident.stamp.clone();
+    assert_eq!(
+        verdict(&served.ask(&a, &stamp, 3000).await),
+        Some(Verdict::Allowed)
+    );
+    let b = grant(served.store.as_ref(), "lane-b", true).await;
+    assert_eq!(
+        verdict(&served.ask(&a, &stamp, 3000).await),
+        Some(Verdict::Refused(Reason::DifferentHolder))
+    );
+    assert_eq!(
+        verdict(&served.ask(&b, &stamp, 3000).await),
+        Some(Verdict::Allowed)
+    );
+    let status: Answer =
+        serde_json::from_str(&served.exchange(b"{\"v\":1,\"op\":\"status\"}\n").await).unwrap();
+    let status = status.status.expect("a status object");
+    assert_eq!(
+        (
+            status.counts.asks,
+            status.counts.allowed,
+            status.counts.refused
+        ),
+        (3, 2, 1)
+    );
+    assert_eq!(
+        status.counts.by_reason.get(&Reason::DifferentHolder),
+        Some(&1)
+    );
+    assert_eq!(status.recent_refusals.len(), 1);
+    served.stop().await;
+}

@@ -1,0 +1,57 @@
+//! The README's machine-readable examples are what the binaries do: its worked batch
+//! example runs as printed, with the outputs its comments name.
+
+use crate::util::{Home, bin_dir, repo_root, run};
+
+/// The ```sh block of README.md that contains `needle`.
+fn sh_block(needle: &str) -> String {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    readme
+        .split("```sh\n")
+        .skip(1)
+        .filter_map(|rest| rest.split_once("\n```").map(|(block, _)| block))
+        .find(|block| block.contains(needle))
+        .unwrap_or_else(|| panic!("README.md has a sh block with {needle:?}"))
+        .to_string()
+}
+
+#[test]
+fn the_worked_batch_example_runs_as_printed() {
+    let home = Home::file();
+    let block = sh_block("cat > batch.json");
+    let path = format!(
+        "{}:{}",
+        bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let ran = run(home
+        .command("sh")
+        .env("PATH", path)
+        .current_dir(home.dir.path())
+        .arg("-c")
+        .arg(format!("{block}\necho \"exit=$?\"")));
+    let lines: Vec<&str> = ran.stdout.lines().collect();
+    // acquire prints the descriptor (generation 2), the batch its revision (3).
+    assert_eq!(
+        lines.first(),
+        Some(&r#"{"board":"board-1","row":"row-1","lane":"lane-a","generation":2}"#),
+        "{}\n{}",
+        ran.stdout,
+        ran.stderr
+    );
+    assert_eq!(lines.get(1), Some(&"3"), "{}", ran.stdout);
+    assert!(
+        ran.stdout
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["notes", "row-1", "r3", "{\"text\":\"ready\"}"]),
+        "{}",
+        ran.stdout
+    );
+    assert_eq!(lines.last(), Some(&"exit=3"), "{}", ran.stdout);
+    assert!(
+        ran.stderr.contains("revision conflict on notes/row-1"),
+        "{}",
+        ran.stderr
+    );
+}
