@@ -19,6 +19,8 @@ const STAMPED: &[&str] = &[
     "daemon/resident/src",
     "daemon/cli/Cargo.toml",
     "daemon/cli/src",
+    "guard/Cargo.toml",
+    "guard/src",
 ];
 
 fn main() {

@@ -84,6 +84,16 @@ pub enum Reason {
     MapStale,
     /// Location fence: the check itself failed.
     FenceError,
+    /// Agent guard: a write runs in a directory (or git dir) the command text does not
+    /// name, or that does not exist yet, so whether it is row-bound cannot be told.
+    DirectoryUnknown,
+    /// Agent guard: the hook input or the command could not be read or parsed.
+    CommandUnreadable,
+    /// Agent guard: a row-bound session's command writes from more places than the
+    /// guard asks about at once.
+    TooManyDirectories,
+    /// Agent guard: the session's binding exists but cannot be read.
+    BindingUnreadable,
 }
 
 impl Reason {
@@ -115,6 +125,10 @@ impl Reason {
         Reason::MapUnreachable,
         Reason::MapStale,
         Reason::FenceError,
+        Reason::DirectoryUnknown,
+        Reason::CommandUnreadable,
+        Reason::TooManyDirectories,
+        Reason::BindingUnreadable,
     ];
 
     /// The reason's one spelling: in verdict lines, JSON, the ledger and the store.
@@ -146,6 +160,10 @@ impl Reason {
             Reason::MapUnreachable => "map_unreachable",
             Reason::MapStale => "map_stale",
             Reason::FenceError => "fence_error",
+            Reason::DirectoryUnknown => "directory_unknown",
+            Reason::CommandUnreadable => "command_unreadable",
+            Reason::TooManyDirectories => "too_many_directories",
+            Reason::BindingUnreadable => "binding_unreadable",
         }
     }
 

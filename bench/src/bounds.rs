@@ -22,6 +22,7 @@ fn why(r: &Results, target: &str) -> Option<String> {
         targets::WARM_VS_PYTHON_DISTANT | targets::WARM_VS_COLD_DISTANT => distance(r),
         targets::LOADED_P99 | targets::LOADED_MISSES => loaded(r),
         targets::THROUGHPUT => throughput(r),
+        targets::GUARD_HARMLESS | targets::GUARD_PUSH => guard(r),
         _ => None,
     }
 }
@@ -47,6 +48,27 @@ fn warm_vs_true(r: &Results) -> Option<String> {
         2.0 * t,
         start / t,
         warm - start
+    ))
+}
+
+fn guard(r: &Results) -> Option<String> {
+    let sh = p50(r, Route::Unix, false, Client::HookTrue)?;
+    let exec = p50(r, Route::Unix, false, Client::HookExecTrue)?;
+    let harmless = p50(r, Route::Unix, false, Client::GuardHarmless)?;
+    let push = p50(r, Route::Unix, false, Client::GuardPush)?;
+    let t = p50(r, Route::Unix, false, Client::True)?;
+    Some(format!(
+        "`sh -c true` runs no program at all (`true` is a builtin): {sh:.3} ms. Any hook that runs \
+         one program costs at least `sh -c /bin/true`, {exec:.3} ms ({:.2}× `sh -c true`), since \
+         a new process image costs {t:.3} ms on this machine. The guard adds {:.3} ms to that \
+         floor for a harmless command (reading the JSON, parsing, binding) and {:.3} ms for an \
+         ALLOWED push (one ask of the warm daemon in process): against the one-program floor \
+         it is {:.2}× and {:.2}×.",
+        exec / sh,
+        harmless - exec,
+        push - exec,
+        harmless / exec,
+        push / exec
     ))
 }
 

@@ -31,6 +31,9 @@ pub enum Case {
     BytesPerChange,
     /// Fenced batches per second with 1 and with 16 writers.
     FencedBatchRate,
+    /// The agent guard as Claude Code runs it (`sh -c '<installed command>'`, the JSON on
+    /// stdin) against `sh -c true`: a harmless command, and a fenced ALLOWED push.
+    Guard,
 }
 
 /// Whether a case is measured by this build.
@@ -47,7 +50,7 @@ pub enum Status {
 
 impl Case {
     /// Every case, in report order.
-    pub const ALL: [Case; 10] = [
+    pub const ALL: [Case; 11] = [
         Case::Floor,
         Case::Warm,
         Case::ColdRust,
@@ -58,6 +61,7 @@ impl Case {
         Case::Memory,
         Case::BytesPerChange,
         Case::FencedBatchRate,
+        Case::Guard,
     ];
 
     /// One line saying what the case measures.
@@ -83,6 +87,9 @@ impl Case {
                 "bytes sent to Redis for one single-record change on a 5,000-record board, records vs document layout"
             }
             Case::FencedBatchRate => "fenced batches per second with 1 and 16 writers",
+            Case::Guard => {
+                "agent guard via `sh -c '<installed command>'`: harmless command and fenced ALLOWED push, against `sh -c true`"
+            }
         }
     }
 
@@ -99,7 +106,8 @@ impl Case {
             | Case::Throughput
             | Case::Memory
             | Case::BytesPerChange
-            | Case::FencedBatchRate => Status::Measured,
+            | Case::FencedBatchRate
+            | Case::Guard => Status::Measured,
         }
     }
 }

@@ -26,6 +26,17 @@ pub enum Client {
     RedisCli,
     /// A Python `redis` client script running the ask script, connecting per sample.
     Python,
+    /// `sh -c true` with the hook JSON on stdin: Claude Code's way of running a hook, with
+    /// nothing in it (the agent guard's yardstick).
+    HookTrue,
+    /// `sh -c /bin/true` the same way: the floor of any hook that runs one program.
+    HookExecTrue,
+    /// The installed agent guard (`sh -c '<the settings command>'`) for a harmless
+    /// command in a row-bound worktree: parse, bind, no ask.
+    GuardHarmless,
+    /// The installed agent guard for `git push origin main` in a row-bound worktree whose
+    /// lane holds its row: parse, bind, one ask, ALLOWED.
+    GuardPush,
 }
 
 impl Client {
@@ -39,13 +50,31 @@ impl Client {
             Client::ColdRust => "cold Rust: row-fence check",
             Client::RedisCli => "cold generic: redis-cli EVALSHA",
             Client::Python => "cold generic: Python redis",
+            Client::HookTrue => "hook floor: sh -c true",
+            Client::HookExecTrue => "hook floor: sh -c /bin/true",
+            Client::GuardHarmless => "guard: harmless command",
+            Client::GuardPush => "guard: fenced ALLOWED push",
+        }
+    }
+
+    /// How many processes one sample starts (the sample's own included), and which.
+    pub fn processes(self) -> &'static str {
+        match self {
+            Client::HookTrue => "1 (sh)",
+            Client::HookExecTrue => "1 (sh, which execs /bin/true)",
+            Client::GuardHarmless => "2 (sh, row-fence-guard)",
+            Client::GuardPush => "2 (sh, row-fence-guard; the ask is in process)",
+            _ => "1",
         }
     }
 
     /// True for the clients that are the product (a failure there aborts the run; a
     /// generic client that cannot run is skipped with a note instead).
     pub fn is_product(self) -> bool {
-        matches!(self, Client::Warm | Client::ColdRust)
+        matches!(
+            self,
+            Client::Warm | Client::ColdRust | Client::GuardHarmless | Client::GuardPush
+        )
     }
 }
 
@@ -144,6 +173,22 @@ pub struct Clients {
     pub ask_script: Option<AskScript>,
     /// The Python client (`None`: could not be installed, skipped).
     pub python: Option<PythonClient>,
+    /// The agent guard as installed (`None`: not set up yet).
+    pub guard: Option<GuardHook>,
+}
+
+/// The agent guard installed the way `row-fence install claude-hook` installs it, and the
+/// hook inputs its cases send.
+#[derive(Clone, Debug)]
+pub struct GuardHook {
+    /// The settings entry's command.
+    pub command: String,
+    /// The row-bound worktree the agent is in.
+    pub cwd: PathBuf,
+    /// The PreToolUse JSON for a harmless command.
+    pub harmless: PathBuf,
+    /// The PreToolUse JSON for `git push origin main`.
+    pub push: PathBuf,
 }
 
 impl Clients {
@@ -195,6 +240,29 @@ impl Clients {
                 let script = self.ask_script.as_ref()?;
                 Some(self.python.as_ref()?.command(&endpoint.url, script, &env))
             }
+            Client::HookTrue | Client::HookExecTrue | Client::GuardHarmless | Client::GuardPush => {
+                let guard = self.guard.as_ref()?;
+                let script = match client {
+                    Client::HookTrue => "true",
+                    Client::HookExecTrue => "/bin/true",
+                    _ => guard.command.as_str(),
+                };
+                let mut cmd = fixture::clean_command("sh", daemon_home, &[]);
+                cmd.arg("-c").arg(script).current_dir(&guard.cwd);
+                Some(cmd)
+            }
+        }
+    }
+
+    /// The file a sample of `client` reads on stdin (the hook JSON), if any.
+    pub fn input(&self, client: Client) -> Option<&Path> {
+        let guard = self.guard.as_ref()?;
+        match client {
+            Client::GuardPush => Some(&guard.push),
+            Client::HookTrue | Client::HookExecTrue | Client::GuardHarmless => {
+                Some(&guard.harmless)
+            }
+            _ => None,
         }
     }
 
@@ -209,15 +277,26 @@ impl Clients {
         let mut cmd = self
             .command(client, endpoint, daemon_home)
             .ok_or_else(|| format!("{} is not available", client.label()))?;
+        let stdin = match self.input(client) {
+            Some(path) => std::fs::File::open(path)
+                .map_err(|e| format!("{}: {e}", path.display()))?
+                .into(),
+            None => std::process::Stdio::null(),
+        };
         let out = cmd
-            .stdin(std::process::Stdio::null())
+            .stdin(stdin)
             .output()
             .map_err(|e| format!("cannot run {}: {e}", client.label()))?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         let allowed = match client {
-            Client::True | Client::Echo | Client::AskerStart => true,
-            Client::Warm | Client::ColdRust => {
+            Client::True
+            | Client::Echo
+            | Client::AskerStart
+            | Client::HookTrue
+            | Client::HookExecTrue => true,
+            Client::GuardHarmless => !stderr.contains("row-fence: asking"),
+            Client::Warm | Client::ColdRust | Client::GuardPush => {
                 stderr.lines().any(|l| l.starts_with("row-fence: ALLOWED"))
             }
             Client::RedisCli | Client::Python => stdout.lines().next() == Some("allowed"),

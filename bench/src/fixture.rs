@@ -31,8 +31,9 @@ pub struct Binaries {
 }
 
 /// The binaries a run needs.
-const NAMES: [&str; 5] = [
+const NAMES: [&str; 6] = [
     "row-fence-ask",
+    "row-fence-guard",
     "row-fence",
     "row-fence-resident",
     "row-fence-bench-echo",
@@ -207,4 +208,62 @@ impl Daemon {
             .check_alive()
             .map_err(|e| format!("{e}; its log:\n{}", self.log_text()))
     }
+}
+
+/// Installs the agent guard the way `row-fence install claude-hook` does (into a settings
+/// file of the bench's own) for the daemon at `home`, makes a row-bound worktree holding
+/// the lane's descriptor, and writes the two hook inputs the guard cases send.
+pub fn guard_hook(
+    bins: &Binaries,
+    home: &Path,
+    descriptor: &Path,
+    work: &Path,
+) -> Result<crate::clients::GuardHook, String> {
+    let lane = work.join("lane");
+    let git_dir = lane.join(".git");
+    fs::create_dir_all(&git_dir).map_err(|e| format!("{}: {e}", git_dir.display()))?;
+    fs::copy(descriptor, git_dir.join("row-fence.json"))
+        .map_err(|e| format!("{}: {e}", descriptor.display()))?;
+    let settings = work.join("claude-settings.json");
+    let out = clean_command(bins.path("row-fence"), home, &[])
+        .args(["install", "claude-hook", "--bin-dir"])
+        .arg(&bins.dir)
+        .arg("--settings")
+        .arg(&settings)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run row-fence install claude-hook: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "row-fence install claude-hook failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let text = fs::read_to_string(&settings).map_err(|e| format!("{}: {e}", settings.display()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", settings.display()))?;
+    let command = v["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .ok_or("the installed settings hold no hook command")?
+        .to_string();
+    let input = |name: &str, command: &str| -> Result<PathBuf, String> {
+        let path = work.join(name);
+        let json = serde_json::json!({
+            "session_id": "bench-session",
+            "transcript_path": "/nonexistent/transcript.jsonl",
+            "cwd": lane,
+            "permission_mode": "default",
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": command, "description": "bench"},
+        });
+        fs::write(&path, json.to_string()).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(path)
+    };
+    Ok(crate::clients::GuardHook {
+        command,
+        cwd: lane.clone(),
+        harmless: input("harmless.json", "git commit -m \"fix; git push later\"")?,
+        push: input("push.json", "git push origin main")?,
+    })
 }

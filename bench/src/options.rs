@@ -62,8 +62,9 @@ pub struct Plan {
     /// `full`, `quick` or `smoke`.
     pub name: &'static str,
     /// Per client on the Unix-socket route, unloaded: [true, echo, asker start, warm,
-    /// cold Rust, redis-cli, Python].
-    pub local: [usize; 7],
+    /// cold Rust, redis-cli, Python, sh -c true, sh -c /bin/true, guard harmless, guard
+    /// push].
+    pub local: [usize; 11],
     /// Per client on each network route (TLS, +5 ms): [warm, cold Rust, redis-cli,
     /// Python].
     pub network: [usize; 4],
@@ -90,7 +91,9 @@ impl Plan {
     /// The full run: under 15 minutes on 2 cores.
     pub const FULL: Plan = Plan {
         name: "full",
-        local: [3000, 3000, 3000, 3000, 1000, 1000, 200],
+        local: [
+            3000, 3000, 3000, 3000, 1000, 1000, 200, 1000, 1000, 1000, 1000,
+        ],
         network: [1000, 400, 400, 60],
         loaded: [300, 300, 300, 300],
         phase_cap: Duration::from_secs(150),
@@ -105,7 +108,7 @@ impl Plan {
     /// `--quick`: under 2 minutes; the 500 warm asks and 500 `/bin/true` of issue 2.
     pub const QUICK: Plan = Plan {
         name: "quick",
-        local: [500, 500, 500, 500, 200, 200, 30],
+        local: [500, 500, 500, 500, 200, 200, 30, 300, 300, 300, 300],
         network: [150, 60, 60, 10],
         loaded: [40, 40, 40, 40],
         phase_cap: Duration::from_secs(20),
@@ -121,7 +124,7 @@ impl Plan {
     /// suite running beside it is not starved).
     pub const SMOKE: Plan = Plan {
         name: "smoke",
-        local: [5, 5, 5, 5, 5, 5, 2],
+        local: [5, 5, 5, 5, 5, 5, 2, 3, 3, 3, 3],
         network: [5, 3, 3, 2],
         loaded: [3, 3, 3, 3],
         phase_cap: Duration::from_secs(20),
@@ -145,7 +148,7 @@ impl Plan {
 }
 
 /// The clients of the unloaded Unix-socket phase, in [`Plan::local`]'s order.
-pub const LOCAL_CLIENTS: [Client; 7] = [
+pub const LOCAL_CLIENTS: [Client; 11] = [
     Client::True,
     Client::Echo,
     Client::AskerStart,
@@ -153,6 +156,10 @@ pub const LOCAL_CLIENTS: [Client; 7] = [
     Client::ColdRust,
     Client::RedisCli,
     Client::Python,
+    Client::HookTrue,
+    Client::HookExecTrue,
+    Client::GuardHarmless,
+    Client::GuardPush,
 ];
 
 /// The clients of each network phase, in [`Plan::network`]'s order.

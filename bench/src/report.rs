@@ -43,6 +43,7 @@ pub fn render(results: &Results, command: &str) -> String {
     for phase in &r.phases {
         latency_table(&mut md, phase);
     }
+    guard_table(&mut md, r);
     daemon_table(&mut md, r);
     records_table(&mut md, r);
     case_list(&mut md);
@@ -162,6 +163,53 @@ fn latency_table(md: &mut String, phase: &Phase) {
             client.label(),
             cell(why)
         );
+    }
+    let _ = writeln!(md);
+}
+
+/// The agent guard's cases beside their yardstick, with the processes each starts.
+fn guard_table(md: &mut String, r: &Results) {
+    let Some(phase) = r.phase(crate::clients::Route::Unix, false) else {
+        return;
+    };
+    let Some(base) = phase.row(Client::HookTrue).map(|b| b.summary.p50_ms) else {
+        return;
+    };
+    let _ = writeln!(
+        md,
+        "## Agent guard
+"
+    );
+    let _ = writeln!(
+        md,
+        "Each sample is `sh -c '<command>'` with the PreToolUse JSON on stdin, as Claude Code \
+         runs a hook; the guard's command is the one `row-fence install claude-hook` wrote, in a \
+         row-bound worktree of a session bound to it. From the Unix-socket phase above.\n"
+    );
+    let _ = writeln!(
+        md,
+        "| case | processes per sample | p50 ms | ÷ `sh -c true` |\n| --- | --- | ---: | ---: |"
+    );
+    for client in [
+        Client::HookTrue,
+        Client::HookExecTrue,
+        Client::GuardHarmless,
+        Client::GuardPush,
+    ] {
+        if let Some(row) = phase.row(client) {
+            let ratio = if base > 0.0 {
+                format!("{:.2}×", row.summary.p50_ms / base)
+            } else {
+                "—".into()
+            };
+            let _ = writeln!(
+                md,
+                "| {} | {} | {:.3} | {ratio} |",
+                client.label(),
+                client.processes(),
+                row.summary.p50_ms
+            );
+        }
     }
     let _ = writeln!(md);
 }

@@ -217,12 +217,19 @@ impl Runner {
             echo_socket: echo.socket.clone(),
             ask_script: None,
             python,
+            guard: None,
         };
 
         // Unix socket, unloaded: the floor, warm, cold, generic, interleaved.
         let unix = Endpoint::unix(&redis.socket);
         let mut daemon = Daemon::start(&bins, &work.path().join("home-unix"), &unix.url, &[])?;
         clients.ask_script = self.capture_ask(&clients, &unix, &daemon, &redis)?;
+        clients.guard = Some(fixture::guard_hook(
+            &bins,
+            &daemon.home,
+            &clients.descriptor,
+            work.path(),
+        )?);
         self.phase(&clients, &unix, &daemon, &LOCAL_CLIENTS, None)?;
         daemon.check_alive()?;
         std::thread::sleep(Duration::from_secs(1));
@@ -519,7 +526,7 @@ impl Runner {
         for (client, _, _) in &measured {
             for _ in 0..plan.warmup {
                 if let Some(mut cmd) = clients.command(*client, endpoint, &daemon.home) {
-                    self.sampler.time(&mut cmd)?;
+                    self.sampler.time_in(&mut cmd, clients.input(*client))?;
                 }
             }
         }
@@ -541,7 +548,7 @@ impl Runner {
                 let mut cmd = clients
                     .command(*client, endpoint, &daemon.home)
                     .ok_or("a client disappeared")?;
-                samples.push(self.sampler.time(&mut cmd)?);
+                samples.push(self.sampler.time_in(&mut cmd, clients.input(*client))?);
             }
         }
         for (client, _, samples) in measured {

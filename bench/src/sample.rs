@@ -53,9 +53,23 @@ impl Sampler {
 
     /// Runs `cmd` once with stdin, stdout and stderr on /dev/null and times it.
     pub fn time(&self, cmd: &mut Command) -> Result<Sample, String> {
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        self.time_in(cmd, None)
+    }
+
+    /// Runs `cmd` once with `input` (else /dev/null) on stdin, stdout and stderr on
+    /// /dev/null, and times it. The file is opened before the clock starts.
+    pub fn time_in(
+        &self,
+        cmd: &mut Command,
+        input: Option<&std::path::Path>,
+    ) -> Result<Sample, String> {
+        let stdin = match input {
+            Some(path) => std::fs::File::open(path)
+                .map_err(|e| format!("{}: {e}", path.display()))?
+                .into(),
+            None => Stdio::null(),
+        };
+        cmd.stdin(stdin).stdout(Stdio::null()).stderr(Stdio::null());
         let started = Instant::now();
         let child = cmd
             .spawn()

@@ -27,6 +27,10 @@ pub const IDLE_RSS: &str = "daemon RSS ≤ 20 MB idle";
 pub const CONNECTIONS_RSS: &str = "daemon RSS ≤ 64 MB with 1,000 connections";
 /// The asker's peak memory for one ask.
 pub const ASKER_RSS: &str = "asker max RSS ≤ 4 MB";
+/// The agent guard on a command it lets through without asking.
+pub const GUARD_HARMLESS: &str = "agent guard, harmless command: p50 ≤ 1.5× `sh -c true` p50";
+/// The agent guard on a push it asks about and the fence allows.
+pub const GUARD_PUSH: &str = "agent guard, fenced ALLOWED push: p50 ≤ 2.5× `sh -c true` p50";
 
 /// How a target fared.
 #[derive(Clone, Debug, PartialEq)]
@@ -83,6 +87,20 @@ pub fn judge(results: &Results) -> Vec<Judgement> {
             |r| r >= 30.0,
         ),
     ];
+    out.push(ratio(
+        results,
+        GUARD_HARMLESS,
+        Route::Unix,
+        (Client::GuardHarmless, Client::HookTrue),
+        |r| r <= 1.5,
+    ));
+    out.push(ratio(
+        results,
+        GUARD_PUSH,
+        Route::Unix,
+        (Client::GuardPush, Client::HookTrue),
+        |r| r <= 2.5,
+    ));
     out.extend(oversubscribed(results));
     out.extend(daemon(results));
     if results.plan.name == "smoke" {
@@ -261,5 +279,9 @@ fn short(client: Client) -> &'static str {
         Client::ColdRust => "cold Rust",
         Client::RedisCli => "redis-cli",
         Client::Python => "Python",
+        Client::HookTrue => "sh -c true",
+        Client::HookExecTrue => "sh -c /bin/true",
+        Client::GuardHarmless => "guard harmless",
+        Client::GuardPush => "guard push",
     }
 }

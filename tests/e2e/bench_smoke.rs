@@ -51,6 +51,9 @@ fn a_smoke_run_of_the_bench_exits_0_and_writes_its_report() {
         "asks/s",
         "## Fenced writes",
         "fenced batches/s",
+        "## Agent guard",
+        "guard: fenced ALLOWED push",
+        "hook floor: sh -c true",
     ] {
         assert!(text.contains(part), "the report lacks {part:?}:\n{text}");
     }

@@ -195,3 +195,55 @@ fn printed_job_commands_work_where_the_file_is_written() {
         ran.stderr
     );
 }
+
+/// `row-fence install claude-hook --settings FILE [--rollback]`.
+fn claude_hook(home: &Home, file: &std::path::Path, rollback: bool) -> crate::util::Ran {
+    let mut cmd = home.command(bin("row-fence"));
+    cmd.args(["install", "claude-hook", "--bin-dir"])
+        .arg(crate::util::bin_dir())
+        .arg("--settings")
+        .arg(file);
+    if rollback {
+        cmd.arg("--rollback");
+    }
+    run(&mut cmd)
+}
+
+#[test]
+fn rollback_gives_back_a_settings_file_byte_for_byte_and_removes_only_one_install_created() {
+    let home = Home::file();
+    for (i, before) in ["{}\n", "{}", "{ }\n", "{\"a\": 1}\n", "{\n}\n"]
+        .iter()
+        .enumerate()
+    {
+        let file = home.path(&format!("s{i}.json"));
+        fs::write(&file, before).unwrap();
+        assert_eq!(claude_hook(&home, &file, false).code, 0);
+        assert_ne!(fs::read_to_string(&file).unwrap(), *before, "installed");
+        let ran = claude_hook(&home, &file, true);
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+        assert_eq!(
+            fs::read_to_string(&file).ok().as_deref(),
+            Some(*before),
+            "{before:?} comes back byte for byte"
+        );
+    }
+    // A file install created is install's to remove...
+    let new = home.path("claude/new.json");
+    assert_eq!(claude_hook(&home, &new, false).code, 0);
+    assert!(new.exists());
+    assert_eq!(claude_hook(&home, &new, true).code, 0);
+    assert!(!new.exists(), "install created it, rollback removes it");
+    // ...unless the operator wrote something into it since: then it stays, without us.
+    assert_eq!(claude_hook(&home, &new, false).code, 0);
+    let installed = fs::read_to_string(&new).unwrap();
+    let edited = installed.replacen('{', "{\n  \"model\": \"opus\",", 1);
+    fs::write(&new, &edited).unwrap();
+    assert_eq!(claude_hook(&home, &new, true).code, 0);
+    let kept: serde_json::Value = serde_json::from_str(&fs::read_to_string(&new).unwrap()).unwrap();
+    assert_eq!(kept, serde_json::json!({"model": "opus"}));
+    // And a later install and rollback of that same file no longer removes it.
+    assert_eq!(claude_hook(&home, &new, false).code, 0);
+    assert_eq!(claude_hook(&home, &new, true).code, 0);
+    assert!(new.exists());
+}

@@ -21,7 +21,12 @@ pub fn bin_dir() -> PathBuf {
         .and_then(Path::parent)
         .expect("target/debug/deps/..")
         .to_path_buf();
-    for name in ["row-fence-ask", "row-fence", "row-fence-resident"] {
+    for name in [
+        "row-fence-ask",
+        "row-fence",
+        "row-fence-resident",
+        "row-fence-guard",
+    ] {
         assert!(
             dir.join(name).exists(),
             "{} is missing: run `cargo build --workspace --bins` first (scripts/test does)",

@@ -1,44 +1,73 @@
 //! The agent hook's entry in a Claude Code settings file: adds it, finds it, removes it.
 //!
 //! The entry is `hooks/claude-settings.json`'s `PreToolUse` entry (matcher `Bash`, an
-//! explicit `timeout` longer than the guard's deadline for the asker) with the command
-//! pointed at the installed `guard-bash.sh`. The file is edited as text, never
+//! explicit `timeout` longer than the guard's deadline for the whole hook) with the
+//! command running `row-fence-guard`, and the installed `guard-bash.sh` shim only when
+//! the guard cannot answer.
+//!
+//! The file is parsed by `jsonc-parser` (strict JSON: Claude Code reads it as JSON) into a
+//! tree whose every node knows its byte range, and edited as text at those ranges, never
 //! re-serialized: install only **inserts** one chunk (the entry, or the `PreToolUse` or
 //! `hooks` member holding it when the file has none), and rollback removes exactly that
 //! chunk, so install then rollback gives back the same bytes and every other setting, its
-//! order, spacing and comments-free formatting stay as the operator wrote them.
+//! order and spacing stay as the operator wrote them.
 //!
 //! How rollback knows which chunk it inserted: an entry inserted into an existing array
 //! always follows a separator or a newline, while a `PreToolUse` array or `hooks` object
 //! that install created is written compactly around the entry (`[ENTRY]`,
-//! `{"PreToolUse": [ENTRY]}`). A container in exactly that shape is removed whole.
+//! `{"PreToolUse": [ENTRY]}`). A container in exactly that shape is removed whole. Whether
+//! the file itself was install's to remove is not decided here (the text cannot say): the
+//! installer records the files it created.
 
+use jsonc_parser::ast;
+use jsonc_parser::common::Ranged;
+use jsonc_parser::{CollectOptions, ParseOptions, parse_to_ast};
 use serde_json::Value;
 
 /// The shipped settings snippet; its entry is the one installed.
 pub const SNIPPET: &str = include_str!("../../../hooks/claude-settings.json");
 
-/// The shipped hook, written next to the home by `row-fence install claude-hook`.
+/// The shipped shim (NEVER RAN, CUT OFF MID-ASK), written under the home by
+/// `row-fence install claude-hook`.
 pub const GUARD_BASH: &str = include_str!("../../../hooks/guard-bash.sh");
 
-/// What a missing settings file is taken to be (and what a file that is this exactly
-/// after rollback is removed as).
+/// What a missing settings file is taken to be when install creates it.
 pub const EMPTY: &str = "{}\n";
 
 /// What install or rollback did to the text.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Edit {
-    /// The new text (`None`: remove the file; it held nothing but our entry).
-    Changed(Option<String>),
+    /// The new text.
+    Changed(String),
     /// Install: an entry with this command is already there. Rollback: none is.
     Unchanged,
 }
 
+/// Why a settings text was left alone.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SettingsError {
+    /// Not JSON (the parser's message, with its line and column).
+    #[error("not valid JSON: {0}")]
+    NotJson(String),
+    /// JSON, but not an object.
+    #[error("the settings are not a JSON object")]
+    NotAnObject,
+    /// `hooks` is there but not an object.
+    #[error("the settings' \"hooks\" is not an object")]
+    HooksNotAnObject,
+    /// `hooks.PreToolUse` is there but not an array.
+    #[error("the settings' \"hooks\".\"PreToolUse\" is not an array")]
+    PreToolUseNotAnArray,
+    /// The shipped snippet is not the shape this module writes (a build error).
+    #[error("the settings snippet has no PreToolUse entry with a timeout")]
+    Snippet,
+}
+
 /// The `PreToolUse` entry to install: the snippet's entry with `command` replaced, as one
-/// line of JSON. Errors if the snippet is not the shape this module writes.
-pub fn entry(command: &str) -> Result<String, String> {
-    let snippet: Value =
-        serde_json::from_str(SNIPPET).map_err(|e| format!("the settings snippet: {e}"))?;
+/// line of JSON.
+pub fn entry(command: &str) -> Result<String, SettingsError> {
+    let snippet: Value = serde_json::from_str(SNIPPET).map_err(|_| SettingsError::Snippet)?;
     let entry = &snippet["hooks"]["PreToolUse"][0];
     let hook = &entry["hooks"][0];
     let (Some(matcher), Some(kind), Some(timeout)) = (
@@ -46,7 +75,7 @@ pub fn entry(command: &str) -> Result<String, String> {
         hook["type"].as_str(),
         hook["timeout"].as_u64(),
     ) else {
-        return Err("the settings snippet has no PreToolUse entry with a timeout".into());
+        return Err(SettingsError::Snippet);
     };
     let quote = |s: &str| Value::String(s.to_string()).to_string();
     Ok(format!(
@@ -63,34 +92,37 @@ pub fn timeout_s() -> Option<u64> {
     snippet["hooks"]["PreToolUse"][0]["hooks"][0]["timeout"].as_u64()
 }
 
-/// Adds `entry` (from [`entry`]) to the settings `text` (`None`: no file yet) unless an
-/// entry whose hook command is `command` is there already. Errors: the text is not a JSON
-/// object, or its `hooks` / `hooks.PreToolUse` is not an object / array.
-pub fn install(text: Option<&str>, entry: &str, command: &str) -> Result<Edit, String> {
+/// Adds `entry` (from [`entry`]) to the settings `text` (`None`: no file yet, taken as
+/// [`EMPTY`]) unless an entry whose hook command is `command` is there already.
+pub fn install(text: Option<&str>, entry: &str, command: &str) -> Result<Edit, SettingsError> {
     let text = text.unwrap_or(EMPTY);
     let doc = Doc::parse(text)?;
     if doc.find_ours(command)?.is_some() {
         return Ok(Edit::Unchanged);
     }
-    let top = doc.object(doc.root)?;
+    let top = Container::object(&doc.root);
     let (at, chunk) = match top.last("hooks") {
         None => doc.insert(&top, &format!("\"hooks\": {{\"PreToolUse\": [{entry}]}}")),
-        Some(hooks) => {
-            let hooks = doc.object(hooks.value)?;
-            match hooks.last("PreToolUse") {
-                None => doc.insert(&hooks, &format!("\"PreToolUse\": [{entry}]")),
-                Some(pre) => doc.insert(&doc.array(pre.value)?, entry),
+        Some(i) => {
+            let hooks = as_object(&doc.root.properties[i].value)?;
+            let hooks_c = Container::object(hooks);
+            match hooks_c.last("PreToolUse") {
+                None => doc.insert(&hooks_c, &format!("\"PreToolUse\": [{entry}]")),
+                Some(j) => {
+                    let pre = as_array(&hooks.properties[j].value)?;
+                    doc.insert(&Container::array(pre), entry)
+                }
             }
         }
     };
     let mut out = text.to_string();
     out.insert_str(at, &chunk);
-    Ok(Edit::Changed(Some(out)))
+    Ok(Edit::Changed(out))
 }
 
 /// Removes the entry whose hook command is `command` from the settings `text`, with
 /// whatever install created around it. `None` text, or no such entry: unchanged.
-pub fn rollback(text: Option<&str>, command: &str) -> Result<Edit, String> {
+pub fn rollback(text: Option<&str>, command: &str) -> Result<Edit, SettingsError> {
     let Some(text) = text else {
         return Ok(Edit::Unchanged);
     };
@@ -98,18 +130,18 @@ pub fn rollback(text: Option<&str>, command: &str) -> Result<Edit, String> {
     let Some(ours) = doc.find_ours(command)? else {
         return Ok(Edit::Unchanged);
     };
-    let entry = doc.slice(ours.entry);
-    let (container, child) = if doc.slice(ours.pre_tool_use.value) != format!("[{entry}]") {
-        (ours.array, ours.index)
-    } else if doc.slice(ours.hooks.value) != format!("{{\"PreToolUse\": [{entry}]}}") {
-        (ours.hooks_object, ours.pre_tool_use_index)
+    let entry = doc.slice(ours.array.children[ours.index]);
+    let (container, child) = if doc.slice(ours.pre_tool_use) != format!("[{entry}]") {
+        (&ours.array, ours.index)
+    } else if doc.slice(ours.hooks) != format!("{{\"PreToolUse\": [{entry}]}}") {
+        (&ours.hooks_object, ours.pre_tool_use_index)
     } else {
-        (ours.top, ours.hooks_index)
+        (&ours.top, ours.hooks_index)
     };
-    let (start, end) = doc.removal(&container, child);
+    let (start, end) = doc.removal(container, child);
     let mut out = text.to_string();
     out.replace_range(start..end, "");
-    Ok(Edit::Changed((out != EMPTY).then_some(out)))
+    Ok(Edit::Changed(out))
 }
 
 /// A byte range `[start, end)` of the text.
@@ -119,144 +151,132 @@ struct Span {
     end: usize,
 }
 
-/// An object member: its key's start and its value.
-#[derive(Clone, Copy, Debug)]
-struct Member {
-    key_start: usize,
-    value: Span,
+impl From<jsonc_parser::common::Range> for Span {
+    fn from(r: jsonc_parser::common::Range) -> Span {
+        Span {
+            start: r.start,
+            end: r.end,
+        }
+    }
 }
 
-/// An object's or array's brackets and children (members from their key, elements).
+/// An object's or array's opening bracket and its children's ranges (a member from its
+/// key to the end of its value), with the members' decoded keys.
 #[derive(Clone, Debug)]
 struct Container {
     /// The `{` or `[`.
     open: usize,
-    /// Each child's span: for a member, from its key to the end of its value.
+    /// Each child's span.
     children: Vec<Span>,
     /// For objects: each member's key, decoded.
     keys: Vec<String>,
-    members: Vec<Member>,
 }
 
 impl Container {
-    /// The last member named `key` (JSON readers keep the last of duplicates).
-    fn last(&self, key: &str) -> Option<Member> {
-        self.keys
-            .iter()
-            .rposition(|k| k == key)
-            .map(|i| self.members[i])
+    fn object(o: &ast::Object) -> Container {
+        Container {
+            open: o.range.start,
+            children: o.properties.iter().map(|p| p.range.into()).collect(),
+            keys: o
+                .properties
+                .iter()
+                .map(|p| p.name.as_str().to_string())
+                .collect(),
+        }
+    }
+
+    fn array(a: &ast::Array) -> Container {
+        Container {
+            open: a.range.start,
+            children: a.elements.iter().map(|e| e.range().into()).collect(),
+            keys: Vec::new(),
+        }
+    }
+
+    /// The index of the last member named `key` (JSON readers keep the last duplicate).
+    fn last(&self, key: &str) -> Option<usize> {
+        self.keys.iter().rposition(|k| k == key)
     }
 }
 
-/// Where our entry is, and the containers around it.
+fn as_object<'v, 'a>(v: &'v ast::Value<'a>) -> Result<&'v ast::Object<'a>, SettingsError> {
+    match v {
+        ast::Value::Object(o) => Ok(o),
+        _ => Err(SettingsError::HooksNotAnObject),
+    }
+}
+
+fn as_array<'v, 'a>(v: &'v ast::Value<'a>) -> Result<&'v ast::Array<'a>, SettingsError> {
+    match v {
+        ast::Value::Array(a) => Ok(a),
+        _ => Err(SettingsError::PreToolUseNotAnArray),
+    }
+}
+
+/// Where our entry is, and the containers around it (with each one's index in its parent).
 struct Ours {
-    entry: Span,
     array: Container,
     index: usize,
-    pre_tool_use: Member,
+    pre_tool_use: Span,
     hooks_object: Container,
     pre_tool_use_index: usize,
-    hooks: Member,
+    hooks: Span,
     top: Container,
     hooks_index: usize,
 }
 
-/// Settings text, validated as JSON, with a scanner for the spans of its values.
+/// Settings text and its parsed tree.
 struct Doc<'a> {
     text: &'a str,
-    root: Span,
+    root: ast::Object<'a>,
+}
+
+/// Claude Code reads the settings as JSON: comments, trailing commas and the like are
+/// refused here too, so the text between two children is only whitespace and a comma.
+fn strict_json() -> ParseOptions {
+    ParseOptions {
+        allow_comments: false,
+        allow_loose_object_property_names: false,
+        allow_trailing_commas: false,
+        allow_missing_commas: false,
+        allow_single_quoted_strings: false,
+        allow_hexadecimal_numbers: false,
+        allow_unary_plus_numbers: false,
+        allow_bare_decimal_point_numbers: false,
+        allow_non_finite_numbers: false,
+        allow_extended_string_escapes: false,
+    }
 }
 
 impl<'a> Doc<'a> {
-    fn parse(text: &'a str) -> Result<Doc<'a>, String> {
-        let value: Value =
-            serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
-        if !value.is_object() {
-            return Err("the settings are not a JSON object".into());
+    fn parse(text: &'a str) -> Result<Doc<'a>, SettingsError> {
+        let parsed = parse_to_ast(text, &CollectOptions::default(), &strict_json())
+            .map_err(|e| SettingsError::NotJson(e.to_string()))?;
+        match parsed.value {
+            Some(ast::Value::Object(root)) => Ok(Doc { text, root }),
+            Some(_) => Err(SettingsError::NotAnObject),
+            None => Err(SettingsError::NotJson("the file holds no value".into())),
         }
-        let start = skip_ws(text, 0);
-        let root = Span {
-            start,
-            end: value_end(text, start)?,
-        };
-        Ok(Doc { text, root })
     }
 
     fn slice(&self, span: Span) -> &'a str {
         &self.text[span.start..span.end]
     }
 
-    fn object(&self, span: Span) -> Result<Container, String> {
-        if !self.slice(span).starts_with('{') {
-            return Err(format!("expected an object at byte {}", span.start));
-        }
-        let mut c = Container {
-            open: span.start,
-            children: Vec::new(),
-            keys: Vec::new(),
-            members: Vec::new(),
-        };
-        let mut i = skip_ws(self.text, span.start + 1);
-        while self.text.as_bytes()[i] != b'}' {
-            let key_end = string_end(self.text, i)?;
-            let key: String = serde_json::from_str(&self.text[i..key_end])
-                .map_err(|e| format!("a key at byte {i}: {e}"))?;
-            let colon = skip_ws(self.text, key_end);
-            let start = skip_ws(self.text, colon + 1);
-            let value = Span {
-                start,
-                end: value_end(self.text, start)?,
-            };
-            c.children.push(Span {
-                start: i,
-                end: value.end,
-            });
-            c.keys.push(key);
-            c.members.push(Member {
-                key_start: i,
-                value,
-            });
-            i = skip_separator(self.text, value.end);
-        }
-        Ok(c)
-    }
-
-    fn array(&self, span: Span) -> Result<Container, String> {
-        if !self.slice(span).starts_with('[') {
-            return Err(format!("expected an array at byte {}", span.start));
-        }
-        let mut c = Container {
-            open: span.start,
-            children: Vec::new(),
-            keys: Vec::new(),
-            members: Vec::new(),
-        };
-        let mut i = skip_ws(self.text, span.start + 1);
-        while self.text.as_bytes()[i] != b']' {
-            let end = value_end(self.text, i)?;
-            c.children.push(Span { start: i, end });
-            i = skip_separator(self.text, end);
-        }
-        Ok(c)
-    }
-
     /// The entry of `hooks.PreToolUse` one of whose hooks runs exactly `command`.
-    fn find_ours(&self, command: &str) -> Result<Option<Ours>, String> {
-        let top = self.object(self.root)?;
-        let Some(hooks) = top.last("hooks") else {
+    fn find_ours(&self, command: &str) -> Result<Option<Ours>, SettingsError> {
+        let top = Container::object(&self.root);
+        let Some(hooks_index) = top.last("hooks") else {
             return Ok(None);
         };
-        if !self.slice(hooks.value).starts_with('{') {
-            return Err("the settings' \"hooks\" is not an object".into());
-        }
-        let hooks_object = self.object(hooks.value)?;
-        let Some(pre_tool_use) = hooks_object.last("PreToolUse") else {
+        let hooks = &self.root.properties[hooks_index].value;
+        let hooks_obj = as_object(hooks)?;
+        let hooks_object = Container::object(hooks_obj);
+        let Some(pre_tool_use_index) = hooks_object.last("PreToolUse") else {
             return Ok(None);
         };
-        if !self.slice(pre_tool_use.value).starts_with('[') {
-            return Err("the settings' \"hooks\".\"PreToolUse\" is not an array".into());
-        }
-        let array = self.array(pre_tool_use.value)?;
+        let pre_tool_use = &hooks_obj.properties[pre_tool_use_index].value;
+        let array = Container::array(as_array(pre_tool_use)?);
         let runs_command = |entry: &Value| {
             entry["hooks"]
                 .as_array()
@@ -265,22 +285,12 @@ impl<'a> Doc<'a> {
         let found = array.children.iter().position(|span| {
             serde_json::from_str::<Value>(self.slice(*span)).is_ok_and(|v| runs_command(&v))
         });
-        let Some(index) = found else {
-            return Ok(None);
-        };
-        let position = |c: &Container, m: Member| {
-            c.members
-                .iter()
-                .position(|x| x.key_start == m.key_start)
-                .expect("a member of its own container")
-        };
-        Ok(Some(Ours {
-            entry: array.children[index],
+        Ok(found.map(|index| Ours {
             index,
-            pre_tool_use,
-            pre_tool_use_index: position(&hooks_object, pre_tool_use),
-            hooks,
-            hooks_index: position(&top, hooks),
+            pre_tool_use: pre_tool_use.range().into(),
+            pre_tool_use_index,
+            hooks: hooks.range().into(),
+            hooks_index,
             array,
             hooks_object,
             top,
@@ -294,9 +304,11 @@ impl<'a> Doc<'a> {
     fn insert(&self, c: &Container, item: &str) -> (usize, String) {
         match c.children.last() {
             Some(last) => {
-                let before = c.children.len().checked_sub(2).map_or(c.open + 1, |i| {
-                    skip_separator_start(self.text, c.children[i].end)
-                });
+                let before = c
+                    .children
+                    .len()
+                    .checked_sub(2)
+                    .map_or(c.open + 1, |i| self.after_comma(c.children[i].end));
                 let lead = &self.text[before..last.start];
                 let gap = match lead.rfind('\n') {
                     Some(nl) => lead[nl..].to_string(),
@@ -312,6 +324,12 @@ impl<'a> Doc<'a> {
                 )
             }
         }
+    }
+
+    /// Just past the comma that follows a child ending at `end` (strict JSON: only
+    /// whitespace stands between them).
+    fn after_comma(&self, end: usize) -> usize {
+        self.text[end..].find(',').map_or(end, |i| end + i + 1)
     }
 
     /// The range removing child `i` of `c` and one separator: from the end of the child
@@ -363,89 +381,6 @@ impl<'a> Doc<'a> {
     }
 }
 
-fn skip_ws(text: &str, mut i: usize) -> usize {
-    let b = text.as_bytes();
-    while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r') {
-        i += 1;
-    }
-    i
-}
-
-/// From the end of a child: past whitespace and one `,` and whitespace after it.
-fn skip_separator(text: &str, end: usize) -> usize {
-    let i = skip_ws(text, end);
-    if text.as_bytes().get(i) == Some(&b',') {
-        skip_ws(text, i + 1)
-    } else {
-        i
-    }
-}
-
-/// From the end of a child: just past its `,` (where the next child's lead begins).
-fn skip_separator_start(text: &str, end: usize) -> usize {
-    let i = skip_ws(text, end);
-    if text.as_bytes().get(i) == Some(&b',') {
-        i + 1
-    } else {
-        i
-    }
-}
-
-fn string_end(text: &str, start: usize) -> Result<usize, String> {
-    let b = text.as_bytes();
-    if b.get(start) != Some(&b'"') {
-        return Err(format!("expected a string at byte {start}"));
-    }
-    let mut i = start + 1;
-    while i < b.len() {
-        match b[i] {
-            b'\\' => i += 2,
-            b'"' => return Ok(i + 1),
-            _ => i += 1,
-        }
-    }
-    Err(format!("an unterminated string at byte {start}"))
-}
-
-/// The end of the JSON value starting at `start` (the text is valid JSON).
-fn value_end(text: &str, start: usize) -> Result<usize, String> {
-    let b = text.as_bytes();
-    match b.get(start) {
-        Some(b'"') => string_end(text, start),
-        Some(b'{' | b'[') => {
-            let mut depth = 0usize;
-            let mut i = start;
-            while i < b.len() {
-                match b[i] {
-                    b'"' => {
-                        i = string_end(text, i)?;
-                        continue;
-                    }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            return Ok(i + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                i += 1;
-            }
-            Err(format!("an unclosed container at byte {start}"))
-        }
-        Some(_) => {
-            let mut i = start;
-            while i < b.len() && !matches!(b[i], b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
-            {
-                i += 1;
-            }
-            Ok(i)
-        }
-        None => Err("unexpected end of the settings".into()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -454,7 +389,7 @@ mod tests {
 
     fn round_trip(before: Option<&str>) -> String {
         let entry = entry(COMMAND).unwrap();
-        let Edit::Changed(Some(after)) = install(before, &entry, COMMAND).unwrap() else {
+        let Edit::Changed(after) = install(before, &entry, COMMAND).unwrap() else {
             panic!("install changed nothing in {before:?}");
         };
         let v: Value = serde_json::from_str(&after).unwrap();
@@ -470,11 +405,13 @@ mod tests {
             Edit::Unchanged
         );
         let back = rollback(Some(&after), COMMAND).unwrap();
-        let expected = match before {
-            Some(b) if b != EMPTY => Some(b.to_string()),
-            _ => None,
-        };
-        assert_eq!(back, Edit::Changed(expected), "from:\n{after}");
+        // A file install created is given back as what it was created from; whether it
+        // is removed is the installer's record, not the text.
+        assert_eq!(
+            back,
+            Edit::Changed(before.unwrap_or(EMPTY).to_string()),
+            "from:\n{after}"
+        );
         after
     }
 
@@ -482,6 +419,10 @@ mod tests {
     fn every_shape_round_trips_byte_for_byte() {
         round_trip(None);
         round_trip(Some("{}\n"));
+        round_trip(Some("{}"));
+        round_trip(Some("{ }\n"));
+        round_trip(Some("{\"a\": 1}\n"));
+        round_trip(Some("  {\"a\": [1, {\"b\": \"}]\\\"\"}]}  \n"));
         round_trip(Some("{\"model\":\"x\"}"));
         round_trip(Some(
             "{\n  \"model\": \"x\",\n  \"env\": {\"A\": \"[{\\\"\"}\n}\n",
@@ -526,6 +467,8 @@ mod tests {
         assert!(install(Some("{\"hooks\": []}"), &entry, COMMAND).is_err());
         assert!(install(Some("{\"hooks\": {\"PreToolUse\": {}}}"), &entry, COMMAND).is_err());
         assert!(install(Some("{"), &entry, COMMAND).is_err());
+        assert!(install(Some("{\"a\": 1,}"), &entry, COMMAND).is_err());
+        assert!(install(Some("{\"a\": 1} // x"), &entry, COMMAND).is_err());
     }
 
     #[test]

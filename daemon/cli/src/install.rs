@@ -7,12 +7,14 @@
 //! before the daemon answers refuses every row-bound write COULD NOT READ, and so does a
 //! daemon unloaded before the hook is switched off.
 //!
-//! `claude-hook` writes `guard-bash.sh` under the home and adds (or removes) its entry in
-//! a Claude Code settings file; `git-hook` installs (or removes) the pre-push hook.
+//! `claude-hook` writes the `guard-bash.sh` shim under the home and adds (or removes) the
+//! entry running `row-fence-guard` (the shim only when the guard cannot answer) in a
+//! Claude Code settings file; `git-hook` installs (or removes) the pre-push hook.
 
 use super::render::{JobArgs, bin_dir};
 use super::{Failure, Outcome};
 use crate::claude_settings::{self, Edit};
+use crate::created_files::Created;
 use crate::deploy::{self, Job, JobSpec};
 use crate::git_hook::{self, Done};
 use clap::Subcommand;
@@ -36,7 +38,7 @@ enum What {
     Launchd(JobInstallArgs),
     /// Write the systemd user unit; print the load and rollback commands (runs neither)
     Systemd(JobInstallArgs),
-    /// Add the agent hook (guard-bash.sh) to a Claude Code settings file, or remove it
+    /// Add the agent hook (row-fence-guard and its guard-bash.sh shim) to a Claude Code settings file, or remove it
     ClaudeHook(ClaudeHookArgs),
     /// Install the git pre-push hook in a repository, or remove it
     GitHook(GitHookArgs),
@@ -59,7 +61,7 @@ struct ClaudeHookArgs {
     /// The Claude Code settings file [default: ~/.claude/settings.json]
     #[arg(long, value_name = "PATH")]
     settings: Option<PathBuf>,
-    /// The directory holding the row-fence-ask the hook runs [default: this program's directory]
+    /// The directory holding the row-fence-guard the hook runs [default: this program's directory]
     #[arg(long, value_name = "DIR")]
     bin_dir: Option<PathBuf>,
     /// Remove the entry instead (the hook script stays: another settings file may run it)
@@ -91,7 +93,7 @@ pub fn run(args: InstallArgs, settings: &Settings) -> Outcome {
 
 fn job(job: Job, args: JobInstallArgs, settings: &Settings) -> Outcome {
     let spec = args.spec.spec(settings)?;
-    for name in ["row-fence-resident", "row-fence-ask"] {
+    for name in ["row-fence-resident", "row-fence-ask", GUARD] {
         let path = spec.bin_dir.join(name);
         if !is_executable(&path) {
             return Err(Failure::could_not(format!(
@@ -284,10 +286,16 @@ fn claude_hook(args: ClaudeHookArgs, settings: &Settings) -> Outcome {
         Some(path) => path,
         None => default_claude_settings()?,
     };
-    // Edit the file a symlink points at, not the symlink (settings kept in a dotfiles repo).
-    let file = fs::canonicalize(&file).unwrap_or(file);
+    // Edit the file a symlink points at, not the symlink (settings kept in a dotfiles repo);
+    // a file not there yet by its absolute path, as the record of created files keeps it.
+    let file = match fs::canonicalize(&file) {
+        Ok(real) => real,
+        Err(_) => std::path::absolute(&file)
+            .map_err(|e| Failure::could_not(format!("{}: {e}", file.display())))?,
+    };
     let hook_path = settings.home.join("hooks").join("guard-bash.sh");
-    let command = hook_command(&bin_dir(args.bin_dir.as_ref())?, settings, &hook_path);
+    let bins = bin_dir(args.bin_dir.as_ref())?;
+    let command = hook_command(&bins, settings, &hook_path);
     let before = match fs::read_to_string(&file) {
         Ok(text) => Some(text),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -298,9 +306,25 @@ fn claude_hook(args: ClaudeHookArgs, settings: &Settings) -> Outcome {
             )));
         }
     };
+    let created = Created::under(&settings.home);
+    let recorded = |e: std::io::Error| {
+        Failure::could_not(format!("the record of settings files install created: {e}"))
+    };
     let edit = if args.rollback {
-        claude_settings::rollback(before.as_deref(), &command)
+        match claude_settings::rollback(before.as_deref(), &command) {
+            Ok(Edit::Unchanged) => claude_settings::rollback(
+                before.as_deref(),
+                &legacy_hook_command(&bins, settings, &hook_path),
+            ),
+            other => other,
+        }
     } else {
+        if !is_executable(&bins.join(GUARD)) {
+            return Err(Failure::could_not(format!(
+                "{} is not an executable file; install the binaries first (or give --bin-dir)",
+                bins.join(GUARD).display()
+            )));
+        }
         write_hook_script(&hook_path)?;
         let entry = claude_settings::entry(&command).map_err(Failure::could_not)?;
         claude_settings::install(before.as_deref(), &entry, &command)
@@ -313,19 +337,67 @@ fn claude_hook(args: ClaudeHookArgs, settings: &Settings) -> Outcome {
         (Edit::Changed(_), true) => "the agent hook is off",
     };
     match edit {
-        Edit::Changed(Some(text)) => write_settings(&file, &text)?,
-        Edit::Changed(None) => fs::remove_file(&file)
-            .map_err(|e| Failure::could_not(format!("cannot remove {}: {e}", file.display())))?,
+        // Rollback removes the file only when install created it and nothing else was
+        // added since: recorded at install, never inferred from the content.
+        Edit::Changed(text)
+            if args.rollback
+                && text == claude_settings::EMPTY
+                && created.contains(&file).map_err(recorded)? =>
+        {
+            fs::remove_file(&file).map_err(|e| {
+                Failure::could_not(format!("cannot remove {}: {e}", file.display()))
+            })?;
+            created.forget(&file).map_err(recorded)?;
+        }
+        Edit::Changed(text) => {
+            if !args.rollback && before.is_none() {
+                created.add(&file).map_err(recorded)?;
+            }
+            write_settings(&file, &text)?;
+            if args.rollback {
+                created.forget(&file).map_err(recorded)?;
+            }
+        }
         Edit::Unchanged => {}
     }
     crate::say!("row-fence: {done} in {} ({command})", file.display());
     Ok(exit::ALLOWED)
 }
 
-/// The hook's command line as Claude Code runs it (through a shell): the asker's
-/// directory and the daemon's home (and socket) are set on it, so the hook asks the same
-/// daemon from the same binaries whatever environment Claude Code was started with.
+/// The hook's command line as Claude Code runs it (through `sh -c`): the binaries'
+/// directory and the daemon's home (and socket) are exported first, so the guard asks the
+/// same daemon from the same binaries whatever environment Claude Code was started with.
+/// The normal path runs `row-fence-guard` alone (its exit 0 or 2 is the answer); only
+/// another exit (missing, not executable, killed) runs `guard-bash.sh`, which keeps NEVER
+/// RAN and CUT OFF MID-ASK, and a shim that cannot run either denies.
 pub fn hook_command(bin_dir: &Path, settings: &Settings, hook: &Path) -> String {
+    let mut exports = vec![
+        format!(
+            "ROW_FENCE_BIN_DIR={}",
+            sh_quote(&bin_dir.display().to_string())
+        ),
+        format!(
+            "ROW_FENCE_HOME={}",
+            sh_quote(&settings.home.display().to_string())
+        ),
+    ];
+    if settings.socket != settings.home.join("sock") {
+        exports.push(format!(
+            "ROW_FENCE_SOCKET={}",
+            sh_quote(&settings.socket.display().to_string())
+        ));
+    }
+    format!(
+        "export {}; {}; s=$?; case $s in 0|2) exit $s;; esac; sh {} --guard-exit $s --guard-parent $$ || exit 2",
+        exports.join(" "),
+        sh_quote(&bin_dir.join(GUARD).display().to_string()),
+        sh_quote(&hook.display().to_string())
+    )
+}
+
+/// The command an earlier release installed (the shell hook alone), so rollback still
+/// finds an entry that release wrote.
+fn legacy_hook_command(bin_dir: &Path, settings: &Settings, hook: &Path) -> String {
     let mut words = vec![
         format!(
             "ROW_FENCE_BIN_DIR={}",
@@ -345,6 +417,9 @@ pub fn hook_command(bin_dir: &Path, settings: &Settings, hook: &Path) -> String 
     words.push(sh_quote(&hook.display().to_string()));
     words.join(" ")
 }
+
+/// The agent guard's binary name.
+const GUARD: &str = "row-fence-guard";
 
 fn default_claude_settings() -> Result<PathBuf, Failure> {
     std::env::var_os("HOME")

@@ -16,13 +16,15 @@
 //!
 //! What the installers write:
 //! - `deploy`: the launchd and systemd jobs, rendered from `deploy/` with tera.
-//! - `claude_settings`: the agent hook's entry in a Claude Code settings file.
+//! - `claude_settings`: the agent hook's entry in a Claude Code settings file;
+//!   `created_files`: which settings files install created (only those may rollback remove).
 //! - `git_hook`: the pre-push hook in a repository, chained or alone.
 //!
 //! The store and its domain come from `row-fence-store`; the gate, the configuration and
 //! the heartbeat format from `row-fence-resident`; the contract from `row-fence-ask`.
 
 pub mod claude_settings;
+pub mod created_files;
 pub mod deploy;
 pub mod git_hook;
 

@@ -1,0 +1,151 @@
+//! Session binding: the first time a session's working directory resolves to a
+//! descriptor, the guard records session → descriptor in
+//! `$ROW_FENCE_HOME/sessions/<session>.json` (0600, in a 0700 directory, created
+//! atomically; the first binding stands). Every later call of that session is judged with
+//! that descriptor too, from any directory, so a bound lane cannot step outside its
+//! worktree (a fresh clone, `/tmp`) to write.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// A binding file is at most this many bytes (64 KiB).
+pub const MAX_BINDING_BYTES: u64 = 64 * 1024;
+
+/// One binding.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Binding {
+    /// The session id, as Claude Code sent it.
+    pub session: String,
+    /// The descriptor the session is bound to.
+    pub descriptor: PathBuf,
+    /// The directory it was bound from.
+    pub cwd: PathBuf,
+    /// When, in ms since the Unix epoch.
+    pub bound_at_ms: u64,
+}
+
+/// The directory of binding files under the home.
+pub fn dir(home: &Path) -> PathBuf {
+    home.join("sessions")
+}
+
+/// The binding file of `session`: the id itself when it is a plain token (Claude Code's
+/// are UUIDs), so the hook's shell fallback can find it; else a digest of it.
+pub fn path(home: &Path, session: &str) -> PathBuf {
+    let plain = !session.is_empty()
+        && session.len() <= 128
+        && !session.starts_with('.')
+        && session
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    let name = if plain {
+        session.to_string()
+    } else {
+        let digest: String = Sha256::digest(session.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        format!("sha256-{digest}")
+    };
+    dir(home).join(format!("{name}.json"))
+}
+
+/// The session's binding: `Ok(None)` when it has none; an error when a file is there but
+/// cannot be read (the session may be bound: the caller fails closed).
+pub fn read(home: &Path, session: &str) -> Result<Option<Binding>, String> {
+    let file = path(home, session);
+    let bytes = match fs::File::open(&file) {
+        Ok(f) => {
+            let mut bytes = Vec::new();
+            io::Read::read_to_end(&mut io::Read::take(f, MAX_BINDING_BYTES + 1), &mut bytes)
+                .map_err(|e| format!("session binding {}: {e}", file.display()))?;
+            bytes
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("session binding {}: {e}", file.display())),
+    };
+    let binding: Binding = serde_json::from_slice(&bytes)
+        .map_err(|e| format!("session binding {} is not a binding: {e}", file.display()))?;
+    if binding.session != session {
+        return Err(format!(
+            "session binding {} names another session",
+            file.display()
+        ));
+    }
+    Ok(Some(binding))
+}
+
+/// Records `binding` unless the session already has one (the first binding stands):
+/// written to a temporary file and linked into place, so a reader never sees half a file
+/// and two racing calls cannot both win. Returns the binding in force.
+pub fn bind(home: &Path, binding: &Binding) -> Result<Binding, String> {
+    let target = path(home, &binding.session);
+    let fail = |e: io::Error| format!("cannot write session binding {}: {e}", target.display());
+    let dir = dir(home);
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(fail)?;
+    let temp = dir.join(format!(
+        ".{}.{}.tmp",
+        std::process::id(),
+        row_fence_ask::ledger::now_ms()
+    ));
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&temp)
+        .map_err(fail)?;
+    let mut line = serde_json::to_vec(binding).map_err(|e| fail(io::Error::other(e)))?;
+    line.push(b'\n');
+    let written = file.write_all(&line).and_then(|()| file.sync_all());
+    let linked = written.and_then(|()| fs::hard_link(&temp, &target));
+    let _ = fs::remove_file(&temp);
+    match linked {
+        Ok(()) => Ok(binding.clone()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            read(home, &binding.session)?.ok_or_else(|| fail(e))
+        }
+        Err(e) => Err(fail(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn the_first_binding_stands_and_is_private() {
+        let home = std::env::temp_dir().join(format!("rf-binding-{}", std::process::id()));
+        let b = |d: &str| Binding {
+            session: "abc-123".into(),
+            descriptor: d.into(),
+            cwd: "/w".into(),
+            bound_at_ms: 1,
+        };
+        assert_eq!(read(&home, "abc-123").unwrap(), None);
+        assert_eq!(bind(&home, &b("/a")).unwrap(), b("/a"));
+        assert_eq!(bind(&home, &b("/b")).unwrap(), b("/a"));
+        assert_eq!(read(&home, "abc-123").unwrap(), Some(b("/a")));
+        let meta = fs::metadata(path(&home, "abc-123")).unwrap();
+        assert_eq!(meta.mode() & 0o777, 0o600);
+        assert_eq!(fs::metadata(dir(&home)).unwrap().mode() & 0o777, 0o700);
+        assert!(
+            path(&home, "../x").ends_with(format!("sha256-{}.json", ""))
+                || path(&home, "../x").to_string_lossy().contains("sha256-")
+        );
+        fs::write(path(&home, "abc-123"), "{").unwrap();
+        assert!(
+            read(&home, "abc-123").is_err(),
+            "an unreadable binding fails closed"
+        );
+        fs::remove_dir_all(&home).unwrap();
+    }
+}

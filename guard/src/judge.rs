@@ -1,0 +1,593 @@
+//! From a plan to an exit code (DESIGN.md, the agent guard's policy): resolve the
+//! session's binding and every place's descriptor the way the asker does, ask the daemon
+//! about each distinct descriptor (concurrently, under one deadline for the whole hook),
+//! print the asker's lines (`row-fence: asking …`, then one verdict line per ask), record
+//! what the guard decides itself in the ledger, and exit 2 unless every ask is ALLOWED
+//! (or nothing involved is row-bound).
+
+use crate::binding::{self, Binding};
+use crate::finding::{Dir, Kind, Place};
+use crate::input::Hook;
+use crate::walk::Plan;
+use row_fence_ask::client::{self, ExchangeError};
+use row_fence_ask::descriptor::{self, Descriptor, Lookup, Resolution};
+use row_fence_ask::ledger::{self, DecidedBy, LedgerRecord};
+use row_fence_ask::protocol::{Answer, Ask, Caller, FORWARDED_ENV, Op, PROTOCOL_VERSION, Request};
+use row_fence_ask::report::{self, Outcome};
+use row_fence_ask::verdict::{Reason, Verdict};
+use row_fence_ask::{paths, stamp};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Claude Code lets the tool call run (exit 0).
+pub const ALLOW: i32 = 0;
+/// Claude Code blocks the tool call and shows stderr to the agent (exit 2): the only exit
+/// that blocks, so every denial is this one.
+pub const DENY: i32 = 2;
+
+/// The most distinct places one command may write from; beyond it a row-bound session is
+/// denied without asking (the hook must answer inside Claude Code's timeout).
+pub const MAX_PLACES: usize = 32;
+
+/// What the judge needs from the guard's environment.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// `$ROW_FENCE_HOME` (bindings, ledger, socket, registry).
+    pub home: Result<PathBuf, String>,
+    /// `--socket`, if given.
+    pub socket: Option<PathBuf>,
+    /// `ROW_FENCE_DESCRIPTOR` from the hook's environment: the whole session is bound.
+    pub descriptor_env: Option<PathBuf>,
+    /// When the hook started.
+    pub started: Instant,
+    /// The whole hook's deadline.
+    pub deadline: Instant,
+}
+
+/// One distinct descriptor to ask about.
+struct AskItem {
+    descriptor: Descriptor,
+    actions: Vec<String>,
+    cwd: PathBuf,
+}
+
+/// A verdict the guard decided without the daemon.
+struct Decided {
+    verdict: Verdict,
+    detail: String,
+    descriptor: Option<Descriptor>,
+    path: Option<PathBuf>,
+    action: String,
+}
+
+struct Judge<'a> {
+    settings: &'a Settings,
+    hook: &'a Hook,
+    cwd: PathBuf,
+    asks: BTreeMap<PathBuf, AskItem>,
+    decided: Vec<Decided>,
+    /// Denials that are not verdicts: a place the text does not name, a command the
+    /// guard cannot read.
+    problems: Vec<(Reason, String, String)>,
+}
+
+/// Judges `plan` (read from `hook`, its working directory `cwd`) and returns the exit code.
+pub fn judge(hook: &Hook, plan: &Plan, cwd: &Path, settings: &Settings) -> i32 {
+    let mut judge = Judge {
+        settings,
+        hook,
+        cwd: cwd.to_path_buf(),
+        asks: BTreeMap::new(),
+        decided: Vec::new(),
+        problems: Vec::new(),
+    };
+    let bound = judge.bound();
+    if plan.findings.is_empty() && plan.unreadable.is_none() {
+        return ALLOW;
+    }
+    if let Some(why) = &plan.unreadable {
+        judge.problems.push((
+            Reason::CommandUnreadable,
+            "(a command the guard could not read)".into(),
+            format!("{why}; the guard cannot tell what it writes"),
+        ));
+        return judge.finish();
+    }
+    let places: BTreeSet<&Place> = plan.findings.iter().flat_map(|f| &f.places).collect();
+    let is_bound = !bound.is_empty();
+    if places.len() > MAX_PLACES && is_bound {
+        judge.problems.push((
+            Reason::TooManyDirectories,
+            format!("{} commands", plan.findings.len()),
+            format!(
+                "the command writes from {} places, over the guard's limit of {MAX_PLACES} for a row-bound session; split it",
+                places.len()
+            ),
+        ));
+        return judge.finish();
+    }
+    for finding in &plan.findings {
+        for place in &finding.places {
+            if Instant::now() >= settings.deadline {
+                judge.problems.push((
+                    Reason::Timeout,
+                    finding.action.clone(),
+                    "the guard ran out of time resolving directories; retry".into(),
+                ));
+                return judge.finish();
+            }
+            judge.place(&finding.action, finding.kind, place);
+        }
+        for path in &bound {
+            judge.explicit(&finding.action, path);
+        }
+    }
+    judge.finish()
+}
+
+impl Judge<'_> {
+    /// The descriptors the whole session is bound to: `ROW_FENCE_DESCRIPTOR`, and the
+    /// session's binding, made now if its working directory resolves to a descriptor.
+    fn bound(&mut self) -> Vec<PathBuf> {
+        let mut bound = Vec::new();
+        if let Some(path) = &self.settings.descriptor_env {
+            bound.push(self.cwd.join(path));
+        }
+        let (Some(session), Ok(home)) = (&self.hook.session, &self.settings.home) else {
+            return bound;
+        };
+        match binding::read(home, session) {
+            Ok(Some(b)) => bound.push(b.descriptor),
+            Ok(None) => {
+                if let Resolution::Found(path, _) = resolve(&self.cwd, None) {
+                    let _ = binding::bind(
+                        home,
+                        &Binding {
+                            session: session.clone(),
+                            descriptor: path.clone(),
+                            cwd: self.cwd.clone(),
+                            bound_at_ms: ledger::now_ms(),
+                        },
+                    );
+                    bound.push(path);
+                }
+            }
+            Err(why) => {
+                self.problems.push((
+                    Reason::BindingUnreadable,
+                    "(this session's binding)".into(),
+                    why,
+                ));
+                // A session whose binding cannot be read may be bound: fail closed.
+                bound.push(binding::path(home, session));
+            }
+        }
+        bound
+    }
+
+    /// Resolves one place's descriptor and files the ask (or the guard's own verdict).
+    fn place(&mut self, action: &str, _kind: Kind, place: &Place) {
+        let dir = match &place.dir {
+            Dir::Known(dir) => dir.clone(),
+            Dir::Unknown(why) => {
+                self.problems.push((
+                    Reason::DirectoryUnknown,
+                    action.to_string(),
+                    format!("it runs in {why}; the guard cannot tell whether that directory is row-bound. Spell the directory out"),
+                ));
+                return;
+            }
+        };
+        let git_dir = match &place.git_dir {
+            None => None,
+            Some(Dir::Known(g)) => Some(g.display().to_string()),
+            Some(Dir::Unknown(why)) => {
+                self.problems.push((
+                    Reason::DirectoryUnknown,
+                    action.to_string(),
+                    format!("its git dir is {why}; the guard cannot tell whether it is row-bound"),
+                ));
+                return;
+            }
+        };
+        // A directory that does not exist yet may be anything by the time the command
+        // runs (a clone, a copy of a worktree, a symlink to one): it cannot be judged now.
+        if !dir.is_dir() {
+            self.problems.push((
+                Reason::DirectoryUnknown,
+                action.to_string(),
+                format!(
+                    "it runs in {}, which does not exist yet; the guard cannot tell whether it will be row-bound. Create it first, then run the command",
+                    dir.display()
+                ),
+            ));
+            return;
+        }
+        let mut candidates = vec![dir.clone()];
+        if let Ok(physical) = std::fs::canonicalize(&dir)
+            && physical != dir
+        {
+            candidates.push(physical);
+        }
+        for candidate in candidates {
+            match resolve(&candidate, git_dir.as_deref()) {
+                Resolution::Unbound(_) => {}
+                Resolution::Found(path, d) => self.ask(path, d, action, &candidate),
+                Resolution::Missing(path) => self.decide(
+                    Verdict::CouldNotRead(Reason::DescriptorMissing),
+                    format!("the named descriptor {} does not exist", path.display()),
+                    None,
+                    Some(path),
+                    action,
+                ),
+                Resolution::Unreadable(path, detail) => self.decide(
+                    Verdict::CouldNotRead(Reason::DescriptorUnreadable),
+                    format!("{}: {detail}", path.display()),
+                    None,
+                    Some(path),
+                    action,
+                ),
+            }
+        }
+    }
+
+    /// Files an ask about a descriptor the session is bound to.
+    fn explicit(&mut self, action: &str, path: &Path) {
+        match descriptor::read(path) {
+            Ok(Some(d)) => {
+                let cwd = self.cwd.clone();
+                self.ask(path.to_path_buf(), d, action, &cwd);
+            }
+            Ok(None) => self.decide(
+                Verdict::CouldNotRead(Reason::DescriptorMissing),
+                format!(
+                    "this session is bound to {}, which no longer exists",
+                    path.display()
+                ),
+                None,
+                Some(path.to_path_buf()),
+                action,
+            ),
+            Err(detail) => self.decide(
+                Verdict::CouldNotRead(Reason::DescriptorUnreadable),
+                format!("{}: {detail}", path.display()),
+                None,
+                Some(path.to_path_buf()),
+                action,
+            ),
+        }
+    }
+
+    fn ask(&mut self, path: PathBuf, descriptor: Descriptor, action: &str, cwd: &Path) {
+        let item = self.asks.entry(path).or_insert_with(|| AskItem {
+            descriptor,
+            actions: Vec::new(),
+            cwd: cwd.to_path_buf(),
+        });
+        if !item.actions.iter().any(|a| a == action) {
+            item.actions.push(action.to_string());
+        }
+    }
+
+    fn decide(
+        &mut self,
+        verdict: Verdict,
+        detail: String,
+        descriptor: Option<Descriptor>,
+        path: Option<PathBuf>,
+        action: &str,
+    ) {
+        if self
+            .decided
+            .iter()
+            .any(|d| d.path == path && d.verdict == verdict)
+        {
+            return;
+        }
+        self.decided.push(Decided {
+            verdict,
+            detail,
+            descriptor,
+            path,
+            action: action.to_string(),
+        });
+    }
+
+    /// Asks (unless the guard already has to deny), prints, records, and returns the code.
+    fn finish(mut self) -> i32 {
+        let mut denied = Vec::new();
+        for (reason, action, why) in std::mem::take(&mut self.problems) {
+            report::say(&format!("row-fence guard: cannot judge `{action}`: {why}."));
+            self.record(Verdict::CouldNotRead(reason), &why, None, None, &action);
+            denied.push(action);
+        }
+        for d in std::mem::take(&mut self.decided) {
+            self.print(d.verdict, &d.detail, d.descriptor.clone());
+            self.record(
+                d.verdict,
+                &d.detail,
+                d.descriptor.as_ref(),
+                d.path.as_deref(),
+                &d.action,
+            );
+            denied.push(d.action);
+        }
+        // Asked even when the guard already denies: the agent learns its lane's standing.
+        denied.extend(self.ask_all());
+        if denied.is_empty() {
+            return ALLOW;
+        }
+        denied.dedup();
+        report::say(&format!(
+            "row-fence guard: blocked: {}. The command did not run.",
+            crate::finding::short(&denied.join("; "))
+        ));
+        DENY
+    }
+
+    /// Asks the daemon about every distinct descriptor at once; returns the denied actions.
+    fn ask_all(&mut self) -> Vec<String> {
+        if self.asks.is_empty() {
+            return Vec::new();
+        }
+        let asks: Vec<(PathBuf, AskItem)> = std::mem::take(&mut self.asks).into_iter().collect();
+        let action_of = |item: &AskItem| crate::finding::short(&item.actions.join("; "));
+        let setup = self.setup();
+        let (socket, stamp) = match setup {
+            Ok(pair) => pair,
+            Err(detail) => {
+                let mut denied = Vec::new();
+                for (path, item) in &asks {
+                    let verdict = Verdict::CouldNotRead(Reason::FenceUnreadable);
+                    self.print(verdict, &detail, Some(item.descriptor.clone()));
+                    self.record(
+                        verdict,
+                        &detail,
+                        Some(&item.descriptor),
+                        Some(path),
+                        &action_of(item),
+                    );
+                    denied.push(action_of(item));
+                }
+                return denied;
+            }
+        };
+        let marker = Marker::write(self.settings.home.as_ref().ok(), &asks);
+        let answers = if asks.len() == 1 {
+            // One ask: no thread to hand over to (the exchange keeps its own deadline).
+            let (_, item) = &asks[0];
+            report::say(&report::asking_line(&socket, &item.descriptor));
+            let request = self.request(&stamp, item, &action_of(item));
+            vec![Some(client::exchange(
+                &socket,
+                &request,
+                self.settings.deadline,
+            ))]
+        } else {
+            self.ask_concurrently(&asks, &socket, &stamp)
+        };
+        let mut denied = Vec::new();
+        let mut cut_off = false;
+        for ((path, item), answer) in asks.iter().zip(answers) {
+            let action = action_of(item);
+            let d = &item.descriptor;
+            let (verdict, detail, by_guard) = match answer {
+                None | Some(Err(ExchangeError::Timeout)) => {
+                    cut_off = true;
+                    (
+                        Verdict::CouldNotRead(Reason::Timeout),
+                        format!(
+                            "no verdict from {} before the hook's deadline",
+                            socket.display()
+                        ),
+                        true,
+                    )
+                }
+                Some(Err(ExchangeError::Unreachable(detail))) => {
+                    (Verdict::CouldNotRead(Reason::FenceUnreadable), detail, true)
+                }
+                Some(Err(ExchangeError::Protocol(detail))) => {
+                    (Verdict::CouldNotRead(Reason::ProtocolError), detail, true)
+                }
+                Some(Ok(answer)) => match answer.parsed_verdict() {
+                    Some(v) if answer.answers(d, v) => (v, answer.detail, false),
+                    Some(_) => (
+                        Verdict::CouldNotRead(Reason::ProtocolError),
+                        "the daemon judged another descriptor than the one asked".into(),
+                        true,
+                    ),
+                    None => (
+                        Verdict::CouldNotRead(Reason::ProtocolError),
+                        format!(
+                            "the daemon's answer is not a verdict (verdict {:?}, reason {:?})",
+                            answer.verdict, answer.reason
+                        ),
+                        true,
+                    ),
+                },
+            };
+            self.print(verdict, &detail, Some(d.clone()));
+            if by_guard {
+                self.record(verdict, &detail, Some(d), Some(path), &action);
+            }
+            if verdict != Verdict::Allowed {
+                denied.push(action);
+            }
+        }
+        if cut_off {
+            report::say(
+                "row-fence guard: the fence was cut off mid-ask (no verdict before the hook's deadline); retry.",
+            );
+        }
+        drop(marker);
+        denied
+    }
+
+    /// Several asks at once, each on its own thread, collected until the deadline; a
+    /// missing answer is `None` (cut off).
+    fn ask_concurrently(
+        &self,
+        asks: &[(PathBuf, AskItem)],
+        socket: &Path,
+        stamp: &str,
+    ) -> Vec<Option<Result<Answer, ExchangeError>>> {
+        let action_of = |item: &AskItem| crate::finding::short(&item.actions.join("; "));
+        let (tx, rx) = mpsc::channel();
+        for (k, (_, item)) in asks.iter().enumerate() {
+            report::say(&report::asking_line(socket, &item.descriptor));
+            let request = self.request(stamp, item, &action_of(item));
+            let tx = tx.clone();
+            let socket = socket.to_path_buf();
+            let deadline = self.settings.deadline;
+            std::thread::spawn(move || {
+                let _ = tx.send((k, client::exchange(&socket, &request, deadline)));
+            });
+        }
+        drop(tx);
+        let mut answers: Vec<Option<Result<Answer, ExchangeError>>> =
+            asks.iter().map(|_| None).collect();
+        let mut left = asks.len();
+        while left > 0 {
+            let wait = self
+                .settings
+                .deadline
+                .saturating_duration_since(Instant::now());
+            match rx.recv_timeout(wait.max(Duration::from_millis(1))) {
+                Ok((k, answer)) => {
+                    answers[k] = Some(answer);
+                    left -= 1;
+                }
+                Err(_) => break,
+            }
+        }
+        answers
+    }
+
+    /// The socket and the code stamp, checked as the asker checks them.
+    fn setup(&self) -> Result<(PathBuf, String), String> {
+        let home = self
+            .settings
+            .home
+            .as_ref()
+            .map_err(|e| format!("cannot find the row-fence home: {e}"))?;
+        let socket = paths::socket(self.settings.socket.as_deref(), home);
+        paths::check_socket_length(&socket)?;
+        paths::check_socket_dir(&socket, paths::euid(), true)
+            .map_err(|e| format!("refusing to ask: {e}"))?;
+        let stamp = stamp::code_stamp(home).map_err(|e| e.to_string())?;
+        Ok((socket, stamp))
+    }
+
+    fn request(&self, stamp: &str, item: &AskItem, action: &str) -> Request {
+        let session = self.hook.session.clone();
+        Request {
+            v: PROTOCOL_VERSION,
+            op: Op::Ask(Box::new(Ask {
+                stamp: stamp.to_string(),
+                deadline_ms: self
+                    .settings
+                    .deadline
+                    .saturating_duration_since(Instant::now())
+                    .as_millis() as u64,
+                descriptor: item.descriptor.clone(),
+                action: action.to_string(),
+                caller: Caller {
+                    session: session.clone(),
+                    cwd: Some(item.cwd.display().to_string()),
+                    env: session
+                        .into_iter()
+                        .map(|s| (FORWARDED_ENV[0].to_string(), s))
+                        .collect(),
+                },
+            })),
+        }
+    }
+
+    fn print(&self, verdict: Verdict, detail: &str, descriptor: Option<Descriptor>) {
+        let outcome = Outcome {
+            verdict,
+            detail: detail.to_string(),
+            descriptor,
+            elapsed_ms: self.settings.started.elapsed().as_millis() as u64,
+        };
+        report::say(&outcome.line());
+    }
+
+    /// Appends what the guard decided itself to the refusal ledger (the daemon records
+    /// what it decides).
+    fn record(
+        &self,
+        verdict: Verdict,
+        detail: &str,
+        d: Option<&Descriptor>,
+        path: Option<&Path>,
+        action: &str,
+    ) {
+        let Ok(home) = &self.settings.home else {
+            return;
+        };
+        let cwd = self.cwd.display().to_string();
+        let record = LedgerRecord::new(DecidedBy::Guard, verdict, detail)
+            .with_descriptor(d)
+            .with_caller(self.hook.session.as_deref(), Some(&cwd), action)
+            .with_descriptor_path(path);
+        // The denial stands whether or not the ledger could be written.
+        let _ = ledger::append(&paths::ledger(home), &record);
+    }
+}
+
+/// The asker's resolution, from `cwd` with `git_dir` as `GIT_DIR`, never reading the
+/// guard's own environment (the session's explicit descriptor is handled as a binding).
+fn resolve(cwd: &Path, git_dir: Option<&str>) -> Resolution {
+    descriptor::resolve(&Lookup {
+        explicit: None,
+        descriptor_env: None,
+        git_dir_env: git_dir,
+        cwd,
+    })
+}
+
+/// `$ROW_FENCE_HOME/guard/asking.<parent pid>`, present while the guard asks: when the
+/// guard dies mid-ask, the hook's shell fallback finds it and reports CUT OFF MID-ASK
+/// (deny, retry) instead of NEVER RAN.
+pub struct Marker {
+    path: Option<PathBuf>,
+}
+
+/// The marker's directory under the home.
+pub fn marker_dir(home: &Path) -> PathBuf {
+    home.join("guard")
+}
+
+impl Marker {
+    fn write(home: Option<&PathBuf>, asks: &[(PathBuf, AskItem)]) -> Marker {
+        use std::os::unix::fs::DirBuilderExt;
+        let Some(home) = home else {
+            return Marker { path: None };
+        };
+        let dir = marker_dir(home);
+        let _ = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir);
+        let path = dir.join(format!("asking.{}", std::os::unix::process::parent_id()));
+        let text: String = asks
+            .iter()
+            .map(|(p, _)| format!("{}\n", p.display()))
+            .collect();
+        match std::fs::write(&path, text) {
+            Ok(()) => Marker { path: Some(path) },
+            Err(_) => Marker { path: None },
+        }
+    }
+}
+
+impl Drop for Marker {
+    fn drop(&mut self) {
+        if let Some(path) = &self.path {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}

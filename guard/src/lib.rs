@@ -1,0 +1,55 @@
+//! The row fence's agent guard: Claude Code's `PreToolUse` hook for the Bash tool.
+//!
+//! `row-fence-guard` reads the hook's JSON on stdin, parses the command with a real bash
+//! parser (brush-parser), and walks the syntax tree as bash would run it: every *fenced
+//! write* (git push and its plumbing, `gh` outside a read-only allowlist, row-fence lease
+//! writes) and every *opaque* command (a command word or git subcommand the text does not
+//! decide, inline interpreter code, git aliases and config overrides, wrappers around
+//! those) is found with every directory it could run in. It binds the session to the
+//! first descriptor its working directory resolves to, asks the resident daemon about
+//! every distinct descriptor involved (in process, concurrently, under one deadline for
+//! the whole hook), prints the asker's lines, and exits 2 (Claude Code blocks the call)
+//! unless every ask is ALLOWED or nothing involved is row-bound. It fails closed: a
+//! command it cannot read, a directory it cannot name, a daemon it cannot reach, a
+//! deadline it cannot meet are all exit 2 (DESIGN.md, "Deployment and hooks").
+//!
+//! `hooks/guard-bash.sh` keeps the two states only a parent can see: NEVER RAN (the
+//! binary is missing or was killed) and CUT OFF MID-ASK (killed while a
+//! [`judge::Marker`] says it was asking).
+//!
+//! # Layout
+//!
+//! - [`input`]: the hook JSON, bounded.
+//! - [`parse`]: brush-parser within bounds (size, nesting).
+//! - [`words`]: a word's value (literal or dynamic) and the code it runs.
+//! - [`state`]: the directories, `pushd` stack and variables at a point of the command.
+//! - [`walk`]: the tree walk, bash's scoping, and the plan it produces.
+//! - [`command`]: one simple command's effect; the shell's builtins and row-fence.
+//! - [`git`], [`gh`]: those two programs' policies; [`http`]: curl and friends.
+//! - [`programs`]: wrappers, shells and interpreters.
+//! - [`env_vars`]: variables whose setting is opaque or holds code.
+//! - [`finding`]: fenced writes and opaque commands, with their places.
+//! - [`binding`]: session → descriptor files.
+//! - [`judge`]: descriptors, asks, verdict lines, ledger, exit code.
+
+pub mod binding;
+pub mod command;
+pub mod env_vars;
+pub mod finding;
+pub mod gh;
+pub mod git;
+pub mod http;
+pub mod input;
+pub mod judge;
+pub mod parse;
+pub mod programs;
+pub mod state;
+pub mod walk;
+pub mod words;
+
+/// Environment variable for the whole hook's deadline, in ms.
+pub const TIMEOUT_ENV: &str = "ROW_FENCE_GUARD_TIMEOUT_MS";
+
+/// The whole hook's default deadline (8 s), inside Claude Code's 10 s hook timeout, past
+/// which the tool call would run.
+pub const DEFAULT_TIMEOUT_MS: u64 = 8000;

@@ -1,0 +1,218 @@
+//! `row-fence-guard`: Claude Code's PreToolUse hook for the Bash tool. Thin: flags, the
+//! hook input read and walked on a thread with a large stack, then `judge`. Exit 0 lets
+//! the command run; every other outcome is exit 2 (see the crate docs and DESIGN.md).
+
+use row_fence_ask::{paths, report, stdio};
+use row_fence_guard::judge::{self, DENY, Settings};
+use row_fence_guard::{DEFAULT_TIMEOUT_MS, TIMEOUT_ENV, input, parse, walk};
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const USAGE: &str = "\
+Usage: row-fence-guard [--socket PATH] [--timeout-ms N] [--plan] < hook-input.json
+       row-fence-guard --version | --help
+
+Claude Code's PreToolUse hook for the Bash tool: reads the hook's JSON on stdin, parses the
+command, and asks the row fence about every fenced write (git push and plumbing, gh outside
+its read-only commands, row-fence lease writes) and, for a row-bound session, every opaque
+command (dynamic command words, inline interpreter code, git aliases and config overrides).
+
+Options:
+  --socket PATH     the daemon's socket (else $ROW_FENCE_SOCKET, else $ROW_FENCE_HOME/sock)
+  --timeout-ms N    one deadline for the whole hook (else $ROW_FENCE_GUARD_TIMEOUT_MS, default 8000)
+  --plan            print what the command writes and where, as JSON lines, and ask nothing
+  -V, --version     print the version and exit
+  -h, --help        print this help and exit
+
+Exit: 0 the command may run; 2 it may not (Claude Code blocks the call and shows stderr).";
+
+struct Options {
+    socket: Option<PathBuf>,
+    timeout: Duration,
+    plan: bool,
+}
+
+fn main() {
+    stdio::keep_standard_fds_open();
+    // A bug is never a "yes": any panic denies.
+    std::panic::set_hook(Box::new(|info| {
+        report::say(&format!(
+            "row-fence guard: internal error ({info}); denied. The command did not run."
+        ));
+        std::process::exit(DENY);
+    }));
+    let started = Instant::now();
+    let options = match parse_args() {
+        Ok(Some(options)) => options,
+        Ok(None) => std::process::exit(0),
+        Err(message) => {
+            report::say(&format!(
+                "row-fence-guard: error: {message}\nTry 'row-fence-guard --help' for more."
+            ));
+            std::process::exit(DENY);
+        }
+    };
+    let deadline = started + options.timeout;
+    let hook = match input::read(std::io::stdin().lock()) {
+        Ok(hook) => hook,
+        Err(why) => deny(&why),
+    };
+    let (hook, cwd, plan) = if small(&hook.command) {
+        // The common case: walked right here, no thread to hand over to.
+        walk_hook(hook).unwrap_or_else(|why| deny(&why))
+    } else {
+        // A long or deeply nested command is walked on a thread with a large stack,
+        // within the deadline.
+        let (tx, rx) = mpsc::channel();
+        let worker = std::thread::Builder::new()
+            .stack_size(parse::PARSE_STACK_BYTES)
+            .spawn(move || {
+                let _ = tx.send(walk_hook(hook));
+            });
+        if let Err(e) = worker {
+            deny(&format!("cannot start reading the command: {e}"));
+        }
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(Ok(read)) => read,
+            Ok(Err(why)) => deny(&why),
+            Err(_) => deny("could not read the command before the hook's deadline; retry"),
+        }
+    };
+    if options.plan {
+        print_plan(&plan);
+        std::process::exit(0);
+    }
+    let settings = Settings {
+        home: paths::home(None),
+        socket: options.socket,
+        descriptor_env: std::env::var_os(row_fence_ask::descriptor::DESCRIPTOR_ENV)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from),
+        started,
+        deadline,
+    };
+    std::process::exit(judge::judge(&hook, &plan, &cwd, &settings));
+}
+
+/// True for a command short and shallow enough to walk on the main thread's stack
+/// (16 KiB, nesting at most 32): the walk recurses per level, and the main thread's stack
+/// is the platform's default, not [`parse::PARSE_STACK_BYTES`].
+fn small(command: &str) -> bool {
+    command.len() <= 16 * 1024 && parse::nesting(command) <= 32
+}
+
+fn walk_hook(hook: input::Hook) -> Result<(input::Hook, PathBuf, walk::Plan), String> {
+    let cwd = match &hook.cwd {
+        Some(cwd) => cwd.clone(),
+        None => std::env::current_dir().map_err(|e| {
+            format!("the hook input has no cwd and the guard's own cannot be read ({e})")
+        })?,
+    };
+    let env = walk::Env {
+        home: std::env::var("HOME").ok().filter(|h| !h.is_empty()),
+        cdpath: std::env::var_os("CDPATH").is_some_and(|v| !v.is_empty()),
+    };
+    let plan = walk::plan(&hook.command, &cwd, &env);
+    Ok((hook, cwd, plan))
+}
+
+fn deny(why: &str) -> ! {
+    report::say(&format!(
+        "row-fence guard: {why}. Denied: the command did not run."
+    ));
+    std::process::exit(DENY);
+}
+
+fn print_plan(plan: &walk::Plan) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    for f in &plan.findings {
+        let places: Vec<String> = f
+            .places
+            .iter()
+            .map(|p| match &p.git_dir {
+                Some(g) => format!("{} (git dir {g})", p.dir),
+                None => p.dir.to_string(),
+            })
+            .collect();
+        let kind = match f.kind {
+            row_fence_guard::finding::Kind::Fenced => "fenced",
+            row_fence_guard::finding::Kind::Opaque => "opaque",
+        };
+        let line = serde_json::json!({"kind": kind, "action": f.action, "places": places});
+        let _ = writeln!(out, "{line}");
+    }
+    if let Some(why) = &plan.unreadable {
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::json!({"kind": "unreadable", "action": why, "places": []})
+        );
+    }
+}
+
+fn parse_args() -> Result<Option<Options>, String> {
+    use lexopt::prelude::*;
+    let mut parser = lexopt::Parser::from_env();
+    let mut options = Options {
+        socket: None,
+        timeout: Duration::ZERO,
+        plan: false,
+    };
+    let mut timeout: Option<String> = None;
+    while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
+        match arg {
+            Long("socket") => {
+                options.socket = Some(PathBuf::from(parser.value().map_err(|e| e.to_string())?))
+            }
+            Long("timeout-ms") => {
+                timeout = Some(
+                    parser
+                        .value()
+                        .map_err(|e| e.to_string())?
+                        .to_string_lossy()
+                        .into_owned(),
+                )
+            }
+            Long("plan") => options.plan = true,
+            Short('V') | Long("version") => {
+                println_quiet(&format!(
+                    "row-fence-guard {} (build {})",
+                    env!("CARGO_PKG_VERSION"),
+                    &row_fence_ask::stamp::BUILD_DIGEST[..12]
+                ));
+                return Ok(None);
+            }
+            Short('h') | Long("help") => {
+                println_quiet(USAGE);
+                return Ok(None);
+            }
+            other => return Err(other.unexpected().to_string()),
+        }
+    }
+    let (source, text) = match timeout {
+        Some(text) => ("--timeout-ms", text),
+        None => match std::env::var(TIMEOUT_ENV) {
+            Ok(text) if !text.is_empty() => (TIMEOUT_ENV, text),
+            _ => ("default", DEFAULT_TIMEOUT_MS.to_string()),
+        },
+    };
+    let ms: u64 = text
+        .trim()
+        .parse()
+        .ok()
+        .filter(|ms| *ms > 0)
+        .ok_or_else(|| {
+            format!("{source} must be a whole number of milliseconds above 0, got {text:?}")
+        })?;
+    options.timeout = Duration::from_millis(ms);
+    Ok(Some(options))
+}
+
+fn println_quiet(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}");
+    let _ = out.flush();
+}

@@ -1,0 +1,672 @@
+//! Walks the syntax tree as bash would run it and collects every fenced write and opaque
+//! command with the places it could run. Scoping follows bash: a subshell's, a pipeline
+//! element's, a command substitution's and a background job's `cd` does not leak; a
+//! brace group's, a function's and a loop's does; `a && b` runs `b` only where `a`
+//! succeeded and `a || b` only where it failed. Code inside words (command and process
+//! substitutions, expanding here-documents) and literal code handed to a shell
+//! (`bash -c '…'`, `GIT_PAGER='…'`) is walked too.
+
+use crate::command::{self, Ctx, Effect, Move};
+use crate::env_vars;
+use crate::finding::{Dir, Finding, Kind, Place, short};
+use crate::parse;
+use crate::state::{State, resolve};
+use crate::words::{self, Read, Scope, Value};
+use brush_parser::ast;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// How many times code may nest inside code (`$( $( … ) )`, `bash -c "bash -c …"`,
+/// function calls) before the command is unreadable.
+pub const MAX_CODE_DEPTH: usize = 32;
+
+/// What the walk takes from the hook's environment.
+#[derive(Clone, Debug, Default)]
+pub struct Env {
+    /// `$HOME`.
+    pub home: Option<String>,
+    /// True when `CDPATH` is set: a relative `cd` may then land elsewhere.
+    pub cdpath: bool,
+}
+
+/// The walk's result.
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    /// Every fenced write and opaque command, in order.
+    pub findings: Vec<Finding>,
+    /// Why (part of) the command could not be read; the judge denies such a command.
+    pub unreadable: Option<String>,
+}
+
+/// Reads `command` as run from `cwd`.
+pub fn plan(command: &str, cwd: &Path, env: &Env) -> Plan {
+    let mut walker = Walker {
+        env,
+        plan: Plan::default(),
+        functions: BTreeMap::new(),
+        names: BTreeSet::new(),
+        budget: command.len().saturating_mul(4) + 64 * 1024,
+        depth: 0,
+        calling: Vec::new(),
+    };
+    let mut state = State::at(Dir::Known(crate::state::fold(cwd)));
+    walker.code(command, &mut state);
+    walker.plan
+}
+
+struct Walker<'a> {
+    env: &'a Env,
+    plan: Plan,
+    /// Function bodies defined so far, called by name later.
+    functions: BTreeMap<String, ast::FunctionBody>,
+    names: BTreeSet<String>,
+    /// Bytes of code left to parse: nested code is parsed again, so this keeps the whole
+    /// walk linear in the command's length.
+    budget: usize,
+    depth: usize,
+    /// The functions being called, innermost last.
+    calling: Vec<String>,
+}
+
+impl Walker<'_> {
+    fn unreadable(&mut self, why: String) {
+        self.plan.unreadable.get_or_insert(why);
+    }
+
+    fn find(&mut self, kind: Kind, action: String, places: Vec<Place>) {
+        self.plan.findings.push(Finding {
+            kind,
+            action: short(&action),
+            places,
+        });
+    }
+
+    /// Parses and walks `text`, moving `state` as the code would.
+    fn code(&mut self, text: &str, state: &mut State) {
+        if self.depth >= MAX_CODE_DEPTH {
+            return self.unreadable(format!("code nests more than {MAX_CODE_DEPTH} levels deep"));
+        }
+        if text.len() > self.budget {
+            return self.unreadable("the command's nested code is too large to read".into());
+        }
+        self.budget -= text.len();
+        match parse::program(text) {
+            Ok(program) => {
+                self.depth += 1;
+                for complete in &program.complete_commands {
+                    self.list(complete, state);
+                }
+                self.depth -= 1;
+            }
+            Err(why) => self.unreadable(why),
+        }
+    }
+
+    /// Code that runs in a copy of the shell (a substitution, `bash -c`): its moves stay there.
+    fn code_in_copy(&mut self, text: &str, state: &State) {
+        let mut copy = state.clone();
+        self.code(text, &mut copy);
+    }
+
+    fn list(&mut self, list: &ast::CompoundList, state: &mut State) {
+        for ast::CompoundListItem(and_or, separator) in &list.0 {
+            match separator {
+                ast::SeparatorOperator::Async => {
+                    let mut copy = state.clone();
+                    self.and_or(and_or, &mut copy);
+                }
+                ast::SeparatorOperator::Sequence => self.and_or(and_or, state),
+            }
+        }
+    }
+
+    fn and_or(&mut self, list: &ast::AndOrList, state: &mut State) {
+        let (mut ok, mut failed) = self.pipeline(&list.first, state.clone());
+        for next in &list.additional {
+            match next {
+                ast::AndOr::And(p) => {
+                    let (o, f) = self.pipeline(p, ok);
+                    ok = o;
+                    failed = failed.union(f);
+                }
+                ast::AndOr::Or(p) => {
+                    let (o, f) = self.pipeline(p, failed);
+                    ok = ok.union(o);
+                    failed = f;
+                }
+            }
+        }
+        *state = ok.union(failed);
+    }
+
+    /// Returns the states after the pipeline succeeded and after it failed.
+    fn pipeline(&mut self, pipeline: &ast::Pipeline, state: State) -> (State, State) {
+        let (ok, failed) = if pipeline.seq.len() == 1 {
+            self.command(&pipeline.seq[0], state)
+        } else {
+            // Every element of a pipeline runs in a subshell.
+            for command in &pipeline.seq {
+                let _ = self.command(command, state.clone());
+            }
+            (state.clone(), state)
+        };
+        if pipeline.bang {
+            (failed, ok)
+        } else {
+            (ok, failed)
+        }
+    }
+
+    fn command(&mut self, command: &ast::Command, state: State) -> (State, State) {
+        match command {
+            ast::Command::Simple(simple) => self.simple(simple, state),
+            ast::Command::Compound(compound, redirects) => {
+                let mut state = state;
+                if let Some(redirects) = redirects {
+                    for r in &redirects.0 {
+                        self.redirect(r, &state);
+                    }
+                }
+                self.compound(compound, &mut state);
+                (state.clone(), state)
+            }
+            ast::Command::Function(definition) => {
+                let name = definition.fname.value.clone();
+                self.names.insert(name.clone());
+                self.functions.insert(name.clone(), definition.body.clone());
+                // Bash may call a function without its name in the text (a trap,
+                // `command_not_found_handle`, an exported function in a child shell):
+                // its body is read where it is defined too.
+                let mut copy = state.clone();
+                self.call(&name, &mut copy);
+                (state.clone(), state)
+            }
+            ast::Command::ExtendedTest(test, redirects) => {
+                if let Some(redirects) = redirects {
+                    for r in &redirects.0 {
+                        self.redirect(r, &state);
+                    }
+                }
+                self.test(&test.expr, &state);
+                (state.clone(), state)
+            }
+        }
+    }
+
+    fn compound(&mut self, compound: &ast::CompoundCommand, state: &mut State) {
+        match compound {
+            ast::CompoundCommand::BraceGroup(group) => self.list(&group.list, state),
+            ast::CompoundCommand::Subshell(sub) => {
+                let mut copy = state.clone();
+                self.list(&sub.list, &mut copy);
+            }
+            ast::CompoundCommand::Arithmetic(arith) => self.expression(&arith.expr.value, state),
+            ast::CompoundCommand::ArithmeticForClause(f) => {
+                for e in [&f.initializer, &f.condition, &f.updater]
+                    .into_iter()
+                    .flatten()
+                {
+                    self.expression(&e.value, state);
+                }
+                self.looped(&f.body.list, state);
+            }
+            ast::CompoundCommand::ForClause(f) => {
+                let mut literal = true;
+                for w in f.values.iter().flatten() {
+                    literal &= self.word(w, state).literal().is_some();
+                }
+                let effects = {
+                    let ctx = ctx_of(state, &state.vars, &self.names, self.env.home.as_deref());
+                    env_vars::assigned(
+                        &f.variable_name,
+                        &Value::Dynamic(format!("${}", f.variable_name)),
+                        &ctx,
+                    )
+                };
+                self.apply(effects, state, None);
+                // The loop variable takes each word in turn: known words are data the
+                // text shows, even if the walk does not track which one.
+                state.vars.insert(f.variable_name.clone(), None);
+                if literal && f.values.is_some() {
+                    state.tainted.remove(&f.variable_name);
+                } else {
+                    state.tainted.insert(f.variable_name.clone());
+                }
+                self.looped(&f.body.list, state);
+            }
+            ast::CompoundCommand::CaseClause(c) => {
+                self.word(&c.value, state);
+                let mut after = state.clone();
+                for item in &c.cases {
+                    for p in &item.patterns {
+                        self.word(p, state);
+                    }
+                    if let Some(body) = &item.cmd {
+                        let mut branch = state.clone();
+                        self.list(body, &mut branch);
+                        after = after.union(branch);
+                    }
+                }
+                *state = after;
+            }
+            ast::CompoundCommand::IfClause(i) => {
+                self.list(&i.condition, state);
+                let mut then = state.clone();
+                self.list(&i.then, &mut then);
+                let mut after = then;
+                let mut has_else = false;
+                for e in i.elses.iter().flatten() {
+                    let mut branch = state.clone();
+                    match &e.condition {
+                        Some(condition) => self.list(condition, &mut branch),
+                        None => has_else = true,
+                    }
+                    self.list(&e.body, &mut branch);
+                    after = after.union(branch);
+                }
+                if !has_else {
+                    after = after.union(state.clone());
+                }
+                *state = after;
+            }
+            ast::CompoundCommand::WhileClause(w) | ast::CompoundCommand::UntilClause(w) => {
+                self.list(&w.0, state);
+                self.looped(&w.1.list, state);
+            }
+            ast::CompoundCommand::Coprocess(c) => {
+                let _ = self.command(&c.body, state.clone());
+            }
+        }
+    }
+
+    /// A loop body runs zero or more times: the state after is either.
+    fn looped(&mut self, body: &ast::CompoundList, state: &mut State) {
+        let mut once = state.clone();
+        self.list(body, &mut once);
+        let mut twice = once.clone();
+        self.list(body, &mut twice);
+        *state = state.clone().union(once).union(twice);
+    }
+
+    fn test(&mut self, expr: &ast::ExtendedTestExpr, state: &State) {
+        match expr {
+            ast::ExtendedTestExpr::And(a, b) | ast::ExtendedTestExpr::Or(a, b) => {
+                self.test(a, state);
+                self.test(b, state);
+            }
+            ast::ExtendedTestExpr::Not(a) | ast::ExtendedTestExpr::Parenthesized(a) => {
+                self.test(a, state);
+            }
+            ast::ExtendedTestExpr::UnaryTest(_, w) => {
+                self.word(w, state);
+            }
+            ast::ExtendedTestExpr::BinaryTest(_, a, b) => {
+                self.word(a, state);
+                self.word(b, state);
+            }
+        }
+    }
+
+    /// Arithmetic text: the code its substitutions run.
+    fn expression(&mut self, text: &str, state: &State) {
+        if text.contains(['$', '`']) {
+            let _ = self.raw_word(&format!("\"{text}\""), state);
+        }
+        self.tainted_arithmetic(text, state);
+    }
+
+    /// Bash evaluates a variable named in arithmetic as an expression itself, and an array
+    /// subscript in that value runs its `$(…)`: a value only known at run time is code
+    /// only known at run time.
+    fn tainted_arithmetic(&mut self, text: &str, state: &State) {
+        if let Some(name) = identifiers(text).find(|n| state.tainted.contains(*n)) {
+            self.find(
+                Kind::Opaque,
+                format!(
+                    "opaque: arithmetic evaluates `{name}`, whose value is only known when it runs"
+                ),
+                places(state),
+            );
+        }
+    }
+
+    fn scope_read(&self, raw: &str, state: &State) -> (Value, Read) {
+        let pwd = state.pwd();
+        let scope = Scope {
+            vars: &state.vars,
+            home: self.env.home.as_deref(),
+            pwd: pwd.as_deref(),
+        };
+        let mut found = Read::default();
+        let value = words::read(raw, &scope, &mut found);
+        (value, found)
+    }
+
+    /// Reads a word and walks the code it runs (each substitution in a copy of the shell).
+    fn word(&mut self, word: &ast::Word, state: &State) -> Value {
+        self.raw_word(&word.value, state)
+    }
+
+    fn raw_word(&mut self, raw: &str, state: &State) -> Value {
+        let (value, found) = self.scope_read(raw, state);
+        self.ran(found, state);
+        value
+    }
+
+    fn ran(&mut self, found: Read, state: &State) {
+        if found.evaluates_data {
+            self.find(
+                Kind::Opaque,
+                "opaque: `${…@P}` expands data as a prompt, running what it holds".into(),
+                places(state),
+            );
+        }
+        for code in found.code {
+            self.code_in_copy(&code, state);
+        }
+        for text in found.arithmetic {
+            self.tainted_arithmetic(&text, state);
+        }
+    }
+
+    fn redirect(&mut self, redirect: &ast::IoRedirect, state: &State) {
+        match redirect {
+            ast::IoRedirect::File(_, _, target) => match target {
+                ast::IoFileRedirectTarget::Filename(w)
+                | ast::IoFileRedirectTarget::Duplicate(w) => {
+                    self.word(w, state);
+                }
+                ast::IoFileRedirectTarget::ProcessSubstitution(_, sub) => {
+                    let mut copy = state.clone();
+                    self.list(&sub.list, &mut copy);
+                }
+                ast::IoFileRedirectTarget::Fd(_) => {}
+            },
+            ast::IoRedirect::HereDocument(_, doc) => {
+                if doc.requires_expansion {
+                    let pwd = state.pwd();
+                    let scope = Scope {
+                        vars: &state.vars,
+                        home: self.env.home.as_deref(),
+                        pwd: pwd.as_deref(),
+                    };
+                    let mut found = Read::default();
+                    words::read_heredoc(&doc.doc.value, &scope, &mut found);
+                    self.ran(found, state);
+                }
+            }
+            ast::IoRedirect::HereString(_, w) | ast::IoRedirect::OutputAndError(w, _) => {
+                self.word(w, state);
+            }
+        }
+    }
+
+    fn assignment(
+        &mut self,
+        assignment: &ast::Assignment,
+        state: &State,
+    ) -> Option<(String, Value)> {
+        let value = match &assignment.value {
+            ast::AssignmentValue::Scalar(w) => {
+                let v = self.word(w, state);
+                if assignment.append {
+                    Value::Dynamic(w.value.clone())
+                } else {
+                    v
+                }
+            }
+            ast::AssignmentValue::Array(items) => {
+                for (k, v) in items {
+                    if let Some(k) = k {
+                        self.word(k, state);
+                    }
+                    self.word(v, state);
+                }
+                Value::Dynamic("(…)".into())
+            }
+        };
+        match &assignment.name {
+            ast::AssignmentName::VariableName(name) => Some((name.clone(), value)),
+            ast::AssignmentName::ArrayElementName(name, index) => {
+                self.expression(index, state);
+                Some((name.clone(), Value::Dynamic(format!("{name}[{index}]"))))
+            }
+        }
+    }
+
+    fn simple(&mut self, simple: &ast::SimpleCommand, state: State) -> (State, State) {
+        let mut state = state;
+        let mut assignments = Vec::new();
+        for item in simple.prefix.iter().flat_map(|p| p.0.iter()) {
+            self.item(item, &state, &mut assignments, &mut Vec::new());
+        }
+        let mut argv = Vec::new();
+        if let Some(w) = &simple.word_or_name {
+            argv.push(self.word(w, &state));
+        }
+        for item in simple.suffix.iter().flat_map(|s| s.0.iter()) {
+            self.item(item, &state, &mut Vec::new(), &mut argv);
+        }
+        let home = self.env.home.clone();
+        if argv.is_empty() {
+            // Plain assignments set the shell's own variables.
+            for (name, value) in assignments {
+                let effects = {
+                    let ctx = ctx_of(&state, &state.vars, &self.names, home.as_deref());
+                    env_vars::assigned(&name, &value, &ctx)
+                };
+                self.apply(effects, &mut state, None);
+                state.assign(name, &value);
+            }
+            return (state.clone(), state);
+        }
+        let mut overlay = state.vars.clone();
+        let mut effects = Vec::new();
+        for (name, value) in &assignments {
+            overlay.insert(name.clone(), value.literal().map(str::to_string));
+            let ctx = ctx_of(&state, &overlay, &self.names, home.as_deref());
+            effects.extend(env_vars::assigned(name, value, &ctx));
+        }
+        let ctx = ctx_of(&state, &overlay, &self.names, home.as_deref());
+        let mut moved = None;
+        effects.extend(command::classify(&argv, &ctx, true, 0));
+        self.apply(effects, &mut state, Some(&mut moved));
+        match moved {
+            Some((ok, failed)) => (ok, failed),
+            None => (state.clone(), state),
+        }
+    }
+
+    fn item(
+        &mut self,
+        item: &ast::CommandPrefixOrSuffixItem,
+        state: &State,
+        assignments: &mut Vec<(String, Value)>,
+        argv: &mut Vec<Value>,
+    ) {
+        match item {
+            ast::CommandPrefixOrSuffixItem::IoRedirect(r) => self.redirect(r, state),
+            ast::CommandPrefixOrSuffixItem::Word(w) => argv.push(self.word(w, state)),
+            ast::CommandPrefixOrSuffixItem::AssignmentWord(a, w) => {
+                if let Some(pair) = self.assignment(a, state) {
+                    assignments.push(pair.clone());
+                    // As an argument (`export A=1`), the word itself.
+                    argv.push(match pair.1 {
+                        Value::Literal(v) => Value::Literal(format!("{}={v}", pair.0)),
+                        Value::Dynamic(_) => Value::Dynamic(w.value.clone()),
+                    });
+                }
+            }
+            ast::CommandPrefixOrSuffixItem::ProcessSubstitution(_, sub) => {
+                let mut copy = state.clone();
+                self.list(&sub.list, &mut copy);
+                argv.push(Value::Dynamic("<(…)".into()));
+            }
+        }
+    }
+
+    /// Applies a command's effects to the findings and the state. A move sets `moved` to
+    /// the states after it succeeded and after it failed.
+    fn apply(
+        &mut self,
+        effects: Vec<Effect>,
+        state: &mut State,
+        mut moved: Option<&mut Option<(State, State)>>,
+    ) {
+        for effect in effects {
+            match effect {
+                Effect::Fenced { action, places } => self.find(Kind::Fenced, action, places),
+                Effect::Opaque {
+                    why,
+                    places,
+                    in_shell,
+                } => {
+                    self.find(Kind::Opaque, format!("opaque: {why}"), places);
+                    if in_shell {
+                        state.lose_track("code the text does not show may have changed directory");
+                    }
+                }
+                Effect::Code { text, dirs } => {
+                    let mut inner = state.clone();
+                    inner.dirs = dirs;
+                    self.code(&text, &mut inner);
+                }
+                Effect::Move(m) => {
+                    let result = self.moved(m, state);
+                    *state = result.0.clone().union(result.1.clone());
+                    if let Some(slot) = moved.as_mut() {
+                        **slot = Some(result);
+                    }
+                }
+                Effect::Call(name) => self.call(&name, state),
+                Effect::Assign(pairs) => {
+                    for (name, value) in pairs {
+                        let effects = {
+                            let ctx =
+                                ctx_of(state, &state.vars, &self.names, self.env.home.as_deref());
+                            env_vars::assigned(&name, &value, &ctx)
+                        };
+                        self.apply(effects, state, None);
+                        state.assign(name, &value);
+                    }
+                }
+                Effect::Unset(names) => {
+                    for name in names {
+                        state.vars.remove(&name);
+                    }
+                }
+            }
+        }
+    }
+
+    fn call(&mut self, name: &str, state: &mut State) {
+        let Some(body) = self.functions.get(name).cloned() else {
+            return;
+        };
+        // A recursive call runs the same body again: nothing new to find.
+        if self.calling.iter().any(|c| c == name) {
+            return;
+        }
+        if self.depth >= MAX_CODE_DEPTH {
+            return self.unreadable(format!("function `{name}` calls nest too deep to read"));
+        }
+        self.depth += 1;
+        if let Some(redirects) = &body.1 {
+            for r in &redirects.0 {
+                self.redirect(r, state);
+            }
+        }
+        self.calling.push(name.to_string());
+        self.compound(&body.0, state);
+        self.calling.pop();
+        self.depth -= 1;
+    }
+
+    /// `cd`, `pushd`, `popd`: the states after success and after failure.
+    fn moved(&mut self, m: Move, state: &State) -> (State, State) {
+        let mut ok = state.clone();
+        let target = |value: &Value, state: &State| -> Vec<Dir> {
+            match value {
+                Value::Literal(t)
+                    if (self.env.cdpath || state.vars.contains_key("CDPATH"))
+                        && !t.starts_with(['/', '.']) =>
+                {
+                    vec![Dir::Unknown(format!("`cd {t}` searches CDPATH"))]
+                }
+                other => resolve(&state.dirs, other),
+            }
+        };
+        match m {
+            Move::Cd(None) => ok.move_to(vec![match &self.env.home {
+                Some(home) => Dir::Known(home.into()),
+                None => Dir::Unknown("`cd` goes to $HOME, which is not set".into()),
+            }]),
+            Move::Cd(Some(Value::Literal(dash))) if dash == "-" => {
+                let back = state.oldpwd.clone();
+                ok.move_to(back);
+            }
+            Move::Cd(Some(value)) => {
+                let to = target(&value, state);
+                ok.move_to(to);
+            }
+            Move::Pushd(Some(value)) => {
+                let to = target(&value, state);
+                if let Some(stack) = ok.stack.as_mut() {
+                    stack.push(state.dirs.clone());
+                }
+                ok.move_to(to);
+            }
+            Move::Pushd(None) => ok.move_to(vec![Dir::Unknown(
+                "`pushd` swaps to the directory stack".into(),
+            )]),
+            Move::Popd => {
+                let top = ok.stack.as_mut().and_then(Vec::pop);
+                let to = top.unwrap_or_else(|| {
+                    vec![Dir::Unknown(
+                        "`popd` returns to the agent shell's directory stack".into(),
+                    )]
+                });
+                ok.move_to(to);
+            }
+        }
+        // A move to directories that all exist now succeeds; otherwise it may fail and
+        // leave the shell where it was.
+        let certain = ok
+            .dirs
+            .iter()
+            .all(|d| matches!(d, Dir::Known(p) if p.is_dir()));
+        let failed = if certain { ok.clone() } else { state.clone() };
+        (ok, failed)
+    }
+}
+
+fn ctx_of<'a>(
+    state: &State,
+    vars: &'a words::Vars,
+    names: &'a BTreeSet<String>,
+    home: Option<&'a str>,
+) -> Ctx<'a> {
+    Ctx {
+        dirs: state.dirs.clone(),
+        vars,
+        functions: names,
+        home,
+    }
+}
+
+fn places(state: &State) -> Vec<Place> {
+    state
+        .dirs
+        .iter()
+        .map(|d| Place {
+            dir: d.clone(),
+            git_dir: None,
+        })
+        .collect()
+}
+
+/// The variable names an arithmetic expression mentions (`x`, `$x`, `a[i]`).
+fn identifiers(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
+        .filter(|w| w.starts_with(|c: char| c == '_' || c.is_ascii_alphabetic()))
+}
