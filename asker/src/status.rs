@@ -35,6 +35,14 @@ pub struct Status {
     pub heartbeat_age_ms: Option<u64>,
     /// Asks being judged now (also those waiting on the store).
     pub asks_in_flight: u64,
+    /// Store calls still running on a thread of their own (the file store), also those
+    /// whose asker already gave up.
+    #[serde(default)]
+    pub store_calls_in_flight: u64,
+    /// The store's role and durability settings as last checked (at connect, at every
+    /// reconnect and every heartbeat); `None` before the first check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_check: Option<StoreCheck>,
     /// Connections accepted since start.
     pub connections: u64,
     /// Verdicts since start.
@@ -44,6 +52,31 @@ pub struct Status {
     /// The location fence's state, when it is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location_fence: Option<LocationStatus>,
+}
+
+/// What a store's own state and settings say about keeping what it acknowledges
+/// (DESIGN.md, "Acknowledged means durable"), as last checked.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreCheck {
+    /// `master`, or what `ROLE` said instead; `file` for the file store.
+    pub role: String,
+    /// Replicas the primary showed connected when checked.
+    pub replicas: u64,
+    /// Replicas every write waits for (`WAIT`): the URL's `min_replicas`, else the
+    /// replicas `ROLE` showed at connect.
+    pub min_replicas: u64,
+    /// True when grants and controller writes may go ahead: no problem below, or the
+    /// URL opts out with `?durability=volatile`.
+    pub durable: bool,
+    /// What makes acknowledged writes losable, each naming the setting and the fix.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
+    /// What could not be checked (CONFIG disabled) and opt-outs in force.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// When checked, ms since the Unix epoch (this machine's clock).
+    #[serde(default)]
+    pub checked_at_ms: u64,
 }
 
 /// Verdicts since start.

@@ -57,8 +57,21 @@ pub enum Reason {
     Busy,
     /// The daemon runs other code than the asker.
     StaleCode,
-    /// The daemon could not reach the lease store.
+    /// The daemon could not connect to the lease store (connection refused, reset or
+    /// timed out while connecting): a connection failure, never an error the store sent.
     StoreUnreachable,
+    /// The store answered with an error (OOM, BUSY, NOPERM, WRONGTYPE, a script error,
+    /// MOVED/TRYAGAIN after retries, ENOSPC, EIO, a missing password…).
+    StoreError,
+    /// The store server is a replica (`ROLE` is not master, a writable replica too) or a
+    /// primary that lost the replicas it must write to: it may hold an older history.
+    StoreNotPrimary,
+    /// The store holds an older history than one already seen: a descriptor's generation
+    /// above the board revision, or a board revision below the highest one seen.
+    StoreRegressed,
+    /// The judging clock is behind a time already used (the file store's highest written
+    /// time, or a time this daemon already judged with).
+    ClockRegressed,
     /// The daemon does not serve this uid.
     PeerRefused,
     /// A malformed request or answer.
@@ -102,6 +115,10 @@ impl Reason {
         Reason::Busy,
         Reason::StaleCode,
         Reason::StoreUnreachable,
+        Reason::StoreError,
+        Reason::StoreNotPrimary,
+        Reason::StoreRegressed,
+        Reason::ClockRegressed,
         Reason::PeerRefused,
         Reason::ProtocolError,
         Reason::MapMissing,
@@ -133,6 +150,10 @@ impl Reason {
             Reason::Busy => "busy",
             Reason::StaleCode => "stale_code",
             Reason::StoreUnreachable => "store_unreachable",
+            Reason::StoreError => "store_error",
+            Reason::StoreNotPrimary => "store_not_primary",
+            Reason::StoreRegressed => "store_regressed",
+            Reason::ClockRegressed => "clock_regressed",
             Reason::PeerRefused => "peer_refused",
             Reason::ProtocolError => "protocol_error",
             Reason::MapMissing => "map_missing",

@@ -205,7 +205,9 @@ impl Runner {
         self.versions(&bins, &redis);
         let descriptor_path = work.path().join("descriptor.json");
         let cold_home = work.path().join("cold-home");
-        let descriptor = fixture::acquire(&bins, &cold_home, &redis.unix_url(), &descriptor_path)?;
+        // The bench's server keeps nothing on disk: the grant opts out of the durability check.
+        let volatile = format!("{}?durability=volatile", redis.unix_url());
+        let descriptor = fixture::acquire(&bins, &cold_home, &volatile, &descriptor_path)?;
         let python = self.prepare_python(work.path());
         let echo = EchoServer::start(&work.path().join("echo.sock"))?;
         let mut clients = Clients {

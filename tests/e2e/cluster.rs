@@ -1,35 +1,36 @@
-//! The scripts run unchanged on a real (one-node) Redis Cluster through the cluster
-//! client: every key of a board carries its hash tag.
+//! The scripts run unchanged on a real Redis Cluster through the cluster client (every
+//! key of a board carries its hash tag), and a slot half-migrated between two nodes ends a
+//! write "slot migrating, retry" instead of running for minutes.
 
 use crate::util::{Home, run};
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A one-node Redis Cluster with every slot assigned, on a free loopback port.
-struct Cluster {
+/// One node of a private Redis Cluster, on a free loopback port; killed when dropped.
+struct Node {
     _dir: tempfile::TempDir,
     child: Child,
     port: u16,
 }
 
-impl Cluster {
+impl Node {
     /// Starts the node on a free port pair (the port and its cluster bus port, +10000).
     /// A port found free can be taken before the server binds it, so a server that fails
     /// to start, or a port answered by another process, means: try the next pair.
-    fn start() -> Cluster {
+    fn start() -> Node {
         for _ in 0..20 {
             let Some(port) = free_port_pair() else {
                 continue;
             };
-            if let Some(cluster) = Cluster::try_start(port) {
-                return cluster.with_every_slot();
+            if let Some(node) = Node::try_start(port) {
+                return node;
             }
         }
         panic!("no redis-server cluster node started on 20 free port pairs");
     }
 
-    fn try_start(port: u16) -> Option<Cluster> {
+    fn try_start(port: u16) -> Option<Node> {
         let dir = tempfile::tempdir().unwrap();
         let child = Command::new("redis-server")
             .args([
@@ -52,37 +53,24 @@ impl Cluster {
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server");
-        let mut cluster = Cluster {
+        let mut node = Node {
             _dir: dir,
             child,
             port,
         };
-        let ours = format!("process_id:{}", cluster.child.id());
+        let ours = format!("process_id:{}", node.child.id());
         let until = Instant::now() + Duration::from_secs(10);
         loop {
-            if cluster.cli(&["INFO", "server"]).contains(&ours) {
-                return Some(cluster);
+            if node.cli(&["INFO", "server"]).contains(&ours) {
+                return Some(node);
             }
             // Exited (the port was taken), or another process answers on it.
-            let exited = cluster.child.try_wait().ok().flatten().is_some();
+            let exited = node.child.try_wait().ok().flatten().is_some();
             if exited || Instant::now() > until {
                 return None;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-    }
-
-    fn with_every_slot(self) -> Cluster {
-        assert_eq!(
-            self.cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]).trim(),
-            "OK"
-        );
-        let until = Instant::now() + Duration::from_secs(10);
-        while !self.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok") {
-            assert!(Instant::now() < until, "the cluster did not come up");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        self
     }
 
     fn cli(&self, args: &[&str]) -> String {
@@ -92,6 +80,19 @@ impl Cluster {
             .output()
             .unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn id(&self) -> String {
+        self.cli(&["CLUSTER", "MYID"]).trim().to_string()
+    }
+
+    #[track_caller]
+    fn wait_for(&self, what: &str, ready: impl Fn(&Node) -> bool) {
+        let until = Instant::now() + Duration::from_secs(30);
+        while !ready(self) {
+            assert!(Instant::now() < until, "the cluster did not reach {what}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }
 
@@ -105,17 +106,57 @@ fn free_port_pair() -> Option<u16> {
     (port < 55535 && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok()).then_some(port)
 }
 
-impl Drop for Cluster {
+impl Drop for Node {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
 
+/// A Redis Cluster of `n` nodes, the 16384 slots split evenly between them.
+struct Cluster {
+    nodes: Vec<Node>,
+}
+
+impl Cluster {
+    fn start(n: usize) -> Cluster {
+        let nodes: Vec<Node> = (0..n).map(|_| Node::start()).collect();
+        for other in &nodes[1..] {
+            nodes[0].cli(&["CLUSTER", "MEET", "127.0.0.1", &other.port.to_string()]);
+        }
+        let per = 16384 / n;
+        for (i, node) in nodes.iter().enumerate() {
+            let last = if i + 1 == n { 16383 } else { (i + 1) * per - 1 };
+            let added = node.cli(&[
+                "CLUSTER",
+                "ADDSLOTSRANGE",
+                &(i * per).to_string(),
+                &last.to_string(),
+            ]);
+            assert_eq!(added.trim(), "OK");
+        }
+        for node in &nodes {
+            node.wait_for("cluster_state:ok on every node", |node| {
+                node.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok")
+                    && node.cli(&["CLUSTER", "NODES"]).lines().count() == n
+            });
+        }
+        Cluster { nodes }
+    }
+
+    fn port(&self) -> u16 {
+        self.nodes[0].port
+    }
+
+    fn cli(&self, args: &[&str]) -> String {
+        self.nodes[0].cli(args)
+    }
+}
+
 #[test]
 fn the_scripts_run_unchanged_on_a_redis_cluster() {
-    let cluster = Cluster::start();
-    let home = Home::with_store(format!("redis+cluster://127.0.0.1:{}", cluster.port));
+    let cluster = Cluster::start(1);
+    let home = Home::with_store(format!("redis+cluster://127.0.0.1:{}", cluster.port()));
     let (_, a) = home.acquire("b", "r", "lane-a", &[]);
     let controller = home.cli(&["controller", "acquire", "b", "--owner", "c1"]);
     assert_eq!(controller.code, 0, "{}", controller.stderr);
@@ -145,4 +186,82 @@ fn the_scripts_run_unchanged_on_a_redis_cluster() {
     ]));
     assert_ne!(ran.code, 0);
     assert!(ran.stderr.contains("standalone"), "{}", ran.stderr);
+}
+
+/// The reproduction: a slot half-migrated between two nodes (some of the board's keys
+/// moved) made a takeover run 12.5 minutes. MOVED and ASK are followed and TRYAGAIN retried
+/// briefly, then the write exits 1 "slot migrating, retry" well within its `--timeout`,
+/// writing nothing, and an ask is COULD NOT READ `store_error`.
+#[test]
+fn a_half_migrated_slot_ends_in_slot_migrating_retry() {
+    let cluster = Cluster::start(2);
+    let home = Home::with_store(format!("redis+cluster://127.0.0.1:{}", cluster.port()));
+    let (_, a) = home.acquire("b", "r", "lane-a", &[]);
+    let slot = cluster
+        .cli(&["CLUSTER", "KEYSLOT", "{b}"])
+        .trim()
+        .to_string();
+    let owner_port: u16 = {
+        let owner = cluster
+            .nodes
+            .iter()
+            .find(|n| n.cli(&["CLUSTER", "COUNTKEYSINSLOT", &slot]).trim() != "0");
+        owner.expect("the node holding the board").port
+    };
+    let owner = cluster.nodes.iter().find(|n| n.port == owner_port).unwrap();
+    let other = cluster.nodes.iter().find(|n| n.port != owner_port).unwrap();
+    assert_eq!(
+        other
+            .cli(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &owner.id()])
+            .trim(),
+        "OK"
+    );
+    assert_eq!(
+        owner
+            .cli(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &other.id()])
+            .trim(),
+        "OK"
+    );
+    let claims = "rowfence:board:{b}:fence:claims";
+    let moved = owner.cli(&[
+        "MIGRATE",
+        "127.0.0.1",
+        &other.port.to_string(),
+        claims,
+        "0",
+        "5000",
+    ]);
+    assert_eq!(moved.trim(), "OK");
+    let revision = owner.cli(&["GET", "rowfence:board:{b}:fence:revision"]);
+
+    let started = Instant::now();
+    let ran = home.cli(&[
+        "acquire",
+        "b",
+        "r",
+        "--lane",
+        "lane-b",
+        "--takeover",
+        "--timeout",
+        "20s",
+    ]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("slot migrating, retry"),
+        "{}",
+        ran.stderr
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        owner.cli(&["GET", "rowfence:board:{b}:fence:revision"]),
+        revision,
+        "nothing was written"
+    );
+    let _daemon = home.daemon();
+    home.ask_with(&a, &[])
+        .expect(1, "row-fence: COULD NOT READ (store_error)");
 }

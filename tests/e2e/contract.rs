@@ -80,7 +80,7 @@ pub fn batch(writes: Vec<RecordWrite>) -> FencedBatch {
     FencedBatch {
         writes,
         lease: None,
-        expected_revision: None,
+        ..FencedBatch::default()
     }
 }
 
@@ -239,7 +239,7 @@ fn fenced(writes: Vec<RecordWrite>, owner: &str, epoch: u64, now_ms: u64) -> Fen
             epoch,
             now_ms,
         }),
-        expected_revision: None,
+        ..FencedBatch::default()
     }
 }
 

@@ -38,7 +38,7 @@ fn a_daemon_started_while_redis_is_down_listens_and_heals_without_a_restart() {
     home.cli(&["health", "--max-age", "90s"])
         .expect(1, "row-fence: UNHEALTHY");
 
-    redis.restart(); // empty: it keeps nothing on disk
+    redis.restart(); // its AOF kept what it acknowledged
     let (_, a2) = home.acquire("b", "r", "lane-a", &[]);
     let until = Instant::now() + Duration::from_secs(5);
     let mut last = home.ask_with(&a2, &[]);
@@ -217,14 +217,14 @@ fn the_daemon_files_its_refusals_under_the_callers_session_and_action() {
 #[test]
 fn a_stored_expiry_past_the_year_9999_is_judged_and_shown_without_a_panic() {
     let home = Home::file();
-    let batch = home.path("forged.json");
-    std::fs::write(&batch, r#"[{"kind":"put","section":"claims","key":"r","expected":0,"value":{"holder":"lane-a","generation":1,"expires_at_ms":18446744073709551615}}]"#).unwrap();
-    assert_eq!(
-        home.cli(&["batch", "b", "--file", batch.to_str().unwrap()])
-            .stdout
-            .trim(),
-        "1"
-    );
+    // Forged behind row-fence's back (a raw batch refuses an expiry past 366 days).
+    let store = home.home.join("store");
+    std::fs::create_dir_all(&store).unwrap();
+    std::fs::write(
+        store.join("b.json"),
+        r#"{"board":"b","revision":1,"sections":{"claims":{"r":{"r":1,"v":{"holder":"lane-a","generation":1,"expires_at_ms":18446744073709551615}}}}}"#,
+    )
+    .unwrap();
     let d = home.path("d.json");
     std::fs::write(
         &d,
@@ -350,7 +350,13 @@ fn status_without_a_daemon_says_so_and_json_still_prints_an_object() {
 fn health_is_unhealthy_when_the_daemon_died_or_the_heartbeat_is_from_the_future() {
     let home = Home::file();
     let mut daemon = home.daemon();
-    home.cli(&["health"]).expect(0, "row-fence: healthy");
+    // The first beat follows the first store check and probe: wait for it.
+    crate::util::until(
+        Duration::from_secs(10),
+        || home.cli(&["health"]),
+        |r| r.code == 0,
+    )
+    .expect(0, "row-fence: healthy");
     daemon.kill();
     let dead = home.cli(&["health", "--json"]);
     assert_eq!(dead.code, 1);

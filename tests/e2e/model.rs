@@ -141,7 +141,7 @@ impl ReferenceStateMachine for BatchMachine {
             .prop_map(|(writes, lease)| FencedBatch {
                 writes,
                 lease,
-                expected_revision: None,
+                ..FencedBatch::default()
             })
             .boxed()
     }

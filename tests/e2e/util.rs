@@ -98,6 +98,19 @@ impl Ran {
     }
 }
 
+/// Runs a command again every 50 ms until `done` holds (at most `limit`); returns the last
+/// run, for the caller to assert on.
+pub fn until(limit: Duration, mut run: impl FnMut() -> Ran, done: impl Fn(&Ran) -> bool) -> Ran {
+    let deadline = Instant::now() + limit;
+    loop {
+        let ran = run();
+        if done(&ran) || Instant::now() >= deadline {
+            return ran;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Runs a command to completion (stdin closed).
 pub fn run(cmd: &mut Command) -> Ran {
     let started = Instant::now();
@@ -350,65 +363,142 @@ pub fn status(socket: &Path) -> serde_json::Value {
         .expect("a status object")
 }
 
-/// A private `redis-server` on a Unix socket in its own temp dir; killed when dropped.
+/// The settings every test server starts with: fsync'd persistence (`appendonly yes`,
+/// `appendfsync always`), so the store keeps what it acknowledges, as the product requires
+/// (DESIGN.md, "Acknowledged means durable"). Tests that need a weaker store pass more.
+pub const DURABLE: &[&str] = &["--appendonly", "yes", "--appendfsync", "always"];
+
+/// A private `redis-server` on a Unix socket (and, for replication and sentinels, a
+/// loopback port) in its own temp dir; killed when dropped. Its data (the AOF) lives in
+/// the temp dir, so a restart keeps it.
 pub struct Redis {
     pub dir: TempDir,
     pub socket: PathBuf,
+    /// The loopback port, for servers started with [`Redis::start_tcp`].
+    pub port: Option<u16>,
+    /// Extra arguments after [`DURABLE`] (later ones win).
+    args: Vec<String>,
     child: Option<Child>,
 }
 
+/// A free loopback port: bound on port 0, read back, released. The server that takes it
+/// next may lose a race for it; [`Redis::launch`] then retries on a new one.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+        .port()
+}
+
 impl Redis {
-    /// Starts a redis-server and waits until it answers PING.
+    /// Starts a durable redis-server on a Unix socket and waits until it answers PING.
     pub fn start() -> Redis {
+        Redis::start_with(&[])
+    }
+
+    /// Starts one with `extra` settings after the durable ones (e.g. `--appendfsync
+    /// everysec`).
+    pub fn start_with(extra: &[&str]) -> Redis {
+        Redis::spawn(extra, false)
+    }
+
+    /// Starts one that also listens on a free loopback port (replicas and sentinels talk
+    /// TCP).
+    pub fn start_tcp(extra: &[&str]) -> Redis {
+        Redis::spawn(extra, true)
+    }
+
+    /// Starts a replica of `primary` (a TCP server) and waits until its link is up.
+    pub fn start_replica_of(primary: &Redis, extra: &[&str]) -> Redis {
+        let port = primary
+            .port
+            .expect("the primary listens on TCP")
+            .to_string();
+        let mut args = vec!["--replicaof", "127.0.0.1", &port];
+        args.extend_from_slice(extra);
+        let replica = Redis::start_tcp(&args);
+        replica.wait_for(Duration::from_secs(30), "its link to the primary", |r| {
+            r.cli(&["INFO", "replication"])
+                .contains("master_link_status:up")
+        });
+        replica
+    }
+
+    fn spawn(extra: &[&str], tcp: bool) -> Redis {
+        let mut redis = Redis::unstarted(extra, tcp);
+        redis.launch();
+        redis
+    }
+
+    fn unstarted(extra: &[&str], tcp: bool) -> Redis {
         let dir = tempfile::Builder::new()
             .prefix("rfredis")
             .tempdir_in("/tmp")
             .expect("tempdir");
         let socket = dir.path().join("redis.sock");
-        let mut redis = Redis {
+        Redis {
             dir,
             socket,
+            port: tcp.then(free_port),
+            args: extra.iter().map(|a| a.to_string()).collect(),
             child: None,
-        };
-        redis.launch();
-        redis
+        }
     }
 
     fn launch(&mut self) {
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                "0",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--unixsocketperm",
-                "700",
-            ])
-            .arg("--unixsocket")
-            .arg(&self.socket)
-            .arg("--dir")
-            .arg(self.dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server is needed: scripts/test installs it");
-        self.child = Some(child);
-        let until = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < until {
-            if self.cli(&["PING"]).trim() == "PONG" {
-                return;
+        for _ in 0..5 {
+            let mut cmd = Command::new("redis-server");
+            cmd.args(["--save", "", "--unixsocketperm", "700"])
+                .args(DURABLE)
+                .arg("--unixsocket")
+                .arg(&self.socket)
+                .arg("--dir")
+                .arg(self.dir.path())
+                .arg("--logfile")
+                .arg(self.dir.path().join("redis.log"));
+            match self.port {
+                Some(port) => cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"]),
+                None => cmd.args(["--port", "0"]),
+            };
+            let mut child = cmd
+                .args(&self.args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("redis-server is needed: scripts/test installs it");
+            let until = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < until {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break; // it exited: a port taken meanwhile; try another
+                }
+                if self.cli(&["PING"]).trim() == "PONG" {
+                    self.child = Some(child);
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
             }
-            std::thread::sleep(Duration::from_millis(10));
+            let _ = child.kill();
+            let _ = child.wait();
+            if self.port.is_some() {
+                self.port = Some(free_port());
+            }
         }
-        panic!("redis-server did not start on {}", self.socket.display());
+        panic!(
+            "redis-server did not start on {}; log:\n{}",
+            self.socket.display(),
+            fs::read_to_string(self.dir.path().join("redis.log")).unwrap_or_default()
+        );
     }
 
     /// `redis+unix://<socket>`.
     pub fn url(&self) -> String {
         format!("redis+unix://{}", self.socket.display())
+    }
+
+    /// `redis://127.0.0.1:<port>`.
+    pub fn tcp_url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port.expect("listens on TCP"))
     }
 
     /// Runs `redis-cli -s <socket> ARGS` and returns its stdout.
@@ -423,7 +513,33 @@ impl Redis {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    /// Stops the server (its data is gone: it keeps nothing on disk).
+    /// Polls `ready` every 20 ms until it holds, failing the test after `limit`.
+    #[track_caller]
+    pub fn wait_for(&self, limit: Duration, what: &str, ready: impl Fn(&Redis) -> bool) {
+        let until = Instant::now() + limit;
+        while !ready(self) {
+            assert!(
+                Instant::now() < until,
+                "redis-server on {} did not reach {what} within {limit:?}",
+                self.socket.display()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The server's pid, while it runs.
+    pub fn pid(&self) -> Option<i32> {
+        self.child.as_ref().map(|c| c.id() as i32)
+    }
+
+    /// Sends the server a signal (SIGSTOP freezes it, SIGCONT thaws it).
+    pub fn signal(&self, signal: nix::sys::signal::Signal) {
+        if let Some(pid) = self.pid() {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
+        }
+    }
+
+    /// Stops the server with SIGKILL (kill -9): what it acknowledged is in its AOF.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
@@ -432,7 +548,7 @@ impl Redis {
         let _ = fs::remove_file(&self.socket);
     }
 
-    /// Starts it again on the same socket.
+    /// Starts it again on the same socket, port and data.
     pub fn restart(&mut self) {
         self.stop();
         self.launch();
@@ -441,7 +557,147 @@ impl Redis {
 
 impl Drop for Redis {
     fn drop(&mut self) {
+        self.signal(nix::sys::signal::Signal::SIGCONT);
         self.stop();
+    }
+}
+
+/// libfaketime's preload library (`scripts/test` installs faketime).
+pub fn libfaketime() -> PathBuf {
+    let mut candidates = vec![
+        PathBuf::from("/usr/lib/faketime/libfaketime.so.1"),
+        PathBuf::from("/usr/local/lib/faketime/libfaketime.so.1"),
+        PathBuf::from("/opt/homebrew/lib/faketime/libfaketime.1.dylib"),
+        PathBuf::from("/usr/local/lib/faketime/libfaketime.1.dylib"),
+    ];
+    if let Ok(dirs) = fs::read_dir("/usr/lib") {
+        candidates.extend(
+            dirs.filter_map(Result::ok)
+                .map(|d| d.path().join("faketime/libfaketime.so.1")),
+        );
+    }
+    candidates
+        .into_iter()
+        .find(|p| p.exists())
+        .expect("libfaketime is needed: scripts/test installs faketime")
+}
+
+/// The environment that makes a process read its wall clock through libfaketime from
+/// `offset_file` (e.g. `+0`, `-1h`), re-read on every call, so the test can step the clock
+/// of a running process. Only the wall clock moves (monotonic timers stay true).
+pub fn stepped_clock(offset_file: &Path) -> Vec<(String, String)> {
+    let preload = if cfg!(target_os = "macos") {
+        "DYLD_INSERT_LIBRARIES"
+    } else {
+        "LD_PRELOAD"
+    };
+    vec![
+        (preload.into(), libfaketime().display().to_string()),
+        ("DYLD_FORCE_FLAT_NAMESPACE".into(), "1".into()),
+        (
+            "FAKETIME_TIMESTAMP_FILE".into(),
+            offset_file.display().to_string(),
+        ),
+        ("FAKETIME_NO_CACHE".into(), "1".into()),
+        ("DONT_FAKE_MONOTONIC".into(), "1".into()),
+    ]
+}
+
+/// A private `redis-sentinel` on a free loopback port watching master `rf`; killed when
+/// dropped.
+pub struct Sentinel {
+    pub dir: TempDir,
+    pub port: u16,
+    child: Child,
+}
+
+/// The master name the test sentinels watch.
+pub const SENTINEL_MASTER: &str = "rf";
+
+impl Sentinel {
+    /// Starts a sentinel watching `primary` with quorum 2, a primary down after 1 s
+    /// without answers.
+    pub fn start(primary: &Redis) -> Sentinel {
+        let primary_port = primary.port.expect("the primary listens on TCP");
+        for _ in 0..5 {
+            let dir = tempfile::Builder::new()
+                .prefix("rfsentinel")
+                .tempdir_in("/tmp")
+                .expect("tempdir");
+            let port = free_port();
+            let conf = dir.path().join("sentinel.conf");
+            fs::write(
+                &conf,
+                format!(
+                    "port {port}\nbind 127.0.0.1\ndir {dir}\nlogfile {dir}/sentinel.log\n\
+                     sentinel monitor {SENTINEL_MASTER} 127.0.0.1 {primary_port} 2\n\
+                     sentinel down-after-milliseconds {SENTINEL_MASTER} 1000\n\
+                     sentinel failover-timeout {SENTINEL_MASTER} 10000\n\
+                     sentinel parallel-syncs {SENTINEL_MASTER} 1\n",
+                    dir = dir.path().display()
+                ),
+            )
+            .expect("sentinel.conf");
+            let mut child = Command::new("redis-sentinel")
+                .arg(&conf)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("redis-sentinel is needed: scripts/test installs it");
+            let until = Instant::now() + Duration::from_secs(10);
+            let mut sentinel = None;
+            while Instant::now() < until {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                if sentinel_cli(port, &["PING"]).trim() == "PONG" {
+                    sentinel = Some(port);
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            match sentinel {
+                Some(port) => return Sentinel { dir, port, child },
+                None => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+            }
+        }
+        panic!("redis-sentinel did not start");
+    }
+
+    /// Runs `redis-cli -p <port> ARGS` against this sentinel.
+    pub fn cli(&self, args: &[&str]) -> String {
+        sentinel_cli(self.port, args)
+    }
+
+    /// The port of the master this sentinel names now.
+    pub fn master_port(&self) -> Option<u16> {
+        self.cli(&["SENTINEL", "get-master-addr-by-name", SENTINEL_MASTER])
+            .lines()
+            .nth(1)?
+            .trim()
+            .parse()
+            .ok()
+    }
+}
+
+fn sentinel_cli(port: u16, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("redis-cli");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+impl Drop for Sentinel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

@@ -37,8 +37,16 @@ fn only_the_stored_generation_is_allowed(redis: Option<&Redis>) {
         .expect(3, "row-fence: REFUSED (stale_generation)");
     home.ask_with(&descriptor(&home, "lane-a", 10), &[])
         .expect(0, "row-fence: ALLOWED");
-    home.ask_with(&descriptor(&home, "lane-a", 11), &[])
-        .expect(3, "row-fence: REFUSED (stale_generation)");
+    // A generation the store never reached: it lost the grant (store_regressed, naming
+    // both numbers), never a plain refusal.
+    let ahead = home.ask_with(&descriptor(&home, "lane-a", 11), &[]);
+    ahead.expect(1, "row-fence: COULD NOT READ (store_regressed)");
+    assert!(
+        ahead.verdict_line().contains("generation 11")
+            && ahead.verdict_line().contains("revision 10"),
+        "{}",
+        ahead.stderr
+    );
     if let Some(redis) = redis {
         // The lease field deleted behind row-fence's back: nobody holds the row.
         assert_eq!(
@@ -84,6 +92,7 @@ fn an_expired_lease_is_refused_lease_expired(redis: Option<&Redis>) {
 
 fn a_row_never_granted_is_refused_not_held(redis: Option<&Redis>) {
     let home = Home::on(redis);
+    home.acquire("b", "other-row", "lane-b", &[]);
     let _daemon = home.daemon();
     home.ask_with(&descriptor(&home, "lane-a", 1), &[])
         .expect(3, "row-fence: REFUSED (not_held)");

@@ -128,7 +128,7 @@ async fn ask_store(
         generation: d.generation,
         action: action.to_string(),
         session: std::env::var(SESSION_ENV).unwrap_or_default(),
-        location: None,
+        ..AskCheck::default()
     };
     let Some(location) = args.location.settings() else {
         return (gate::gate(store.as_ref(), &check, deadline).await, None);

@@ -141,7 +141,7 @@ fn print(verb: &str, c: &Target, lease: &ControllerLease) {
     if c.json {
         out(&serde_json::to_string(lease).expect("serializes"));
     }
-    eprintln!(
+    crate::say!(
         "row-fence: {verb} the controller lease of {} for {} at epoch {} (until {})",
         c.board,
         lease.owner,

@@ -125,7 +125,7 @@ fn job(job: Job, args: JobInstallArgs, settings: &Settings) -> Outcome {
         Job::Launchd => launchd_commands(&spec.label, &path, &hook),
         Job::Systemd => systemd_commands(&spec.label, &path, &hook),
     };
-    eprintln!(
+    crate::say!(
         "row-fence: wrote {}; nothing is loaded yet. Run the load command yourself: it loads the job first, then switches the agent hook on. The rollback switches the hook off first, then unloads the job.",
         path.display()
     );
@@ -250,7 +250,7 @@ fn warn_if_foreign(job: Job) {
         Job::Systemd if cfg!(target_os = "macos") => ("systemd", "launchd"),
         _ => return,
     };
-    eprintln!(
+    crate::say!(
         "row-fence: warning: {ours} is not this machine's service manager ({}); the printed commands will not run here (row-fence install {theirs} is the job for this machine)",
         std::env::consts::OS
     );
@@ -346,7 +346,7 @@ fn claude_hook(args: ClaudeHookArgs, settings: &Settings) -> Outcome {
         }
         Edit::Unchanged => {}
     }
-    eprintln!("row-fence: {done} in {} ({command})", file.display());
+    crate::say!("row-fence: {done} in {} ({command})", file.display());
     Ok(exit::ALLOWED)
 }
 

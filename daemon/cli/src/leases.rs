@@ -8,11 +8,11 @@ use row_fence_ask::descriptor::{
 };
 use row_fence_ask::{Descriptor, exit};
 use row_fence_resident::config::Settings;
-use row_fence_store::RowLease;
 use row_fence_store::atomic_file::write_private;
 use row_fence_store::fencing::Controller;
 use row_fence_store::judge::rfc3339;
 use row_fence_store::lease::{self, Grant, LeaseError};
+use row_fence_store::{RowLease, StoreError};
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -126,6 +126,25 @@ fn lease_failure(e: LeaseError) -> Failure {
     }
 }
 
+/// A grant that did not reach its replicas, or whose connection broke in flight, was not
+/// handed out: no descriptor, exit 1, and the sentence says it may exist on the primary.
+fn grant_failure(e: LeaseError) -> Failure {
+    match e {
+        LeaseError::Store(StoreError::Unacknowledged {
+            revision,
+            acked,
+            wanted,
+            wait_ms,
+        }) => Failure::could_not(format!(
+            "the grant reached {acked} of {wanted} replicas within {wait_ms} ms; not handed out (it committed on the primary at generation {revision}, which a failover may lose; no descriptor was written)"
+        )),
+        LeaseError::Store(StoreError::Indeterminate(why)) => Failure::could_not(format!(
+            "the grant may have committed but was not acknowledged; not handed out (row-fence show tells; no descriptor was written): {why}"
+        )),
+        other => lease_failure(other),
+    }
+}
+
 fn ttl_ms(ttl: Duration) -> u64 {
     ttl.as_millis().min(u64::MAX as u128) as u64
 }
@@ -163,10 +182,19 @@ pub async fn acquire(args: AcquireArgs, settings: &Settings) -> Outcome {
     let (descriptor, lease) =
         lease::acquire(store.as_ref(), &grant, args.fence.controller().as_ref())
             .await
-            .map_err(lease_failure)?;
-    // The grant is committed: say what it is first, so a failed descriptor write still
-    // leaves the caller the generation it holds.
+            .map_err(grant_failure)?;
+    // The grant is committed and acknowledged: the descriptor is written before anything is
+    // printed, so a closed stdout or stderr cannot leave a granted lane without it; a
+    // failed write names the generation it holds.
     let body = serde_json::to_string(&descriptor).expect("a descriptor serializes");
+    if let Some(path) = &target {
+        write_private(path, format!("{body}\n").as_bytes()).map_err(|e| {
+            Failure::could_not(format!(
+                "granted {body}, but cannot write the descriptor {}: {e}",
+                path.display()
+            ))
+        })?;
+    }
     if args.json {
         let mut object = serde_json::to_value(&descriptor).expect("a descriptor serializes");
         object["expires_at_ms"] = json!(lease.expires_at_ms);
@@ -175,7 +203,7 @@ pub async fn acquire(args: AcquireArgs, settings: &Settings) -> Outcome {
     } else {
         out(&body);
     }
-    eprintln!(
+    crate::say!(
         "row-fence: granted {}/{} to {} at generation {} until {}",
         descriptor.board,
         descriptor.row,
@@ -184,14 +212,7 @@ pub async fn acquire(args: AcquireArgs, settings: &Settings) -> Outcome {
         rfc3339(lease.expires_at_ms),
     );
     if let Some(path) = &target {
-        write_private(path, format!("{body}\n").as_bytes()).map_err(|e| {
-            Failure::could_not(format!(
-                "granted at generation {}, but cannot write the descriptor {}: {e}",
-                descriptor.generation,
-                path.display()
-            ))
-        })?;
-        eprintln!("row-fence: descriptor written to {}", path.display());
+        crate::say!("row-fence: descriptor written to {}", path.display());
     }
     Ok(exit::ALLOWED)
 }
@@ -231,9 +252,12 @@ pub async fn release(args: ReleaseArgs, settings: &Settings) -> Outcome {
     lease::release(store.as_ref(), &d, args.fence.controller().as_ref())
         .await
         .map_err(lease_failure)?;
-    eprintln!(
+    crate::say!(
         "row-fence: released {}/{} (generation {}) by {}",
-        d.board, d.row, d.generation, d.lane
+        d.board,
+        d.row,
+        d.generation,
+        d.lane
     );
     Ok(exit::ALLOWED)
 }
@@ -246,7 +270,7 @@ fn print_lease(d: &Descriptor, lease: &RowLease, json: bool, verb: &str) {
         })
         .to_string());
     } else {
-        eprintln!(
+        crate::say!(
             "row-fence: {verb} {}/{} for {} at generation {} until {}",
             d.board,
             d.row,

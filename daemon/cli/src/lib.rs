@@ -13,6 +13,7 @@
 //! - `check`: the gate, cold, in this process. `liveness`: status and health.
 //! - `migrate`: document → records, file → Redis. `render`, `install`: jobs and hooks.
 //! - `git_install`: `install git-hook`, git's layer. `doctor`: where git is not fenced.
+//! - `store`: the store itself: its check, and accepting a store that went back in time.
 //!
 //! What the installers write:
 //! - `deploy`: the launchd and systemd jobs, rendered from `deploy/` with tera.
@@ -43,6 +44,7 @@ mod liveness;
 mod migrate;
 mod records;
 mod render;
+mod store;
 
 use clap::{Parser, Subcommand};
 use row_fence_ask::exit;
@@ -51,6 +53,18 @@ use row_fence_store::LeaseStore;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Prints a line on stderr, ignoring a closed or full stderr: a command whose write
+/// committed never dies on its report (`row-fence acquire … 2>&1 | head -1`).
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::err(&format!($($arg)*))
+    };
+}
+
+/// Every command's deadline unless `--timeout` says otherwise.
+pub const DEFAULT_TIMEOUT: &str = "10s";
+
 /// The row fence's command line: row leases, the cold gate, daemon status and health.
 #[derive(Parser, Debug)]
 #[command(name = "row-fence", version = row_fence_ask::stamp::version(), about, long_about = None,
@@ -58,6 +72,9 @@ use std::time::Duration;
 pub struct Cli {
     #[command(flatten)]
     common: CommonArgs,
+    /// The whole command's deadline, store calls included (e.g. 10s, 500ms)
+    #[arg(long, global = true, default_value = DEFAULT_TIMEOUT, value_parser = parse_duration, value_name = "DURATION")]
+    timeout: Duration,
     /// Print this build's code stamp (with the registry under the home) and exit
     #[arg(long)]
     print_stamp: bool,
@@ -97,6 +114,8 @@ enum Command {
     Install(install::InstallArgs),
     /// Show what fences git in a repository (hooks in every worktree, the transport gate, remotes) and where it does not
     Doctor(doctor::DoctorArgs),
+    /// The store itself: check its role and settings, accept a store that went back in time
+    Store(store::StoreArgs),
 }
 
 /// A command's failure: its exit code and message.
@@ -142,13 +161,13 @@ pub fn main() -> i32 {
     let settings = match Settings::resolve(&cli.common) {
         Ok(settings) => settings,
         Err(e) => {
-            eprintln!("row-fence: {e}");
+            say!("row-fence: {e}");
             return exit::USAGE;
         }
     };
     if cli.print_stamp {
         if cli.command.is_some() {
-            eprintln!("row-fence: --print-stamp takes no command");
+            say!("row-fence: --print-stamp takes no command");
             return exit::USAGE;
         }
         return match row_fence_ask::stamp::code_stamp(&settings.home) {
@@ -157,13 +176,13 @@ pub fn main() -> i32 {
                 exit::ALLOWED
             }
             Err(e) => {
-                eprintln!("row-fence: {e}");
+                say!("row-fence: {e}");
                 exit::COULD_NOT_READ
             }
         };
     }
     let Some(command) = cli.command else {
-        eprintln!("row-fence: a command is needed\nTry 'row-fence --help' for more.");
+        say!("row-fence: a command is needed\nTry 'row-fence --help' for more.");
         return exit::USAGE;
     };
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -172,15 +191,25 @@ pub fn main() -> i32 {
     {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("row-fence: cannot start the runtime: {e}");
+            say!("row-fence: cannot start the runtime: {e}");
             return exit::COULD_NOT_READ;
         }
     };
-    let outcome = runtime.block_on(run(command, &settings));
+    let timeout = cli.timeout;
+    let outcome = runtime.block_on(async {
+        tokio::time::timeout(timeout, run(command, &settings))
+            .await
+            .unwrap_or_else(|_| {
+                Err(Failure::could_not(format!(
+                    "the command did not finish within {} (--timeout); a write in flight may or may not have committed (row-fence show / records / log tells)",
+                    humantime::format_duration(timeout)
+                )))
+            })
+    });
     match outcome {
         Ok(code) => code,
         Err(failure) => {
-            eprintln!("row-fence: {}", failure.message);
+            say!("row-fence: {}", failure.message);
             failure.code
         }
     }
@@ -203,6 +232,7 @@ async fn run(command: Command, settings: &Settings) -> Outcome {
         Command::Render(args) => render::run(args, settings),
         Command::Install(args) => install::run(args, settings),
         Command::Doctor(args) => doctor::run(args),
+        Command::Store(args) => store::run(args, settings).await,
     }
 }
 
@@ -251,7 +281,7 @@ pub fn store_for_write(settings: &Settings) -> Result<Arc<dyn LeaseStore>, Failu
 pub fn store_for_read(settings: &Settings) -> Result<Arc<dyn LeaseStore>, Failure> {
     let store = settings.open_store().map_err(Failure::could_not)?;
     if let Some(mismatch) = daemon_mismatch(settings, store.as_ref()) {
-        eprintln!(
+        say!(
             "row-fence: warning: reading {}, but {mismatch}",
             mismatch.ours()
         );
@@ -368,4 +398,12 @@ pub fn out(line: &str) {
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "{line}");
     let _ = stdout.flush();
+}
+
+/// Prints a line on stderr, ignoring a closed or full stderr (use [`say!`]).
+pub fn err(line: &str) {
+    use std::io::Write;
+    let mut stderr = std::io::stderr().lock();
+    let _ = writeln!(stderr, "{line}");
+    let _ = stderr.flush();
 }

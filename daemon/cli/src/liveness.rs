@@ -94,10 +94,27 @@ fn print_status(s: &Status) {
         "store      {} (key prefix {}, reconnects: {})",
         s.store, s.key_prefix, s.store_reconnects
     ));
+    if let Some(check) = &s.store_check {
+        let verdict = if check.durable {
+            "durable"
+        } else {
+            "NOT durable: grants and controller writes are refused"
+        };
+        out(&format!(
+            "           {}, {} replicas, writes wait for {}; {verdict}",
+            check.role, check.replicas, check.min_replicas
+        ));
+        for problem in &check.problems {
+            out(&format!("           problem: {problem}"));
+        }
+        for note in &check.notes {
+            out(&format!("           note: {note}"));
+        }
+    }
     out(&format!("heartbeat  {age}"));
     out(&format!(
-        "asks       {} answered: {} allowed, {} refused, {} could not read; {} in flight",
-        c.asks, c.allowed, c.refused, c.could_not_read, s.asks_in_flight
+        "asks       {} answered: {} allowed, {} refused, {} could not read; {} in flight ({} store calls running)",
+        c.asks, c.allowed, c.refused, c.could_not_read, s.asks_in_flight, s.store_calls_in_flight
     ));
     if !c.by_reason.is_empty() {
         let reasons: Vec<String> = c
@@ -198,6 +215,12 @@ fn problem(
             b.pid
         ));
     }
+    if !b.store_problems.is_empty() {
+        return Some(format!(
+            "the store is not durable: {}",
+            b.store_problems.join("; ")
+        ));
+    }
     None
 }
 
@@ -223,7 +246,9 @@ pub fn health(args: HealthArgs, settings: &Settings) -> Outcome {
             )),
             None => out("row_fence_heartbeat_age_seconds NaN"),
         }
-        out("# HELP row_fence_healthy 1 when the heartbeat is fresh and its daemon runs.");
+        out(
+            "# HELP row_fence_healthy 1 when the heartbeat is fresh, its daemon runs and its store is durable.",
+        );
         out("# TYPE row_fence_healthy gauge");
         out(&format!("row_fence_healthy {}", u8::from(healthy)));
     } else if args.json {
@@ -238,16 +263,23 @@ pub fn health(args: HealthArgs, settings: &Settings) -> Outcome {
         .to_string());
     } else {
         let line = match (&beat, &problem) {
-            (Ok(b), None) => format!(
-                "row-fence: healthy: heartbeat {} old (pid {}, store {})",
-                span(age_ms.unwrap_or(0)),
-                b.pid,
-                b.store
-            ),
+            (Ok(b), None) => {
+                let notes = if b.store_notes.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {}", b.store_notes.join("; "))
+                };
+                format!(
+                    "row-fence: healthy: heartbeat {} old (pid {}, store {}{notes})",
+                    span(age_ms.unwrap_or(0)),
+                    b.pid,
+                    b.store
+                )
+            }
             (_, Some(problem)) => format!("row-fence: UNHEALTHY: {problem}"),
             (Err(_), None) => unreachable!("a missing heartbeat is a problem"),
         };
-        eprintln!("{line}");
+        crate::say!("{line}");
     }
     Ok(if healthy {
         exit::ALLOWED

@@ -5,7 +5,7 @@ use crate::leases::FenceArgs;
 use row_fence_ask::descriptor::validate_board;
 use row_fence_ask::exit;
 use row_fence_resident::config::Settings;
-use row_fence_store::{LeaseFence, META, RecordWrite, StoreError, WriteKind};
+use row_fence_store::{CLAIMS, LeaseFence, META, RecordWrite, StoreError, WriteKind};
 use serde_json::json;
 use std::io::Read;
 use std::path::PathBuf;
@@ -126,22 +126,68 @@ impl RawWrite {
     }
 }
 
+/// A row lease as a raw batch may put it: exactly what `acquire` writes, no more.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Claim {
+    holder: String,
+    #[allow(dead_code)]
+    generation: u64,
+    expires_at_ms: u64,
+    #[allow(dead_code)]
+    tenant: Option<String>,
+}
+
+/// Refuses a put into `claims` that is not a row lease `acquire` could have written: a
+/// holder that is not a lane, an expiry that is not a number of ms, or one beyond the
+/// longest lease (366 days from the store's now).
+fn check_claims(writes: &[RecordWrite], now_ms: u64) -> Result<(), Failure> {
+    let latest = now_ms.saturating_add(crate::MAX_TTL.as_millis() as u64);
+    for (i, write) in writes.iter().enumerate() {
+        if write.kind != WriteKind::Put || write.section != CLAIMS {
+            continue;
+        }
+        let at = format!("write {} (claims/{})", i + 1, write.key);
+        let claim: Claim = serde_json::from_value(write.value.clone()).map_err(|e| {
+            Failure::usage(format!(
+                "{at}: a claim is {{\"holder\", \"generation\", \"expires_at_ms\", \"tenant\"?}} with whole, non-negative numbers: {e}"
+            ))
+        })?;
+        row_fence_ask::descriptor::validate_row(&write.key)
+            .map_err(|e| Failure::usage(format!("{at}: {e}")))?;
+        row_fence_ask::descriptor::validate_lane(&claim.holder)
+            .map_err(|e| Failure::usage(format!("{at}: {e}")))?;
+        if claim.expires_at_ms > latest {
+            return Err(Failure::usage(format!(
+                "{at}: expires_at_ms {} is beyond the longest lease, 366 days from the store's now",
+                claim.expires_at_ms
+            )));
+        }
+    }
+    Ok(())
+}
+
 pub async fn batch(args: BatchArgs, settings: &Settings) -> Outcome {
     validate_board(&args.board).map_err(Failure::usage)?;
     let writes = read_batch(&args.file)?;
     let store = store_for_write(settings)?;
-    let lease = match args.fence.controller() {
-        None => None,
-        Some(c) => Some(LeaseFence {
-            owner: c.owner,
-            epoch: c.epoch,
-            now_ms: store.now_ms().await.map_err(store_failure)?,
-        }),
-    };
+    // One read first: a board whose store went back in time (store_regressed) or whose
+    // clock did is refused before anything is sent, and the fence's now is the store's.
+    let now_ms = store
+        .sections(&args.board, &[])
+        .await
+        .map_err(store_failure)?
+        .now_ms;
+    check_claims(&writes, now_ms)?;
+    let lease = args.fence.controller().map(|c| LeaseFence {
+        owner: c.owner,
+        epoch: c.epoch,
+        now_ms,
+    });
     let batch = row_fence_store::FencedBatch {
         writes,
         lease,
-        expected_revision: None,
+        ..Default::default()
     };
     let revision = store
         .fenced_batch(&args.board, &batch)
@@ -167,7 +213,7 @@ pub async fn records(args: RecordsArgs, settings: &Settings) -> Outcome {
         .await
         .map_err(store_failure)?;
     if snapshot.revision == 0 {
-        eprintln!("row-fence: {}", no_board(&args.board));
+        crate::say!("row-fence: {}", no_board(&args.board));
     }
     if args.json {
         out(&json!({"revision": snapshot.revision, "sections": snapshot.sections}).to_string());
@@ -196,7 +242,7 @@ pub async fn log(args: LogArgs, settings: &Settings) -> Outcome {
         .await
         .map_err(store_failure)?;
     if entries.is_empty() && board_revision(store.as_ref(), &args.board).await? == 0 {
-        eprintln!("row-fence: {}", no_board(&args.board));
+        crate::say!("row-fence: {}", no_board(&args.board));
     }
     if args.json {
         out(&serde_json::to_string(&entries).expect("serializes"));

@@ -68,7 +68,7 @@ impl JobArgs {
 pub fn run(args: RenderArgs, settings: &Settings) -> Outcome {
     let spec = args.spec.spec(settings)?;
     if !spec.resident().is_file() {
-        eprintln!(
+        crate::say!(
             "row-fence: warning: {} does not exist (yet); the job runs that path",
             spec.resident().display()
         );
@@ -78,7 +78,7 @@ pub fn run(args: RenderArgs, settings: &Settings) -> Outcome {
         Some(path) => {
             write_private(&path, text.as_bytes())
                 .map_err(|e| Failure::could_not(format!("cannot write {}: {e}", path.display())))?;
-            eprintln!("row-fence: wrote {}", path.display());
+            crate::say!("row-fence: wrote {}", path.display());
         }
         None => out(text.trim_end_matches('\n')),
     }

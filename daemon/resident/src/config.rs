@@ -6,6 +6,7 @@
 //! flags were required. A flag wins over its variable; an empty variable is unset.
 
 use row_fence_ask::paths;
+use row_fence_store::monotonic::{self, Monotonic};
 use row_fence_store::{self as store, LeaseStore, StoreSpec};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,7 +17,7 @@ pub struct CommonArgs {
     /// Home directory for the socket, heartbeat, ledger, registry and file store [env: ROW_FENCE_HOME] [default: ~/.row-fence]
     #[arg(long, global = true, value_name = "DIR")]
     pub home: Option<PathBuf>,
-    /// Lease store: file (embedded), file:DIR, redis://…, rediss://…, redis+unix://…, redis+cluster://… [env: ROW_FENCE_STORE] [default: file]
+    /// Lease store: file (embedded), file:DIR, redis://…, rediss://…, redis+unix://…, redis+cluster://…, redis+sentinel://h:p[,h:p…]/MASTER; Redis URLs take ?min_replicas=N&wait_ms=M&durability=volatile [env: ROW_FENCE_STORE] [default: file]
     #[arg(long, global = true, value_name = "URL")]
     pub store: Option<String>,
     /// The daemon's socket [env: ROW_FENCE_SOCKET] [default: $ROW_FENCE_HOME/sock]
@@ -118,10 +119,25 @@ impl Settings {
         })
     }
 
-    /// Opens the store (lazily for Redis).
+    /// Opens the store (lazily for Redis) for a command: guarded so it never answers
+    /// from an older history than this home has seen, and every write it acknowledges is
+    /// recorded in the home's marks at once.
     pub fn open_store(&self) -> Result<Arc<dyn LeaseStore>, String> {
+        Ok(self.open_monotonic(true)?)
+    }
+
+    /// Opens the store guarded by this home's marks ([`Monotonic`]); `eager` writes each
+    /// acknowledged revision to the marks file at once (the CLI), otherwise the caller
+    /// flushes them (the daemon).
+    pub fn open_monotonic(&self, eager: bool) -> Result<Arc<Monotonic>, String> {
         row_fence_store::tls::install_crypto_provider();
-        store::open(&self.store, &self.home, &self.key_prefix).map_err(|e| e.to_string())
+        let inner =
+            store::open(&self.store, &self.home, &self.key_prefix).map_err(|e| e.to_string())?;
+        Ok(Arc::new(Monotonic::new(
+            inner,
+            Some(monotonic::marks_path(&self.home)),
+            eager,
+        )))
     }
 }
 

@@ -1,9 +1,13 @@
-//! The heartbeat: `$ROW_FENCE_HOME/heartbeat` (JSON: pid, stamp, written_at_ms, store),
-//! rewritten atomically every interval **only after a store call succeeded**, so a daemon
-//! that is up but disconnected goes stale. `row-fence health` reads it: the liveness
-//! signal for monitoring (DESIGN.md, "The daemon").
+//! The heartbeat: `$ROW_FENCE_HOME/heartbeat` (JSON: pid, stamp, written_at_ms, store, and
+//! the store's problems), rewritten atomically every interval **only after an ask
+//! succeeded end to end on the store** since the last beat, or, when no ask came, after a
+//! probe that runs the ask itself. A daemon that is up but whose asks fail (store down, a
+//! replica, out of memory, regressed) goes stale. Each beat also re-checks the store's role
+//! and settings; a store that cannot keep an acknowledged write is written into the beat,
+//! and `row-fence health` reports it unhealthy (DESIGN.md, "The daemon").
 
-use row_fence_store::LeaseStore;
+use row_fence_ask::{Reason, Verdict};
+use row_fence_store::{AskCheck, LeaseStore, StoreCheck};
 use serde::{Deserialize, Serialize};
 use std::fs::{self};
 use std::io::{self};
@@ -16,8 +20,11 @@ use tokio_util::sync::CancellationToken;
 /// Default interval between heartbeats, in ms (`ROW_FENCE_HEARTBEAT_MS`).
 pub const DEFAULT_INTERVAL_MS: u64 = 30_000;
 
-/// The longest a heartbeat's store call may take, in ms.
-const PING_TIMEOUT_MS: u64 = 5_000;
+/// The longest a heartbeat's store calls may take, in ms.
+const PROBE_TIMEOUT_MS: u64 = 5_000;
+
+/// The board the probe asks about (a slug no lane uses; the probe records nothing).
+pub const PROBE_BOARD: &str = row_fence_store::redis::durability::PROBE_BOARD;
 
 /// The heartbeat file's content.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,6 +37,50 @@ pub struct Heartbeat {
     pub written_at_ms: u64,
     /// The store, password redacted.
     pub store: String,
+    /// What makes the store unable to keep an acknowledged write (each names the setting
+    /// and the fix); `row-fence health` is unhealthy while any is listed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub store_problems: Vec<String>,
+    /// What could not be checked, and opt-outs in force (not unhealthy).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub store_notes: Vec<String>,
+}
+
+/// When asks last got an answer from the store, and when they last failed on it: the
+/// heartbeat's proof that the store answers asks (not just pings).
+#[derive(Debug, Default)]
+pub struct Proof {
+    /// Last ask the store judged (ALLOWED or a lease refusal), ms since the Unix epoch.
+    answered_ms: AtomicU64,
+    /// Last ask that failed on the store (COULD NOT READ for a store reason or a timeout).
+    failed_ms: AtomicU64,
+}
+
+impl Proof {
+    /// Notes an ask's verdict: the store answered it, failed it, or was not what decided
+    /// it (the location fence, the stamp, a busy daemon).
+    pub fn note(&self, verdict: Verdict) {
+        let now = row_fence_ask::ledger::now_ms();
+        match verdict {
+            Verdict::Allowed
+            | Verdict::Refused(
+                Reason::NotHeld
+                | Reason::DifferentHolder
+                | Reason::StaleGeneration
+                | Reason::LeaseExpired,
+            ) => self.answered_ms.store(now, Ordering::Relaxed),
+            Verdict::CouldNotRead(
+                Reason::StoreUnreachable
+                | Reason::StoreError
+                | Reason::StoreNotPrimary
+                | Reason::StoreRegressed
+                | Reason::ClockRegressed
+                | Reason::Timeout
+                | Reason::ProtocolError,
+            ) => self.failed_ms.store(now, Ordering::Relaxed),
+            _ => {}
+        }
+    }
 }
 
 /// Writes the heartbeat atomically (temp file, fsync, rename), 0600.
@@ -45,25 +96,43 @@ pub fn read(path: &Path) -> io::Result<Heartbeat> {
     serde_json::from_slice(&bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
-/// Beats until `stop`: each interval, one store ping; on success the file is rewritten
-/// and `last_ms` set to its time. A failing store writes nothing.
+/// What one beat's store calls found.
+enum Found {
+    /// Asks (or the probe) got answers; the store's check.
+    Answers(StoreCheck),
+    /// Why not.
+    Failed(String),
+}
+
+/// Beats until `stop`: each interval the store's role and settings are checked, and the
+/// file is rewritten (and `last_ms` set) only when asks got answers from the store since
+/// the last beat, or, with no asks in between, the probe did. A failing store writes
+/// nothing.
 pub async fn run(
     store: Arc<dyn LeaseStore>,
     path: std::path::PathBuf,
     stamp: String,
     interval: Duration,
     last_ms: Arc<AtomicU64>,
+    proof: Arc<Proof>,
     stop: CancellationToken,
 ) {
+    // The daemon is the heartbeat's only writer: temp files a killed one left are garbage.
+    for leftover in row_fence_store::atomic_file::leftovers(&path) {
+        let _ = fs::remove_file(leftover);
+    }
+    let mut since = 0;
     loop {
-        let ping = tokio::time::timeout(Duration::from_millis(PING_TIMEOUT_MS), store.ping()).await;
-        match ping {
-            Ok(Ok(())) => {
+        let started = row_fence_ask::ledger::now_ms();
+        match beat(store.as_ref(), &proof, since).await {
+            Found::Answers(check) => {
                 let beat = Heartbeat {
                     pid: std::process::id(),
                     stamp: stamp.clone(),
                     written_at_ms: row_fence_ask::ledger::now_ms(),
                     store: store.describe(),
+                    store_problems: check.problems,
+                    store_notes: check.notes,
                 };
                 match write(&path, &beat) {
                     Ok(()) => last_ms.store(beat.written_at_ms, Ordering::Relaxed),
@@ -72,16 +141,50 @@ pub async fn run(
                     }
                 }
             }
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "heartbeat: the store call failed; not beating")
-            }
-            Err(_) => tracing::warn!(
-                "heartbeat: the store did not answer within {PING_TIMEOUT_MS} ms; not beating"
-            ),
+            Found::Failed(why) => tracing::warn!("heartbeat: {why}; not beating"),
         }
+        since = started;
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tokio::time::sleep(interval) => {}
         }
+    }
+}
+
+/// One beat's store calls: the check, then the proof that asks get answers.
+async fn beat(store: &dyn LeaseStore, proof: &Proof, since: u64) -> Found {
+    let limit = Duration::from_millis(PROBE_TIMEOUT_MS);
+    let check = match tokio::time::timeout(limit, store.check()).await {
+        Ok(Ok(check)) => check,
+        Ok(Err(e)) => return Found::Failed(format!("the store check failed: {e}")),
+        Err(_) => {
+            return Found::Failed(format!(
+                "the store check did not answer within {PROBE_TIMEOUT_MS} ms"
+            ));
+        }
+    };
+    let answered = proof.answered_ms.load(Ordering::Relaxed);
+    let failed = proof.failed_ms.load(Ordering::Relaxed);
+    if answered >= since && answered > 0 {
+        return Found::Answers(check);
+    }
+    if failed >= since && failed > 0 {
+        return Found::Failed("every ask since the last beat failed on the store".into());
+    }
+    let probe = AskCheck {
+        board: PROBE_BOARD.into(),
+        row: "heartbeat".into(),
+        lane: "row-fence-resident".into(),
+        generation: 0,
+        action: "heartbeat probe".into(),
+        probe: true,
+        ..AskCheck::default()
+    };
+    match tokio::time::timeout(limit, store.ask(&probe)).await {
+        Ok(Ok(_)) => Found::Answers(check),
+        Ok(Err(e)) => Found::Failed(format!("the probe ask failed: {e}")),
+        Err(_) => Found::Failed(format!(
+            "the probe ask did not answer within {PROBE_TIMEOUT_MS} ms"
+        )),
     }
 }

@@ -33,6 +33,12 @@ struct Args {
     print_stamp: bool,
 }
 
+/// Writes a line, ignoring a closed or full stream: never a panic.
+fn say(stream: &mut dyn std::io::Write, line: &str) {
+    let _ = writeln!(stream, "{line}");
+    let _ = stream.flush();
+}
+
 fn main() {
     let args = Args::parse();
     tracing_subscriber::fmt()
@@ -46,15 +52,15 @@ fn main() {
     let settings = match Settings::resolve(&args.common) {
         Ok(settings) => settings,
         Err(e) => {
-            eprintln!("row-fence-resident: {e}");
+            say(&mut std::io::stderr(), &format!("row-fence-resident: {e}"));
             std::process::exit(EXIT_START_FAILED);
         }
     };
     if args.print_stamp {
         match row_fence_ask::stamp::code_stamp(&settings.home) {
-            Ok(stamp) => println!("{stamp}"),
+            Ok(stamp) => say(&mut std::io::stdout(), &stamp),
             Err(e) => {
-                eprintln!("row-fence-resident: {e}");
+                say(&mut std::io::stderr(), &format!("row-fence-resident: {e}"));
                 std::process::exit(row_fence_ask::exit::COULD_NOT_READ);
             }
         }

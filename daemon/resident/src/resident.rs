@@ -55,6 +55,9 @@ pub struct Resident {
     pub stats: Stats,
     /// When the heartbeat was last written, ms since the Unix epoch (0: never).
     pub heartbeat_ms: Arc<AtomicU64>,
+    /// When asks last got answers from the store and last failed on it: the heartbeat
+    /// beats only on answers.
+    pub proof: Arc<crate::heartbeat::Proof>,
     /// Bounds store calls in flight.
     store_calls: Semaphore,
     /// Cancelled to stop the daemon (signal, or stale code).
@@ -107,6 +110,7 @@ impl Resident {
             refusals,
             stats: Stats::default(),
             heartbeat_ms: Arc::new(AtomicU64::new(0)),
+            proof: Arc::default(),
             store_calls: Semaphore::new(MAX_STORE_CALLS),
             shutdown: CancellationToken::new(),
             exit_code: AtomicI32::new(0),
@@ -210,6 +214,7 @@ impl Resident {
             self.judge(&ask, started).await
         };
         self.count(gated.verdict);
+        self.proof.note(gated.verdict);
         if gated.verdict.is_denial() {
             self.refusals
                 .record(ledger_record(&ask, &gated, located.as_ref()));
@@ -252,7 +257,7 @@ impl Resident {
             generation: d.generation,
             action: ask.action.clone(),
             session: ask.caller.session.clone().unwrap_or_default(),
-            location: None,
+            ..AskCheck::default()
         };
         let located = self.location.as_ref().map(|fence| Located {
             fence,
@@ -319,6 +324,8 @@ impl Resident {
             uptime_ms: now.saturating_sub(self.started_at_ms),
             heartbeat_age_ms: (beat > 0).then(|| now.saturating_sub(beat)),
             asks_in_flight: s.in_flight.load(Ordering::Relaxed),
+            store_calls_in_flight: self.store.calls_in_flight(),
+            store_check: self.store.last_check(),
             connections: s.connections.load(Ordering::Relaxed),
             counts: Counts {
                 asks: s.asks.load(Ordering::Relaxed),

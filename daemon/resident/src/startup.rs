@@ -13,6 +13,8 @@ use crate::server;
 use crate::socket::{self, SocketError};
 use row_fence_ask::paths;
 use row_fence_store::LeaseStore;
+use row_fence_store::monotonic::{Marks, Monotonic};
+use std::io::Write;
 use std::os::unix::fs::DirBuilderExt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +22,11 @@ use std::time::Duration;
 /// Exit code for a daemon that could not start (bad settings, socket taken, untrusted
 /// directory, registry changing under it).
 pub const EXIT_START_FAILED: i32 = 1;
+
+/// The most threads blocking work (file store calls, the ledger, the marks) may take: a
+/// stuck disk or a lock held elsewhere makes calls wait in line (within their ask's
+/// deadline) instead of growing the daemon by a thread per ask.
+pub const MAX_BLOCKING_THREADS: usize = 24;
 
 /// Why the daemon did not start; nothing was bound.
 #[derive(Debug, thiserror::Error)]
@@ -84,6 +91,7 @@ pub struct Options {
 pub fn run(options: Options) -> i32 {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .max_blocking_threads(MAX_BLOCKING_THREADS)
         .build()
     {
         Ok(runtime) => runtime,
@@ -101,7 +109,8 @@ pub fn run(options: Options) -> i32 {
 
 fn failed(e: StartError) -> i32 {
     tracing::error!("{e}");
-    eprintln!("row-fence-resident: {e}");
+    // A closed or full stderr must not turn a refusal to start into a panic.
+    let _ = writeln!(std::io::stderr(), "row-fence-resident: {e}");
     EXIT_START_FAILED
 }
 
@@ -109,7 +118,7 @@ struct Prepared {
     own_code: OwnCode,
     registry: Registry,
     fence: Option<Arc<LocationFence>>,
-    store: Arc<dyn LeaseStore>,
+    store: Arc<Monotonic>,
     listener: tokio::net::UnixListener,
     guard: socket::SocketGuard,
 }
@@ -136,7 +145,7 @@ fn prepare(options: &Options) -> Result<Prepared, StartError> {
     if again != own_code.registry_digest() {
         return Err(StartError::RegistryChanged);
     }
-    let store = settings.open_store().map_err(StartError::Store)?;
+    let store = settings.open_monotonic(false).map_err(StartError::Store)?;
     let fence = location_fence(options.location.as_ref())?;
     let (listener, guard) = socket::bind(&settings.socket).map_err(|e| match e {
         SocketError::AlreadyRunning(path) => StartError::AlreadyRunning(path),
@@ -199,6 +208,8 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
     } = prepared;
     let mut uids = vec![paths::euid()];
     uids.extend(extra_uids);
+    let marks = store.marks();
+    let store: Arc<dyn LeaseStore> = store;
     let resident = Arc::new(
         Resident::new(store.clone(), own_code, settings.clone(), uids)
             .with_location(registry, fence),
@@ -216,18 +227,41 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
         resident.stamp.clone(),
         heartbeat_interval,
         resident.heartbeat_ms.clone(),
+        resident.proof.clone(),
         resident.shutdown.clone(),
     ));
+    tokio::spawn(flush_marks(marks.clone(), resident.shutdown.clone()));
     tokio::spawn(stop_on_signal(resident.clone()));
     // Bound and about to accept: only now may systemd count the daemon as started.
     crate::supervisor::ready(&settings.socket);
     server::run(listener, resident.clone(), resident.shutdown.clone()).await;
     crate::supervisor::stopping();
     resident.refusals.close();
+    if let Err(e) = marks.flush() {
+        tracing::warn!(error = %e, "cannot write the revisions seen");
+    }
     guard.remove_if_ours();
     let code = resident.exit_code();
     tracing::info!(code, "row-fence-resident stopped");
     code
+}
+
+/// How often the daemon writes the highest revisions its asks saw (`revisions.json`), so a
+/// restarted daemon still knows a store that went back in time.
+const MARKS_FLUSH: Duration = Duration::from_secs(1);
+
+async fn flush_marks(marks: Arc<Marks>, stop: tokio_util::sync::CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(MARKS_FLUSH) => {}
+        }
+        let marks = marks.clone();
+        let flushed = tokio::task::spawn_blocking(move || marks.flush()).await;
+        if let Ok(Err(e)) = flushed {
+            tracing::warn!(error = %e, "cannot write the revisions seen");
+        }
+    }
 }
 
 async fn stop_on_signal(resident: Arc<Resident>) {

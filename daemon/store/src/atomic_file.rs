@@ -3,12 +3,53 @@
 //! bytes written, its mode set, fsync'd, then renamed over the path. A reader sees the old
 //! file or the new one, never half of one. With `sync_dir`, the directory is fsync'd too,
 //! so the rename itself survives a crash (the lease store needs that; a heartbeat does
-//! not).
+//! not). The temp file is named `.<file name>.<8 random characters>`, so the ones a killed
+//! writer left behind can be told apart by target ([`leftovers`]) and removed by whoever
+//! holds the target's lock.
 
 use std::fs::{File, Permissions};
 use std::io::{self, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// Random characters in a temp file's name.
+const RANDOM_CHARS: usize = 8;
+
+fn temp_prefix(path: &Path) -> String {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    format!(".{name}.")
+}
+
+/// The temp files a writer of `path` killed mid-write left in its directory. Only the
+/// holder of `path`'s lock may remove them (another writer may be using its own).
+pub fn leftovers(path: &Path) -> Vec<PathBuf> {
+    let Some(dir) = path.parent() else {
+        return Vec::new();
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let prefix = temp_prefix(path);
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|entry| {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            name.strip_prefix(&prefix).is_some_and(|rest| {
+                rest.len() == RANDOM_CHARS && rest.chars().all(|c| c.is_ascii_alphanumeric())
+            })
+        })
+        .map(|entry| entry.path())
+        .collect()
+}
 
 /// Replaces `path` with `bytes`, mode `mode` (e.g. 0o600; not cut by the umask).
 pub fn write(path: &Path, bytes: &[u8], mode: u32, sync_dir: bool) -> io::Result<()> {
@@ -17,7 +58,8 @@ pub fn write(path: &Path, bytes: &[u8], mode: u32, sync_dir: bool) -> io::Result
         _ => Path::new("."),
     };
     let mut tmp = tempfile::Builder::new()
-        .prefix(".row-fence.")
+        .prefix(&temp_prefix(path))
+        .rand_bytes(RANDOM_CHARS)
         .tempfile_in(dir)
         .map_err(|e| in_dir(dir, e))?;
     tmp.write_all(bytes)?;
@@ -72,5 +114,20 @@ mod tests {
                 && !e.to_string().contains(".row-fence."),
             "{e}"
         );
+    }
+
+    #[test]
+    fn leftovers_are_the_temp_files_of_that_target_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.json");
+        for name in [
+            ".b.json.Ab3dE6gH",
+            ".b.json.json.Ab3dE6gH",
+            ".c.json.Ab3dE6gH",
+            "b.json",
+        ] {
+            fs::write(dir.path().join(name), "x").unwrap();
+        }
+        assert_eq!(leftovers(&path), vec![dir.path().join(".b.json.Ab3dE6gH")]);
     }
 }

@@ -24,13 +24,23 @@ pub struct BoardDocument {
     /// Section name → key → record.
     #[serde(default)]
     pub sections: BTreeMap<String, Section>,
-    /// The newest fence log entries, oldest first, at most `LOG_CAP`.
+    /// Fence log entries, oldest first, at most `LOG_CAP`. On the file store these are the
+    /// committed entries its log file may not hold yet (the document is the truth, the log
+    /// file is brought up to it: `file_log`).
     #[serde(default)]
     pub log: Vec<LogEntry>,
+    /// The highest time any writer has seen, ms since the Unix epoch (file store only): a
+    /// judge or writer whose clock is below it is refused `clock_regressed`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub clock_ms: u64,
     /// Set once the board has moved to another layout or store; it is then no longer
     /// served from this document.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moved_to: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl BoardDocument {
@@ -107,7 +117,7 @@ impl BoardDocument {
                 });
             }
         }
-        self.revision += 1;
+        self.revision = (self.revision + 1).max(batch.min_revision.unwrap_or(0));
         let revision = self.revision;
         for write in &batch.writes {
             match write.kind {
@@ -165,6 +175,7 @@ impl BoardDocument {
             refusal: judge(lease.as_ref(), check, now_ms),
             lease,
             now_ms,
+            revision: self.revision,
         })
     }
 }
@@ -267,7 +278,7 @@ mod tests {
                     epoch,
                     now_ms: now,
                 }),
-                expected_revision: None,
+                ..Default::default()
             };
             assert!(
                 doc.apply(&batch).unwrap_err().is_stale_lease(),
@@ -283,6 +294,7 @@ mod tests {
                 now_ms: 999,
             }),
             expected_revision: Some(1),
+            ..Default::default()
         };
         assert_eq!(doc.apply(&ok), Ok(2));
     }

@@ -181,6 +181,7 @@ impl View {
             writes,
             lease,
             expected_revision: self.read_revision.then_some(self.snapshot_revision),
+            min_revision: None,
         })
     }
 }

@@ -1,26 +1,62 @@
 //! The embedded file store (`ROW_FENCE_STORE=file`, the default): one JSON document per
-//! board, `<dir>/<board>.json`, so one machine needs no server at all. Writers take an
-//! exclusive `flock` on `<board>.lock` (a separate file, because the document itself is
-//! replaced by rename), write a temp file, fsync it, rename it over the document and fsync
-//! the directory; readers take a shared lock. The clock is this machine's. The fence log
-//! is kept beside the document ([`super::file_log`]).
+//! board, `<dir>/<board>.json`, so one machine needs no server at all.
+//!
+//! - Writers take an exclusive `flock` on `<board>.lock` (a separate file, because the
+//!   document itself is replaced by rename) without blocking, retrying until their caller's
+//!   deadline, so a lock held elsewhere never pins a thread. Under the lock they remove the
+//!   temp files a killed writer left, bring the fence log up to the document
+//!   ([`super::file_log`]), write a temp file, fsync it, rename it over the document (the
+//!   commit point) and fsync the directory.
+//! - Readers take no lock: a rename is atomic, so they see the old document or the new
+//!   one, and a read-only store directory can still be read.
+//! - The clock is this machine's, and it must not go back: every writer stores the highest
+//!   time it has seen in the document, and a judge or writer whose clock is below it is
+//!   refused `clock_regressed`.
 
 use super::document::BoardDocument;
 use super::file_log;
+use super::judge::{rfc3339, span};
 use super::{AskCheck, FencedBatch, Judgement, LeaseStore, LogEntry, Record, Snapshot, StoreError};
 use async_trait::async_trait;
 use row_fence_ask::descriptor::validate_board;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// The longest a writer waits for a board's lock before it gives up (its caller's deadline
+/// usually ends the wait first).
+pub const LOCK_WAIT: Duration = Duration::from_secs(30);
+
+/// Between attempts to take a board's lock.
+const LOCK_RETRY: Duration = Duration::from_millis(5);
+
+/// At most this many file store calls run at once, each on a thread of its own; more wait
+/// for one to finish (within their caller's deadline) instead of adding threads behind a
+/// stuck disk.
+pub const MAX_BLOCKING_CALLS: usize = 16;
 
 /// The embedded store rooted at a directory.
 #[derive(Clone, Debug)]
 pub struct FileStore {
     /// Holds `<board>.json` and `<board>.lock`; created 0700.
     dir: Arc<PathBuf>,
+    /// Calls running on a thread now, also ones whose caller gave up waiting.
+    in_flight: Arc<AtomicU64>,
+    /// Bounds the threads calls run on ([`MAX_BLOCKING_CALLS`]).
+    threads: Arc<tokio::sync::Semaphore>,
+}
+
+/// Counts a blocking call until its thread is done with it.
+struct Running(Arc<AtomicU64>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl FileStore {
@@ -28,6 +64,8 @@ impl FileStore {
     pub fn new(dir: impl Into<PathBuf>) -> FileStore {
         FileStore {
             dir: Arc::new(dir.into()),
+            in_flight: Arc::new(AtomicU64::new(0)),
+            threads: Arc::new(tokio::sync::Semaphore::new(MAX_BLOCKING_CALLS)),
         }
     }
 
@@ -40,8 +78,12 @@ impl FileStore {
         self.dir.join(format!("{board}.json"))
     }
 
+    fn lock_path(&self, board: &str) -> PathBuf {
+        self.dir.join(format!("{board}.lock"))
+    }
+
     fn open_lock(&self, board: &str) -> Result<File, StoreError> {
-        let path = self.dir.join(format!("{board}.lock"));
+        let path = self.lock_path(board);
         let open = || {
             OpenOptions::new()
                 .read(true)
@@ -69,19 +111,10 @@ impl FileStore {
             .map_err(|e| io_error(&self.dir, e))
     }
 
-    /// Reads a board's document under a shared lock (an empty board when absent).
+    /// Reads a board's document (an empty board when absent), without a lock.
     pub fn read_document(&self, board: &str) -> Result<BoardDocument, StoreError> {
         check_board(board)?;
-        let path = self.document_path(board);
-        match fs::metadata(&path) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(BoardDocument::new(board)),
-            _ => {}
-        }
-        let lock = self.open_lock(board)?;
-        lock.lock_shared().map_err(|e| io_error(&path, e))?;
-        let document = self.load(board, &path);
-        let _ = lock.unlock();
-        document
+        self.load(board, &self.document_path(board))
     }
 
     fn load(&self, board: &str, path: &Path) -> Result<BoardDocument, StoreError> {
@@ -102,41 +135,140 @@ impl FileStore {
         Ok(document)
     }
 
-    /// Runs `change` on the board's document under the exclusive lock and writes the
-    /// result back atomically when `change` succeeds. Nothing is written on an error.
-    pub fn update<T>(
+    /// Takes the board's exclusive lock if it is free now (`None` when another process
+    /// holds it).
+    fn try_lock(&self, board: &str) -> Result<Option<File>, StoreError> {
+        let lock = self.open_lock(board)?;
+        match lock.try_lock() {
+            Ok(()) => Ok(Some(lock)),
+            Err(TryLockError::WouldBlock) => Ok(None),
+            Err(TryLockError::Error(e)) => Err(io_error(&self.lock_path(board), e)),
+        }
+    }
+
+    /// Runs `change` on the board's document under the exclusive lock and commits the
+    /// result (the rename) when `change` succeeds. Nothing is written on an error; `None`
+    /// when the lock is held elsewhere (nothing was read or written).
+    fn try_update<T>(
         &self,
         board: &str,
+        clock: Clock,
+        change: impl FnOnce(&mut BoardDocument) -> Result<T, StoreError>,
+    ) -> Result<Option<T>, StoreError> {
+        check_board(board)?;
+        let Some(lock) = self.try_lock(board)? else {
+            return Ok(None);
+        };
+        let result = self.update_locked(board, clock, change);
+        let _ = lock.unlock();
+        result.map(Some)
+    }
+
+    fn update_locked<T>(
+        &self,
+        board: &str,
+        clock: Clock,
         change: impl FnOnce(&mut BoardDocument) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        check_board(board)?;
         let path = self.document_path(board);
-        let lock = self.open_lock(board)?;
-        lock.lock().map_err(|e| io_error(&path, e))?;
-        let result = self.load(board, &path).and_then(|mut document| {
-            let out = change(&mut document)?;
-            // The log lives beside the document (file_log): keep the document small.
-            let entries = std::mem::take(&mut document.log);
-            self.store(&path, &document)?;
-            file_log::append(&file_log::path(&self.dir, board), &entries)?;
-            Ok(out)
-        });
-        let _ = lock.unlock();
-        result
+        let log = file_log::path(&self.dir, board);
+        for leftover in crate::atomic_file::leftovers(&path)
+            .into_iter()
+            .chain(crate::atomic_file::leftovers(&log))
+        {
+            let _ = fs::remove_file(leftover);
+        }
+        let mut document = self.load(board, &path)?;
+        let now = match clock {
+            Clock::Checked => clock_now(&document)?,
+            Clock::Accepted => {
+                document.clock_ms = 0;
+                system_now_ms()
+            }
+        };
+        // The log file catches up with the document first; what it cannot take yet stays
+        // in the document.
+        if let Ok(through) = file_log::reconcile(&log, &document.log, document.revision) {
+            document.log.retain(|e| e.revision > through);
+        }
+        let revision = document.revision;
+        let out = change(&mut document)?;
+        document.clock_ms = document.clock_ms.max(now);
+        self.store(&path, &document)?;
+        if document.revision > revision
+            && let Some(entry) = document.log.last()
+        {
+            let _ = file_log::append(&log, entry);
+        }
+        Ok(out)
     }
 
+    /// [`FileStore::try_update`], retried until the lock is free, at most [`LOCK_WAIT`]
+    /// (the caller's deadline, dropping this future, usually ends it first).
+    async fn update<T: Send + 'static>(
+        &self,
+        board: &str,
+        clock: Clock,
+        change: impl Fn(&mut BoardDocument) -> Result<T, StoreError> + Send + Sync + 'static,
+    ) -> Result<T, StoreError> {
+        let change = Arc::new(change);
+        let started = Instant::now();
+        loop {
+            let (board_name, change) = (board.to_string(), change.clone());
+            let attempt = self
+                .blocking(move |s| s.try_update(&board_name, clock, |d| change(d)))
+                .await?;
+            if let Some(out) = attempt {
+                return Ok(out);
+            }
+            if started.elapsed() >= LOCK_WAIT {
+                return Err(StoreError::Failed(format!(
+                    "{} is locked by another writer for over {} s; nothing was written",
+                    self.lock_path(board).display(),
+                    LOCK_WAIT.as_secs()
+                )));
+            }
+            tokio::time::sleep(LOCK_RETRY).await;
+        }
+    }
+
+    /// Writes the document: the rename is the commit point. A directory that cannot be
+    /// synced after it is not "nothing written": the write is in place but may not
+    /// survive a crash (`Indeterminate`).
     fn store(&self, path: &Path, document: &BoardDocument) -> Result<(), StoreError> {
         let bytes = serde_json::to_vec(document).map_err(|e| StoreError::Invalid(e.to_string()))?;
-        crate::atomic_file::write(path, &bytes, 0o600, true).map_err(|e| io_error(path, e))
+        crate::atomic_file::write(path, &bytes, 0o600, false).map_err(|e| io_error(path, e))?;
+        File::open(self.dir.as_path())
+            .and_then(|dir| dir.sync_all())
+            .map_err(|e| {
+                StoreError::Indeterminate(format!(
+                    "{} was replaced, but its directory could not be synced, so it may not survive a crash: {e}",
+                    path.display()
+                ))
+            })
     }
 
-    /// Takes the board's exclusive lock and holds it until the guard is dropped: no
-    /// reader or writer of this store gets at the board meanwhile (a migration's copy).
-    pub fn hold(&self, board: &str) -> Result<HeldBoard, StoreError> {
+    /// Takes the board's exclusive lock (retrying until it is free, at most [`LOCK_WAIT`];
+    /// the caller's deadline, dropping this future, usually ends it first) and holds it
+    /// until the guard is dropped: no writer of this store gets at the board meanwhile (a
+    /// migration's copy).
+    pub async fn hold(&self, board: &str) -> Result<HeldBoard, StoreError> {
         check_board(board)?;
         let path = self.document_path(board);
-        let lock = self.open_lock(board)?;
-        lock.lock().map_err(|e| io_error(&path, e))?;
+        let started = Instant::now();
+        let lock = loop {
+            if let Some(lock) = self.try_lock(board)? {
+                break lock;
+            }
+            if started.elapsed() >= LOCK_WAIT {
+                return Err(StoreError::Failed(format!(
+                    "{} is locked by another writer for over {} s",
+                    self.lock_path(board).display(),
+                    LOCK_WAIT.as_secs()
+                )));
+            }
+            tokio::time::sleep(LOCK_RETRY).await;
+        };
         let document = self.load(board, &path)?;
         Ok(HeldBoard {
             store: self.clone(),
@@ -146,15 +278,39 @@ impl FileStore {
         })
     }
 
+    /// Runs `work` on a thread of its own, counted in [`LeaseStore::calls_in_flight`]
+    /// until the thread is done with it (also when the caller stopped waiting).
     async fn blocking<T: Send + 'static>(
         &self,
         work: impl FnOnce(FileStore) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let store = self.clone();
-        tokio::task::spawn_blocking(move || work(store))
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        let guard = Running(self.in_flight.clone());
+        let thread = self
+            .threads
+            .clone()
+            .acquire_owned()
             .await
-            .map_err(|e| StoreError::Unreachable(format!("the file store task failed: {e}")))?
+            .map_err(|e| StoreError::Failed(format!("the file store is closed: {e}")))?;
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let _running = (guard, thread);
+            work(store)
+        })
+        .await
+        .map_err(|e| StoreError::Failed(format!("the file store task failed: {e}")))?
     }
+}
+
+/// Whether a write checks this machine's clock against the board's highest time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Clock {
+    /// A clock below the board's highest time is refused (`clock_regressed`).
+    Checked,
+    /// An operator accepting a regression (a batch with `min_revision`) also accepts the
+    /// clock as it is now: a board a writer with a clock far ahead once wrote is not stuck
+    /// until real time catches up.
+    Accepted,
 }
 
 /// A board held under the file store's exclusive lock (released on drop).
@@ -190,12 +346,27 @@ fn check_board(board: &str) -> Result<(), StoreError> {
 }
 
 fn io_error(path: &Path, e: io::Error) -> StoreError {
-    StoreError::Unreachable(format!("{}: {e}", path.display()))
+    StoreError::Failed(format!("{}: {e}", path.display()))
 }
 
 /// This machine's clock in ms since the Unix epoch: the file store's clock.
 pub fn system_now_ms() -> u64 {
     row_fence_ask::ledger::now_ms()
+}
+
+/// This machine's now, unless it is below the highest time a writer of `document` saw.
+fn clock_now(document: &BoardDocument) -> Result<u64, StoreError> {
+    let now = system_now_ms();
+    if now < document.clock_ms {
+        return Err(StoreError::ClockRegressed(format!(
+            "this machine's clock reads {}, {} before the time board {} was last written with ({}); fix the clock",
+            rfc3339(now),
+            span(document.clock_ms - now),
+            document.board,
+            rfc3339(document.clock_ms)
+        )));
+    }
+    Ok(now)
 }
 
 #[async_trait]
@@ -212,6 +383,8 @@ impl LeaseStore for FileStore {
     async fn sections(&self, board: &str, names: &[&str]) -> Result<Snapshot, StoreError> {
         let board = board.to_string();
         let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        // No clock check here: a read is not a judgement, and a writer whose clock is behind
+        // is refused at its commit (under the lock).
         self.blocking(move |s| {
             let document = s.read_document(&board)?;
             document.ensure_here()?;
@@ -237,12 +410,15 @@ impl LeaseStore for FileStore {
     }
 
     async fn fenced_batch(&self, board: &str, batch: &FencedBatch) -> Result<u64, StoreError> {
-        let (board, batch) = (board.to_string(), batch.clone());
-        self.blocking(move |s| {
-            s.update(&board, |document| {
-                document.ensure_here()?;
-                document.apply(&batch)
-            })
+        let batch = batch.clone();
+        let clock = if batch.min_revision.is_some() {
+            Clock::Accepted
+        } else {
+            Clock::Checked
+        };
+        self.update(board, clock, move |document| {
+            document.ensure_here()?;
+            document.apply(&batch)
         })
         .await
     }
@@ -252,7 +428,7 @@ impl LeaseStore for FileStore {
         self.blocking(move |s| {
             let document = s.read_document(&check.board)?;
             document.ensure_here()?;
-            document.judge_ask(&check, system_now_ms())
+            document.judge_ask(&check, clock_now(&document)?)
         })
         .await
     }
@@ -266,8 +442,13 @@ impl LeaseStore for FileStore {
     async fn log(&self, board: &str, count: usize) -> Result<Vec<LogEntry>, StoreError> {
         let board = board.to_string();
         self.blocking(move |s| {
-            check_board(&board)?;
-            file_log::newest(&file_log::path(&s.dir, &board), count)
+            let document = s.read_document(&board)?;
+            file_log::newest(
+                &file_log::path(&s.dir, &board),
+                &document.log,
+                document.revision,
+                count,
+            )
         })
         .await
     }
@@ -288,5 +469,9 @@ impl LeaseStore for FileStore {
 
     fn describe(&self) -> String {
         format!("file:{}", self.dir.display())
+    }
+
+    fn calls_in_flight(&self) -> u64 {
+        self.in_flight.load(Ordering::Relaxed)
     }
 }

@@ -1,7 +1,9 @@
 //! `ROW_FENCE_STORE`: which store to open. `file` (the embedded default, under
 //! `$ROW_FENCE_HOME/store/`), `file:DIR`, or a Redis URL: `redis://…`, `rediss://…`
-//! (TLS), `redis+unix://…` / `unix://…`, or a Redis Cluster node: `redis+cluster://…`,
-//! `rediss+cluster://…`.
+//! (TLS), `redis+unix://…` / `unix://…`, a Redis Cluster node: `redis+cluster://…`,
+//! `rediss+cluster://…`, or the sentinels that elect the primary:
+//! `redis+sentinel://host:port[,host:port…]/<master-name>`. Redis URLs also carry
+//! row-fence's own options (`redis::url`).
 
 use std::fmt;
 use std::path::PathBuf;
@@ -37,12 +39,13 @@ impl StoreSpec {
             "unix://",
             "redis+cluster://",
             "rediss+cluster://",
+            "redis+sentinel://",
         ];
         if SCHEMES.iter().any(|s| text.starts_with(s)) {
             return Ok(StoreSpec::Redis(text.to_string()));
         }
         Err(format!(
-            "store {:?} is not one of: file, file:DIR, redis://…, rediss://…, redis+unix://…, redis+cluster://…, rediss+cluster://…",
+            "store {:?} is not one of: file, file:DIR, redis://…, rediss://…, redis+unix://…, redis+cluster://…, rediss+cluster://…, redis+sentinel://…",
             redact(text)
         ))
     }

@@ -1,23 +1,61 @@
-//! The one store connection: a multiplexed, auto-reconnecting `ConnectionManager` on
-//! standalone Redis/Valkey, or a cluster connection on Redis Cluster (`redis+cluster://`,
-//! `rediss+cluster://`). Both are created lazily, so the daemon starts and listens while
-//! the store is down, and both heal by themselves once it is back.
+//! The one store connection: a multiplexed connection to the primary, made lazily (so the
+//! daemon starts and listens while the store is down) and remade after it breaks.
+//!
+//! Every connect checks the server before anything is sent on it ([`durability::inspect`]:
+//! `ROLE`, settings, permissions): a server that is not the master is refused
+//! (`store_not_primary`), and with `redis+sentinel://` the primary is asked of the
+//! sentinels again, so the daemon and the CLI follow the elected primary. A call that
+//! finds the connection broken, or the server demoted (`READONLY`, `NOREPLICAS`,
+//! `MASTERDOWN`), drops it; the next call reconnects and checks again. A connect that
+//! failed is not retried for [`RECONNECT_BACKOFF`], so a dead store costs asks nothing.
+//!
+//! No response timeout of its own: every call is bounded by its caller's deadline (an ask's
+//! own deadline, a command's `--timeout`), never by a fixed cap below it.
+//!
+//! On Redis Cluster (`redis+cluster://`) the cluster client follows the cluster itself;
+//! MOVED/ASK are followed and TRYAGAIN retried briefly ([`CLUSTER_RETRIES`]), then the call
+//! fails "slot migrating, retry".
 
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use super::durability::{self, Options};
+use super::url::{Location, SentinelTarget};
+use crate::StoreCheck;
+use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
-use std::sync::Arc;
-use std::time::Duration;
+use redis::sentinel::{Sentinel, SentinelNodeConnectionInfo};
+use redis::{
+    AsyncConnectionConfig, Cmd, Pipeline, RedisConnectionInfo, RedisError, RedisFuture,
+    RedisResult, Value,
+};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-/// Each connection attempt gives up after this long; asks are bounded by their own
-/// deadline anyway, this only keeps a dead server from pinning the reconnect task.
+/// Each connection attempt gives up after this long; callers' deadlines bound it too.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// After a failed connect, calls fail at once with the same error for this long instead
+/// of each reconnecting (a dead or demoted store would otherwise cost every ask a connect).
+pub const RECONNECT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Asking the sentinels again when the server they named is not (yet) the master: during a
+/// failover they may lag the promotion by a moment.
+const SENTINEL_ATTEMPTS: usize = 5;
+
+/// Between those attempts.
+const SENTINEL_RETRY: Duration = Duration::from_millis(100);
+
+/// How often the cluster client retries a redirected or TRYAGAIN call before it gives up
+/// (the library's default, 16 with exponential waits, ran a takeover 12.5 minutes).
+pub const CLUSTER_RETRIES: u32 = 4;
+
+/// The code of the error a connect to a server that is not the master fails with.
+pub const NOT_PRIMARY: &str = "ROWFENCE_NOT_PRIMARY";
 
 /// A connection handle; clones share the one connection.
 #[derive(Clone)]
 pub enum Conn {
-    /// Standalone Redis: the manager reconnects after a drop.
-    Single(ConnectionManager),
+    /// One server or the primary the sentinels elect.
+    Single(Arc<Managed>),
     /// Redis Cluster: connected on first use, then it follows the cluster itself.
     Cluster(Arc<LazyCluster>),
 }
@@ -28,33 +66,150 @@ pub struct LazyCluster {
     connection: tokio::sync::OnceCell<ClusterConnection>,
 }
 
+/// Where a standalone connection goes.
+enum Source {
+    /// Always this server.
+    Server(redis::Client),
+    /// Whichever server the sentinels name as the master.
+    Sentinel {
+        sentinel: tokio::sync::Mutex<Sentinel>,
+        master: String,
+        node: SentinelNodeConnectionInfo,
+    },
+}
+
+/// The standalone connection, remade and re-checked after it breaks.
+pub struct Managed {
+    source: Source,
+    /// The URL's durability options and the key prefix.
+    options: Options,
+    /// The live connection, if any; a call takes a clone (cheap: it is multiplexed).
+    link: Mutex<Option<Link>>,
+    /// One connect at a time; the others wait for its result.
+    connecting: tokio::sync::Mutex<()>,
+    /// The last failed connect, answered again until [`RECONNECT_BACKOFF`] passed.
+    failed: Mutex<Option<(Instant, RedisError)>>,
+    /// Numbers links, so a failed call drops only the link it used.
+    ids: AtomicU64,
+    /// Connections found broken (each one makes the next call reconnect).
+    losses: AtomicU64,
+    /// The check made at the last connect or recheck.
+    check: Mutex<Option<StoreCheck>>,
+}
+
+#[derive(Clone)]
+struct Link {
+    con: MultiplexedConnection,
+    id: u64,
+}
+
 impl Conn {
-    /// A lazy connection for `url`. `redis+cluster://` and `rediss+cluster://` name a
-    /// cluster (any of its nodes); every other scheme a standalone server.
-    pub fn open(url: &str) -> RedisResult<Conn> {
-        if let Some(node) = cluster_node(url) {
-            let client = redis::cluster::ClusterClient::builder(vec![node])
-                .connection_timeout(CONNECT_TIMEOUT)
-                .build()?;
-            return Ok(Conn::Cluster(Arc::new(LazyCluster {
-                client,
-                connection: tokio::sync::OnceCell::new(),
-            })));
-        }
-        let client = redis::Client::open(url)?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(CONNECT_TIMEOUT))
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_millis(500));
-        Ok(Conn::Single(ConnectionManager::new_lazy_with_config(
-            client, config,
-        )?))
+    /// A lazy connection for `location`.
+    pub fn open(location: &Location, options: Options) -> RedisResult<Conn> {
+        let source = match location {
+            Location::Cluster(node) => {
+                let client = redis::cluster::ClusterClient::builder(vec![node.as_str()])
+                    .connection_timeout(CONNECT_TIMEOUT)
+                    .retries(CLUSTER_RETRIES)
+                    .min_retry_wait(20)
+                    .max_retry_wait(250)
+                    .build()?;
+                return Ok(Conn::Cluster(Arc::new(LazyCluster {
+                    client,
+                    connection: tokio::sync::OnceCell::new(),
+                })));
+            }
+            Location::Server(url) => Source::Server(redis::Client::open(url.as_str())?),
+            Location::Sentinel(target) => sentinel_source(target)?,
+        };
+        Ok(Conn::Single(Arc::new(Managed {
+            source,
+            options,
+            link: Mutex::new(None),
+            connecting: tokio::sync::Mutex::new(()),
+            failed: Mutex::new(None),
+            ids: AtomicU64::new(0),
+            losses: AtomicU64::new(0),
+            check: Mutex::new(None),
+        })))
     }
 
     /// True on Redis Cluster (no cross-slot work: the document layout is not served).
     pub fn is_cluster(&self) -> bool {
         matches!(self, Conn::Cluster(_))
+    }
+
+    /// Connections found broken so far.
+    pub fn losses(&self) -> u64 {
+        match self {
+            Conn::Single(m) => m.losses.load(Ordering::Relaxed),
+            Conn::Cluster(_) => 0,
+        }
+    }
+
+    /// The check made at the last connect or recheck.
+    pub fn last_check(&self) -> Option<StoreCheck> {
+        match self {
+            Conn::Single(m) => lock(&m.check).clone(),
+            Conn::Cluster(_) => Some(cluster_check()),
+        }
+    }
+
+    /// Checks the server now on the live connection (connecting if needed); a server
+    /// that is no longer the master drops the connection and fails `NOT_PRIMARY`.
+    pub async fn recheck(&self) -> RedisResult<StoreCheck> {
+        let m = match self {
+            Conn::Single(m) => m,
+            Conn::Cluster(_) => return Ok(cluster_check()),
+        };
+        let mut link = m.link().await?;
+        let result = durability::inspect(&mut link.con, &m.options).await;
+        let check = match result {
+            Ok(check) => check,
+            Err(e) => {
+                m.observe(link.id, &e);
+                return Err(e);
+            }
+        };
+        *lock(&m.check) = Some(check.clone());
+        if check.role != "master" {
+            m.drop_link(link.id);
+            return Err(not_primary(&check));
+        }
+        Ok(check)
+    }
+
+    /// The check, made again when older than `max_age_ms` (connecting if needed: a
+    /// connect checks too).
+    pub async fn fresh_check(&self, max_age_ms: u64) -> RedisResult<StoreCheck> {
+        let m = match self {
+            Conn::Single(m) => m,
+            Conn::Cluster(_) => return Ok(cluster_check()),
+        };
+        m.link().await?;
+        let now = row_fence_ask::ledger::now_ms();
+        let cached = lock(&m.check).clone();
+        match cached {
+            Some(check)
+                if check.role == "master"
+                    && now.saturating_sub(check.checked_at_ms) < max_age_ms =>
+            {
+                Ok(check)
+            }
+            _ => self.recheck().await,
+        }
+    }
+
+    /// A connection of the caller's own to the checked primary (WATCH/MULTI/EXEC must not
+    /// share the multiplexed one).
+    pub async fn dedicated(&self) -> RedisResult<MultiplexedConnection> {
+        match self {
+            Conn::Single(m) => Ok(m.connect().await?.0),
+            Conn::Cluster(_) => Err(RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "a dedicated connection needs a standalone Redis, not a cluster",
+            ))),
+        }
     }
 
     async fn cluster(lazy: &LazyCluster) -> RedisResult<ClusterConnection> {
@@ -65,20 +220,203 @@ impl Conn {
     }
 }
 
-/// `redis+cluster://h:p` → `redis://h:p`, `rediss+cluster://…` → `rediss://…`.
-fn cluster_node(url: &str) -> Option<String> {
-    url.strip_prefix("redis+cluster://")
-        .map(|rest| format!("redis://{rest}"))
-        .or_else(|| {
-            url.strip_prefix("rediss+cluster://")
-                .map(|rest| format!("rediss://{rest}"))
-        })
+fn sentinel_source(target: &SentinelTarget) -> RedisResult<Source> {
+    let sentinel = Sentinel::build(target.sentinels.clone())?;
+    let mut info = RedisConnectionInfo::default().set_db(target.db);
+    if let Some(user) = &target.username {
+        info = info.set_username(user);
+    }
+    if let Some(password) = &target.password {
+        info = info.set_password(password);
+    }
+    Ok(Source::Sentinel {
+        sentinel: tokio::sync::Mutex::new(sentinel),
+        master: target.master.clone(),
+        node: SentinelNodeConnectionInfo::default().set_redis_connection_info(info),
+    })
+}
+
+/// What a cluster store reports: its settings are per node and not checked here.
+fn cluster_check() -> StoreCheck {
+    StoreCheck {
+        role: "cluster".into(),
+        durable: true,
+        notes: vec![
+            "a Redis Cluster's settings are not checked (and writes do not wait for replicas): give every node appendonly yes and appendfsync always".into(),
+        ],
+        checked_at_ms: row_fence_ask::ledger::now_ms(),
+        ..StoreCheck::default()
+    }
+}
+
+fn not_primary(check: &StoreCheck) -> RedisError {
+    redis::make_extension_error(
+        NOT_PRIMARY.into(),
+        Some(format!(
+            "the server is a {}; row-fence reads and writes only the primary",
+            check.role
+        )),
+    )
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// True when `e` means the connection is gone or its server no longer the primary
+/// (so the next call reconnects and checks again).
+pub fn breaks_link(e: &RedisError) -> bool {
+    if e.is_io_error() || e.is_connection_dropped() || e.is_timeout() {
+        return true;
+    }
+    match e.clone().into_server_errors() {
+        Some(items) => items.iter().any(|(_, s)| demoted(s.code())),
+        None => e.code().is_some_and(demoted),
+    }
+}
+
+/// An error reply that says the server is no longer the primary row-fence checked at
+/// connect (or is restarting): the next call must reconnect and check again.
+fn demoted(code: &str) -> bool {
+    matches!(
+        code,
+        "READONLY" | "NOREPLICAS" | "MASTERDOWN" | "LOADING" | "NOAUTH" | NOT_PRIMARY
+    )
+}
+
+/// True when an answer (an error reply, or one inside a pipeline's answers) says so.
+fn answer_breaks_link(value: &Value) -> bool {
+    match value {
+        Value::ServerError(e) => demoted(e.code()),
+        _ => false,
+    }
+}
+
+impl Managed {
+    fn current(&self) -> Option<Link> {
+        lock(&self.link).clone()
+    }
+
+    fn drop_link(&self, id: u64) {
+        let mut link = lock(&self.link);
+        if link.as_ref().is_some_and(|l| l.id == id) {
+            *link = None;
+            self.losses.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn observe(&self, id: u64, e: &RedisError) {
+        if breaks_link(e) {
+            self.drop_link(id);
+        }
+    }
+
+    async fn link(&self) -> RedisResult<Link> {
+        if let Some(link) = self.current() {
+            return Ok(link);
+        }
+        let _one = self.connecting.lock().await;
+        if let Some(link) = self.current() {
+            return Ok(link);
+        }
+        if let Some((at, e)) = lock(&self.failed).clone()
+            && at.elapsed() < RECONNECT_BACKOFF
+        {
+            return Err(e);
+        }
+        match self.connect().await {
+            Ok((con, check)) => {
+                let link = Link {
+                    con,
+                    id: self.ids.fetch_add(1, Ordering::Relaxed),
+                };
+                *lock(&self.check) = Some(check);
+                *lock(&self.link) = Some(link.clone());
+                *lock(&self.failed) = None;
+                Ok(link)
+            }
+            Err(e) => {
+                *lock(&self.failed) = Some((Instant::now(), e.clone()));
+                Err(e)
+            }
+        }
+    }
+
+    /// Connects to the primary and checks it: the server itself, or the one the sentinels
+    /// name (asked again while what they name is not the master).
+    async fn connect(&self) -> RedisResult<(MultiplexedConnection, StoreCheck)> {
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+            .set_response_timeout(None);
+        let attempts = match self.source {
+            Source::Server(_) => 1,
+            Source::Sentinel { .. } => SENTINEL_ATTEMPTS,
+        };
+        let mut last = None;
+        for attempt in 0..attempts {
+            if attempt > 0 {
+                tokio::time::sleep(SENTINEL_RETRY).await;
+            }
+            let client = match &self.source {
+                Source::Server(client) => client.clone(),
+                Source::Sentinel {
+                    sentinel,
+                    master,
+                    node,
+                } => match sentinel
+                    .lock()
+                    .await
+                    .async_master_for(master, Some(node))
+                    .await
+                {
+                    Ok(client) => client,
+                    Err(e) => {
+                        last = Some(e);
+                        continue;
+                    }
+                },
+            };
+            let mut con = match client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await
+            {
+                Ok(con) => con,
+                Err(e) => {
+                    last = Some(e);
+                    continue;
+                }
+            };
+            let check = durability::inspect(&mut con, &self.options).await?;
+            if check.role == "master" {
+                return Ok((con, check));
+            }
+            *lock(&self.check) = Some(check.clone());
+            last = Some(not_primary(&check));
+        }
+        Err(last.unwrap_or_else(|| {
+            RedisError::from((redis::ErrorKind::Io, "no connection attempt was made"))
+        }))
+    }
 }
 
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Single(m) => {
+                let m = m.clone();
+                Box::pin(async move {
+                    let mut link = m.link().await?;
+                    let result = link.con.req_packed_command(cmd).await;
+                    match &result {
+                        Err(e) => m.observe(link.id, e),
+                        Ok(answer) if answer_breaks_link(answer) => m.drop_link(link.id),
+                        Ok(_) => {}
+                    }
+                    result
+                })
+            }
             Conn::Cluster(lazy) => {
                 let lazy = lazy.clone();
                 Box::pin(async move { Conn::cluster(&lazy).await?.req_packed_command(cmd).await })
@@ -93,7 +431,21 @@ impl ConnectionLike for Conn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
-            Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Single(m) => {
+                let m = m.clone();
+                Box::pin(async move {
+                    let mut link = m.link().await?;
+                    let result = link.con.req_packed_commands(pipeline, offset, count).await;
+                    match &result {
+                        Err(e) => m.observe(link.id, e),
+                        Ok(answers) if answers.iter().any(answer_breaks_link) => {
+                            m.drop_link(link.id)
+                        }
+                        Ok(_) => {}
+                    }
+                    result
+                })
+            }
             Conn::Cluster(lazy) => {
                 let lazy = lazy.clone();
                 Box::pin(async move {
@@ -107,9 +459,6 @@ impl ConnectionLike for Conn {
     }
 
     fn get_db(&self) -> i64 {
-        match self {
-            Conn::Single(c) => c.get_db(),
-            Conn::Cluster(_) => 0,
-        }
+        0
     }
 }

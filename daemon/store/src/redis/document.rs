@@ -94,7 +94,8 @@ impl RedisDocument {
         Ok((raw, document, now_ms))
     }
 
-    /// Writes `document` if the stored one is still `read` (`None`: still absent).
+    /// Writes `document` if the stored one is still `read` (`None`: still absent), and
+    /// waits for the store's replicas like every write.
     pub async fn compare_and_set(
         &self,
         board: &str,
@@ -104,17 +105,23 @@ impl RedisDocument {
         let s = &self.shared;
         let body =
             serde_json::to_string(document).map_err(|e| StoreError::Invalid(e.to_string()))?;
-        let _: Value = s
-            .cas
+        let mut invocation = s.cas.prepare_invoke();
+        invocation
             .key(s.state().current())
             .key(s.state().history(board))
             .arg(board)
             .arg(read.map(sha1_hex).unwrap_or_default())
             .arg(body)
-            .arg(HISTORY)
-            .invoke_async(&mut s.conn())
-            .await
-            .map_err(|e| s.map_err(e))?;
+            .arg(HISTORY);
+        let committed = s.commit(&s.cas, &invocation).await?;
+        if committed.acked < committed.wanted {
+            return Err(StoreError::Unacknowledged {
+                revision: document.revision,
+                acked: committed.acked,
+                wanted: committed.wanted,
+                wait_ms: s.wait_ms,
+            });
+        }
         Ok(())
     }
 

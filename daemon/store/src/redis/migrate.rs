@@ -55,8 +55,7 @@ pub fn migration_batch(document: &BoardDocument) -> FencedBatch {
     });
     FencedBatch {
         writes,
-        lease: None,
-        expected_revision: None,
+        ..FencedBatch::default()
     }
 }
 
@@ -68,10 +67,10 @@ async fn dedicated(store: &RedisStore) -> Result<MultiplexedConnection, StoreErr
             "migration needs a standalone Redis: the document hash and a board's keys are in different cluster slots".into(),
         ));
     }
-    let client =
-        redis::Client::open(store.shared.url.as_str()).map_err(|e| store.shared.map_err(e))?;
-    client
-        .get_multiplexed_async_connection()
+    store
+        .shared
+        .conn
+        .dedicated()
         .await
         .map_err(|e| store.shared.map_err(e))
 }
@@ -102,28 +101,13 @@ pub async fn document_to_records(store: &RedisStore, board: &str) -> Result<usiz
         }
         let records_revision: Option<u64> =
             query(store, &mut con, redis::cmd("GET").arg(&revision_key)).await?;
-        let batch = migration_batch(&document);
+        let mut batch = migration_batch(&document);
+        batch.min_revision = Some(document.revision.max(records_revision.unwrap_or(0)) + 1);
         let mut moved = document.clone();
         moved.moved_to = Some("records".into());
         let moved =
             serde_json::to_string(&moved).map_err(|e| StoreError::Invalid(e.to_string()))?;
-        let mut pipe = redis::pipe();
-        pipe.atomic()
-            .cmd("SET")
-            .arg(&revision_key)
-            .arg(document.revision.max(records_revision.unwrap_or(0)))
-            .ignore();
-        add_batch(store, &mut pipe, board, &batch)?;
-        pipe.cmd("HSET")
-            .arg(&current)
-            .arg(board)
-            .arg(moved)
-            .ignore();
-        let committed: Option<(u64,)> = pipe
-            .query_async(&mut con)
-            .await
-            .map_err(|e| store.shared.map_err(e))?;
-        if committed.is_some() {
+        if commit(store, &mut con, board, &batch, Some(&moved)).await? {
             return Ok(batch.writes.len());
         }
     }
@@ -143,7 +127,7 @@ pub async fn file_to_records(
 ) -> Result<usize, StoreError> {
     check_board(board)?;
     let mut con = dedicated(store).await?;
-    let held = file.hold(board)?;
+    let held = file.hold(board).await?;
     if held.document().moved_to.is_some() {
         return Ok(0);
     }
@@ -191,19 +175,9 @@ async fn copy_into_redis(
                 revision.unwrap_or(0)
             )));
         }
-        let batch = migration_batch(document);
-        let mut pipe = redis::pipe();
-        pipe.atomic()
-            .cmd("SET")
-            .arg(&revision_key)
-            .arg(document.revision)
-            .ignore();
-        add_batch(store, &mut pipe, board, &batch)?;
-        let committed: Option<(u64,)> = pipe
-            .query_async(con)
-            .await
-            .map_err(|e| store.shared.map_err(e))?;
-        if committed.is_some() {
+        let mut batch = migration_batch(document);
+        batch.min_revision = Some(document.revision + 1);
+        if commit(store, con, board, &batch, None).await? {
             return Ok(batch.writes.len());
         }
     }
@@ -212,21 +186,51 @@ async fn copy_into_redis(
     })
 }
 
-/// Adds the fenced batch to a transaction as a plain EVAL (an EVALSHA that met NOSCRIPT
-/// inside MULTI would fail alone while the rest committed).
-fn add_batch(
+/// Runs the migration's one fenced batch (the revision raised to the source's, and the
+/// moved document, if any, written by the same script: all of it commits or none) as the
+/// only command of a transaction on the watched keys, then waits for the store's
+/// replicas like every write. `false` when a watched key changed (nothing was written).
+/// A plain EVAL: an EVALSHA that met NOSCRIPT inside MULTI would fail alone.
+async fn commit(
     store: &RedisStore,
-    pipe: &mut redis::Pipeline,
+    con: &mut MultiplexedConnection,
     board: &str,
     batch: &FencedBatch,
-) -> Result<(), StoreError> {
-    let (keys, args) = store.records.batch_call(board, batch)?;
-    pipe.cmd("EVAL")
+    moved_document: Option<&str>,
+) -> Result<bool, StoreError> {
+    let check = store.shared.durable_check().await?;
+    let (keys, args) = store.records.batch_call(board, batch, moved_document)?;
+    let mut pipe = redis::pipe();
+    pipe.atomic()
+        .cmd("EVAL")
         .arg(super::FENCED_BATCH_LUA)
         .arg(keys.len())
         .arg(keys)
         .arg(args);
-    Ok(())
+    let committed: Option<(u64,)> = pipe
+        .query_async(con)
+        .await
+        .map_err(|e| store.shared.map_write_err(e))?;
+    let Some((revision,)) = committed else {
+        return Ok(false);
+    };
+    if check.min_replicas > 0 {
+        let acked: u64 = redis::cmd("WAIT")
+            .arg(check.min_replicas)
+            .arg(store.shared.wait_ms)
+            .query_async(con)
+            .await
+            .map_err(|e| store.shared.map_write_err(e))?;
+        if acked < check.min_replicas {
+            return Err(StoreError::Unacknowledged {
+                revision,
+                acked,
+                wanted: check.min_replicas,
+                wait_ms: store.shared.wait_ms,
+            });
+        }
+    }
+    Ok(true)
 }
 
 async fn query<T: redis::FromRedisValue>(

@@ -21,26 +21,33 @@
 //! | `P:state:fencing:current` | hash | field `B`: a document-layout board; field `B:records`: the newest records revision |
 //! | `P:state:fencing:history:B` | list | the last 2 previous copies of B's document |
 //!
-//! One connection ([`conn::Conn`]), created lazily; the scripts go through `redis::Script`
-//! (EVALSHA with a fallback on NOSCRIPT), so a flushed script cache heals on the next call.
+//! One connection ([`conn::Conn`]), created lazily and checked at every connect
+//! ([`durability`]); the scripts go through `redis::Script` (EVALSHA with a fallback on
+//! NOSCRIPT), so a flushed script cache heals on the next call. Every write is refused on
+//! a store whose settings can lose it, and waits (`WAIT`, pipelined with the script on the
+//! same connection) for the replicas the URL names ([`url`]) before it is acknowledged.
 
 pub mod conn;
 mod document;
+pub mod durability;
 pub mod keys;
 pub mod migrate;
 mod records;
+pub mod url;
 
 pub use document::RedisDocument;
 pub use records::RedisRecords;
 
-use super::{AskCheck, FencedBatch, Judgement, LeaseStore, LogEntry, Record, Snapshot, StoreError};
+use super::{
+    AskCheck, FencedBatch, Judgement, LeaseStore, LogEntry, Record, Snapshot, StoreCheck,
+    StoreError,
+};
 use async_trait::async_trait;
 use conn::Conn;
 use keys::{BoardKeys, StateKeys};
-use redis::{RedisError, Script};
+use redis::{RedisError, Script, ScriptInvocation, Value};
 use row_fence_ask::Verdict;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The default key prefix (`ROW_FENCE_KEY_PREFIX`).
 pub const DEFAULT_KEY_PREFIX: &str = "rowfence";
@@ -49,9 +56,8 @@ pub const DEFAULT_KEY_PREFIX: &str = "rowfence";
 pub struct Shared {
     /// The one connection; clones share it.
     conn: Conn,
-    /// The URL as given (it may hold a password: never print it; migration opens a
-    /// dedicated connection from it).
-    url: String,
+    /// How long a write waits for its replicas, in ms (`wait_ms`).
+    wait_ms: u64,
     /// The URL with any password redacted, for status and logs.
     redacted: String,
     /// The key prefix `P`.
@@ -64,29 +70,58 @@ pub struct Shared {
     read: Script,
     /// The document compare-and-set script.
     cas: Script,
-    /// Calls that failed because the connection was lost or refused: each one makes the
-    /// connection reconnect, so this counts reconnects.
-    losses: AtomicU64,
+}
+
+/// A write's durability check is redone before a write when older than this, in ms (the
+/// CLI connects per command, so its check is always fresh; a long-lived writer's is not).
+pub const RECHECK_MS: u64 = 10_000;
+
+/// A committed script's answer and how many replicas acknowledged it.
+struct Committed {
+    answer: Value,
+    acked: u64,
+    wanted: u64,
 }
 
 /// The fenced batch script's source (also run inside the migration's transaction).
-pub const FENCED_BATCH_LUA: &str = include_str!("lua/fenced_batch.lua");
+/// The `#!lua` shebang declares it as writing (Redis refuses it on a replica, short of
+/// replicas, or out of memory, before it runs), and `write_checks.lua` gives it the checks
+/// every writing script runs before its first write.
+pub const FENCED_BATCH_LUA: &str = concat!(
+    "#!lua\n",
+    include_str!("lua/write_checks.lua"),
+    include_str!("lua/fenced_batch.lua")
+);
+
+/// The document layout's compare-and-set, built like [`FENCED_BATCH_LUA`].
+const DOCUMENT_CAS_LUA: &str = concat!(
+    "#!lua\n",
+    include_str!("lua/write_checks.lua"),
+    include_str!("lua/document_cas.lua")
+);
 
 impl Shared {
     fn open(url: &str, prefix: &str) -> Result<Arc<Shared>, StoreError> {
-        let redacted = super::spec::redact(url);
-        let conn =
-            Conn::open(url).map_err(|e| StoreError::Invalid(format!("store {redacted}: {e}")))?;
+        let redacted = super::spec::redact(&url::without_options(url));
+        let parsed = url::StoreUrl::parse(url)
+            .map_err(|e| StoreError::Invalid(format!("store {redacted}: {e}")))?;
+        let options = durability::Options {
+            min_replicas: parsed.min_replicas,
+            wait_ms: parsed.wait_ms,
+            volatile: parsed.volatile,
+            prefix: prefix.to_string(),
+        };
+        let conn = Conn::open(&parsed.location, options)
+            .map_err(|e| StoreError::Invalid(format!("store {redacted}: {e}")))?;
         Ok(Arc::new(Shared {
             conn,
-            url: url.to_string(),
+            wait_ms: parsed.wait_ms,
             redacted,
             prefix: prefix.to_string(),
             batch: Script::new(FENCED_BATCH_LUA),
             ask: Script::new(include_str!("lua/ask.lua")),
             read: Script::new(include_str!("lua/read.lua")),
-            cas: Script::new(include_str!("lua/document_cas.lua")),
-            losses: AtomicU64::new(0),
+            cas: Script::new(DOCUMENT_CAS_LUA),
         }))
     }
 
@@ -102,22 +137,134 @@ impl Shared {
         self.conn.clone()
     }
 
+    /// What a Redis error means for row-fence: the scripts' own refusals, a demoted
+    /// server, an error the store sent (`store_error`), or a connection that failed
+    /// (`store_unreachable`, the only kind that is).
     fn map_err(&self, e: RedisError) -> StoreError {
-        match e.code() {
-            Some("FENCE_STALE") => StoreError::StaleLease(e.detail().unwrap_or("").to_string()),
-            Some("FENCE_CONFLICT") => StoreError::RevisionConflict {
-                key: e.detail().unwrap_or("").to_string(),
-            },
-            Some("FENCE_DOCUMENT") => {
-                StoreError::NotThisLayout(e.detail().unwrap_or("").to_string())
+        let (code, detail) = first_error(&e);
+        let at = &self.redacted;
+        match code.as_str() {
+            "FENCE_STALE" => StoreError::StaleLease(detail),
+            "FENCE_CONFLICT" => StoreError::RevisionConflict { key: detail },
+            "FENCE_DOCUMENT" => StoreError::NotThisLayout(detail),
+            "FENCE_CORRUPT" => StoreError::Corrupt(format!("{at}: {detail}")),
+            conn::NOT_PRIMARY => StoreError::NotPrimary(format!("{at}: {detail}")),
+            "READONLY" => StoreError::NotPrimary(format!(
+                "{at} is a read-only replica (READONLY): row-fence reads and writes only the primary"
+            )),
+            "NOREPLICAS" => StoreError::NotPrimary(format!(
+                "{at} has fewer good replicas than its min-replicas-to-write (NOREPLICAS): a failover may have deposed it"
+            )),
+            "MASTERDOWN" => StoreError::NotPrimary(format!(
+                "{at} is a replica whose link to its primary is down (MASTERDOWN)"
+            )),
+            "NOAUTH" => StoreError::Failed(format!(
+                "{at}: the store needs a password (NOAUTH); put it in the store URL (redis://:PASSWORD@host, or ?pass= for a socket)"
+            )),
+            "WRONGPASS" => StoreError::Failed(format!(
+                "{at}: the store refused the user or password in the store URL (WRONGPASS)"
+            )),
+            "MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN" => {
+                StoreError::SlotMigrating(format!("{at}: {code} {detail}"))
             }
-            _ => {
-                if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() {
-                    self.losses.fetch_add(1, Ordering::Relaxed);
-                }
-                StoreError::Unreachable(format!("{}: {e}", self.redacted))
-            }
+            "" => self.client_error(e),
+            _ => StoreError::Failed(format!("{at}: {code} {detail}")),
         }
+    }
+
+    /// An error redis-rs raised itself (no error reply from the server).
+    fn client_error(&self, e: RedisError) -> StoreError {
+        let at = &self.redacted;
+        match e.kind() {
+            redis::ErrorKind::AuthenticationFailed => StoreError::Failed(format!(
+                "{at}: the store needs a password, or refused the one in the store URL ({e})"
+            )),
+            redis::ErrorKind::Io
+            | redis::ErrorKind::MasterNameNotFoundBySentinel
+            | redis::ErrorKind::NoValidReplicasFoundBySentinel
+            | redis::ErrorKind::EmptySentinelList
+            | redis::ErrorKind::ClusterConnectionNotFound => {
+                StoreError::Unreachable(format!("{at}: {e}"))
+            }
+            redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType => {
+                StoreError::Corrupt(format!("{at}: {e}"))
+            }
+            _ => StoreError::Failed(format!("{at}: {e}")),
+        }
+    }
+
+    /// [`Shared::map_err`] for a write: a connection that broke after the write was sent
+    /// may have committed it, so that is `Indeterminate`, not `Unreachable`.
+    fn map_write_err(&self, e: RedisError) -> StoreError {
+        let sent = e.is_io_error() && !e.is_connection_refusal() && !e.is_timeout();
+        match self.map_err(e) {
+            StoreError::Unreachable(why) if sent => StoreError::Indeterminate(why),
+            other => other,
+        }
+    }
+
+    /// The store's check, redone when older than [`RECHECK_MS`]; refuses (`NotDurable`,
+    /// naming the setting and the fix) when the store cannot keep an acknowledged write.
+    async fn durable_check(&self) -> Result<StoreCheck, StoreError> {
+        let check = self
+            .conn
+            .fresh_check(RECHECK_MS)
+            .await
+            .map_err(|e| self.map_err(e))?;
+        crate::require_durable(&check)?;
+        Ok(check)
+    }
+
+    /// Runs a writing script and, when the store has replicas to wait for, `WAIT` right
+    /// behind it on the same connection (one round trip); refused before anything is sent
+    /// on a store that cannot keep it.
+    async fn commit(
+        &self,
+        script: &Script,
+        invocation: &ScriptInvocation<'_>,
+    ) -> Result<Committed, StoreError> {
+        let check = self.durable_check().await?;
+        let wanted = if self.conn.is_cluster() {
+            0
+        } else {
+            check.min_replicas
+        };
+        let mut con = self.conn();
+        if wanted == 0 {
+            let answer: Value = invocation
+                .invoke_async(&mut con)
+                .await
+                .map_err(|e| self.map_write_err(e))?;
+            return Ok(Committed {
+                answer,
+                acked: 0,
+                wanted,
+            });
+        }
+        let pipeline = |load: bool| {
+            let mut p = redis::pipe();
+            if load {
+                p.load_script(script).ignore();
+            }
+            p.invoke_script(invocation)
+                .cmd("WAIT")
+                .arg(wanted)
+                .arg(self.wait_ms);
+            p
+        };
+        let answered: Result<(Value, u64), RedisError> = match pipeline(false)
+            .query_async(&mut con)
+            .await
+        {
+            Err(e) if first_error(&e).0 == "NOSCRIPT" => pipeline(true).query_async(&mut con).await,
+            other => other,
+        };
+        let (answer, acked) = answered.map_err(|e| self.map_write_err(e))?;
+        Ok(Committed {
+            answer,
+            acked,
+            wanted,
+        })
     }
 
     /// PING: the cheapest proof the server answers.
@@ -144,6 +291,9 @@ impl Shared {
     /// Appends an ask's verdict to the board's asks stream (for asks the ask script did
     /// not record itself: document-layout boards), with the same fields the script writes.
     async fn record_ask(&self, check: &AskCheck, judgement: &Judgement) -> Result<(), StoreError> {
+        if check.probe {
+            return Ok(());
+        }
         let lease = match judgement.refusal {
             None => (Verdict::Allowed.wire_name(), ""),
             Some(r) => (Verdict::Refused(r).wire_name(), r.as_str()),
@@ -321,7 +471,7 @@ impl LeaseStore for RedisStore {
     async fn ask(&self, check: &AskCheck) -> Result<Judgement, StoreError> {
         let now_ms = match self.routed.ask_records(check).await? {
             records::Asked::Judged(judgement) => return Ok(judgement),
-            records::Asked::Unrouted { now_ms } => now_ms,
+            records::Asked::Unrouted { now_ms, .. } => now_ms,
         };
         let document = match self.document.load_raw(&check.board).await? {
             Some(raw) => document::parse(&check.board, &raw)?,
@@ -365,7 +515,50 @@ impl LeaseStore for RedisStore {
     }
 
     fn connection_losses(&self) -> u64 {
-        self.shared.losses.load(Ordering::Relaxed)
+        self.shared.conn.losses()
+    }
+
+    async fn check(&self) -> Result<StoreCheck, StoreError> {
+        self.shared
+            .conn
+            .recheck()
+            .await
+            .map_err(|e| self.shared.map_err(e))
+    }
+
+    fn last_check(&self) -> Option<StoreCheck> {
+        self.shared.conn.last_check()
+    }
+}
+
+/// The code and detail of the first error reply in `e` (a pipeline's included); empty
+/// when the server sent none.
+fn first_error(e: &RedisError) -> (String, String) {
+    match e.clone().into_server_errors() {
+        Some(items) if !items.is_empty() => {
+            let (_, first) = &items[0];
+            (
+                first.code().to_string(),
+                first.details().unwrap_or("").to_string(),
+            )
+        }
+        _ => (String::new(), String::new()),
+    }
+}
+
+impl Committed {
+    /// The revision a batch committed at, if every replica it waited for acknowledged it.
+    fn revision(self, wait_ms: u64) -> Result<u64, StoreError> {
+        let revision: u64 = decode(self.answer)?;
+        if self.acked < self.wanted {
+            return Err(StoreError::Unacknowledged {
+                revision,
+                acked: self.acked,
+                wanted: self.wanted,
+                wait_ms,
+            });
+        }
+        Ok(revision)
     }
 }
 

@@ -39,7 +39,18 @@ pub(super) enum Asked {
     Unrouted {
         /// The server's clock when the script ran.
         now_ms: u64,
+        /// The records revision counter when it ran.
+        revision: u64,
     },
+}
+
+/// A board revision as stored (`''` for a board never written).
+fn parse_revision(raw: &str) -> Result<u64, StoreError> {
+    if raw.is_empty() {
+        return Ok(0);
+    }
+    raw.parse()
+        .map_err(|_| StoreError::Corrupt(format!("the board revision is {raw:?}")))
 }
 
 /// True when a stored `{"r","v"}` record's value is the string `want`.
@@ -63,7 +74,8 @@ impl RedisRecords {
         invocation
             .key(keys.section(CLAIMS))
             .key(keys.asks())
-            .key(keys.section(META));
+            .key(keys.section(META))
+            .key(keys.revision());
         let route_board = if self.checks_route() {
             invocation.key(s.state().current());
             check.board.as_str()
@@ -76,7 +88,7 @@ impl RedisRecords {
             .arg(check.generation)
             .arg(&check.action)
             .arg(&check.session)
-            .arg(ASKS_CAP)
+            .arg(if check.probe { 0 } else { ASKS_CAP })
             .arg(route_board);
         if let Some(at) = &check.location {
             let fenced = at
@@ -89,13 +101,14 @@ impl RedisRecords {
                 .arg(verdict)
                 .arg(reason);
         }
-        let (outcome, now_ms, raw): (String, u64, String) = invocation
+        let (outcome, now_ms, raw, revision): (String, u64, String, String) = invocation
             .invoke_async(&mut s.conn())
             .await
             .map_err(|e| s.map_err(e))?;
+        let revision = parse_revision(&revision)?;
         let refusal =
             match outcome.as_str() {
-                "unrouted" => return Ok(Asked::Unrouted { now_ms }),
+                "unrouted" => return Ok(Asked::Unrouted { now_ms, revision }),
                 "allowed" => None,
                 "malformed" => {
                     return Err(StoreError::Corrupt(format!(
@@ -116,6 +129,7 @@ impl RedisRecords {
             refusal,
             lease,
             now_ms,
+            revision,
         }))
     }
 
@@ -125,6 +139,7 @@ impl RedisRecords {
         &self,
         board: &str,
         batch: &FencedBatch,
+        moved_document: Option<&str>,
     ) -> Result<(Vec<String>, Vec<String>), StoreError> {
         check_board(board)?;
         validate_batch(batch)?;
@@ -159,6 +174,8 @@ impl RedisRecords {
                 "owner": f.owner, "epoch": f.epoch, "now_ms": f.now_ms,
             })),
             "expected_revision": batch.expected_revision,
+            "min_revision": batch.min_revision,
+            "document": moved_document.map(|value| serde_json::json!({"field": board, "value": value})),
             "owner": batch.lease.as_ref().map(|f| f.owner.as_str()).unwrap_or(""),
             "log_cap": LOG_CAP,
             "stamp": stamp,
@@ -236,13 +253,7 @@ impl LeaseStore for RedisRecords {
                 .collect::<Result<_, StoreError>>()?;
             sections.insert(name.to_string(), section);
         }
-        let revision = if revision.is_empty() {
-            0
-        } else {
-            revision
-                .parse()
-                .map_err(|_| StoreError::Corrupt(format!("the board revision is {revision:?}")))?
-        };
+        let revision = parse_revision(&revision)?;
         Ok(Snapshot {
             revision,
             now_ms: time_ms(&seconds, &micros)?,
@@ -268,28 +279,27 @@ impl LeaseStore for RedisRecords {
     }
 
     async fn fenced_batch(&self, board: &str, batch: &FencedBatch) -> Result<u64, StoreError> {
-        let (keys, args) = self.batch_call(board, batch)?;
-        let mut invocation = self.shared.batch.prepare_invoke();
+        let (keys, args) = self.batch_call(board, batch, None)?;
+        let s = &self.shared;
+        let mut invocation = s.batch.prepare_invoke();
         for key in keys {
             invocation.key(key);
         }
         for arg in args {
             invocation.arg(arg);
         }
-        invocation
-            .invoke_async(&mut self.shared.conn())
-            .await
-            .map_err(|e| self.shared.map_err(e))
+        s.commit(&s.batch, &invocation).await?.revision(s.wait_ms)
     }
 
     async fn ask(&self, check: &AskCheck) -> Result<Judgement, StoreError> {
         match self.ask_records(check).await? {
             Asked::Judged(judgement) => Ok(judgement),
-            Asked::Unrouted { now_ms } => {
+            Asked::Unrouted { now_ms, revision } => {
                 let judgement = Judgement {
                     refusal: Some(Reason::NotHeld),
                     lease: None,
                     now_ms,
+                    revision,
                 };
                 self.shared.record_ask(check, &judgement).await?;
                 Ok(judgement)

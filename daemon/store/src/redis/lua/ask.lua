@@ -1,29 +1,37 @@
+#!lua
 -- The ask (DESIGN.md, "The lease store"): judges one row lease atomically with the Redis
 -- server's clock, never the daemon's, and appends the verdict to the capped asks stream.
+-- The shebang declares the script as writing, so Redis itself refuses it, before it reads
+-- anything and at no extra cost, on a read-only replica (READONLY) and on a primary with
+-- fewer good replicas than its min-replicas-to-write (NOREPLICAS): a primary deposed by a
+-- failover stops answering from its old history.
 -- The rule is the same as `store::judge` in Rust: holder, then generation, then expiry
 -- (at or before now).
 --
--- KEYS[1] the claims hash, KEYS[2] the asks stream, KEYS[3] the meta hash, and, when
--- ARGV[7] names the board, KEYS[4] the document layout's shared hash.
+-- KEYS[1] the claims hash, KEYS[2] the asks stream, KEYS[3] the meta hash, KEYS[4] the
+-- board revision, and, when ARGV[7] names the board, KEYS[5] the document layout's shared
+-- hash.
 -- ARGV[1] row, ARGV[2] lane, ARGV[3] generation, ARGV[4] action, ARGV[5] session,
--- ARGV[6] the stream's cap, ARGV[7] the board ('' = no document check), and only with
+-- ARGV[6] the stream's cap (0 records nothing: the heartbeat's probe), ARGV[7] the board ('' = no document check), and only with
 -- the location fence on: ARGV[8] location, ARGV[9] epoch, ARGV[10] the fence's verdict
 -- and ARGV[11] its reason ('' when it allowed): recorded with the ask, and the fence's
 -- verdict is the one the stream shows.
--- Returns {outcome, now_ms, the stored record or ''}: the outcome is 'allowed', a refusal
+-- Returns {outcome, now_ms, the stored record or '', the board revision or ''}: the
+-- outcome is 'allowed', a refusal
 -- reason, 'malformed', or 'unrouted' (no record, the board not marked as migrated, and a
 -- document present for it: the caller judges the document and records the ask itself).
 
 local time = redis.call('TIME')
 local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local raw = redis.call('HGET', KEYS[1], ARGV[1])
+local revision = redis.call('GET', KEYS[4]) or ''
 local outcome = 'allowed'
 
 if not raw then
-  if ARGV[7] and ARGV[7] ~= '' and redis.call('HEXISTS', KEYS[4], ARGV[7]) == 1 then
+  if ARGV[7] and ARGV[7] ~= '' and redis.call('HEXISTS', KEYS[5], ARGV[7]) == 1 then
     local layout = redis.call('HGET', KEYS[3], 'layout')
     if not (layout and string.find(layout, '"v":"records"', 1, true)) then
-      return {'unrouted', now_ms, ''}
+      return {'unrouted', now_ms, '', revision}
     end
   end
   outcome = 'not_held'
@@ -57,5 +65,7 @@ if #ARGV >= 11 then
   table.insert(entry, 'location'); table.insert(entry, ARGV[8])
   table.insert(entry, 'epoch'); table.insert(entry, ARGV[9])
 end
-redis.call('XADD', KEYS[2], 'MAXLEN', tonumber(ARGV[6]), '*', unpack(entry))
-return {outcome, now_ms, raw or ''}
+if tonumber(ARGV[6]) > 0 then
+  redis.call('XADD', KEYS[2], 'MAXLEN', tonumber(ARGV[6]), '*', unpack(entry))
+end
+return {outcome, now_ms, raw or '', revision}

@@ -1,0 +1,294 @@
+//! A Redis store URL: where the store is (one server, a Redis Cluster node, or the
+//! sentinels that elect the primary) and row-fence's own query options, which are taken
+//! off before the rest goes to redis-rs (DESIGN.md, "Acknowledged means durable"):
+//!
+//! - `min_replicas=N`: every write waits (`WAIT`) for N replicas; default: the replicas
+//!   `ROLE` shows at connect (0 on a lone server).
+//! - `wait_ms=M`: how long a write waits for them (default [`DEFAULT_WAIT_MS`]).
+//! - `durability=volatile`: the explicit opt-out for a throwaway store: writes go ahead on
+//!   a store whose settings can lose them (it is still reported).
+//!
+//! `redis+sentinel://[user:password@]host:port[,host:port…]/<master-name>[?db=N&…]` names
+//! the sentinels (port 26379 when omitted) and the master they watch; the user and
+//! password are the data nodes'.
+
+use std::fmt;
+
+/// How long a write waits for its replicas by default, in ms.
+pub const DEFAULT_WAIT_MS: u64 = 2_000;
+
+/// The longest `wait_ms` accepted, in ms (a write that waits longer is a hung write).
+pub const MAX_WAIT_MS: u64 = 60_000;
+
+/// The most replicas `min_replicas` may name.
+pub const MAX_MIN_REPLICAS: u64 = 64;
+
+/// The port sentinels listen on when the URL names none.
+pub const SENTINEL_PORT: u16 = 26379;
+
+/// Where the store is.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Location {
+    /// One server (`redis://`, `rediss://`, `redis+unix://`, `unix://`): the URL for redis-rs.
+    Server(String),
+    /// A Redis Cluster node (`redis+cluster://`, `rediss+cluster://`), as `redis[s]://…`.
+    Cluster(String),
+    /// Sentinels and the master name they watch.
+    Sentinel(SentinelTarget),
+}
+
+/// The sentinels of a `redis+sentinel://` URL.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SentinelTarget {
+    /// `redis://host:port` of each sentinel, in the URL's order.
+    pub sentinels: Vec<String>,
+    /// The master name the sentinels watch.
+    pub master: String,
+    /// The data nodes' user, if any.
+    pub username: Option<String>,
+    /// The data nodes' password, if any (never printed).
+    pub password: Option<String>,
+    /// The database number on the data nodes.
+    pub db: i64,
+}
+
+/// A parsed store URL.
+#[derive(Clone, PartialEq, Eq)]
+pub struct StoreUrl {
+    /// Where the store is.
+    pub location: Location,
+    /// `min_replicas`, when the URL names it.
+    pub min_replicas: Option<u64>,
+    /// `wait_ms`.
+    pub wait_ms: u64,
+    /// `durability=volatile`.
+    pub volatile: bool,
+}
+
+impl fmt::Debug for StoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoreUrl")
+            .field("min_replicas", &self.min_replicas)
+            .field("wait_ms", &self.wait_ms)
+            .field("volatile", &self.volatile)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StoreUrl {
+    /// Parses a Redis store URL; the error names what is wrong (never the password).
+    pub fn parse(url: &str) -> Result<StoreUrl, String> {
+        let (base, query) = match url.split_once('?') {
+            Some((base, query)) => (base, query),
+            None => (url, ""),
+        };
+        let mut kept = Vec::new();
+        let mut parsed = StoreUrl {
+            location: Location::Server(String::new()),
+            min_replicas: None,
+            wait_ms: DEFAULT_WAIT_MS,
+            volatile: false,
+        };
+        let mut db = 0;
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            match key {
+                "min_replicas" => {
+                    parsed.min_replicas = Some(
+                        number(value)
+                            .filter(|n| *n <= MAX_MIN_REPLICAS)
+                            .ok_or_else(|| {
+                                format!("min_replicas={value:?} is not 0-{MAX_MIN_REPLICAS}")
+                            })?,
+                    )
+                }
+                "wait_ms" => {
+                    parsed.wait_ms = number(value)
+                        .filter(|n| (1..=MAX_WAIT_MS).contains(n))
+                        .ok_or_else(|| format!("wait_ms={value:?} is not 1-{MAX_WAIT_MS}"))?
+                }
+                "durability" => {
+                    parsed.volatile = match value {
+                        "volatile" => true,
+                        "durable" => false,
+                        _ => {
+                            return Err(format!("durability={value:?} is not volatile or durable"));
+                        }
+                    }
+                }
+                "db" => {
+                    db = value
+                        .parse()
+                        .map_err(|_| format!("db={value:?} is not a number"))?;
+                    kept.push(pair);
+                }
+                _ => kept.push(pair),
+            }
+        }
+        let rest = if kept.is_empty() {
+            base.to_string()
+        } else {
+            format!("{base}?{}", kept.join("&"))
+        };
+        parsed.location = if let Some(node) = rest.strip_prefix("redis+cluster://") {
+            Location::Cluster(format!("redis://{node}"))
+        } else if let Some(node) = rest.strip_prefix("rediss+cluster://") {
+            Location::Cluster(format!("rediss://{node}"))
+        } else if let Some(target) = base.strip_prefix("redis+sentinel://") {
+            Location::Sentinel(sentinel(target, db)?)
+        } else {
+            Location::Server(rest)
+        };
+        Ok(parsed)
+    }
+}
+
+/// The URL without row-fence's own options: the same store whatever they say (for its
+/// description, which names it in status, logs and the marks of revisions seen).
+pub fn without_options(url: &str) -> String {
+    let Some((base, query)) = url.split_once('?') else {
+        return url.to_string();
+    };
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| {
+            let key = pair.split_once('=').map_or(*pair, |(k, _)| k);
+            !pair.is_empty() && !matches!(key, "min_replicas" | "wait_ms" | "durability")
+        })
+        .collect();
+    if kept.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    }
+}
+
+fn number(value: &str) -> Option<u64> {
+    value.parse().ok()
+}
+
+/// `[user:password@]host:port[,host:port…]/<master-name>`.
+fn sentinel(target: &str, db: i64) -> Result<SentinelTarget, String> {
+    let (authority, master) = target
+        .split_once('/')
+        .ok_or("a redis+sentinel:// URL ends in /<master-name>")?;
+    let master = master.trim_end_matches('/');
+    if master.is_empty() || master.contains('/') {
+        return Err("a redis+sentinel:// URL ends in /<master-name>".into());
+    }
+    let (userinfo, hosts) = match authority.rsplit_once('@') {
+        Some((userinfo, hosts)) => (Some(userinfo), hosts),
+        None => (None, authority),
+    };
+    let (username, password) = match userinfo {
+        None => (None, None),
+        Some(info) => match info.split_once(':') {
+            Some((user, pass)) => ((!user.is_empty()).then(|| decode(user)), Some(decode(pass))),
+            None => (None, Some(decode(info))),
+        },
+    };
+    let sentinels = hosts
+        .split(',')
+        .map(|hostport| {
+            let hostport = hostport.trim();
+            let (host, port) = match hostport.rsplit_once(':') {
+                Some((host, port)) => (
+                    host,
+                    port.parse::<u16>()
+                        .map_err(|_| format!("sentinel {hostport:?}: the port is not a number"))?,
+                ),
+                None => (hostport, SENTINEL_PORT),
+            };
+            if host.is_empty() {
+                return Err(format!("sentinel {hostport:?} names no host"));
+            }
+            Ok(format!("redis://{host}:{port}"))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(SentinelTarget {
+        sentinels,
+        master: decode(master),
+        username,
+        password,
+        db,
+    })
+}
+
+/// Percent-decodes a URL part (`%40` → `@`); anything malformed is kept as written.
+fn decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(byte) = text
+                .get(i + 1..i + 3)
+                .and_then(|hex| u8::from_str_radix(hex, 16).ok())
+        {
+            out.push(byte);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8(out).unwrap_or_else(|_| text.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_fences_options_are_taken_off_and_the_rest_kept() {
+        let url = StoreUrl::parse(
+            "redis+unix:///tmp/r.sock?db=1&min_replicas=2&wait_ms=500&durability=volatile&pass=x",
+        )
+        .unwrap();
+        assert_eq!(url.min_replicas, Some(2));
+        assert_eq!(url.wait_ms, 500);
+        assert!(url.volatile);
+        assert!(
+            url.location == Location::Server("redis+unix:///tmp/r.sock?db=1&pass=x".into()),
+            "{url:?}"
+        );
+        let plain = StoreUrl::parse("redis://h:1").unwrap();
+        assert_eq!(plain.min_replicas, None);
+        assert_eq!(plain.wait_ms, DEFAULT_WAIT_MS);
+        assert!(!plain.volatile);
+        assert_eq!(
+            without_options("redis://h:1/0?min_replicas=1&db=2&durability=volatile"),
+            "redis://h:1/0?db=2"
+        );
+        assert_eq!(without_options("redis://h?wait_ms=5"), "redis://h");
+        for bad in [
+            "redis://h?min_replicas=x",
+            "redis://h?wait_ms=0",
+            "redis://h?durability=maybe",
+            "redis://h?min_replicas=1000",
+        ] {
+            assert!(StoreUrl::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_sentinel_url_names_its_sentinels_master_and_the_data_nodes_password() {
+        let url =
+            StoreUrl::parse("redis+sentinel://:p%40ss@10.0.0.1:26380,h2/mymaster?db=3&wait_ms=9")
+                .unwrap();
+        let Location::Sentinel(target) = url.location else {
+            panic!("not a sentinel URL");
+        };
+        assert_eq!(
+            target.sentinels,
+            vec!["redis://10.0.0.1:26380", "redis://h2:26379"]
+        );
+        assert_eq!(target.master, "mymaster");
+        assert_eq!(target.password.as_deref(), Some("p@ss"));
+        assert_eq!(target.username, None);
+        assert_eq!(target.db, 3);
+        assert_eq!(url.wait_ms, 9);
+        assert!(StoreUrl::parse("redis+sentinel://h1:1").is_err());
+        assert!(StoreUrl::parse("redis+sentinel://h1:x/m").is_err());
+    }
+}

@@ -1,0 +1,397 @@
+//! Redis Sentinel as the store (`redis+sentinel://`), under failover (issue "Store truth",
+//! section 1): a real primary and replica and three real `redis-sentinel` processes; a
+//! stream of takeovers and asks runs through a forced failover (`SENTINEL FAILOVER`) and
+//! then a kill -9 of the primary. The daemon and the CLI follow the elected primary, and
+//! across both: no two lanes are ALLOWED for the row over overlapping time, no
+//! acknowledged grant is lost, and no generation is handed out twice.
+//!
+//! Every wait is on an event (a sentinel's answer, a server's role, a count of
+//! acknowledged grants) with a generous bound: the machine may be loaded.
+
+use crate::util::{Home, Redis, SENTINEL_MASTER, Sentinel, run};
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Every data node: fsync'd, and refusing writes (our scripts included) when it has no
+/// replica, so a primary a failover deposed stops answering from its old history.
+const NODE: &[&str] = &[
+    "--min-replicas-to-write",
+    "1",
+    "--min-replicas-max-lag",
+    "10",
+];
+
+/// The longest any one event is waited for.
+const EVENT: Duration = Duration::from_secs(90);
+
+/// One `row-fence acquire --takeover`.
+#[derive(Debug, Clone)]
+struct Grant {
+    lane: String,
+    /// Set when it exited 0 (acknowledged and handed out).
+    generation: Option<u64>,
+    started: Instant,
+    ended: Instant,
+    stderr: String,
+}
+
+/// One ask.
+#[derive(Debug, Clone)]
+struct Asked {
+    lane: String,
+    generation: u64,
+    started: Instant,
+    line: String,
+    code: i32,
+}
+
+/// One `row-fence store accept-regression`.
+#[derive(Debug, Clone)]
+struct Accepted {
+    ended: Instant,
+    revision: u64,
+}
+
+#[derive(Default)]
+struct Record {
+    grants: Vec<Grant>,
+    asks: Vec<Asked>,
+    accepts: Vec<Accepted>,
+    /// The newest descriptor each lane was handed: (generation, path).
+    descriptors: BTreeMap<String, (u64, PathBuf)>,
+    /// The lane of the newest acknowledged grant.
+    newest: Option<String>,
+}
+
+fn lock(record: &Mutex<Record>) -> std::sync::MutexGuard<'_, Record> {
+    record.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// `SENTINEL MASTER rf` as a map.
+fn master_info(sentinel: &Sentinel) -> BTreeMap<String, String> {
+    let out = sentinel.cli(&["SENTINEL", "MASTER", SENTINEL_MASTER]);
+    let lines: Vec<&str> = out.lines().collect();
+    lines
+        .chunks(2)
+        .filter(|pair| pair.len() == 2)
+        .map(|pair| (pair[0].to_string(), pair[1].to_string()))
+        .collect()
+}
+
+#[track_caller]
+fn wait(what: &str, mut ready: impl FnMut() -> bool) {
+    let until = Instant::now() + EVENT;
+    while !ready() {
+        assert!(
+            Instant::now() < until,
+            "{what} did not happen within {EVENT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn role(node: &Redis) -> String {
+    node.cli(&["ROLE"]).lines().next().unwrap_or("").to_string()
+}
+
+fn acked_since(record: &Mutex<Record>, since: Instant) -> usize {
+    lock(record)
+        .grants
+        .iter()
+        .filter(|g| g.generation.is_some() && g.started >= since)
+        .count()
+}
+
+fn granter(home: Arc<Home>, record: Arc<Mutex<Record>>, stop: Arc<AtomicBool>) {
+    let lanes = ["lane-0", "lane-1", "lane-2", "lane-3"];
+    let mut turn = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let lane = lanes[turn % lanes.len()];
+        turn += 1;
+        let path = home.path(&format!("{lane}-{turn}.json"));
+        let started = Instant::now();
+        let ran = home.cli(&[
+            "acquire",
+            "b",
+            "r",
+            "--lane",
+            lane,
+            "--takeover",
+            "--ttl",
+            "1h",
+            "--write-descriptor",
+            path.to_str().unwrap(),
+            "--timeout",
+            "8s",
+        ]);
+        let ended = Instant::now();
+        let generation = (ran.code == 0).then(|| {
+            let d: serde_json::Value = serde_json::from_str(ran.stdout.trim()).unwrap();
+            d["generation"].as_u64().unwrap()
+        });
+        {
+            let mut r = lock(&record);
+            if let Some(generation) = generation {
+                assert!(path.exists(), "an exit 0 grant wrote its descriptor");
+                r.descriptors
+                    .insert(lane.to_string(), (generation, path.clone()));
+                r.newest = Some(lane.to_string());
+            } else {
+                assert!(!path.exists(), "a failed grant wrote a descriptor");
+            }
+            r.grants.push(Grant {
+                lane: lane.to_string(),
+                generation,
+                started,
+                ended,
+                stderr: ran.stderr.clone(),
+            });
+        }
+        if ran.stderr.contains("went back in time") {
+            // The operator's part: accept the regression; lanes re-acquire.
+            let accepted = home.cli(&[
+                "store",
+                "accept-regression",
+                "b",
+                "--json",
+                "--timeout",
+                "8s",
+            ]);
+            if accepted.code == 0 {
+                let v: serde_json::Value = serde_json::from_str(accepted.stdout.trim()).unwrap();
+                lock(&record).accepts.push(Accepted {
+                    ended: Instant::now(),
+                    revision: v["revision"].as_u64().unwrap(),
+                });
+            }
+        }
+        let pause = if generation.is_some() { 20 } else { 150 };
+        std::thread::sleep(Duration::from_millis(pause));
+    }
+}
+
+fn asker(home: Arc<Home>, record: Arc<Mutex<Record>>, stop: Arc<AtomicBool>, seed: usize) {
+    let mut turn = seed;
+    while !stop.load(Ordering::Relaxed) {
+        turn += 1;
+        let pick = {
+            let r = lock(&record);
+            let lane = if turn.is_multiple_of(2) {
+                r.newest.clone()
+            } else {
+                r.descriptors
+                    .keys()
+                    .nth(turn / 2 % r.descriptors.len().max(1))
+                    .cloned()
+            };
+            lane.and_then(|lane| r.descriptors.get(&lane).map(|d| (lane, d.clone())))
+        };
+        let Some((lane, (generation, path))) = pick else {
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        };
+        let started = Instant::now();
+        let ran = home.ask_with(&path, &["--timeout-ms", "3000"]);
+        lock(&record).asks.push(Asked {
+            lane,
+            generation,
+            started,
+            line: ran.verdict_line().to_string(),
+            code: ran.code,
+        });
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_forced_failover_and_a_killed_primary_lose_no_grant_and_never_allow_two_lanes() {
+    let primary = Redis::start_tcp(NODE);
+    let replica = Redis::start_replica_of(&primary, NODE);
+    primary.wait_for(EVENT, "an online replica", |p| {
+        p.cli(&["INFO", "replication"]).contains("state=online")
+    });
+    let sentinels: Vec<Sentinel> = (0..3).map(|_| Sentinel::start(&primary)).collect();
+    for sentinel in &sentinels {
+        wait("the sentinels finding each other and the replica", || {
+            let info = master_info(sentinel);
+            info.get("num-other-sentinels").map(String::as_str) == Some("2")
+                && info.get("num-slaves").map(String::as_str) == Some("1")
+        });
+    }
+    let mut nodes = [primary, replica];
+    let url = format!(
+        "redis+sentinel://{}/{SENTINEL_MASTER}",
+        sentinels
+            .iter()
+            .map(|s| format!("127.0.0.1:{}", s.port))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let home = Arc::new(Home::with_store(url));
+    let _daemon = home.daemon();
+    let record = Arc::new(Mutex::new(Record::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = vec![{
+        let (home, record, stop) = (home.clone(), record.clone(), stop.clone());
+        std::thread::spawn(move || granter(home, record, stop))
+    }];
+    for seed in 0..2 {
+        let (home, record, stop) = (home.clone(), record.clone(), stop.clone());
+        threads.push(std::thread::spawn(move || asker(home, record, stop, seed)));
+    }
+    let master_port = |s: &Sentinel| s.master_port();
+    let node_at = |nodes: &[Redis; 2], port: u16| {
+        nodes
+            .iter()
+            .position(|n| n.port == Some(port))
+            .expect("a node")
+    };
+
+    let begun = Instant::now();
+    wait("three acknowledged grants", || {
+        acked_since(&record, begun) >= 3
+    });
+
+    // A forced failover: the replica is promoted while the old primary still runs.
+    let before = master_port(&sentinels[0]).expect("a master");
+    wait("SENTINEL FAILOVER accepted", || {
+        sentinels[0]
+            .cli(&["SENTINEL", "FAILOVER", SENTINEL_MASTER])
+            .trim()
+            == "OK"
+    });
+    wait("every sentinel naming the new primary", || {
+        sentinels
+            .iter()
+            .all(|s| master_port(s).is_some_and(|p| p != before))
+    });
+    let deposed = node_at(&nodes, before);
+    wait("the old primary reconfigured as a replica", || {
+        role(&nodes[deposed]) == "slave"
+    });
+    let failed_over = Instant::now();
+    wait("three grants acknowledged after the failover", || {
+        acked_since(&record, failed_over) >= 3
+    });
+
+    // kill -9 of the primary, then it comes back (as a replica).
+    let current = master_port(&sentinels[0]).expect("a master");
+    let killed = node_at(&nodes, current);
+    nodes[killed].stop();
+    wait("every sentinel naming the surviving node", || {
+        sentinels
+            .iter()
+            .all(|s| master_port(s).is_some_and(|p| p != current))
+    });
+    nodes[killed].restart();
+    wait("the killed node back as a replica", || {
+        role(&nodes[killed]) == "slave"
+            && nodes[killed]
+                .cli(&["INFO", "replication"])
+                .contains("master_link_status:up")
+    });
+    let recovered = Instant::now();
+    wait("three grants acknowledged after the kill", || {
+        acked_since(&record, recovered) >= 3
+    });
+    wait("an ALLOWED ask after the kill", || {
+        lock(&record)
+            .asks
+            .iter()
+            .any(|a| a.started >= recovered && a.code == 0)
+    });
+    stop.store(true, Ordering::Relaxed);
+    for thread in threads {
+        thread.join().expect("a stream thread panicked");
+    }
+
+    let record = lock(&record);
+    let acked: Vec<&Grant> = record
+        .grants
+        .iter()
+        .filter(|g| g.generation.is_some())
+        .collect();
+    let generations: Vec<u64> = acked.iter().map(|g| g.generation.unwrap()).collect();
+    let distinct: HashSet<u64> = generations.iter().copied().collect();
+    assert_eq!(
+        distinct.len(),
+        generations.len(),
+        "a generation was handed out twice: {generations:?}"
+    );
+    for ask in record.asks.iter().filter(|a| a.code == 0) {
+        assert!(ask.line.starts_with("row-fence: ALLOWED"), "{}", ask.line);
+        if let Some(newer) = acked
+            .iter()
+            .find(|g| g.generation.unwrap() > ask.generation && g.ended < ask.started)
+        {
+            panic!(
+                "double allow: {} at generation {} was ALLOWED {:?} after {} was granted generation {}",
+                ask.lane,
+                ask.generation,
+                ask.started - newer.ended,
+                newer.lane,
+                newer.generation.unwrap()
+            );
+        }
+        if let Some(accept) = record
+            .accepts
+            .iter()
+            .find(|a| a.revision > ask.generation && a.ended < ask.started)
+        {
+            panic!(
+                "{} at generation {} was ALLOWED after the regression was accepted at revision {}",
+                ask.lane, ask.generation, accept.revision
+            );
+        }
+    }
+    // Nothing acknowledged was lost: the store never went below the newest acknowledged
+    // generation, and the row is held at it or at a later write.
+    let newest = *generations.iter().max().expect("acknowledged grants");
+    let records = {
+        let until = Instant::now() + EVENT;
+        loop {
+            let ran = run(home
+                .command(crate::util::bin("row-fence"))
+                .args(["records", "b", "claims", "--json"]));
+            if ran.code == 0 || Instant::now() >= until {
+                break ran;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    assert_eq!(records.code, 0, "{}", records.stderr);
+    let board: serde_json::Value = serde_json::from_str(records.stdout.trim()).unwrap();
+    assert!(
+        board["revision"].as_u64().unwrap() >= newest,
+        "the board went back below acknowledged generation {newest}: {board}"
+    );
+    let held = board["sections"]["claims"]["r"]["v"]["generation"].as_u64();
+    let accepted_last = record
+        .accepts
+        .last()
+        .is_some_and(|a| acked.iter().all(|g| g.ended < a.ended));
+    if !accepted_last {
+        assert!(
+            held.is_some_and(|g| g >= newest),
+            "the newest acknowledged grant (generation {newest}) is gone: {board}"
+        );
+    }
+    let failures: Vec<&str> = record
+        .grants
+        .iter()
+        .filter(|g| g.generation.is_none())
+        .map(|g| g.stderr.as_str())
+        .collect();
+    eprintln!(
+        "{} grants acknowledged, {} not ({:?}…), {} asks, {} allowed, {} accepts",
+        acked.len(),
+        failures.len(),
+        failures.first(),
+        record.asks.len(),
+        record.asks.iter().filter(|a| a.code == 0).count(),
+        record.accepts.len()
+    );
+}
