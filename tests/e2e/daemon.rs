@@ -287,6 +287,15 @@ fn a_write_under_another_key_prefix_than_the_daemons_is_refused_and_status_shows
     let home = Home::on(Some(&redis));
     let daemon = home.daemon_with(&[], &[("ROW_FENCE_KEY_PREFIX", "kp")]);
     assert_eq!(status(&daemon.socket)["key_prefix"], "kp");
+    let until = Instant::now() + Duration::from_secs(10);
+    let beat = loop {
+        if let Ok(text) = std::fs::read_to_string(home.home.join("heartbeat")) {
+            break serde_json::from_str::<serde_json::Value>(&text).unwrap();
+        }
+        assert!(Instant::now() < until, "no heartbeat");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(beat["key_prefix"], "kp", "{beat}");
     assert!(
         home.cli(&["status"]).stdout.contains("key prefix kp"),
         "status names the key prefix"

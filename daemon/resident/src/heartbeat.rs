@@ -1,5 +1,5 @@
-//! The heartbeat: `$ROW_FENCE_HOME/heartbeat` (JSON: pid, stamp, written_at_ms, store, and
-//! the store's problems), rewritten atomically every interval **only after an ask
+//! The heartbeat: `$ROW_FENCE_HOME/heartbeat` (JSON: pid, stamp, written_at_ms, store,
+//! key_prefix, and the store's problems), rewritten atomically every interval **only after an ask
 //! succeeded end to end on the store** since the last beat, or, when no ask came, after a
 //! probe that runs the ask itself. A daemon that is up but whose asks fail (store down, a
 //! replica, out of memory, regressed) goes stale. Each beat also re-checks the store's role
@@ -37,6 +37,10 @@ pub struct Heartbeat {
     pub written_at_ms: u64,
     /// The store, password redacted.
     pub store: String,
+    /// The prefix of the daemon's Redis keys: a writer under another prefix writes where
+    /// the daemon does not read.
+    #[serde(default)]
+    pub key_prefix: String,
     /// What makes the store unable to keep an acknowledged write (each names the setting
     /// and the fix); `row-fence health` is unhealthy while any is listed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -44,6 +48,15 @@ pub struct Heartbeat {
     /// What could not be checked, and opt-outs in force (not unhealthy).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub store_notes: Vec<String>,
+}
+
+/// Who beats: what every heartbeat names besides its time and the store's findings.
+#[derive(Clone, Debug)]
+pub struct Identity {
+    /// The daemon's code stamp.
+    pub stamp: String,
+    /// The prefix of its Redis keys.
+    pub key_prefix: String,
 }
 
 /// When asks last got an answer from the store, and when they last failed on it: the
@@ -111,7 +124,7 @@ enum Found {
 pub async fn run(
     store: Arc<dyn LeaseStore>,
     path: std::path::PathBuf,
-    stamp: String,
+    identity: Identity,
     interval: Duration,
     last_ms: Arc<AtomicU64>,
     proof: Arc<Proof>,
@@ -128,9 +141,10 @@ pub async fn run(
             Found::Answers(check) => {
                 let beat = Heartbeat {
                     pid: std::process::id(),
-                    stamp: stamp.clone(),
+                    stamp: identity.stamp.clone(),
                     written_at_ms: row_fence_ask::ledger::now_ms(),
                     store: store.describe(),
+                    key_prefix: identity.key_prefix.clone(),
                     store_problems: check.problems,
                     store_notes: check.notes,
                 };

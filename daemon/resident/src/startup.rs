@@ -224,7 +224,10 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
     tokio::spawn(heartbeat::run(
         store,
         paths::heartbeat(&settings.home),
-        resident.stamp.clone(),
+        heartbeat::Identity {
+            stamp: resident.stamp.clone(),
+            key_prefix: settings.key_prefix.clone(),
+        },
         heartbeat_interval,
         resident.heartbeat_ms.clone(),
         resident.proof.clone(),
