@@ -236,12 +236,37 @@ async fn run(command: Command, settings: &Settings) -> Outcome {
     }
 }
 
+/// A flag's value that is not what the flag takes (clap prints it as a usage error).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FlagError {
+    /// Not a duration humantime reads.
+    #[error("{text:?}: {why} (try 90s, 15m, 2h)")]
+    Duration {
+        /// The value given.
+        text: String,
+        /// humantime's reason.
+        why: String,
+    },
+    /// A zero duration.
+    #[error("{0:?} is zero")]
+    Zero(String),
+    /// A lease time over [`MAX_TTL`].
+    #[error("{0:?} is longer than the longest lease, 366 days")]
+    TooLong(String),
+    /// An `--env` value without `=`.
+    #[error("{0:?} is not NAME=VALUE")]
+    NotAssignment(String),
+}
+
 /// Parses a duration such as `90s`, `15m`, `2h` (humantime).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(text.trim())
-        .map_err(|e| format!("{text:?}: {e} (try 90s, 15m, 2h)"))?;
+pub fn parse_duration(text: &str) -> Result<Duration, FlagError> {
+    let d = humantime::parse_duration(text.trim()).map_err(|e| FlagError::Duration {
+        text: text.to_string(),
+        why: e.to_string(),
+    })?;
     if d.is_zero() {
-        return Err(format!("{text:?} is zero"));
+        return Err(FlagError::Zero(text.to_string()));
     }
     Ok(d)
 }
@@ -251,12 +276,10 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 pub const MAX_TTL: Duration = Duration::from_secs(366 * 24 * 3600);
 
 /// Parses a lease time (a duration of at most [`MAX_TTL`]).
-pub fn parse_ttl(text: &str) -> Result<Duration, String> {
+pub fn parse_ttl(text: &str) -> Result<Duration, FlagError> {
     let d = parse_duration(text)?;
     if d > MAX_TTL {
-        return Err(format!(
-            "{text:?} is longer than the longest lease, 366 days"
-        ));
+        return Err(FlagError::TooLong(text.to_string()));
     }
     Ok(d)
 }

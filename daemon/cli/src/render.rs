@@ -114,8 +114,8 @@ fn store_spelling(store: &StoreSpec) -> Result<String, Failure> {
     })
 }
 
-fn parse_env(text: &str) -> Result<(String, String), String> {
+fn parse_env(text: &str) -> Result<(String, String), super::FlagError> {
     text.split_once('=')
         .map(|(k, v)| (k.to_string(), v.to_string()))
-        .ok_or_else(|| format!("{text:?} is not NAME=VALUE"))
+        .ok_or_else(|| super::FlagError::NotAssignment(text.to_string()))
 }

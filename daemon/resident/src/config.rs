@@ -87,6 +87,29 @@ impl LocationArgs {
     }
 }
 
+/// Why the settings do not resolve, or the store does not open.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// Neither `--home`, `ROW_FENCE_HOME` nor `HOME` names a home.
+    #[error("{0}")]
+    Home(String),
+    /// A path cannot be made absolute.
+    #[error("{path}: {source}")]
+    Path {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `--store` / `ROW_FENCE_STORE` is not a store.
+    #[error("{0}")]
+    Store(String),
+    /// The store would not open (a bad URL, a TLS setup failure).
+    #[error(transparent)]
+    Open(#[from] row_fence_store::StoreError),
+}
+
 /// Resolved settings.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -102,13 +125,14 @@ pub struct Settings {
 
 impl Settings {
     /// Resolves flags and environment into settings; the error says what is wrong.
-    pub fn resolve(args: &CommonArgs) -> Result<Settings, String> {
+    pub fn resolve(args: &CommonArgs) -> Result<Settings, ConfigError> {
         // The home and socket variables are read by the contract crate, as the asker reads them.
-        let home = paths::home(args.home.as_deref())?;
+        let home = paths::home(args.home.as_deref()).map_err(ConfigError::Home)?;
         let home = absolute(home)?;
         let socket = absolute(paths::socket(args.socket.as_deref(), &home))?;
         let store = flag_or_env(&args.store, "ROW_FENCE_STORE");
-        let store = StoreSpec::parse(store.as_deref().unwrap_or("file"))?;
+        let store =
+            StoreSpec::parse(store.as_deref().unwrap_or("file")).map_err(ConfigError::Store)?;
         let key_prefix = flag_or_env(&args.key_prefix, "ROW_FENCE_KEY_PREFIX")
             .unwrap_or_else(|| store::redis::DEFAULT_KEY_PREFIX.to_string());
         Ok(Settings {
@@ -122,17 +146,16 @@ impl Settings {
     /// Opens the store (lazily for Redis) for a command: guarded so it never answers
     /// from an older history than this home has seen, and every write it acknowledges is
     /// recorded in the home's marks at once.
-    pub fn open_store(&self) -> Result<Arc<dyn LeaseStore>, String> {
+    pub fn open_store(&self) -> Result<Arc<dyn LeaseStore>, ConfigError> {
         Ok(self.open_monotonic(true)?)
     }
 
     /// Opens the store guarded by this home's marks ([`Monotonic`]); `eager` writes each
     /// acknowledged revision to the marks file at once (the CLI), otherwise the caller
     /// flushes them (the daemon).
-    pub fn open_monotonic(&self, eager: bool) -> Result<Arc<Monotonic>, String> {
+    pub fn open_monotonic(&self, eager: bool) -> Result<Arc<Monotonic>, ConfigError> {
         row_fence_store::tls::install_crypto_provider();
-        let inner =
-            store::open(&self.store, &self.home, &self.key_prefix).map_err(|e| e.to_string())?;
+        let inner = store::open(&self.store, &self.home, &self.key_prefix)?;
         Ok(Arc::new(Monotonic::new(
             inner,
             Some(monotonic::marks_path(&self.home)),
@@ -141,6 +164,6 @@ impl Settings {
     }
 }
 
-fn absolute(path: PathBuf) -> Result<PathBuf, String> {
-    std::path::absolute(&path).map_err(|e| format!("{}: {e}", path.display()))
+fn absolute(path: PathBuf) -> Result<PathBuf, ConfigError> {
+    std::path::absolute(&path).map_err(|source| ConfigError::Path { path, source })
 }

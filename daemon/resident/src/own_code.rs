@@ -41,13 +41,16 @@ pub struct OwnCode {
 
 impl OwnCode {
     /// Records the executable and the registry as they are now.
-    pub fn capture(home: &Path) -> Result<OwnCode, String> {
+    pub fn capture(home: &Path) -> Result<OwnCode, stamp::RegistryUnreadable> {
         let exe = std::env::current_exe()
             .ok()
             .and_then(|p| FileId::of(&p).map(|id| (p, id)));
         let registry = paths::registry(home);
-        let registry_digest = stamp::registry_digest(&registry)
-            .map_err(|e| format!("cannot read the registry {}: {e}", registry.display()))?;
+        let registry_digest =
+            stamp::registry_digest(&registry).map_err(|error| stamp::RegistryUnreadable {
+                dir: registry.clone(),
+                error,
+            })?;
         Ok(OwnCode {
             exe,
             registry,

@@ -66,9 +66,9 @@ pub enum StartError {
     /// The registry's digest could not be taken.
     #[error("cannot read the registry: {0}")]
     RegistryDigest(String),
-    /// The store's settings are not a store.
-    #[error("{0}")]
-    Store(String),
+    /// The store's settings are not a store, or it would not open.
+    #[error(transparent)]
+    Store(#[from] crate::config::ConfigError),
     /// The location fence could not be built.
     #[error("the location fence: {0}")]
     Fence(#[from] location::map::MapError),
@@ -137,7 +137,8 @@ fn prepare(options: &Options) -> Result<Prepared, StartError> {
             source,
         })?;
     socket::prepare_dir(&settings.socket)?;
-    let own_code = OwnCode::capture(&settings.home).map_err(StartError::RegistryDigest)?;
+    let own_code =
+        OwnCode::capture(&settings.home).map_err(|e| StartError::RegistryDigest(e.to_string()))?;
     // Whatever the daemon loads from the registry is loaded between these two digests.
     let registry = Registry::load(&settings.home)?;
     let again = row_fence_ask::stamp::registry_digest(&paths::registry(&settings.home))
