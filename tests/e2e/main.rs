@@ -26,6 +26,7 @@ mod deploy;
 mod descriptor;
 mod fencing;
 mod guard;
+mod guard_round_two;
 mod location;
 mod migrate;
 mod model;
