@@ -1,13 +1,16 @@
 //! One simple command, its words already read: what it does, as far as the fence cares
-//! (DESIGN.md, the agent guard's policy). Dispatches on the command word to the shell's
-//! own builtins (here), git ([`crate::git`]), gh ([`crate::gh`]), row-fence, and the
-//! wrappers and interpreters ([`crate::programs`]).
+//! (DESIGN.md, the agent guard's policy). Finds the program the command word runs
+//! ([`crate::lookup`]), then dispatches to the shell's own commands
+//! ([`crate::builtins`]), git ([`crate::git`]), gh ([`crate::gh`]), row-fence
+//! ([`crate::row_fence`]), and the wrappers and interpreters ([`crate::programs`]).
 
 use crate::finding::{Dir, Place};
 use crate::state::resolve;
 use crate::words::{Value, Vars};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+
+pub use crate::builtins::is_name;
 
 /// What a simple command does.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,23 +29,38 @@ pub enum Effect {
     Code { text: String, dirs: Vec<Dir> },
     /// `cd`, `pushd`, `popd`.
     Move(Move),
-    /// A call of a function defined earlier in the command.
-    Call(String),
+    /// A call of a function or an alias defined earlier in the command, with its
+    /// arguments (an alias's are read as part of its expansion).
+    Call(String, Vec<Value>),
     /// `export`/`declare`/`local`/`readonly` assignments.
     Assign(Vec<(String, Value)>),
     /// `unset NAME…`.
     Unset(Vec<String>),
+    /// `alias NAME=BODY`, zsh's `functions[NAME]=BODY`: `NAME` runs BODY from now on.
+    Alias(String, String),
+    /// `hash -p PATH NAME`, `BASH_CMDS[NAME]=PATH`: `NAME` runs PATH (`None`: a program the
+    /// text does not show) from now on.
+    Rebind(Vec<(String, Option<String>)>),
+    /// Words bash evaluates as arithmetic (`let`, `declare -i`): a `$(…)` in them runs, and
+    /// a variable they name is evaluated in turn.
+    Arithmetic(Vec<Value>),
+    /// `set -P` (true) / `set +P`: later `cd`s resolve physically.
+    Physical(bool),
 }
 
-/// A change of directory.
+/// A change of directory. `physical`: `cd -P`, resolved through symlinks as the kernel
+/// does, not lexically.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Move {
     /// `cd TARGET` (`None`: `cd` alone, to `$HOME`; `Some("-")`: to `OLDPWD`).
-    Cd(Option<Value>),
+    Cd { to: Option<Value>, physical: bool },
     /// `pushd TARGET` (`None`: swap the top two).
-    Pushd(Option<Value>),
+    Pushd { to: Option<Value>, physical: bool },
     /// `popd`.
     Popd,
+    /// A command word that names a directory: zsh with `AUTO_CD` (reading commands from
+    /// stdin) changes to it; bash fails and stays. Either may be where the next command runs.
+    AutoCd(Value),
 }
 
 /// What classifying a command needs from the walk.
@@ -55,6 +73,10 @@ pub struct Ctx<'a> {
     pub functions: &'a BTreeSet<String>,
     /// `$HOME`.
     pub home: Option<&'a str>,
+    /// Names bound to programs earlier in the command (`hash -p`, `BASH_CMDS`).
+    pub rebound: &'a BTreeMap<String, Option<String>>,
+    /// The hook's `$PATH` (`None`: the guard's own).
+    pub path: Option<&'a str>,
 }
 
 impl Ctx<'_> {
@@ -65,6 +87,20 @@ impl Ctx<'_> {
             vars: self.vars,
             functions: self.functions,
             home: self.home,
+            rebound: self.rebound,
+            path: self.path,
+        }
+    }
+
+    /// A context like this one with other variables (`env A=1 …`).
+    pub fn with_vars<'b>(&'b self, dirs: Vec<Dir>, vars: &'b Vars) -> Ctx<'b> {
+        Ctx {
+            dirs,
+            vars,
+            functions: self.functions,
+            home: self.home,
+            rebound: self.rebound,
+            path: self.path,
         }
     }
 
@@ -135,13 +171,47 @@ pub fn classify(argv: &[Value], ctx: &Ctx, functions: bool, depth: usize) -> Vec
         }
     };
     if functions && ctx.functions.contains(name) {
-        return vec![Effect::Call(name.to_string())];
+        return vec![Effect::Call(name.to_string(), argv[1..].to_vec())];
     }
     let args = &argv[1..];
-    let program = match identity(name, ctx) {
-        Ok(program) => program,
-        Err(why) => return vec![ctx.opaque(why)],
+    if functions && names_a_directory(name, ctx) {
+        return vec![Effect::Move(Move::AutoCd(Value::Literal(name.to_string())))];
+    }
+    // A name bound to a program earlier in the command runs that program.
+    if let Some(target) = ctx.rebound.get(name) {
+        let mut inner = vec![match target {
+            Some(path) => Value::Literal(path.clone()),
+            None => Value::Dynamic(format!(
+                "(`{name}` bound to a program the text does not show)"
+            )),
+        }];
+        inner.extend_from_slice(args);
+        return classify(&inner, ctx, false, depth + 1);
+    }
+    // A name the text cannot pin to a program is opaque; it is still read as the program
+    // of that name (a wrapper installed by this command runs its inner command).
+    let (program, unknown) = match identity(name, ctx) {
+        Ok(program) => (program, None),
+        Err(why) => (
+            Path::new(name)
+                .file_name()
+                .map_or(name.to_string(), |n| n.to_string_lossy().into_owned()),
+            Some(ctx.opaque(why)),
+        ),
     };
+    let mut effects: Vec<Effect> = unknown.into_iter().collect();
+    effects.extend(dispatch(program, args, ctx, functions, depth));
+    effects
+}
+
+/// What `program ARGS` does, the program found.
+fn dispatch(
+    program: String,
+    args: &[Value],
+    ctx: &Ctx,
+    functions: bool,
+    depth: usize,
+) -> Vec<Effect> {
     // A case-insensitive file system (macOS) runs `GIT` as git.
     let lower = program.to_ascii_lowercase();
     let program = if is_fenced_program(&lower) {
@@ -149,58 +219,14 @@ pub fn classify(argv: &[Value], ctx: &Ctx, functions: bool, depth: usize) -> Vec
     } else {
         program
     };
+    if let Some(effects) = crate::builtins::classify_builtin(&program, args, ctx, functions, depth)
+    {
+        return effects;
+    }
     match program.as_str() {
-        "cd" | "pushd" | "popd" => vec![Effect::Move(moves(&program, args))],
-        "eval" | "source" | "." | "fc" => vec![Effect::Opaque {
-            why: format!("`{program}` runs code the text does not show"),
-            places: ctx.places(),
-            in_shell: true,
-        }],
-        "trap" => trap(args, ctx),
-        "alias" if args.iter().any(|a| a.text().contains('=')) => {
-            vec![ctx.opaque("an alias body is code the text does not run yet")]
-        }
-        "hash" | "enable" | "mapfile" | "readarray" | "bind" | "complete"
-            if args.iter().any(|a| {
-                matches!(a.literal(), Some(w) if w.starts_with('-') && w.contains(['p', 'f', 'C', 'x', 'F']))
-                    || a.literal().is_none()
-            }) =>
-        {
-            vec![Effect::Opaque {
-                why: format!("`{program}` with these options binds names to other code"),
-                places: ctx.places(),
-                in_shell: true,
-            }]
-        }
-        "export" | "declare" | "typeset" | "local" | "readonly" => declaration(&program, args, ctx),
-        "read" | "printf" | "mapfile" | "readarray" | "getopts" => read_into(&program, args),
-        "unset" => vec![Effect::Unset(
-            args.iter()
-                .filter_map(|a| a.literal())
-                .filter(|a| !a.starts_with('-'))
-                .map(str::to_string)
-                .collect(),
-        )],
-        "command" => {
-            if args
-                .iter()
-                .take_while(|a| a.text().starts_with('-'))
-                .any(|a| a.text().contains(['v', 'V']))
-            {
-                return Vec::new();
-            }
-            let rest: Vec<Value> = args
-                .iter()
-                .skip_while(|a| matches!(a.literal(), Some("-p")))
-                .skip_while(|a| matches!(a.literal(), Some("--")))
-                .cloned()
-                .collect();
-            classify(&rest, ctx, false, depth + 1)
-        }
-        "builtin" => classify(args, ctx, false, depth + 1),
         "git" => crate::git::classify(args, ctx, depth),
         "gh" => crate::gh::classify(args, ctx),
-        "row-fence" => row_fence(args, ctx),
+        "row-fence" => crate::row_fence::classify(args, ctx),
         _ if program.starts_with("git-") && program.len() > 4 => {
             let mut inner = vec![Value::Literal(program[4..].to_string())];
             inner.extend_from_slice(args);
@@ -210,18 +236,58 @@ pub fn classify(argv: &[Value], ctx: &Ctx, functions: bool, depth: usize) -> Vec
     }
 }
 
-/// The program a command word names: its own name, or for a path, the name of the
-/// program the path (or the symlink it is) leads to, so `/usr/bin/git`, `./g` → git and
-/// `/usr/lib/git-core/git-push` count as git. A path that does not exist yet is opaque:
-/// it may be anything by the time it runs.
+/// True when `name` is not a program the shell would run but a directory in one of the
+/// places the command runs (zsh's `AUTO_CD` then changes to it).
+fn names_a_directory(name: &str, ctx: &Ctx) -> bool {
+    if crate::lookup::is_shell_builtin(name) || is_fenced_program(&name.to_ascii_lowercase()) {
+        return false;
+    }
+    if !name.contains('/') && crate::lookup::on_path(name, ctx.path).is_some() {
+        return false;
+    }
+    ctx.dirs
+        .iter()
+        .any(|d| matches!(d, Dir::Known(d) if d.join(name).is_dir()))
+}
+
+/// The program a command word names: for a name, the program `PATH` runs (the shell's
+/// own commands are not looked up); for a path, the program the path (or the symlink it
+/// is) leads to. A program that is git, gh or row-fence under another name (a symlink, a
+/// hard link, a copy: [`crate::lookup::same_program`]) counts as that program, so
+/// `/usr/bin/git`, `./g` → git and `/usr/lib/git-core/git-push` count as git. A name on
+/// no `PATH` directory, or a path that does not exist yet, is opaque: an alias or function
+/// of the agent's shell, a zsh builtin, or a program made in this command runs what the
+/// text does not show.
 fn identity(word: &str, ctx: &Ctx) -> Result<String, String> {
     let base = |p: &Path| {
         p.file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default()
     };
+    let as_program = |target: &Path, typed: &str| -> String {
+        let name = base(target);
+        if is_fenced_program(&name.to_ascii_lowercase()) {
+            return name;
+        }
+        match crate::lookup::same_program(target) {
+            Some(fenced) => fenced.to_string(),
+            None => typed.to_string(),
+        }
+    };
     if !word.contains('/') {
-        return Ok(word.to_string());
+        if is_fenced_program(&word.to_ascii_lowercase()) || crate::lookup::is_shell_builtin(word) {
+            return Ok(word.to_string());
+        }
+        let path = match ctx.vars.get("PATH") {
+            Some(Some(path)) => Some(path.as_str()),
+            _ => ctx.path,
+        };
+        return match crate::lookup::on_path(word, path) {
+            Some(target) => Ok(as_program(&target, word)),
+            None => Err(format!(
+                "`{word}` is not a program on PATH: an alias or function of the agent's shell, a zsh builtin, or a program made in this command runs what the text does not show"
+            )),
+        };
     }
     let own = base(Path::new(word));
     if is_fenced_program(&own.to_ascii_lowercase()) {
@@ -237,11 +303,11 @@ fn identity(word: &str, ctx: &Ctx) -> Result<String, String> {
         let path = dir.join(word);
         match std::fs::canonicalize(&path) {
             Ok(target) => {
-                let name = base(&target);
-                if is_fenced_program(&name.to_ascii_lowercase()) {
-                    return Ok(name);
+                let program = as_program(&target, &own);
+                if is_fenced_program(&program) {
+                    return Ok(program);
                 }
-                seen = Some(own.clone());
+                seen = Some(program);
             }
             Err(_) => {
                 return Err(format!(
@@ -254,136 +320,6 @@ fn identity(word: &str, ctx: &Ctx) -> Result<String, String> {
 }
 
 /// Programs whose name alone makes a fenced write possible.
-fn is_fenced_program(name: &str) -> bool {
+pub fn is_fenced_program(name: &str) -> bool {
     name == "git" || name == "gh" || name == "row-fence" || name.starts_with("git-")
-}
-
-fn moves(program: &str, args: &[Value]) -> Move {
-    // Options: cd -L/-P/-e/-@, pushd/popd -n; `--` ends them.
-    let is_option = |a: &Value| matches!(a.literal(), Some(w) if w.len() > 1 && w.starts_with('-') && w[1..].chars().all(|c| "LPe@n".contains(c)));
-    let mut rest = args.iter().skip_while(|a| is_option(a));
-    let mut operand = rest.next().cloned();
-    if operand.as_ref().and_then(Value::literal) == Some("--") {
-        operand = rest.next().cloned();
-    }
-    match program {
-        "cd" => Move::Cd(operand),
-        "pushd" => match operand {
-            // +N / -N rotate the stack: where that leads is the agent shell's stack.
-            Some(Value::Literal(w)) if w.starts_with(['+', '-']) && w.len() > 1 => {
-                Move::Pushd(Some(Value::Dynamic(w)))
-            }
-            other => Move::Pushd(other),
-        },
-        _ => Move::Popd,
-    }
-}
-
-fn trap(args: &[Value], ctx: &Ctx) -> Vec<Effect> {
-    let listing = args.is_empty()
-        || args
-            .iter()
-            .all(|a| matches!(a.literal(), Some("-p" | "-l" | "--")))
-        || matches!(args.first().and_then(Value::literal), Some("-" | ""));
-    if listing {
-        Vec::new()
-    } else {
-        vec![ctx.opaque("a trap body is code that runs later")]
-    }
-}
-
-/// `export A=1`, `declare -x B=$x`, `local C`: assignments the walk tracks. A nameref
-/// (`-n`) or a name the text does not show is opaque: it may set anything.
-fn declaration(program: &str, args: &[Value], ctx: &Ctx) -> Vec<Effect> {
-    let mut assigned = Vec::new();
-    let mut exports = program == "export";
-    for arg in args {
-        match arg {
-            Value::Literal(w) if w.starts_with(['-', '+']) => {
-                if w.contains('n') {
-                    return vec![ctx.opaque("a nameref (`-n`) assigns through another name")];
-                }
-                exports |= w.starts_with('-') && w.contains('x');
-            }
-            Value::Literal(w) => {
-                if let Some((name, value)) = w.split_once('=') {
-                    let name = name.trim_end_matches('+');
-                    assigned.push((name.to_string(), Value::Literal(value.to_string())));
-                } else if exports && crate::env_vars::changes_programs(w) {
-                    // Exporting one whose value came from elsewhere (`read`, a prior call).
-                    return vec![
-                        ctx.opaque(format!("exporting `{w}` changes what a later program runs")),
-                    ];
-                }
-            }
-            Value::Dynamic(raw) => match raw.split_once('=') {
-                Some((name, _)) if is_name(name.trim_end_matches('+')) => {
-                    assigned.push((name.trim_end_matches('+').to_string(), arg.clone()));
-                }
-                _ => {
-                    return vec![ctx.opaque(format!(
-                        "`{raw}` may assign any variable, only known when it runs"
-                    ))];
-                }
-            },
-        }
-    }
-    vec![Effect::Assign(assigned)]
-}
-
-/// True for a shell variable name.
-pub fn is_name(text: &str) -> bool {
-    let mut chars = text.chars();
-    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
-        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
-}
-
-/// `row-fence` lease writes are fenced (DESIGN.md: acquire, renew, release, batch,
-/// controller, migrate); `install` changes the fence itself and is opaque.
-fn row_fence(args: &[Value], ctx: &Ctx) -> Vec<Effect> {
-    const VALUED: &[&str] = &["--home", "--socket", "--store"];
-    let mut i = 0;
-    while i < args.len() {
-        match &args[i] {
-            Value::Literal(w) if VALUED.contains(&w.as_str()) => i += 2,
-            Value::Literal(w) if w.starts_with('-') => i += 1,
-            Value::Literal(w) => {
-                return match w.as_str() {
-                    "acquire" | "renew" | "release" | "batch" | "controller" | "migrate" => {
-                        vec![ctx.fenced(format!("row-fence {w}"))]
-                    }
-                    "install" => vec![ctx.opaque("`row-fence install` changes the fence")],
-                    _ => Vec::new(),
-                };
-            }
-            Value::Dynamic(raw) => {
-                return vec![ctx.fenced(format!("row-fence {raw}"))];
-            }
-        }
-    }
-    Vec::new()
-}
-
-/// `read NAME`, `printf -v NAME`, `mapfile NAME`, `getopts OPTS NAME`: assign variables
-/// from data the text does not show.
-fn read_into(program: &str, args: &[Value]) -> Vec<Effect> {
-    let names: Vec<(String, Value)> = match program {
-        "printf" => args
-            .windows(2)
-            .filter(|w| w[0].literal() == Some("-v"))
-            .filter_map(|w| w[1].literal())
-            .map(|n| (n.to_string(), Value::Dynamic(format!("${n}"))))
-            .collect(),
-        _ => args
-            .iter()
-            .filter_map(Value::literal)
-            .filter(|w| is_name(w))
-            .map(|n| (n.to_string(), Value::Dynamic(format!("${n}"))))
-            .collect(),
-    };
-    if names.is_empty() {
-        Vec::new()
-    } else {
-        vec![Effect::Assign(names)]
-    }
 }

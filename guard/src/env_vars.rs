@@ -41,6 +41,18 @@ const OPAQUE: &[&str] = &[
     "HOME",
     "XDG_CONFIG_HOME",
     "CDPATH",
+    // The shell's own tables of names: what a command word runs.
+    "BASH_CMDS",
+    "BASH_ALIASES",
+    "commands",
+    "aliases",
+    "galiases",
+    "saliases",
+    "functions",
+    "dis_aliases",
+    "dis_galiases",
+    "dis_saliases",
+    "dis_functions",
 ];
 
 /// Prefixes whose variables are opaque (`GIT_CONFIG_KEY_0`, `BASH_FUNC_f%%`).

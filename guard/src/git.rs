@@ -5,7 +5,7 @@
 
 use crate::command::{Ctx, Effect, classify as classify_command};
 use crate::finding::Dir;
-use crate::state::resolve;
+use crate::state::resolve_physical;
 use crate::words::Value;
 
 /// Subcommands that write to a remote repository.
@@ -245,6 +245,7 @@ pub fn classify(args: &[Value], ctx: &Ctx, depth: usize) -> Vec<Effect> {
     let mut dirs = ctx.dirs.clone();
     let mut git_dir: Option<Value> = None;
     let mut opaque: Option<String> = None;
+    let mut code: Vec<String> = Vec::new();
     let mut i = 0;
     let word = |i: usize| args.get(i).cloned();
     while i < args.len() {
@@ -263,14 +264,17 @@ pub fn classify(args: &[Value], ctx: &Ctx, depth: usize) -> Vec<Effect> {
             "-C" => match word(i) {
                 Some(Value::Literal(empty)) if empty.is_empty() => i += 1,
                 Some(target) => {
-                    dirs = resolve(&dirs, &target);
+                    dirs = resolve_physical(&dirs, &target);
                     i += 1;
                 }
                 None => {}
             },
             "-c" => {
                 if let Some(setting) = word(i) {
-                    check_setting(&setting, &mut opaque);
+                    match code_setting(&setting) {
+                        Some(text) => code.push(text),
+                        None => check_setting(&setting, &mut opaque),
+                    }
                     i += 1;
                 }
             }
@@ -312,6 +316,20 @@ pub fn classify(args: &[Value], ctx: &Ctx, depth: usize) -> Vec<Effect> {
     if let Some(why) = opaque {
         return vec![effect_ctx.opaque(why)];
     }
+    // A pager or editor given as a literal is a command git runs: read it as one.
+    let mut effects: Vec<Effect> = code
+        .into_iter()
+        .map(|text| Effect::Code {
+            text,
+            dirs: here.dirs.clone(),
+        })
+        .collect();
+    effects.extend(subcommand(args, i, &effect_ctx, depth));
+    effects
+}
+
+/// What `git … SUB REST` does, `i` the index of SUB in `args`.
+fn subcommand(args: &[Value], i: usize, effect_ctx: &Here, depth: usize) -> Vec<Effect> {
     let Some(sub) = args.get(i) else {
         return Vec::new();
     };
@@ -334,7 +352,7 @@ pub fn classify(args: &[Value], ctx: &Ctx, depth: usize) -> Vec<Effect> {
             return vec![effect_ctx.fenced(format!("git {sub} {}", rest[0].text()))];
         }
         ("bisect", Some("run")) => {
-            return classify_command(&rest[1..], &here_with(&effect_ctx), false, depth + 1);
+            return classify_command(&rest[1..], &here_with(effect_ctx), false, depth + 1);
         }
         ("submodule", Some("foreach")) => {
             return vec![effect_ctx.opaque("`git submodule foreach` runs code in every submodule")];
@@ -350,6 +368,16 @@ pub fn classify(args: &[Value], ctx: &Ctx, depth: usize) -> Vec<Effect> {
         && let Some(why) = clone_settings(rest)
     {
         return vec![effect_ctx.opaque(why)];
+    }
+    // A template directory installs hooks that run on checkout (as `GIT_TEMPLATE_DIR`).
+    if matches!(sub, "clone" | "init")
+        && rest
+            .iter()
+            .any(|a| a.literal().is_none_or(|w| w.starts_with("--template")))
+    {
+        return vec![effect_ctx.opaque(format!(
+            "`git {sub} --template` installs hooks that run on checkout"
+        ))];
     }
     match sub {
         "filter-branch" | "for-each-repo" | "merge-index" | "merge-one-file" => {
@@ -379,7 +407,7 @@ pub fn classify(args: &[Value], ctx: &Ctx, depth: usize) -> Vec<Effect> {
         {
             vec![effect_ctx.opaque("`git difftool --extcmd` runs a command")]
         }
-        "config" => config(rest, &effect_ctx),
+        "config" => config(rest, effect_ctx),
         _ if ORDINARY.contains(&sub) => Vec::new(),
         _ => vec![effect_ctx.opaque(format!(
             "`git {sub}` is not a command git ships: an alias or a program the text does not show"
@@ -419,6 +447,24 @@ impl Here<'_> {
 
 fn here_with<'a>(here: &'a Here<'a>) -> Ctx<'a> {
     here.ctx.at(here.ctx.dirs.clone())
+}
+
+/// Keys whose value is a command git runs through the shell (`core.pager`,
+/// `core.editor`, `sequence.editor`, `pager.<cmd>`): a literal one is read as code.
+fn code_setting(setting: &Value) -> Option<String> {
+    let (key, value) = setting.literal()?.split_once('=')?;
+    let key = key.to_ascii_lowercase();
+    let code_key = matches!(
+        key.as_str(),
+        "core.pager" | "core.editor" | "sequence.editor"
+    ) || key
+        .strip_prefix("pager.")
+        .is_some_and(|cmd| !cmd.contains('.'));
+    // `pager.log=false` turns the pager off; `true` uses core.pager: no command.
+    code_key.then(|| match value {
+        "true" | "false" => String::new(),
+        command => command.to_string(),
+    })
 }
 
 /// `-c KEY=VALUE` / `--config-env KEY=ENV`: opaque unless the key is harmless.

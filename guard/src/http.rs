@@ -26,19 +26,19 @@ fn method_writes(method: &str) -> bool {
     )
 }
 
+/// curl's short options that take a value (the rest of the cluster, or the next word).
+const CURL_VALUED: &str = "AbcCdDeEFHKmoPQrTtuUwxXyYz";
+
 fn curl(args: &[Value]) -> Option<String> {
     const BODY: &[&str] = &[
-        "-d",
         "--data",
         "--data-ascii",
         "--data-binary",
         "--data-raw",
         "--data-urlencode",
         "--json",
-        "-F",
         "--form",
         "--form-string",
-        "-T",
         "--upload-file",
     ];
     let mut k = 0;
@@ -48,35 +48,63 @@ fn curl(args: &[Value]) -> Option<String> {
             continue;
         };
         k += 1;
-        let (name, inline) = match w.split_once('=') {
-            Some((n, v)) if n.starts_with("--") => (n, Some(v)),
-            _ => (w, None),
-        };
-        if BODY.contains(&name)
-            || BODY
-                .iter()
-                .any(|b| b.len() == 2 && name.starts_with(b) && name.len() > 2)
-        {
-            return Some("with a request body".into());
-        }
-        if name == "-X" || name == "--request" {
-            let method = match inline {
-                Some(m) => Value::Literal(m.to_string()),
-                None => {
-                    k += 1;
-                    args.get(k - 1)
-                        .cloned()
-                        .unwrap_or(Value::Dynamic("-X".into()))
-                }
+        if let Some(long) = w.strip_prefix("--") {
+            let (name, inline) = match long.split_once('=') {
+                Some((n, v)) => (n, Some(v)),
+                None => (long, None),
             };
-            match method {
-                Value::Literal(m) if !method_writes(&m) => {}
-                other => return Some(other.text().to_string()),
+            let name = format!("--{name}");
+            if BODY.contains(&name.as_str()) {
+                return Some("with a request body".into());
             }
-        } else if let Some(m) = name.strip_prefix("-X").filter(|m| !m.is_empty())
-            && method_writes(m)
-        {
-            return Some(m.to_string());
+            if name == "--request" {
+                let method = match inline {
+                    Some(m) => Value::Literal(m.to_string()),
+                    None => {
+                        k += 1;
+                        args.get(k - 1)
+                            .cloned()
+                            .unwrap_or(Value::Dynamic("--request".into()))
+                    }
+                };
+                match method {
+                    Value::Literal(m) if !method_writes(&m) => {}
+                    other => return Some(other.text().to_string()),
+                }
+            } else if name == "--config" {
+                return Some("with options read from a file".into());
+            }
+            continue;
+        }
+        if !w.starts_with('-') || w.len() < 2 {
+            continue;
+        }
+        // A cluster of short options (`-sSfX PUT`, `-sd '{}'`): a valued option takes the
+        // rest of the cluster or the next word.
+        let flags: Vec<char> = w[1..].chars().collect();
+        for (j, flag) in flags.iter().enumerate() {
+            if !CURL_VALUED.contains(*flag) {
+                continue;
+            }
+            let rest: String = flags[j + 1..].iter().collect();
+            let value = if rest.is_empty() {
+                k += 1;
+                args.get(k - 1)
+                    .cloned()
+                    .unwrap_or(Value::Dynamic(format!("-{flag}")))
+            } else {
+                Value::Literal(rest)
+            };
+            match flag {
+                'd' | 'F' | 'T' => return Some("with a request body".into()),
+                'K' => return Some("with options read from a file".into()),
+                'X' => match value {
+                    Value::Literal(m) if !method_writes(&m) => {}
+                    other => return Some(other.text().to_string()),
+                },
+                _ => {}
+            }
+            break;
         }
     }
     None
@@ -91,6 +119,10 @@ fn wget(args: &[Value]) -> Option<String> {
             "--post-data" | "--post-file" | "--body-data" | "--body-file"
         ) {
             return Some("with a request body".into());
+        }
+        // wgetrc commands on the command line or in a file can set the method and body.
+        if matches!(name, "-e" | "--execute" | "--config") || w.starts_with("-e") && w.len() > 2 {
+            return Some("with wgetrc commands".into());
         }
         if name == "--method" {
             let method = w.split_once('=').map(|(_, m)| m).unwrap_or("POST");

@@ -31,6 +31,13 @@ pub const DENY: i32 = 2;
 /// denied without asking (the hook must answer inside Claude Code's timeout).
 pub const MAX_PLACES: usize = 32;
 
+/// Problems (places it cannot name, descriptors it cannot read) after which the judge
+/// stops resolving: the command is denied already.
+pub const MAX_PROBLEMS: usize = 8;
+
+/// Actions named per place and per binding: more only lengthen the verdict line.
+pub const MAX_ACTIONS_PER_ASK: usize = 4;
+
 /// What the judge needs from the guard's environment.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -108,7 +115,16 @@ pub fn judge(hook: &Hook, plan: &Plan, cwd: &Path, settings: &Settings) -> i32 {
         ));
         return judge.finish();
     }
+    // Each place is resolved for a few of its actions (the rest only lengthen the
+    // verdict line), the session's binding for a few distinct actions, and the walk stops
+    // once enough problems deny the command anyway: a long command costs its distinct
+    // places, not its clauses.
+    let mut per_place: BTreeMap<&Place, usize> = BTreeMap::new();
+    let mut explicit_actions: BTreeSet<&str> = BTreeSet::new();
     for finding in &plan.findings {
+        if judge.problems.len() >= MAX_PROBLEMS {
+            break;
+        }
         for place in &finding.places {
             if Instant::now() >= settings.deadline {
                 judge.problems.push((
@@ -118,10 +134,18 @@ pub fn judge(hook: &Hook, plan: &Plan, cwd: &Path, settings: &Settings) -> i32 {
                 ));
                 return judge.finish();
             }
-            judge.place(&finding.action, finding.kind, place);
+            let seen = per_place.entry(place).or_insert(0);
+            *seen += 1;
+            if *seen <= MAX_ACTIONS_PER_ASK {
+                judge.place(&finding.action, finding.kind, place);
+            }
         }
-        for path in &bound {
-            judge.explicit(&finding.action, path);
+        if explicit_actions.len() < MAX_ACTIONS_PER_ASK
+            && explicit_actions.insert(finding.action.as_str())
+        {
+            for path in &bound {
+                judge.explicit(&finding.action, path);
+            }
         }
     }
     judge.finish()
@@ -182,6 +206,18 @@ impl Judge<'_> {
         };
         let git_dir = match &place.git_dir {
             None => None,
+            // Like a working directory, a git dir made later may be anything.
+            Some(Dir::Known(g)) if !g.exists() => {
+                self.problems.push((
+                    Reason::DirectoryUnknown,
+                    action.to_string(),
+                    format!(
+                        "its git dir {} does not exist yet; the guard cannot tell whether it will be row-bound",
+                        g.display()
+                    ),
+                ));
+                return;
+            }
             Some(Dir::Known(g)) => Some(g.display().to_string()),
             Some(Dir::Unknown(why)) => {
                 self.problems.push((

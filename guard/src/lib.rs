@@ -24,25 +24,36 @@
 //! - [`words`]: a word's value (literal or dynamic) and the code it runs.
 //! - [`state`]: the directories, `pushd` stack and variables at a point of the command.
 //! - [`walk`]: the tree walk, bash's scoping, and the plan it produces.
-//! - [`command`]: one simple command's effect; the shell's builtins and row-fence.
+//! - [`command`]: one simple command's effect, dispatched on the program it runs.
+//! - [`builtins`]: the shell's own commands (bash's and zsh's).
+//! - [`row_fence`]: row-fence's lease writes.
 //! - [`git`], [`gh`]: those two programs' policies; [`http`]: curl and friends.
 //! - [`programs`]: wrappers, shells and interpreters.
+//! - [`handed`]: programs handed a command in an option (`tar --to-command`, `npx -c`…).
+//! - [`awk`], [`sed`]: their programs and scripts, which can run commands.
 //! - [`env_vars`]: variables whose setting is opaque or holds code.
 //! - [`finding`]: fenced writes and opaque commands, with their places.
 //! - [`binding`]: session → descriptor files.
+//! - [`lookup`]: which program a command word runs (PATH, symlinks, copies of git).
 //! - [`judge`]: descriptors, asks, verdict lines, ledger, exit code.
 
+pub mod awk;
 pub mod binding;
+pub mod builtins;
 pub mod command;
 pub mod env_vars;
 pub mod finding;
 pub mod gh;
 pub mod git;
+pub mod handed;
 pub mod http;
 pub mod input;
 pub mod judge;
+pub mod lookup;
 pub mod parse;
 pub mod programs;
+pub mod row_fence;
+pub mod sed;
 pub mod state;
 pub mod walk;
 pub mod words;

@@ -54,6 +54,7 @@ fn main() {
         }
     };
     let deadline = started + options.timeout;
+    hard_deadline(options.timeout);
     let hook = match input::read(std::io::stdin().lock()) {
         Ok(hook) => hook,
         Err(why) => deny(&why),
@@ -99,7 +100,7 @@ fn main() {
 /// (16 KiB, nesting at most 32): the walk recurses per level, and the main thread's stack
 /// is the platform's default, not [`parse::PARSE_STACK_BYTES`].
 fn small(command: &str) -> bool {
-    command.len() <= 16 * 1024 && parse::nesting(command) <= 32
+    command.len() <= 16 * 1024 && parse::nesting_any(command) <= 32
 }
 
 fn walk_hook(hook: input::Hook) -> Result<(input::Hook, PathBuf, walk::Plan), String> {
@@ -112,9 +113,40 @@ fn walk_hook(hook: input::Hook) -> Result<(input::Hook, PathBuf, walk::Plan), St
     let env = walk::Env {
         home: std::env::var("HOME").ok().filter(|h| !h.is_empty()),
         cdpath: std::env::var_os("CDPATH").is_some_and(|v| !v.is_empty()),
+        // The guard's own PATH is looked up (and cached) by the lookup itself.
+        path: None,
     };
     let plan = walk::plan(&hook.command, &cwd, &env);
     Ok((hook, cwd, plan))
+}
+
+/// Half a second past the deadline (rounded up to a whole second), the process denies and
+/// exits, wherever it is: a file system that hangs a `stat` must not take the hook past
+/// Claude Code's timeout, after which the command would run. The handler only writes and
+/// exits (async-signal-safe).
+fn hard_deadline(timeout: Duration) {
+    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
+    extern "C" fn on_alarm(_: nix::libc::c_int) {
+        const LINE: &[u8] =
+            b"row-fence guard: the hook's deadline passed before the guard could answer. Denied: the command did not run; retry.\n";
+        // SAFETY: write(2) and _exit(2) are async-signal-safe; LINE is static.
+        unsafe {
+            nix::libc::write(2, LINE.as_ptr().cast(), LINE.len());
+            nix::libc::_exit(DENY);
+        }
+    }
+    let action = SigAction::new(
+        SigHandler::Handler(on_alarm),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
+    // SAFETY: the handler above only calls async-signal-safe functions.
+    if unsafe { sigaction(Signal::SIGALRM, &action) }.is_ok() {
+        let seconds = (timeout.as_millis() + 500)
+            .div_ceil(1000)
+            .min(u32::MAX as u128) as u32;
+        nix::unistd::alarm::set(seconds);
+    }
 }
 
 fn deny(why: &str) -> ! {

@@ -27,7 +27,7 @@ pub fn program(text: &str) -> Result<ast::Program, String> {
         ));
     }
     let depth = nesting(text);
-    if depth > MAX_NESTING {
+    if depth > MAX_NESTING || nesting_any(text) > MAX_NESTING_ANYWHERE {
         return Err(format!(
             "the command nests {depth} levels deep, over the guard's limit of {MAX_NESTING}"
         ));
@@ -39,10 +39,165 @@ pub fn program(text: &str) -> Result<ast::Program, String> {
         .map_err(|e| format!("the command does not parse as bash: {e}"))
 }
 
-/// An upper bound on how deep the command nests: brackets and the words that open and
-/// close compound commands, counted wherever they appear (also inside quotes, which only
-/// makes the bound larger).
+/// A second bound, on [`nesting_any`]: keywords counted even in here-document bodies,
+/// single quotes and comments (where [`nesting`] skips them, so a here-document that
+/// writes a Python file full of `if`s is not "deep"). Far under what the parser's stack
+/// holds ([`PARSE_STACK_BYTES`]; about 8 KiB a level), so a misread here-document cannot
+/// hide deep nesting from both bounds.
+pub const MAX_NESTING_ANYWHERE: usize = 4000;
+
+/// An upper bound on how deep the command nests: brackets (counted everywhere, also inside
+/// quotes, which only makes the bound larger) and the words that open and close compound
+/// commands, counted where they can be words of the shell: not inside single quotes,
+/// comments or here-document bodies.
 pub fn nesting(text: &str) -> usize {
+    let bytes = text.as_bytes();
+    let mut depth: usize = 0;
+    let mut deepest = 0;
+    let mut word_start = true;
+    // Here-documents opened on the current line: (delimiter, strip leading tabs).
+    let mut pending: Vec<(String, bool)> = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        match b {
+            b'(' | b'{' => depth += 1,
+            b')' | b'}' => depth = depth.saturating_sub(1),
+            b'\'' => {
+                // Brackets inside still count; words do not.
+                let end = bytes[i + 1..]
+                    .iter()
+                    .position(|&c| c == b'\'')
+                    .map_or(bytes.len(), |n| i + 1 + n);
+                for &c in &bytes[i + 1..end] {
+                    match c {
+                        b'(' | b'{' => depth += 1,
+                        b')' | b'}' => depth = depth.saturating_sub(1),
+                        _ => {}
+                    }
+                    deepest = deepest.max(depth);
+                }
+                i = end + 1;
+                word_start = false;
+                continue;
+            }
+            b'#' if word_start => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'<' if bytes.get(i + 1) == Some(&b'<') && bytes.get(i + 2) != Some(&b'<') => {
+                let (delimiter, strip, next) = heredoc_delimiter(text, i + 2);
+                if !delimiter.is_empty() {
+                    pending.push((delimiter, strip));
+                }
+                i = next;
+                word_start = true;
+                continue;
+            }
+            b'\n' if !pending.is_empty() => {
+                i = skip_bodies(text, i + 1, std::mem::take(&mut pending));
+                word_start = true;
+                continue;
+            }
+            _ if word_start && b.is_ascii_alphabetic() => {
+                let end = bytes[i..]
+                    .iter()
+                    .position(|c| !c.is_ascii_alphabetic())
+                    .map_or(bytes.len(), |n| i + n);
+                match &text[i..end] {
+                    "if" | "case" | "do" => depth += 1,
+                    "fi" | "esac" | "done" => depth = depth.saturating_sub(1),
+                    _ => {}
+                }
+                deepest = deepest.max(depth);
+                i = end;
+                word_start = false;
+                continue;
+            }
+            _ => {}
+        }
+        word_start = is_separator(b);
+        deepest = deepest.max(depth);
+        i += 1;
+    }
+    deepest
+}
+
+/// The delimiter of a here-document whose `<<` ends before `from` (quotes removed), whether
+/// it strips tabs (`<<-`), and where the delimiter word ends.
+fn heredoc_delimiter(text: &str, from: usize) -> (String, bool, usize) {
+    let bytes = text.as_bytes();
+    let mut i = from;
+    let strip = bytes.get(i) == Some(&b'-');
+    if strip {
+        i += 1;
+    }
+    while i < bytes.len() && matches!(bytes[i], b' ' | b'\t') {
+        i += 1;
+    }
+    let mut delimiter = String::new();
+    while i < bytes.len()
+        && !matches!(
+            bytes[i],
+            b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'<' | b'>' | b'(' | b')'
+        )
+    {
+        if !matches!(bytes[i], b'\'' | b'"' | b'\\') {
+            delimiter.push(bytes[i] as char);
+        }
+        i += 1;
+    }
+    (delimiter, strip, i)
+}
+
+/// The index after the here-document bodies that start at `from`, one per delimiter in
+/// order; the end of the text when one never ends.
+fn skip_bodies(text: &str, from: usize, delimiters: Vec<(String, bool)>) -> usize {
+    let mut at = from;
+    for (delimiter, strip) in delimiters {
+        loop {
+            if at >= text.len() {
+                return text.len();
+            }
+            let end = text[at..].find('\n').map_or(text.len(), |n| at + n);
+            let line = &text[at..end];
+            let line = if strip {
+                line.trim_start_matches('\t')
+            } else {
+                line
+            };
+            at = (end + 1).min(text.len());
+            if line == delimiter {
+                break;
+            }
+        }
+    }
+    at
+}
+
+fn is_separator(b: u8) -> bool {
+    matches!(
+        b,
+        b' ' | b'\t'
+            | b'\n'
+            | b';'
+            | b'&'
+            | b'|'
+            | b'('
+            | b')'
+            | b'{'
+            | b'}'
+            | b'`'
+            | b'"'
+            | b'\''
+            | b'$'
+    )
+}
+
+/// [`nesting`] without exceptions: brackets and keywords counted wherever they appear.
+pub fn nesting_any(text: &str) -> usize {
     let mut depth: usize = 0;
     let mut deepest = 0;
     let bytes = text.as_bytes();

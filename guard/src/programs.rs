@@ -7,7 +7,7 @@
 
 use crate::command::{Ctx, Effect, classify as classify_command, is_name};
 use crate::finding::Dir;
-use crate::state::resolve;
+use crate::state::resolve_physical;
 use crate::words::{Value, Vars};
 
 /// How to find a wrapper's inner command.
@@ -410,8 +410,13 @@ const INTERPRETERS: &[Interpreter] = &[
         valued: &["-l"],
     },
     Interpreter {
-        names: &["Rscript"],
+        names: &["Rscript", "R"],
         code: &["-e"],
+        valued: &[],
+    },
+    Interpreter {
+        names: &["ipython", "ipython3"],
+        code: &["-c"],
         valued: &[],
     },
     Interpreter {
@@ -459,9 +464,10 @@ pub fn classify(program: &str, args: &[Value], ctx: &Ctx, depth: usize) -> Vec<E
         return wrapper(program, w, args, ctx, depth);
     }
     match program {
-        "xargs" => return xargs(args, ctx, depth),
-        "find" => return find(args, ctx, depth),
+        "xargs" | "gxargs" => return xargs(args, ctx, depth),
+        "find" | "gfind" => return find(args, ctx, depth),
         "watch" => return watch(args, ctx, depth),
+        "sed" | "gsed" => return crate::sed::classify(args, ctx),
         _ => {}
     }
     if SHELLS.contains(&program) {
@@ -470,14 +476,16 @@ pub fn classify(program: &str, args: &[Value], ctx: &Ctx, depth: usize) -> Vec<E
     if OPAQUE_RUNNERS.contains(&program) {
         return runner(program, args, ctx);
     }
-    if let Some(i) = INTERPRETERS
-        .iter()
-        .find(|i| i.names.contains(&program) || i.names.iter().any(|n| is_versioned(program, n)))
-    {
+    if let Some(i) = interpreter_of(program) {
         return interpreter(program, i, args, ctx);
     }
     if AWKS.contains(&program) {
-        return awk(program, args, ctx);
+        return crate::awk::classify(program, args, ctx);
+    }
+    if let Some(effects) = crate::handed::classify(program, args, ctx)
+        && !effects.is_empty()
+    {
+        return effects;
     }
     if let Some(effects) = network_and_make(program, args, ctx, depth) {
         return effects;
@@ -488,18 +496,251 @@ pub fn classify(program: &str, args: &[Value], ctx: &Ctx, depth: usize) -> Vec<E
                 flags.contains(&w)
                     || (w.starts_with('+') && program != "emacs")
                     || flags.iter().any(|f| w.starts_with(&format!("{f}=")))
+                    || (program != "emacs"
+                        && w.starts_with('-')
+                        && !w.starts_with("--")
+                        && w[1..].contains(['e', 'E', 's']))
             })
         })
     {
         return vec![ctx.opaque(format!("`{program}` is given commands to run"))];
     }
+    embedded(program, args, ctx, depth)
+}
+
+/// Programs that take their words as data and never run one as a command: a word
+/// `git` among their arguments is a file name or a pattern.
+const DATA_ONLY: &[&str] = &[
+    "echo",
+    "printf",
+    "print",
+    "grep",
+    "egrep",
+    "fgrep",
+    "rg",
+    "ag",
+    "ack",
+    "cat",
+    "bat",
+    "less",
+    "more",
+    "head",
+    "tail",
+    "wc",
+    "ls",
+    "file",
+    "stat",
+    "which",
+    "whereis",
+    "whatis",
+    "apropos",
+    "info",
+    "tldr",
+    "type",
+    "test",
+    "[",
+    "true",
+    "false",
+    "sort",
+    "uniq",
+    "cut",
+    "tr",
+    "diff",
+    "cmp",
+    "comm",
+    "jq",
+    "yq",
+    "logger",
+    "notify-send",
+    "say",
+    "touch",
+    "mkdir",
+    "rmdir",
+    "rm",
+    "cp",
+    "mv",
+    "ln",
+    "chmod",
+    "chown",
+    "chgrp",
+    "basename",
+    "dirname",
+    "realpath",
+    "readlink",
+    "tee",
+    "date",
+    "seq",
+    "column",
+    "fmt",
+    "fold",
+    "nl",
+    "paste",
+    "join",
+    "od",
+    "xxd",
+    "hexdump",
+    "base64",
+    "md5sum",
+    "sha1sum",
+    "sha256sum",
+    "sha512sum",
+    "shasum",
+    "du",
+    "df",
+    "tree",
+    "locate",
+    "gzip",
+    "gunzip",
+    "bzip2",
+    "xz",
+    "zstd",
+    "unzip",
+    "install",
+    "shred",
+    "wall",
+    "write",
+    "pbcopy",
+    "xclip",
+    "wl-copy",
+    "open",
+    "xdg-open",
+    "code",
+    "cursor",
+    "subl",
+    "nano",
+    "pico",
+    "mcedit",
+    "curl",
+    "wget",
+    "http",
+    "https",
+    "xh",
+    // Their command-running options are read in `handed`; operands are files and pages.
+    "man",
+    "info",
+    "tar",
+    "gtar",
+    "bsdtar",
+    "zip",
+    "rsync",
+    // Package managers: `brew install git gh` names packages.
+    "brew",
+    "apt",
+    "apt-get",
+    "apt-cache",
+    "dnf",
+    "yum",
+    "pacman",
+    "apk",
+    "port",
+    "pip",
+    "pip3",
+    "gem",
+    "snap",
+    "flatpak",
+];
+
+/// An ordinary program that is handed a command as separate words (`ssh-agent git
+/// push`, `uv run git push`, `npm exec -- git push`, `dbus-launch sh -c …`): a wrapper
+/// the guard has no table for. The inner command is read from the first word that names
+/// git, gh, row-fence, a shell, an interpreter or a wrapper; if it writes or cannot be
+/// read, the program is opaque too (it may run it elsewhere, or more than once).
+pub fn embedded(program: &str, args: &[Value], ctx: &Ctx, depth: usize) -> Vec<Effect> {
+    const MAX_TRIES: usize = 8;
+    if DATA_ONLY.contains(&program) || depth > crate::command::MAX_WRAPPER_DEPTH {
+        return Vec::new();
+    }
+    let mut tries = 0;
+    for (k, arg) in args.iter().enumerate() {
+        let Some(word) = arg.literal() else { continue };
+        if !names_a_runner(word) {
+            continue;
+        }
+        tries += 1;
+        if tries > MAX_TRIES {
+            return vec![ctx.opaque(format!(
+                "`{program}` is handed more commands than the guard reads"
+            ))];
+        }
+        let inner = classify_command(&args[k..], ctx, false, depth + 1);
+        if !inner.is_empty() {
+            let mut effects = vec![ctx.opaque(format!(
+                "`{program}` is handed the command `{}` and may run it",
+                crate::finding::short(
+                    &args[k..]
+                        .iter()
+                        .map(Value::text)
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                )
+            ))];
+            effects.extend(inner);
+            return effects;
+        }
+    }
     Vec::new()
 }
 
-/// `python3.12` for `python3`.
+/// True when `word`, as a command, is one the guard reads for writes: git, gh,
+/// row-fence (by name or path), a shell, an interpreter, a wrapper, a runner.
+fn names_a_runner(word: &str) -> bool {
+    if word.starts_with('-') || word.contains('=') {
+        return false;
+    }
+    let name = word.rsplit('/').next().unwrap_or(word);
+    let name = if word.contains('/') {
+        match std::fs::canonicalize(word) {
+            Ok(target) => {
+                let real = target
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                if crate::lookup::same_program(&target).is_some() {
+                    return true;
+                }
+                real
+            }
+            Err(_) => name.to_string(),
+        }
+    } else {
+        name.to_string()
+    };
+    let name = name.as_str();
+    crate::command::is_fenced_program(&name.to_ascii_lowercase())
+        || SHELLS.contains(&name)
+        || OPAQUE_RUNNERS.contains(&name)
+        || AWKS.contains(&name)
+        || interpreter_of(name).is_some()
+        || WRAPPERS.iter().any(|w| w.names.contains(&name))
+        || matches!(
+            name,
+            "xargs"
+                | "find"
+                | "watch"
+                | "sed"
+                | "eval"
+                | "exec"
+                | "command"
+                | "builtin"
+                | "source"
+                | "."
+                | "hub"
+        )
+}
+
+/// The interpreter `program` is (`python3.12`, `lua5.4` and `php8.2` too).
+fn interpreter_of(program: &str) -> Option<&'static Interpreter> {
+    INTERPRETERS
+        .iter()
+        .find(|i| i.names.contains(&program) || i.names.iter().any(|n| is_versioned(program, n)))
+}
+
+/// `python3.12`, `lua5.4`, `php8.2`, `pypy3.10` for `python3`, `lua`, `php`, `pypy3`.
 fn is_versioned(program: &str, name: &str) -> bool {
     program.strip_prefix(name).is_some_and(|v| {
-        v.starts_with('.') && v[1..].chars().all(|c| c.is_ascii_digit() || c == '.')
+        !v.is_empty()
+            && v.starts_with(|c: char| c == '.' || c.is_ascii_digit())
+            && v.chars().all(|c| c.is_ascii_digit() || c == '.')
     })
 }
 
@@ -565,7 +806,7 @@ fn wrapper(program: &str, w: &Wrapper, args: &[Value], ctx: &Ctx, depth: usize) 
         }
         if w.chdir.contains(&name) {
             match value(&mut i) {
-                Some(target) => dirs = resolve(&dirs, &target),
+                Some(target) => dirs = resolve_physical(&dirs, &target),
                 None => return vec![ctx.opaque(format!("`{program} {name}` without a directory"))],
             }
             continue;
@@ -593,12 +834,7 @@ fn wrapper(program: &str, w: &Wrapper, args: &[Value], ctx: &Ctx, depth: usize) 
         return effects;
     }
     let vars = env;
-    let inner_ctx = Ctx {
-        dirs,
-        vars: &vars,
-        functions: ctx.functions,
-        home: ctx.home,
-    };
+    let inner_ctx = ctx.with_vars(dirs, &vars);
     effects.extend(classify_command(inner, &inner_ctx, false, depth + 1));
     effects
 }
@@ -835,7 +1071,7 @@ fn shell(program: &str, args: &[Value], ctx: &Ctx) -> Vec<Effect> {
 /// A script operand: running a file that exists is running the project's code
 /// (ordinary); a file made in the same command, a substitution, or stdin in disguise
 /// (`/dev/stdin`, `/dev/fd/N`) is code the text hands over unseen (opaque).
-fn script_file(program: &str, script: &Value, ctx: &Ctx) -> Vec<Effect> {
+pub fn script_file(program: &str, script: &Value, ctx: &Ctx) -> Vec<Effect> {
     let Value::Literal(path) = script else {
         return vec![ctx.opaque(format!(
             "`{program} {}` runs code only known when it runs",
@@ -934,7 +1170,8 @@ fn interpreter(program: &str, i: &Interpreter, args: &[Value], ctx: &Ctx) -> Vec
             return match args.get(k + 1).and_then(Value::literal) {
                 Some(
                     "code" | "pdb" | "timeit" | "IPython" | "runpy" | "trace" | "cProfile"
-                    | "profile",
+                    | "profile" | "asyncio" | "pickle" | "ipdb" | "pudb" | "bpdb" | "ptpython"
+                    | "bpython" | "_pyrepl" | "idlelib" | "idle" | "doctest" | "IPython.terminal",
                 )
                 | None => {
                     vec![ctx.opaque(format!("`{program} -m` runs code it is handed"))]
@@ -953,34 +1190,9 @@ fn interpreter(program: &str, i: &Interpreter, args: &[Value], ctx: &Ctx) -> Vec
     vec![ctx.opaque(format!("`{program}` reads its code from stdin"))]
 }
 
-fn awk(program: &str, args: &[Value], ctx: &Ctx) -> Vec<Effect> {
-    let mut k = 0;
-    while k < args.len() {
-        let Some(arg) = args[k].literal() else {
-            return vec![ctx.opaque(format!("`{program}`'s program is only known when it runs"))];
-        };
-        if arg == "-f" || arg.starts_with("--file") || arg == "-E" {
-            return Vec::new();
-        }
-        if matches!(arg, "-v" | "-F" | "--assign" | "--field-separator") {
-            k += 2;
-            continue;
-        }
-        if arg.starts_with('-') && arg != "-" {
-            k += 1;
-            continue;
-        }
-        return if arg.contains("system") || arg.contains('|') {
-            vec![ctx.opaque(format!("`{program}`'s program runs commands"))]
-        } else {
-            Vec::new()
-        };
-    }
-    Vec::new()
-}
-
 /// HTTP clients that write (fenced, [`crate::http`]); copies to another host and `make`
-/// given rules inline (opaque); `hub`, which is git with more verbs.
+/// given rules inline or in a makefile made in the same command (opaque); `hub`, which
+/// is git with more verbs.
 fn network_and_make(program: &str, args: &[Value], ctx: &Ctx, depth: usize) -> Option<Vec<Effect>> {
     let any = |f: &dyn Fn(&str) -> bool| args.iter().any(|a| a.literal().is_none_or(f));
     match program {
@@ -1000,21 +1212,86 @@ fn network_and_make(program: &str, args: &[Value], ctx: &Ctx, depth: usize) -> O
         {
             Some(vec![ctx.opaque("`rsync` copies to or from another host")])
         }
-        "make" | "gmake" | "bmake"
-            if any(&|w| {
-                matches!(w, "-E" | "--eval" | "-f-" | "--file=-" | "--makefile=-")
-                    || w.starts_with("--eval=")
-                    || w.starts_with("/dev/")
-            }) || args.windows(2).any(|w| {
-                matches!(w[0].literal(), Some("-f" | "--file" | "--makefile"))
-                    && w[1].literal().is_none_or(|f| f == "-")
-            }) =>
-        {
-            Some(vec![ctx.opaque(
-                "`make` is given rules on its command line or stdin",
-            )])
-        }
+        "make" | "gmake" | "bmake" => make(program, args, ctx),
         "hub" => Some(crate::git::classify(args, ctx, depth)),
         _ => None,
     }
+}
+
+/// `make`: running the project's makefile is ordinary work; rules given on the command
+/// line (`--eval`), on stdin (`-f -`), or in a makefile that does not exist yet (made in
+/// the same command) are code the text hands over (opaque).
+fn make(program: &str, args: &[Value], ctx: &Ctx) -> Option<Vec<Effect>> {
+    let mut dirs = ctx.dirs.clone();
+    let mut files = Vec::new();
+    let mut k = 0;
+    while k < args.len() {
+        let Some(w) = args[k].literal() else {
+            return Some(vec![ctx.opaque(format!(
+                "`{program} {}` is only known when it runs",
+                args[k].text()
+            ))]);
+        };
+        k += 1;
+        let (name, inline) = match w.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n, Some(v)),
+            _ => (w, None),
+        };
+        let mut value = || match inline {
+            Some(v) => Some(Value::Literal(v.to_string())),
+            None => {
+                k += 1;
+                args.get(k - 1).cloned()
+            }
+        };
+        match name {
+            "-E" | "--eval" => {
+                return Some(vec![
+                    ctx.opaque(format!("`{program}` is given rules on its command line")),
+                ]);
+            }
+            "-f" | "--file" | "--makefile" => files.extend(value()),
+            "-C" | "--directory" => match value() {
+                Some(target) => dirs = resolve_physical(&dirs, &target),
+                None => return Some(Vec::new()),
+            },
+            _ if name.starts_with("-f") && name.len() > 2 => {
+                files.push(Value::Literal(name[2..].to_string()));
+            }
+            _ if name.starts_with("-C") && name.len() > 2 => {
+                dirs = resolve_physical(&dirs, &Value::Literal(name[2..].to_string()));
+            }
+            _ => {}
+        }
+    }
+    let here = ctx.at(dirs);
+    if files.is_empty() {
+        // No `-f`: the makefile in each directory, which must exist already.
+        let found = here.dirs.iter().all(|d| match d {
+            Dir::Known(d) => ["GNUmakefile", "makefile", "Makefile"]
+                .iter()
+                .any(|f| d.join(f).is_file()),
+            Dir::Unknown(_) => false,
+        });
+        if !found
+            && !args
+                .iter()
+                .any(|a| matches!(a.text(), "--version" | "--help" | "-v"))
+        {
+            return Some(vec![here.opaque(format!(
+                "`{program}` runs a makefile that does not exist yet"
+            ))]);
+        }
+        return Some(Vec::new());
+    }
+    for file in &files {
+        let effects = match file.literal() {
+            Some("-") => vec![here.opaque(format!("`{program}` reads its rules from stdin"))],
+            _ => script_file(program, file, &here),
+        };
+        if !effects.is_empty() {
+            return Some(effects);
+        }
+    }
+    Some(Vec::new())
 }

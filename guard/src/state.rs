@@ -4,7 +4,7 @@
 
 use crate::finding::Dir;
 use crate::words::{Value, Vars};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 
 /// The most directories one point of a command may run in before the walk stops telling
@@ -25,6 +25,11 @@ pub struct State {
     /// Variables holding data the text does not show (a substitution, `read`): bash
     /// evaluates such a value as code when arithmetic names the variable.
     pub tainted: BTreeSet<String>,
+    /// `set -P` is on: `cd` resolves physically.
+    pub physical: bool,
+    /// Names bound to programs (`hash -p`, `BASH_CMDS`): `None` when the program is not
+    /// known.
+    pub rebound: BTreeMap<String, Option<String>>,
 }
 
 impl State {
@@ -38,6 +43,8 @@ impl State {
             stack: Some(Vec::new()),
             vars: Vars::new(),
             tainted: BTreeSet::new(),
+            physical: false,
+            rebound: BTreeMap::new(),
         }
     }
 
@@ -58,6 +65,13 @@ impl State {
         }
         self.vars = vars;
         self.tainted.extend(other.tainted);
+        self.physical |= other.physical;
+        for (name, target) in other.rebound {
+            let mine = self.rebound.entry(name).or_insert(target.clone());
+            if *mine != target {
+                *mine = None;
+            }
+        }
         self
     }
 
@@ -116,6 +130,8 @@ pub fn merge(mut a: Vec<Dir>, b: Vec<Dir>) -> Vec<Dir> {
 /// (`..` folded lexically, as the shell's logical `cd` does); anything else is unknown.
 pub fn resolve(from: &[Dir], target: &Value) -> Vec<Dir> {
     match target {
+        // An absolute path is known from anywhere.
+        Value::Literal(path) if path.starts_with('/') => vec![Dir::Known(fold(Path::new(path)))],
         Value::Literal(path) => from
             .iter()
             .map(|dir| match dir {
@@ -124,6 +140,32 @@ pub fn resolve(from: &[Dir], target: &Value) -> Vec<Dir> {
             })
             .collect(),
         Value::Dynamic(raw) => vec![Dir::Unknown(format!("`{raw}` is only known when it runs"))],
+    }
+}
+
+/// Where `target` leads from each of `from` the way the kernel's `chdir` goes (`git -C`,
+/// `env -C`, `cd -P`): through symlinks, so `link/..` is the parent of where the link
+/// points. A path that does not exist yet is folded lexically (the judge finds it does
+/// not exist); anything not literal is unknown.
+pub fn resolve_physical(from: &[Dir], target: &Value) -> Vec<Dir> {
+    match target {
+        // An absolute path is known from anywhere.
+        Value::Literal(path) if path.starts_with('/') => vec![physical(Path::new(path))],
+        Value::Literal(path) => from
+            .iter()
+            .map(|dir| match dir {
+                Dir::Known(base) => physical(&base.join(path)),
+                unknown => unknown.clone(),
+            })
+            .collect(),
+        Value::Dynamic(_) => resolve(from, target),
+    }
+}
+
+fn physical(joined: &Path) -> Dir {
+    match std::fs::canonicalize(joined) {
+        Ok(physical) => Dir::Known(physical),
+        Err(_) => Dir::Known(fold(joined)),
     }
 }
 

@@ -10,15 +10,24 @@ use crate::command::{self, Ctx, Effect, Move};
 use crate::env_vars;
 use crate::finding::{Dir, Finding, Kind, Place, short};
 use crate::parse;
-use crate::state::{State, resolve};
+use crate::state::{State, resolve, resolve_physical};
 use crate::words::{self, Read, Scope, Value};
 use brush_parser::ast;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::rc::Rc;
 
 /// How many times code may nest inside code (`$( $( … ) )`, `bash -c "bash -c …"`,
 /// function calls) before the command is unreadable.
 pub const MAX_CODE_DEPTH: usize = 32;
+
+/// How many nested loops are each read twice (see `Walker::looped`).
+pub const MAX_LOOP_PASSES: usize = 6;
+
+/// The most simple commands the walk reads, calls and loop passes included: far above a
+/// real command (a 1 MiB one holds about 40,000), and a bound on function calls that
+/// call each other twice per level.
+pub const MAX_STEPS: usize = 250_000;
 
 /// What the walk takes from the hook's environment.
 #[derive(Clone, Debug, Default)]
@@ -27,6 +36,8 @@ pub struct Env {
     pub home: Option<String>,
     /// True when `CDPATH` is set: a relative `cd` may then land elsewhere.
     pub cdpath: bool,
+    /// `$PATH`, where command names are looked up (`None`: the guard's own).
+    pub path: Option<String>,
 }
 
 /// The walk's result.
@@ -44,12 +55,20 @@ pub fn plan(command: &str, cwd: &Path, env: &Env) -> Plan {
         env,
         plan: Plan::default(),
         functions: BTreeMap::new(),
+        aliases: BTreeMap::new(),
         names: BTreeSet::new(),
+        source: Source::new(""),
+        pending: Vec::new(),
         budget: command.len().saturating_mul(4) + 64 * 1024,
+        steps: 0,
+        loops: 0,
+        origin: std::path::PathBuf::new(),
         depth: 0,
         calling: Vec::new(),
     };
-    let mut state = State::at(Dir::Known(crate::state::fold(cwd)));
+    let origin = crate::state::fold(cwd);
+    walker.origin = origin.clone();
+    let mut state = State::at(Dir::Known(origin));
     walker.code(command, &mut state);
     walker.plan
 }
@@ -57,12 +76,27 @@ pub fn plan(command: &str, cwd: &Path, env: &Env) -> Plan {
 struct Walker<'a> {
     env: &'a Env,
     plan: Plan,
-    /// Function bodies defined so far, called by name later.
-    functions: BTreeMap<String, ast::FunctionBody>,
+    /// Function bodies defined so far (with the text they were parsed from), called by
+    /// name later.
+    functions: BTreeMap<String, (ast::FunctionBody, Rc<Source>)>,
+    /// Alias bodies (and zsh's `functions[NAME]=BODY`), read as code where they are used.
+    aliases: BTreeMap<String, String>,
+    /// Every name defined as a function or an alias so far.
     names: BTreeSet<String>,
+    /// The text the syntax tree being walked was parsed from (for source spans).
+    source: Rc<Source>,
+    /// Effects of the command being read that its words produced (names bound in the
+    /// shell's tables), applied after it.
+    pending: Vec<Effect>,
     /// Bytes of code left to parse: nested code is parsed again, so this keeps the whole
     /// walk linear in the command's length.
     budget: usize,
+    /// Simple commands read so far.
+    steps: usize,
+    /// Loops being read, innermost last.
+    loops: usize,
+    /// The hook's working directory.
+    origin: std::path::PathBuf,
     depth: usize,
     /// The functions being called, innermost last.
     calling: Vec<String>,
@@ -93,9 +127,11 @@ impl Walker<'_> {
         match parse::program(text) {
             Ok(program) => {
                 self.depth += 1;
+                let outer = std::mem::replace(&mut self.source, Source::new(text));
                 for complete in &program.complete_commands {
                     self.list(complete, state);
                 }
+                self.source = outer;
                 self.depth -= 1;
             }
             Err(why) => self.unreadable(why),
@@ -173,12 +209,15 @@ impl Walker<'_> {
             ast::Command::Function(definition) => {
                 let name = definition.fname.value.clone();
                 self.names.insert(name.clone());
-                self.functions.insert(name.clone(), definition.body.clone());
+                self.functions.insert(
+                    name.clone(),
+                    (definition.body.clone(), Rc::clone(&self.source)),
+                );
                 // Bash may call a function without its name in the text (a trap,
                 // `command_not_found_handle`, an exported function in a child shell):
                 // its body is read where it is defined too.
                 let mut copy = state.clone();
-                self.call(&name, &mut copy);
+                self.call(&name, &[], &mut copy);
                 (state.clone(), state)
             }
             ast::Command::ExtendedTest(test, redirects) => {
@@ -200,7 +239,12 @@ impl Walker<'_> {
                 let mut copy = state.clone();
                 self.list(&sub.list, &mut copy);
             }
-            ast::CompoundCommand::Arithmetic(arith) => self.expression(&arith.expr.value, state),
+            ast::CompoundCommand::Arithmetic(arith) => match self.nested_subshells(&arith.loc) {
+                // `( (cmd) )` and `((cmd) )` are subshells to bash, whatever the parser
+                // made of them.
+                Some(inner) => self.code_in_copy(&inner, state),
+                None => self.expression(&arith.expr.value, state),
+            },
             ast::CompoundCommand::ArithmeticForClause(f) => {
                 for e in [&f.initializer, &f.condition, &f.updater]
                     .into_iter()
@@ -216,7 +260,13 @@ impl Walker<'_> {
                     literal &= self.word(w, state).literal().is_some();
                 }
                 let effects = {
-                    let ctx = ctx_of(state, &state.vars, &self.names, self.env.home.as_deref());
+                    let ctx = ctx_of(
+                        state,
+                        &state.vars,
+                        &self.names,
+                        self.env.home.as_deref(),
+                        self.env.path.as_deref(),
+                    );
                     env_vars::assigned(
                         &f.variable_name,
                         &Value::Dynamic(format!("${}", f.variable_name)),
@@ -280,12 +330,27 @@ impl Walker<'_> {
     }
 
     /// A loop body runs zero or more times: the state after is either.
+    /// A second pass reads what an earlier iteration's `cd` or assignment changes; a body
+    /// that changes nothing is read once. Nested loops that each change something would
+    /// double the work per level, so past [`MAX_LOOP_PASSES`] levels such a loop is
+    /// unreadable.
     fn looped(&mut self, body: &ast::CompoundList, state: &mut State) {
         let mut once = state.clone();
+        self.loops += 1;
         self.list(body, &mut once);
-        let mut twice = once.clone();
-        self.list(body, &mut twice);
-        *state = state.clone().union(once).union(twice);
+        if once != *state {
+            if self.loops > MAX_LOOP_PASSES {
+                self.unreadable(format!(
+                    "loops nest more than {MAX_LOOP_PASSES} deep and change where later iterations run"
+                ));
+            } else {
+                let mut twice = once.clone();
+                self.list(body, &mut twice);
+                once = once.union(twice);
+            }
+        }
+        self.loops -= 1;
+        *state = state.clone().union(once);
     }
 
     fn test(&mut self, expr: &ast::ExtendedTestExpr, state: &State) {
@@ -300,9 +365,72 @@ impl Walker<'_> {
             ast::ExtendedTestExpr::UnaryTest(_, w) => {
                 self.word(w, state);
             }
-            ast::ExtendedTestExpr::BinaryTest(_, a, b) => {
-                self.word(a, state);
-                self.word(b, state);
+            ast::ExtendedTestExpr::BinaryTest(op, a, b) => {
+                let a_value = self.word(a, state);
+                let b_value = self.word(b, state);
+                // `-eq` and friends evaluate both sides as arithmetic.
+                if matches!(
+                    op,
+                    ast::BinaryPredicate::ArithmeticEqualTo
+                        | ast::BinaryPredicate::ArithmeticNotEqualTo
+                        | ast::BinaryPredicate::ArithmeticLessThan
+                        | ast::BinaryPredicate::ArithmeticLessThanOrEqualTo
+                        | ast::BinaryPredicate::ArithmeticGreaterThan
+                        | ast::BinaryPredicate::ArithmeticGreaterThanOrEqualTo
+                ) {
+                    self.arithmetic_words(&[a_value, b_value], state);
+                }
+            }
+        }
+    }
+
+    /// The text inside the outer parentheses when bash reads the span as nested subshells
+    /// rather than `(( arithmetic ))`: bash's rule is that `((` opens arithmetic only when
+    /// its matching `)` is followed at once by the closing `)` (`( (cmd) )` and
+    /// `((cmd) )` are subshells). `None` for real arithmetic or a span it cannot find.
+    fn nested_subshells(&self, loc: &brush_parser::SourceSpan) -> Option<String> {
+        let text = self.source.span(loc.start.index, loc.end.index)?;
+        let arithmetic = text.strip_prefix("((").is_some_and(|rest| {
+            let mut depth = 1usize;
+            for (k, c) in rest.char_indices() {
+                match c {
+                    '(' => depth += 1,
+                    ')' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return rest[k + 1..].trim_end() == ")";
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            false
+        });
+        if arithmetic {
+            return None;
+        }
+        Some(peel(text).to_string())
+    }
+
+    /// Words bash evaluates as arithmetic (`let`, `declare -i`, `[[ a -eq b ]]`): a literal
+    /// is an expression whose `$(…)` runs; a word known only at run time is data evaluated
+    /// as code.
+    fn arithmetic_words(&mut self, words: &[Value], state: &State) {
+        for word in words {
+            match word {
+                Value::Literal(text) => self.expression(text, state),
+                Value::Dynamic(raw) => {
+                    let opaque = raw.contains(['$', '`']) && !raw.trim().starts_with('\'');
+                    if opaque {
+                        self.find(
+                            Kind::Opaque,
+                            format!(
+                                "opaque: arithmetic evaluates `{raw}`, only known when it runs"
+                            ),
+                            places(state),
+                        );
+                    }
+                }
             }
         }
     }
@@ -330,11 +458,19 @@ impl Walker<'_> {
         }
     }
 
+    /// `$HOME` at this point: the value assigned in the command, else the hook's.
+    fn home<'s>(&'s self, state: &'s State) -> Option<&'s str> {
+        match state.vars.get("HOME") {
+            Some(value) => value.as_deref(),
+            None => self.env.home.as_deref(),
+        }
+    }
+
     fn scope_read(&self, raw: &str, state: &State) -> (Value, Read) {
         let pwd = state.pwd();
         let scope = Scope {
             vars: &state.vars,
-            home: self.env.home.as_deref(),
+            home: self.home(state),
             pwd: pwd.as_deref(),
         };
         let mut found = Read::default();
@@ -354,6 +490,13 @@ impl Walker<'_> {
     }
 
     fn ran(&mut self, found: Read, state: &State) {
+        if found.zsh_code {
+            self.find(
+                Kind::Opaque,
+                "opaque: zsh runs code a glob qualifier `(e:…:)` or a flag `${(e)…}` holds".into(),
+                places(state),
+            );
+        }
         if found.evaluates_data {
             self.find(
                 Kind::Opaque,
@@ -387,7 +530,7 @@ impl Walker<'_> {
                     let pwd = state.pwd();
                     let scope = Scope {
                         vars: &state.vars,
-                        home: self.env.home.as_deref(),
+                        home: self.home(state),
                         pwd: pwd.as_deref(),
                     };
                     let mut found = Read::default();
@@ -406,6 +549,7 @@ impl Walker<'_> {
         assignment: &ast::Assignment,
         state: &State,
     ) -> Option<(String, Value)> {
+        let mut keyed: Vec<(Value, Value)> = Vec::new();
         let value = match &assignment.value {
             ast::AssignmentValue::Scalar(w) => {
                 let v = self.word(w, state);
@@ -417,25 +561,88 @@ impl Walker<'_> {
             }
             ast::AssignmentValue::Array(items) => {
                 for (k, v) in items {
-                    if let Some(k) = k {
-                        self.word(k, state);
-                    }
-                    self.word(v, state);
+                    let key = match k {
+                        Some(k) => self.word(k, state),
+                        None => Value::Dynamic("(an index)".into()),
+                    };
+                    let value = self.word(v, state);
+                    keyed.push((key, value));
                 }
                 Value::Dynamic("(…)".into())
             }
         };
-        match &assignment.name {
-            ast::AssignmentName::VariableName(name) => Some((name.clone(), value)),
+        let name = match &assignment.name {
+            ast::AssignmentName::VariableName(name) => name.clone(),
             ast::AssignmentName::ArrayElementName(name, index) => {
                 self.expression(index, state);
-                Some((name.clone(), Value::Dynamic(format!("{name}[{index}]"))))
+                let (key, _) = self.scope_read(index, state);
+                keyed.push((key, value));
+                return self
+                    .bind_names(name, keyed, state)
+                    .then(|| (name.clone(), Value::Dynamic(format!("{name}[{index}]"))));
+            }
+        };
+        self.bind_names(&name, keyed, state);
+        Some((name, value))
+    }
+
+    /// Assignments into the shell's own tables of names: bash's `BASH_CMDS` (and zsh's
+    /// `commands`) bind a name to a program; `BASH_ALIASES` and zsh's `aliases`,
+    /// `functions`… bind a name to code. Queued for the command's effects; always true.
+    fn bind_names(&mut self, table: &str, keyed: Vec<(Value, Value)>, state: &State) -> bool {
+        const PROGRAMS: &[&str] = &["BASH_CMDS", "commands"];
+        const CODE: &[&str] = &[
+            "BASH_ALIASES",
+            "aliases",
+            "galiases",
+            "saliases",
+            "functions",
+            "dis_aliases",
+            "dis_galiases",
+            "dis_saliases",
+            "dis_functions",
+        ];
+        let programs = PROGRAMS.contains(&table);
+        if !programs && !CODE.contains(&table) {
+            return true;
+        }
+        let mut rebinds = Vec::new();
+        for (key, value) in keyed {
+            let Value::Literal(name) = key else {
+                self.pending.push(Effect::Opaque {
+                    why: format!("`{table}[…]` binds a name the text does not show"),
+                    places: places(state),
+                    in_shell: true,
+                });
+                continue;
+            };
+            match (programs, value) {
+                (true, value) => rebinds.push((name, value.literal().map(str::to_string))),
+                (false, Value::Literal(body)) => self.pending.push(Effect::Alias(name, body)),
+                (false, Value::Dynamic(raw)) => self.pending.push(Effect::Opaque {
+                    why: format!(
+                        "`{table}[{name}]` is bound to code only known when it runs ({raw})"
+                    ),
+                    places: places(state),
+                    in_shell: true,
+                }),
             }
         }
+        if !rebinds.is_empty() {
+            self.pending.push(Effect::Rebind(rebinds));
+        }
+        true
     }
 
     fn simple(&mut self, simple: &ast::SimpleCommand, state: State) -> (State, State) {
         let mut state = state;
+        self.steps += 1;
+        if self.steps > MAX_STEPS {
+            self.unreadable(format!(
+                "the command runs more than {MAX_STEPS} simple commands (calls and loops counted)"
+            ));
+            return (state.clone(), state);
+        }
         let mut assignments = Vec::new();
         for item in simple.prefix.iter().flat_map(|p| p.0.iter()) {
             self.item(item, &state, &mut assignments, &mut Vec::new());
@@ -447,29 +654,50 @@ impl Walker<'_> {
         for item in simple.suffix.iter().flat_map(|s| s.0.iter()) {
             self.item(item, &state, &mut Vec::new(), &mut argv);
         }
-        let home = self.env.home.clone();
+        let home = self.home(&state).map(str::to_string);
         if argv.is_empty() {
             // Plain assignments set the shell's own variables.
             for (name, value) in assignments {
                 let effects = {
-                    let ctx = ctx_of(&state, &state.vars, &self.names, home.as_deref());
+                    let ctx = ctx_of(
+                        &state,
+                        &state.vars,
+                        &self.names,
+                        home.as_deref(),
+                        self.env.path.as_deref(),
+                    );
                     env_vars::assigned(&name, &value, &ctx)
                 };
                 self.apply(effects, &mut state, None);
                 state.assign(name, &value);
             }
+            let pending = std::mem::take(&mut self.pending);
+            self.apply(pending, &mut state, None);
             return (state.clone(), state);
         }
         let mut overlay = state.vars.clone();
         let mut effects = Vec::new();
         for (name, value) in &assignments {
             overlay.insert(name.clone(), value.literal().map(str::to_string));
-            let ctx = ctx_of(&state, &overlay, &self.names, home.as_deref());
+            let ctx = ctx_of(
+                &state,
+                &overlay,
+                &self.names,
+                home.as_deref(),
+                self.env.path.as_deref(),
+            );
             effects.extend(env_vars::assigned(name, value, &ctx));
         }
-        let ctx = ctx_of(&state, &overlay, &self.names, home.as_deref());
+        let ctx = ctx_of(
+            &state,
+            &overlay,
+            &self.names,
+            home.as_deref(),
+            self.env.path.as_deref(),
+        );
         let mut moved = None;
         effects.extend(command::classify(&argv, &ctx, true, 0));
+        effects.append(&mut self.pending);
         self.apply(effects, &mut state, Some(&mut moved));
         match moved {
             Some((ok, failed)) => (ok, failed),
@@ -538,12 +766,17 @@ impl Walker<'_> {
                         **slot = Some(result);
                     }
                 }
-                Effect::Call(name) => self.call(&name, state),
+                Effect::Call(name, args) => self.call(&name, &args, state),
                 Effect::Assign(pairs) => {
                     for (name, value) in pairs {
                         let effects = {
-                            let ctx =
-                                ctx_of(state, &state.vars, &self.names, self.env.home.as_deref());
+                            let ctx = ctx_of(
+                                state,
+                                &state.vars,
+                                &self.names,
+                                self.env.home.as_deref(),
+                                self.env.path.as_deref(),
+                            );
                             env_vars::assigned(&name, &value, &ctx)
                         };
                         self.apply(effects, state, None);
@@ -555,12 +788,41 @@ impl Walker<'_> {
                         state.vars.remove(&name);
                     }
                 }
+                Effect::Alias(name, body) => {
+                    // Read where it is defined too: a later use may be spelled any way.
+                    self.code_in_copy(&body, state);
+                    self.names.insert(name.clone());
+                    self.aliases.insert(name, body);
+                }
+                Effect::Rebind(pairs) => {
+                    for (name, target) in pairs {
+                        state.rebound.insert(name, target);
+                    }
+                }
+                Effect::Arithmetic(words) => self.arithmetic_words(&words, state),
+                Effect::Physical(on) => state.physical = on,
             }
         }
     }
 
-    fn call(&mut self, name: &str, state: &mut State) {
-        let Some(body) = self.functions.get(name).cloned() else {
+    fn call(&mut self, name: &str, args: &[Value], state: &mut State) {
+        let Some((body, source)) = self.functions.get(name).cloned() else {
+            // An alias is replaced by its body, in this shell, where it is used.
+            if let Some(body) = self.aliases.get(name).cloned()
+                && !self.calling.iter().any(|c| c == name)
+            {
+                let mut text = body;
+                for arg in args {
+                    text.push(' ');
+                    match arg {
+                        Value::Literal(w) => text.push_str(&quoted(w)),
+                        Value::Dynamic(raw) => text.push_str(raw),
+                    }
+                }
+                self.calling.push(name.to_string());
+                self.code(&text, state);
+                self.calling.pop();
+            }
             return;
         };
         // A recursive call runs the same body again: nothing new to find.
@@ -577,7 +839,9 @@ impl Walker<'_> {
             }
         }
         self.calling.push(name.to_string());
+        let outer = std::mem::replace(&mut self.source, source);
         self.compound(&body.0, state);
+        self.source = outer;
         self.calling.pop();
         self.depth -= 1;
     }
@@ -585,40 +849,94 @@ impl Walker<'_> {
     /// `cd`, `pushd`, `popd`: the states after success and after failure.
     fn moved(&mut self, m: Move, state: &State) -> (State, State) {
         let mut ok = state.clone();
-        let target = |value: &Value, state: &State| -> Vec<Dir> {
+        let target = |value: &Value, physical: bool, state: &State| -> Vec<Dir> {
             match value {
                 Value::Literal(t)
-                    if (self.env.cdpath || state.vars.contains_key("CDPATH"))
+                    if (self.env.cdpath
+                        || state.vars.contains_key("CDPATH")
+                        || state.vars.contains_key("cdpath"))
                         && !t.starts_with(['/', '.']) =>
                 {
                     vec![Dir::Unknown(format!("`cd {t}` searches CDPATH"))]
                 }
-                other => resolve(&state.dirs, other),
+                other => {
+                    // A relative move from a directory that does not exist yet (made by the
+                    // command, if the move succeeds) leads somewhere only the run decides.
+                    let from: Vec<Dir> = state
+                        .dirs
+                        .iter()
+                        .map(|d| match d {
+                            Dir::Known(p)
+                                if !other.text().starts_with('/')
+                                    && *p != self.origin
+                                    && !p.is_dir() =>
+                            {
+                                Dir::Unknown(format!("{}, which does not exist yet", p.display()))
+                            }
+                            known => known.clone(),
+                        })
+                        .collect();
+                    if physical || state.physical {
+                        resolve_physical(&from, other)
+                    } else {
+                        resolve(&from, other)
+                    }
+                }
             }
         };
+        // `cd` alone goes to `$HOME` and `cd -` to `$OLDPWD`: the values assigned in the
+        // command when it assigns them.
+        let named = |name: &str| -> Option<Vec<Dir>> {
+            state.vars.get(name).map(|v| match v {
+                Some(path) => resolve(&state.dirs, &Value::Literal(path.clone())),
+                None => vec![Dir::Unknown(format!(
+                    "`${name}` is only known when it runs"
+                ))],
+            })
+        };
         match m {
-            Move::Cd(None) => ok.move_to(vec![match &self.env.home {
-                Some(home) => Dir::Known(home.into()),
-                None => Dir::Unknown("`cd` goes to $HOME, which is not set".into()),
-            }]),
-            Move::Cd(Some(Value::Literal(dash))) if dash == "-" => {
-                let back = state.oldpwd.clone();
+            Move::Cd { to: None, .. } => {
+                let home = named("HOME").unwrap_or_else(|| {
+                    vec![match &self.env.home {
+                        Some(home) => Dir::Known(home.into()),
+                        None => Dir::Unknown("`cd` goes to $HOME, which is not set".into()),
+                    }]
+                });
+                ok.move_to(home);
+            }
+            Move::Cd {
+                to: Some(Value::Literal(dash)),
+                ..
+            } if dash == "-" => {
+                let back = named("OLDPWD").unwrap_or_else(|| state.oldpwd.clone());
                 ok.move_to(back);
             }
-            Move::Cd(Some(value)) => {
-                let to = target(&value, state);
+            Move::Cd {
+                to: Some(value),
+                physical,
+            } => {
+                let to = target(&value, physical, state);
                 ok.move_to(to);
             }
-            Move::Pushd(Some(value)) => {
-                let to = target(&value, state);
+            Move::Pushd {
+                to: Some(value),
+                physical,
+            } => {
+                let to = target(&value, physical, state);
                 if let Some(stack) = ok.stack.as_mut() {
                     stack.push(state.dirs.clone());
                 }
                 ok.move_to(to);
             }
-            Move::Pushd(None) => ok.move_to(vec![Dir::Unknown(
+            Move::Pushd { to: None, .. } => ok.move_to(vec![Dir::Unknown(
                 "`pushd` swaps to the directory stack".into(),
             )]),
+            Move::AutoCd(value) => {
+                let to = target(&value, false, state);
+                ok.move_to(to);
+                ok.vars.remove("OLDPWD");
+                return (ok, state.clone());
+            }
             Move::Popd => {
                 let top = ok.stack.as_mut().and_then(Vec::pop);
                 let to = top.unwrap_or_else(|| {
@@ -629,6 +947,8 @@ impl Walker<'_> {
                 ok.move_to(to);
             }
         }
+        // The shell keeps `OLDPWD` itself from here on.
+        ok.vars.remove("OLDPWD");
         // A move to directories that all exist now succeeds; otherwise it may fail and
         // leave the shell where it was.
         let certain = ok
@@ -640,17 +960,92 @@ impl Walker<'_> {
     }
 }
 
+/// `text` without every pair of parentheses that wraps all of it: `( ( (x) ) )` is `x`
+/// (each layer a subshell, which changes nothing the guard tracks), so nested subshells
+/// are read in one parse, not one per layer. Parentheses are matched once, in one pass.
+fn peel(text: &str) -> &str {
+    let bytes = text.as_bytes();
+    // The index of the `)` matching each `(`.
+    let mut matching = vec![usize::MAX; bytes.len()];
+    let mut open = Vec::new();
+    for (k, b) in bytes.iter().enumerate() {
+        match b {
+            b'(' => open.push(k),
+            b')' => {
+                if let Some(o) = open.pop() {
+                    matching[o] = k;
+                }
+            }
+            _ => {}
+        }
+    }
+    let (mut start, mut end) = (0, bytes.len());
+    loop {
+        while start < end && bytes[start].is_ascii_whitespace() {
+            start += 1;
+        }
+        while end > start && bytes[end - 1].is_ascii_whitespace() {
+            end -= 1;
+        }
+        if start < end && bytes[start] == b'(' && matching[start] == end - 1 {
+            start += 1;
+            end -= 1;
+        } else {
+            return &text[start..end];
+        }
+    }
+}
+
+/// `word` single-quoted for the shell.
+fn quoted(word: &str) -> String {
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
+
+/// A text the walk parsed, for the parser's spans (character indices).
+struct Source {
+    text: String,
+    ascii: bool,
+    /// The byte offset of each character, computed once when a non-ASCII text needs it.
+    offsets: std::cell::OnceCell<Vec<usize>>,
+}
+
+impl Source {
+    fn new(text: &str) -> Rc<Source> {
+        Rc::new(Source {
+            text: text.to_string(),
+            ascii: text.is_ascii(),
+            offsets: std::cell::OnceCell::new(),
+        })
+    }
+
+    /// The text between two character indices.
+    fn span(&self, start: usize, end: usize) -> Option<&str> {
+        if self.ascii {
+            return self.text.get(start..end);
+        }
+        let offsets = self.offsets.get_or_init(|| {
+            let mut all: Vec<usize> = self.text.char_indices().map(|(b, _)| b).collect();
+            all.push(self.text.len());
+            all
+        });
+        self.text.get(*offsets.get(start)?..*offsets.get(end)?)
+    }
+}
+
 fn ctx_of<'a>(
-    state: &State,
+    state: &'a State,
     vars: &'a words::Vars,
     names: &'a BTreeSet<String>,
     home: Option<&'a str>,
+    path: Option<&'a str>,
 ) -> Ctx<'a> {
     Ctx {
         dirs: state.dirs.clone(),
         vars,
         functions: names,
         home,
+        rebound: &state.rebound,
+        path,
     }
 }
 

@@ -45,6 +45,9 @@ pub struct Read {
     pub evaluates_data: bool,
     /// Arithmetic expansions' text (`$((x + 1))`): bash evaluates the variables they name.
     pub arithmetic: Vec<String>,
+    /// True when zsh would run code the word holds: a glob qualifier `(e:…:)`/`(+f)`, or
+    /// a parameter flag `${(e)…}` that evaluates a value.
+    pub zsh_code: bool,
 }
 
 /// Variables the walk knows the value of: `Some(literal)`, or `None` when assigned a
@@ -121,6 +124,7 @@ fn piece_value(
                 out.push_str(&text.replace("\\\n", ""));
                 true
             } else {
+                found.zsh_code |= zsh_qualifier(text);
                 out.push_str(text);
                 !expands(text)
             }
@@ -160,7 +164,10 @@ fn piece_value(
             None => false,
         },
         WordPiece::TildeExpansion(_) => false,
-        WordPiece::ParameterExpansion(expr) => parameter(expr, source, scope, found, out),
+        WordPiece::ParameterExpansion(expr) => {
+            found.zsh_code |= zsh_flags(source);
+            parameter(expr, source, scope, found, out)
+        }
         WordPiece::CommandSubstitution(code) | WordPiece::BackquotedCommandSubstitution(code) => {
             found.code.push(code.clone());
             false
@@ -171,6 +178,31 @@ fn piece_value(
             false
         }
     }
+}
+
+/// True when unquoted text holds a zsh glob qualifier that runs code: `*(e:cmd:)`,
+/// `*(.e'cmd')`, `*(+func)`. Any parenthesised group with an `e` or a `+` in it counts
+/// (an extglob naming such a file is read as code too: rare, and never "yes").
+fn zsh_qualifier(text: &str) -> bool {
+    let mut rest = text;
+    while let Some(open) = rest.find('(') {
+        let group = &rest[open + 1..];
+        let inside = group.find(')').map_or(group, |close| &group[..close]);
+        if inside.contains(['e', '+']) {
+            return true;
+        }
+        rest = group;
+    }
+    false
+}
+
+/// True for zsh parameter flags that evaluate a value: `${(e)x}` runs the `$(…)` in it,
+/// `${(%)x}` expands it as a prompt.
+fn zsh_flags(source: &str) -> bool {
+    source
+        .strip_prefix("${(")
+        .and_then(|rest| rest.split_once(')'))
+        .is_some_and(|(flags, _)| flags.contains(['e', '%']))
 }
 
 /// True when unquoted text undergoes pathname or brace expansion.

@@ -5,10 +5,61 @@ use row_fence_guard::finding::{Dir, Kind};
 use row_fence_guard::walk::{Env, Plan, plan};
 use std::path::Path;
 
+/// A `PATH` of stand-in programs, so what the walk finds does not depend on what this
+/// machine has installed (a name on no `PATH` directory is opaque).
+fn stub_path() -> &'static str {
+    static DIR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("rf-policy-bin-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for name in [
+            "git",
+            "gh",
+            "row-fence",
+            "sh",
+            "bash",
+            "env",
+            "timeout",
+            "python3",
+            "cat",
+            "grep",
+            "curl",
+            "wget",
+            "xargs",
+            "find",
+            "ls",
+            "ssh-agent",
+            "npm",
+            "npx",
+            "tar",
+            "zip",
+            "socat",
+            "sqlite3",
+            "psql",
+            "ed",
+            "man",
+            "sed",
+            "awk",
+            "gawk",
+            "ipython",
+            "lua5.4",
+            "mkdir",
+            "gzip",
+        ] {
+            let path = dir.join(name);
+            std::fs::write(&path, format!("#!/bin/sh\n# a stand-in for {name}\n")).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        dir.display().to_string()
+    })
+}
+
 fn read(command: &str, cwd: &str) -> Plan {
     let env = Env {
         home: Some("/home/u".into()),
         cdpath: false,
+        path: Some(stub_path().to_string()),
     };
     plan(command, Path::new(cwd), &env)
 }
@@ -141,4 +192,143 @@ fn a_thousand_clauses_are_each_found() {
     let p = read(&(many + "git push --no-verify"), "/w");
     assert_eq!(p.findings.len(), 1001);
     assert!(p.unreadable.is_none());
+}
+
+/// Round two of the adversarial pass: new shapes of the kinds. `F` fenced, `O`
+/// opaque, `U` unreadable (as in `kinds`), `FO`/`OF` when both are found. Each is denied
+/// for a refused lane; the end-to-end suite runs the git ones against a real remote.
+#[test]
+fn round_two_shapes_are_found() {
+    for (command, want) in [
+        // A parser difference: bash reads `( (…) )` and `((…) )` as nested subshells.
+        ("( (git push) )", "F"),
+        ("((git push) )", "F"),
+        ("((i++))", "-"),
+        // The shell's tables of names: a name bound to git runs git.
+        ("BASH_CMDS[ls]=/usr/bin/git; ls push", "OF"),
+        ("declare -A BASH_CMDS=([ls]=/usr/bin/git); ls push", "OF"),
+        ("hash -p /usr/bin/git ls; ls push", "F"),
+        ("hash ls=/usr/bin/git; ls push", "F"),
+        ("alias p='git push'\np --no-verify", "FF"),
+        // Names the text does not pin to a program: aliases and functions of the agent's
+        // shell, zsh's `=cmd`.
+        ("gp --no-verify", "O"),
+        ("=git push", "O"),
+        // zsh: precommand modifiers, builtins that run code, code in words.
+        ("noglob git push", "F"),
+        ("nocorrect git push", "F"),
+        ("repeat 1 git push", "F"),
+        ("emulate sh -c 'git push'", "F"),
+        ("functions[f]='git push'; f", "OFF"),
+        ("echo *(e:'git push':)", "O"),
+        ("read x; echo ${(e)x}", "O"),
+        ("print -P '%F{red}$(git push)%f'", "O"),
+        // Arithmetic that evaluates data.
+        ("let 'a[$(git push)]'", "F"),
+        ("read x; [[ $x -eq 0 ]]", "O"),
+        ("declare -i n='a[$(git push)]'", "FO"),
+        // Programs handed a command.
+        ("ssh-agent git push", "OF"),
+        ("npm exec -- git push", "OF"),
+        ("tar -cf /dev/null --to-command='git push' f", "F"),
+        (
+            "tar -cf x.tar --checkpoint=1 --checkpoint-action=exec='git push' f",
+            "F",
+        ),
+        ("zip -TT 'git push #' x.zip f", "F"),
+        ("socat - EXEC:'git push'", "F"),
+        ("sqlite3 :memory: '.shell git push'", "OF"),
+        ("psql -c '\\! git push'", "OF"),
+        ("printf '!git push\\n' | ed", "O"),
+        ("man -P 'git push' ls", "F"),
+        ("npx -c 'git push'", "F"),
+        // Interpreters: sed's `e`, awk's programs, python's REPL modules.
+        ("echo x | sed 's/.*/git push/e'", "O"),
+        ("sed 's/a/b/' -e '1e git push' f", "O"),
+        ("gawk --source='BEGIN{system(\"git push\")}'", "O"),
+        ("gawk 'BEGIN{f=\"sys\" \"tem\"; @f(\"git push\")}'", "O"),
+        ("awk -f /dev/stdin <<< 'BEGIN{system(\"git push\")}'", "O"),
+        ("python3 -m asyncio <<< 'import os'", "O"),
+        ("ipython -c 'import os'", "O"),
+        ("lua5.4 -e 'os.execute(\"git push\")'", "O"),
+        // HTTP writes with clustered or file-borne options.
+        (
+            "curl -sX PUT https://api.github.com/repos/o/r/pulls/1/merge",
+            "F",
+        ),
+        (
+            "curl -fsSLd '{}' https://api.github.com/repos/o/r/pulls",
+            "F",
+        ),
+        ("curl -K - <<< 'request = \"PUT\"'", "F"),
+        ("wget -e post_data=x https://api.github.com/x", "F"),
+        // row-fence's own options.
+        ("row-fence --key-prefix show release b r --lane l", "F"),
+        ("row-fence --unknown x release b r --lane l", "F"),
+        // git: hooks from a template, code in a pager or editor setting.
+        ("git clone --template=/t https://h/r.git d", "O"),
+        ("git -c core.pager='git push' log", "F"),
+        ("git -c core.pager=cat log", "-"),
+    ] {
+        let p = read(command, "/w");
+        assert_eq!(kinds(&p), want, "{command:?}: {:?}", p);
+    }
+}
+
+#[test]
+fn harmless_round_two_shapes_find_nothing() {
+    let many_ifs: String = (0..600).map(|k| format!("if x{k}:\n    pass\n")).collect();
+    for command in [
+        "awk '/a|b/ {print}' f".to_string(),
+        "awk -F'|' '{print $2}' f".into(),
+        "awk '$1 || $2' f".into(),
+        "awk '{ print $1/2 }' f".into(),
+        "sed -i 's/foo/bar/g' f".into(),
+        "sed -n '1,5p' f".into(),
+        "sed -e 's|a|b|' -e '/^#/d' f".into(),
+        "tar -I 'gzip -9' -cf x.tgz f".into(),
+        "git -c core.pager=cat log -n 1".into(),
+        "git -c pager.log=false log".into(),
+        "git log --grep='git push'".into(),
+        "curl -fsSL https://example.invalid/x".into(),
+        format!("cat > big.py <<'EOF'\n{many_ifs}EOF"),
+    ] {
+        let p = read(&command, "/w");
+        assert_eq!(kinds(&p), "-", "{command:?}: {:?}", p);
+    }
+}
+
+#[test]
+fn physical_moves_follow_symlinks_and_assigned_home_and_oldpwd_are_used() {
+    let tmp = std::env::temp_dir().join(format!("rf-policy-{}", std::process::id()));
+    let real = tmp.join("repo/sub");
+    std::fs::create_dir_all(&real).unwrap();
+    let link = tmp.join("link");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let repo = tmp.join("repo");
+    let l = link.display();
+    let r = repo.display();
+    for command in [
+        format!("git -C {l}/.. push"),
+        format!("env -C {l}/.. git push"),
+        format!("cd -P {l}/.. && git push"),
+        format!("set -P; cd {l}/..; git push"),
+        format!("HOME={r}; cd && git push"),
+        format!("HOME={r}; cd ~ && git push"),
+        format!("cd /; OLDPWD={r}; cd - && git push"),
+    ] {
+        let p = read(&command, "/");
+        let dirs: Vec<&Dir> = p
+            .findings
+            .iter()
+            .flat_map(|f| &f.places)
+            .map(|p| &p.dir)
+            .collect();
+        assert!(
+            dirs.contains(&&Dir::Known(repo.clone())),
+            "{command:?} runs in {r}, found {dirs:?}"
+        );
+    }
+    std::fs::remove_dir_all(&tmp).unwrap();
 }

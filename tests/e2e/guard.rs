@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 /// Where the agent's shell is when it runs a shape.
 #[derive(Clone, Copy, Debug)]
-enum Cwd {
+pub(crate) enum Cwd {
     /// The lane's clone (row-bound).
     Clone,
     /// The temp dir holding the clone (not row-bound).
@@ -31,7 +31,7 @@ enum Cwd {
 
 /// What may happen to the remote's `main` when the shape runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Remote {
+pub(crate) enum Remote {
     /// Not a git write (gh, row-fence): nothing to check at the remote.
     NotGit,
     /// The remote ref must not move.
@@ -41,16 +41,16 @@ enum Remote {
 }
 
 /// One row of a table.
-struct Case {
-    shape: String,
-    cwd: Cwd,
-    exit: i32,
-    remote: Remote,
+pub(crate) struct Case {
+    pub(crate) shape: String,
+    pub(crate) cwd: Cwd,
+    pub(crate) exit: i32,
+    pub(crate) remote: Remote,
     /// The session id sent, if any (a bound session is judged with its binding).
-    session: Option<String>,
+    pub(crate) session: Option<String>,
 }
 
-fn case(shape: &str, cwd: Cwd, exit: i32, remote: Remote) -> Case {
+pub(crate) fn case(shape: &str, cwd: Cwd, exit: i32, remote: Remote) -> Case {
     Case {
         shape: shape.to_string(),
         cwd,
@@ -98,9 +98,9 @@ fn run_with_stdin(cmd: &mut Command, input: &str) -> Ran {
 
 /// A lane: a home, a bare remote, a clone with one commit to push and the pre-push hook,
 /// the daemon, and the hook installed into a settings file.
-struct Lane {
-    home: Home,
-    repo: Repo,
+pub(crate) struct Lane {
+    pub(crate) home: Home,
+    pub(crate) repo: Repo,
     /// The settings entry's command, as `install claude-hook` wrote it.
     hook: String,
     daemon: Option<Daemon>,
@@ -155,7 +155,7 @@ impl Lane {
     }
 
     /// Lane A held the row; lane B took it over; the daemon runs.
-    fn refused() -> Lane {
+    pub(crate) fn refused() -> Lane {
         let mut lane = Lane::new();
         lane.hold();
         lane.lose();
@@ -182,11 +182,11 @@ impl Lane {
             .acquire("board-1", "row-1", "lane-b", &["--takeover"]);
     }
 
-    fn tmp(&self) -> PathBuf {
+    pub(crate) fn tmp(&self) -> PathBuf {
         self.home.dir.path().to_path_buf()
     }
 
-    fn dir(&self, cwd: Cwd) -> PathBuf {
+    pub(crate) fn dir(&self, cwd: Cwd) -> PathBuf {
         match cwd {
             Cwd::Clone => self.repo.clone.clone(),
             Cwd::Tmp => self.tmp(),
@@ -195,7 +195,7 @@ impl Lane {
     }
 
     /// The shape with its placeholders filled in.
-    fn fill(&self, shape: &str) -> String {
+    pub(crate) fn fill(&self, shape: &str) -> String {
         let exec = run(self.home.command("git").arg("--exec-path"))
             .stdout
             .trim()
@@ -205,10 +205,11 @@ impl Lane {
             .replace("{remote}", &self.repo.remote.display().to_string())
             .replace("{tmp}", &self.tmp().display().to_string())
             .replace("{exec}", &exec)
+            .replace("{git}", &program_path("git").display().to_string())
     }
 
     /// Runs the installed hook for `command` from `cwd`, as Claude Code does.
-    fn hook_in(&self, command: &str, cwd: &Path, session: Option<&str>) -> Ran {
+    pub(crate) fn hook_in(&self, command: &str, cwd: &Path, session: Option<&str>) -> Ran {
         let mut cmd = self.home.command("sh");
         cmd.arg("-c").arg(&self.hook).current_dir(cwd);
         run_with_stdin(&mut cmd, &pre_tool_use(session, cwd, command))
@@ -225,11 +226,11 @@ impl Lane {
             .current_dir(cwd))
     }
 
-    fn remote_head(&self) -> String {
+    pub(crate) fn remote_head(&self) -> String {
         self.repo.remote_head(&self.home)
     }
 
-    fn reset_remote(&self) {
+    pub(crate) fn reset_remote(&self) {
         let _ = run(self
             .home
             .command("git")
@@ -241,7 +242,7 @@ impl Lane {
     /// Checks one case: the hook's exit, no verdict asked for exit-0 harmless shapes
     /// when `quiet`, and for a shape let through, the remote after running it for real.
     #[track_caller]
-    fn check(&self, c: &Case, quiet: bool) {
+    pub(crate) fn check(&self, c: &Case, quiet: bool) {
         let shape = self.fill(&c.shape);
         let cwd = self.dir(c.cwd);
         let before = self.remote_head();
@@ -297,6 +298,14 @@ impl Lane {
             Remote::NotGit => {}
         }
     }
+}
+
+/// Where `PATH` finds `name` (a path that does not exist when nothing does).
+pub(crate) fn program_path(name: &str) -> PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from(format!("/nonexistent/{name}")))
 }
 
 /// `row-fence install claude-hook` into a settings file of this home (one per bin dir);
@@ -407,7 +416,7 @@ fn issue_kinds() -> Vec<(&'static str, Case)> {
 }
 
 /// Makes `<tmp>/ws/my repo`, a linked worktree of the clone whose lane is refused.
-fn bound_worktree(lane: &Lane) -> PathBuf {
+pub(crate) fn bound_worktree(lane: &Lane) -> PathBuf {
     let ws = lane.tmp().join("ws");
     fs::create_dir_all(&ws).unwrap();
     let wt = ws.join("my repo");

@@ -31,6 +31,7 @@ mod file_store;
 mod gated;
 mod git_layer;
 mod guard;
+mod guard_round_two;
 mod http_git;
 mod location;
 mod migrate;
