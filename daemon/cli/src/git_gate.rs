@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 /// The included file, in the common git dir (a relative include is read from beside the
 /// config that names it).
-pub const INCLUDE_FILE: &str = "row-fence.gitconfig";
+pub const INCLUDE_FILE: &str = row_fence_ask::transport::INCLUDE_FILE;
 
 /// The script git runs as its `core.gitProxy` for `git://` remotes, beside the included
 /// file (git runs a proxy without a shell, so the gate's flags live in the script).
@@ -33,7 +33,7 @@ const MARK: &str = "# row-fence: git's transport gate (row-fence install git-hoo
 const MARK_WITH_BREAK: &str = "# row-fence: git's transport gate (row-fence install git-hook --rollback removes these three lines and the line break before them)";
 
 /// The keys the gate sets or carries over, as `git config --get-regexp` matches them.
-const KEYS: &str =
+pub const KEYS: &str =
     r"^core\.sshcommand$|^core\.gitproxy$|^ssh\.variant$|^credential\.(.+\.)?helper$";
 
 fn appended(mark: &str) -> String {
@@ -129,13 +129,15 @@ pub struct Previous {
     pub ssh_variant: Option<String>,
     /// The `git://` proxy git would run (`core.gitProxy`), when set.
     pub git_proxy: Option<String>,
-    /// The credential helpers git would ask, in order: `(url, helper)`, `url` empty for
-    /// the generic `credential.helper`.
+    /// The credential helper settings git read, in order: `(url, helper)`, `url` empty
+    /// for the generic `credential.helper`. An empty `helper` with a `url` is a reset for
+    /// that URL (`gh auth setup-git` writes one), replayed with the gate's helper after it;
+    /// a generic reset is not kept (it clears what came before it).
     pub helpers: Vec<(String, String)>,
 }
 
-/// Reads [`Previous`] from `entries`. A URL-specific helper set empty (which would clear
-/// the gate's helper for that URL) and a helper without a value are refused.
+/// Reads [`Previous`] from `entries`. A helper without a value (git itself refuses it) is
+/// refused.
 pub fn previous(entries: &[Entry]) -> Result<Previous, String> {
     let before = entries
         .iter()
@@ -155,13 +157,7 @@ pub fn previous(entries: &[Entry]) -> Result<Previous, String> {
             "core.gitproxy" => prev.git_proxy = Some(value).filter(|v| !v.is_empty()),
             _ if e.is_helper() => match (e.helper_url(), value.is_empty()) {
                 (None, true) => prev.helpers.clear(),
-                (Some(url), true) => {
-                    return Err(format!(
-                        "credential.{url}.helper is set empty in {}, which would clear the fence's credential helper for {url}; remove that line first",
-                        e.origin
-                    ));
-                }
-                (url, false) => prev
+                (url, _) => prev
                     .helpers
                     .push((url.unwrap_or_default().to_string(), value)),
             },
@@ -235,7 +231,7 @@ pub fn plan(common_dir: &Path, baked: &Baked) -> Result<Plan, String> {
     };
     // Git appends the operation (` get`) to a `!` helper and runs it through sh; a helper
     // that cannot run at all must stop git too, hence `|| echo quit=1`.
-    let helper = format!(
+    let gate = format!(
         "!f() {{ {} \"$@\" || echo quit=1; }}; f",
         base("--git-credential")
     );
@@ -265,21 +261,67 @@ pub fn plan(common_dir: &Path, baked: &Baked) -> Result<Plan, String> {
     }
     include.push_str(&format!(
         "[credential]\n\thelper =\n\thelper = {}\n",
-        config_value(&helper)
+        config_value(&gate)
     ));
+    // Git folds every `credential.<url>.helper` that matches the URL in config order: a
+    // value appends, an empty one clears. Replaying what was read keeps each URL's list,
+    // and the gate's helper right after a URL's reset keeps it first for that URL too.
     for (url, helper) in &previous.helpers {
         if url.is_empty() {
             include.push_str("[credential]\n");
         } else {
             include.push_str(&format!("[credential {}]\n", config_value(url)));
         }
-        include.push_str(&format!("\thelper = {}\n", config_value(helper)));
+        if helper.is_empty() {
+            include.push_str(&format!("\thelper =\n\thelper = {}\n", config_value(&gate)));
+        } else {
+            include.push_str(&format!("\thelper = {}\n", config_value(helper)));
+        }
     }
     Ok(Plan {
         common_dir: common_dir.to_path_buf(),
         include,
         proxy,
         previous,
+    })
+}
+
+/// Why the gate in `common_dir` no longer carries what the repository has: its included
+/// file differs from what install would write now with the same asker, home and socket
+/// (an ssh command, `git://` proxy or credential helper changed since install, and git
+/// still runs the one install saw). `None`: it matches, or there is no gate.
+pub fn drift(common_dir: &Path) -> Option<String> {
+    let path = common_dir.join(INCLUDE_FILE);
+    let text = fs::read_to_string(&path).ok()?;
+    let said = |what: String| Some(format!("{}: {what}", path.display()));
+    let Some(baked) = baked_in(common_dir) else {
+        return said("its core.sshCommand is not the gate's as install writes it; rerun row-fence install git-hook".into());
+    };
+    match plan(common_dir, &baked) {
+        Ok(plan) if plan.include == text => None,
+        Ok(_) => said(
+            "it is not what install writes now: the repository moved, or its ssh command, git:// proxy or credential helpers changed since install, and the gate still runs the ones it saw then; rerun row-fence install git-hook".into(),
+        ),
+        Err(e) => said(e),
+    }
+}
+
+/// The asker directory, home and socket the gate in `common_dir` was written with, read
+/// back from its `core.sshCommand`.
+fn baked_in(common_dir: &Path) -> Option<Baked> {
+    let out = git(common_dir)
+        .args(["config", "--file", INCLUDE_FILE, "core.sshCommand"])
+        .output()
+        .ok()?;
+    let words = shlex::split(String::from_utf8_lossy(&out.stdout).trim_end_matches('\n'))?;
+    let after = |flag: &str| {
+        let at = words.iter().position(|w| w == flag)?;
+        words.get(at + 1).map(PathBuf::from)
+    };
+    Some(Baked {
+        bin_dir: Path::new(words.first()?).parent()?.to_path_buf(),
+        home: after("--home")?,
+        socket: after("--socket")?,
     })
 }
 
@@ -406,19 +448,33 @@ pub fn rollback_refusal(common_dir: &Path) -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", config_path.display()))
 }
 
-/// Removes the gate: the appended lines (the config is then byte for byte what it was
-/// before install, whatever else was edited since) and the included file.
+/// The config without the appended lines: byte for byte what it was before install,
+/// whatever else was edited since, with one exception. A config that had no final line
+/// break, which install added, keeps that break when something was appended after the
+/// gate's lines since (a section `git config` created): without it the user's last line
+/// and that section's header would run together into one line. `None`: no gate there.
+fn without_gate(config: &str) -> Result<Option<String>, String> {
+    let Some(mut range) = appended_range(config)? else {
+        return Ok(None);
+    };
+    if range.end < config.len() && config[range.clone()].starts_with('\n') {
+        range.start += 1;
+    }
+    let mut text = config.to_string();
+    text.replace_range(range, "");
+    Ok(Some(text))
+}
+
+/// Removes the gate: the appended lines ([`without_gate`]) and the included file.
 pub fn rollback(common_dir: &Path) -> Result<Done, String> {
     let config_path = common_dir.join("config");
     let config = read_config(&config_path)?;
-    let range = appended_range(&config).map_err(|e| format!("{}: {e}", config_path.display()))?;
+    let back = without_gate(&config).map_err(|e| format!("{}: {e}", config_path.display()))?;
     let include_path = common_dir.join(INCLUDE_FILE);
-    let done = match range {
-        Some(range) => {
+    let done = match back {
+        Some(text) => {
             let mode =
                 fs::metadata(&config_path).map_or(0o644, |m| m.permissions().mode() & 0o7777);
-            let mut text = config;
-            text.replace_range(range, "");
             write_config(&config_path, &text, mode)?;
             Done::RolledBack
         }
@@ -473,7 +529,8 @@ pub fn problems(dir: &Path) -> Result<Vec<String>, String> {
     match gate_helper {
         None => found.push("no gate credential helper: pushes over http(s) skip the fence".into()),
         Some(at) => {
-            for e in &entries[at + 1..] {
+            // The gate's own URL resets are each followed by the gate's helper.
+            for e in entries[at + 1..].iter().filter(|e| !e.is_the_gates()) {
                 if e.is_helper() && e.value.as_deref().is_none_or(str::is_empty) {
                     found.push(format!(
                         "{} is set empty in {}, after the gate's helper: it clears the gate",
@@ -504,11 +561,16 @@ fn read_config(path: &Path) -> Result<String, String> {
         .map_err(|_| format!("{} is not UTF-8; leaving it alone", path.display()))
 }
 
-/// Writes the config the way git does: `config.lock` created exclusively (so a
-/// concurrent `git config` fails instead of losing an edit), written, synced, renamed
-/// over `config`; the mode kept.
+/// Writes the config the way git does: through a symlink to the file it names (a config
+/// kept elsewhere stays a symlink), `<file>.lock` created exclusively (so a concurrent
+/// `git config` fails instead of losing an edit), written, synced, renamed over the
+/// file; the mode kept.
 fn write_config(path: &Path, text: &str, mode: u32) -> Result<(), String> {
-    let lock = path.with_file_name("config.lock");
+    let resolved = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let path = resolved.as_path();
+    let mut lock = path.as_os_str().to_owned();
+    lock.push(".lock");
+    let lock = PathBuf::from(lock);
     let fail = |e: io::Error| format!("cannot write {}: {e}", path.display());
     let mut file = fs::OpenOptions::new()
         .write(true)
@@ -594,7 +656,11 @@ mod tests {
             "credential.https://x.invalid.helper",
             "",
         )];
-        assert!(previous(&reset).unwrap_err().contains("https://x.invalid"));
+        assert_eq!(
+            previous(&reset).unwrap().helpers,
+            vec![("https://x.invalid".to_string(), String::new())],
+            "a URL's reset is kept, to be replayed with the gate after it"
+        );
     }
 
     #[test]
@@ -616,10 +682,7 @@ mod tests {
             } else {
                 format!("{before}\n{}", appended(MARK_WITH_BREAK))
             };
-            let range = appended_range(&after).unwrap().unwrap();
-            let mut back = after.clone();
-            back.replace_range(range, "");
-            assert_eq!(back, before);
+            assert_eq!(without_gate(&after).unwrap().as_deref(), Some(before));
             let edited = after.replace(
                 "\tpath = row-fence.gitconfig\n",
                 "\tpath = row-fence.gitconfig\n\tpath = x\n",
@@ -629,7 +692,18 @@ mod tests {
                 "a line added to the gate's section"
             );
             let next = format!("{after}[user]\n\tname = x\n");
-            assert!(appended_range(&next).unwrap().is_some());
+            assert_eq!(
+                without_gate(&next).unwrap().unwrap(),
+                format!(
+                    "{before}{}[user]\n\tname = x\n",
+                    if before.is_empty() || before.ends_with('\n') {
+                        ""
+                    } else {
+                        "\n"
+                    }
+                ),
+                "what git appended since stays, on a line of its own"
+            );
             let broken = after.replace("[include]\n", "");
             assert!(appended_range(&broken).is_err());
         }

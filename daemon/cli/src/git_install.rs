@@ -166,7 +166,7 @@ fn install_gate(repo: &Repository, plan: &Plan) -> Result<Undo, String> {
     let problems: Vec<String> = repo
         .worktrees
         .iter()
-        .filter(|w| w.hooks.is_ok())
+        .filter(|w| w.present)
         .flat_map(|w| git_gate::problems_in(&w.path))
         .collect();
     if !problems.is_empty() {
@@ -186,7 +186,11 @@ fn install_gate(repo: &Repository, plan: &Plan) -> Result<Undo, String> {
                 _ => "refreshed",
             },
             config.display(),
-            plan.previous.helpers.len(),
+            plan.previous
+                .helpers
+                .iter()
+                .filter(|(_, helper)| !helper.is_empty())
+                .count(),
             match &plan.previous.git_proxy {
                 None => "gated".to_string(),
                 Some(proxy) =>
