@@ -7,6 +7,7 @@
 use crate::gated::{GitDaemon, World, allowed, refused};
 use crate::http_git::{HttpGit, PASSWORD, USER};
 use crate::util::{Daemon, Ran, bin, run};
+use row_fence::git_gate;
 use row_fence_ask::ledger;
 use std::fs;
 use std::path::PathBuf;
@@ -499,4 +500,72 @@ fn over_git_protocol_an_allowed_lane_pushes_a_refused_one_cannot_and_still_fetch
     assert_eq!(fetch.code, 0, "{}", fetch.stderr);
     assert!(!fetch.stderr.contains("row-fence:"), "{}", fetch.stderr);
     lane.rolled_back_push_moves(&remote);
+}
+
+/// `git config credential.helper ''` then a helper of one's own, in the lane's repository
+/// after install (git's documented way to replace the helpers): git appended a
+/// `[credential]` after the gate's include, the reset cleared the gate's helper and the
+/// push went through. The gate's lines now hold an empty `[credential]` that git writes
+/// into, before the gate; an earlier install's three lines are upgraded by a rerun.
+#[test]
+fn a_helper_reset_with_git_config_after_install_cannot_clear_the_gate() {
+    let (lane, server, remote, _) = http_lane();
+    assert_eq!(lane.git(&["push", "-q", "origin", "main"]).code, 0);
+    let config_path = lane.clone.join(".git/config");
+    // An earlier install wrote three lines, without the `[credential]`.
+    let config = fs::read_to_string(&config_path).unwrap();
+    let at = config.find("# row-fence: git's transport gate").unwrap();
+    fs::write(
+        &config_path,
+        format!(
+            "{}# row-fence: git's transport gate (row-fence install git-hook --rollback removes these three lines)\n[include]\n\tpath = row-fence.gitconfig\n",
+            &config[..at]
+        ),
+    )
+    .unwrap();
+    let again = lane.world.install(&lane.clone, &[]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert_eq!(fs::read_to_string(&config_path).unwrap(), config);
+
+    lane.world.take_over("row-1", "lane-b");
+    lane.world.commit(&lane.clone, "after the takeover");
+    let before = lane.world.main_of(&remote);
+    let own = format!("!f() {{ echo username={USER}; echo password={PASSWORD}; }}; f");
+    lane.world
+        .git_ok(&lane.clone, &["config", "credential.helper", ""]);
+    lane.world
+        .git_ok(&lane.clone, &["config", "--add", "credential.helper", &own]);
+    let push = lane.git(&["push", "--no-verify", "origin", "main"]);
+    refused(&push, &before, &lane.world.main_of(&remote), REFUSED);
+    assert!(push.stderr.contains("told us to quit"), "{}", push.stderr);
+
+    // A reset for one URL still comes after the gate: doctor names it.
+    let url_key = format!("credential.http://127.0.0.1:{}.helper", server.port);
+    lane.world.git_ok(&lane.clone, &["config", &url_key, ""]);
+    let doctor = lane
+        .world
+        .home
+        .cli(&["doctor", "--repo", lane.clone.to_str().unwrap()]);
+    assert_eq!(doctor.code, 1, "{}", doctor.stdout);
+    assert!(
+        doctor
+            .stdout
+            .contains("after the gate's helper: it clears the gate"),
+        "{}",
+        doctor.stdout
+    );
+    lane.world
+        .git_ok(&lane.clone, &["config", "--unset", &url_key]);
+
+    let back = lane.world.install(&lane.clone, &["--rollback"]);
+    assert_eq!(back.code, 0, "{}", back.stderr);
+    let at = config.find("# row-fence: git's transport gate").unwrap();
+    assert_eq!(
+        fs::read_to_string(&config_path).unwrap(),
+        format!(
+            "{}[credential]\n\thelper = \n\thelper = {}\n",
+            &config[..at],
+            git_gate::config_value(&own)
+        )
+    );
 }

@@ -1,16 +1,18 @@
 //! Git's transport gate in a repository's config (DESIGN.md, "Deployment and hooks"): the
 //! fence's ssh command (`row-fence-ask --git-ssh`) and its credential helper, placed
 //! first, in a file of their own, `<common git dir>/row-fence.gitconfig`, which the
-//! repository's `config` includes with three lines appended at its end. Linked worktrees
-//! share that config, so one install covers every worktree, those added later included.
+//! repository's `config` includes with lines appended at its end ([`crate::gate_lines`]).
+//! Linked worktrees share that config, so one install covers every worktree, those added
+//! later included.
 //!
 //! The included file carries what the repository had before, as git resolved it from
 //! every config file (system, global, local): the ssh command becomes the gate's
 //! `--then`, and the credential helpers follow the gate's after a reset (an empty
-//! `credential.helper`), which is what puts the gate's first. Rollback removes the three
-//! lines and the file, so the config comes back byte for byte; an edit since install
-//! that touched those lines is refused, never guessed at.
+//! `credential.helper`), which is what puts the gate's first. Rollback removes the lines
+//! and the file, so the config comes back byte for byte; an edit since install that
+//! touched those lines is refused, never guessed at.
 
+use crate::gate_lines;
 use crate::git_hook::Baked;
 use crate::git_repo::git;
 use crate::install::sh_quote;
@@ -27,18 +29,9 @@ pub const INCLUDE_FILE: &str = row_fence_ask::transport::INCLUDE_FILE;
 /// file (git runs a proxy without a shell, so the gate's flags live in the script).
 pub const PROXY_FILE: &str = "row-fence-git-proxy";
 
-/// The first line of what install appends to the config.
-const MARK: &str = "# row-fence: git's transport gate (row-fence install git-hook --rollback removes these three lines)";
-/// The same, for a config that did not end with a line break: install added one.
-const MARK_WITH_BREAK: &str = "# row-fence: git's transport gate (row-fence install git-hook --rollback removes these three lines and the line break before them)";
-
 /// The keys the gate sets or carries over, as `git config --get-regexp` matches them.
 pub const KEYS: &str =
     r"^core\.sshcommand$|^core\.gitproxy$|^ssh\.variant$|^credential\.(.+\.)?helper$";
-
-fn appended(mark: &str) -> String {
-    format!("{mark}\n[include]\n\tpath = {INCLUDE_FILE}\n")
-}
 
 /// One config entry as git lists it, in the order git reads them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -362,7 +355,7 @@ pub fn config_value(value: &str) -> String {
 /// What install or rollback did to a repository's config.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Done {
-    /// The three lines were appended and the included file written.
+    /// The lines were appended and the included file written.
     Installed,
     /// The lines were there; the included file was written afresh.
     Refreshed,
@@ -370,49 +363,6 @@ pub enum Done {
     RolledBack,
     /// Rollback: there was no gate.
     NotInstalled,
-}
-
-/// Where the appended lines are in `config`, if they are there intact: the byte range to
-/// remove. `Err` when the gate's mark or include line is there but not as install wrote
-/// it (edited since): rollback refuses rather than guess.
-fn appended_range(config: &str) -> Result<Option<std::ops::Range<usize>>, String> {
-    let with_break = format!("\n{}", appended(MARK_WITH_BREAK));
-    let plain = appended(MARK);
-    let found = config
-        .find(&with_break)
-        .map(|at| at..at + with_break.len())
-        .or_else(|| {
-            config
-                .match_indices(&plain)
-                .map(|(at, _)| at)
-                .find(|at| *at == 0 || config.as_bytes()[at - 1] == b'\n')
-                .map(|at| at..at + plain.len())
-        });
-    if let Some(range) = found {
-        // A setting added under the gate's `[include]` (git config --add include.path)
-        // would fall into the section before it once the lines are gone.
-        let next = config[range.end..]
-            .lines()
-            .map(str::trim_start)
-            .find(|l| !l.is_empty() && !l.starts_with(['#', ';']))
-            .unwrap_or("");
-        if next.is_empty() || next.starts_with('[') {
-            return Ok(Some(range));
-        }
-        return Err(format!(
-            "a setting was added under the transport gate's [include] ({next:?}); move it into a section of its own, then roll back"
-        ));
-    }
-    if config.contains("# row-fence: git's transport gate")
-        || config
-            .lines()
-            .any(|l| l.trim().replace(' ', "") == format!("path={INCLUDE_FILE}"))
-    {
-        return Err(format!(
-            "the transport gate's lines (\"{MARK}\", [include], path = {INCLUDE_FILE}) were edited since install; remove them by hand"
-        ));
-    }
-    Ok(None)
 }
 
 /// Writes the gate: the included file, then (when missing) the lines that include it.
@@ -428,48 +378,46 @@ pub fn install(plan: &Plan) -> Result<Done, String> {
     let include_path = plan.common_dir.join(INCLUDE_FILE);
     row_fence_store::atomic_file::write(&include_path, plan.include.as_bytes(), mode, false)
         .map_err(|e| format!("cannot write {}: {e}", include_path.display()))?;
-    if appended_range(&config)?.is_some() {
+    if gate_lines::holds_gate(&config, INCLUDE_FILE)? {
+        if let Some(text) = gate_lines::upgraded(&config, INCLUDE_FILE)? {
+            write_config(&config_path, &text, mode)?;
+        }
         return Ok(Done::Refreshed);
     }
-    let text = if config.is_empty() || config.ends_with('\n') {
-        format!("{config}{}", appended(MARK))
-    } else {
-        format!("{config}\n{}", appended(MARK_WITH_BREAK))
-    };
-    write_config(&config_path, &text, mode)?;
+    write_config(
+        &config_path,
+        &gate_lines::with_gate(&config, INCLUDE_FILE),
+        mode,
+    )?;
     Ok(Done::Installed)
+}
+
+/// Writes `bytes` back as the config of the repository at `common_dir`, as git would
+/// (an install that is taken back).
+pub fn restore_config(common_dir: &Path, bytes: &[u8]) -> Result<(), String> {
+    let config_path = common_dir.join("config");
+    let text = String::from_utf8(bytes.to_vec())
+        .map_err(|_| format!("{} was not UTF-8", config_path.display()))?;
+    let mode = fs::metadata(&config_path).map_or(0o644, |m| m.permissions().mode() & 0o7777);
+    write_config(&config_path, &text, mode)
 }
 
 /// Why [`rollback`] would refuse this repository (checked before anything is changed).
 pub fn rollback_refusal(common_dir: &Path) -> Result<(), String> {
     let config_path = common_dir.join("config");
-    appended_range(&read_config(&config_path)?)
+    gate_lines::holds_gate(&read_config(&config_path)?, INCLUDE_FILE)
         .map(drop)
         .map_err(|e| format!("{}: {e}", config_path.display()))
 }
 
-/// The config without the appended lines: byte for byte what it was before install,
-/// whatever else was edited since, with one exception. A config that had no final line
-/// break, which install added, keeps that break when something was appended after the
-/// gate's lines since (a section `git config` created): without it the user's last line
-/// and that section's header would run together into one line. `None`: no gate there.
-fn without_gate(config: &str) -> Result<Option<String>, String> {
-    let Some(mut range) = appended_range(config)? else {
-        return Ok(None);
-    };
-    if range.end < config.len() && config[range.clone()].starts_with('\n') {
-        range.start += 1;
-    }
-    let mut text = config.to_string();
-    text.replace_range(range, "");
-    Ok(Some(text))
-}
-
-/// Removes the gate: the appended lines ([`without_gate`]) and the included file.
+/// Removes the gate: the appended lines ([`gate_lines::without_gate`]: the config comes
+/// back byte for byte, whatever else was edited since, but for what git wrote into the
+/// gate's `[credential]`) and the included file.
 pub fn rollback(common_dir: &Path) -> Result<Done, String> {
     let config_path = common_dir.join("config");
     let config = read_config(&config_path)?;
-    let back = without_gate(&config).map_err(|e| format!("{}: {e}", config_path.display()))?;
+    let back = gate_lines::without_gate(&config, INCLUDE_FILE)
+        .map_err(|e| format!("{}: {e}", config_path.display()))?;
     let include_path = common_dir.join(INCLUDE_FILE);
     let done = match back {
         Some(text) => {
@@ -672,41 +620,5 @@ mod tests {
         assert_eq!(config_value("a\\b\tc\nd"), r#""a\\b\tc\nd""#);
         assert_eq!(ssh_variant("/usr/bin/plink -batch"), Some("plink"));
         assert_eq!(ssh_variant("ssh -i key"), None);
-    }
-
-    #[test]
-    fn the_appended_lines_come_out_byte_for_byte_and_an_edit_is_refused() {
-        for before in ["", "[core]\n\tbare = false\n", "[core]\n\tbare = false"] {
-            let after = if before.is_empty() || before.ends_with('\n') {
-                format!("{before}{}", appended(MARK))
-            } else {
-                format!("{before}\n{}", appended(MARK_WITH_BREAK))
-            };
-            assert_eq!(without_gate(&after).unwrap().as_deref(), Some(before));
-            let edited = after.replace(
-                "\tpath = row-fence.gitconfig\n",
-                "\tpath = row-fence.gitconfig\n\tpath = x\n",
-            );
-            assert!(
-                appended_range(&edited).is_err(),
-                "a line added to the gate's section"
-            );
-            let next = format!("{after}[user]\n\tname = x\n");
-            assert_eq!(
-                without_gate(&next).unwrap().unwrap(),
-                format!(
-                    "{before}{}[user]\n\tname = x\n",
-                    if before.is_empty() || before.ends_with('\n') {
-                        ""
-                    } else {
-                        "\n"
-                    }
-                ),
-                "what git appended since stays, on a line of its own"
-            );
-            let broken = after.replace("[include]\n", "");
-            assert!(appended_range(&broken).is_err());
-        }
-        assert_eq!(appended_range("[core]\n").unwrap(), None);
     }
 }
