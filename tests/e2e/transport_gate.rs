@@ -164,6 +164,12 @@ fn a_refused_lane_cannot_push_over_ssh_by_any_route_past_the_hook() {
             "main",
         ]),
     ));
+    let exec_path = lane.world.git_ok(&lane.clone, &["--exec-path"]);
+    let receive_pack = format!("--receive-pack={}/git-receive-pack", exec_path.trim());
+    pushes.push((
+        "a receive-pack by its path",
+        lane.git(&["push", "--no-verify", &receive_pack, "origin", "main"]),
+    ));
     let ported = format!("ssh://git@host:2222{}", remote.display());
     pushes.push((
         "ssh://user@host:port/path",
@@ -253,10 +259,16 @@ fn a_refused_lane_still_fetches_over_ssh() {
         &lane.clone,
         &["remote", "add", "again", &lane.world.ssh_url(&remote)],
     );
+    // An upload-pack named by its path (a host whose PATH lacks git), or git's dashless
+    // form: still a fetch, which the gate used to ask about and refuse.
+    let exec_path = lane.world.git_ok(&lane.clone, &["--exec-path"]);
+    let upload_pack = format!("--upload-pack={}/git-upload-pack", exec_path.trim());
     for fetch in [
         &["remote", "update"][..],
         &["fetch", "--all"][..],
         &["pull", "-q", "--rebase", "origin", "main"][..],
+        &["fetch", &upload_pack, "origin"][..],
+        &["fetch", "--upload-pack=git upload-pack", "origin"][..],
     ] {
         let ran = lane.git(fetch);
         assert_eq!(ran.code, 0, "git {fetch:?}: {}", ran.stderr);
