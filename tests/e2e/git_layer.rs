@@ -602,6 +602,13 @@ fn rollback_gives_back_an_odd_config_byte_for_byte_with_the_edits_made_since() {
     );
     world.git_ok(&clone, &["config", "alias.long", "changed"]);
     world.git_ok(&clone, &["config", "--unset", "remote.up.url"]);
+    // Git writes a new include under the last [include]: the gate's.
+    fs::write(
+        git_dir.join("more.inc"),
+        "[user]\n\temail = more@example.invalid\n",
+    )
+    .unwrap();
+    world.git_ok(&clone, &["config", "--add", "include.path", "more.inc"]);
 
     let back = world.install(&clone, &["--rollback"]);
     assert_eq!(back.code, 0, "{}", back.stderr);
@@ -616,7 +623,12 @@ fn rollback_gives_back_an_odd_config_byte_for_byte_with_the_edits_made_since() {
         "\tlong = \"!echo \\\r\n  continued\"\r\n",
         "\tlong = changed\n",
     );
+    expected.push_str("\n[include]\n\tpath = more.inc\n");
     assert_eq!(after, expected);
+    assert_eq!(
+        world.git_ok(&clone, &["config", "user.email"]).trim(),
+        "more@example.invalid"
+    );
     assert_eq!(
         world.git_ok(&clone, &["config", "--get-all", "credential.helper"]),
         "included\n"

@@ -13,7 +13,9 @@
 //! section of that name in the file, so `git config credential.helper ''` (git's way to
 //! reset the helper list) lands there, before the include, where it cannot clear the
 //! gate's helper. Without it, git appends a new `[credential]` after the include, and a
-//! reset there took the gate's place. What git writes into it stays at rollback.
+//! reset there took the gate's place. What git writes into it stays at rollback, and so
+//! does what git writes under the gate's `[include]` (`git config --add include.path`
+//! puts it there).
 //!
 //! Earlier installs appended the same lines without the `[credential]`; rollback finds
 //! both.
@@ -54,6 +56,9 @@ struct Found {
     /// What git wrote into the gate's `[credential]` since install, header included;
     /// empty when nothing.
     kept: Range<usize>,
+    /// True when git wrote settings under the gate's `[include]` since install (they
+    /// follow the range): its header stays with them.
+    include_kept: bool,
     /// True when install added the line break before the mark.
     added_break: bool,
     /// True for an earlier install's lines.
@@ -81,10 +86,10 @@ pub fn upgraded(config: &str, include_file: &str) -> Result<Option<String>, Stri
 
 /// The config without the appended lines: byte for byte what it was before install,
 /// whatever else was edited since, with two exceptions that keep git's reading of it.
-/// What git wrote into the gate's `[credential]` stays, under that header. And a config
-/// that had no final line break, which install added, keeps that break when something
-/// stays after it: without it the user's last line and the next header would run
-/// together into one line. `None`: no gate there.
+/// What git wrote into the gate's `[credential]` or under its `[include]` stays, under
+/// that header. And a config that had no final line break, which install added, keeps
+/// that break when something stays after it: without it the user's last line and the
+/// next header would run together into one line. `None`: no gate there.
 pub fn without_gate(config: &str, include_file: &str) -> Result<Option<String>, String> {
     let Some(found) = find(config, include_file)? else {
         return Ok(None);
@@ -95,9 +100,14 @@ pub fn without_gate(config: &str, include_file: &str) -> Result<Option<String>, 
         start += 1;
     }
     Ok(Some(format!(
-        "{}{}{}",
+        "{}{}{}{}",
         &config[..start],
         &config[found.kept],
+        if found.include_kept {
+            "[include]\n"
+        } else {
+            ""
+        },
         &config[found.range.end..]
     )))
 }
@@ -120,11 +130,12 @@ fn find(config: &str, include_file: &str) -> Result<Option<Found>, String> {
         let after_mark = at + line.len();
         let (kept, include_at) = stub_and_settings(config, after_mark, include_file)?;
         let end = include_at + include_lines(include_file).len();
-        check_nothing_added_under_include(&config[end..])?;
+        let include_kept = settings_follow(&config[end..]);
         let start = if added_break { at - 1 } else { at };
         return Ok(Some(Found {
             range: start..end,
             kept,
+            include_kept,
             added_break,
             earlier,
         }));
@@ -189,20 +200,14 @@ fn stub_and_settings(
     }
 }
 
-/// A setting added under the gate's `[include]` (`git config --add include.path`) would
-/// fall into the section before it once the lines are gone.
-fn check_nothing_added_under_include(after: &str) -> Result<(), String> {
-    let next = after
+/// True when a setting follows before the next section header: git wrote it under the
+/// gate's `[include]` (`git config --add include.path`), so it must keep that header.
+fn settings_follow(after: &str) -> bool {
+    after
         .lines()
         .map(str::trim_start)
-        .find(|l| !l.is_empty() && !l.starts_with(['#', ';']))
-        .unwrap_or("");
-    if next.is_empty() || next.starts_with('[') {
-        return Ok(());
-    }
-    Err(format!(
-        "a setting was added under the transport gate's [include] ({next:?}); move it into a section of its own, then roll back"
-    ))
+        .take_while(|l| !l.starts_with('['))
+        .any(|l| !l.is_empty() && !l.starts_with(['#', ';']))
 }
 
 #[cfg(test)]
@@ -221,9 +226,17 @@ mod tests {
                 "\tpath = row-fence.gitconfig\n",
                 "\tpath = row-fence.gitconfig\n\tpath = x\n",
             );
-            assert!(
-                without_gate(&edited, FILE).is_err(),
-                "a line added to the gate's [include]"
+            assert_eq!(
+                without_gate(&edited, FILE).unwrap().unwrap(),
+                format!(
+                    "{before}{}[include]\n\tpath = x\n",
+                    if before.is_empty() || before.ends_with('\n') {
+                        ""
+                    } else {
+                        "\n"
+                    }
+                ),
+                "an include git added under the gate's [include] keeps its header"
             );
             let broken = after.replace("[include]\n", "");
             assert!(without_gate(&broken, FILE).is_err());
