@@ -155,7 +155,8 @@ pub struct Lookup<'a> {
 /// `ROW_FENCE_DESCRIPTOR`, else `$GIT_DIR/row-fence.json` when `GIT_DIR` is set (git
 /// exports it to its hooks, and `git --git-dir DIR push` from anywhere sets it), else
 /// `<git dir>/row-fence.json` found by walking up from `cwd` to the first `.git` (a
-/// directory, or a `gitdir:` file of a linked worktree). A git dir without a descriptor
+/// directory, or a `gitdir:` file of a linked worktree) or bare git dir, as git finds it
+/// ([`find_git_dir`]). A git dir without a descriptor
 /// defers to its superproject's (a submodule's git dir is `<super git dir>/modules/<name>`:
 /// DESIGN.md, "Descriptor resolution"), and the walk goes on past a repository with none
 /// to the worktrees around it. Never blocks on a FIFO, never reads more than 64 KiB + 1
@@ -214,7 +215,10 @@ fn walk(cwd: &Path) -> Resolution {
                 if let Some(found) = in_git_dir(&git_dir) {
                     return found;
                 }
-                looked.push(git_dir);
+                // From inside a `.git` directory the walk meets it twice.
+                if !looked.contains(&git_dir) {
+                    looked.push(git_dir);
+                }
                 match worktree.parent() {
                     Some(parent) => start = parent.to_path_buf(),
                     None => return Resolution::Unbound(no_descriptor_at(&looked)),
@@ -294,20 +298,28 @@ pub fn resolve_here(explicit: Option<&Path>) -> Resolution {
     }
 }
 
-/// Walks up from `start` to the first `.git`. `Ok(None)`: there is none. An `Err` names a
-/// `.git` that exists but does not lead to a git dir (fail closed: we cannot tell whether
-/// the lane is bound).
+/// Walks up from `start` to the first git dir, as git discovers it: at each level a `.git`
+/// (a directory, or a `gitdir:` file), else the level itself when it is a git dir (a bare
+/// repository, where git runs with no `.git` around it). `Ok(None)`: there is none. An
+/// `Err` names a `.git` that exists but does not lead to a git dir (fail closed: we cannot
+/// tell whether the lane is bound).
 pub fn find_git_dir(start: &Path) -> Result<Option<PathBuf>, (PathBuf, String)> {
     find_worktree(start).map(|found| found.map(|(_, git_dir)| git_dir))
 }
 
-/// Like [`find_git_dir`], also naming the directory that holds the `.git`.
+/// Like [`find_git_dir`], also naming the directory that holds the `.git` (a bare
+/// repository's git dir holds itself).
 pub fn find_worktree(start: &Path) -> Result<Option<(PathBuf, PathBuf)>, (PathBuf, String)> {
     for dir in start.ancestors() {
         let dot_git = dir.join(".git");
         let meta = match fs::metadata(&dot_git) {
             Ok(meta) => meta,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if crate::git_layout::is_git_dir(dir) {
+                    return Ok(Some((dir.to_path_buf(), dir.to_path_buf())));
+                }
+                continue;
+            }
             Err(e) => return Err((dot_git, format!("cannot stat: {e}"))),
         };
         let git_dir = if meta.is_dir() {
@@ -458,6 +470,35 @@ mod tests {
             matches!(resolved, Resolution::Unreadable(..)),
             "{resolved:?}"
         );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_bare_repository_is_found_as_git_finds_it_and_binds_like_a_worktree() {
+        let dir = std::env::temp_dir().join(format!("rf-bare-{}", std::process::id()));
+        let bare = dir.join("r.git");
+        fs::create_dir_all(bare.join("objects")).unwrap();
+        fs::create_dir_all(bare.join("refs")).unwrap();
+        fs::write(bare.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        let at = |cwd: &Path| {
+            resolve(&Lookup {
+                explicit: None,
+                descriptor_env: None,
+                git_dir_env: None,
+                cwd,
+            })
+        };
+        assert_eq!(
+            find_git_dir(&bare.join("refs")).unwrap(),
+            Some(bare.clone())
+        );
+        assert!(matches!(at(&bare), Resolution::Unbound(_)));
+        fs::write(
+            bare.join(DESCRIPTOR_FILE),
+            r#"{"board":"b","row":"r","lane":"l","generation":3}"#,
+        )
+        .unwrap();
+        assert!(matches!(at(&bare.join("refs")), Resolution::Found(_, d) if d.generation == 3));
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -51,15 +51,28 @@ pub fn remote_write(args: &[OsString]) -> Option<String> {
 }
 
 /// True for the remote commands git runs to read: `git-upload-pack` or
-/// `git-upload-archive` followed by one path quoted as git quotes it.
+/// `git-upload-archive`, also by a path (`remote.<name>.uploadpack =
+/// /opt/git/bin/git-upload-pack`, for a host whose `PATH` lacks git) or in git's dashless
+/// form (`git upload-pack`), followed by one path quoted as git quotes it. A program
+/// path holds only characters no shell reads specially, so it names one program.
 pub fn is_fetch(command: &str) -> bool {
-    ["git-upload-pack ", "git-upload-archive "]
-        .iter()
-        .any(|program| {
+    let Some((program, path)) = command
+        .strip_prefix("git upload-pack ")
+        .map(|path| ("git-upload-pack", path))
+        .or_else(|| {
             command
-                .strip_prefix(program)
-                .is_some_and(is_one_quoted_word)
+                .strip_prefix("git upload-archive ")
+                .map(|path| ("git-upload-archive", path))
         })
+        .or_else(|| command.split_once(' '))
+    else {
+        return false;
+    };
+    let plain = program
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._+-".contains(c));
+    let name = program.rsplit('/').next().unwrap_or(program);
+    plain && matches!(name, "git-upload-pack" | "git-upload-archive") && is_one_quoted_word(path)
 }
 
 /// True when `text` is one word as git's `sq_quote_buf` writes it: single-quoted runs,
@@ -151,6 +164,10 @@ mod tests {
             "git-upload-archive '/srv/r.git'",
             "git-upload-pack 'it'\\''s'",
             "git-upload-pack 'a'\\!'b'",
+            "/usr/lib/git-core/git-upload-pack '/srv/r.git'",
+            "git upload-pack '/srv/r.git'",
+            "git upload-archive '/srv/r.git'",
+            "../bin/git-upload-pack 'r.git'",
         ] {
             assert!(is_fetch(fetch), "{fetch}");
             assert_eq!(remote_write(&os(&["-p", "22", "host", fetch])), None);
@@ -166,6 +183,13 @@ mod tests {
             "git-upload-pack ''\\x",
             "git-upload-pack",
             "sh -c 'git-upload-pack x'",
+            "/opt/$(touch x)/git-upload-pack '/srv/r.git'",
+            "/opt/a;b/git-upload-pack '/srv/r.git'",
+            "~evil/git-upload-pack '/srv/r.git'",
+            "/opt/git-upload-packx '/srv/r.git'",
+            "git upload-pack  '/srv/r.git'",
+            "git -c x=y upload-pack '/srv/r.git'",
+            "/usr/lib/git-core/git-receive-pack '/srv/r.git'",
         ] {
             assert!(!is_fetch(write), "{write}");
             assert_eq!(

@@ -19,6 +19,10 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+/// The file, in a repository's common git dir, that holds the gate's settings; the
+/// repository's config includes it (`row-fence install git-hook` writes both).
+pub const INCLUDE_FILE: &str = "row-fence.gitconfig";
+
 /// The gate's own flags, which come before git's arguments.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Gate {
@@ -96,8 +100,9 @@ impl Gate {
     }
 
     /// The descriptor of the lane pushing through `repo`, as the asker resolves it, bound to
-    /// the repository (see the module docs). A repository that is not where the gate says
-    /// (moved, or its config copied) fails closed.
+    /// the repository (see the module docs). A repository moved since install is found
+    /// where git runs, by the gate's file it carried along; one that is neither where the
+    /// gate says nor around git's working directory fails closed.
     fn resolve(&self) -> Resolution {
         let resolution = descriptor::resolve_here(None);
         let Some(named) = &self.repo else {
@@ -109,15 +114,20 @@ impl Gate {
         let Ok(cwd) = std::env::current_dir() else {
             return resolution;
         };
-        let Ok(repo) = std::fs::canonicalize(named) else {
-            return Resolution::Unreadable(
-                named.clone(),
-                "the transport gate in this repository's config names this git dir, which is not there (was the repository moved?); run row-fence install git-hook in it again".into(),
-            );
+        let landed = landing(&cwd).and_then(|git_dir| git_layout::common_dir(&git_dir));
+        let repo = match std::fs::canonicalize(named) {
+            Ok(repo) => repo,
+            Err(_) => match landed.as_deref().filter(|common| moved_from(common, named)) {
+                Some(common) => common.to_path_buf(),
+                None => {
+                    return Resolution::Unreadable(
+                        named.clone(),
+                        "the transport gate in this repository's config names this git dir, which is not there (was the repository moved?); run row-fence install git-hook in it again".into(),
+                    );
+                }
+            },
         };
-        let lands_here = landing(&cwd)
-            .and_then(|git_dir| git_layout::common_dir(&git_dir))
-            .is_some_and(|common| common == repo);
+        let lands_here = landed.is_some_and(|common| common == repo);
         if lands_here {
             resolution
         } else {
@@ -127,19 +137,26 @@ impl Gate {
 }
 
 /// The git dir git's working directory leads to: `GIT_DIR` (the credential helper gets
-/// it), else the first `.git` above `cwd`, else `cwd` itself when it is a git dir (a bare
-/// repository, where git runs).
+/// it), else the git dir git finds from `cwd` (a `.git` above it, or a bare repository
+/// around it, where git runs).
 fn landing(cwd: &Path) -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os(GIT_DIR_ENV).filter(|v| !v.is_empty()) {
         return Some(cwd.join(dir));
     }
-    match descriptor::find_git_dir(cwd) {
-        Ok(Some(git_dir)) => Some(git_dir),
-        _ => cwd
-            .ancestors()
-            .find(|dir| git_layout::is_git_dir(dir))
-            .map(Path::to_path_buf),
-    }
+    descriptor::find_git_dir(cwd).ok().flatten()
+}
+
+/// True when the repository whose common dir is `common` carries a gate written for
+/// `named` (its `row-fence.gitconfig` names it): the repository moved since install, and
+/// git runs the gate from its config in the new place.
+fn moved_from(common: &Path, named: &Path) -> bool {
+    let Some(named) = named.to_str() else {
+        return false;
+    };
+    std::fs::read_to_string(common.join(INCLUDE_FILE)).is_ok_and(|text| {
+        text.lines()
+            .any(|line| line.contains("--git-ssh") && line.contains(named))
+    })
 }
 
 /// The push runs outside `repo`'s worktrees (or from a copy of its config): the one

@@ -212,6 +212,25 @@ fn a_push_from_a_submodule_or_a_nested_one_of_a_refused_superproject_is_refused(
             assert!(!push.stderr.contains("UNFENCED"), "{}", push.stderr);
         }
     }
+    let foreach = world.git(
+        &s.top,
+        &[
+            "submodule",
+            "foreach",
+            "--recursive",
+            "git push --no-verify origin main",
+        ],
+    );
+    assert_ne!(foreach.code, 0, "{}", foreach.stderr);
+    assert!(foreach.stderr.contains(REFUSED), "{}", foreach.stderr);
+    for (dir, remote) in [(&sub, &s.remotes[1]), (&inner, &s.remotes[2])] {
+        assert_ne!(
+            world.main_of(remote),
+            world.head_of(dir),
+            "{}",
+            dir.display()
+        );
+    }
     let asked = run(world
         .command(bin("row-fence-ask"), &inner)
         .args(["--action", "git push"]));
@@ -518,5 +537,341 @@ fn the_config_lines_install_appends_are_the_readmes() {
     assert_eq!(
         fs::read_to_string(clone.join(".git/config")).unwrap(),
         format!("{before}{block}\n")
+    );
+}
+
+/// A config without a final line break, then a section `git config` appends after the
+/// gate's lines: rollback took out the line break install had added with its lines, and
+/// the user's last line and the new section's header ran together (`st = status[user]`),
+/// so `user.name` became `alias.name`.
+#[test]
+fn rollback_keeps_a_section_git_appended_after_the_gate_on_a_line_of_its_own() {
+    let world = World::new();
+    let remote = world.bare("remote.git");
+    let clone = world.clone(&world.ssh_url(&remote), "lane-a");
+    let config_path = clone.join(".git/config");
+    let mut config = fs::read_to_string(&config_path).unwrap();
+    config.push_str("[alias]\n\tst = status");
+    fs::write(&config_path, &config).unwrap();
+    let installed = world.install(&clone, &[]);
+    assert_eq!(installed.code, 0, "{}", installed.stderr);
+    world.git_ok(&clone, &["config", "user.name", "someone"]);
+
+    let back = world.install(&clone, &["--rollback"]);
+    assert_eq!(back.code, 0, "{}", back.stderr);
+    assert_eq!(
+        fs::read_to_string(&config_path).unwrap(),
+        format!("{config}\n[user]\n\tname = someone\n")
+    );
+    assert_eq!(
+        world.git_ok(&clone, &["config", "alias.st"]).trim(),
+        "status"
+    );
+    assert_eq!(
+        world.git_ok(&clone, &["config", "user.name"]).trim(),
+        "someone"
+    );
+}
+
+/// Rollback gives back, byte for byte, a config git reads as written: CRLF line ends,
+/// an include, sections with subsections, comments of both kinds, a value continued on
+/// the next line, no final line break; and keeps what `git config` changed in between.
+#[test]
+fn rollback_gives_back_an_odd_config_byte_for_byte_with_the_edits_made_since() {
+    let world = World::new();
+    let remote = world.bare("remote.git");
+    let clone = world.clone(&world.ssh_url(&remote), "lane-a");
+    let git_dir = clone.join(".git");
+    fs::write(
+        git_dir.join("extra.inc"),
+        "[credential]\n\thelper = included\n",
+    )
+    .unwrap();
+    let config_path = git_dir.join("config");
+    let mut config = fs::read_to_string(&config_path).unwrap();
+    config.push_str(
+        "; a comment\r\n[include]\r\n\tpath = extra.inc\r\n[remote \"up\"]\r\n\turl = ssh://host/x.git # trailing\r\n[url \"ssh://host/\"]\r\n\tinsteadOf = lane:\r\n[alias]\r\n\tlong = \"!echo \\\r\n  continued\"\r\n# the end, no line break",
+    );
+    fs::write(&config_path, &config).unwrap();
+    let installed = world.install(&clone, &[]);
+    assert_eq!(installed.code, 0, "{}", installed.stderr);
+    let helpers = world.git_ok(&clone, &["config", "--get-all", "credential.helper"]);
+    assert!(
+        helpers.trim_end().ends_with("\nincluded"),
+        "the included helper runs after the gate's: {helpers}"
+    );
+    world.git_ok(&clone, &["config", "alias.long", "changed"]);
+    world.git_ok(&clone, &["config", "--unset", "remote.up.url"]);
+    // Git writes a new include under the last [include]: the gate's.
+    fs::write(
+        git_dir.join("more.inc"),
+        "[user]\n\temail = more@example.invalid\n",
+    )
+    .unwrap();
+    world.git_ok(&clone, &["config", "--add", "include.path", "more.inc"]);
+
+    let back = world.install(&clone, &["--rollback"]);
+    assert_eq!(back.code, 0, "{}", back.stderr);
+    let after = fs::read_to_string(&config_path).unwrap();
+    let mut expected = config.clone();
+    // Git drops a section it emptied.
+    expected = expected.replace(
+        "[remote \"up\"]\r\n\turl = ssh://host/x.git # trailing\r\n",
+        "",
+    );
+    expected = expected.replace(
+        "\tlong = \"!echo \\\r\n  continued\"\r\n",
+        "\tlong = changed\n",
+    );
+    expected.push_str("\n[include]\n\tpath = more.inc\n");
+    assert_eq!(after, expected);
+    assert_eq!(
+        world.git_ok(&clone, &["config", "user.email"]).trim(),
+        "more@example.invalid"
+    );
+    assert_eq!(
+        world.git_ok(&clone, &["config", "--get-all", "credential.helper"]),
+        "included\n"
+    );
+}
+
+/// A config kept elsewhere and symlinked (a dotfiles habit): git writes through the
+/// link; install replaced the link with a file, and rollback left that file.
+#[test]
+fn a_symlinked_config_stays_a_symlink_and_its_file_gets_the_gate_and_gives_it_back() {
+    let world = World::new();
+    let remote = world.bare("remote.git");
+    let clone = world.clone(&world.ssh_url(&remote), "lane-a");
+    let kept = world.home.path("kept-config");
+    let link = clone.join(".git/config");
+    fs::rename(&link, &kept).unwrap();
+    std::os::unix::fs::symlink(&kept, &link).unwrap();
+    let before = fs::read(&kept).unwrap();
+
+    let installed = world.install(&clone, &[]);
+    assert_eq!(installed.code, 0, "{}", installed.stderr);
+    assert!(
+        fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(
+        world
+            .git_ok(&clone, &["config", "core.sshCommand"])
+            .contains("--git-ssh"),
+        "git runs the gate through the link"
+    );
+    world.bind(&clone.join(".git"), "row-1", "lane-a");
+    let _daemon = world.home.daemon();
+    world.take_over("row-1", "lane-b");
+    let push = world.git(&clone, &["push", "--no-verify", "origin", "main"]);
+    refused(&push, "", &world.main_of(&remote), REFUSED);
+
+    let back = world.install(&clone, &["--rollback"]);
+    assert_eq!(back.code, 0, "{}", back.stderr);
+    assert!(
+        fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(fs::read(&kept).unwrap(), before, "byte for byte");
+}
+
+/// A linked worktree locked on a drive that is not mounted: git keeps it, and it shares
+/// the repository's hooks directory and config. Install refused everything and told the
+/// user to prune it; now it installs, and only a relative `core.hooksPath` (a directory
+/// inside the missing worktree) is refused.
+#[test]
+fn a_locked_worktree_on_a_missing_drive_does_not_block_install_unless_its_hooks_went_with_it() {
+    let world = World::new();
+    let remote = world.bare("remote.git");
+    let main = world.clone(&world.ssh_url(&remote), "main");
+    let away = world.worktree(&main, "away");
+    world.git_ok(
+        &main,
+        &[
+            "worktree",
+            "lock",
+            "--reason",
+            "usb drive",
+            away.to_str().unwrap(),
+        ],
+    );
+    fs::rename(&away, world.home.path("unmounted")).unwrap();
+
+    let installed = world.install(&main, &[]);
+    assert_eq!(installed.code, 0, "{}", installed.stderr);
+    assert!(is_fence(&hook_in(&main.join(".git/hooks"))));
+    let doctor = world
+        .home
+        .cli(&["doctor", "--json", "--repo", main.to_str().unwrap()]);
+    assert_eq!(doctor.code, 0, "{}{}", doctor.stdout, doctor.stderr);
+    let back = world.install(&main, &["--rollback"]);
+    assert_eq!(back.code, 0, "{}", back.stderr);
+
+    world.git_ok(&main, &["config", "core.hooksPath", ".husky"]);
+    let config = fs::read(main.join(".git/config")).unwrap();
+    let refused_install = world.install(&main, &[]);
+    assert_eq!(refused_install.code, 1, "{}", refused_install.stderr);
+    assert!(
+        refused_install.stderr.contains(&format!(
+            "the worktree {} is gone and its core.hooksPath is relative",
+            away.display()
+        )) && refused_install.stderr.contains("it is locked"),
+        "{}",
+        refused_install.stderr
+    );
+    assert_eq!(fs::read(main.join(".git/config")).unwrap(), config);
+}
+
+/// Doctor's report goes to terminals and logs: a token in a push URL is shown redacted.
+/// A remote with credentials in its URL is gated by nothing, a remote handed to a helper
+/// of its own (`remote.<name>.vcs`) is not gated, and what this shell exports that git
+/// runs instead of the gate is named. A gate older than the config is a note.
+#[test]
+fn doctor_redacts_tokens_and_names_foreign_helpers_shell_overrides_and_a_stale_gate() {
+    let world = World::new();
+    let remote = world.bare("remote.git");
+    let clone = world.clone(&world.ssh_url(&remote), "lane-a");
+    assert_eq!(world.install(&clone, &[]).code, 0);
+    let repo = clone.to_str().unwrap();
+    let clean = world.home.cli(&["doctor", "--repo", repo]);
+    assert_eq!(clean.code, 0, "{}", clean.stdout);
+    assert!(!clean.stdout.contains("note:"), "{}", clean.stdout);
+
+    world.git_ok(
+        &clone,
+        &["remote", "add", "tok", "https://example.invalid/r.git"],
+    );
+    world.git_ok(
+        &clone,
+        &[
+            "config",
+            "remote.tok.pushurl",
+            "https://x-access-token:ghp_s3cret@example.invalid/r.git",
+        ],
+    );
+    world.git_ok(
+        &clone,
+        &["remote", "add", "hg", "https://example.invalid/h"],
+    );
+    world.git_ok(&clone, &["config", "remote.hg.vcs", "hg"]);
+    world.git_ok(&clone, &["config", "core.sshCommand", "ssh -i newkey"]);
+    let doctor = run(world
+        .command(bin("row-fence"), &clone)
+        .env("GIT_SSH_COMMAND", "ssh -i deploy")
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "credential.helper")
+        .env("GIT_CONFIG_VALUE_0", "")
+        .args(["doctor", "--json"]));
+    assert_eq!(doctor.code, 1, "{}", doctor.stdout);
+    assert!(!doctor.stdout.contains("ghp_s3cret"), "{}", doctor.stdout);
+    let json = doctor.json();
+    let repo_report = &json["repositories"][0];
+    let remotes = repo_report["remotes"].as_array().unwrap();
+    let tok = remotes.iter().find(|r| r["name"] == "tok").unwrap();
+    assert_eq!(
+        tok["url"],
+        "https://x-access-token:<redacted>@example.invalid/r.git"
+    );
+    assert_eq!(tok["gated_by"], "nothing");
+    let hg = remotes.iter().find(|r| r["name"] == "hg").unwrap();
+    assert_eq!(
+        (&hg["transport"], &hg["gated_by"]),
+        (&"hg".into(), &"nothing".into())
+    );
+    let environment: Vec<String> = json["environment"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        environment.iter().any(|p| p.contains("GIT_SSH_COMMAND"))
+            && environment
+                .iter()
+                .any(|p| p.contains("sets credential.helper")),
+        "{environment:?}"
+    );
+    assert!(
+        repo_report["notes"][0]
+            .as_str()
+            .unwrap()
+            .contains("changed since install"),
+        "{repo_report}"
+    );
+    assert_eq!(
+        json["problems"],
+        repo_report["problems"].as_array().unwrap().len() + 2
+    );
+    let text = world.home.cli(&["doctor", "--repo", repo]);
+    assert!(!text.stdout.contains("ghp_s3cret"), "{}", text.stdout);
+    assert!(
+        text.stdout.contains("note: ") && text.stdout.contains("rerun row-fence install git-hook"),
+        "{}",
+        text.stdout
+    );
+}
+
+/// A repository moved (`mv`) after install: the gate named a git dir that was not there,
+/// and every push over ssh, from a row-bound lane or an unbound one, failed COULD NOT
+/// READ. Git runs the gate from the moved config, so where git runs is the repository:
+/// the lane's verdict, and an unbound repository pushes. From elsewhere it still fails
+/// closed, and doctor says the gate wants a reinstall.
+#[test]
+fn a_repository_moved_after_install_is_judged_where_git_runs_it() {
+    let world = World::new();
+    let remote = world.bare("remote.git");
+    let clone = world.clone(&world.ssh_url(&remote), "lane-a");
+    assert_eq!(world.install(&clone, &[]).code, 0);
+    world.bind(&clone.join(".git"), "row-1", "lane-a");
+    let free_remote = world.bare("free.git");
+    let free = world.clone(&world.ssh_url(&free_remote), "free");
+    assert_eq!(world.install(&free, &[]).code, 0);
+    let _daemon = world.home.daemon();
+    let moved = world.home.path("moved/lane-a");
+    let free_moved = world.home.path("moved/free");
+    fs::create_dir_all(moved.parent().unwrap()).unwrap();
+    fs::rename(&clone, &moved).unwrap();
+    fs::rename(&free, &free_moved).unwrap();
+
+    allowed(&world.git(&moved, &["push", "--no-verify", "origin", "main"]));
+    assert_eq!(world.main_of(&remote), world.head_of(&moved));
+    let push = world.git(&free_moved, &["push", "--no-verify", "origin", "main"]);
+    assert_eq!(push.code, 0, "{}", push.stderr);
+    assert!(
+        push.stderr.contains("row-fence: UNFENCED"),
+        "{}",
+        push.stderr
+    );
+    assert_eq!(world.main_of(&free_remote), world.head_of(&free_moved));
+
+    world.take_over("row-1", "lane-b");
+    world.commit(&moved, "after the takeover");
+    let before = world.main_of(&remote);
+    let push = world.git(&moved, &["push", "--no-verify", "origin", "main"]);
+    refused(&push, &before, &world.main_of(&remote), REFUSED);
+    let elsewhere = world.home.path("elsewhere");
+    fs::create_dir_all(&elsewhere).unwrap();
+    let flag = format!("--git-dir={}", moved.join(".git").display());
+    let push = world.git(
+        &elsewhere,
+        &[&flag, "push", "--no-verify", "origin", "main"],
+    );
+    refused(
+        &push,
+        &before,
+        &world.main_of(&remote),
+        "row-fence: COULD NOT READ (descriptor_unreadable)",
+    );
+    let doctor = world
+        .home
+        .cli(&["doctor", "--repo", moved.to_str().unwrap()]);
+    assert!(
+        doctor.stdout.contains("note: ") && doctor.stdout.contains("the repository moved"),
+        "{}",
+        doctor.stdout
     );
 }

@@ -7,6 +7,7 @@
 use crate::gated::{GitDaemon, World, allowed, refused};
 use crate::http_git::{HttpGit, PASSWORD, USER};
 use crate::util::{Daemon, Ran, bin, run};
+use row_fence::git_gate;
 use row_fence_ask::ledger;
 use std::fs;
 use std::path::PathBuf;
@@ -163,6 +164,54 @@ fn a_refused_lane_cannot_push_over_ssh_by_any_route_past_the_hook() {
             "main",
         ]),
     ));
+    let exec_path = lane.world.git_ok(&lane.clone, &["--exec-path"]);
+    let receive_pack = format!("--receive-pack={}/git-receive-pack", exec_path.trim());
+    pushes.push((
+        "a receive-pack by its path",
+        lane.git(&["push", "--no-verify", &receive_pack, "origin", "main"]),
+    ));
+    let ported = format!("ssh://git@host:2222{}", remote.display());
+    pushes.push((
+        "ssh://user@host:port/path",
+        lane.git(&["push", "--no-verify", &ported, "main"]),
+    ));
+    let ipv6 = format!("git@[::1]:{}", remote.display());
+    pushes.push((
+        "scp-like with an IPv6 host",
+        lane.git(&["push", "--no-verify", &ipv6, "main"]),
+    ));
+    pushes.push((
+        "git push --all",
+        lane.git(&["push", "--no-verify", "--all", "origin"]),
+    ));
+    pushes.push((
+        "git push --mirror",
+        lane.git(&["push", "--no-verify", "--mirror", &url]),
+    ));
+    // One remote, two push URLs (`remote.<name>.pushurl`), one rewritten by pushInsteadOf.
+    lane.world
+        .git_ok(&lane.clone, &["remote", "add", "both", &url]);
+    lane.world.git_ok(
+        &lane.clone,
+        &["config", "--add", "remote.both.pushurl", &url],
+    );
+    lane.world.git_ok(
+        &lane.clone,
+        &[
+            "config",
+            "--add",
+            "remote.both.pushurl",
+            &format!("push-lane://{}", remote.display()),
+        ],
+    );
+    lane.world.git_ok(
+        &lane.clone,
+        &["config", "url.ssh://host/.pushInsteadOf", "push-lane://"],
+    );
+    pushes.push((
+        "several push URLs and pushInsteadOf",
+        lane.git(&["push", "--no-verify", "both", "main"]),
+    ));
     lane.world.git_ok(
         &lane.clone,
         &["config", "url.ssh://host/.insteadOf", "lane://"],
@@ -206,6 +255,75 @@ fn a_refused_lane_still_fetches_over_ssh() {
     assert_eq!(fetched.trim(), lane.world.main_of(&remote));
     let ls = lane.git(&["ls-remote", "origin"]);
     assert_eq!(ls.code, 0, "{}", ls.stderr);
+    lane.world.git_ok(
+        &lane.clone,
+        &["remote", "add", "again", &lane.world.ssh_url(&remote)],
+    );
+    // An upload-pack named by its path (a host whose PATH lacks git), or git's dashless
+    // form: still a fetch, which the gate used to ask about and refuse.
+    let exec_path = lane.world.git_ok(&lane.clone, &["--exec-path"]);
+    let upload_pack = format!("--upload-pack={}/git-upload-pack", exec_path.trim());
+    for fetch in [
+        &["remote", "update"][..],
+        &["fetch", "--all"][..],
+        &["pull", "-q", "--rebase", "origin", "main"][..],
+        &["fetch", &upload_pack, "origin"][..],
+        &["fetch", "--upload-pack=git upload-pack", "origin"][..],
+    ] {
+        let ran = lane.git(fetch);
+        assert_eq!(ran.code, 0, "git {fetch:?}: {}", ran.stderr);
+        assert!(!ran.stderr.contains("row-fence:"), "{}", ran.stderr);
+    }
+}
+
+/// A bare repository bound to a row (a lane that works in a mirror): git runs in its
+/// directory with no `.git` around it and clears `GIT_DIR` for ssh, and the gate answered
+/// UNFENCED while the pre-push hook, which gets `GIT_DIR`, refused.
+#[test]
+fn a_row_bound_bare_repository_is_refused_by_the_gate_as_by_the_hook() {
+    let world = World::new();
+    let remote = world.bare("remote.git");
+    let seed = world.clone(&world.ssh_url(&remote), "seed");
+    world.git_ok(&seed, &["push", "-q", "origin", "main"]);
+    let mirror = world.home.path("mirror.git");
+    world.git_ok(
+        world.home.dir.path(),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            &world.ssh_url(&remote),
+            mirror.to_str().unwrap(),
+        ],
+    );
+    let installed = world.install(&mirror, &[]);
+    assert_eq!(installed.code, 0, "{}", installed.stderr);
+    world.bind(&mirror, "row-1", "lane-a");
+    let _daemon = world.home.daemon();
+    let update_mirror = |message: &str| {
+        world.commit(&seed, message);
+        world.git_ok(&seed, &["push", "-q", mirror.to_str().unwrap(), "main"]);
+    };
+    update_mirror("while held");
+    allowed(&world.git(&mirror, &["push", "--no-verify", "origin", "main"]));
+    assert_eq!(world.main_of(&remote), world.main_of(&mirror));
+
+    world.take_over("row-1", "lane-b");
+    update_mirror("after the takeover");
+    let before = world.main_of(&remote);
+    for args in [
+        &["push", "origin", "main"][..],
+        &["push", "--no-verify", "origin", "main"][..],
+        &["send-pack", &world.ssh_url(&remote), "main"][..],
+    ] {
+        let push = world.git(&mirror, args);
+        refused(&push, &before, &world.main_of(&remote), REFUSED);
+        assert!(!push.stderr.contains("UNFENCED"), "{}", push.stderr);
+    }
+    let asked = run(world
+        .command(bin("row-fence-ask"), &mirror.join("refs"))
+        .args(["--action", "git push"]));
+    asked.expect(3, REFUSED);
 }
 
 #[test]
@@ -262,6 +380,41 @@ fn http_lane() -> (Lane, HttpGit, PathBuf, String) {
     )
     .unwrap();
     (Lane::new(world, &url), server, remote, url)
+}
+
+/// `gh auth setup-git` writes a reset and its own helper for one URL in the global
+/// config; install refused it ("remove that line first"). Replayed with the gate's helper
+/// after the reset, the gate stays first for that URL and the user's helper answers.
+#[test]
+fn a_url_reset_of_credential_helpers_as_gh_writes_keeps_the_gate_first_for_that_url() {
+    let world = World::new();
+    let root = world.home.path("srv");
+    let remote = world.bare("srv/r.git");
+    let server = HttpGit::start(&root);
+    let url = server.url("r.git");
+    let helper = format!("!f() {{ echo username={USER}; echo password={PASSWORD}; }}; f");
+    fs::write(
+        world.home.dir.path().join(".gitconfig"),
+        format!(
+            "[credential]\n\thelper = \"!f() {{ echo quit=1; }}; f\"\n[credential \"http://127.0.0.1:{}\"]\n\thelper =\n\thelper = \"{}\"\n",
+            server.port,
+            helper.replace('"', "\\\"")
+        ),
+    )
+    .unwrap();
+    let lane = Lane::new(world, &url);
+    lane.pushes_allowed(&remote);
+    lane.world.take_over("row-1", "lane-b");
+    lane.world.commit(&lane.clone, "after the takeover");
+    let before = lane.world.main_of(&remote);
+    let push = lane.git(&["push", "--no-verify", "origin", "main"]);
+    refused(&push, &before, &lane.world.main_of(&remote), REFUSED);
+    assert!(push.stderr.contains("told us to quit"), "{}", push.stderr);
+    let doctor = lane
+        .world
+        .home
+        .cli(&["doctor", "--repo", lane.clone.to_str().unwrap()]);
+    assert_eq!(doctor.code, 0, "{}", doctor.stdout);
 }
 
 #[test]
@@ -359,4 +512,72 @@ fn over_git_protocol_an_allowed_lane_pushes_a_refused_one_cannot_and_still_fetch
     assert_eq!(fetch.code, 0, "{}", fetch.stderr);
     assert!(!fetch.stderr.contains("row-fence:"), "{}", fetch.stderr);
     lane.rolled_back_push_moves(&remote);
+}
+
+/// `git config credential.helper ''` then a helper of one's own, in the lane's repository
+/// after install (git's documented way to replace the helpers): git appended a
+/// `[credential]` after the gate's include, the reset cleared the gate's helper and the
+/// push went through. The gate's lines now hold an empty `[credential]` that git writes
+/// into, before the gate; an earlier install's three lines are upgraded by a rerun.
+#[test]
+fn a_helper_reset_with_git_config_after_install_cannot_clear_the_gate() {
+    let (lane, server, remote, _) = http_lane();
+    assert_eq!(lane.git(&["push", "-q", "origin", "main"]).code, 0);
+    let config_path = lane.clone.join(".git/config");
+    // An earlier install wrote three lines, without the `[credential]`.
+    let config = fs::read_to_string(&config_path).unwrap();
+    let at = config.find("# row-fence: git's transport gate").unwrap();
+    fs::write(
+        &config_path,
+        format!(
+            "{}# row-fence: git's transport gate (row-fence install git-hook --rollback removes these three lines)\n[include]\n\tpath = row-fence.gitconfig\n",
+            &config[..at]
+        ),
+    )
+    .unwrap();
+    let again = lane.world.install(&lane.clone, &[]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert_eq!(fs::read_to_string(&config_path).unwrap(), config);
+
+    lane.world.take_over("row-1", "lane-b");
+    lane.world.commit(&lane.clone, "after the takeover");
+    let before = lane.world.main_of(&remote);
+    let own = format!("!f() {{ echo username={USER}; echo password={PASSWORD}; }}; f");
+    lane.world
+        .git_ok(&lane.clone, &["config", "credential.helper", ""]);
+    lane.world
+        .git_ok(&lane.clone, &["config", "--add", "credential.helper", &own]);
+    let push = lane.git(&["push", "--no-verify", "origin", "main"]);
+    refused(&push, &before, &lane.world.main_of(&remote), REFUSED);
+    assert!(push.stderr.contains("told us to quit"), "{}", push.stderr);
+
+    // A reset for one URL still comes after the gate: doctor names it.
+    let url_key = format!("credential.http://127.0.0.1:{}.helper", server.port);
+    lane.world.git_ok(&lane.clone, &["config", &url_key, ""]);
+    let doctor = lane
+        .world
+        .home
+        .cli(&["doctor", "--repo", lane.clone.to_str().unwrap()]);
+    assert_eq!(doctor.code, 1, "{}", doctor.stdout);
+    assert!(
+        doctor
+            .stdout
+            .contains("after the gate's helper: it clears the gate"),
+        "{}",
+        doctor.stdout
+    );
+    lane.world
+        .git_ok(&lane.clone, &["config", "--unset", &url_key]);
+
+    let back = lane.world.install(&lane.clone, &["--rollback"]);
+    assert_eq!(back.code, 0, "{}", back.stderr);
+    let at = config.find("# row-fence: git's transport gate").unwrap();
+    assert_eq!(
+        fs::read_to_string(&config_path).unwrap(),
+        format!(
+            "{}[credential]\n\thelper = \n\thelper = {}\n",
+            &config[..at],
+            git_gate::config_value(&own)
+        )
+    );
 }

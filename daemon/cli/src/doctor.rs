@@ -33,6 +33,8 @@ struct Report {
     worktrees: Vec<WorktreeReport>,
     remotes: Vec<Remote>,
     problems: Vec<String>,
+    /// What is not a way past the fence but wants fixing (a gate older than the config).
+    notes: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -58,12 +60,22 @@ struct Remote {
 pub fn run(args: DoctorArgs) -> Outcome {
     let repos = git_repo::discover(&args.repo, true).map_err(Failure::could_not)?;
     let reports: Vec<Report> = repos.iter().map(examine).collect();
-    let problems: usize = reports.iter().map(|r| r.problems.len()).sum();
+    let environment = environment_overrides(&args.repo);
+    let problems: usize =
+        reports.iter().map(|r| r.problems.len()).sum::<usize>() + environment.len();
     if args.json {
-        out(&serde_json::json!({"repositories": reports, "problems": problems}).to_string());
+        out(&serde_json::json!({
+            "repositories": reports,
+            "environment": environment,
+            "problems": problems
+        })
+        .to_string());
     } else {
         for report in &reports {
             print(report);
+        }
+        for problem in &environment {
+            out(&format!("!! {problem}"));
         }
         out(&match problems {
             0 => "every worktree and submodule is fenced".to_string(),
@@ -75,6 +87,46 @@ pub fn run(args: DoctorArgs) -> Outcome {
     } else {
         exit::COULD_NOT_READ
     })
+}
+
+/// What doctor's own environment sets that git runs instead of the gate, for every push
+/// from this shell: `GIT_SSH_COMMAND`, `GIT_PROXY_COMMAND`, and `GIT_CONFIG_PARAMETERS` /
+/// `GIT_CONFIG_COUNT` settings of the gate's keys or of `core.hooksPath`.
+fn environment_overrides(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for (name, key) in [
+        ("GIT_SSH_COMMAND", "core.sshCommand"),
+        ("GIT_PROXY_COMMAND", "core.gitProxy"),
+    ] {
+        if let Some(value) = std::env::var_os(name).filter(|v| !v.is_empty()) {
+            found.push(format!(
+                "this shell exports {name} ({value:?}): git runs it instead of {key}, so pushes from this shell skip the gate"
+            ));
+        }
+    }
+    let regexp = format!("{}|^core\\.hookspath$", git_gate::KEYS);
+    let listed = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["config", "--show-scope", "-z", "--get-regexp", &regexp])
+        .output();
+    if let Ok(listed) = listed {
+        for entry in listed
+            .stdout
+            .split(|b| *b == 0)
+            .collect::<Vec<_>>()
+            .chunks_exact(2)
+        {
+            let setting = String::from_utf8_lossy(entry[1]);
+            if entry[0] == b"command" {
+                let (key, value) = setting.split_once('\n').unwrap_or((&setting, ""));
+                found.push(format!(
+                    "this shell's GIT_CONFIG_PARAMETERS or GIT_CONFIG_COUNT sets {key} ({value:?}): it comes after every config file, so pushes from this shell may skip the gate or the hook"
+                ));
+            }
+        }
+    }
+    found
 }
 
 fn examine(repo: &Repository) -> Report {
@@ -92,6 +144,7 @@ fn examine(repo: &Repository) -> Report {
         .map(|w| worktree(repo, w, gate, &mut problems))
         .collect();
     let remotes = remotes(repo, &mut problems);
+    let notes = git_gate::drift(&repo.common_dir).into_iter().collect();
     Report {
         common_dir: repo.common_dir.clone(),
         submodule: repo.submodule,
@@ -99,6 +152,7 @@ fn examine(repo: &Repository) -> Report {
         worktrees,
         remotes,
         problems,
+        notes,
     }
 }
 
@@ -109,10 +163,11 @@ fn worktree(
     problems: &mut Vec<String>,
 ) -> WorktreeReport {
     let git_dir = match descriptor::find_git_dir(&w.path) {
-        Ok(Some(git_dir)) => git_dir,
-        _ => repo.common_dir.clone(),
+        _ if !w.present => git_repo::linked_git_dir(&repo.common_dir, &w.path),
+        Ok(Some(git_dir)) => Some(git_dir),
+        _ => Some(repo.common_dir.clone()),
     };
-    let descriptor = match descriptor::in_git_dir(&git_dir) {
+    let descriptor = match git_dir.and_then(|g| descriptor::in_git_dir(&g)) {
         Some(Resolution::Found(path, _) | Resolution::Unreadable(path, _)) => Some(path),
         _ => None,
     };
@@ -146,7 +201,7 @@ fn worktree(
             }
         },
     };
-    if gate && w.hooks.is_ok() {
+    if gate && w.present {
         problems.extend(git_gate::problems_in(&w.path));
     }
     WorktreeReport {
@@ -157,7 +212,8 @@ fn worktree(
     }
 }
 
-/// Each remote's push URL (after git's `insteadOf` rewriting) and what gates it.
+/// Each remote's push URLs (after git's `insteadOf` and `pushInsteadOf` rewriting, every
+/// `pushurl`) and what gates each. A password in a URL is shown as `<redacted>`.
 fn remotes(repo: &Repository, problems: &mut Vec<String>) -> Vec<Remote> {
     let listing = match git_repo::output(git(&repo.common_dir).args(["remote", "-v"])) {
         Ok(listing) => listing,
@@ -166,6 +222,7 @@ fn remotes(repo: &Repository, problems: &mut Vec<String>) -> Vec<Remote> {
             return Vec::new();
         }
     };
+    let helpers = foreign_vcs(&repo.common_dir);
     let mut remotes = Vec::new();
     for line in String::from_utf8_lossy(&listing).lines() {
         let Some((name, rest)) = line.split_once('\t') else {
@@ -174,25 +231,30 @@ fn remotes(repo: &Repository, problems: &mut Vec<String>) -> Vec<Remote> {
         let Some(url) = rest.strip_suffix(" (push)") else {
             continue;
         };
-        let (transport, gated_by) = match classify(url) {
-            (t, _) if t == "git" && repo.common_dir.join(git_gate::PROXY_FILE).is_file() => {
+        let shown = redacted(url);
+        let (transport, gated_by) = match (helpers.get(name), classify(url)) {
+            // `remote.<name>.vcs`: git hands the remote to `git-remote-<vcs>`, whatever the URL.
+            (Some(vcs), _) => (vcs.clone(), "nothing"),
+            (None, (t, _)) if t == "http" && has_password(url) => (t, "nothing"),
+            (None, (t, _))
+                if t == "git" && repo.common_dir.join(git_gate::PROXY_FILE).is_file() =>
+            {
                 (t, "the gate's git:// proxy")
             }
-            other => other,
+            (None, other) => other,
         };
         if transport == "http" && has_password(url) {
             problems.push(format!(
-                "remote {name} carries credentials in its URL: git asks no credential helper, so pushes over it skip the gate"
+                "remote {name} ({shown}) carries credentials in its URL: git asks no credential helper, so pushes over it skip the gate"
             ));
-        }
-        if matches!(gated_by, "nothing") && transport != "local" {
+        } else if matches!(gated_by, "nothing") && transport != "local" {
             problems.push(format!(
-                "remote {name} ({url}) uses a transport the gate cannot see ({transport})"
+                "remote {name} ({shown}) uses a transport the gate cannot see ({transport})"
             ));
         }
         remotes.push(Remote {
             name: name.to_string(),
-            url: url.to_string(),
+            url: shown,
             transport,
             gated_by,
         });
@@ -231,11 +293,46 @@ fn classify(url: &str) -> (String, &'static str) {
     }
 }
 
+/// The `user:password` of a URL's authority, when it has one.
+fn password_span(url: &str) -> Option<std::ops::Range<usize>> {
+    let (scheme, rest) = url.split_once("://")?;
+    let start = scheme.len() + 3;
+    let authority = rest.split('/').next().unwrap_or("");
+    let (userinfo, _) = authority.rsplit_once('@')?;
+    let colon = userinfo.find(':')?;
+    Some(start + colon + 1..start + userinfo.len())
+}
+
 fn has_password(url: &str) -> bool {
-    url.split_once("://")
-        .map(|(_, rest)| rest.split('/').next().unwrap_or(""))
-        .and_then(|authority| authority.rsplit_once('@'))
-        .is_some_and(|(userinfo, _)| userinfo.contains(':'))
+    password_span(url).is_some()
+}
+
+/// `url` with its password, if any, replaced by `<redacted>`: doctor's report goes to
+/// terminals and logs, and a token in it would leak there.
+fn redacted(url: &str) -> String {
+    match password_span(url) {
+        Some(span) => format!("{}<redacted>{}", &url[..span.start], &url[span.end..]),
+        None => url.to_string(),
+    }
+}
+
+/// `remote.<name>.vcs` of every remote that has one: git runs `git-remote-<vcs>` for it.
+fn foreign_vcs(dir: &Path) -> std::collections::HashMap<String, String> {
+    let out = git(dir)
+        .args(["config", "-z", "--get-regexp", r"^remote\..*\.vcs$"])
+        .output();
+    let Ok(out) = out else {
+        return Default::default();
+    };
+    out.stdout
+        .split(|b| *b == 0)
+        .filter_map(|entry| {
+            let entry = String::from_utf8_lossy(entry);
+            let (key, value) = entry.split_once('\n')?;
+            let name = key.strip_prefix("remote.")?.strip_suffix(".vcs")?;
+            Some((name.to_string(), value.to_string()))
+        })
+        .collect()
 }
 
 fn extra_headers(dir: &Path) -> Result<Vec<String>, String> {
@@ -302,6 +399,9 @@ fn print(report: &Report) {
     for problem in &report.problems {
         out(&format!("  !! {problem}"));
     }
+    for note in &report.notes {
+        out(&format!("  note: {note}"));
+    }
 }
 
 #[cfg(test)]
@@ -329,5 +429,10 @@ mod tests {
         assert!(has_password("https://u:tok@host/r.git"));
         assert!(!has_password("https://u@host/r.git"));
         assert!(!has_password("https://host/a:b@c"));
+        assert_eq!(
+            redacted("https://u:t:o@k@host:8443/r.git"),
+            "https://u:<redacted>@host:8443/r.git"
+        );
+        assert_eq!(redacted("https://u@host/a:b@c"), "https://u@host/a:b@c");
     }
 }

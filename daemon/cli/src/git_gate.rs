@@ -1,16 +1,18 @@
 //! Git's transport gate in a repository's config (DESIGN.md, "Deployment and hooks"): the
 //! fence's ssh command (`row-fence-ask --git-ssh`) and its credential helper, placed
 //! first, in a file of their own, `<common git dir>/row-fence.gitconfig`, which the
-//! repository's `config` includes with three lines appended at its end. Linked worktrees
-//! share that config, so one install covers every worktree, those added later included.
+//! repository's `config` includes with lines appended at its end ([`crate::gate_lines`]).
+//! Linked worktrees share that config, so one install covers every worktree, those added
+//! later included.
 //!
 //! The included file carries what the repository had before, as git resolved it from
 //! every config file (system, global, local): the ssh command becomes the gate's
 //! `--then`, and the credential helpers follow the gate's after a reset (an empty
-//! `credential.helper`), which is what puts the gate's first. Rollback removes the three
-//! lines and the file, so the config comes back byte for byte; an edit since install
-//! that touched those lines is refused, never guessed at.
+//! `credential.helper`), which is what puts the gate's first. Rollback removes the lines
+//! and the file, so the config comes back byte for byte; an edit since install that
+//! touched those lines is refused, never guessed at.
 
+use crate::gate_lines;
 use crate::git_hook::Baked;
 use crate::git_repo::git;
 use crate::install::sh_quote;
@@ -21,24 +23,15 @@ use std::path::{Path, PathBuf};
 
 /// The included file, in the common git dir (a relative include is read from beside the
 /// config that names it).
-pub const INCLUDE_FILE: &str = "row-fence.gitconfig";
+pub const INCLUDE_FILE: &str = row_fence_ask::transport::INCLUDE_FILE;
 
 /// The script git runs as its `core.gitProxy` for `git://` remotes, beside the included
 /// file (git runs a proxy without a shell, so the gate's flags live in the script).
 pub const PROXY_FILE: &str = "row-fence-git-proxy";
 
-/// The first line of what install appends to the config.
-const MARK: &str = "# row-fence: git's transport gate (row-fence install git-hook --rollback removes these three lines)";
-/// The same, for a config that did not end with a line break: install added one.
-const MARK_WITH_BREAK: &str = "# row-fence: git's transport gate (row-fence install git-hook --rollback removes these three lines and the line break before them)";
-
 /// The keys the gate sets or carries over, as `git config --get-regexp` matches them.
-const KEYS: &str =
+pub const KEYS: &str =
     r"^core\.sshcommand$|^core\.gitproxy$|^ssh\.variant$|^credential\.(.+\.)?helper$";
-
-fn appended(mark: &str) -> String {
-    format!("{mark}\n[include]\n\tpath = {INCLUDE_FILE}\n")
-}
 
 /// One config entry as git lists it, in the order git reads them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -129,13 +122,15 @@ pub struct Previous {
     pub ssh_variant: Option<String>,
     /// The `git://` proxy git would run (`core.gitProxy`), when set.
     pub git_proxy: Option<String>,
-    /// The credential helpers git would ask, in order: `(url, helper)`, `url` empty for
-    /// the generic `credential.helper`.
+    /// The credential helper settings git read, in order: `(url, helper)`, `url` empty
+    /// for the generic `credential.helper`. An empty `helper` with a `url` is a reset for
+    /// that URL (`gh auth setup-git` writes one), replayed with the gate's helper after it;
+    /// a generic reset is not kept (it clears what came before it).
     pub helpers: Vec<(String, String)>,
 }
 
-/// Reads [`Previous`] from `entries`. A URL-specific helper set empty (which would clear
-/// the gate's helper for that URL) and a helper without a value are refused.
+/// Reads [`Previous`] from `entries`. A helper without a value (git itself refuses it) is
+/// refused.
 pub fn previous(entries: &[Entry]) -> Result<Previous, String> {
     let before = entries
         .iter()
@@ -155,13 +150,7 @@ pub fn previous(entries: &[Entry]) -> Result<Previous, String> {
             "core.gitproxy" => prev.git_proxy = Some(value).filter(|v| !v.is_empty()),
             _ if e.is_helper() => match (e.helper_url(), value.is_empty()) {
                 (None, true) => prev.helpers.clear(),
-                (Some(url), true) => {
-                    return Err(format!(
-                        "credential.{url}.helper is set empty in {}, which would clear the fence's credential helper for {url}; remove that line first",
-                        e.origin
-                    ));
-                }
-                (url, false) => prev
+                (url, _) => prev
                     .helpers
                     .push((url.unwrap_or_default().to_string(), value)),
             },
@@ -235,7 +224,7 @@ pub fn plan(common_dir: &Path, baked: &Baked) -> Result<Plan, String> {
     };
     // Git appends the operation (` get`) to a `!` helper and runs it through sh; a helper
     // that cannot run at all must stop git too, hence `|| echo quit=1`.
-    let helper = format!(
+    let gate = format!(
         "!f() {{ {} \"$@\" || echo quit=1; }}; f",
         base("--git-credential")
     );
@@ -265,21 +254,67 @@ pub fn plan(common_dir: &Path, baked: &Baked) -> Result<Plan, String> {
     }
     include.push_str(&format!(
         "[credential]\n\thelper =\n\thelper = {}\n",
-        config_value(&helper)
+        config_value(&gate)
     ));
+    // Git folds every `credential.<url>.helper` that matches the URL in config order: a
+    // value appends, an empty one clears. Replaying what was read keeps each URL's list,
+    // and the gate's helper right after a URL's reset keeps it first for that URL too.
     for (url, helper) in &previous.helpers {
         if url.is_empty() {
             include.push_str("[credential]\n");
         } else {
             include.push_str(&format!("[credential {}]\n", config_value(url)));
         }
-        include.push_str(&format!("\thelper = {}\n", config_value(helper)));
+        if helper.is_empty() {
+            include.push_str(&format!("\thelper =\n\thelper = {}\n", config_value(&gate)));
+        } else {
+            include.push_str(&format!("\thelper = {}\n", config_value(helper)));
+        }
     }
     Ok(Plan {
         common_dir: common_dir.to_path_buf(),
         include,
         proxy,
         previous,
+    })
+}
+
+/// Why the gate in `common_dir` no longer carries what the repository has: its included
+/// file differs from what install would write now with the same asker, home and socket
+/// (an ssh command, `git://` proxy or credential helper changed since install, and git
+/// still runs the one install saw). `None`: it matches, or there is no gate.
+pub fn drift(common_dir: &Path) -> Option<String> {
+    let path = common_dir.join(INCLUDE_FILE);
+    let text = fs::read_to_string(&path).ok()?;
+    let said = |what: String| Some(format!("{}: {what}", path.display()));
+    let Some(baked) = baked_in(common_dir) else {
+        return said("its core.sshCommand is not the gate's as install writes it; rerun row-fence install git-hook".into());
+    };
+    match plan(common_dir, &baked) {
+        Ok(plan) if plan.include == text => None,
+        Ok(_) => said(
+            "it is not what install writes now: the repository moved, or its ssh command, git:// proxy or credential helpers changed since install, and the gate still runs the ones it saw then; rerun row-fence install git-hook".into(),
+        ),
+        Err(e) => said(e),
+    }
+}
+
+/// The asker directory, home and socket the gate in `common_dir` was written with, read
+/// back from its `core.sshCommand`.
+fn baked_in(common_dir: &Path) -> Option<Baked> {
+    let out = git(common_dir)
+        .args(["config", "--file", INCLUDE_FILE, "core.sshCommand"])
+        .output()
+        .ok()?;
+    let words = shlex::split(String::from_utf8_lossy(&out.stdout).trim_end_matches('\n'))?;
+    let after = |flag: &str| {
+        let at = words.iter().position(|w| w == flag)?;
+        words.get(at + 1).map(PathBuf::from)
+    };
+    Some(Baked {
+        bin_dir: Path::new(words.first()?).parent()?.to_path_buf(),
+        home: after("--home")?,
+        socket: after("--socket")?,
     })
 }
 
@@ -320,7 +355,7 @@ pub fn config_value(value: &str) -> String {
 /// What install or rollback did to a repository's config.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Done {
-    /// The three lines were appended and the included file written.
+    /// The lines were appended and the included file written.
     Installed,
     /// The lines were there; the included file was written afresh.
     Refreshed,
@@ -328,49 +363,6 @@ pub enum Done {
     RolledBack,
     /// Rollback: there was no gate.
     NotInstalled,
-}
-
-/// Where the appended lines are in `config`, if they are there intact: the byte range to
-/// remove. `Err` when the gate's mark or include line is there but not as install wrote
-/// it (edited since): rollback refuses rather than guess.
-fn appended_range(config: &str) -> Result<Option<std::ops::Range<usize>>, String> {
-    let with_break = format!("\n{}", appended(MARK_WITH_BREAK));
-    let plain = appended(MARK);
-    let found = config
-        .find(&with_break)
-        .map(|at| at..at + with_break.len())
-        .or_else(|| {
-            config
-                .match_indices(&plain)
-                .map(|(at, _)| at)
-                .find(|at| *at == 0 || config.as_bytes()[at - 1] == b'\n')
-                .map(|at| at..at + plain.len())
-        });
-    if let Some(range) = found {
-        // A setting added under the gate's `[include]` (git config --add include.path)
-        // would fall into the section before it once the lines are gone.
-        let next = config[range.end..]
-            .lines()
-            .map(str::trim_start)
-            .find(|l| !l.is_empty() && !l.starts_with(['#', ';']))
-            .unwrap_or("");
-        if next.is_empty() || next.starts_with('[') {
-            return Ok(Some(range));
-        }
-        return Err(format!(
-            "a setting was added under the transport gate's [include] ({next:?}); move it into a section of its own, then roll back"
-        ));
-    }
-    if config.contains("# row-fence: git's transport gate")
-        || config
-            .lines()
-            .any(|l| l.trim().replace(' ', "") == format!("path={INCLUDE_FILE}"))
-    {
-        return Err(format!(
-            "the transport gate's lines (\"{MARK}\", [include], path = {INCLUDE_FILE}) were edited since install; remove them by hand"
-        ));
-    }
-    Ok(None)
 }
 
 /// Writes the gate: the included file, then (when missing) the lines that include it.
@@ -386,39 +378,51 @@ pub fn install(plan: &Plan) -> Result<Done, String> {
     let include_path = plan.common_dir.join(INCLUDE_FILE);
     row_fence_store::atomic_file::write(&include_path, plan.include.as_bytes(), mode, false)
         .map_err(|e| format!("cannot write {}: {e}", include_path.display()))?;
-    if appended_range(&config)?.is_some() {
+    if gate_lines::holds_gate(&config, INCLUDE_FILE)? {
+        if let Some(text) = gate_lines::upgraded(&config, INCLUDE_FILE)? {
+            write_config(&config_path, &text, mode)?;
+        }
         return Ok(Done::Refreshed);
     }
-    let text = if config.is_empty() || config.ends_with('\n') {
-        format!("{config}{}", appended(MARK))
-    } else {
-        format!("{config}\n{}", appended(MARK_WITH_BREAK))
-    };
-    write_config(&config_path, &text, mode)?;
+    write_config(
+        &config_path,
+        &gate_lines::with_gate(&config, INCLUDE_FILE),
+        mode,
+    )?;
     Ok(Done::Installed)
+}
+
+/// Writes `bytes` back as the config of the repository at `common_dir`, as git would
+/// (an install that is taken back).
+pub fn restore_config(common_dir: &Path, bytes: &[u8]) -> Result<(), String> {
+    let config_path = common_dir.join("config");
+    let text = String::from_utf8(bytes.to_vec())
+        .map_err(|_| format!("{} was not UTF-8", config_path.display()))?;
+    let mode = fs::metadata(&config_path).map_or(0o644, |m| m.permissions().mode() & 0o7777);
+    write_config(&config_path, &text, mode)
 }
 
 /// Why [`rollback`] would refuse this repository (checked before anything is changed).
 pub fn rollback_refusal(common_dir: &Path) -> Result<(), String> {
     let config_path = common_dir.join("config");
-    appended_range(&read_config(&config_path)?)
+    gate_lines::holds_gate(&read_config(&config_path)?, INCLUDE_FILE)
         .map(drop)
         .map_err(|e| format!("{}: {e}", config_path.display()))
 }
 
-/// Removes the gate: the appended lines (the config is then byte for byte what it was
-/// before install, whatever else was edited since) and the included file.
+/// Removes the gate: the appended lines ([`gate_lines::without_gate`]: the config comes
+/// back byte for byte, whatever else was edited since, but for what git wrote into the
+/// gate's `[credential]`) and the included file.
 pub fn rollback(common_dir: &Path) -> Result<Done, String> {
     let config_path = common_dir.join("config");
     let config = read_config(&config_path)?;
-    let range = appended_range(&config).map_err(|e| format!("{}: {e}", config_path.display()))?;
+    let back = gate_lines::without_gate(&config, INCLUDE_FILE)
+        .map_err(|e| format!("{}: {e}", config_path.display()))?;
     let include_path = common_dir.join(INCLUDE_FILE);
-    let done = match range {
-        Some(range) => {
+    let done = match back {
+        Some(text) => {
             let mode =
                 fs::metadata(&config_path).map_or(0o644, |m| m.permissions().mode() & 0o7777);
-            let mut text = config;
-            text.replace_range(range, "");
             write_config(&config_path, &text, mode)?;
             Done::RolledBack
         }
@@ -473,7 +477,8 @@ pub fn problems(dir: &Path) -> Result<Vec<String>, String> {
     match gate_helper {
         None => found.push("no gate credential helper: pushes over http(s) skip the fence".into()),
         Some(at) => {
-            for e in &entries[at + 1..] {
+            // The gate's own URL resets are each followed by the gate's helper.
+            for e in entries[at + 1..].iter().filter(|e| !e.is_the_gates()) {
                 if e.is_helper() && e.value.as_deref().is_none_or(str::is_empty) {
                     found.push(format!(
                         "{} is set empty in {}, after the gate's helper: it clears the gate",
@@ -504,11 +509,16 @@ fn read_config(path: &Path) -> Result<String, String> {
         .map_err(|_| format!("{} is not UTF-8; leaving it alone", path.display()))
 }
 
-/// Writes the config the way git does: `config.lock` created exclusively (so a
-/// concurrent `git config` fails instead of losing an edit), written, synced, renamed
-/// over `config`; the mode kept.
+/// Writes the config the way git does: through a symlink to the file it names (a config
+/// kept elsewhere stays a symlink), `<file>.lock` created exclusively (so a concurrent
+/// `git config` fails instead of losing an edit), written, synced, renamed over the
+/// file; the mode kept.
 fn write_config(path: &Path, text: &str, mode: u32) -> Result<(), String> {
-    let lock = path.with_file_name("config.lock");
+    let resolved = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let path = resolved.as_path();
+    let mut lock = path.as_os_str().to_owned();
+    lock.push(".lock");
+    let lock = PathBuf::from(lock);
     let fail = |e: io::Error| format!("cannot write {}: {e}", path.display());
     let mut file = fs::OpenOptions::new()
         .write(true)
@@ -594,7 +604,11 @@ mod tests {
             "credential.https://x.invalid.helper",
             "",
         )];
-        assert!(previous(&reset).unwrap_err().contains("https://x.invalid"));
+        assert_eq!(
+            previous(&reset).unwrap().helpers,
+            vec![("https://x.invalid".to_string(), String::new())],
+            "a URL's reset is kept, to be replayed with the gate after it"
+        );
     }
 
     #[test]
@@ -606,33 +620,5 @@ mod tests {
         assert_eq!(config_value("a\\b\tc\nd"), r#""a\\b\tc\nd""#);
         assert_eq!(ssh_variant("/usr/bin/plink -batch"), Some("plink"));
         assert_eq!(ssh_variant("ssh -i key"), None);
-    }
-
-    #[test]
-    fn the_appended_lines_come_out_byte_for_byte_and_an_edit_is_refused() {
-        for before in ["", "[core]\n\tbare = false\n", "[core]\n\tbare = false"] {
-            let after = if before.is_empty() || before.ends_with('\n') {
-                format!("{before}{}", appended(MARK))
-            } else {
-                format!("{before}\n{}", appended(MARK_WITH_BREAK))
-            };
-            let range = appended_range(&after).unwrap().unwrap();
-            let mut back = after.clone();
-            back.replace_range(range, "");
-            assert_eq!(back, before);
-            let edited = after.replace(
-                "\tpath = row-fence.gitconfig\n",
-                "\tpath = row-fence.gitconfig\n\tpath = x\n",
-            );
-            assert!(
-                appended_range(&edited).is_err(),
-                "a line added to the gate's section"
-            );
-            let next = format!("{after}[user]\n\tname = x\n");
-            assert!(appended_range(&next).unwrap().is_some());
-            let broken = after.replace("[include]\n", "");
-            assert!(appended_range(&broken).is_err());
-        }
-        assert_eq!(appended_range("[core]\n").unwrap(), None);
     }
 }

@@ -136,12 +136,20 @@ struct Undo {
     /// `None`: this install wrote the gate; else what the included file held before it
     /// was refreshed (`Some(None)`: there was none).
     before: Option<Option<Vec<u8>>>,
+    /// The config's bytes before a refresh that rewrote it (an earlier install's lines
+    /// replaced), to write back.
+    config: Option<Vec<u8>>,
     said: String,
 }
 
 impl Undo {
     fn apply(&self, common_dir: &std::path::Path) -> Result<(), String> {
         let path = common_dir.join(git_gate::INCLUDE_FILE);
+        if let (Some(_), Some(bytes)) = (&self.before, &self.config)
+            && std::fs::read(common_dir.join("config")).ok().as_ref() != Some(bytes)
+        {
+            git_gate::restore_config(common_dir, bytes)?;
+        }
         match &self.before {
             None => git_gate::rollback(common_dir).map(drop),
             Some(Some(bytes)) => row_fence_store::atomic_file::write(&path, bytes, 0o644, false)
@@ -158,15 +166,17 @@ impl Undo {
 fn install_gate(repo: &Repository, plan: &Plan) -> Result<Undo, String> {
     let config = repo.config();
     let before = std::fs::read(repo.common_dir.join(git_gate::INCLUDE_FILE)).ok();
+    let config_before = std::fs::read(&config).ok();
     let done = git_gate::install(plan).map_err(|e| format!("{}: {e}", config.display()))?;
     let undo = Undo {
         before: (done != git_gate::Done::Installed).then_some(before),
+        config: config_before,
         said: String::new(),
     };
     let problems: Vec<String> = repo
         .worktrees
         .iter()
-        .filter(|w| w.hooks.is_ok())
+        .filter(|w| w.present)
         .flat_map(|w| git_gate::problems_in(&w.path))
         .collect();
     if !problems.is_empty() {
@@ -186,7 +196,11 @@ fn install_gate(repo: &Repository, plan: &Plan) -> Result<Undo, String> {
                 _ => "refreshed",
             },
             config.display(),
-            plan.previous.helpers.len(),
+            plan.previous
+                .helpers
+                .iter()
+                .filter(|(_, helper)| !helper.is_empty())
+                .count(),
             match &plan.previous.git_proxy {
                 None => "gated".to_string(),
                 Some(proxy) =>

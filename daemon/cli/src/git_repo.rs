@@ -67,8 +67,11 @@ pub struct Worktree {
     /// Its top level (the git dir itself for a bare repository).
     pub path: PathBuf,
     /// The hooks directory git runs for it, or why it cannot be named (a linked worktree
-    /// whose directory is gone).
+    /// whose directory is gone, with a relative `core.hooksPath`).
     pub hooks: Result<PathBuf, String>,
+    /// False for a linked worktree whose directory is not there (git keeps a locked one,
+    /// on a removable drive say): git cannot be asked anything in it.
+    pub present: bool,
 }
 
 impl Repository {
@@ -90,7 +93,7 @@ pub fn discover(start: &Path, submodules: bool) -> Result<Vec<Repository>, Strin
             let paths: Vec<PathBuf> = found[i]
                 .worktrees
                 .iter()
-                .filter(|w| w.hooks.is_ok() && w.path.join(".git").exists())
+                .filter(|w| w.present && w.path.join(".git").exists())
                 .map(|w| w.path.clone())
                 .collect();
             for path in paths {
@@ -136,17 +139,19 @@ fn repository(start: &Path, submodule: bool) -> Result<Repository, String> {
         if worktrees.is_empty() && field("bare").is_none() {
             path = main_worktree(&common_dir).unwrap_or(path);
         }
+        let present = field("bare").is_some() || (field("prunable").is_none() && path.is_dir());
         let hooks = if field("bare").is_some() {
             hooks_dir(&common_dir)
-        } else if field("prunable").is_some() || !path.is_dir() {
-            Err(format!(
-                "the worktree {} is gone (git worktree prune forgets it)",
-                path.display()
-            ))
+        } else if !present {
+            gone_hooks_dir(&common_dir, &path, field("locked").is_some())
         } else {
             hooks_dir(&path)
         };
-        worktrees.push(Worktree { path, hooks });
+        worktrees.push(Worktree {
+            path,
+            hooks,
+            present,
+        });
     }
     Ok(Repository {
         common_dir,
@@ -167,6 +172,60 @@ fn hooks_dir(dir: &Path) -> Result<PathBuf, String> {
     let out =
         output(git(dir).args(["rev-parse", "--path-format=absolute", "--git-path", "hooks"]))?;
     Ok(path_line(&out))
+}
+
+/// The hooks directory of the linked worktree git lists at `path`, which is not there:
+/// the one git runs for it when its `core.hooksPath` is unset (the repository's
+/// `hooks`, which every such worktree shares) or absolute. A relative one names a
+/// directory inside the missing worktree: that is an error naming it.
+fn gone_hooks_dir(common_dir: &Path, path: &Path, locked: bool) -> Result<PathBuf, String> {
+    let gone = || {
+        format!(
+            "the worktree {} is gone and its core.hooksPath is relative, so its hooks directory is gone with it ({})",
+            path.display(),
+            if locked {
+                "it is locked: bring it back, or git worktree unlock and prune it"
+            } else {
+                "git worktree prune forgets it"
+            }
+        )
+    };
+    let git_dir = linked_git_dir(common_dir, path).ok_or_else(gone)?;
+    let hooks_path = git(common_dir)
+        .arg("--git-dir")
+        .arg(&git_dir)
+        .args(["config", "--type=path", "--get", "core.hooksPath"])
+        .output()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    match hooks_path.status.code() {
+        Some(1) => Ok(common_dir.join("hooks")),
+        Some(0) => {
+            let named = path_line(&hooks_path.stdout);
+            if named.is_absolute() {
+                Ok(named)
+            } else {
+                Err(gone())
+            }
+        }
+        _ => Err(format!(
+            "git config in {}: {}",
+            git_dir.display(),
+            String::from_utf8_lossy(&hooks_path.stderr).trim()
+        )),
+    }
+}
+
+/// The git dir (`<common>/worktrees/<id>`) of the linked worktree at `path`: the one
+/// whose `gitdir` file names `<path>/.git`.
+pub fn linked_git_dir(common_dir: &Path, path: &Path) -> Option<PathBuf> {
+    let wanted = path.join(".git");
+    std::fs::read_dir(common_dir.join("worktrees"))
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|dir| {
+            std::fs::read(dir.join("gitdir")).is_ok_and(|named| path_line(&named) == wanted)
+        })
 }
 
 /// Every initialized submodule under the worktree at `dir`, nested ones included.

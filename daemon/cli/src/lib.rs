@@ -21,7 +21,7 @@
 //!   `created_files`: which settings files install created (only those may rollback remove).
 //! - `git_hook`: the pre-push hook in a hooks directory, chained or alone, baked.
 //! - `git_gate`: git's transport gate in a repository's config (ssh command, credential
-//!   helper), byte-for-byte removable.
+//!   helper, git:// proxy); `gate_lines`: the lines that include it, byte-for-byte removable.
 //! - `git_repo`: a repository's worktrees, hooks directories and submodules, asked of git.
 //!
 //! The store and its domain come from `row-fence-store`; the gate, the configuration and
@@ -30,6 +30,7 @@
 pub mod claude_settings;
 pub mod created_files;
 pub mod deploy;
+pub mod gate_lines;
 pub mod git_gate;
 pub mod git_hook;
 pub mod git_repo;
