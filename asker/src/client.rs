@@ -1,14 +1,22 @@
 //! One request/answer exchange with the daemon over its Unix socket, bounded by one total
-//! deadline that covers connect, write and read. `UnixStream::connect` can block (a full
-//! backlog), so the exchange runs on its own thread and the caller waits on a channel
-//! with the deadline: nothing the daemon does can hold the caller past it.
+//! deadline that covers connect, write and read. It runs on the caller's thread: the
+//! connect is non-blocking (a full backlog answers `EAGAIN` at once, and is retried until
+//! the deadline), and every write and read is bounded by what is left of the deadline, so
+//! nothing the daemon does can hold the caller past it. (A thread per exchange cost each
+//! ask a thread start and its stack: DESIGN.md, "It must answer in milliseconds".)
 
 use crate::protocol::{Answer, MAX_MESSAGE_BYTES, Request};
-use std::io::{self, BufRead, BufReader, Read, Write};
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr, sockopt};
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::path::Path;
 use std::time::{Duration, Instant};
+
+/// While the daemon's backlog is full, the connect is retried this often, in ms.
+const BACKLOG_RETRY_MS: u64 = 1;
 
 /// Why an exchange produced no answer. Every kind is COULD NOT READ to a fence.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,57 +47,107 @@ pub fn exchange(
     request: &Request,
     deadline: Instant,
 ) -> Result<Answer, ExchangeError> {
-    let (tx, rx) = mpsc::channel();
-    let socket: PathBuf = socket.to_path_buf();
-    let line = request.to_line();
-    std::thread::spawn(move || {
-        let _ = tx.send(exchange_blocking(&socket, &line, deadline));
-    });
-    let left = deadline.saturating_duration_since(Instant::now());
-    match rx.recv_timeout(left) {
-        Ok(result) => result,
-        Err(_) => Err(ExchangeError::Timeout),
-    }
-}
-
-fn exchange_blocking(
-    socket: &Path,
-    line: &[u8],
-    deadline: Instant,
-) -> Result<Answer, ExchangeError> {
-    let stream = UnixStream::connect(socket).map_err(|e| {
-        ExchangeError::Unreachable(format!("cannot connect to {}: {e}", socket.display()))
-    })?;
+    let stream = connect(socket, deadline)?;
     let left = time_left(deadline)?;
     stream
         .set_write_timeout(Some(left))
         .map_err(io_unreachable)?;
     (&stream)
-        .write_all(line)
+        .write_all(&request.to_line())
         .map_err(|e| io_error("send the request", e))?;
-    let left = time_left(deadline)?;
-    stream
-        .set_read_timeout(Some(left))
-        .map_err(io_unreachable)?;
-    let mut reader = BufReader::new((&stream).take(MAX_MESSAGE_BYTES as u64 + 1));
-    let mut buf = Vec::with_capacity(512);
-    reader
-        .read_until(b'\n', &mut buf)
-        .map_err(|e| io_error("read the answer", e))?;
-    if buf.len() > MAX_MESSAGE_BYTES {
-        return Err(ExchangeError::Protocol(format!(
-            "the answer is over {MAX_MESSAGE_BYTES} bytes"
-        )));
-    }
-    if buf.last() != Some(&b'\n') {
-        return Err(ExchangeError::Unreachable(if buf.is_empty() {
-            "the daemon closed the connection without answering".into()
-        } else {
-            "the daemon closed the connection mid-answer".into()
-        }));
-    }
+    let buf = read_line(&stream, deadline)?;
     serde_json::from_slice(&buf)
         .map_err(|e| ExchangeError::Protocol(format!("the answer is not valid JSON: {e}")))
+}
+
+/// A blocking stream connected to `path` before `deadline`.
+fn connect(path: &Path, deadline: Instant) -> Result<UnixStream, ExchangeError> {
+    let cannot = |e: Errno| {
+        ExchangeError::Unreachable(format!(
+            "cannot connect to {}: {}",
+            path.display(),
+            io::Error::from(e)
+        ))
+    };
+    let addr = UnixAddr::new(path).map_err(cannot)?;
+    let fd: OwnedFd = socket::socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+        None,
+    )
+    .map_err(cannot)?;
+    loop {
+        match socket::connect(fd.as_raw_fd(), &addr) {
+            Ok(()) => break,
+            Err(Errno::EINTR) => continue,
+            // Linux: the daemon's backlog is full. Wait for a slot, within the deadline.
+            Err(Errno::EAGAIN) => {
+                let left = time_left(deadline)?;
+                std::thread::sleep(left.min(Duration::from_millis(BACKLOG_RETRY_MS)));
+            }
+            // Other platforms may connect in the background: wait until it is writable.
+            Err(Errno::EINPROGRESS) => {
+                wait_writable(&fd, deadline)?;
+                match socket::getsockopt(&fd, sockopt::SocketError) {
+                    Ok(0) => break,
+                    Ok(code) => return Err(cannot(Errno::from_raw(code))),
+                    Err(e) => return Err(cannot(e)),
+                }
+            }
+            Err(e) => return Err(cannot(e)),
+        }
+    }
+    let stream = UnixStream::from(fd);
+    stream.set_nonblocking(false).map_err(io_unreachable)?;
+    Ok(stream)
+}
+
+fn wait_writable(fd: &OwnedFd, deadline: Instant) -> Result<(), ExchangeError> {
+    loop {
+        let left = time_left(deadline)?;
+        let ms = u16::try_from(left.as_millis().max(1)).unwrap_or(u16::MAX);
+        let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLOUT)];
+        match poll(&mut fds, PollTimeout::from(ms)) {
+            Ok(0) | Err(Errno::EINTR) => continue,
+            Ok(_) => return Ok(()),
+            Err(e) => return Err(io_unreachable(io::Error::from(e))),
+        }
+    }
+}
+
+/// One answer line of at most [`MAX_MESSAGE_BYTES`], every read bounded by what is left.
+fn read_line(stream: &UnixStream, deadline: Instant) -> Result<Vec<u8>, ExchangeError> {
+    let mut buf = Vec::with_capacity(512);
+    let mut chunk = [0u8; 4096];
+    loop {
+        let left = time_left(deadline)?;
+        stream
+            .set_read_timeout(Some(left))
+            .map_err(io_unreachable)?;
+        let n = match (&*stream).read(&mut chunk) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io_error("read the answer", e)),
+        };
+        if n == 0 {
+            return Err(ExchangeError::Unreachable(if buf.is_empty() {
+                "the daemon closed the connection without answering".into()
+            } else {
+                "the daemon closed the connection mid-answer".into()
+            }));
+        }
+        let newline = chunk[..n].iter().position(|b| *b == b'\n');
+        buf.extend_from_slice(&chunk[..newline.map_or(n, |i| i + 1)]);
+        if buf.len() > MAX_MESSAGE_BYTES {
+            return Err(ExchangeError::Protocol(format!(
+                "the answer is over {MAX_MESSAGE_BYTES} bytes"
+            )));
+        }
+        if newline.is_some() {
+            return Ok(buf);
+        }
+    }
 }
 
 fn time_left(deadline: Instant) -> Result<Duration, ExchangeError> {

@@ -55,3 +55,42 @@ fn the_worked_batch_example_runs_as_printed() {
         ran.stderr
     );
 }
+
+/// The ```text block of README.md that contains `needle`.
+fn text_block(needle: &str) -> String {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    readme
+        .split("```text\n")
+        .skip(1)
+        .filter_map(|rest| rest.split_once("\n```").map(|(block, _)| block))
+        .find(|block| block.contains(needle))
+        .unwrap_or_else(|| panic!("README.md has a text block with {needle:?}"))
+        .to_string()
+}
+
+/// The metric names, HELP and TYPE lines the README shows are the ones `health
+/// --prometheus` prints, in order (values differ: there is no heartbeat here).
+#[test]
+fn the_readme_prometheus_lines_are_what_health_prints() {
+    let home = Home::file();
+    let ran = home.cli(&["health", "--prometheus"]);
+    let shape = |text: &str| -> Vec<String> {
+        text.lines()
+            .map(|l| match l.starts_with('#') {
+                true => l.to_string(),
+                false => l.split_whitespace().next().unwrap_or("").to_string(),
+            })
+            .collect()
+    };
+    assert_eq!(
+        shape(&ran.stdout),
+        shape(&text_block("# HELP row_fence_healthy")),
+        "{}",
+        ran.stderr
+    );
+    assert!(
+        ran.stdout.ends_with("row_fence_healthy 0\n"),
+        "{}",
+        ran.stdout
+    );
+}
