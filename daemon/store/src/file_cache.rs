@@ -162,3 +162,46 @@ pub enum ReadError {
     /// Its bytes are not the board's document.
     Parse(StoreError),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn changed_at(seconds: i64, nanos: i64) -> Stamp {
+        Stamp {
+            dev: 1,
+            ino: 2,
+            size: 3,
+            mtime: (seconds, nanos),
+            ctime: (seconds, nanos),
+        }
+    }
+
+    fn at(seconds: u64, millis: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(seconds) + Duration::from_millis(millis)
+    }
+
+    #[test]
+    fn a_file_is_kept_only_once_it_changed_a_margin_before_the_read() {
+        let fine = changed_at(1_000, 500_000_000);
+        assert!(
+            !fine.settled_before(at(1_000, 550)),
+            "within the fine margin"
+        );
+        assert!(fine.settled_before(at(1_000, 600)));
+        // Whole-second timestamps: a change up to a tick later would carry the same one.
+        let coarse = changed_at(1_000, 0);
+        assert!(!coarse.settled_before(at(1_002, 0)));
+        assert!(coarse.settled_before(at(1_003, 0)));
+        // A clock behind the file's ctime keeps nothing.
+        assert!(!fine.settled_before(at(999, 0)));
+    }
+
+    #[test]
+    fn a_ctime_later_than_the_mtime_decides() {
+        let mut stamp = changed_at(1_000, 500_000_000);
+        stamp.ctime = (2_000, 500_000_000);
+        assert!(!stamp.settled_before(at(1_500, 0)));
+        assert!(stamp.settled_before(at(2_000, 700)));
+    }
+}
