@@ -66,10 +66,15 @@ fn a_stale_controller_racing_a_takeover_is_refused_at_the_write(kind: Kind) {
             epoch: 1,
         };
         let mut took_over = None;
-        let result = fencing::write(
+        // The record is named up front, so the change runs once on the first read and the
+        // takeover lands between that read and the batch (loaded on demand, the change
+        // would run again on a read that already shows the takeover).
+        let mut reads = ReadSet::default();
+        reads.add_key("work", "item");
+        let result = fencing::write_reading(
             store.as_ref(),
             "b",
-            &["work"],
+            reads,
             |view| {
                 // The takeover commits while the stale controller's change runs.
                 took_over.get_or_insert_with(|| takeover_elsewhere(&kind, "c2"));
@@ -116,6 +121,37 @@ fn a_stale_controller_racing_a_takeover_is_refused_at_the_write(kind: Kind) {
             json!("from c2")
         );
         assert_eq!(store.log("b", 1).await.unwrap()[0].owner, "c2");
+    });
+}
+
+fn a_takeover_while_a_change_loads_what_it_touches_is_refused(kind: Kind) {
+    runtime().block_on(async {
+        let store = kind.open();
+        controller::acquire(store.as_ref(), "b", "c1", 60_000, false)
+            .await
+            .unwrap();
+        let stale = Controller {
+            owner: "c1".into(),
+            epoch: 1,
+        };
+        let mut took_over = None;
+        let result = fencing::write(
+            store.as_ref(),
+            "b",
+            &["work"],
+            |view| {
+                took_over.get_or_insert_with(|| takeover_elsewhere(&kind, "c2"));
+                view.section("work").insert("item", json!("from c1"));
+                Ok::<_, ()>(())
+            },
+            Some(&stale),
+        )
+        .await;
+        assert!(
+            matches!(result, Err(WriteError::StaleLease(_))),
+            "{result:?}"
+        );
+        assert_eq!(store.record("b", "work", "item").await.unwrap(), None);
     });
 }
 
@@ -518,6 +554,7 @@ macro_rules! on_both_kinds {
 
 on_both_kinds!(
     a_stale_controller_racing_a_takeover_is_refused_at_the_write,
+    a_takeover_while_a_change_loads_what_it_touches_is_refused,
     a_section_the_change_scanned_is_checked_whole,
     a_section_the_change_iterates_is_loaded_whole_on_demand,
     a_single_record_change_loads_only_the_keys_it_touches,
