@@ -227,3 +227,92 @@ fn a_board_written_by_a_clock_far_ahead_is_recovered_by_accepting_it() {
     let (_, b) = home.acquire("b", "r", "lane-b", &[]);
     home.ask_with(&b, &[]).expect(0, "row-fence: ALLOWED");
 }
+
+/// Issue 13: the daemon keeps a board's parsed document while its file is unchanged, and
+/// a takeover the CLI writes (another process, a rename to a new inode) is seen by the
+/// very next ask, with no sleep between them.
+#[test]
+fn a_takeover_by_the_cli_is_seen_by_the_very_next_ask_of_a_daemon_that_kept_the_document() {
+    let home = Home::file();
+    let (_, a) = home.acquire("b", "r", "lane-a", &[]);
+    // Older than the cache's margin, so the daemon keeps the document it parses.
+    std::thread::sleep(row_fence_store::file_cache::FINE_MARGIN * 3);
+    let _daemon = home.daemon();
+    for _ in 0..3 {
+        home.ask_with(&a, &[]).expect(0, "row-fence: ALLOWED");
+    }
+    home.acquire("b", "r", "lane-b", &["--takeover"]);
+    home.ask_with(&a, &[])
+        .expect(3, "row-fence: REFUSED (different_holder)");
+}
+
+/// The cache serves a document only while its file is the very same: a file rewritten in
+/// place with the same size (same inode) and its mtime set back is read again (its ctime
+/// moved), and so is one rewritten in place again at once, within the same clock tick as
+/// the change before (a file changed that recently is never kept).
+#[test]
+fn a_document_rewritten_in_place_with_the_same_size_is_never_served_stale() {
+    use row_fence_store::file::FileStore;
+    use row_fence_store::{AskCheck, LeaseStore};
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path().join("store"));
+    let path = dir.path().join("store/b.json");
+    let rt = crate::contract::runtime();
+    let holder = |store: &FileStore| {
+        let check = AskCheck {
+            board: "b".into(),
+            row: "r".into(),
+            lane: "lane-a".into(),
+            generation: 1,
+            probe: true,
+            ..Default::default()
+        };
+        rt.block_on(store.ask(&check))
+            .unwrap()
+            .lease
+            .unwrap()
+            .holder
+    };
+    let rewrite_in_place = |from: &str, to: &str| {
+        let before = fs::metadata(&path).unwrap();
+        let text = fs::read_to_string(&path).unwrap().replace(from, to);
+        let mut file = fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.write_all(text.as_bytes()).unwrap();
+        file.set_modified(before.modified().unwrap()).unwrap();
+        drop(file);
+        let after = fs::metadata(&path).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(
+            (after.ino(), after.len(), after.modified().unwrap()),
+            (before.ino(), before.len(), before.modified().unwrap()),
+            "the same inode, size and mtime"
+        );
+    };
+    rt.block_on(row_fence_store::lease::acquire(
+        &store,
+        &row_fence_store::lease::Grant {
+            board: "b",
+            row: "r",
+            lane: "lane-a",
+            ttl_ms: 3_600_000,
+            takeover: false,
+            tenant: None,
+        },
+        None,
+    ))
+    .unwrap();
+    std::thread::sleep(row_fence_store::file_cache::FINE_MARGIN * 3);
+    let parsed = store.documents_parsed();
+    assert_eq!(holder(&store), "lane-a");
+    assert_eq!(holder(&store), "lane-a");
+    assert_eq!(
+        store.documents_parsed(),
+        parsed + 1,
+        "the second ask used the document the first one parsed"
+    );
+    rewrite_in_place("lane-a", "lane-b");
+    assert_eq!(holder(&store), "lane-b");
+    rewrite_in_place("lane-b", "lane-c");
+    assert_eq!(holder(&store), "lane-c");
+}

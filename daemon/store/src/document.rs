@@ -64,11 +64,12 @@ impl BoardDocument {
         }
     }
 
-    /// The named sections, the revision and `now_ms`.
+    /// The named sections, the revision and `now_ms` (whole: [`Snapshot::complete`]).
     pub fn snapshot(&self, names: &[&str], now_ms: u64) -> Snapshot {
         Snapshot {
             revision: self.revision,
             now_ms,
+            complete: true,
             sections: names
                 .iter()
                 .map(|n| {

@@ -1,13 +1,22 @@
 //! Fenced writes: the change → batch engine (the fencing-records source, "How a fenced
 //! write becomes a batch"). Every write to a board goes through [`write`]: it reads meta
-//! and the named sections in one round trip, runs the change on a tracked [`View`],
+//! and what the change touches in one round trip, runs the change on a tracked [`View`],
 //! turns the difference into puts and deletes (each expecting the revision it was read
 //! at) plus a check for every record read but not written, and sends one fenced batch. A
 //! conflict reruns the change on a fresh read; a stale controller lease fails at once.
+//!
+//! The view loads on demand (issue 13: a one-record change on a board of 100,000 records
+//! reads a few keys, not the board). A change that touches a key not loaded yet, or
+//! iterates a section not loaded whole, sees it as absent on that run; its result is
+//! thrown away, the engine reads again with those keys (or that section whole) added, in
+//! one consistent read, and reruns the change. Only a run that touched nothing unloaded
+//! becomes a batch, so every key it read is checked at the revision it was read at, as
+//! before. [`write_reading`] names keys to load with the first read (a row lease's row),
+//! which saves the extra round trip.
 
 use crate::{
-    BLIND, FencedBatch, LeaseFence, LeaseStore, META, Record, RecordWrite, Section, Snapshot,
-    StoreError, WriteKind, check_lease_fence,
+    BLIND, FencedBatch, Keys, LeaseFence, LeaseStore, META, ReadSet, Record, RecordWrite, Section,
+    Snapshot, StoreError, WriteKind, check_lease_fence,
 };
 use rand::Rng;
 use serde_json::Value;
@@ -20,6 +29,11 @@ pub const MAX_ATTEMPTS: usize = 16;
 
 /// The jitter before a retry, in ms (inclusive): spreads writers that met on a record.
 pub const RETRY_SLEEP_MS: (u64, u64) = (1, 32);
+
+/// After this many reads that each found the change touching something not loaded yet, a
+/// section it still misses keys of is read whole: a change whose keys depend on what it
+/// reads (a chain of records) still ends, in at most one more read.
+pub const MAX_KEYED_READS: usize = 4;
 
 /// The controller a write is fenced on: its owner (empty: epoch and expiry only) and
 /// epoch. The engine adds the store's now from its read.
@@ -55,26 +69,54 @@ pub struct Written<T> {
     pub value: T,
     /// The revision the batch committed at; `None` when the change wrote nothing.
     pub revision: Option<u64>,
-    /// How many attempts it took (1 without a conflict).
+    /// How many attempts it took (1 without a conflict; a read of keys the change touched
+    /// but had not loaded is not an attempt).
     pub attempts: usize,
+    /// Reads the write made (1 when everything the change touched was loaded by the first
+    /// read; each conflict and each on-demand load adds one).
+    pub reads: usize,
+    /// The records the last read loaded, meta not counted: the keys the change touched
+    /// that exist (and whole sections only where it iterated one, or where the store
+    /// holds the board as one document): what a change read, whatever the board's size.
+    pub records_loaded: usize,
 }
 
 /// Runs `change` on `board`'s meta and `sections` and commits what it changed as one
-/// fenced batch, retrying on conflict (1–32 ms jitter, at most [`MAX_ATTEMPTS`]).
+/// fenced batch, retrying on conflict (1–32 ms jitter, at most [`MAX_ATTEMPTS`]). The
+/// change may touch only the sections named (and meta); what it touches is loaded on
+/// demand (see the module docs).
 pub async fn write<T, E>(
     store: &dyn LeaseStore,
     board: &str,
     sections: &[&str],
+    change: impl FnMut(&mut View) -> Result<T, E>,
+    fence: Option<&Controller>,
+) -> Result<Written<T>, WriteError<E>> {
+    let mut reads = ReadSet::default();
+    for name in sections {
+        reads.add_section(name);
+    }
+    write_reading(store, board, reads, change, fence).await
+}
+
+/// [`write`] with a first read of `reads`: the sections the change may touch (meta is
+/// always read whole), each whole or with the keys the caller knows it will touch. Keys it
+/// touches beyond them are still loaded on demand.
+pub async fn write_reading<T, E>(
+    store: &dyn LeaseStore,
+    board: &str,
+    mut reads: ReadSet,
     mut change: impl FnMut(&mut View) -> Result<T, E>,
     fence: Option<&Controller>,
 ) -> Result<Written<T>, WriteError<E>> {
-    let mut names: Vec<&str> = vec![META];
-    names.extend(sections.iter().copied().filter(|s| *s != META));
-    for attempt in 1..=MAX_ATTEMPTS {
+    reads.add_whole(META);
+    let (mut attempt, mut read_count, mut keyed_reads) = (1, 0, 0);
+    loop {
         let snapshot = store
-            .sections(board, &names)
+            .read_records(board, &reads)
             .await
             .map_err(WriteError::Store)?;
+        read_count += 1;
         let lease_fence = fence.map(|c| LeaseFence {
             owner: c.owner.clone(),
             epoch: c.epoch,
@@ -84,13 +126,22 @@ pub async fn write<T, E>(
             check_lease_fence(snapshot.record(META, "lease"), f)
                 .map_err(|e| WriteError::StaleLease(stale_detail(e)))?;
         }
-        let mut view = View::new(snapshot);
-        let value = change(&mut view).map_err(WriteError::Change)?;
+        let mut view = View::new(snapshot, &reads);
+        let outcome = change(&mut view);
+        if view.load_missed(&mut reads, keyed_reads >= MAX_KEYED_READS) {
+            // This run saw absent what was only not loaded: its result does not count.
+            keyed_reads += 1;
+            continue;
+        }
+        let value = outcome.map_err(WriteError::Change)?;
+        let records_loaded = view.records_loaded();
         let Some(batch) = view.into_batch(lease_fence) else {
             return Ok(Written {
                 value,
                 revision: None,
                 attempts: attempt,
+                reads: read_count,
+                records_loaded,
             });
         };
         match store.fenced_batch(board, &batch).await {
@@ -99,9 +150,12 @@ pub async fn write<T, E>(
                     value,
                     revision: Some(revision),
                     attempts: attempt,
+                    reads: read_count,
+                    records_loaded,
                 });
             }
             Err(StoreError::RevisionConflict { .. }) if attempt < MAX_ATTEMPTS => {
+                attempt += 1;
                 let ms = rand::rng().random_range(RETRY_SLEEP_MS.0..=RETRY_SLEEP_MS.1);
                 tokio::time::sleep(Duration::from_millis(ms)).await;
             }
@@ -110,7 +164,6 @@ pub async fn write<T, E>(
             Err(e) => return Err(WriteError::Store(e)),
         }
     }
-    Err(WriteError::Contention)
 }
 
 fn stale_detail(e: StoreError) -> String {
@@ -120,7 +173,7 @@ fn stale_detail(e: StoreError) -> String {
     }
 }
 
-/// The board as a change sees it: each loaded section tracked for what was read and
+/// The board as a change sees it: each section tracked for what was loaded, read and
 /// written, the store's clock, and the revision the batch would commit at.
 #[derive(Debug)]
 pub struct View {
@@ -133,14 +186,23 @@ pub struct View {
 }
 
 impl View {
-    fn new(snapshot: Snapshot) -> View {
+    /// The view of `snapshot`, which answered `reads`.
+    fn new(mut snapshot: Snapshot, reads: &ReadSet) -> View {
         View {
             snapshot_revision: snapshot.revision,
             now_ms: snapshot.now_ms,
-            sections: snapshot
+            sections: reads
                 .sections
-                .into_iter()
-                .map(|(name, section)| (name, TrackedSection::new(section)))
+                .iter()
+                .map(|(name, keys)| {
+                    let section = snapshot.sections.remove(name).unwrap_or_default();
+                    let scope = if snapshot.complete {
+                        Keys::Whole
+                    } else {
+                        keys.clone()
+                    };
+                    (name.clone(), TrackedSection::new(section, scope))
+                })
                 .collect(),
             read_revision: false,
         }
@@ -158,12 +220,40 @@ impl View {
         self.snapshot_revision + 1
     }
 
-    /// A loaded section. Panics on a section not named to [`write`]: that is a bug in
-    /// the change, not bad input.
+    /// A section named to [`write`]. Panics on a section not named: that is a bug in the
+    /// change, not bad input.
     pub fn section(&mut self, name: &str) -> &mut TrackedSection {
         self.sections
             .get_mut(name)
             .unwrap_or_else(|| panic!("section {name:?} was not loaded for this change"))
+    }
+
+    /// Adds to `reads` what the change touched but was not loaded (a section it
+    /// iterated, whole; keys, by key, or the section whole when `whole`); true when there
+    /// was any, so the change must run again on a new read.
+    fn load_missed(&self, reads: &mut ReadSet, whole: bool) -> bool {
+        let mut missed = false;
+        for (name, section) in &self.sections {
+            if section.missed_whole || (whole && !section.missed_keys.is_empty()) {
+                reads.add_whole(name);
+                missed = true;
+            } else {
+                for key in &section.missed_keys {
+                    reads.add_key(name, key);
+                    missed = true;
+                }
+            }
+        }
+        missed
+    }
+
+    /// The records loaded, meta not counted.
+    fn records_loaded(&self) -> usize {
+        self.sections
+            .iter()
+            .filter(|(name, _)| *name != META)
+            .map(|(_, section)| section.loaded.len())
+            .sum()
     }
 
     fn into_batch(self, lease: Option<LeaseFence>) -> Option<FencedBatch> {
@@ -186,48 +276,77 @@ impl View {
     }
 }
 
-/// A section as loaded, the change's copy of it, and what the change read.
+/// A section as loaded (whole or some keys), the change's copy of it, what the change
+/// read, and what it touched that was not loaded.
 #[derive(Debug)]
 pub struct TrackedSection {
     loaded: Section,
+    /// What the read loaded: the whole section, or these keys (present or absent).
+    scope: Keys,
     current: BTreeMap<String, Value>,
     read_keys: BTreeSet<String>,
     read_whole: bool,
+    /// Keys the change touched that the read did not load.
+    missed_keys: BTreeSet<String>,
+    /// True when the change iterated or counted a section not loaded whole.
+    missed_whole: bool,
 }
 
 impl TrackedSection {
-    fn new(loaded: Section) -> TrackedSection {
+    fn new(loaded: Section, scope: Keys) -> TrackedSection {
         let current = loaded
             .iter()
             .map(|(k, r)| (k.clone(), r.value.clone()))
             .collect();
         TrackedSection {
             loaded,
+            scope,
             current,
             read_keys: BTreeSet::new(),
             read_whole: false,
+            missed_keys: BTreeSet::new(),
+            missed_whole: false,
+        }
+    }
+
+    /// Notes a key the change touches: one not loaded is loaded for the next run.
+    fn touch(&mut self, key: &str) {
+        if !self.scope.covers(key) {
+            self.missed_keys.insert(key.to_string());
+        }
+    }
+
+    /// Notes that the change reads the section whole.
+    fn touch_whole(&mut self) {
+        self.read_whole = true;
+        if self.scope != Keys::Whole {
+            self.missed_whole = true;
         }
     }
 
     /// Reads one record's value (checked at the write unless written).
     pub fn get(&mut self, key: &str) -> Option<&Value> {
+        self.touch(key);
         self.read_keys.insert(key.to_string());
         self.current.get(key)
     }
 
     /// The revision a record was loaded at (0 when absent); reading it counts as a read.
     pub fn revision(&mut self, key: &str) -> u64 {
+        self.touch(key);
         self.read_keys.insert(key.to_string());
         self.loaded.get(key).map_or(0, |r| r.revision)
     }
 
     /// Sets a record's value (a put expecting the revision it was loaded at).
     pub fn insert(&mut self, key: &str, value: Value) {
+        self.touch(key);
         self.current.insert(key.to_string(), value);
     }
 
     /// Removes a record (a delete expecting the revision it was loaded at).
     pub fn remove(&mut self, key: &str) -> Option<Value> {
+        self.touch(key);
         self.read_keys.insert(key.to_string());
         self.current.remove(key)
     }
@@ -235,13 +354,13 @@ impl TrackedSection {
     /// Every record, in key order: reads the section whole, so every record it held is
     /// checked at the write.
     pub fn iter(&mut self) -> impl Iterator<Item = (&String, &Value)> {
-        self.read_whole = true;
+        self.touch_whole();
         self.current.iter()
     }
 
     /// The number of records: reads the section whole.
     pub fn len(&mut self) -> usize {
-        self.read_whole = true;
+        self.touch_whole();
         self.current.len()
     }
 
@@ -252,7 +371,7 @@ impl TrackedSection {
 
     /// A copy of every value: reads the section whole.
     pub fn to_map(&mut self) -> BTreeMap<String, Value> {
-        self.read_whole = true;
+        self.touch_whole();
         self.current.clone()
     }
 
@@ -335,7 +454,7 @@ mod tests {
                 )
             })
             .collect();
-        View::new(Snapshot {
+        let snapshot = Snapshot {
             revision: 9,
             now_ms: 1,
             sections: [
@@ -343,7 +462,9 @@ mod tests {
                 (META.to_string(), Section::new()),
             ]
             .into(),
-        })
+            complete: true,
+        };
+        View::new(snapshot, &ReadSet::whole(&["s", META]))
     }
 
     #[test]
@@ -408,5 +529,84 @@ mod tests {
         v.section("s")
             .insert("row", json!({"generation": generation}));
         assert_eq!(v.into_batch(None).unwrap().expected_revision, Some(9));
+    }
+
+    /// A view of section `s` loaded by key: `loaded` keys were read (those in `records`
+    /// exist).
+    fn keyed_view(records: &[(&str, u64, Value)], loaded: &[&str]) -> (View, ReadSet) {
+        let mut reads = ReadSet::whole(&[META]);
+        reads.add_section("s");
+        for key in loaded {
+            reads.add_key("s", key);
+        }
+        let section: Section = records
+            .iter()
+            .map(|(k, r, v)| {
+                let record = Record {
+                    revision: *r,
+                    value: v.clone(),
+                };
+                (k.to_string(), record)
+            })
+            .collect();
+        let snapshot = Snapshot {
+            revision: 9,
+            now_ms: 1,
+            sections: [("s".to_string(), section)].into(),
+            complete: false,
+        };
+        (View::new(snapshot, &reads), reads)
+    }
+
+    #[test]
+    fn touching_a_key_not_loaded_asks_for_it_and_nothing_else() {
+        let (mut v, mut reads) = keyed_view(&[], &[]);
+        v.section("s").insert("item-17", json!(1));
+        assert!(v.load_missed(&mut reads, false));
+        assert_eq!(
+            reads.sections["s"],
+            Keys::Some(BTreeSet::from(["item-17".to_string()]))
+        );
+        assert!(reads.is_whole(META));
+    }
+
+    #[test]
+    fn a_change_on_loaded_keys_misses_nothing_and_checks_what_it_read() {
+        let (mut v, mut reads) = keyed_view(&[("a", 3, json!(1))], &["a", "b", "absent"]);
+        let s = v.section("s");
+        let _ = s.get("absent");
+        let a = s.get("a").cloned();
+        s.insert("b", a.unwrap());
+        assert!(!v.load_missed(&mut reads, false));
+        let batch = v.into_batch(None).unwrap();
+        let got: Vec<(WriteKind, &str, i64)> = batch
+            .writes
+            .iter()
+            .map(|w| (w.kind, w.key.as_str(), w.expected))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (WriteKind::Put, "b", 0),
+                (WriteKind::Check, "a", 3),
+                (WriteKind::Check, "absent", 0),
+            ]
+        );
+    }
+
+    #[test]
+    fn iterating_a_section_loaded_by_key_asks_for_it_whole() {
+        let (mut v, mut reads) = keyed_view(&[("a", 3, json!(1))], &["a"]);
+        let _ = v.section("s").len();
+        assert!(v.load_missed(&mut reads, false));
+        assert!(reads.is_whole("s"));
+    }
+
+    #[test]
+    fn after_too_many_keyed_reads_a_missing_section_is_read_whole() {
+        let (mut v, mut reads) = keyed_view(&[], &[]);
+        let _ = v.section("s").get("next");
+        assert!(v.load_missed(&mut reads, true));
+        assert!(reads.is_whole("s"));
     }
 }

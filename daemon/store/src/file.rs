@@ -14,9 +14,12 @@
 //!   refused `clock_regressed`.
 
 use super::document::BoardDocument;
+use super::file_cache::{DocumentCache, ReadError};
 use super::file_log;
 use super::judge::{rfc3339, span};
-use super::{AskCheck, FencedBatch, Judgement, LeaseStore, LogEntry, Record, Snapshot, StoreError};
+use super::{
+    AskCheck, FencedBatch, Judgement, LeaseStore, LogEntry, ReadSet, Record, Snapshot, StoreError,
+};
 use async_trait::async_trait;
 use row_fence_ask::descriptor::validate_board;
 use std::fs::{self, File, OpenOptions, TryLockError};
@@ -48,6 +51,9 @@ pub struct FileStore {
     in_flight: Arc<AtomicU64>,
     /// Bounds the threads calls run on ([`MAX_BLOCKING_CALLS`]).
     threads: Arc<tokio::sync::Semaphore>,
+    /// The documents readers parsed, kept while their file is unchanged (writers, under
+    /// the lock, always read the file afresh).
+    cache: Arc<DocumentCache>,
 }
 
 /// Counts a blocking call until its thread is done with it.
@@ -66,7 +72,14 @@ impl FileStore {
             dir: Arc::new(dir.into()),
             in_flight: Arc::new(AtomicU64::new(0)),
             threads: Arc::new(tokio::sync::Semaphore::new(MAX_BLOCKING_CALLS)),
+            cache: Arc::new(DocumentCache::default()),
         }
+    }
+
+    /// How many times a reader read and parsed a board's document rather than using the
+    /// one it kept (for tests and the bench).
+    pub fn documents_parsed(&self) -> u64 {
+        self.cache.parsed()
     }
 
     /// The directory.
@@ -111,28 +124,26 @@ impl FileStore {
             .map_err(|e| io_error(&self.dir, e))
     }
 
-    /// Reads a board's document (an empty board when absent), without a lock.
-    pub fn read_document(&self, board: &str) -> Result<BoardDocument, StoreError> {
+    /// Reads a board's document (an empty board when absent), without a lock: the one
+    /// parsed last time while the file is unchanged ([`crate::file_cache`]).
+    pub fn read_document(&self, board: &str) -> Result<Arc<BoardDocument>, StoreError> {
         check_board(board)?;
-        self.load(board, &self.document_path(board))
+        let path = self.document_path(board);
+        match self.cache.read(&path, |bytes| parse(board, &path, bytes)) {
+            Ok(Some(document)) => Ok(document),
+            Ok(None) => Ok(Arc::new(BoardDocument::new(board))),
+            Err(ReadError::Io(e)) => Err(io_error(&path, e)),
+            Err(ReadError::Parse(e)) => Err(e),
+        }
     }
 
+    /// Reads a board's document afresh (writers, under the lock).
     fn load(&self, board: &str, path: &Path) -> Result<BoardDocument, StoreError> {
-        let bytes = match fs::read(path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(BoardDocument::new(board)),
-            Err(e) => return Err(io_error(path, e)),
-        };
-        let document: BoardDocument = serde_json::from_slice(&bytes)
-            .map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display())))?;
-        if document.board != board {
-            return Err(StoreError::Corrupt(format!(
-                "{} holds board {:?}, not {board:?}",
-                path.display(),
-                document.board
-            )));
+        match fs::read(path) {
+            Ok(bytes) => parse(board, path, &bytes),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(BoardDocument::new(board)),
+            Err(e) => Err(io_error(path, e)),
         }
-        Ok(document)
     }
 
     /// Takes the board's exclusive lock if it is free now (`None` when another process
@@ -341,6 +352,20 @@ impl Drop for HeldBoard {
     }
 }
 
+/// Parses `path`'s bytes as the document of `board`.
+fn parse(board: &str, path: &Path, bytes: &[u8]) -> Result<BoardDocument, StoreError> {
+    let document: BoardDocument = serde_json::from_slice(bytes)
+        .map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display())))?;
+    if document.board != board {
+        return Err(StoreError::Corrupt(format!(
+            "{} holds board {:?}, not {board:?}",
+            path.display(),
+            document.board
+        )));
+    }
+    Ok(document)
+}
+
 fn check_board(board: &str) -> Result<(), StoreError> {
     validate_board(board).map_err(|e| StoreError::Invalid(e.to_string()))
 }
@@ -375,7 +400,10 @@ impl LeaseStore for FileStore {
         let board = board.to_string();
         self.blocking(move |s| {
             let document = s.read_document(&board)?;
-            Ok(document.moved_to.unwrap_or_else(|| "document".into()))
+            Ok(document
+                .moved_to
+                .clone()
+                .unwrap_or_else(|| "document".into()))
         })
         .await
     }
@@ -389,6 +417,18 @@ impl LeaseStore for FileStore {
             let document = s.read_document(&board)?;
             document.ensure_here()?;
             let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            Ok(document.snapshot(&names, system_now_ms()))
+        })
+        .await
+    }
+
+    async fn read_records(&self, board: &str, reads: &ReadSet) -> Result<Snapshot, StoreError> {
+        let board = board.to_string();
+        let reads = reads.clone();
+        self.blocking(move |s| {
+            let document = s.read_document(&board)?;
+            document.ensure_here()?;
+            let names: Vec<&str> = reads.sections.keys().map(String::as_str).collect();
             Ok(document.snapshot(&names, system_now_ms()))
         })
         .await

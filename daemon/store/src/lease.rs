@@ -7,7 +7,7 @@
 use crate::document::parse_row_lease;
 use crate::fencing::{self, Controller, WriteError};
 use crate::judge::rfc3339;
-use crate::{AskCheck, CLAIMS, LeaseStore, RowLease, StoreError, judge};
+use crate::{AskCheck, CLAIMS, LeaseStore, ReadSet, RowLease, StoreError, judge};
 use row_fence_ask::{Descriptor, Reason};
 use serde_json::Value;
 
@@ -87,6 +87,13 @@ pub struct Grant<'a> {
     pub tenant: Option<&'a str>,
 }
 
+/// The first read of a write on one row lease: its record only, not the claims section.
+fn row_read(row: &str) -> ReadSet {
+    let mut reads = ReadSet::default();
+    reads.add_key(CLAIMS, row);
+    reads
+}
+
 /// Grants `grant.row` to `grant.lane` with a new generation; returns the lane's
 /// descriptor and the lease as written.
 pub async fn acquire(
@@ -94,10 +101,10 @@ pub async fn acquire(
     grant: &Grant<'_>,
     fence: Option<&Controller>,
 ) -> Result<(Descriptor, RowLease), LeaseError> {
-    let written = fencing::write(
+    let written = fencing::write_reading(
         store,
         grant.board,
-        &[CLAIMS],
+        row_read(grant.row),
         |view| {
             let now = view.now_ms();
             let current = read_lease(view.section(CLAIMS).get(grant.row))?;
@@ -143,10 +150,10 @@ pub async fn renew(
     ttl_ms: u64,
     fence: Option<&Controller>,
 ) -> Result<RowLease, LeaseError> {
-    let written = fencing::write(
+    let written = fencing::write_reading(
         store,
         &held.board,
-        &[CLAIMS],
+        row_read(&held.row),
         |view| {
             let now = view.now_ms();
             let mut lease = owned(
@@ -172,10 +179,10 @@ pub async fn release(
     held: &Descriptor,
     fence: Option<&Controller>,
 ) -> Result<RowLease, LeaseError> {
-    let written = fencing::write(
+    let written = fencing::write_reading(
         store,
         &held.board,
-        &[CLAIMS],
+        row_read(&held.row),
         |view| {
             let now = view.now_ms();
             let lease = owned(

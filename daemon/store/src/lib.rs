@@ -11,8 +11,9 @@
 //!   [`StoreError`], [`open`].
 //! - [`redis`]: Redis: per-record keys (the `records` layout, Lua scripts) and, for boards
 //!   not yet migrated, the whole document (the `document` layout); a router picks per board.
-//! - [`file`], [`file_log`]: the embedded default, one JSON document per board under
-//!   `$ROW_FENCE_HOME/store/`, written atomically under an exclusive lock, and its fence log.
+//! - [`file`], [`file_log`], [`file_cache`]: the embedded default, one JSON document per
+//!   board under `$ROW_FENCE_HOME/store/`, written atomically under an exclusive lock, its
+//!   fence log, and the parsed documents readers keep while a file is unchanged.
 //! - [`document`]: the whole-document model both document adapters apply batches to.
 //! - [`spec`]: the store URL (`file`, `redis://…`, …) and its display without a password.
 //! - [`monotonic`]: any adapter wrapped so it never answers from an older history than one
@@ -33,6 +34,7 @@ pub mod controller;
 pub mod document;
 pub mod fencing;
 pub mod file;
+pub mod file_cache;
 pub mod file_log;
 pub mod judge;
 pub mod lease;
@@ -44,7 +46,7 @@ pub mod tls;
 use async_trait::async_trait;
 use row_fence_ask::Reason;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 pub use judge::judge;
@@ -187,12 +189,86 @@ pub struct Snapshot {
     pub now_ms: u64,
     /// Each section asked for (empty when absent).
     pub sections: BTreeMap<String, Section>,
+    /// True when every section in it is whole, even where a keyed read asked for some
+    /// keys only: a store that holds the board as one document answers so (it read the
+    /// document anyway), and a change on it then needs no second read.
+    pub complete: bool,
 }
 
 impl Snapshot {
     /// A record of a section, if present.
     pub fn record(&self, section: &str, key: &str) -> Option<&Record> {
         self.sections.get(section)?.get(key)
+    }
+}
+
+/// What a keyed read ([`LeaseStore::read_records`]) loads of one section.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Keys {
+    /// Every record of the section (a change that iterates or counts it).
+    Whole,
+    /// Only these keys (absent ones are simply missing from the answer).
+    Some(BTreeSet<String>),
+}
+
+impl Keys {
+    /// True when a read of `self` answers for `key` (loaded, or known absent).
+    pub fn covers(&self, key: &str) -> bool {
+        match self {
+            Keys::Whole => true,
+            Keys::Some(keys) => keys.contains(key),
+        }
+    }
+
+    /// The keys asked for, `None` for a whole section.
+    pub fn keys(&self) -> Option<&BTreeSet<String>> {
+        match self {
+            Keys::Whole => None,
+            Keys::Some(keys) => Some(keys),
+        }
+    }
+}
+
+/// What a keyed read asks for: per section, the whole section or some of its keys. A
+/// one-record change on a board of 100,000 records reads a handful of keys, not the
+/// section (issue 13: bytes received per fenced change, flat as boards grow).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadSet {
+    /// Section name → what to load of it.
+    pub sections: BTreeMap<String, Keys>,
+}
+
+impl ReadSet {
+    /// Every named section whole (what [`LeaseStore::sections`] reads).
+    pub fn whole(names: &[&str]) -> ReadSet {
+        ReadSet {
+            sections: names.iter().map(|n| (n.to_string(), Keys::Whole)).collect(),
+        }
+    }
+
+    /// Adds a whole section.
+    pub fn add_whole(&mut self, section: &str) {
+        self.sections.insert(section.to_string(), Keys::Whole);
+    }
+
+    /// Adds one key of a section (nothing when the section is already read whole); a
+    /// section named with no key yet is [`ReadSet::add_section`].
+    pub fn add_key(&mut self, section: &str, key: &str) {
+        if let Keys::Some(keys) = self.add_section(section) {
+            keys.insert(key.to_string());
+        }
+    }
+
+    /// Names a section (with no keys unless it had some) and returns what is read of it.
+    pub fn add_section(&mut self, section: &str) -> &mut Keys {
+        self.sections
+            .entry(section.to_string())
+            .or_insert_with(|| Keys::Some(BTreeSet::new()))
+    }
+
+    /// True when `section` is read whole.
+    pub fn is_whole(&self, section: &str) -> bool {
+        matches!(self.sections.get(section), Some(Keys::Whole))
     }
 }
 
@@ -403,6 +479,21 @@ pub trait LeaseStore: Send + Sync + fmt::Debug {
 
     /// Reads the named sections, the board revision and the store's clock at once.
     async fn sections(&self, board: &str, names: &[&str]) -> Result<Snapshot, StoreError>;
+
+    /// Reads what `reads` names — sections whole, or only some of their keys — with the
+    /// board revision and the store's clock, at once (one round trip). In the answer every
+    /// section asked for is present; a keyed section holds at least those of its keys that
+    /// exist, and all of its records when the answer is [`Snapshot::complete`]. The
+    /// default reads the sections whole (right for a store that holds the board as one
+    /// document); the Redis records layout reads only the keys (`HMGET` in one script).
+    async fn read_records(&self, board: &str, reads: &ReadSet) -> Result<Snapshot, StoreError> {
+        let names: Vec<&str> = reads.sections.keys().map(String::as_str).collect();
+        let snapshot = self.sections(board, &names).await?;
+        Ok(Snapshot {
+            complete: true,
+            ..snapshot
+        })
+    }
 
     /// Reads one record.
     async fn record(

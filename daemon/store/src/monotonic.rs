@@ -18,8 +18,8 @@
 //! and no generation or epoch is ever handed out twice.
 
 use crate::{
-    AskCheck, CLAIMS, ControllerLease, FencedBatch, Judgement, LeaseStore, LogEntry, META, Record,
-    RecordWrite, Snapshot, StoreCheck, StoreError, WriteKind,
+    AskCheck, CLAIMS, ControllerLease, FencedBatch, Judgement, LeaseStore, LogEntry, META, ReadSet,
+    Record, RecordWrite, Snapshot, StoreCheck, StoreError, WriteKind,
 };
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -263,6 +263,17 @@ impl LeaseStore for Monotonic {
         let snapshot = self.inner.sections(board, names).await?;
         self.clock(floor, snapshot.now_ms)?;
         let epoch = names.contains(&META).then(|| epoch_of(&snapshot));
+        self.history(board, snapshot.revision, epoch)?;
+        Ok(snapshot)
+    }
+
+    async fn read_records(&self, board: &str, reads: &ReadSet) -> Result<Snapshot, StoreError> {
+        let floor = self.judged_ms.load(Ordering::Relaxed);
+        let snapshot = self.inner.read_records(board, reads).await?;
+        self.clock(floor, snapshot.now_ms)?;
+        // The epoch counter is compared only when meta was read whole: a keyed read of
+        // other meta records does not show it.
+        let epoch = reads.is_whole(META).then(|| epoch_of(&snapshot));
         self.history(board, snapshot.revision, epoch)?;
         Ok(snapshot)
     }

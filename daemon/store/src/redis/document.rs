@@ -8,7 +8,9 @@
 use super::keys::HISTORY;
 use super::{Shared, check_board, decode, time_ms};
 use crate::document::BoardDocument;
-use crate::{AskCheck, FencedBatch, Judgement, LeaseStore, LogEntry, Record, Snapshot, StoreError};
+use crate::{
+    AskCheck, FencedBatch, Judgement, LeaseStore, LogEntry, ReadSet, Record, Snapshot, StoreError,
+};
 use async_trait::async_trait;
 use redis::Value;
 use std::sync::Arc;
@@ -150,6 +152,13 @@ impl LeaseStore for RedisDocument {
         let (_, document, now_ms) = self.load(board).await?;
         document.ensure_here()?;
         Ok(document.snapshot(names, now_ms))
+    }
+
+    async fn read_records(&self, board: &str, reads: &ReadSet) -> Result<Snapshot, StoreError> {
+        let (_, document, now_ms) = self.load(board).await?;
+        document.ensure_here()?;
+        let names: Vec<&str> = reads.sections.keys().map(String::as_str).collect();
+        Ok(document.snapshot(&names, now_ms))
     }
 
     async fn record(

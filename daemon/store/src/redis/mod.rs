@@ -39,7 +39,7 @@ pub use document::RedisDocument;
 pub use records::RedisRecords;
 
 use super::{
-    AskCheck, FencedBatch, Judgement, LeaseStore, LogEntry, Record, Snapshot, StoreCheck,
+    AskCheck, FencedBatch, Judgement, LeaseStore, LogEntry, ReadSet, Record, Snapshot, StoreCheck,
     StoreError,
 };
 use async_trait::async_trait;
@@ -449,13 +449,22 @@ impl LeaseStore for RedisStore {
         }
     }
 
+    async fn read_records(&self, board: &str, reads: &ReadSet) -> Result<Snapshot, StoreError> {
+        match self.routed.read_records(board, reads).await {
+            Err(StoreError::NotThisLayout(_)) => self.document.read_records(board, reads).await,
+            other => other,
+        }
+    }
+
     async fn record(
         &self,
         board: &str,
         section: &str,
         key: &str,
     ) -> Result<Option<Record>, StoreError> {
-        let snapshot = self.sections(board, &[section]).await?;
+        let mut reads = ReadSet::default();
+        reads.add_key(section, key);
+        let snapshot = self.read_records(board, &reads).await?;
         Ok(snapshot.record(section, key).cloned())
     }
 

@@ -5,8 +5,8 @@ use super::keys::StateKeys;
 use super::{Shared, check_board, decode, parse_record, time_ms};
 use crate::document::{parse_row_lease, validate_batch};
 use crate::{
-    ASKS_CAP, AskCheck, CLAIMS, FencedBatch, Judgement, LOG_CAP, LeaseStore, LogEntry, META,
-    Record, Snapshot, StoreError, WriteKind,
+    ASKS_CAP, AskCheck, CLAIMS, FencedBatch, Judgement, Keys, LOG_CAP, LeaseStore, LogEntry, META,
+    ReadSet, Record, Snapshot, StoreError, WriteKind,
 };
 use async_trait::async_trait;
 use redis::Value;
@@ -215,12 +215,18 @@ impl LeaseStore for RedisRecords {
     }
 
     async fn sections(&self, board: &str, names: &[&str]) -> Result<Snapshot, StoreError> {
+        self.read_records(board, &ReadSet::whole(names)).await
+    }
+
+    /// One script: `HGETALL` for a whole section, `HMGET` of its keys for a keyed one, so
+    /// a change reads what it touches and not the board.
+    async fn read_records(&self, board: &str, reads: &ReadSet) -> Result<Snapshot, StoreError> {
         check_board(board)?;
         let s = &self.shared;
         let keys = s.keys(board);
         let mut invocation = s.read.prepare_invoke();
         invocation.key(keys.revision()).key(keys.section(META));
-        for name in names {
+        for name in reads.sections.keys() {
             invocation.key(keys.section(name));
         }
         if self.checks_route() {
@@ -228,6 +234,15 @@ impl LeaseStore for RedisRecords {
         } else {
             invocation.arg("");
         }
+        let spec: Vec<serde_json::Value> = reads
+            .sections
+            .values()
+            .map(|k| match k.keys() {
+                None => serde_json::json!("*"),
+                Some(keys) => serde_json::json!(keys),
+            })
+            .collect();
+        invocation.arg(serde_json::Value::from(spec).to_string());
         let mut replies: Vec<Value> = invocation
             .invoke_async(&mut s.conn())
             .await
@@ -237,7 +252,7 @@ impl LeaseStore for RedisRecords {
                 "board {board} has a document still to be migrated"
             )));
         }
-        if replies.len() != names.len() + 3 {
+        if replies.len() != reads.sections.len() + 3 {
             return Err(StoreError::Corrupt("a short read answer".into()));
         }
         let hashes = replies.split_off(3);
@@ -245,19 +260,34 @@ impl LeaseStore for RedisRecords {
         let micros: String = decode(replies.pop().unwrap_or(Value::Nil))?;
         let seconds: String = decode(replies.pop().unwrap_or(Value::Nil))?;
         let mut sections = BTreeMap::new();
-        for (name, hash) in names.iter().zip(hashes) {
-            let fields: HashMap<String, String> = decode(hash)?;
+        for ((name, wanted), hash) in reads.sections.iter().zip(hashes) {
+            let fields: Vec<(String, String)> = match wanted.keys() {
+                None => decode::<HashMap<String, String>>(hash)?
+                    .into_iter()
+                    .collect(),
+                Some(keys) => {
+                    let values: Vec<Option<String>> = decode(hash)?;
+                    if values.len() != keys.len() {
+                        return Err(StoreError::Corrupt("a short keyed read answer".into()));
+                    }
+                    keys.iter()
+                        .zip(values)
+                        .filter_map(|(k, v)| v.map(|raw| (k.clone(), raw)))
+                        .collect()
+                }
+            };
             let section = fields
                 .into_iter()
                 .map(|(k, raw)| Ok((k, parse_record(&raw)?)))
                 .collect::<Result<_, StoreError>>()?;
-            sections.insert(name.to_string(), section);
+            sections.insert(name.clone(), section);
         }
         let revision = parse_revision(&revision)?;
         Ok(Snapshot {
             revision,
             now_ms: time_ms(&seconds, &micros)?,
             sections,
+            complete: reads.sections.values().all(|k| *k == Keys::Whole),
         })
     }
 
