@@ -8,6 +8,7 @@
 use super::keys::HISTORY;
 use super::{Shared, check_board, decode, time_ms};
 use crate::document::BoardDocument;
+use crate::meta::Layout;
 use crate::{AskCheck, FencedBatch, Judgement, LeaseStore, LogEntry, Record, Snapshot, StoreError};
 use async_trait::async_trait;
 use redis::Value;
@@ -18,6 +19,9 @@ use std::sync::Arc;
 #[derive(Clone)]
 pub struct RedisDocument {
     pub(super) shared: Arc<Shared>,
+    /// True inside the router: a board whose document is gone or moved is answered
+    /// `NotThisLayout` (the router then asks the records), never judged as an empty board.
+    pub(super) routed: bool,
 }
 
 impl std::fmt::Debug for RedisDocument {
@@ -89,8 +93,18 @@ impl RedisDocument {
         };
         let document = match &raw {
             Some(raw) => parse(board, raw)?,
+            None if self.routed => {
+                return Err(StoreError::NotThisLayout(format!(
+                    "board {board} has no document"
+                )));
+            }
             None => BoardDocument::new(board),
         };
+        if self.routed && document.moved_to.is_some() {
+            return Err(StoreError::NotThisLayout(format!(
+                "the document of board {board} moved"
+            )));
+        }
         Ok((raw, document, now_ms))
     }
 
@@ -143,7 +157,9 @@ impl RedisDocument {
 impl LeaseStore for RedisDocument {
     async fn layout(&self, board: &str) -> Result<String, StoreError> {
         let (_, document, _) = self.load(board).await?;
-        Ok(document.moved_to.unwrap_or_else(|| "document".into()))
+        Ok(document
+            .moved_to
+            .unwrap_or_else(|| Layout::Document.as_str().into()))
     }
 
     async fn sections(&self, board: &str, names: &[&str]) -> Result<Snapshot, StoreError> {

@@ -7,6 +7,9 @@
 //! - `wait_ms=M`: how long a write waits for them (default [`DEFAULT_WAIT_MS`]).
 //! - `durability=volatile`: the explicit opt-out for a throwaway store: writes go ahead on
 //!   a store whose settings can lose them (it is still reported).
+//! - `asks=all`: the asks stream records every verdict; by default (`asks=refusals`) it
+//!   records refusals and could-not-read only, so an ALLOWED ask writes nothing (no
+//!   propagation, no AOF fsync: issue 13).
 //!
 //! `redis+sentinel://[user:password@]host:port[,host:port…]/<master-name>[?db=N&…]` names
 //! the sentinels (port 26379 when omitted) and the master they watch; the user and
@@ -63,6 +66,29 @@ pub struct StoreUrl {
     pub wait_ms: u64,
     /// `durability=volatile`.
     pub volatile: bool,
+    /// `asks=all|refusals`: which verdicts the asks stream records.
+    pub asks: AsksLog,
+}
+
+/// Which verdicts an ask records in the board's asks stream (`?asks=` in the store URL).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AsksLog {
+    /// REFUSED and COULD NOT READ only (the default): an ALLOWED ask is a pure read.
+    #[default]
+    Refusals,
+    /// Every verdict, ALLOWED included (every ask is then a write: with `appendfsync
+    /// always` it waits for an fsync).
+    All,
+}
+
+impl AsksLog {
+    /// The spelling in the URL: `refusals` or `all`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AsksLog::Refusals => "refusals",
+            AsksLog::All => "all",
+        }
+    }
 }
 
 impl fmt::Debug for StoreUrl {
@@ -71,6 +97,7 @@ impl fmt::Debug for StoreUrl {
             .field("min_replicas", &self.min_replicas)
             .field("wait_ms", &self.wait_ms)
             .field("volatile", &self.volatile)
+            .field("asks", &self.asks)
             .finish_non_exhaustive()
     }
 }
@@ -88,6 +115,7 @@ impl StoreUrl {
             min_replicas: None,
             wait_ms: DEFAULT_WAIT_MS,
             volatile: false,
+            asks: AsksLog::default(),
         };
         let mut db = 0;
         for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -114,6 +142,13 @@ impl StoreUrl {
                         _ => {
                             return Err(format!("durability={value:?} is not volatile or durable"));
                         }
+                    }
+                }
+                "asks" => {
+                    parsed.asks = match value {
+                        "all" => AsksLog::All,
+                        "refusals" => AsksLog::Refusals,
+                        _ => return Err(format!("asks={value:?} is not all or refusals")),
                     }
                 }
                 "db" => {
@@ -153,7 +188,7 @@ pub fn without_options(url: &str) -> String {
         .split('&')
         .filter(|pair| {
             let key = pair.split_once('=').map_or(*pair, |(k, _)| k);
-            !pair.is_empty() && !matches!(key, "min_replicas" | "wait_ms" | "durability")
+            !pair.is_empty() && !matches!(key, "min_replicas" | "wait_ms" | "durability" | "asks")
         })
         .collect();
     if kept.is_empty() {
@@ -242,10 +277,11 @@ mod tests {
     #[test]
     fn row_fences_options_are_taken_off_and_the_rest_kept() {
         let url = StoreUrl::parse(
-            "redis+unix:///tmp/r.sock?db=1&min_replicas=2&wait_ms=500&durability=volatile&pass=x",
+            "redis+unix:///tmp/r.sock?db=1&min_replicas=2&wait_ms=500&durability=volatile&asks=all&pass=x",
         )
         .unwrap();
         assert_eq!(url.min_replicas, Some(2));
+        assert_eq!(url.asks, AsksLog::All);
         assert_eq!(url.wait_ms, 500);
         assert!(url.volatile);
         assert!(
@@ -256,6 +292,12 @@ mod tests {
         assert_eq!(plain.min_replicas, None);
         assert_eq!(plain.wait_ms, DEFAULT_WAIT_MS);
         assert!(!plain.volatile);
+        assert_eq!(plain.asks, AsksLog::Refusals);
+        assert_eq!(
+            StoreUrl::parse("redis://h?asks=refusals").unwrap().asks,
+            AsksLog::Refusals
+        );
+        assert_eq!(without_options("redis://h?asks=all&db=1"), "redis://h?db=1");
         assert_eq!(
             without_options("redis://h:1/0?min_replicas=1&db=2&durability=volatile"),
             "redis://h:1/0?db=2"
@@ -266,6 +308,8 @@ mod tests {
             "redis://h?wait_ms=0",
             "redis://h?durability=maybe",
             "redis://h?min_replicas=1000",
+            "redis://h?asks=some",
+            "redis://h?asks",
         ] {
             assert!(StoreUrl::parse(bad).is_err(), "{bad}");
         }

@@ -5,14 +5,14 @@
 -- ARGV[1] names the board, last the document layout's shared hash: a board that has a
 -- document there and is not marked as migrated is not served from records.
 -- Returns {seconds, microseconds, revision or '', HGETALL of each section...}, or
--- {'document'} when the board is to be read from its document.
+-- {LAYOUT.document} when the board is to be read from its document.
 
 local last = #KEYS
 if ARGV[1] and ARGV[1] ~= '' then
   if redis.call('HEXISTS', KEYS[last], ARGV[1]) == 1 then
-    local layout = redis.call('HGET', KEYS[2], 'layout')
-    if not (layout and string.find(layout, '"v":"records"', 1, true)) then
-      return {'document'}
+    local layout = redis.call('HGET', KEYS[2], META.layout)
+    if not (layout and string.find(layout, '"v":"' .. LAYOUT.records .. '"', 1, true)) then
+      return {LAYOUT.document}
     end
   end
   last = last - 1
