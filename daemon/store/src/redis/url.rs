@@ -29,6 +29,38 @@ pub const MAX_MIN_REPLICAS: u64 = 64;
 /// The port sentinels listen on when the URL names none.
 pub const SENTINEL_PORT: u16 = 26379;
 
+/// What is wrong with a store URL (never its password).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UrlError {
+    /// One of row-fence's options (or `db`) has a value it does not take.
+    #[error("{option}={value:?} is not {accepted}")]
+    BadOption {
+        /// The option's name.
+        option: &'static str,
+        /// Its value as written.
+        value: String,
+        /// What it takes.
+        accepted: String,
+    },
+    /// A `redis+sentinel://` URL without `/<master-name>`.
+    #[error("a redis+sentinel:// URL ends in /<master-name>")]
+    NoMasterName,
+    /// A sentinel's port is not a number.
+    #[error("sentinel {0:?}: the port is not a number")]
+    SentinelPort(String),
+    /// A sentinel without a host.
+    #[error("sentinel {0:?} names no host")]
+    SentinelHost(String),
+}
+
+fn bad(option: &'static str, value: &str, accepted: impl Into<String>) -> UrlError {
+    UrlError::BadOption {
+        option,
+        value: value.to_string(),
+        accepted: accepted.into(),
+    }
+}
+
 /// Where the store is.
 #[derive(Clone, PartialEq, Eq)]
 pub enum Location {
@@ -104,7 +136,7 @@ impl fmt::Debug for StoreUrl {
 
 impl StoreUrl {
     /// Parses a Redis store URL; the error names what is wrong (never the password).
-    pub fn parse(url: &str) -> Result<StoreUrl, String> {
+    pub fn parse(url: &str) -> Result<StoreUrl, UrlError> {
         let (base, query) = match url.split_once('?') {
             Some((base, query)) => (base, query),
             None => (url, ""),
@@ -126,35 +158,31 @@ impl StoreUrl {
                         number(value)
                             .filter(|n| *n <= MAX_MIN_REPLICAS)
                             .ok_or_else(|| {
-                                format!("min_replicas={value:?} is not 0-{MAX_MIN_REPLICAS}")
+                                bad("min_replicas", value, format!("0-{MAX_MIN_REPLICAS}"))
                             })?,
                     )
                 }
                 "wait_ms" => {
                     parsed.wait_ms = number(value)
                         .filter(|n| (1..=MAX_WAIT_MS).contains(n))
-                        .ok_or_else(|| format!("wait_ms={value:?} is not 1-{MAX_WAIT_MS}"))?
+                        .ok_or_else(|| bad("wait_ms", value, format!("1-{MAX_WAIT_MS}")))?
                 }
                 "durability" => {
                     parsed.volatile = match value {
                         "volatile" => true,
                         "durable" => false,
-                        _ => {
-                            return Err(format!("durability={value:?} is not volatile or durable"));
-                        }
+                        _ => return Err(bad("durability", value, "volatile or durable")),
                     }
                 }
                 "asks" => {
                     parsed.asks = match value {
                         "all" => AsksLog::All,
                         "refusals" => AsksLog::Refusals,
-                        _ => return Err(format!("asks={value:?} is not all or refusals")),
+                        _ => return Err(bad("asks", value, "all or refusals")),
                     }
                 }
                 "db" => {
-                    db = value
-                        .parse()
-                        .map_err(|_| format!("db={value:?} is not a number"))?;
+                    db = value.parse().map_err(|_| bad("db", value, "a number"))?;
                     kept.push(pair);
                 }
                 _ => kept.push(pair),
@@ -203,13 +231,11 @@ fn number(value: &str) -> Option<u64> {
 }
 
 /// `[user:password@]host:port[,host:port…]/<master-name>`.
-fn sentinel(target: &str, db: i64) -> Result<SentinelTarget, String> {
-    let (authority, master) = target
-        .split_once('/')
-        .ok_or("a redis+sentinel:// URL ends in /<master-name>")?;
+fn sentinel(target: &str, db: i64) -> Result<SentinelTarget, UrlError> {
+    let (authority, master) = target.split_once('/').ok_or(UrlError::NoMasterName)?;
     let master = master.trim_end_matches('/');
     if master.is_empty() || master.contains('/') {
-        return Err("a redis+sentinel:// URL ends in /<master-name>".into());
+        return Err(UrlError::NoMasterName);
     }
     let (userinfo, hosts) = match authority.rsplit_once('@') {
         Some((userinfo, hosts)) => (Some(userinfo), hosts),
@@ -230,16 +256,16 @@ fn sentinel(target: &str, db: i64) -> Result<SentinelTarget, String> {
                 Some((host, port)) => (
                     host,
                     port.parse::<u16>()
-                        .map_err(|_| format!("sentinel {hostport:?}: the port is not a number"))?,
+                        .map_err(|_| UrlError::SentinelPort(hostport.to_string()))?,
                 ),
                 None => (hostport, SENTINEL_PORT),
             };
             if host.is_empty() {
-                return Err(format!("sentinel {hostport:?} names no host"));
+                return Err(UrlError::SentinelHost(hostport.to_string()));
             }
             Ok(format!("redis://{host}:{port}"))
         })
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, UrlError>>()?;
     Ok(SentinelTarget {
         sentinels,
         master: decode(master),
