@@ -480,7 +480,8 @@ pub trait LeaseStore: Send + Sync + fmt::Debug {
     async fn fenced_batch(&self, board: &str, batch: &FencedBatch) -> Result<u64, StoreError>;
 
     /// Judges an ask on the store side, atomically, with the store's clock, and records
-    /// the verdict where the adapter keeps asks.
+    /// the verdict where the adapter keeps asks (Redis: refusals only, unless the store
+    /// URL says `?asks=all`, so an ALLOWED ask writes nothing).
     async fn ask(&self, check: &AskCheck) -> Result<Judgement, StoreError>;
 
     /// The names of the board's sections that hold (or held) records, sorted.
