@@ -391,12 +391,24 @@ fn an_ask_is_one_call_whatever_the_boards_layout() {
             assert_eq!(again.refusal, None);
         }
         assert_eq!(
-            calls(&redis, "evalsha"),
-            0,
-            "no script for a known document"
+            (
+                calls(&redis, "evalsha"),
+                calls(&redis, "hget"),
+                calls(&redis, "time")
+            ),
+            (5, 5, 5),
+            "a known document: one small script (its clock and the document) per ask"
         );
-        assert_eq!((calls(&redis, "hget"), calls(&redis, "time")), (5, 5));
         assert_eq!(calls(&redis, "xadd"), 0, "an ALLOWED ask records nothing");
+        // That script is declared writing too: a primary short of replicas refuses it.
+        redis.cli(&["CONFIG", "SET", "min-replicas-to-write", "1"]);
+        let deposed = store
+            .ask(&ask_check("row-1", "lane-a", generation))
+            .await
+            .unwrap_err();
+        assert!(deposed.to_string().contains("NOREPLICAS"), "{deposed}");
+        redis.cli(&["CONFIG", "SET", "min-replicas-to-write", "0"]);
+        assert_eq!(store.remembered_layout("b"), Layout::Document);
 
         migrate::document_to_records(&store, "b").await.unwrap();
         redis.cli(&["CONFIG", "RESETSTAT"]);

@@ -91,7 +91,14 @@ impl RedisDocument {
             [seconds, micros] => time_ms(seconds, micros)?,
             _ => return Err(StoreError::Corrupt(format!("TIME answered {time:?}"))),
         };
-        let document = match &raw {
+        let document = self.stored(board, raw.as_deref())?;
+        Ok((raw, document, now_ms))
+    }
+
+    /// The board's document as stored (`None`: absent, an empty board), or, in the router,
+    /// `NotThisLayout` for one that is gone or moved (the records serve it then).
+    fn stored(&self, board: &str, raw: Option<&str>) -> Result<BoardDocument, StoreError> {
+        let document = match raw {
             Some(raw) => parse(board, raw)?,
             None if self.routed => {
                 return Err(StoreError::NotThisLayout(format!(
@@ -105,7 +112,7 @@ impl RedisDocument {
                 "the document of board {board} moved"
             )));
         }
-        Ok((raw, document, now_ms))
+        Ok(document)
     }
 
     /// Writes `document` if the stored one is still `read` (`None`: still absent), and
@@ -188,8 +195,22 @@ impl LeaseStore for RedisDocument {
         Ok(revision)
     }
 
+    /// One script call (`document_ask.lua`, declared writing so a replica or a primary
+    /// short of replicas refuses it), judged here.
     async fn ask(&self, check: &AskCheck) -> Result<Judgement, StoreError> {
-        let (_, document, now_ms) = self.load(&check.board).await?;
+        let board = check.board.as_str();
+        check_board(board)?;
+        self.standalone()?;
+        let s = &self.shared;
+        let (seconds, micros, raw): (String, String, String) = s
+            .document_ask
+            .key(s.state().current())
+            .arg(board)
+            .invoke_async(&mut s.conn())
+            .await
+            .map_err(|e| s.map_err(e))?;
+        let now_ms = time_ms(&seconds, &micros)?;
+        let document = self.stored(board, (!raw.is_empty()).then_some(raw.as_str()))?;
         document.ensure_here()?;
         let judgement = document.judge_ask(check, now_ms)?;
         self.shared.record_ask(check, &judgement).await?;

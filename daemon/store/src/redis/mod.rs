@@ -82,6 +82,8 @@ pub struct Shared {
     read: Script,
     /// The document compare-and-set script.
     cas: Script,
+    /// The ask on a document-layout board.
+    document_ask: Script,
 }
 
 /// A write's durability check is redone before a write when older than this, in ms (the
@@ -125,6 +127,10 @@ static DOCUMENT_CAS_LUA: LazyLock<String> = LazyLock::new(|| {
 pub static ASK_LUA: LazyLock<String> =
     LazyLock::new(|| names::script(true, &[include_str!("lua/ask.lua")]));
 
+/// The ask on a document-layout board, declared writing like [`ASK_LUA`].
+static DOCUMENT_ASK_LUA: LazyLock<String> =
+    LazyLock::new(|| names::script(true, &[include_str!("lua/document_ask.lua")]));
+
 /// The consistent read script (read only).
 static READ_LUA: LazyLock<String> =
     LazyLock::new(|| names::script(false, &[include_str!("lua/read.lua")]));
@@ -153,6 +159,7 @@ impl Shared {
             ask: Script::new(&ASK_LUA),
             read: Script::new(&READ_LUA),
             cas: Script::new(&DOCUMENT_CAS_LUA),
+            document_ask: Script::new(&DOCUMENT_ASK_LUA),
         }))
     }
 

@@ -81,8 +81,9 @@ pub fn script(writing: bool, parts: &[&str]) -> String {
 }
 
 /// The scripts' own sources (without the prelude), for the tests that check their names.
-pub const SOURCES: [(&str, &str); 5] = [
+pub const SOURCES: [(&str, &str); 6] = [
     ("ask.lua", include_str!("lua/ask.lua")),
+    ("document_ask.lua", include_str!("lua/document_ask.lua")),
     ("read.lua", include_str!("lua/read.lua")),
     ("fenced_batch.lua", include_str!("lua/fenced_batch.lua")),
     ("document_cas.lua", include_str!("lua/document_cas.lua")),
