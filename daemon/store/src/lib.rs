@@ -24,6 +24,7 @@
 //! - [`controller`]: the board controller's lease and epoch.
 //! - [`judge`]: the one rule that judges a row lease, and the sentences that explain it.
 //! - [`meta`]: the board's scalars' keys and its [`Layout`], spelled once.
+//! - [`expected`]: what a write expects of its record's revision ([`Expected`]).
 //!
 //! Plumbing the adapters share with the resident and the CLI:
 //! - [`atomic_file`]: replacing a file atomically (temp file, fsync, rename).
@@ -32,6 +33,7 @@
 pub mod atomic_file;
 pub mod controller;
 pub mod document;
+pub mod expected;
 pub mod fencing;
 pub mod file;
 pub mod file_log;
@@ -49,6 +51,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 
+pub use expected::Expected;
 pub use judge::judge;
 pub use meta::Layout;
 pub use row_fence_ask::status::StoreCheck;
@@ -57,53 +60,6 @@ pub use spec::StoreSpec;
 /// `expected` of a [`RecordWrite`] that skips the revision check ([`Expected::Blind`] on
 /// the wire).
 pub const BLIND: i64 = Expected::Blind.wire();
-
-/// What a write expects of its record's revision; on the wire (`RecordWrite::expected`,
-/// a batch file, the fenced batch script's arguments) -1, 0 or the revision.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Expected {
-    /// No check (-1).
-    Blind,
-    /// The record must be absent (0).
-    Absent,
-    /// The record must be at this revision (≥ 1).
-    At(u64),
-}
-
-impl Expected {
-    /// The wire spelling: -1, 0 or the revision.
-    pub const fn wire(self) -> i64 {
-        match self {
-            Expected::Blind => -1,
-            Expected::Absent => 0,
-            Expected::At(revision) => revision as i64,
-        }
-    }
-
-    /// Reads a wire spelling; below -1 is `None`.
-    pub fn from_wire(n: i64) -> Option<Expected> {
-        match n {
-            -1 => Some(Expected::Blind),
-            0 => Some(Expected::Absent),
-            n if n > 0 => Some(Expected::At(n as u64)),
-            _ => None,
-        }
-    }
-
-    /// What a writer that read `record` expects: its revision, or absent.
-    pub fn of(record: Option<&Record>) -> Expected {
-        record.map_or(Expected::Absent, |r| Expected::At(r.revision))
-    }
-
-    /// True when a record at `have` (0: absent) meets this expectation.
-    pub fn holds(self, have: u64) -> bool {
-        match self {
-            Expected::Blind => true,
-            Expected::Absent => have == 0,
-            Expected::At(revision) => have == revision,
-        }
-    }
-}
 
 /// The fence log keeps exactly this many newest entries (`LOG_CAP`, as the source).
 pub const LOG_CAP: usize = 1000;
@@ -169,18 +125,6 @@ pub struct RecordWrite {
     /// The value to put (ignored for delete and check).
     #[serde(default)]
     pub value: serde_json::Value,
-}
-
-impl RecordWrite {
-    /// What this write expects; `Invalid` for a wire value below -1.
-    pub fn expectation(&self) -> Result<Expected, StoreError> {
-        Expected::from_wire(self.expected).ok_or_else(|| {
-            StoreError::Invalid(format!(
-                "expected revision {} of {}/{} is below -1",
-                self.expected, self.section, self.key
-            ))
-        })
-    }
 }
 
 /// Makes a batch conditional on the board's controller lease.
