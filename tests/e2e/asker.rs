@@ -93,7 +93,8 @@ fn a_peer_of_another_uid_is_refused_without_a_store_call() {
         return;
     }
     let redis = Redis::start();
-    let home = Home::on(Some(&redis));
+    // Every verdict recorded, so any store call (an ALLOWED one too) would show.
+    let home = Home::with_store(format!("{}?asks=all", redis.url()));
     let (generation, _) = home.acquire("b", "r", "lane-a", &[]);
     let daemon = home.daemon();
     let (_pub, d) = world_readable_descriptor(generation);

@@ -3,8 +3,11 @@
 //! store's settings are checked, and a store that went back in time (a stale AOF, an
 //! eviction) answers `store_regressed` until an operator accepts it.
 
+use crate::contract::runtime;
 use crate::util::{Home, Redis, status, until};
 use nix::sys::signal::Signal;
+use row_fence_store::redis::RedisStore;
+use row_fence_store::{AskCheck, LeaseStore, StoreError};
 use std::time::Duration;
 
 /// A primary that refuses to write without a replica, and its replica, in sync and with
@@ -375,4 +378,85 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         let entry = entry.unwrap();
         std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
     }
+}
+
+/// A number from `INFO <section>`.
+fn info_number(redis: &Redis, section: &str, field: &str) -> u64 {
+    let info = redis.cli(&["INFO", section]);
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .map(|v| v.trim().parse().unwrap())
+        .unwrap_or_else(|| panic!("no {field} in INFO {section}: {info}"))
+}
+
+/// Issue 13: an ALLOWED ask is a pure read. On a store with `appendfsync always` (the
+/// test harness's default), 100 ALLOWED asks append nothing to the AOF, so they propagate
+/// nothing and wait for no fsync; a refusal is recorded (it appends), and with `?asks=all`
+/// every verdict is. The ask script is still declared writing: a primary short of
+/// replicas refuses it (NOREPLICAS) although this ask would write nothing.
+#[test]
+fn an_allowed_ask_appends_nothing_to_an_appendfsync_always_store_and_a_refusal_does() {
+    let redis = Redis::start();
+    assert!(
+        redis
+            .cli(&["CONFIG", "GET", "appendfsync"])
+            .contains("always")
+    );
+    let home = Home::on(Some(&redis));
+    let (generation, _) = home.acquire("b", "r", "lane-a", &[]);
+    let check = |lane: &str| AskCheck {
+        board: "b".into(),
+        row: "r".into(),
+        lane: lane.into(),
+        generation,
+        action: "test".into(),
+        session: "s".into(),
+        ..AskCheck::default()
+    };
+    let aof = || info_number(&redis, "persistence", "aof_current_size");
+    let asks = || {
+        redis
+            .cli(&["XLEN", "rowfence:board:{b}:fence:asks"])
+            .trim()
+            .to_string()
+    };
+    runtime().block_on(async {
+        let store = RedisStore::open(&redis.url(), "rowfence").unwrap();
+        store.ping().await.unwrap();
+        redis.cli(&["CONFIG", "RESETSTAT"]);
+        let before = aof();
+        for _ in 0..100 {
+            let judged = store.ask(&check("lane-a")).await.unwrap();
+            assert_eq!(judged.refusal, None);
+        }
+        assert_eq!(aof(), before, "100 ALLOWED asks appended to the AOF");
+        assert_eq!(asks(), "0");
+        assert_eq!(redis.command_calls("evalsha"), 100);
+        assert_eq!(redis.command_calls("xadd"), 0);
+
+        let refused = store.ask(&check("lane-b")).await.unwrap();
+        assert!(refused.refusal.is_some());
+        assert!(aof() > before, "a refusal is recorded");
+        assert_eq!(asks(), "1");
+
+        let all = RedisStore::open(&format!("{}?asks=all", redis.url()), "rowfence").unwrap();
+        let recorded = aof();
+        all.ask(&check("lane-a")).await.unwrap();
+        assert!(
+            aof() > recorded,
+            "with ?asks=all an ALLOWED ask is recorded"
+        );
+        assert_eq!(asks(), "2");
+        let entries = redis.cli(&["XRANGE", "rowfence:board:{b}:fence:asks", "-", "+"]);
+        assert!(
+            entries.contains("refused") && entries.contains("allowed"),
+            "{entries}"
+        );
+
+        // Still a writing script: refused before it runs on a primary short of replicas.
+        redis.cli(&["CONFIG", "SET", "min-replicas-to-write", "1"]);
+        let deposed = store.ask(&check("lane-a")).await.unwrap_err();
+        assert!(matches!(deposed, StoreError::NotPrimary(_)), "{deposed:?}");
+        assert!(deposed.to_string().contains("NOREPLICAS"), "{deposed}");
+    });
 }

@@ -394,7 +394,10 @@ fn status_shows_the_location_the_map_and_its_rows_without_fetching() {
 fn unset_the_fence_is_inert_no_fetch_and_no_extra_field() {
     let redis = Redis::start();
     let server = MapServer::start(map(json!([acme("there", 1, "active")])));
-    let (home, d) = fenced_home(&redis);
+    let (mut home, d) = fenced_home(&redis);
+    // Every verdict recorded: the ALLOWED asks' entries are the ones that must carry no
+    // location field.
+    home.store = format!("{}?asks=all", redis.url());
     let url = server.url();
     let (with_url, blank) = {
         let _daemon = home.daemon_with(
@@ -422,6 +425,7 @@ fn unset_the_fence_is_inert_no_fetch_and_no_extra_field() {
     assert_eq!(a, b, "the same answer as without any location setting");
     assert!(!blank.stdout.contains("location"), "{}", blank.stdout);
     let entries = redis.cli(&["XRANGE", "rowfence:board:{b}:fence:asks", "-", "+"]);
+    assert!(entries.contains("allowed"), "{entries}");
     assert!(
         !entries.contains("location") && !entries.contains("epoch"),
         "{entries}"

@@ -8,7 +8,7 @@ use row_fence_store::lease::{self, Grant};
 use row_fence_store::redis::RedisStore;
 use row_fence_store::redis::migrate;
 use row_fence_store::{AskCheck, controller};
-use row_fence_store::{CLAIMS, LeaseStore, META};
+use row_fence_store::{CLAIMS, Layout, LeaseStore, META};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
@@ -265,7 +265,8 @@ fn a_document_board_on_redis_is_fenced_through_the_daemon_before_and_after_the_m
         let store = RedisStore::open(&redis.url(), "rowfence").unwrap();
         document_board(&store).await
     });
-    let home = Home::on(Some(&redis));
+    // Every verdict recorded, so the stream shows each ask was judged and recorded once.
+    let home = Home::with_store(format!("{}?asks=all", redis.url()));
     let d = home.path("a.json");
     std::fs::write(
         &d,
@@ -341,4 +342,167 @@ fn a_board_grows_from_the_file_store_into_redis_and_the_file_refuses_afterwards(
     let leases: Vec<Value> = serde_json::from_str(shown.stdout.trim()).unwrap();
     assert_eq!(leases.len(), 2);
     assert_eq!(leases[0]["generation"].as_u64(), Some(generation));
+}
+
+fn calls(redis: &Redis, command: &str) -> u64 {
+    redis.command_calls(command)
+}
+
+fn ask_check(row: &str, lane: &str, generation: u64) -> AskCheck {
+    AskCheck {
+        board: "b".into(),
+        row: row.into(),
+        lane: lane.into(),
+        generation,
+        ..AskCheck::default()
+    }
+}
+
+/// Issue 11: the layout is learned once, so an ask is one call. The first ask on a
+/// document board is the ask script alone (it hands back the document it found); later
+/// asks read the document and the clock, no script. A records board is one script call.
+#[test]
+fn an_ask_is_one_call_whatever_the_boards_layout() {
+    let redis = Redis::start();
+    runtime().block_on(async {
+        let store = RedisStore::open(&redis.url(), "rowfence").unwrap();
+        let generation = document_board(&store).await;
+        let store = RedisStore::open(&redis.url(), "rowfence").unwrap();
+        store.ping().await.unwrap();
+        assert_eq!(store.remembered_layout("b"), Layout::Records, "not met yet");
+        redis.cli(&["CONFIG", "RESETSTAT"]);
+        let first = store
+            .ask(&ask_check("row-1", "lane-a", generation))
+            .await
+            .unwrap();
+        assert_eq!(first.refusal, None);
+        assert_eq!(
+            (calls(&redis, "evalsha"), calls(&redis, "hget")),
+            (1, 3),
+            "one script call (its own HGETs: the claim, the document, the layout marker)"
+        );
+        assert_eq!(store.remembered_layout("b"), Layout::Document);
+        redis.cli(&["CONFIG", "RESETSTAT"]);
+        for _ in 0..5 {
+            let again = store
+                .ask(&ask_check("row-1", "lane-a", generation))
+                .await
+                .unwrap();
+            assert_eq!(again.refusal, None);
+        }
+        assert_eq!(
+            (
+                calls(&redis, "evalsha"),
+                calls(&redis, "hget"),
+                calls(&redis, "time")
+            ),
+            (5, 5, 5),
+            "a known document: one small script (its clock and the document) per ask"
+        );
+        assert_eq!(calls(&redis, "xadd"), 0, "an ALLOWED ask records nothing");
+        // That script is declared writing too: a primary short of replicas refuses it.
+        redis.cli(&["CONFIG", "SET", "min-replicas-to-write", "1"]);
+        let deposed = store
+            .ask(&ask_check("row-1", "lane-a", generation))
+            .await
+            .unwrap_err();
+        assert!(deposed.to_string().contains("NOREPLICAS"), "{deposed}");
+        redis.cli(&["CONFIG", "SET", "min-replicas-to-write", "0"]);
+        assert_eq!(store.remembered_layout("b"), Layout::Document);
+
+        migrate::document_to_records(&store, "b").await.unwrap();
+        redis.cli(&["CONFIG", "RESETSTAT"]);
+        let moved = store
+            .ask(&ask_check("row-1", "lane-a", generation))
+            .await
+            .unwrap();
+        assert_eq!(moved.refusal, None);
+        assert_eq!(store.remembered_layout("b"), Layout::Records);
+        redis.cli(&["CONFIG", "RESETSTAT"]);
+        for _ in 0..5 {
+            store
+                .ask(&ask_check("row-1", "lane-a", generation))
+                .await
+                .unwrap();
+        }
+        let total: u64 = ["evalsha", "hget", "time", "get", "xadd", "hexists"]
+            .iter()
+            .map(|c| calls(&redis, c))
+            .sum();
+        assert_eq!(
+            (calls(&redis, "evalsha"), total - calls(&redis, "evalsha")),
+            (5, 5 * 3),
+            "a records board: the script alone (TIME, HGET, GET inside it)"
+        );
+    });
+}
+
+/// Fail closed: a layout the daemon remembers that became wrong never yields ALLOWED. The
+/// daemon learns board b as a document; the board is migrated while it runs and lane-b
+/// takes row-1 over on the records (the moved document still names lane-a): lane-a is
+/// refused. Then the moved document is deleted too (as a store restored from a snapshot
+/// taken after the move, without it): still refused, from the records.
+#[test]
+fn a_migration_while_the_daemon_runs_never_answers_from_the_remembered_document() {
+    let redis = Redis::start();
+    let generation = runtime().block_on(async {
+        let store = RedisStore::open(&redis.url(), "rowfence").unwrap();
+        document_board(&store).await
+    });
+    let home = Home::on(Some(&redis));
+    let a = home.path("a.json");
+    std::fs::write(
+        &a,
+        json!({"board": "b", "row": "row-1", "lane": "lane-a", "generation": generation})
+            .to_string(),
+    )
+    .unwrap();
+    let _daemon = home.daemon();
+    for _ in 0..3 {
+        home.ask_with(&a, &[]).expect(0, "row-fence: ALLOWED");
+    }
+    let ran = home.cli(&["migrate", "b", "--writers-upgraded"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let (_, b) = home.acquire("b", "row-1", "lane-b", &["--takeover"]);
+    let moved = redis.cli(&["HGET", "rowfence:state:fencing:current", "b"]);
+    assert!(
+        moved.contains("lane-a") && moved.contains("moved_to"),
+        "the moved document still names lane-a: {moved}"
+    );
+    home.ask_with(&a, &[])
+        .expect(3, "row-fence: REFUSED (different_holder)");
+    home.ask_with(&b, &[]).expect(0, "row-fence: ALLOWED");
+
+    // A store restored from a snapshot taken before the move: the old document, no
+    // marker, no records. The daemon remembers records; the script finds the document,
+    // whose revision is below what this home has seen: never ALLOWED.
+    let restored = moved.trim().replace(",\"moved_to\":\"records\"", "");
+    assert!(!restored.contains("moved_to"), "{restored}");
+    let marker = redis.cli(&["HGET", "rowfence:board:{b}:fence:meta", "layout"]);
+    redis.cli(&["HDEL", "rowfence:board:{b}:fence:meta", "layout"]);
+    redis.cli(&[
+        "RENAME",
+        "rowfence:board:{b}:fence:claims",
+        "rowfence:board:{b}:fence:parked",
+    ]);
+    redis.cli(&["HSET", "rowfence:state:fencing:current", "b", &restored]);
+    home.ask_with(&a, &[])
+        .expect(1, "row-fence: COULD NOT READ (store_regressed)");
+    // Restored again, to the records without any document: the document the daemon now
+    // remembers is gone, so the records answer.
+    redis.cli(&[
+        "RENAME",
+        "rowfence:board:{b}:fence:parked",
+        "rowfence:board:{b}:fence:claims",
+    ]);
+    redis.cli(&[
+        "HSET",
+        "rowfence:board:{b}:fence:meta",
+        "layout",
+        marker.trim(),
+    ]);
+    redis.cli(&["HDEL", "rowfence:state:fencing:current", "b"]);
+    home.ask_with(&a, &[])
+        .expect(3, "row-fence: REFUSED (different_holder)");
+    home.ask_with(&b, &[]).expect(0, "row-fence: ALLOWED");
 }

@@ -513,6 +513,25 @@ impl Redis {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// The calls of `command` that succeeded since the last `CONFIG RESETSTAT` (`INFO
+    /// commandstats`; an EVALSHA refused with NOSCRIPT, then loaded and retried, counts
+    /// once).
+    pub fn command_calls(&self, command: &str) -> u64 {
+        let stats = self.cli(&["INFO", "commandstats"]);
+        let Some(line) = stats
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:")))
+        else {
+            return 0;
+        };
+        let field = |name: &str| -> u64 {
+            line.split(',')
+                .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+                .map_or(0, |n| n.trim().parse().unwrap())
+        };
+        field("calls") - field("failed_calls")
+    }
+
     /// Polls `ready` every 20 ms until it holds, failing the test after `limit`.
     #[track_caller]
     pub fn wait_for(&self, limit: Duration, what: &str, ready: impl Fn(&Redis) -> bool) {

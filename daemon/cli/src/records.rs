@@ -97,7 +97,7 @@ struct RawWrite {
 
 /// Records only `row-fence controller` and `row-fence migrate` may write: a raw batch
 /// that deleted the lease and the epoch counter could hand out an epoch twice.
-const RESERVED: &[&str] = &["lease", "epoch", "layout"];
+const RESERVED: [&str; 3] = row_fence_store::meta::ALL;
 
 impl RawWrite {
     fn checked(self, i: usize) -> Result<RecordWrite, Failure> {

@@ -103,8 +103,8 @@ pub enum ConfigError {
         source: std::io::Error,
     },
     /// `--store` / `ROW_FENCE_STORE` is not a store.
-    #[error("{0}")]
-    Store(String),
+    #[error(transparent)]
+    Store(#[from] row_fence_store::spec::SpecError),
     /// The store would not open (a bad URL, a TLS setup failure).
     #[error(transparent)]
     Open(#[from] row_fence_store::StoreError),

@@ -6,6 +6,7 @@
 
 use crate::fencing::{self, TrackedSection, WriteError};
 use crate::judge::rfc3339;
+use crate::meta;
 use crate::{ControllerLease, LeaseStore, META, StoreError};
 use serde_json::{Value, json};
 
@@ -100,8 +101,8 @@ pub async fn acquire(
         |view| {
             let now = view.now_ms();
             let meta = view.section(META);
-            let current = meta.get("lease").map(parse).transpose()?;
-            let counter = meta.get("epoch").and_then(Value::as_u64).unwrap_or(0);
+            let current = meta.get(meta::LEASE).map(parse).transpose()?;
+            let counter = meta.get(meta::EPOCH).and_then(Value::as_u64).unwrap_or(0);
             let live = current.clone().filter(|l| l.expires_at_ms > now);
             let epoch = match live {
                 Some(l) if l.owner == owner => l.epoch,
@@ -120,8 +121,8 @@ pub async fn acquire(
                 epoch,
                 expires_at_ms: now.saturating_add(ttl_ms),
             };
-            meta.insert("lease", json!(lease));
-            meta.insert("epoch", json!(epoch));
+            meta.insert(meta::LEASE, json!(lease));
+            meta.insert(meta::EPOCH, json!(epoch));
             Ok(lease)
         },
         None,
@@ -139,7 +140,7 @@ pub async fn renew(
 ) -> Result<ControllerLease, ControllerError> {
     change_own(store, board, owner, false, |meta, mut lease, now| {
         lease.expires_at_ms = now.saturating_add(ttl_ms);
-        meta.insert("lease", json!(lease));
+        meta.insert(meta::LEASE, json!(lease));
         lease
     })
     .await
@@ -152,7 +153,7 @@ pub async fn release(
     owner: &str,
 ) -> Result<ControllerLease, ControllerError> {
     change_own(store, board, owner, true, |meta, lease, _| {
-        meta.remove("lease");
+        meta.remove(meta::LEASE);
         lease
     })
     .await
@@ -175,7 +176,7 @@ async fn change_own(
             let now = view.now_ms();
             let meta = view.section(META);
             let lease = held_by(
-                meta.get("lease").map(parse).transpose()?,
+                meta.get(meta::LEASE).map(parse).transpose()?,
                 board,
                 owner,
                 now,
@@ -192,7 +193,7 @@ async fn change_own(
 /// The lease as stored, with whether it is live at the store's now.
 pub async fn show(store: &dyn LeaseStore, board: &str) -> Result<Option<Shown>, ControllerError> {
     let snapshot = store.sections(board, &[META]).await?;
-    let Some(record) = snapshot.record(META, "lease") else {
+    let Some(record) = snapshot.record(META, meta::LEASE) else {
         return Ok(None);
     };
     let lease = parse(&record.value)?;

@@ -4,9 +4,10 @@
 //! revision +1, one capped log entry.
 
 use super::{
-    AskCheck, BLIND, CLAIMS, FencedBatch, Judgement, LOG_CAP, LogEntry, META, Record, RowLease,
-    Section, Snapshot, StoreError, WriteKind, check_lease_fence, judge,
+    AskCheck, CLAIMS, FencedBatch, Judgement, LOG_CAP, LogEntry, META, Record, RowLease, Section,
+    Snapshot, StoreError, WriteKind, check_lease_fence, judge,
 };
+use crate::meta;
 use row_fence_ask::descriptor::validate_board;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -108,11 +109,11 @@ impl BoardDocument {
                 key: "revision".into(),
             });
         }
-        for write in batch.writes.iter().filter(|w| w.expected != BLIND) {
+        for write in &batch.writes {
             let have = self
                 .record(&write.section, &write.key)
                 .map_or(0, |r| r.revision);
-            if have as i64 != write.expected {
+            if !write.expectation()?.holds(have) {
                 return Err(StoreError::RevisionConflict {
                     key: format!("{}/{}", write.section, write.key),
                 });
@@ -161,7 +162,7 @@ impl BoardDocument {
 
     fn check_fence(&self, batch: &FencedBatch) -> Result<(), StoreError> {
         match &batch.lease {
-            Some(fence) => check_lease_fence(self.record(META, "lease"), fence),
+            Some(fence) => check_lease_fence(self.record(META, meta::LEASE), fence),
             None => Ok(()),
         }
     }
@@ -199,12 +200,7 @@ pub fn validate_batch(batch: &FencedBatch) -> Result<(), StoreError> {
                 write.section
             )));
         }
-        if write.expected < BLIND {
-            return Err(StoreError::Invalid(format!(
-                "expected revision {} of {}/{} is below -1",
-                write.expected, write.section, write.key
-            )));
-        }
+        write.expectation()?;
     }
     Ok(())
 }
@@ -224,7 +220,7 @@ pub fn validate_section(section: &str) -> Result<(), StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{LeaseFence, RecordWrite};
+    use crate::{BLIND, LeaseFence, RecordWrite};
     use serde_json::json;
 
     fn put(section: &str, key: &str, expected: i64, value: serde_json::Value) -> RecordWrite {

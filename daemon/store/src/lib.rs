@@ -24,6 +24,8 @@
 //! - [`lease`]: row leases (acquire, renew, release, list) as fenced writes.
 //! - [`controller`]: the board controller's lease and epoch.
 //! - [`judge`]: the one rule that judges a row lease, and the sentences that explain it.
+//! - [`meta`]: the board's scalars' keys and its [`Layout`], spelled once.
+//! - [`expected`]: what a write expects of its record's revision ([`Expected`]).
 //!
 //! Plumbing the adapters share with the resident and the CLI:
 //! - [`atomic_file`]: replacing a file atomically (temp file, fsync, rename).
@@ -32,12 +34,14 @@
 pub mod atomic_file;
 pub mod controller;
 pub mod document;
+pub mod expected;
 pub mod fencing;
 pub mod file;
 pub mod file_cache;
 pub mod file_log;
 pub mod judge;
 pub mod lease;
+pub mod meta;
 pub mod monotonic;
 pub mod redis;
 pub mod spec;
@@ -49,12 +53,15 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+pub use expected::Expected;
 pub use judge::judge;
+pub use meta::Layout;
 pub use row_fence_ask::status::StoreCheck;
 pub use spec::StoreSpec;
 
-/// `expected` of a [`RecordWrite`] that skips the revision check.
-pub const BLIND: i64 = -1;
+/// `expected` of a [`RecordWrite`] that skips the revision check ([`Expected::Blind`] on
+/// the wire).
+pub const BLIND: i64 = Expected::Blind.wire();
 
 /// The fence log keeps exactly this many newest entries (`LOG_CAP`, as the source).
 pub const LOG_CAP: usize = 1000;
@@ -65,7 +72,7 @@ pub const ASKS_CAP: usize = 1000;
 /// The section holding row leases, one record per row.
 pub const CLAIMS: &str = "claims";
 
-/// The section holding the board's scalars (`lease`, `epoch`, `layout`).
+/// The section holding the board's scalars ([`meta::LEASE`], [`meta::EPOCH`], [`meta::LAYOUT`]).
 pub const META: &str = "meta";
 
 /// One fence log entry: one per committed batch.
@@ -115,7 +122,7 @@ pub struct RecordWrite {
     /// The record's key within its section.
     pub key: String,
     /// The revision the writer read the record at: 0 for absent, [`BLIND`] (-1) to skip
-    /// the check.
+    /// the check ([`Expected`] on the wire; read it with [`RecordWrite::expectation`]).
     pub expected: i64,
     /// The value to put (ignored for delete and check).
     #[serde(default)]
@@ -508,7 +515,8 @@ pub trait LeaseStore: Send + Sync + fmt::Debug {
     async fn fenced_batch(&self, board: &str, batch: &FencedBatch) -> Result<u64, StoreError>;
 
     /// Judges an ask on the store side, atomically, with the store's clock, and records
-    /// the verdict where the adapter keeps asks.
+    /// the verdict where the adapter keeps asks (Redis: refusals only, unless the store
+    /// URL says `?asks=all`, so an ALLOWED ask writes nothing).
     async fn ask(&self, check: &AskCheck) -> Result<Judgement, StoreError>;
 
     /// The names of the board's sections that hold (or held) records, sorted.

@@ -17,9 +17,10 @@
 //! lease and the controller lease, so every older lease is stale and lanes re-acquire,
 //! and no generation or epoch is ever handed out twice.
 
+use crate::meta;
 use crate::{
-    AskCheck, CLAIMS, ControllerLease, FencedBatch, Judgement, LeaseStore, LogEntry, META, ReadSet,
-    Record, RecordWrite, Snapshot, StoreCheck, StoreError, WriteKind,
+    AskCheck, CLAIMS, ControllerLease, Expected, FencedBatch, Judgement, LeaseStore, LogEntry,
+    META, ReadSet, Record, RecordWrite, Snapshot, StoreCheck, StoreError, WriteKind,
 };
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -242,11 +243,11 @@ impl Monotonic {
 /// The controller epoch counter a snapshot with `meta` shows (0 without one).
 fn epoch_of(snapshot: &Snapshot) -> u64 {
     let counter = snapshot
-        .record(META, "epoch")
+        .record(META, meta::EPOCH)
         .and_then(|r| r.value.as_u64())
         .unwrap_or(0);
     let lease = snapshot
-        .record(META, "lease")
+        .record(META, meta::LEASE)
         .and_then(|r| serde_json::from_value::<ControllerLease>(r.value.clone()).ok())
         .map_or(0, |l| l.epoch);
     counter.max(lease)
@@ -294,8 +295,8 @@ impl LeaseStore for Monotonic {
             .iter()
             .filter(|w| w.kind == WriteKind::Put && w.section == META)
             .filter_map(|w| match w.key.as_str() {
-                "epoch" => w.value.as_u64(),
-                "lease" => w.value.get("epoch").and_then(|e| e.as_u64()),
+                meta::EPOCH => w.value.as_u64(),
+                meta::LEASE => w.value.get("epoch").and_then(|e| e.as_u64()),
                 _ => None,
             })
             .max()
@@ -400,26 +401,24 @@ pub async fn accept_regression(store: &Monotonic, board: &str) -> Result<Accepte
                 kind: WriteKind::Delete,
                 section: CLAIMS.into(),
                 key: row.clone(),
-                expected: record.revision as i64,
+                expected: Expected::At(record.revision).wire(),
                 value: serde_json::Value::Null,
             })
             .collect();
-        if let Some(lease) = snapshot.record(META, "lease") {
+        if let Some(lease) = snapshot.record(META, meta::LEASE) {
             writes.push(RecordWrite {
                 kind: WriteKind::Delete,
                 section: META.into(),
-                key: "lease".into(),
-                expected: lease.revision as i64,
+                key: meta::LEASE.into(),
+                expected: Expected::At(lease.revision).wire(),
                 value: serde_json::Value::Null,
             });
         }
         writes.push(RecordWrite {
             kind: WriteKind::Put,
             section: META.into(),
-            key: "epoch".into(),
-            expected: snapshot
-                .record(META, "epoch")
-                .map_or(0, |r| r.revision as i64),
+            key: meta::EPOCH.into(),
+            expected: Expected::of(snapshot.record(META, meta::EPOCH)).wire(),
             value: serde_json::json!(epoch),
         });
         let batch = FencedBatch {

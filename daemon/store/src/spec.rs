@@ -8,6 +8,16 @@
 use std::fmt;
 use std::path::PathBuf;
 
+/// Why a store specification is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// Not `file`, `file:DIR` or a Redis URL (the text, password redacted).
+    #[error(
+        "store {0:?} is not one of: file, file:DIR, redis://…, rediss://…, redis+unix://…, redis+cluster://…, rediss+cluster://…, redis+sentinel://…"
+    )]
+    NotAStore(String),
+}
+
 /// A parsed store specification.
 #[derive(Clone, PartialEq, Eq)]
 pub enum StoreSpec {
@@ -20,7 +30,7 @@ pub enum StoreSpec {
 
 impl StoreSpec {
     /// Parses a specification; the error names what is accepted.
-    pub fn parse(text: &str) -> Result<StoreSpec, String> {
+    pub fn parse(text: &str) -> Result<StoreSpec, SpecError> {
         let text = text.trim();
         if text.is_empty() || text == "file" {
             return Ok(StoreSpec::File(None));
@@ -44,10 +54,7 @@ impl StoreSpec {
         if SCHEMES.iter().any(|s| text.starts_with(s)) {
             return Ok(StoreSpec::Redis(text.to_string()));
         }
-        Err(format!(
-            "store {:?} is not one of: file, file:DIR, redis://…, rediss://…, redis+unix://…, redis+cluster://…, rediss+cluster://…, redis+sentinel://…",
-            redact(text)
-        ))
+        Err(SpecError::NotAStore(redact(text)))
     }
 
     /// The specification with any password replaced by `***`.
@@ -72,35 +79,63 @@ impl fmt::Display for StoreSpec {
     }
 }
 
-/// Replaces the password of a URL's userinfo (`user:pass@`) and any `pass=` or
-/// `password=` query value with `***`.
-pub fn redact(url: &str) -> String {
-    let mut out = url.to_string();
-    if let Some(scheme_end) = out.find("://") {
-        let start = scheme_end + 3;
-        let authority_end = out[start..]
-            .find(['/', '?'])
-            .map_or(out.len(), |i| start + i);
-        if let Some(at) = out[start..authority_end].rfind('@') {
-            let userinfo = &out[start..start + at];
-            let redacted = match userinfo.find(':') {
-                Some(colon) => format!("{}:***", &userinfo[..colon]),
-                None => "***".to_string(),
-            };
-            out.replace_range(start..start + at, &redacted);
-        }
+/// Replaces the password of a URL's userinfo (`user:pass@`; a lone `token@` is taken as
+/// a password) and any `pass=` or `password=` query value with `***`, parsed with the `url`
+/// crate. A text it cannot parse as one URL (a sentinel URL's host list,
+/// `h1:26379,h2:26379`) is redacted by [`redact_unparsed`].
+pub fn redact(text: &str) -> String {
+    let Ok(mut url) = url::Url::parse(text) else {
+        return redact_unparsed(text);
+    };
+    let redacted = if url.password().is_some() {
+        url.set_password(Some("***"))
+    } else if !url.username().is_empty() {
+        url.set_username("***")
+    } else {
+        Ok(())
+    };
+    if redacted.is_err() {
+        return redact_unparsed(text);
     }
-    if let Some(q) = out.find('?') {
-        let (head, query) = out.split_at(q + 1);
-        let query = query
-            .split('&')
-            .map(|pair| match pair.split_once('=') {
-                Some((k, _)) if k == "pass" || k == "password" => format!("{k}=***"),
-                _ => pair.to_string(),
-            })
-            .collect::<Vec<_>>()
-            .join("&");
-        out = format!("{head}{query}");
+    if let Some(query) = url.query().map(redact_query) {
+        url.set_query(Some(&query));
+    }
+    url.to_string()
+}
+
+/// `pass=` and `password=` values replaced by `***`, every other pair kept as written.
+fn redact_query(query: &str) -> String {
+    query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((k, _)) if k == "pass" || k == "password" => format!("{k}=***"),
+            _ => pair.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// For what the `url` crate cannot parse: everything before the authority's last `@`
+/// becomes `***` (never a password printed, at the price of a user name), and the query as
+/// [`redact_query`] does.
+fn redact_unparsed(text: &str) -> String {
+    let (head, query) = match text.split_once('?') {
+        Some((head, query)) => (head, Some(query)),
+        None => (text, None),
+    };
+    let mut out = match head.split_once("://") {
+        Some((scheme, rest)) => {
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            match rest[..authority_end].rfind('@') {
+                Some(at) => format!("{scheme}://***{}", &rest[at..]),
+                None => head.to_string(),
+            }
+        }
+        None => head.to_string(),
+    };
+    if let Some(query) = query {
+        out.push('?');
+        out.push_str(&redact_query(query));
     }
     out
 }
@@ -140,7 +175,25 @@ mod tests {
             "redis+unix:///tmp/r.sock?db=1&pass=***"
         );
         assert_eq!(redact("redis://host:6379"), "redis://host:6379");
-        let err = StoreSpec::parse("mysql://u:s3cret@h").unwrap_err();
+        let err = StoreSpec::parse("mysql://u:s3cret@h")
+            .unwrap_err()
+            .to_string();
         assert!(!err.contains("s3cret"), "{err}");
+        assert_eq!(
+            redact("redis://u:p%40ss@h:1/2?db=1&password=s3cret"),
+            "redis://u:***@h:1/2?db=1&password=***"
+        );
+        assert_eq!(
+            redact("redis+sentinel://:s3cret@h1:26379,h2:26380/mymaster?db=1&pass=x"),
+            "redis+sentinel://***@h1:26379,h2:26380/mymaster?db=1&pass=***"
+        );
+        assert_eq!(
+            redact("redis+sentinel://h1:26379,h2/mymaster"),
+            "redis+sentinel://h1:26379,h2/mymaster"
+        );
+        assert_eq!(
+            redact("redis+unix:///tmp/r.sock"),
+            "redis+unix:///tmp/r.sock"
+        );
     }
 }

@@ -8,6 +8,7 @@
 use super::keys::HISTORY;
 use super::{Shared, check_board, decode, time_ms};
 use crate::document::BoardDocument;
+use crate::meta::Layout;
 use crate::{
     AskCheck, FencedBatch, Judgement, LeaseStore, LogEntry, ReadSet, Record, Snapshot, StoreError,
 };
@@ -20,6 +21,9 @@ use std::sync::Arc;
 #[derive(Clone)]
 pub struct RedisDocument {
     pub(super) shared: Arc<Shared>,
+    /// True inside the router: a board whose document is gone or moved is answered
+    /// `NotThisLayout` (the router then asks the records), never judged as an empty board.
+    pub(super) routed: bool,
 }
 
 impl std::fmt::Debug for RedisDocument {
@@ -89,11 +93,28 @@ impl RedisDocument {
             [seconds, micros] => time_ms(seconds, micros)?,
             _ => return Err(StoreError::Corrupt(format!("TIME answered {time:?}"))),
         };
-        let document = match &raw {
+        let document = self.stored(board, raw.as_deref())?;
+        Ok((raw, document, now_ms))
+    }
+
+    /// The board's document as stored (`None`: absent, an empty board), or, in the router,
+    /// `NotThisLayout` for one that is gone or moved (the records serve it then).
+    fn stored(&self, board: &str, raw: Option<&str>) -> Result<BoardDocument, StoreError> {
+        let document = match raw {
             Some(raw) => parse(board, raw)?,
+            None if self.routed => {
+                return Err(StoreError::NotThisLayout(format!(
+                    "board {board} has no document"
+                )));
+            }
             None => BoardDocument::new(board),
         };
-        Ok((raw, document, now_ms))
+        if self.routed && document.moved_to.is_some() {
+            return Err(StoreError::NotThisLayout(format!(
+                "the document of board {board} moved"
+            )));
+        }
+        Ok(document)
     }
 
     /// Writes `document` if the stored one is still `read` (`None`: still absent), and
@@ -145,7 +166,9 @@ impl RedisDocument {
 impl LeaseStore for RedisDocument {
     async fn layout(&self, board: &str) -> Result<String, StoreError> {
         let (_, document, _) = self.load(board).await?;
-        Ok(document.moved_to.unwrap_or_else(|| "document".into()))
+        Ok(document
+            .moved_to
+            .unwrap_or_else(|| Layout::Document.as_str().into()))
     }
 
     async fn sections(&self, board: &str, names: &[&str]) -> Result<Snapshot, StoreError> {
@@ -181,8 +204,22 @@ impl LeaseStore for RedisDocument {
         Ok(revision)
     }
 
+    /// One script call (`document_ask.lua`, declared writing so a replica or a primary
+    /// short of replicas refuses it), judged here.
     async fn ask(&self, check: &AskCheck) -> Result<Judgement, StoreError> {
-        let (_, document, now_ms) = self.load(&check.board).await?;
+        let board = check.board.as_str();
+        check_board(board)?;
+        self.standalone()?;
+        let s = &self.shared;
+        let (seconds, micros, raw): (String, String, String) = s
+            .document_ask
+            .key(s.state().current())
+            .arg(board)
+            .invoke_async(&mut s.conn())
+            .await
+            .map_err(|e| s.map_err(e))?;
+        let now_ms = time_ms(&seconds, &micros)?;
+        let document = self.stored(board, (!raw.is_empty()).then_some(raw.as_str()))?;
         document.ensure_here()?;
         let judgement = document.judge_ask(check, now_ms)?;
         self.shared.record_ask(check, &judgement).await?;

@@ -17,6 +17,7 @@
 use super::{RedisStore, check_board, document};
 use crate::document::BoardDocument;
 use crate::file::FileStore;
+use crate::meta::{self, Layout};
 use crate::{BLIND, FencedBatch, META, RecordWrite, StoreError, WriteKind};
 use redis::aio::MultiplexedConnection;
 use serde_json::Value;
@@ -36,7 +37,7 @@ pub fn migration_batch(document: &BoardDocument) -> FencedBatch {
         .flat_map(|(section, records)| {
             records
                 .iter()
-                .filter(move |(key, _)| !(section == META && key.as_str() == "layout"))
+                .filter(move |(key, _)| !(section == META && key.as_str() == meta::LAYOUT))
                 .map(move |(key, record)| RecordWrite {
                     kind: WriteKind::Put,
                     section: section.clone(),
@@ -49,9 +50,9 @@ pub fn migration_batch(document: &BoardDocument) -> FencedBatch {
     writes.push(RecordWrite {
         kind: WriteKind::Put,
         section: META.into(),
-        key: "layout".into(),
+        key: meta::LAYOUT.into(),
         expected: BLIND,
-        value: Value::String("records".into()),
+        value: Value::String(Layout::Records.as_str().into()),
     });
     FencedBatch {
         writes,
@@ -104,7 +105,7 @@ pub async fn document_to_records(store: &RedisStore, board: &str) -> Result<usiz
         let mut batch = migration_batch(&document);
         batch.min_revision = Some(document.revision.max(records_revision.unwrap_or(0)) + 1);
         let mut moved = document.clone();
-        moved.moved_to = Some("records".into());
+        moved.moved_to = Some(Layout::Records.as_str().into());
         let moved =
             serde_json::to_string(&moved).map_err(|e| StoreError::Invalid(e.to_string()))?;
         if commit(store, &mut con, board, &batch, Some(&moved)).await? {
@@ -144,25 +145,26 @@ async fn copy_into_redis(
 ) -> Result<usize, StoreError> {
     let keys = store.keys(board);
     let revision_key = keys.revision();
-    let meta = keys.section(META);
+    let meta_key = keys.section(META);
     for _ in 0..MAX_ATTEMPTS {
         query::<()>(
             store,
             con,
-            redis::cmd("WATCH").arg(&revision_key).arg(&meta),
+            redis::cmd("WATCH").arg(&revision_key).arg(&meta_key),
         )
         .await?;
         let (layout, revision): (Option<String>, Option<u64>) = query(
             store,
             con,
             redis::cmd("EVAL")
-                .arg("return {redis.call('HGET', KEYS[1], 'layout'), redis.call('GET', KEYS[2])}")
+                .arg("return {redis.call('HGET', KEYS[1], ARGV[1]), redis.call('GET', KEYS[2])}")
                 .arg(2)
-                .arg(&meta)
-                .arg(&revision_key),
+                .arg(&meta_key)
+                .arg(&revision_key)
+                .arg(meta::LAYOUT),
         )
         .await?;
-        if layout.is_some_and(|raw| super::records::record_value_is(&raw, "records"))
+        if layout.is_some_and(|raw| super::records::record_value_is(&raw, Layout::Records))
             || revision.unwrap_or(0) > 0
         {
             query::<()>(store, con, &redis::cmd("UNWATCH")).await?;
@@ -203,7 +205,7 @@ async fn commit(
     let mut pipe = redis::pipe();
     pipe.atomic()
         .cmd("EVAL")
-        .arg(super::FENCED_BATCH_LUA)
+        .arg(super::FENCED_BATCH_LUA.as_str())
         .arg(keys.len())
         .arg(keys)
         .arg(args);

@@ -8,7 +8,9 @@
 //!   (the `document` layout), for boards not yet migrated; standalone Redis only.
 //! - [`RedisStore`]: the router. A board marked `layout = records` in its meta, or with no
 //!   document, is served from records; a board with a document not yet moved is served
-//!   from the document. `row-fence migrate` moves a board, once.
+//!   from the document. `row-fence migrate` moves a board, once. The records scripts check
+//!   the layout atomically, and the router remembers the boards it met as documents
+//!   ([`layouts`]), so every call is one round trip.
 //!
 //! | key | type | holds |
 //! | --- | --- | --- |
@@ -16,14 +18,15 @@
 //! | `P:board:{B}:fence:<section>` | hash | one field per record: `{"r":<revision>,"v":<value>}` |
 //! | `P:board:{B}:fence:revision` | string | the board revision |
 //! | `P:board:{B}:fence:log` | stream | one entry per committed batch, capped at `LOG_CAP` |
-//! | `P:board:{B}:fence:asks` | stream | one entry per verdict, capped at `ASKS_CAP` |
+//! | `P:board:{B}:fence:asks` | stream | one entry per refusal (per verdict with `?asks=all`), capped at about `ASKS_CAP` |
 //! | `P:board:{B}:fence:sections` | set | the names of the board's sections |
 //! | `P:state:fencing:current` | hash | field `B`: a document-layout board; field `B:records`: the newest records revision |
 //! | `P:state:fencing:history:B` | list | the last 2 previous copies of B's document |
 //!
 //! One connection ([`conn::Conn`]), created lazily and checked at every connect
 //! ([`durability`]); the scripts go through `redis::Script` (EVALSHA with a fallback on
-//! NOSCRIPT), so a flushed script cache heals on the next call. Every write is refused on
+//! NOSCRIPT), so a flushed script cache heals on the next call. Every script starts with
+//! the names Rust spells ([`names`]). Every write is refused on
 //! a store whose settings can lose it, and waits (`WAIT`, pipelined with the script on the
 //! same connection) for the replicas the URL names ([`url`]) before it is acknowledged.
 
@@ -31,7 +34,9 @@ pub mod conn;
 mod document;
 pub mod durability;
 pub mod keys;
+pub mod layouts;
 pub mod migrate;
+pub mod names;
 mod records;
 pub mod url;
 
@@ -42,12 +47,15 @@ use super::{
     AskCheck, FencedBatch, Judgement, LeaseStore, LogEntry, ReadSet, Record, Snapshot, StoreCheck,
     StoreError,
 };
+use crate::meta::{self, Layout};
 use async_trait::async_trait;
 use conn::Conn;
 use keys::{BoardKeys, StateKeys};
+use layouts::Layouts;
 use redis::{RedisError, Script, ScriptInvocation, Value};
 use row_fence_ask::Verdict;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
+use url::AsksLog;
 
 /// The default key prefix (`ROW_FENCE_KEY_PREFIX`).
 pub const DEFAULT_KEY_PREFIX: &str = "rowfence";
@@ -62,6 +70,10 @@ pub struct Shared {
     redacted: String,
     /// The key prefix `P`.
     prefix: String,
+    /// The boards last seen in the document layout.
+    layouts: Layouts,
+    /// Which verdicts an ask records (`?asks=`).
+    asks: AsksLog,
     /// The fenced batch script, hashed once.
     batch: Script,
     /// The ask script.
@@ -70,6 +82,8 @@ pub struct Shared {
     read: Script,
     /// The document compare-and-set script.
     cas: Script,
+    /// The ask on a document-layout board.
+    document_ask: Script,
 }
 
 /// A write's durability check is redone before a write when older than this, in ms (the
@@ -87,18 +101,39 @@ struct Committed {
 /// The `#!lua` shebang declares it as writing (Redis refuses it on a replica, short of
 /// replicas, or out of memory, before it runs), and `write_checks.lua` gives it the checks
 /// every writing script runs before its first write.
-pub const FENCED_BATCH_LUA: &str = concat!(
-    "#!lua\n",
-    include_str!("lua/write_checks.lua"),
-    include_str!("lua/fenced_batch.lua")
-);
+pub static FENCED_BATCH_LUA: LazyLock<String> = LazyLock::new(|| {
+    names::script(
+        true,
+        &[
+            include_str!("lua/write_checks.lua"),
+            include_str!("lua/fenced_batch.lua"),
+        ],
+    )
+});
 
 /// The document layout's compare-and-set, built like [`FENCED_BATCH_LUA`].
-const DOCUMENT_CAS_LUA: &str = concat!(
-    "#!lua\n",
-    include_str!("lua/write_checks.lua"),
-    include_str!("lua/document_cas.lua")
-);
+static DOCUMENT_CAS_LUA: LazyLock<String> = LazyLock::new(|| {
+    names::script(
+        true,
+        &[
+            include_str!("lua/write_checks.lua"),
+            include_str!("lua/document_cas.lua"),
+        ],
+    )
+});
+
+/// The ask script: declared writing (`#!lua`) even when it records nothing, so Redis
+/// refuses it on a replica and with NOREPLICAS before it reads anything.
+pub static ASK_LUA: LazyLock<String> =
+    LazyLock::new(|| names::script(true, &[include_str!("lua/ask.lua")]));
+
+/// The ask on a document-layout board, declared writing like [`ASK_LUA`].
+static DOCUMENT_ASK_LUA: LazyLock<String> =
+    LazyLock::new(|| names::script(true, &[include_str!("lua/document_ask.lua")]));
+
+/// The consistent read script (read only).
+static READ_LUA: LazyLock<String> =
+    LazyLock::new(|| names::script(false, &[include_str!("lua/read.lua")]));
 
 impl Shared {
     fn open(url: &str, prefix: &str) -> Result<Arc<Shared>, StoreError> {
@@ -118,10 +153,13 @@ impl Shared {
             wait_ms: parsed.wait_ms,
             redacted,
             prefix: prefix.to_string(),
-            batch: Script::new(FENCED_BATCH_LUA),
-            ask: Script::new(include_str!("lua/ask.lua")),
-            read: Script::new(include_str!("lua/read.lua")),
-            cas: Script::new(DOCUMENT_CAS_LUA),
+            asks: parsed.asks,
+            layouts: Layouts::default(),
+            batch: Script::new(&FENCED_BATCH_LUA),
+            ask: Script::new(&ASK_LUA),
+            read: Script::new(&READ_LUA),
+            cas: Script::new(&DOCUMENT_CAS_LUA),
+            document_ask: Script::new(&DOCUMENT_ASK_LUA),
         }))
     }
 
@@ -289,7 +327,9 @@ impl Shared {
     }
 
     /// Appends an ask's verdict to the board's asks stream (for asks the ask script did
-    /// not record itself: document-layout boards), with the same fields the script writes.
+    /// not record itself: document-layout boards), with the same fields the script writes
+    /// and by the same rule: refusals, every verdict with `?asks=all`, nothing for the
+    /// probe.
     async fn record_ask(&self, check: &AskCheck, judgement: &Judgement) -> Result<(), StoreError> {
         if check.probe {
             return Ok(());
@@ -301,6 +341,9 @@ impl Shared {
         let fenced = check.location.as_ref().and_then(|l| l.fenced);
         let (verdict, reason) =
             fenced.map_or(lease, |r| (Verdict::from_reason(r).wire_name(), r.as_str()));
+        if verdict == Verdict::Allowed.wire_name() && self.asks != AsksLog::All {
+            return Ok(());
+        }
         let generation = check.generation.to_string();
         let mut fields: Vec<(&str, &str)> = vec![
             ("row", &check.row),
@@ -322,6 +365,7 @@ impl Shared {
         let _: String = redis::cmd("XADD")
             .arg(self.keys(&check.board).asks())
             .arg("MAXLEN")
+            .arg("~")
             .arg(super::ASKS_CAP)
             .arg("*")
             .arg(&fields)
@@ -350,7 +394,48 @@ pub struct RedisStore {
     /// The records adapter whose scripts refuse a board still in the document layout,
     /// atomically, so routing costs no extra round trip.
     routed: RedisRecords,
+    /// The document adapter alone (tests, migration).
     document: RedisDocument,
+    /// The document adapter that answers `NotThisLayout` for a board whose document
+    /// moved or is gone, so a remembered layout that became wrong falls back to records.
+    routed_document: RedisDocument,
+}
+
+/// How many times one call may find the board in another layout than it tried: records
+/// (the script says "document"), document (it says "moved"), records again.
+const ROUTE_TRIES: usize = 3;
+
+/// Runs `$call` with `$a` bound to the routed adapter of the layout the router tries
+/// first for `$board`, and on `NotThisLayout` with the other one, remembering where the
+/// board was served (see [`layouts`]).
+macro_rules! routed {
+    ($self:ident, $board:expr, |$a:ident| $call:expr) => {{
+        let mut layout = $self.shared.layouts.first($board);
+        let mut tries = 0;
+        loop {
+            let $a: &dyn LeaseStore = $self.routed_adapter(layout);
+            match $call.await {
+                Err(StoreError::NotThisLayout(why)) => {
+                    tries += 1;
+                    if tries >= ROUTE_TRIES {
+                        break Err($self.kept_moving($board, &why));
+                    }
+                    layout = other_layout(layout);
+                }
+                answer => {
+                    $self.shared.layouts.learn($board, layout);
+                    break answer;
+                }
+            }
+        }
+    }};
+}
+
+fn other_layout(layout: Layout) -> Layout {
+    match layout {
+        Layout::Records => Layout::Document,
+        Layout::Document => Layout::Records,
+    }
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -378,6 +463,11 @@ impl RedisStore {
             },
             document: RedisDocument {
                 shared: shared.clone(),
+                routed: false,
+            },
+            routed_document: RedisDocument {
+                shared: shared.clone(),
+                routed: true,
             },
             shared,
         })
@@ -403,6 +493,11 @@ impl RedisStore {
         self.shared.state()
     }
 
+    /// The layout the router will try first for `board` (what it last saw it in).
+    pub fn remembered_layout(&self, board: &str) -> Layout {
+        self.shared.layouts.first(board)
+    }
+
     /// Which adapter serves `board`: one round trip (the meta marker and whether a
     /// document exists). On a cluster every board is served from records.
     pub async fn route(&self, board: &str) -> Result<Route, StoreError> {
@@ -412,25 +507,59 @@ impl RedisStore {
         let (layout, has_document): (Option<String>, bool) = redis::pipe()
             .cmd("HGET")
             .arg(self.shared.keys(board).section(super::META))
-            .arg("layout")
+            .arg(meta::LAYOUT)
             .cmd("HEXISTS")
             .arg(self.shared.state().current())
             .arg(board)
             .query_async(&mut self.shared.conn())
             .await
             .map_err(|e| self.shared.map_err(e))?;
-        let marked = layout.is_some_and(|raw| records::record_value_is(&raw, "records"));
-        Ok(if !marked && has_document {
+        let marked = layout.is_some_and(|raw| records::record_value_is(&raw, Layout::Records));
+        let route = if !marked && has_document {
             Route::Document
         } else {
             Route::Records
-        })
+        };
+        self.shared.layouts.learn(
+            board,
+            match route {
+                Route::Records => Layout::Records,
+                Route::Document => Layout::Document,
+            },
+        );
+        Ok(route)
     }
 
     fn adapter(&self, route: Route) -> &dyn LeaseStore {
         match route {
             Route::Records => &self.records,
             Route::Document => &self.document,
+        }
+    }
+
+    /// The adapter that checks, atomically or by what it reads, that `layout` still
+    /// serves the board.
+    fn routed_adapter(&self, layout: Layout) -> &dyn LeaseStore {
+        match layout {
+            Layout::Records => &self.routed,
+            Layout::Document => &self.routed_document,
+        }
+    }
+
+    /// The error for a board that kept changing layout under one call (it moves once, so
+    /// this is a store changed by hand, or restored, while the call ran): `store_error`.
+    fn kept_moving(&self, board: &str, why: &str) -> StoreError {
+        StoreError::Failed(format!(
+            "board {board} changed layout {ROUTE_TRIES} times during one call ({why}); retry"
+        ))
+    }
+
+    /// The ask on a board remembered as a document: one round trip (its document and the
+    /// server's clock), `None` when the document moved or is gone (ask the records).
+    async fn ask_document(&self, check: &AskCheck) -> Result<Option<Judgement>, StoreError> {
+        match self.routed_document.ask(check).await {
+            Err(StoreError::NotThisLayout(_)) => Ok(None),
+            other => other.map(Some),
         }
     }
 }
@@ -443,10 +572,7 @@ impl LeaseStore for RedisStore {
     }
 
     async fn sections(&self, board: &str, names: &[&str]) -> Result<Snapshot, StoreError> {
-        match self.routed.sections(board, names).await {
-            Err(StoreError::NotThisLayout(_)) => self.document.sections(board, names).await,
-            other => other,
-        }
+        routed!(self, board, |a| a.sections(board, names))
     }
 
     async fn read_records(&self, board: &str, reads: &ReadSet) -> Result<Snapshot, StoreError> {
@@ -469,36 +595,38 @@ impl LeaseStore for RedisStore {
     }
 
     async fn fenced_batch(&self, board: &str, batch: &FencedBatch) -> Result<u64, StoreError> {
-        match self.routed.fenced_batch(board, batch).await {
-            Err(StoreError::NotThisLayout(_)) => self.document.fenced_batch(board, batch).await,
-            other => other,
-        }
+        routed!(self, board, |a| a.fenced_batch(board, batch))
     }
 
-    /// One round trip for a records board; a board whose row has no record, that is not
-    /// marked as migrated and has a document, is judged from the document.
+    /// One round trip: the ask script for a board served from records (it also returns a
+    /// board's document when it finds one still to be migrated, judged here), or, for a
+    /// board remembered as a document, its document. A remembered document that moved or
+    /// is gone sends the ask to the script, which checks the layout atomically.
     async fn ask(&self, check: &AskCheck) -> Result<Judgement, StoreError> {
-        let now_ms = match self.routed.ask_records(check).await? {
-            records::Asked::Judged(judgement) => return Ok(judgement),
-            records::Asked::Unrouted { now_ms, .. } => now_ms,
-        };
-        let document = match self.document.load_raw(&check.board).await? {
-            Some(raw) => document::parse(&check.board, &raw)?,
-            None => crate::document::BoardDocument::new(&check.board),
-        };
-        if document.moved_to.is_some() {
-            // Moved onto the records after the script looked: ask the records again.
-            return match self.routed.ask_records(check).await? {
-                records::Asked::Judged(judgement) => Ok(judgement),
-                records::Asked::Unrouted { .. } => Err(StoreError::Corrupt(format!(
-                    "board {} is marked moved but not migrated",
-                    check.board
-                ))),
-            };
+        let board = check.board.as_str();
+        if self.shared.layouts.first(board) == Layout::Document {
+            if let Some(judgement) = self.ask_document(check).await? {
+                return Ok(judgement);
+            }
+            self.shared.layouts.learn(board, Layout::Records);
         }
-        let judgement = document.judge_ask(check, now_ms)?;
-        self.shared.record_ask(check, &judgement).await?;
-        Ok(judgement)
+        match self.routed.ask_records(check).await? {
+            records::Asked::Judged(judgement) => Ok(judgement),
+            records::Asked::Document { now_ms, document } => {
+                let document = document::parse(board, &document)?;
+                if document.moved_to.is_some() {
+                    // The marker and the moved document are written by one script; a
+                    // moved document without the marker is a store changed by hand.
+                    return Err(StoreError::Corrupt(format!(
+                        "board {board} is marked moved but not migrated"
+                    )));
+                }
+                self.shared.layouts.learn(board, Layout::Document);
+                let judgement = document.judge_ask(check, now_ms)?;
+                self.shared.record_ask(check, &judgement).await?;
+                Ok(judgement)
+            }
+        }
     }
 
     async fn section_names(&self, board: &str) -> Result<Vec<String>, StoreError> {

@@ -2,8 +2,10 @@
 //! judged by the ask script (DESIGN.md, "The lease store"; the fencing-records source).
 
 use super::keys::StateKeys;
+use super::url::AsksLog;
 use super::{Shared, check_board, decode, parse_record, time_ms};
 use crate::document::{parse_row_lease, validate_batch};
+use crate::meta::{self, Layout};
 use crate::{
     ASKS_CAP, AskCheck, CLAIMS, FencedBatch, Judgement, Keys, LOG_CAP, LeaseStore, LogEntry, META,
     ReadSet, Record, Snapshot, StoreError, WriteKind,
@@ -35,13 +37,28 @@ impl std::fmt::Debug for RedisRecords {
 pub(super) enum Asked {
     /// Judged from the row's record (or its absence on a board marked as records).
     Judged(Judgement),
-    /// No record for the row and the board is not marked as migrated: not recorded yet.
-    Unrouted {
+    /// No record for the row, the board is not marked as migrated and has a document (only
+    /// when the script checks the layout): the ask is judged from it and not recorded yet.
+    Document {
         /// The server's clock when the script ran.
         now_ms: u64,
-        /// The records revision counter when it ran.
-        revision: u64,
+        /// The board's document, verbatim, read by the same script.
+        document: String,
     },
+}
+
+/// What an ask script's outcome means: `None` for ALLOWED, else the reason it judged
+/// ([`super::names::ASK_REASONS`]); anything else is `Corrupt` (a script and its caller
+/// disagree).
+pub(super) fn outcome_of(outcome: &str) -> Result<Option<Reason>, StoreError> {
+    if outcome == Verdict::Allowed.wire_name() {
+        return Ok(None);
+    }
+    super::names::ASK_REASONS
+        .into_iter()
+        .find(|r| r.as_str() == outcome)
+        .map(Some)
+        .ok_or_else(|| StoreError::Corrupt(format!("the ask script answered {outcome:?}")))
 }
 
 /// A board revision as stored (`''` for a board never written).
@@ -53,9 +70,9 @@ fn parse_revision(raw: &str) -> Result<u64, StoreError> {
         .map_err(|_| StoreError::Corrupt(format!("the board revision is {raw:?}")))
 }
 
-/// True when a stored `{"r","v"}` record's value is the string `want`.
-pub(super) fn record_value_is(raw: &str, want: &str) -> bool {
-    parse_record(raw).is_ok_and(|r| r.value.as_str() == Some(want))
+/// True when a stored `{"r","v"}` layout marker names `want`.
+pub(super) fn record_value_is(raw: &str, want: Layout) -> bool {
+    parse_record(raw).is_ok_and(|r| r.value.as_str() == Some(want.as_str()))
 }
 
 impl RedisRecords {
@@ -89,7 +106,8 @@ impl RedisRecords {
             .arg(&check.action)
             .arg(&check.session)
             .arg(if check.probe { 0 } else { ASKS_CAP })
-            .arg(route_board);
+            .arg(route_board)
+            .arg(if s.asks == AsksLog::All { "1" } else { "0" });
         if let Some(at) = &check.location {
             let fenced = at
                 .fenced
@@ -101,25 +119,25 @@ impl RedisRecords {
                 .arg(verdict)
                 .arg(reason);
         }
-        let (outcome, now_ms, raw, revision): (String, u64, String, String) = invocation
-            .invoke_async(&mut s.conn())
-            .await
-            .map_err(|e| s.map_err(e))?;
+        let (outcome, now_ms, raw, revision, document): (String, u64, String, String, String) =
+            invocation
+                .invoke_async(&mut s.conn())
+                .await
+                .map_err(|e| s.map_err(e))?;
+        if outcome == Layout::Document.as_str() {
+            return Ok(Asked::Document { now_ms, document });
+        }
         let revision = parse_revision(&revision)?;
-        let refusal =
-            match outcome.as_str() {
-                "unrouted" => return Ok(Asked::Unrouted { now_ms, revision }),
-                "allowed" => None,
-                "malformed" => {
-                    return Err(StoreError::Corrupt(format!(
-                        "the claims record of row {} is not a row lease",
-                        check.row
-                    )));
-                }
-                other => Some(Reason::parse(other).filter(|r| r.is_refusal()).ok_or_else(
-                    || StoreError::Corrupt(format!("the ask script answered {other:?}")),
-                )?),
-            };
+        let refusal = match outcome_of(&outcome)? {
+            None => None,
+            Some(Reason::ProtocolError) => {
+                return Err(StoreError::Corrupt(format!(
+                    "the claims record of row {} is not a row lease",
+                    check.row
+                )));
+            }
+            Some(reason) => Some(reason),
+        };
         let lease = if raw.is_empty() {
             None
         } else {
@@ -208,7 +226,7 @@ impl RedisRecords {
 impl LeaseStore for RedisRecords {
     async fn layout(&self, board: &str) -> Result<String, StoreError> {
         Ok(self
-            .record(board, META, "layout")
+            .record(board, META, meta::LAYOUT)
             .await?
             .and_then(|r| r.value.as_str().map(str::to_string))
             .unwrap_or_default())
@@ -324,16 +342,10 @@ impl LeaseStore for RedisRecords {
     async fn ask(&self, check: &AskCheck) -> Result<Judgement, StoreError> {
         match self.ask_records(check).await? {
             Asked::Judged(judgement) => Ok(judgement),
-            Asked::Unrouted { now_ms, revision } => {
-                let judgement = Judgement {
-                    refusal: Some(Reason::NotHeld),
-                    lease: None,
-                    now_ms,
-                    revision,
-                };
-                self.shared.record_ask(check, &judgement).await?;
-                Ok(judgement)
-            }
+            // Only a script that checks the layout answers "document"; this one does not.
+            Asked::Document { .. } => Err(StoreError::Corrupt(
+                "the ask script answered document unasked".into(),
+            )),
         }
     }
 

@@ -7,6 +7,9 @@
 //! - `wait_ms=M`: how long a write waits for them (default [`DEFAULT_WAIT_MS`]).
 //! - `durability=volatile`: the explicit opt-out for a throwaway store: writes go ahead on
 //!   a store whose settings can lose them (it is still reported).
+//! - `asks=all`: the asks stream records every verdict; by default (`asks=refusals`) it
+//!   records refusals and could-not-read only, so an ALLOWED ask writes nothing (no
+//!   propagation, no AOF fsync: issue 13).
 //!
 //! `redis+sentinel://[user:password@]host:port[,host:port…]/<master-name>[?db=N&…]` names
 //! the sentinels (port 26379 when omitted) and the master they watch; the user and
@@ -25,6 +28,38 @@ pub const MAX_MIN_REPLICAS: u64 = 64;
 
 /// The port sentinels listen on when the URL names none.
 pub const SENTINEL_PORT: u16 = 26379;
+
+/// What is wrong with a store URL (never its password).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UrlError {
+    /// One of row-fence's options (or `db`) has a value it does not take.
+    #[error("{option}={value:?} is not {accepted}")]
+    BadOption {
+        /// The option's name.
+        option: &'static str,
+        /// Its value as written.
+        value: String,
+        /// What it takes.
+        accepted: String,
+    },
+    /// A `redis+sentinel://` URL without `/<master-name>`.
+    #[error("a redis+sentinel:// URL ends in /<master-name>")]
+    NoMasterName,
+    /// A sentinel's port is not a number.
+    #[error("sentinel {0:?}: the port is not a number")]
+    SentinelPort(String),
+    /// A sentinel without a host.
+    #[error("sentinel {0:?} names no host")]
+    SentinelHost(String),
+}
+
+fn bad(option: &'static str, value: &str, accepted: impl Into<String>) -> UrlError {
+    UrlError::BadOption {
+        option,
+        value: value.to_string(),
+        accepted: accepted.into(),
+    }
+}
 
 /// Where the store is.
 #[derive(Clone, PartialEq, Eq)]
@@ -63,6 +98,29 @@ pub struct StoreUrl {
     pub wait_ms: u64,
     /// `durability=volatile`.
     pub volatile: bool,
+    /// `asks=all|refusals`: which verdicts the asks stream records.
+    pub asks: AsksLog,
+}
+
+/// Which verdicts an ask records in the board's asks stream (`?asks=` in the store URL).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AsksLog {
+    /// REFUSED and COULD NOT READ only (the default): an ALLOWED ask is a pure read.
+    #[default]
+    Refusals,
+    /// Every verdict, ALLOWED included (every ask is then a write: with `appendfsync
+    /// always` it waits for an fsync).
+    All,
+}
+
+impl AsksLog {
+    /// The spelling in the URL: `refusals` or `all`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AsksLog::Refusals => "refusals",
+            AsksLog::All => "all",
+        }
+    }
 }
 
 impl fmt::Debug for StoreUrl {
@@ -71,13 +129,14 @@ impl fmt::Debug for StoreUrl {
             .field("min_replicas", &self.min_replicas)
             .field("wait_ms", &self.wait_ms)
             .field("volatile", &self.volatile)
+            .field("asks", &self.asks)
             .finish_non_exhaustive()
     }
 }
 
 impl StoreUrl {
     /// Parses a Redis store URL; the error names what is wrong (never the password).
-    pub fn parse(url: &str) -> Result<StoreUrl, String> {
+    pub fn parse(url: &str) -> Result<StoreUrl, UrlError> {
         let (base, query) = match url.split_once('?') {
             Some((base, query)) => (base, query),
             None => (url, ""),
@@ -88,6 +147,7 @@ impl StoreUrl {
             min_replicas: None,
             wait_ms: DEFAULT_WAIT_MS,
             volatile: false,
+            asks: AsksLog::default(),
         };
         let mut db = 0;
         for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -98,28 +158,31 @@ impl StoreUrl {
                         number(value)
                             .filter(|n| *n <= MAX_MIN_REPLICAS)
                             .ok_or_else(|| {
-                                format!("min_replicas={value:?} is not 0-{MAX_MIN_REPLICAS}")
+                                bad("min_replicas", value, format!("0-{MAX_MIN_REPLICAS}"))
                             })?,
                     )
                 }
                 "wait_ms" => {
                     parsed.wait_ms = number(value)
                         .filter(|n| (1..=MAX_WAIT_MS).contains(n))
-                        .ok_or_else(|| format!("wait_ms={value:?} is not 1-{MAX_WAIT_MS}"))?
+                        .ok_or_else(|| bad("wait_ms", value, format!("1-{MAX_WAIT_MS}")))?
                 }
                 "durability" => {
                     parsed.volatile = match value {
                         "volatile" => true,
                         "durable" => false,
-                        _ => {
-                            return Err(format!("durability={value:?} is not volatile or durable"));
-                        }
+                        _ => return Err(bad("durability", value, "volatile or durable")),
+                    }
+                }
+                "asks" => {
+                    parsed.asks = match value {
+                        "all" => AsksLog::All,
+                        "refusals" => AsksLog::Refusals,
+                        _ => return Err(bad("asks", value, "all or refusals")),
                     }
                 }
                 "db" => {
-                    db = value
-                        .parse()
-                        .map_err(|_| format!("db={value:?} is not a number"))?;
+                    db = value.parse().map_err(|_| bad("db", value, "a number"))?;
                     kept.push(pair);
                 }
                 _ => kept.push(pair),
@@ -153,7 +216,7 @@ pub fn without_options(url: &str) -> String {
         .split('&')
         .filter(|pair| {
             let key = pair.split_once('=').map_or(*pair, |(k, _)| k);
-            !pair.is_empty() && !matches!(key, "min_replicas" | "wait_ms" | "durability")
+            !pair.is_empty() && !matches!(key, "min_replicas" | "wait_ms" | "durability" | "asks")
         })
         .collect();
     if kept.is_empty() {
@@ -168,13 +231,11 @@ fn number(value: &str) -> Option<u64> {
 }
 
 /// `[user:password@]host:port[,host:port…]/<master-name>`.
-fn sentinel(target: &str, db: i64) -> Result<SentinelTarget, String> {
-    let (authority, master) = target
-        .split_once('/')
-        .ok_or("a redis+sentinel:// URL ends in /<master-name>")?;
+fn sentinel(target: &str, db: i64) -> Result<SentinelTarget, UrlError> {
+    let (authority, master) = target.split_once('/').ok_or(UrlError::NoMasterName)?;
     let master = master.trim_end_matches('/');
     if master.is_empty() || master.contains('/') {
-        return Err("a redis+sentinel:// URL ends in /<master-name>".into());
+        return Err(UrlError::NoMasterName);
     }
     let (userinfo, hosts) = match authority.rsplit_once('@') {
         Some((userinfo, hosts)) => (Some(userinfo), hosts),
@@ -195,16 +256,16 @@ fn sentinel(target: &str, db: i64) -> Result<SentinelTarget, String> {
                 Some((host, port)) => (
                     host,
                     port.parse::<u16>()
-                        .map_err(|_| format!("sentinel {hostport:?}: the port is not a number"))?,
+                        .map_err(|_| UrlError::SentinelPort(hostport.to_string()))?,
                 ),
                 None => (hostport, SENTINEL_PORT),
             };
             if host.is_empty() {
-                return Err(format!("sentinel {hostport:?} names no host"));
+                return Err(UrlError::SentinelHost(hostport.to_string()));
             }
             Ok(format!("redis://{host}:{port}"))
         })
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, UrlError>>()?;
     Ok(SentinelTarget {
         sentinels,
         master: decode(master),
@@ -242,10 +303,11 @@ mod tests {
     #[test]
     fn row_fences_options_are_taken_off_and_the_rest_kept() {
         let url = StoreUrl::parse(
-            "redis+unix:///tmp/r.sock?db=1&min_replicas=2&wait_ms=500&durability=volatile&pass=x",
+            "redis+unix:///tmp/r.sock?db=1&min_replicas=2&wait_ms=500&durability=volatile&asks=all&pass=x",
         )
         .unwrap();
         assert_eq!(url.min_replicas, Some(2));
+        assert_eq!(url.asks, AsksLog::All);
         assert_eq!(url.wait_ms, 500);
         assert!(url.volatile);
         assert!(
@@ -256,6 +318,12 @@ mod tests {
         assert_eq!(plain.min_replicas, None);
         assert_eq!(plain.wait_ms, DEFAULT_WAIT_MS);
         assert!(!plain.volatile);
+        assert_eq!(plain.asks, AsksLog::Refusals);
+        assert_eq!(
+            StoreUrl::parse("redis://h?asks=refusals").unwrap().asks,
+            AsksLog::Refusals
+        );
+        assert_eq!(without_options("redis://h?asks=all&db=1"), "redis://h?db=1");
         assert_eq!(
             without_options("redis://h:1/0?min_replicas=1&db=2&durability=volatile"),
             "redis://h:1/0?db=2"
@@ -266,6 +334,8 @@ mod tests {
             "redis://h?wait_ms=0",
             "redis://h?durability=maybe",
             "redis://h?min_replicas=1000",
+            "redis://h?asks=some",
+            "redis://h?asks",
         ] {
             assert!(StoreUrl::parse(bad).is_err(), "{bad}");
         }

@@ -20,7 +20,8 @@
 --         as migrated is refused with FENCE_DOCUMENT (nothing written): the Redis router
 --         then writes the document instead.
 -- ARGV[2..] five per write: kind (put|delete|check), index into KEYS of its section,
---         field, expected revision (-1 = blind, 0 = absent), value JSON (put only).
+--         field, expected revision (EXPECT_BLIND = skip the check, 0 = absent, n = at
+--         revision n; from `Expected` in Rust), value JSON (put only).
 --         With "min_revision", the batch commits at max(revision + 1, min_revision).
 --         With "document" (a migration), that document is written to the stamped hash's
 --         field in the same script, so the records and the moved document commit together.
@@ -46,8 +47,8 @@ local function section_of(key)
 end
 
 local function marked_records()
-  local layout = redis.call('HGET', KEYS[1], 'layout')
-  return layout and string.find(layout, '"v":"records"', 1, true)
+  local layout = redis.call('HGET', KEYS[1], META.layout)
+  return layout and string.find(layout, '"v":"' .. LAYOUT.records .. '"', 1, true)
 end
 
 if type(header.route) == 'string' and type(header.stamp) == 'table' then
@@ -58,7 +59,7 @@ end
 
 local fence = header.fence
 if type(fence) == 'table' then
-  local raw = redis.call('HGET', KEYS[1], 'lease')
+  local raw = redis.call('HGET', KEYS[1], META.lease)
   if not raw then return redis.error_reply('FENCE_STALE the board has no controller lease') end
   local ok, record = pcall(cjson.decode, raw)
   local lease = ok and type(record) == 'table' and record.v or nil
@@ -85,7 +86,7 @@ local count = (#ARGV - 1) / 5
 for i = 0, count - 1 do
   local base = 2 + i * 5
   local expected = tonumber(ARGV[base + 3])
-  if expected ~= -1 then
+  if expected ~= EXPECT_BLIND then
     local section_key = KEYS[tonumber(ARGV[base + 1])]
     local have = revision_of(redis.call('HGET', section_key, ARGV[base + 2]))
     if have ~= expected then

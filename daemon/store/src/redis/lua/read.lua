@@ -10,14 +10,14 @@
 -- section is read whole.
 -- Returns {seconds, microseconds, revision or '', per section: HGETALL's flat list, or
 -- HMGET's values in the order of its fields (false for an absent one)...}, or
--- {'document'} when the board is to be read from its document.
+-- {LAYOUT.document} when the board is to be read from its document.
 
 local last = #KEYS
 if ARGV[1] and ARGV[1] ~= '' then
   if redis.call('HEXISTS', KEYS[last], ARGV[1]) == 1 then
-    local layout = redis.call('HGET', KEYS[2], 'layout')
-    if not (layout and string.find(layout, '"v":"records"', 1, true)) then
-      return {'document'}
+    local layout = redis.call('HGET', KEYS[2], META.layout)
+    if not (layout and string.find(layout, '"v":"' .. LAYOUT.records .. '"', 1, true)) then
+      return {LAYOUT.document}
     end
   end
   last = last - 1
