@@ -93,6 +93,81 @@ fn validate_printable(what: &str, value: &str, forbid_slash: bool) -> Result<(),
     Ok(())
 }
 
+/// Why a descriptor file cannot be read, parsed or validated (`descriptor_unreadable`;
+/// [`DescriptorError::is_missing`]: there is none). Each message follows the file's path.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum DescriptorError {
+    /// The path does not exist.
+    Missing,
+    /// A symlink to nothing: a descriptor that visibly exists but cannot be read.
+    DanglingSymlink,
+    /// It cannot be opened.
+    Open(io::Error),
+    /// Its metadata cannot be read.
+    Stat(io::Error),
+    /// It is not a regular file: `a directory`, `a FIFO`, `a socket` or `not a regular
+    /// file`.
+    NotRegular(&'static str),
+    /// It is over [`MAX_DESCRIPTOR_BYTES`] (its length in bytes).
+    TooLarge(u64),
+    /// It grew over [`MAX_DESCRIPTOR_BYTES`] while read.
+    Grew,
+    /// Reading it failed.
+    Read(io::Error),
+    /// It holds only whitespace.
+    Empty,
+    /// Not JSON, or not a descriptor's shape; serde's reason.
+    NotADescriptor(serde_json::Error),
+    /// A field breaks DESIGN.md's vocabulary.
+    Invalid(InvalidName),
+}
+
+impl DescriptorError {
+    /// True when there is no file at the path (not row-bound there, or
+    /// `descriptor_missing` when it was named).
+    pub fn is_missing(&self) -> bool {
+        matches!(self, DescriptorError::Missing)
+    }
+}
+
+impl fmt::Display for DescriptorError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DescriptorError::Missing => f.write_str("does not exist"),
+            DescriptorError::DanglingSymlink => f.write_str("is a symlink to a missing file"),
+            DescriptorError::Open(e) => write!(f, "cannot open: {e}"),
+            DescriptorError::Stat(e) => write!(f, "cannot stat: {e}"),
+            DescriptorError::NotRegular(what) => write!(f, "is {what}, not a regular file"),
+            DescriptorError::TooLarge(len) => write!(
+                f,
+                "is {len} bytes, over the {MAX_DESCRIPTOR_BYTES}-byte limit"
+            ),
+            DescriptorError::Grew => write!(
+                f,
+                "grew over the {MAX_DESCRIPTOR_BYTES}-byte limit while read"
+            ),
+            DescriptorError::Read(e) => write!(f, "cannot read: {e}"),
+            DescriptorError::Empty => f.write_str("the file is empty"),
+            DescriptorError::NotADescriptor(e) => write!(f, "not a descriptor: {e}"),
+            DescriptorError::Invalid(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for DescriptorError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DescriptorError::Open(e) | DescriptorError::Stat(e) | DescriptorError::Read(e) => {
+                Some(e)
+            }
+            DescriptorError::NotADescriptor(e) => Some(e),
+            DescriptorError::Invalid(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 impl Descriptor {
     /// Checks every field against DESIGN.md's vocabulary.
     pub fn validate(&self) -> Result<(), InvalidName> {
@@ -109,13 +184,13 @@ impl Descriptor {
     }
 
     /// Parses and validates descriptor bytes. The error names what is wrong.
-    pub fn parse(bytes: &[u8]) -> Result<Descriptor, String> {
+    pub fn parse(bytes: &[u8]) -> Result<Descriptor, DescriptorError> {
         if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Err("the file is empty".into());
+            return Err(DescriptorError::Empty);
         }
         let descriptor: Descriptor =
-            serde_json::from_slice(bytes).map_err(|e| format!("not a descriptor: {e}"))?;
-        descriptor.validate().map_err(|e| e.to_string())?;
+            serde_json::from_slice(bytes).map_err(DescriptorError::NotADescriptor)?;
+        descriptor.validate().map_err(DescriptorError::Invalid)?;
         Ok(descriptor)
     }
 }
@@ -181,7 +256,7 @@ pub fn resolve(lookup: &Lookup) -> Resolution {
         return match read(&path) {
             Ok(Some(d)) => Resolution::Found(path, d),
             Ok(None) => Resolution::Missing(path),
-            Err(detail) => Resolution::Unreadable(path, detail),
+            Err(detail) => Resolution::Unreadable(path, detail.to_string()),
         };
     }
     match lookup.git_dir_env.filter(|v| !v.is_empty()) {
@@ -240,7 +315,7 @@ pub fn in_git_dir(git_dir: &Path) -> Option<Resolution> {
         match read(&path) {
             Ok(Some(d)) => return Some(Resolution::Found(path, d)),
             Ok(None) => {}
-            Err(detail) => return Some(Resolution::Unreadable(path, detail)),
+            Err(detail) => return Some(Resolution::Unreadable(path, detail.to_string())),
         }
         dir = crate::git_layout::superproject(&dir)?;
     }
@@ -335,7 +410,7 @@ pub fn find_worktree(start: &Path) -> Result<Option<(PathBuf, PathBuf)>, (PathBu
 /// Reads a linked worktree's `.git` file: `gitdir: <path>`, relative to its directory.
 fn gitdir_from_file(dot_git: &Path) -> Result<PathBuf, (PathBuf, String)> {
     let fail = |detail: String| (dot_git.to_path_buf(), detail);
-    let bytes = read_bounded(dot_git).map_err(fail)?;
+    let bytes = read_bounded(dot_git).map_err(|e| fail(e.to_string()))?;
     let text = String::from_utf8(bytes).map_err(|_| fail("not UTF-8".into()))?;
     let target = text
         .lines()
@@ -358,32 +433,30 @@ fn gitdir_from_file(dot_git: &Path) -> Result<PathBuf, (PathBuf, String)> {
 }
 
 /// Reads and validates a descriptor file. `Ok(None)` when it does not exist.
-pub fn read(path: &Path) -> Result<Option<Descriptor>, String> {
+pub fn read(path: &Path) -> Result<Option<Descriptor>, DescriptorError> {
     match read_bounded(path) {
         Ok(bytes) => Descriptor::parse(&bytes).map(Some),
         // A symlink to nothing is a descriptor that visibly exists but cannot be read.
-        Err(detail) if detail == NOT_FOUND && fs::symlink_metadata(path).is_ok() => {
-            Err("is a symlink to a missing file".into())
+        Err(e) if e.is_missing() && fs::symlink_metadata(path).is_ok() => {
+            Err(DescriptorError::DanglingSymlink)
         }
-        Err(detail) if detail == NOT_FOUND => Ok(None),
-        Err(detail) => Err(detail),
+        Err(e) if e.is_missing() => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
-const NOT_FOUND: &str = "does not exist";
-
 /// Opens without blocking (a FIFO opens at once and is then refused), requires a regular
 /// file, and reads at most `MAX_DESCRIPTOR_BYTES` + 1 bytes.
-fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
+fn read_bounded(path: &Path) -> Result<Vec<u8>, DescriptorError> {
     let file = OpenOptions::new()
         .read(true)
         .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
         .open(path)
         .map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => NOT_FOUND.to_string(),
-            _ => format!("cannot open: {e}"),
+            io::ErrorKind::NotFound => DescriptorError::Missing,
+            _ => DescriptorError::Open(e),
         })?;
-    let meta = file.metadata().map_err(|e| format!("cannot stat: {e}"))?;
+    let meta = file.metadata().map_err(DescriptorError::Stat)?;
     let kind = meta.file_type();
     if !kind.is_file() {
         let what = if kind.is_dir() {
@@ -395,24 +468,21 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
         } else {
             "not a regular file"
         };
-        return Err(format!("is {what}, not a regular file"));
+        return Err(DescriptorError::NotRegular(what));
     }
     if meta.len() > MAX_DESCRIPTOR_BYTES {
-        return Err(format!(
-            "is {} bytes, over the {MAX_DESCRIPTOR_BYTES}-byte limit",
-            meta.len()
-        ));
+        return Err(DescriptorError::TooLarge(meta.len()));
     }
-    read_at_most(file, MAX_DESCRIPTOR_BYTES)
+    read_at_most(file)
 }
 
-fn read_at_most(file: File, limit: u64) -> Result<Vec<u8>, String> {
+fn read_at_most(file: File) -> Result<Vec<u8>, DescriptorError> {
     let mut bytes = Vec::new();
-    file.take(limit + 1)
+    file.take(MAX_DESCRIPTOR_BYTES + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read: {e}"))?;
-    if bytes.len() as u64 > limit {
-        return Err(format!("grew over the {limit}-byte limit while read"));
+        .map_err(DescriptorError::Read)?;
+    if bytes.len() as u64 > MAX_DESCRIPTOR_BYTES {
+        return Err(DescriptorError::Grew);
     }
     Ok(bytes)
 }
@@ -421,8 +491,38 @@ fn read_at_most(file: File, limit: u64) -> Result<Vec<u8>, String> {
 mod tests {
     use super::*;
 
-    fn parse(text: &str) -> Result<Descriptor, String> {
+    fn parse(text: &str) -> Result<Descriptor, DescriptorError> {
         Descriptor::parse(text.as_bytes())
+    }
+
+    #[test]
+    fn an_unreadable_descriptor_has_a_kind_and_reads_as_before() {
+        let dir = std::env::temp_dir().join(format!("rf-desc-kinds-{}", std::process::id()));
+        fs::create_dir_all(dir.join("a-dir")).unwrap();
+        let missing = dir.join("none.json");
+        assert!(read_bounded(&missing).unwrap_err().is_missing());
+        assert!(read(&missing).unwrap().is_none());
+        let dangling = dir.join("dangling.json");
+        let _ = fs::remove_file(&dangling);
+        std::os::unix::fs::symlink(&missing, &dangling).unwrap();
+        let e = read(&dangling).unwrap_err();
+        assert!(matches!(e, DescriptorError::DanglingSymlink) && !e.is_missing());
+        assert_eq!(e.to_string(), "is a symlink to a missing file");
+        let e = read(&dir.join("a-dir")).unwrap_err();
+        assert!(matches!(e, DescriptorError::NotRegular("a directory")));
+        assert_eq!(e.to_string(), "is a directory, not a regular file");
+        fs::write(dir.join("empty.json"), " \n").unwrap();
+        let e = read(&dir.join("empty.json")).unwrap_err();
+        assert!(matches!(e, DescriptorError::Empty));
+        assert_eq!(e.to_string(), "the file is empty");
+        let e = parse(r#"{"board":"b","row":"r","lane":"l","generation":0}"#).unwrap_err();
+        assert!(matches!(e, DescriptorError::Invalid(_)));
+        assert_eq!(e.to_string(), "generation must be at least 1");
+        assert!(matches!(
+            parse("{").unwrap_err(),
+            DescriptorError::NotADescriptor(_)
+        ));
+        let _ = fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -143,4 +143,31 @@ mod tests {
             assert!(parse(bad).is_err(), "{}", String::from_utf8_lossy(bad));
         }
     }
+
+    #[test]
+    fn each_unreadable_input_says_what_is_wrong_as_the_denial_reads() {
+        let said = |bytes: &[u8]| parse(bytes).unwrap_err().to_string();
+        assert_eq!(
+            said(br#"{"tool_input":{}}"#),
+            "the hook input has no tool_input.command"
+        );
+        assert_eq!(
+            said(br#"{"tool_input":{"command":7}}"#),
+            "the hook input's tool_input.command is not a string"
+        );
+        assert_eq!(
+            said(br#"{"cwd":"relative","tool_input":{"command":"ls"}}"#),
+            "the hook input's cwd relative is not absolute"
+        );
+        assert_eq!(
+            said(br#"{"session_id":[1],"tool_input":{"command":"ls"}}"#),
+            "the hook input's session_id is not a string"
+        );
+        assert!(matches!(
+            parse(b"not json").unwrap_err(),
+            InputError::NotHookJson(_)
+        ));
+        let over = vec![b' '; MAX_INPUT_BYTES as usize + 1];
+        assert!(matches!(read(&over[..]).unwrap_err(), InputError::TooLarge));
+    }
 }
