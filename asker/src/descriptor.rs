@@ -299,7 +299,7 @@ fn walk(cwd: &Path) -> Resolution {
                     None => return Resolution::Unbound(no_descriptor_at(&looked)),
                 }
             }
-            Err((path, detail)) => return Resolution::Unreadable(path, detail),
+            Err(broken) => return Resolution::Unreadable(broken.dot_git, broken.why.to_string()),
         }
     }
 }
@@ -373,18 +373,69 @@ pub fn resolve_here(explicit: Option<&Path>) -> Resolution {
     }
 }
 
+/// A `.git` that exists but does not lead to a git dir: we cannot tell whether the lane
+/// is bound (fail closed). Reads `<.git path>: <why>`.
+#[derive(Debug)]
+pub struct BrokenGitDir {
+    /// The `.git` directory or file.
+    pub dot_git: PathBuf,
+    /// What is wrong with it.
+    pub why: BrokenWhy,
+}
+
+/// What is wrong with a `.git` ([`BrokenGitDir`]).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BrokenWhy {
+    /// Its metadata cannot be read.
+    Stat(io::Error),
+    /// A `.git` file that cannot be read (as a descriptor is read: bounded, no FIFO).
+    Unreadable(DescriptorError),
+    /// A `.git` file that is not UTF-8.
+    NotUtf8,
+    /// A `.git` file without a `gitdir:` line.
+    NoGitdirLine,
+    /// The git dir the file names is not a directory.
+    NotADirectory(PathBuf),
+    /// The git dir the file names is not there (a broken worktree).
+    Gone(PathBuf, io::Error),
+}
+
+impl fmt::Display for BrokenWhy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BrokenWhy::Stat(e) => write!(f, "cannot stat: {e}"),
+            BrokenWhy::Unreadable(e) => e.fmt(f),
+            BrokenWhy::NotUtf8 => f.write_str("not UTF-8"),
+            BrokenWhy::NoGitdirLine => f.write_str("no 'gitdir:' line"),
+            BrokenWhy::NotADirectory(dir) => {
+                write!(f, "gitdir {} is not a directory", dir.display())
+            }
+            BrokenWhy::Gone(dir, e) => write!(f, "gitdir {}: {e}", dir.display()),
+        }
+    }
+}
+
+impl fmt::Display for BrokenGitDir {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.dot_git.display(), self.why)
+    }
+}
+
+impl std::error::Error for BrokenGitDir {}
+
 /// Walks up from `start` to the first git dir, as git discovers it: at each level a `.git`
 /// (a directory, or a `gitdir:` file), else the level itself when it is a git dir (a bare
 /// repository, where git runs with no `.git` around it). `Ok(None)`: there is none. An
 /// `Err` names a `.git` that exists but does not lead to a git dir (fail closed: we cannot
 /// tell whether the lane is bound).
-pub fn find_git_dir(start: &Path) -> Result<Option<PathBuf>, (PathBuf, String)> {
+pub fn find_git_dir(start: &Path) -> Result<Option<PathBuf>, BrokenGitDir> {
     find_worktree(start).map(|found| found.map(|(_, git_dir)| git_dir))
 }
 
 /// Like [`find_git_dir`], also naming the directory that holds the `.git` (a bare
 /// repository's git dir holds itself).
-pub fn find_worktree(start: &Path) -> Result<Option<(PathBuf, PathBuf)>, (PathBuf, String)> {
+pub fn find_worktree(start: &Path) -> Result<Option<(PathBuf, PathBuf)>, BrokenGitDir> {
     for dir in start.ancestors() {
         let dot_git = dir.join(".git");
         let meta = match fs::metadata(&dot_git) {
@@ -395,7 +446,12 @@ pub fn find_worktree(start: &Path) -> Result<Option<(PathBuf, PathBuf)>, (PathBu
                 }
                 continue;
             }
-            Err(e) => return Err((dot_git, format!("cannot stat: {e}"))),
+            Err(e) => {
+                return Err(BrokenGitDir {
+                    dot_git,
+                    why: BrokenWhy::Stat(e),
+                });
+            }
         };
         let git_dir = if meta.is_dir() {
             dot_git
@@ -408,27 +464,27 @@ pub fn find_worktree(start: &Path) -> Result<Option<(PathBuf, PathBuf)>, (PathBu
 }
 
 /// Reads a linked worktree's `.git` file: `gitdir: <path>`, relative to its directory.
-fn gitdir_from_file(dot_git: &Path) -> Result<PathBuf, (PathBuf, String)> {
-    let fail = |detail: String| (dot_git.to_path_buf(), detail);
-    let bytes = read_bounded(dot_git).map_err(|e| fail(e.to_string()))?;
-    let text = String::from_utf8(bytes).map_err(|_| fail("not UTF-8".into()))?;
+fn gitdir_from_file(dot_git: &Path) -> Result<PathBuf, BrokenGitDir> {
+    let fail = |why: BrokenWhy| BrokenGitDir {
+        dot_git: dot_git.to_path_buf(),
+        why,
+    };
+    let bytes = read_bounded(dot_git).map_err(|e| fail(BrokenWhy::Unreadable(e)))?;
+    let text = String::from_utf8(bytes).map_err(|_| fail(BrokenWhy::NotUtf8))?;
     let target = text
         .lines()
         .find_map(|l| l.strip_prefix("gitdir:"))
         .map(str::trim)
         .filter(|t| !t.is_empty())
-        .ok_or_else(|| fail("no 'gitdir:' line".into()))?;
+        .ok_or_else(|| fail(BrokenWhy::NoGitdirLine))?;
     let base = dot_git.parent().unwrap_or(Path::new("/"));
     let git_dir = base.join(target);
     // A `.git` file naming a git dir that is not there is a broken worktree: we cannot
     // tell whether its lane is bound, and that is never UNFENCED.
     match fs::metadata(&git_dir) {
         Ok(meta) if meta.is_dir() => Ok(git_dir),
-        Ok(_) => Err(fail(format!(
-            "gitdir {} is not a directory",
-            git_dir.display()
-        ))),
-        Err(e) => Err(fail(format!("gitdir {}: {e}", git_dir.display()))),
+        Ok(_) => Err(fail(BrokenWhy::NotADirectory(git_dir))),
+        Err(e) => Err(fail(BrokenWhy::Gone(git_dir, e))),
     }
 }
 
@@ -493,6 +549,31 @@ mod tests {
 
     fn parse(text: &str) -> Result<Descriptor, DescriptorError> {
         Descriptor::parse(text.as_bytes())
+    }
+
+    #[test]
+    fn a_broken_dot_git_says_which_and_why() {
+        let dir = tempdir("rf-broken-git");
+        fs::write(dir.join(".git"), "not a pointer\n").unwrap();
+        let broken = find_git_dir(&dir).unwrap_err();
+        assert!(matches!(broken.why, BrokenWhy::NoGitdirLine));
+        assert_eq!(
+            broken.to_string(),
+            format!("{}: no 'gitdir:' line", dir.join(".git").display())
+        );
+        fs::write(dir.join(".git"), "gitdir: /nonexistent/wt\n").unwrap();
+        let broken = find_git_dir(&dir).unwrap_err();
+        assert!(
+            matches!(&broken.why, BrokenWhy::Gone(gone, _) if gone == Path::new("/nonexistent/wt"))
+        );
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    fn tempdir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
     }
 
     #[test]
