@@ -93,6 +93,81 @@ fn validate_printable(what: &str, value: &str, forbid_slash: bool) -> Result<(),
     Ok(())
 }
 
+/// Why a descriptor file cannot be read, parsed or validated (`descriptor_unreadable`;
+/// [`DescriptorError::is_missing`]: there is none). Each message follows the file's path.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum DescriptorError {
+    /// The path does not exist.
+    Missing,
+    /// A symlink to nothing: a descriptor that visibly exists but cannot be read.
+    DanglingSymlink,
+    /// It cannot be opened.
+    Open(io::Error),
+    /// Its metadata cannot be read.
+    Stat(io::Error),
+    /// It is not a regular file: `a directory`, `a FIFO`, `a socket` or `not a regular
+    /// file`.
+    NotRegular(&'static str),
+    /// It is over [`MAX_DESCRIPTOR_BYTES`] (its length in bytes).
+    TooLarge(u64),
+    /// It grew over [`MAX_DESCRIPTOR_BYTES`] while read.
+    Grew,
+    /// Reading it failed.
+    Read(io::Error),
+    /// It holds only whitespace.
+    Empty,
+    /// Not JSON, or not a descriptor's shape; serde's reason.
+    NotADescriptor(serde_json::Error),
+    /// A field breaks DESIGN.md's vocabulary.
+    Invalid(InvalidName),
+}
+
+impl DescriptorError {
+    /// True when there is no file at the path (not row-bound there, or
+    /// `descriptor_missing` when it was named).
+    pub fn is_missing(&self) -> bool {
+        matches!(self, DescriptorError::Missing)
+    }
+}
+
+impl fmt::Display for DescriptorError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DescriptorError::Missing => f.write_str("does not exist"),
+            DescriptorError::DanglingSymlink => f.write_str("is a symlink to a missing file"),
+            DescriptorError::Open(e) => write!(f, "cannot open: {e}"),
+            DescriptorError::Stat(e) => write!(f, "cannot stat: {e}"),
+            DescriptorError::NotRegular(what) => write!(f, "is {what}, not a regular file"),
+            DescriptorError::TooLarge(len) => write!(
+                f,
+                "is {len} bytes, over the {MAX_DESCRIPTOR_BYTES}-byte limit"
+            ),
+            DescriptorError::Grew => write!(
+                f,
+                "grew over the {MAX_DESCRIPTOR_BYTES}-byte limit while read"
+            ),
+            DescriptorError::Read(e) => write!(f, "cannot read: {e}"),
+            DescriptorError::Empty => f.write_str("the file is empty"),
+            DescriptorError::NotADescriptor(e) => write!(f, "not a descriptor: {e}"),
+            DescriptorError::Invalid(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for DescriptorError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DescriptorError::Open(e) | DescriptorError::Stat(e) | DescriptorError::Read(e) => {
+                Some(e)
+            }
+            DescriptorError::NotADescriptor(e) => Some(e),
+            DescriptorError::Invalid(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 impl Descriptor {
     /// Checks every field against DESIGN.md's vocabulary.
     pub fn validate(&self) -> Result<(), InvalidName> {
@@ -109,13 +184,13 @@ impl Descriptor {
     }
 
     /// Parses and validates descriptor bytes. The error names what is wrong.
-    pub fn parse(bytes: &[u8]) -> Result<Descriptor, String> {
+    pub fn parse(bytes: &[u8]) -> Result<Descriptor, DescriptorError> {
         if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Err("the file is empty".into());
+            return Err(DescriptorError::Empty);
         }
         let descriptor: Descriptor =
-            serde_json::from_slice(bytes).map_err(|e| format!("not a descriptor: {e}"))?;
-        descriptor.validate().map_err(|e| e.to_string())?;
+            serde_json::from_slice(bytes).map_err(DescriptorError::NotADescriptor)?;
+        descriptor.validate().map_err(DescriptorError::Invalid)?;
         Ok(descriptor)
     }
 }
@@ -181,7 +256,7 @@ pub fn resolve(lookup: &Lookup) -> Resolution {
         return match read(&path) {
             Ok(Some(d)) => Resolution::Found(path, d),
             Ok(None) => Resolution::Missing(path),
-            Err(detail) => Resolution::Unreadable(path, detail),
+            Err(detail) => Resolution::Unreadable(path, detail.to_string()),
         };
     }
     match lookup.git_dir_env.filter(|v| !v.is_empty()) {
@@ -224,7 +299,7 @@ fn walk(cwd: &Path) -> Resolution {
                     None => return Resolution::Unbound(no_descriptor_at(&looked)),
                 }
             }
-            Err((path, detail)) => return Resolution::Unreadable(path, detail),
+            Err(broken) => return Resolution::Unreadable(broken.dot_git, broken.why.to_string()),
         }
     }
 }
@@ -240,7 +315,7 @@ pub fn in_git_dir(git_dir: &Path) -> Option<Resolution> {
         match read(&path) {
             Ok(Some(d)) => return Some(Resolution::Found(path, d)),
             Ok(None) => {}
-            Err(detail) => return Some(Resolution::Unreadable(path, detail)),
+            Err(detail) => return Some(Resolution::Unreadable(path, detail.to_string())),
         }
         dir = crate::git_layout::superproject(&dir)?;
     }
@@ -298,18 +373,69 @@ pub fn resolve_here(explicit: Option<&Path>) -> Resolution {
     }
 }
 
+/// A `.git` that exists but does not lead to a git dir: we cannot tell whether the lane
+/// is bound (fail closed). Reads `<.git path>: <why>`.
+#[derive(Debug)]
+pub struct BrokenGitDir {
+    /// The `.git` directory or file.
+    pub dot_git: PathBuf,
+    /// What is wrong with it.
+    pub why: BrokenWhy,
+}
+
+/// What is wrong with a `.git` ([`BrokenGitDir`]).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BrokenWhy {
+    /// Its metadata cannot be read.
+    Stat(io::Error),
+    /// A `.git` file that cannot be read (as a descriptor is read: bounded, no FIFO).
+    Unreadable(DescriptorError),
+    /// A `.git` file that is not UTF-8.
+    NotUtf8,
+    /// A `.git` file without a `gitdir:` line.
+    NoGitdirLine,
+    /// The git dir the file names is not a directory.
+    NotADirectory(PathBuf),
+    /// The git dir the file names is not there (a broken worktree).
+    Gone(PathBuf, io::Error),
+}
+
+impl fmt::Display for BrokenWhy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BrokenWhy::Stat(e) => write!(f, "cannot stat: {e}"),
+            BrokenWhy::Unreadable(e) => e.fmt(f),
+            BrokenWhy::NotUtf8 => f.write_str("not UTF-8"),
+            BrokenWhy::NoGitdirLine => f.write_str("no 'gitdir:' line"),
+            BrokenWhy::NotADirectory(dir) => {
+                write!(f, "gitdir {} is not a directory", dir.display())
+            }
+            BrokenWhy::Gone(dir, e) => write!(f, "gitdir {}: {e}", dir.display()),
+        }
+    }
+}
+
+impl fmt::Display for BrokenGitDir {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.dot_git.display(), self.why)
+    }
+}
+
+impl std::error::Error for BrokenGitDir {}
+
 /// Walks up from `start` to the first git dir, as git discovers it: at each level a `.git`
 /// (a directory, or a `gitdir:` file), else the level itself when it is a git dir (a bare
 /// repository, where git runs with no `.git` around it). `Ok(None)`: there is none. An
 /// `Err` names a `.git` that exists but does not lead to a git dir (fail closed: we cannot
 /// tell whether the lane is bound).
-pub fn find_git_dir(start: &Path) -> Result<Option<PathBuf>, (PathBuf, String)> {
+pub fn find_git_dir(start: &Path) -> Result<Option<PathBuf>, BrokenGitDir> {
     find_worktree(start).map(|found| found.map(|(_, git_dir)| git_dir))
 }
 
 /// Like [`find_git_dir`], also naming the directory that holds the `.git` (a bare
 /// repository's git dir holds itself).
-pub fn find_worktree(start: &Path) -> Result<Option<(PathBuf, PathBuf)>, (PathBuf, String)> {
+pub fn find_worktree(start: &Path) -> Result<Option<(PathBuf, PathBuf)>, BrokenGitDir> {
     for dir in start.ancestors() {
         let dot_git = dir.join(".git");
         let meta = match fs::metadata(&dot_git) {
@@ -320,7 +446,12 @@ pub fn find_worktree(start: &Path) -> Result<Option<(PathBuf, PathBuf)>, (PathBu
                 }
                 continue;
             }
-            Err(e) => return Err((dot_git, format!("cannot stat: {e}"))),
+            Err(e) => {
+                return Err(BrokenGitDir {
+                    dot_git,
+                    why: BrokenWhy::Stat(e),
+                });
+            }
         };
         let git_dir = if meta.is_dir() {
             dot_git
@@ -333,57 +464,55 @@ pub fn find_worktree(start: &Path) -> Result<Option<(PathBuf, PathBuf)>, (PathBu
 }
 
 /// Reads a linked worktree's `.git` file: `gitdir: <path>`, relative to its directory.
-fn gitdir_from_file(dot_git: &Path) -> Result<PathBuf, (PathBuf, String)> {
-    let fail = |detail: String| (dot_git.to_path_buf(), detail);
-    let bytes = read_bounded(dot_git).map_err(fail)?;
-    let text = String::from_utf8(bytes).map_err(|_| fail("not UTF-8".into()))?;
+fn gitdir_from_file(dot_git: &Path) -> Result<PathBuf, BrokenGitDir> {
+    let fail = |why: BrokenWhy| BrokenGitDir {
+        dot_git: dot_git.to_path_buf(),
+        why,
+    };
+    let bytes = read_bounded(dot_git).map_err(|e| fail(BrokenWhy::Unreadable(e)))?;
+    let text = String::from_utf8(bytes).map_err(|_| fail(BrokenWhy::NotUtf8))?;
     let target = text
         .lines()
         .find_map(|l| l.strip_prefix("gitdir:"))
         .map(str::trim)
         .filter(|t| !t.is_empty())
-        .ok_or_else(|| fail("no 'gitdir:' line".into()))?;
+        .ok_or_else(|| fail(BrokenWhy::NoGitdirLine))?;
     let base = dot_git.parent().unwrap_or(Path::new("/"));
     let git_dir = base.join(target);
     // A `.git` file naming a git dir that is not there is a broken worktree: we cannot
     // tell whether its lane is bound, and that is never UNFENCED.
     match fs::metadata(&git_dir) {
         Ok(meta) if meta.is_dir() => Ok(git_dir),
-        Ok(_) => Err(fail(format!(
-            "gitdir {} is not a directory",
-            git_dir.display()
-        ))),
-        Err(e) => Err(fail(format!("gitdir {}: {e}", git_dir.display()))),
+        Ok(_) => Err(fail(BrokenWhy::NotADirectory(git_dir))),
+        Err(e) => Err(fail(BrokenWhy::Gone(git_dir, e))),
     }
 }
 
 /// Reads and validates a descriptor file. `Ok(None)` when it does not exist.
-pub fn read(path: &Path) -> Result<Option<Descriptor>, String> {
+pub fn read(path: &Path) -> Result<Option<Descriptor>, DescriptorError> {
     match read_bounded(path) {
         Ok(bytes) => Descriptor::parse(&bytes).map(Some),
         // A symlink to nothing is a descriptor that visibly exists but cannot be read.
-        Err(detail) if detail == NOT_FOUND && fs::symlink_metadata(path).is_ok() => {
-            Err("is a symlink to a missing file".into())
+        Err(e) if e.is_missing() && fs::symlink_metadata(path).is_ok() => {
+            Err(DescriptorError::DanglingSymlink)
         }
-        Err(detail) if detail == NOT_FOUND => Ok(None),
-        Err(detail) => Err(detail),
+        Err(e) if e.is_missing() => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
-const NOT_FOUND: &str = "does not exist";
-
 /// Opens without blocking (a FIFO opens at once and is then refused), requires a regular
 /// file, and reads at most `MAX_DESCRIPTOR_BYTES` + 1 bytes.
-fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
+fn read_bounded(path: &Path) -> Result<Vec<u8>, DescriptorError> {
     let file = OpenOptions::new()
         .read(true)
         .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
         .open(path)
         .map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => NOT_FOUND.to_string(),
-            _ => format!("cannot open: {e}"),
+            io::ErrorKind::NotFound => DescriptorError::Missing,
+            _ => DescriptorError::Open(e),
         })?;
-    let meta = file.metadata().map_err(|e| format!("cannot stat: {e}"))?;
+    let meta = file.metadata().map_err(DescriptorError::Stat)?;
     let kind = meta.file_type();
     if !kind.is_file() {
         let what = if kind.is_dir() {
@@ -395,24 +524,21 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
         } else {
             "not a regular file"
         };
-        return Err(format!("is {what}, not a regular file"));
+        return Err(DescriptorError::NotRegular(what));
     }
     if meta.len() > MAX_DESCRIPTOR_BYTES {
-        return Err(format!(
-            "is {} bytes, over the {MAX_DESCRIPTOR_BYTES}-byte limit",
-            meta.len()
-        ));
+        return Err(DescriptorError::TooLarge(meta.len()));
     }
-    read_at_most(file, MAX_DESCRIPTOR_BYTES)
+    read_at_most(file)
 }
 
-fn read_at_most(file: File, limit: u64) -> Result<Vec<u8>, String> {
+fn read_at_most(file: File) -> Result<Vec<u8>, DescriptorError> {
     let mut bytes = Vec::new();
-    file.take(limit + 1)
+    file.take(MAX_DESCRIPTOR_BYTES + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read: {e}"))?;
-    if bytes.len() as u64 > limit {
-        return Err(format!("grew over the {limit}-byte limit while read"));
+        .map_err(DescriptorError::Read)?;
+    if bytes.len() as u64 > MAX_DESCRIPTOR_BYTES {
+        return Err(DescriptorError::Grew);
     }
     Ok(bytes)
 }
@@ -421,8 +547,63 @@ fn read_at_most(file: File, limit: u64) -> Result<Vec<u8>, String> {
 mod tests {
     use super::*;
 
-    fn parse(text: &str) -> Result<Descriptor, String> {
+    fn parse(text: &str) -> Result<Descriptor, DescriptorError> {
         Descriptor::parse(text.as_bytes())
+    }
+
+    #[test]
+    fn a_broken_dot_git_says_which_and_why() {
+        let dir = tempdir("rf-broken-git");
+        fs::write(dir.join(".git"), "not a pointer\n").unwrap();
+        let broken = find_git_dir(&dir).unwrap_err();
+        assert!(matches!(broken.why, BrokenWhy::NoGitdirLine));
+        assert_eq!(
+            broken.to_string(),
+            format!("{}: no 'gitdir:' line", dir.join(".git").display())
+        );
+        fs::write(dir.join(".git"), "gitdir: /nonexistent/wt\n").unwrap();
+        let broken = find_git_dir(&dir).unwrap_err();
+        assert!(
+            matches!(&broken.why, BrokenWhy::Gone(gone, _) if gone == Path::new("/nonexistent/wt"))
+        );
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    fn tempdir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn an_unreadable_descriptor_has_a_kind_and_reads_as_before() {
+        let dir = std::env::temp_dir().join(format!("rf-desc-kinds-{}", std::process::id()));
+        fs::create_dir_all(dir.join("a-dir")).unwrap();
+        let missing = dir.join("none.json");
+        assert!(read_bounded(&missing).unwrap_err().is_missing());
+        assert!(read(&missing).unwrap().is_none());
+        let dangling = dir.join("dangling.json");
+        let _ = fs::remove_file(&dangling);
+        std::os::unix::fs::symlink(&missing, &dangling).unwrap();
+        let e = read(&dangling).unwrap_err();
+        assert!(matches!(e, DescriptorError::DanglingSymlink) && !e.is_missing());
+        assert_eq!(e.to_string(), "is a symlink to a missing file");
+        let e = read(&dir.join("a-dir")).unwrap_err();
+        assert!(matches!(e, DescriptorError::NotRegular("a directory")));
+        assert_eq!(e.to_string(), "is a directory, not a regular file");
+        fs::write(dir.join("empty.json"), " \n").unwrap();
+        let e = read(&dir.join("empty.json")).unwrap_err();
+        assert!(matches!(e, DescriptorError::Empty));
+        assert_eq!(e.to_string(), "the file is empty");
+        let e = parse(r#"{"board":"b","row":"r","lane":"l","generation":0}"#).unwrap_err();
+        assert!(matches!(e, DescriptorError::Invalid(_)));
+        assert_eq!(e.to_string(), "generation must be at least 1");
+        assert!(matches!(
+            parse("{").unwrap_err(),
+            DescriptorError::NotADescriptor(_)
+        ));
+        let _ = fs::remove_dir_all(&dir);
     }
 
     #[test]

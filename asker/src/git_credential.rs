@@ -9,7 +9,7 @@
 //! stops git too.
 
 use crate::exit;
-use crate::transport;
+use crate::transport::{self, GateUsage};
 use std::ffi::OsString;
 use std::io::{Read, Write};
 
@@ -21,11 +21,11 @@ const MAX_INPUT_BYTES: u64 = 64 * 1024;
 
 /// Runs the mode with the arguments after [`FLAG`]; returns the exit code. `Err`: a usage
 /// error (git passes exactly one operation).
-pub fn main(args: &[OsString]) -> Result<i32, String> {
+pub fn main(args: &[OsString]) -> Result<i32, GateUsage> {
     let (gate, rest) = transport::split(args)?;
     let operation = match rest {
         [op] => op.to_string_lossy().into_owned(),
-        _ => return Err("--git-credential takes one operation: get, store or erase".into()),
+        _ => return Err(GateUsage::CredentialOperation),
     };
     // Read what git writes, so it never meets a closed pipe.
     let mut input = Vec::new();

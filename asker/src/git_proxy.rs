@@ -8,7 +8,7 @@
 
 use crate::exit;
 use crate::report;
-use crate::transport;
+use crate::transport::{self, GateUsage};
 use std::ffi::OsString;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -21,16 +21,16 @@ const MAX_PKT_LINE: usize = 65520;
 
 /// Runs the mode with the arguments after [`FLAG`]; returns the exit code. `Err`: a usage
 /// error.
-pub fn main(args: &[OsString]) -> Result<i32, String> {
+pub fn main(args: &[OsString]) -> Result<i32, GateUsage> {
     let (gate, rest) = transport::split(args)?;
     let [host, port] = rest else {
-        return Err("--git-proxy takes HOST PORT (git passes them)".into());
+        return Err(GateUsage::ProxyOperands);
     };
     let host = host.to_string_lossy().into_owned();
     let port: u16 = port
         .to_str()
         .and_then(|p| p.parse().ok())
-        .ok_or_else(|| format!("{port:?} is not a port"))?;
+        .ok_or_else(|| GateUsage::NotAPort(port.clone()))?;
     // What stdin buffers past the first line stays in `Stdin` for the relay.
     let first = match read_pkt_line(&mut io::stdin().lock()) {
         Ok(first) => first,
@@ -55,22 +55,43 @@ pub fn main(args: &[OsString]) -> Result<i32, String> {
     }
 }
 
+/// Why git's first pkt-line was not read (the proxy exits 1 and git stops).
+#[derive(Debug)]
+enum PktLineError {
+    /// Nothing (or under four bytes) came from git.
+    NoRequest(io::Error),
+    /// The four bytes are not a length in range.
+    NoLength([u8; 4]),
+    /// The line ended before its length.
+    CutShort(io::Error),
+}
+
+impl std::fmt::Display for PktLineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PktLineError::NoRequest(e) => write!(f, "no request from git: {e}"),
+            PktLineError::NoLength(head) => write!(f, "git's first line has no length: {head:?}"),
+            PktLineError::CutShort(e) => write!(f, "git's first line was cut short: {e}"),
+        }
+    }
+}
+
 /// Reads one pkt-line (four hex digits of length, then the rest), whole.
-fn read_pkt_line(input: &mut impl Read) -> Result<Vec<u8>, String> {
+fn read_pkt_line(input: &mut impl Read) -> Result<Vec<u8>, PktLineError> {
     let mut head = [0u8; 4];
     input
         .read_exact(&mut head)
-        .map_err(|e| format!("no request from git: {e}"))?;
+        .map_err(PktLineError::NoRequest)?;
     let len = std::str::from_utf8(&head)
         .ok()
         .and_then(|h| usize::from_str_radix(h, 16).ok())
         .filter(|len| (5..=MAX_PKT_LINE).contains(len))
-        .ok_or_else(|| format!("git's first line has no length: {head:?}"))?;
+        .ok_or(PktLineError::NoLength(head))?;
     let mut line = head.to_vec();
     line.resize(len, 0);
     input
         .read_exact(&mut line[4..])
-        .map_err(|e| format!("git's first line was cut short: {e}"))?;
+        .map_err(PktLineError::CutShort)?;
     Ok(line)
 }
 

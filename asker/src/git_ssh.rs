@@ -18,7 +18,7 @@ pub const FLAG: &str = "--git-ssh";
 
 /// Runs the mode with the arguments after [`FLAG`]; returns the exit code when it does not
 /// exec ssh. `Err`: a usage error.
-pub fn main(args: &[OsString]) -> Result<i32, String> {
+pub fn main(args: &[OsString]) -> Result<i32, transport::GateUsage> {
     let (gate, ssh_args) = transport::split(args)?;
     if ssh_args.first().is_some_and(|a| a == "-G") && named_ssh(gate.then.as_deref()) {
         // Git probes a command it does not know by name with `-G`; for one named `ssh` it

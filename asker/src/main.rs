@@ -37,6 +37,31 @@ Git's transport gate (written into a repository's config by `row-fence install g
 
 Exit: 0 ALLOWED or UNFENCED, 3 REFUSED, 1 COULD NOT READ, 2 usage error.";
 
+/// A command line the asker does not take (exit 2).
+#[derive(Debug)]
+enum Usage {
+    /// lexopt's reason (an unknown flag, a flag without its value).
+    Flag(lexopt::Error),
+    /// `--descriptor ''`.
+    NoDescriptorPath,
+    /// A text flag's value that is not UTF-8.
+    NotUtf8(OsString),
+    /// A deadline that is not a whole number of milliseconds above 0 (`ask::timeout`'s
+    /// sentence).
+    Timeout(String),
+}
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Usage::Flag(e) => e.fmt(f),
+            Usage::NoDescriptorPath => f.write_str("--descriptor needs a path"),
+            Usage::NotUtf8(value) => write!(f, "{value:?} is not valid UTF-8"),
+            Usage::Timeout(why) => f.write_str(why),
+        }
+    }
+}
+
 enum Mode {
     Ask(Options),
     PrintStamp(Option<PathBuf>),
@@ -76,7 +101,7 @@ fn asker(args: Vec<OsString>) -> i32 {
     }
 }
 
-fn usage_error(message: String) -> i32 {
+fn usage_error(message: impl std::fmt::Display) -> i32 {
     let usage = USAGE.lines().next().unwrap_or_default();
     report::say(&format!(
         "row-fence-ask: error: {message}\n{usage}\nTry 'row-fence-ask --help' for more."
@@ -85,17 +110,17 @@ fn usage_error(message: String) -> i32 {
 }
 
 fn print_stamp(home: Option<PathBuf>) -> i32 {
-    match paths::home(home.as_deref())
-        .and_then(|home| stamp::code_stamp(&home).map_err(|e| e.to_string()))
-    {
-        Ok(stamp) => {
+    let could_not = |e: &dyn std::fmt::Display| {
+        report::say(&format!("row-fence-ask: {e}"));
+        exit::COULD_NOT_READ
+    };
+    match paths::home(home.as_deref()).map(|home| stamp::code_stamp(&home)) {
+        Ok(Ok(stamp)) => {
             println_quiet(&stamp);
             exit::ALLOWED
         }
-        Err(e) => {
-            report::say(&format!("row-fence-ask: {e}"));
-            exit::COULD_NOT_READ
-        }
+        Ok(Err(e)) => could_not(&e),
+        Err(e) => could_not(&e),
     }
 }
 
@@ -106,7 +131,7 @@ fn println_quiet(text: &str) {
     let _ = out.flush();
 }
 
-fn parse_args(args: Vec<OsString>) -> Result<Mode, String> {
+fn parse_args(args: Vec<OsString>) -> Result<Mode, Usage> {
     use lexopt::prelude::*;
     let mut parser = lexopt::Parser::from_args(args);
     let mut options = Options {
@@ -120,12 +145,12 @@ fn parse_args(args: Vec<OsString>) -> Result<Mode, String> {
     let mut timeout_ms: Option<String> = None;
     let mut print_stamp = false;
     let mut version = false;
-    while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
+    while let Some(arg) = parser.next().map_err(Usage::Flag)? {
         match arg {
             Long("descriptor") => {
                 let path = value(&mut parser)?;
                 if path.is_empty() {
-                    return Err("--descriptor needs a path".into());
+                    return Err(Usage::NoDescriptorPath);
                 }
                 options.descriptor = Some(PathBuf::from(path));
             }
@@ -137,7 +162,7 @@ fn parse_args(args: Vec<OsString>) -> Result<Mode, String> {
             Long("print-stamp") => print_stamp = true,
             Short('V') | Long("version") => version = true,
             Short('h') | Long("help") => return Ok(Mode::Help),
-            other => return Err(other.unexpected().to_string()),
+            other => return Err(Usage::Flag(other.unexpected())),
         }
     }
     if version {
@@ -146,16 +171,14 @@ fn parse_args(args: Vec<OsString>) -> Result<Mode, String> {
     if print_stamp {
         return Ok(Mode::PrintStamp(options.home));
     }
-    options.timeout = ask::timeout(timeout_ms)?;
+    options.timeout = ask::timeout(timeout_ms).map_err(Usage::Timeout)?;
     Ok(Mode::Ask(options))
 }
 
-fn value(parser: &mut lexopt::Parser) -> Result<OsString, String> {
-    parser.value().map_err(|e| e.to_string())
+fn value(parser: &mut lexopt::Parser) -> Result<OsString, Usage> {
+    parser.value().map_err(Usage::Flag)
 }
 
-fn string(parser: &mut lexopt::Parser) -> Result<String, String> {
-    value(parser)?
-        .into_string()
-        .map_err(|v| format!("{v:?} is not valid UTF-8"))
+fn string(parser: &mut lexopt::Parser) -> Result<String, Usage> {
+    value(parser)?.into_string().map_err(Usage::NotUtf8)
 }

@@ -36,31 +36,74 @@ pub struct Gate {
     pub then: Option<String>,
 }
 
+/// A command line git's transport gate does not take: a usage error (exit 2), which
+/// stops git too. Messages follow `row-fence-ask: error: `.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GateUsage {
+    /// One of the gate's flags without its value.
+    NeedsValue(&'static str),
+    /// `--then` with a value that is not UTF-8.
+    NotUtf8 {
+        /// The flag.
+        flag: &'static str,
+        /// The value given.
+        value: OsString,
+    },
+    /// `--git-credential` without exactly one operation.
+    CredentialOperation,
+    /// `--git-proxy` without exactly HOST and PORT.
+    ProxyOperands,
+    /// `--git-proxy`'s PORT is not a port.
+    NotAPort(OsString),
+}
+
+impl std::fmt::Display for GateUsage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GateUsage::NeedsValue(flag) => write!(f, "{flag} needs a value"),
+            GateUsage::NotUtf8 { flag, value } => {
+                write!(f, "{flag} {value:?} is not valid UTF-8")
+            }
+            GateUsage::CredentialOperation => {
+                f.write_str("--git-credential takes one operation: get, store or erase")
+            }
+            GateUsage::ProxyOperands => {
+                f.write_str("--git-proxy takes HOST PORT (git passes them)")
+            }
+            GateUsage::NotAPort(port) => write!(f, "{port:?} is not a port"),
+        }
+    }
+}
+
+impl std::error::Error for GateUsage {}
+
 /// Splits `args` into the gate's leading flags and git's arguments after them. Git's own
 /// arguments never start with `--` (ssh options are short, git refuses a host that starts
 /// with `-`, a credential operation is a word), so the first argument that is not one of
 /// ours starts git's. A flag without its value is an error.
-pub fn split(args: &[OsString]) -> Result<(Gate, &[OsString]), String> {
+pub fn split(args: &[OsString]) -> Result<(Gate, &[OsString]), GateUsage> {
     let mut gate = Gate::default();
     let mut i = 0;
     while let Some(flag) = args.get(i).and_then(|a| a.to_str()) {
-        let slot = match flag {
-            "--home" => Slot::Path(&mut gate.home),
-            "--socket" => Slot::Path(&mut gate.socket),
-            "--repo" => Slot::Path(&mut gate.repo),
-            "--then" => Slot::Text(&mut gate.then),
+        let (flag, slot) = match flag {
+            "--home" => ("--home", Slot::Path(&mut gate.home)),
+            "--socket" => ("--socket", Slot::Path(&mut gate.socket)),
+            "--repo" => ("--repo", Slot::Path(&mut gate.repo)),
+            "--then" => ("--then", Slot::Text(&mut gate.then)),
             _ => break,
         };
-        let value = args
-            .get(i + 1)
-            .ok_or_else(|| format!("{flag} needs a value"))?;
+        let value = args.get(i + 1).ok_or(GateUsage::NeedsValue(flag))?;
         match slot {
             Slot::Path(path) => *path = Some(PathBuf::from(value)),
             Slot::Text(text) => {
                 *text = Some(
                     value
                         .to_str()
-                        .ok_or_else(|| format!("{flag} {value:?} is not valid UTF-8"))?
+                        .ok_or_else(|| GateUsage::NotUtf8 {
+                            flag,
+                            value: value.clone(),
+                        })?
                         .to_string(),
                 )
             }
@@ -240,9 +283,27 @@ mod tests {
             rest,
             &os(&["-p", "22", "host", "git-receive-pack '/x'"])[..]
         );
-        assert!(split(&os(&["--home"])).is_err());
+        let missing = split(&os(&["--home"])).unwrap_err();
+        assert_eq!(missing, GateUsage::NeedsValue("--home"));
+        assert_eq!(missing.to_string(), "--home needs a value");
         let get = os(&["get"]);
         let (gate, rest) = split(&get).unwrap();
         assert_eq!((gate, rest), (Gate::default(), &get[..]));
+    }
+
+    #[test]
+    fn a_then_that_is_not_utf8_is_a_usage_error_naming_the_flag() {
+        use std::os::unix::ffi::OsStringExt;
+        let bad = OsString::from_vec(vec![b's', 0xff]);
+        let args = vec![OsString::from("--then"), bad.clone()];
+        let refused = split(&args).unwrap_err();
+        assert_eq!(
+            refused,
+            GateUsage::NotUtf8 {
+                flag: "--then",
+                value: bad
+            }
+        );
+        assert_eq!(refused.to_string(), "--then \"s\\xFF\" is not valid UTF-8");
     }
 }

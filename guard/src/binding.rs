@@ -28,6 +28,43 @@ pub struct Binding {
     pub bound_at_ms: u64,
 }
 
+/// A binding file that is there but cannot be read or written. The session may be bound:
+/// the caller fails closed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BindingError {
+    /// The file cannot be opened or read.
+    #[error("session binding {}: {source}", path.display())]
+    Read {
+        /// The binding file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// The file is not a binding's JSON.
+    #[error("session binding {} is not a binding: {source}", path.display())]
+    NotABinding {
+        /// The binding file.
+        path: PathBuf,
+        /// serde's reason.
+        source: serde_json::Error,
+    },
+    /// The file names another session than the one it is named after.
+    #[error("session binding {} names another session", path.display())]
+    OtherSession {
+        /// The binding file.
+        path: PathBuf,
+    },
+    /// The binding cannot be written.
+    #[error("cannot write session binding {}: {source}", path.display())]
+    Write {
+        /// The binding file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+}
+
 /// The directory of binding files under the home.
 pub fn dir(home: &Path) -> PathBuf {
     home.join("sessions")
@@ -56,25 +93,29 @@ pub fn path(home: &Path, session: &str) -> PathBuf {
 
 /// The session's binding: `Ok(None)` when it has none; an error when a file is there but
 /// cannot be read (the session may be bound: the caller fails closed).
-pub fn read(home: &Path, session: &str) -> Result<Option<Binding>, String> {
+pub fn read(home: &Path, session: &str) -> Result<Option<Binding>, BindingError> {
     let file = path(home, session);
+    let unread = |source| BindingError::Read {
+        path: file.clone(),
+        source,
+    };
     let bytes = match fs::File::open(&file) {
         Ok(f) => {
             let mut bytes = Vec::new();
             io::Read::read_to_end(&mut io::Read::take(f, MAX_BINDING_BYTES + 1), &mut bytes)
-                .map_err(|e| format!("session binding {}: {e}", file.display()))?;
+                .map_err(unread)?;
             bytes
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("session binding {}: {e}", file.display())),
+        Err(e) => return Err(unread(e)),
     };
-    let binding: Binding = serde_json::from_slice(&bytes)
-        .map_err(|e| format!("session binding {} is not a binding: {e}", file.display()))?;
+    let binding: Binding =
+        serde_json::from_slice(&bytes).map_err(|source| BindingError::NotABinding {
+            path: file.clone(),
+            source,
+        })?;
     if binding.session != session {
-        return Err(format!(
-            "session binding {} names another session",
-            file.display()
-        ));
+        return Err(BindingError::OtherSession { path: file });
     }
     Ok(Some(binding))
 }
@@ -82,9 +123,12 @@ pub fn read(home: &Path, session: &str) -> Result<Option<Binding>, String> {
 /// Records `binding` unless the session already has one (the first binding stands):
 /// written to a temporary file and linked into place, so a reader never sees half a file
 /// and two racing calls cannot both win. Returns the binding in force.
-pub fn bind(home: &Path, binding: &Binding) -> Result<Binding, String> {
+pub fn bind(home: &Path, binding: &Binding) -> Result<Binding, BindingError> {
     let target = path(home, &binding.session);
-    let fail = |e: io::Error| format!("cannot write session binding {}: {e}", target.display());
+    let fail = |source: io::Error| BindingError::Write {
+        path: target.clone(),
+        source,
+    };
     let dir = dir(home);
     fs::DirBuilder::new()
         .recursive(true)

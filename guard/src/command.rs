@@ -196,7 +196,7 @@ pub fn classify(argv: &[Value], ctx: &Ctx, functions: bool, depth: usize) -> Vec
             Path::new(name)
                 .file_name()
                 .map_or(name.to_string(), |n| n.to_string_lossy().into_owned()),
-            Some(ctx.opaque(why)),
+            Some(ctx.opaque(why.to_string())),
         ),
     };
     let mut effects: Vec<Effect> = unknown.into_iter().collect();
@@ -258,7 +258,7 @@ fn names_a_directory(name: &str, ctx: &Ctx) -> bool {
 /// no `PATH` directory, or a path that does not exist yet, is opaque: an alias or function
 /// of the agent's shell, a zsh builtin, or a program made in this command runs what the
 /// text does not show.
-fn identity(word: &str, ctx: &Ctx) -> Result<String, String> {
+fn identity(word: &str, ctx: &Ctx) -> Result<String, Unpinned> {
     let base = |p: &Path| {
         p.file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -284,9 +284,7 @@ fn identity(word: &str, ctx: &Ctx) -> Result<String, String> {
         };
         return match crate::lookup::on_path(word, path) {
             Some(target) => Ok(as_program(&target, word)),
-            None => Err(format!(
-                "`{word}` is not a program on PATH: an alias or function of the agent's shell, a zsh builtin, or a program made in this command runs what the text does not show"
-            )),
+            None => Err(Unpinned::NotOnPath(word.to_string())),
         };
     }
     let own = base(Path::new(word));
@@ -296,9 +294,7 @@ fn identity(word: &str, ctx: &Ctx) -> Result<String, String> {
     let mut seen = None;
     for dir in &ctx.dirs {
         let Dir::Known(dir) = dir else {
-            return Err(format!(
-                "`{word}` is run from a directory the text does not name"
-            ));
+            return Err(Unpinned::UnnamedDirectory(word.to_string()));
         };
         let path = dir.join(word);
         match std::fs::canonicalize(&path) {
@@ -310,13 +306,27 @@ fn identity(word: &str, ctx: &Ctx) -> Result<String, String> {
                 seen = Some(program);
             }
             Err(_) => {
-                return Err(format!(
-                    "`{word}` does not exist yet, so what it runs is only known when it runs"
-                ));
+                return Err(Unpinned::NotYet(word.to_string()));
             }
         }
     }
     Ok(seen.unwrap_or(own))
+}
+
+/// Why a command word cannot be pinned to a program from the text (the word is opaque).
+#[derive(Debug, thiserror::Error)]
+enum Unpinned {
+    /// A name on no `PATH` directory.
+    #[error(
+        "`{0}` is not a program on PATH: an alias or function of the agent's shell, a zsh builtin, or a program made in this command runs what the text does not show"
+    )]
+    NotOnPath(String),
+    /// A relative path run from a directory the text does not name.
+    #[error("`{0}` is run from a directory the text does not name")]
+    UnnamedDirectory(String),
+    /// A path that does not exist yet.
+    #[error("`{0}` does not exist yet, so what it runs is only known when it runs")]
+    NotYet(String),
 }
 
 /// Programs whose name alone makes a fenced write possible.

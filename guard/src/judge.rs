@@ -182,7 +182,7 @@ impl Judge<'_> {
                 self.problems.push((
                     Reason::BindingUnreadable,
                     "(this session's binding)".into(),
-                    why,
+                    why.to_string(),
                 ));
                 // A session whose binding cannot be read may be bound: fail closed.
                 bound.push(binding::path(home, session));
@@ -373,7 +373,8 @@ impl Judge<'_> {
         let setup = self.setup();
         let (socket, stamp) = match setup {
             Ok(pair) => pair,
-            Err(detail) => {
+            Err(unasked) => {
+                let detail = unasked.to_string();
                 let mut denied = Vec::new();
                 for (path, item) in &asks {
                     let verdict = Verdict::CouldNotRead(Reason::FenceUnreadable);
@@ -502,17 +503,16 @@ impl Judge<'_> {
     }
 
     /// The socket and the code stamp, checked as the asker checks them.
-    fn setup(&self) -> Result<(PathBuf, String), String> {
+    fn setup(&self) -> Result<(PathBuf, String), Unasked> {
         let home = self
             .settings
             .home
             .as_ref()
-            .map_err(|e| format!("cannot find the row-fence home: {e}"))?;
+            .map_err(|e| Unasked::NoHome(e.clone()))?;
         let socket = paths::socket(self.settings.socket.as_deref(), home);
-        paths::check_socket_length(&socket)?;
-        paths::check_socket_dir(&socket, paths::euid(), true)
-            .map_err(|e| format!("refusing to ask: {e}"))?;
-        let stamp = stamp::code_stamp(home).map_err(|e| e.to_string())?;
+        paths::check_socket_length(&socket).map_err(Unasked::SocketPath)?;
+        paths::check_socket_dir(&socket, paths::euid(), true).map_err(Unasked::Untrusted)?;
+        let stamp = stamp::code_stamp(home)?;
         Ok((socket, stamp))
     }
 
@@ -597,6 +597,24 @@ fn resolve(cwd: &Path, git_dir: Option<&str>) -> Resolution {
 /// (deny, retry) instead of NEVER RAN.
 pub struct Marker {
     path: Option<PathBuf>,
+}
+
+/// Why the guard cannot ask the daemon at all (every ask is COULD NOT READ), as the
+/// asker says it.
+#[derive(Debug, thiserror::Error)]
+enum Unasked {
+    /// No home: neither `ROW_FENCE_HOME` nor `HOME` is set.
+    #[error("cannot find the row-fence home: {0}")]
+    NoHome(String),
+    /// The socket path is over the platform's limit.
+    #[error("{0}")]
+    SocketPath(String),
+    /// The socket's directory is not to be trusted.
+    #[error("refusing to ask: {0}")]
+    Untrusted(paths::Untrusted),
+    /// The registry cannot be read, so there is no code stamp.
+    #[error(transparent)]
+    Stamp(#[from] stamp::RegistryUnreadable),
 }
 
 /// The marker's directory under the home.

@@ -3,7 +3,7 @@
 //! the command run; every other outcome is exit 2 (see the crate docs and DESIGN.md).
 
 use row_fence_ask::{paths, report, stdio};
-use row_fence_guard::judge::{self, DENY, Settings};
+use row_fence_guard::judge::{self, ALLOW, DENY, Settings};
 use row_fence_guard::{DEFAULT_TIMEOUT_MS, TIMEOUT_ENV, input, parse, walk};
 use std::path::PathBuf;
 use std::sync::mpsc;
@@ -27,6 +27,46 @@ Options:
 
 Exit: 0 the command may run; 2 it may not (Claude Code blocks the call and shows stderr).";
 
+/// A command line the guard does not take (denied: exit 2).
+#[derive(Debug)]
+enum Usage {
+    /// lexopt's reason (an unknown flag, a flag without its value).
+    Flag(lexopt::Error),
+    /// A deadline that is not a whole number of milliseconds above 0.
+    Timeout {
+        /// `--timeout-ms`, the environment variable, or `default`.
+        source: &'static str,
+        /// The value given.
+        text: String,
+    },
+}
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Usage::Flag(e) => e.fmt(f),
+            Usage::Timeout { source, text } => write!(
+                f,
+                "{source} must be a whole number of milliseconds above 0, got {text:?}"
+            ),
+        }
+    }
+}
+
+/// Neither the hook input nor the guard itself says where the command runs.
+#[derive(Debug)]
+struct NoCwd(std::io::Error);
+
+impl std::fmt::Display for NoCwd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the hook input has no cwd and the guard's own cannot be read ({})",
+            self.0
+        )
+    }
+}
+
 struct Options {
     socket: Option<PathBuf>,
     timeout: Duration,
@@ -45,7 +85,7 @@ fn main() {
     let started = Instant::now();
     let options = match parse_args() {
         Ok(Some(options)) => options,
-        Ok(None) => std::process::exit(0),
+        Ok(None) => std::process::exit(ALLOW),
         Err(message) => {
             report::say(&format!(
                 "row-fence-guard: error: {message}\nTry 'row-fence-guard --help' for more."
@@ -57,11 +97,11 @@ fn main() {
     hard_deadline(options.timeout);
     let hook = match input::read(std::io::stdin().lock()) {
         Ok(hook) => hook,
-        Err(why) => deny(&why),
+        Err(why) => deny(why),
     };
     let (hook, cwd, plan) = if small(&hook.command) {
         // The common case: walked right here, no thread to hand over to.
-        walk_hook(hook).unwrap_or_else(|why| deny(&why))
+        walk_hook(hook).unwrap_or_else(|why| deny(why))
     } else {
         // A long or deeply nested command is walked on a thread with a large stack,
         // within the deadline.
@@ -72,17 +112,17 @@ fn main() {
                 let _ = tx.send(walk_hook(hook));
             });
         if let Err(e) = worker {
-            deny(&format!("cannot start reading the command: {e}"));
+            deny(format!("cannot start reading the command: {e}"));
         }
         match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok(Ok(read)) => read,
-            Ok(Err(why)) => deny(&why),
+            Ok(Err(why)) => deny(why),
             Err(_) => deny("could not read the command before the hook's deadline; retry"),
         }
     };
     if options.plan {
         print_plan(&plan);
-        std::process::exit(0);
+        std::process::exit(ALLOW);
     }
     let settings = Settings {
         home: paths::home(None),
@@ -103,12 +143,10 @@ fn small(command: &str) -> bool {
     command.len() <= 16 * 1024 && parse::nesting_any(command) <= 32
 }
 
-fn walk_hook(hook: input::Hook) -> Result<(input::Hook, PathBuf, walk::Plan), String> {
+fn walk_hook(hook: input::Hook) -> Result<(input::Hook, PathBuf, walk::Plan), NoCwd> {
     let cwd = match &hook.cwd {
         Some(cwd) => cwd.clone(),
-        None => std::env::current_dir().map_err(|e| {
-            format!("the hook input has no cwd and the guard's own cannot be read ({e})")
-        })?,
+        None => std::env::current_dir().map_err(NoCwd)?,
     };
     let env = walk::Env {
         home: std::env::var("HOME").ok().filter(|h| !h.is_empty()),
@@ -149,7 +187,7 @@ fn hard_deadline(timeout: Duration) {
     }
 }
 
-fn deny(why: &str) -> ! {
+fn deny(why: impl std::fmt::Display) -> ! {
     report::say(&format!(
         "row-fence guard: {why}. Denied: the command did not run."
     ));
@@ -184,7 +222,7 @@ fn print_plan(plan: &walk::Plan) {
     }
 }
 
-fn parse_args() -> Result<Option<Options>, String> {
+fn parse_args() -> Result<Option<Options>, Usage> {
     use lexopt::prelude::*;
     let mut parser = lexopt::Parser::from_env();
     let mut options = Options {
@@ -193,16 +231,16 @@ fn parse_args() -> Result<Option<Options>, String> {
         plan: false,
     };
     let mut timeout: Option<String> = None;
-    while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
+    while let Some(arg) = parser.next().map_err(Usage::Flag)? {
         match arg {
             Long("socket") => {
-                options.socket = Some(PathBuf::from(parser.value().map_err(|e| e.to_string())?))
+                options.socket = Some(PathBuf::from(parser.value().map_err(Usage::Flag)?))
             }
             Long("timeout-ms") => {
                 timeout = Some(
                     parser
                         .value()
-                        .map_err(|e| e.to_string())?
+                        .map_err(Usage::Flag)?
                         .to_string_lossy()
                         .into_owned(),
                 )
@@ -220,7 +258,7 @@ fn parse_args() -> Result<Option<Options>, String> {
                 println_quiet(USAGE);
                 return Ok(None);
             }
-            other => return Err(other.unexpected().to_string()),
+            other => return Err(Usage::Flag(other.unexpected())),
         }
     }
     let (source, text) = match timeout {
@@ -235,8 +273,9 @@ fn parse_args() -> Result<Option<Options>, String> {
         .parse()
         .ok()
         .filter(|ms| *ms > 0)
-        .ok_or_else(|| {
-            format!("{source} must be a whole number of milliseconds above 0, got {text:?}")
+        .ok_or_else(|| Usage::Timeout {
+            source,
+            text: text.clone(),
         })?;
     options.timeout = Duration::from_millis(ms);
     Ok(Some(options))

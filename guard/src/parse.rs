@@ -18,25 +18,40 @@ pub const MAX_NESTING: usize = 500;
 /// used): several times what [`MAX_NESTING`] levels take.
 pub const PARSE_STACK_BYTES: usize = 256 * 1024 * 1024;
 
-/// Parses a whole command. The error is a sentence for the denial.
-pub fn program(text: &str) -> Result<ast::Program, String> {
+/// Why a command is not read as a syntax tree (the judge denies it as unreadable). Each
+/// message is a sentence for the denial.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParseError {
+    /// Over [`MAX_COMMAND_BYTES`].
+    #[error("the command is {bytes} bytes, over the guard's {MAX_COMMAND_BYTES}-byte limit")]
+    TooLong {
+        /// The command's length in bytes.
+        bytes: usize,
+    },
+    /// Nested deeper than [`MAX_NESTING`] (or [`MAX_NESTING_ANYWHERE`]).
+    #[error("the command nests {depth} levels deep, over the guard's limit of {MAX_NESTING}")]
+    TooDeep {
+        /// The nesting [`nesting`] counted.
+        depth: usize,
+    },
+    /// Not bash, as brush-parser reads it.
+    #[error("the command does not parse as bash: {0}")]
+    NotBash(#[source] brush_parser::ParseError),
+}
+
+/// Parses a whole command.
+pub fn program(text: &str) -> Result<ast::Program, ParseError> {
     if text.len() > MAX_COMMAND_BYTES {
-        return Err(format!(
-            "the command is {} bytes, over the guard's {MAX_COMMAND_BYTES}-byte limit",
-            text.len()
-        ));
+        return Err(ParseError::TooLong { bytes: text.len() });
     }
     let depth = nesting(text);
     if depth > MAX_NESTING || nesting_any(text) > MAX_NESTING_ANYWHERE {
-        return Err(format!(
-            "the command nests {depth} levels deep, over the guard's limit of {MAX_NESTING}"
-        ));
+        return Err(ParseError::TooDeep { depth });
     }
     let options = ParserOptions::default();
     let mut parser = brush_parser::Parser::new(std::io::Cursor::new(text.as_bytes()), &options);
-    parser
-        .parse_program()
-        .map_err(|e| format!("the command does not parse as bash: {e}"))
+    parser.parse_program().map_err(ParseError::NotBash)
 }
 
 /// A second bound, on [`nesting_any`]: keywords counted even in here-document bodies,
@@ -260,8 +275,12 @@ mod tests {
             "(".repeat(MAX_NESTING + 1),
             ")".repeat(MAX_NESTING + 1)
         );
-        assert!(program(&deep).unwrap_err().contains("nests"));
+        let too_deep = program(&deep).unwrap_err();
+        assert!(matches!(too_deep, ParseError::TooDeep { .. }));
+        assert!(too_deep.to_string().contains("nests"));
         let long = "a".repeat(MAX_COMMAND_BYTES + 1);
-        assert!(program(&long).unwrap_err().contains("limit"));
+        let too_long = program(&long).unwrap_err();
+        assert!(matches!(too_long, ParseError::TooLong { bytes } if bytes == long.len()));
+        assert!(too_long.to_string().contains("limit"));
     }
 }

@@ -134,7 +134,7 @@ impl Walker<'_> {
                 self.source = outer;
                 self.depth -= 1;
             }
-            Err(why) => self.unreadable(why),
+            Err(why) => self.unreadable(why.to_string()),
         }
     }
 

@@ -173,7 +173,7 @@ fn worktree(
     };
     let hook = match &w.hooks {
         Err(e) => {
-            problems.push(e.clone());
+            problems.push(e.to_string());
             "gone"
         }
         Ok(dir) => match git_hook::state(dir) {
@@ -218,7 +218,7 @@ fn remotes(repo: &Repository, problems: &mut Vec<String>) -> Vec<Remote> {
     let listing = match git_repo::output(git(&repo.common_dir).args(["remote", "-v"])) {
         Ok(listing) => listing,
         Err(e) => {
-            problems.push(e);
+            problems.push(e.to_string());
             return Vec::new();
         }
     };
@@ -335,7 +335,7 @@ fn foreign_vcs(dir: &Path) -> std::collections::HashMap<String, String> {
         .collect()
 }
 
-fn extra_headers(dir: &Path) -> Result<Vec<String>, String> {
+fn extra_headers(dir: &Path) -> std::io::Result<Vec<String>> {
     let out = git(dir)
         .args([
             "config",
@@ -343,8 +343,7 @@ fn extra_headers(dir: &Path) -> Result<Vec<String>, String> {
             "--get-regexp",
             r"^http\..*extraheader$",
         ])
-        .output()
-        .map_err(|e| e.to_string())?;
+        .output()?;
     Ok(String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| l.split('\t').next().unwrap_or(l).to_string())

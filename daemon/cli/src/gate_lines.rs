@@ -33,6 +33,18 @@ const OLD_MARK_WITH_BREAK: &str = "# row-fence: git's transport gate (row-fence 
 /// The section git config fills instead of appending one after the include.
 const STUB: &str = "[credential]\n";
 
+/// The gate's lines are in a config, but not as install wrote them: rollback refuses
+/// rather than guess which lines are the gate's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the transport gate's lines (\"{mark}\", [credential], [include], path = {include_file}) were edited since install; remove them by hand",
+    mark = MARK
+)]
+pub struct LinesEdited {
+    /// The included file the lines name (`row-fence.gitconfig`).
+    pub include_file: String,
+}
+
 /// The lines install appends to `config` (which must not hold them yet).
 pub fn with_gate(config: &str, include_file: &str) -> String {
     let include = include_lines(include_file);
@@ -67,13 +79,13 @@ struct Found {
 
 /// True when the config holds the gate's lines, intact. `Err`: they are there but not
 /// as install wrote them (rollback refuses rather than guess).
-pub fn holds_gate(config: &str, include_file: &str) -> Result<bool, String> {
+pub fn holds_gate(config: &str, include_file: &str) -> Result<bool, LinesEdited> {
     find(config, include_file).map(|found| found.is_some())
 }
 
 /// The config with an earlier install's lines (three, no `[credential]`) taken out and
 /// the current ones appended; `None` when it holds the current ones or none.
-pub fn upgraded(config: &str, include_file: &str) -> Result<Option<String>, String> {
+pub fn upgraded(config: &str, include_file: &str) -> Result<Option<String>, LinesEdited> {
     let Some(found) = find(config, include_file)? else {
         return Ok(None);
     };
@@ -90,7 +102,7 @@ pub fn upgraded(config: &str, include_file: &str) -> Result<Option<String>, Stri
 /// that header. And a config that had no final line break, which install added, keeps
 /// that break when something stays after it: without it the user's last line and the
 /// next header would run together into one line. `None`: no gate there.
-pub fn without_gate(config: &str, include_file: &str) -> Result<Option<String>, String> {
+pub fn without_gate(config: &str, include_file: &str) -> Result<Option<String>, LinesEdited> {
     let Some(found) = find(config, include_file)? else {
         return Ok(None);
     };
@@ -112,7 +124,7 @@ pub fn without_gate(config: &str, include_file: &str) -> Result<Option<String>, 
     )))
 }
 
-fn find(config: &str, include_file: &str) -> Result<Option<Found>, String> {
+fn find(config: &str, include_file: &str) -> Result<Option<Found>, LinesEdited> {
     let marks = [
         (MARK, false, false),
         (MARK_WITH_BREAK, true, false),
@@ -145,9 +157,9 @@ fn find(config: &str, include_file: &str) -> Result<Option<Found>, String> {
             .lines()
             .any(|l| l.trim().replace(' ', "") == format!("path={include_file}"))
     {
-        return Err(format!(
-            "the transport gate's lines (\"{MARK}\", [credential], [include], path = {include_file}) were edited since install; remove them by hand"
-        ));
+        return Err(LinesEdited {
+            include_file: include_file.to_string(),
+        });
     }
     Ok(None)
 }
@@ -167,15 +179,13 @@ fn stub_and_settings(
     config: &str,
     from: usize,
     include_file: &str,
-) -> Result<(Range<usize>, usize), String> {
+) -> Result<(Range<usize>, usize), LinesEdited> {
     let include = include_lines(include_file);
     if config[from..].starts_with(&include) {
         return Ok((from..from, from));
     }
-    let edited = || {
-        format!(
-            "the transport gate's lines (\"{MARK}\", [credential], [include], path = {include_file}) were edited since install; remove them by hand"
-        )
+    let edited = || LinesEdited {
+        include_file: include_file.to_string(),
     };
     if !config[from..].starts_with(STUB) {
         return Err(edited());

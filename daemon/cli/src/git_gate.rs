@@ -33,6 +33,114 @@ pub const PROXY_FILE: &str = "row-fence-git-proxy";
 pub const KEYS: &str =
     r"^core\.sshcommand$|^core\.gitproxy$|^ssh\.variant$|^credential\.(.+\.)?helper$";
 
+/// Why the gate could not be planned, written or taken out of a repository's config.
+/// Nothing is written after a refusal found while planning.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GateError {
+    /// `git` could not be started.
+    #[error("cannot run git: {0}")]
+    Spawn(#[source] io::Error),
+    /// `git config` failed in a worktree or bare repository.
+    #[error("git config in {} failed: {stderr}", dir.display())]
+    Config {
+        /// Where git ran.
+        dir: PathBuf,
+        /// Git's stderr, trimmed.
+        stderr: String,
+    },
+    /// A key of the gate's is written without `=` (git itself refuses it).
+    #[error("{key} in {origin} has no value; fix it first")]
+    NoValue {
+        /// The key, as git lists it.
+        key: String,
+        /// Where git read it.
+        origin: String,
+    },
+    /// The asker the gate would run is not there to run.
+    #[error(
+        "{} is not an executable file; install the binaries first (or give --bin-dir)",
+        asker.display()
+    )]
+    NoAsker {
+        /// The asker's path.
+        asker: PathBuf,
+    },
+    /// The proxy script's path holds ` for `, which git reads as `core.gitProxy`'s domain.
+    #[error(
+        "{} holds \" for \", which git reads as core.gitProxy's domain",
+        proxy.display()
+    )]
+    ProxyPath {
+        /// The proxy script's path.
+        proxy: PathBuf,
+    },
+    /// A config file cannot be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The config.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// A config file is not UTF-8: its lines cannot be found, so it is left alone.
+    #[error("{} is not UTF-8; leaving it alone", path.display())]
+    NotUtf8 {
+        /// The config.
+        path: PathBuf,
+    },
+    /// The bytes to write back as a config (taking back an install) are not UTF-8.
+    #[error("{} was not UTF-8", path.display())]
+    RestoredNotUtf8 {
+        /// The config.
+        path: PathBuf,
+    },
+    /// The gate's lines are in the config, edited since install (the config's path given).
+    #[error("{}: {source}", config.display())]
+    Edited {
+        /// The config.
+        config: PathBuf,
+        /// What is wrong with the lines.
+        source: gate_lines::LinesEdited,
+    },
+    /// The gate's lines are in the config, edited since install.
+    #[error(transparent)]
+    Lines(#[from] gate_lines::LinesEdited),
+    /// Another git process holds the config's lock file (or one died and left it).
+    #[error(
+        "{} exists: another git process is writing the config (or one died: remove it)",
+        lock.display()
+    )]
+    Locked {
+        /// The lock file, `<config>.lock`.
+        lock: PathBuf,
+    },
+    /// A file cannot be written.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// The included file an install replaced cannot be written back.
+    #[error("cannot restore {}: {source}", path.display())]
+    Restore {
+        /// The included file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// A file cannot be removed.
+    #[error("cannot remove {}: {source}", path.display())]
+    Remove {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+}
+
 /// One config entry as git lists it, in the order git reads them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
@@ -69,7 +177,7 @@ impl Entry {
 
 /// Every entry of the gate's keys that git reads in `dir` (a worktree or a bare
 /// repository), in git's order, `-c` settings left out.
-pub fn entries(dir: &Path) -> Result<Vec<Entry>, String> {
+pub fn entries(dir: &Path) -> Result<Vec<Entry>, GateError> {
     let out = git(dir)
         .args([
             "config",
@@ -80,14 +188,13 @@ pub fn entries(dir: &Path) -> Result<Vec<Entry>, String> {
             KEYS,
         ])
         .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
+        .map_err(GateError::Spawn)?;
     // Exit 1: no entry matched.
     if !out.status.success() && out.status.code() != Some(1) {
-        return Err(format!(
-            "git config in {} failed: {}",
-            dir.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        return Err(GateError::Config {
+            dir: dir.to_path_buf(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
     }
     let fields: Vec<String> = out
         .stdout
@@ -131,7 +238,7 @@ pub struct Previous {
 
 /// Reads [`Previous`] from `entries`. A helper without a value (git itself refuses it) is
 /// refused.
-pub fn previous(entries: &[Entry]) -> Result<Previous, String> {
+pub fn previous(entries: &[Entry]) -> Result<Previous, GateError> {
     let before = entries
         .iter()
         .take_while(|e| !e.is_the_gates())
@@ -139,10 +246,10 @@ pub fn previous(entries: &[Entry]) -> Result<Previous, String> {
     let mut prev = Previous::default();
     for e in before {
         let Some(value) = e.value.clone() else {
-            return Err(format!(
-                "{} in {} has no value; fix it first",
-                e.key, e.origin
-            ));
+            return Err(GateError::NoValue {
+                key: e.key.clone(),
+                origin: e.origin.clone(),
+            });
         };
         match e.key.as_str() {
             "core.sshcommand" => prev.ssh_command = Some(value).filter(|v| !v.is_empty()),
@@ -176,13 +283,10 @@ pub struct Plan {
 
 /// Plans the gate for the repository at `common_dir`, baked with the daemon's asker,
 /// home and socket.
-pub fn plan(common_dir: &Path, baked: &Baked) -> Result<Plan, String> {
+pub fn plan(common_dir: &Path, baked: &Baked) -> Result<Plan, GateError> {
     let asker = baked.bin_dir.join("row-fence-ask");
     if !fs::metadata(&asker).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0) {
-        return Err(format!(
-            "{} is not an executable file; install the binaries first (or give --bin-dir)",
-            asker.display()
-        ));
+        return Err(GateError::NoAsker { asker });
     }
     let previous = previous(&entries(common_dir)?)?;
     let base = |mode: &str| {
@@ -212,10 +316,7 @@ pub fn plan(common_dir: &Path, baked: &Baked) -> Result<Plan, String> {
     let proxy = match &previous.git_proxy {
         Some(_) => None,
         None if proxy_path.to_string_lossy().contains(" for ") => {
-            return Err(format!(
-                "{} holds \" for \", which git reads as core.gitProxy's domain",
-                proxy_path.display()
-            ));
+            return Err(GateError::ProxyPath { proxy: proxy_path });
         }
         None => Some(format!(
             "#!/bin/sh\n# Written by `row-fence install git-hook`: git's core.gitProxy for git:// remotes\n# (git runs it as PROXY HOST PORT); `--rollback` removes it.\nexec {} \"$@\"\n",
@@ -295,7 +396,7 @@ pub fn drift(common_dir: &Path) -> Option<String> {
         Ok(_) => said(
             "it is not what install writes now: the repository moved, or its ssh command, git:// proxy or credential helpers changed since install, and the gate still runs the ones it saw then; rerun row-fence install git-hook".into(),
         ),
-        Err(e) => said(e),
+        Err(e) => said(e.to_string()),
     }
 }
 
@@ -366,18 +467,21 @@ pub enum Done {
 }
 
 /// Writes the gate: the included file, then (when missing) the lines that include it.
-pub fn install(plan: &Plan) -> Result<Done, String> {
+pub fn install(plan: &Plan) -> Result<Done, GateError> {
     let config_path = plan.common_dir.join("config");
     let config = read_config(&config_path)?;
     let mode = fs::metadata(&config_path).map_or(0o644, |m| m.permissions().mode() & 0o7777);
     if let Some(script) = &plan.proxy {
         let path = plan.common_dir.join(PROXY_FILE);
         row_fence_store::atomic_file::write(&path, script.as_bytes(), 0o755, false)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            .map_err(|source| GateError::Write { path, source })?;
     }
     let include_path = plan.common_dir.join(INCLUDE_FILE);
     row_fence_store::atomic_file::write(&include_path, plan.include.as_bytes(), mode, false)
-        .map_err(|e| format!("cannot write {}: {e}", include_path.display()))?;
+        .map_err(|source| GateError::Write {
+            path: include_path,
+            source,
+        })?;
     if gate_lines::holds_gate(&config, INCLUDE_FILE)? {
         if let Some(text) = gate_lines::upgraded(&config, INCLUDE_FILE)? {
             write_config(&config_path, &text, mode)?;
@@ -394,30 +498,37 @@ pub fn install(plan: &Plan) -> Result<Done, String> {
 
 /// Writes `bytes` back as the config of the repository at `common_dir`, as git would
 /// (an install that is taken back).
-pub fn restore_config(common_dir: &Path, bytes: &[u8]) -> Result<(), String> {
+pub fn restore_config(common_dir: &Path, bytes: &[u8]) -> Result<(), GateError> {
     let config_path = common_dir.join("config");
-    let text = String::from_utf8(bytes.to_vec())
-        .map_err(|_| format!("{} was not UTF-8", config_path.display()))?;
+    let text = String::from_utf8(bytes.to_vec()).map_err(|_| GateError::RestoredNotUtf8 {
+        path: config_path.clone(),
+    })?;
     let mode = fs::metadata(&config_path).map_or(0o644, |m| m.permissions().mode() & 0o7777);
     write_config(&config_path, &text, mode)
 }
 
 /// Why [`rollback`] would refuse this repository (checked before anything is changed).
-pub fn rollback_refusal(common_dir: &Path) -> Result<(), String> {
+pub fn rollback_refusal(common_dir: &Path) -> Result<(), GateError> {
     let config_path = common_dir.join("config");
     gate_lines::holds_gate(&read_config(&config_path)?, INCLUDE_FILE)
         .map(drop)
-        .map_err(|e| format!("{}: {e}", config_path.display()))
+        .map_err(|source| GateError::Edited {
+            config: config_path,
+            source,
+        })
 }
 
 /// Removes the gate: the appended lines ([`gate_lines::without_gate`]: the config comes
 /// back byte for byte, whatever else was edited since, but for what git wrote into the
 /// gate's `[credential]`) and the included file.
-pub fn rollback(common_dir: &Path) -> Result<Done, String> {
+pub fn rollback(common_dir: &Path) -> Result<Done, GateError> {
     let config_path = common_dir.join("config");
     let config = read_config(&config_path)?;
-    let back = gate_lines::without_gate(&config, INCLUDE_FILE)
-        .map_err(|e| format!("{}: {e}", config_path.display()))?;
+    let back =
+        gate_lines::without_gate(&config, INCLUDE_FILE).map_err(|source| GateError::Edited {
+            config: config_path.clone(),
+            source,
+        })?;
     let include_path = common_dir.join(INCLUDE_FILE);
     let done = match back {
         Some(text) => {
@@ -431,8 +542,8 @@ pub fn rollback(common_dir: &Path) -> Result<Done, String> {
     };
     for path in [include_path, common_dir.join(PROXY_FILE)] {
         match fs::remove_file(&path) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                return Err(format!("cannot remove {}: {e}", path.display()));
+            Err(source) if source.kind() != io::ErrorKind::NotFound => {
+                return Err(GateError::Remove { path, source });
             }
             _ => {}
         }
@@ -445,7 +556,7 @@ pub fn rollback(common_dir: &Path) -> Result<Done, String> {
 /// gate's), an earlier `core.gitProxy`, a later empty `credential.helper`, or no gate at
 /// all.
 /// Empty: git runs the gate.
-pub fn problems(dir: &Path) -> Result<Vec<String>, String> {
+pub fn problems(dir: &Path) -> Result<Vec<String>, GateError> {
     let entries = entries(dir)?;
     let mut found = Vec::new();
     match entries.iter().rfind(|e| e.key == "core.sshcommand") {
@@ -499,37 +610,41 @@ pub fn problems_in(dir: &Path) -> Vec<String> {
             .into_iter()
             .map(|p| format!("in {}: {p}", dir.display()))
             .collect(),
-        Err(e) => vec![e],
+        Err(e) => vec![e.to_string()],
     }
 }
 
-fn read_config(path: &Path) -> Result<String, String> {
-    let bytes = fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    String::from_utf8(bytes)
-        .map_err(|_| format!("{} is not UTF-8; leaving it alone", path.display()))
+fn read_config(path: &Path) -> Result<String, GateError> {
+    let bytes = fs::read(path).map_err(|source| GateError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    String::from_utf8(bytes).map_err(|_| GateError::NotUtf8 {
+        path: path.to_path_buf(),
+    })
 }
 
 /// Writes the config the way git does: through a symlink to the file it names (a config
 /// kept elsewhere stays a symlink), `<file>.lock` created exclusively (so a concurrent
 /// `git config` fails instead of losing an edit), written, synced, renamed over the
 /// file; the mode kept.
-fn write_config(path: &Path, text: &str, mode: u32) -> Result<(), String> {
+fn write_config(path: &Path, text: &str, mode: u32) -> Result<(), GateError> {
     let resolved = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let path = resolved.as_path();
     let mut lock = path.as_os_str().to_owned();
     lock.push(".lock");
     let lock = PathBuf::from(lock);
-    let fail = |e: io::Error| format!("cannot write {}: {e}", path.display());
+    let fail = |source: io::Error| GateError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
     let mut file = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(mode)
         .open(&lock)
         .map_err(|e| match e.kind() {
-            io::ErrorKind::AlreadyExists => format!(
-                "{} exists: another git process is writing the config (or one died: remove it)",
-                lock.display()
-            ),
+            io::ErrorKind::AlreadyExists => GateError::Locked { lock: lock.clone() },
             _ => fail(e),
         })?;
     let written = file

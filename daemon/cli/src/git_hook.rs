@@ -91,10 +91,18 @@ pub struct Baked {
 /// The lines of `hooks/pre-push` the installer fills in, each `NAME=''` as shipped.
 const BAKED_NAMES: [&str; 3] = ["row_fence_bin_dir", "row_fence_home", "row_fence_socket"];
 
+/// A baked value holds a line break: the hook would not read back as the fence's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{value:?} holds a line break")]
+pub struct LineBreak {
+    /// The value (a directory or socket path, as displayed).
+    pub value: String,
+}
+
 impl Baked {
     /// The fence's hook with these values. A value holding a line break is refused: the
     /// hook would not read back as the fence's.
-    pub fn render(&self) -> Result<String, String> {
+    pub fn render(&self) -> Result<String, LineBreak> {
         let values = [&self.bin_dir, &self.home, &self.socket];
         let mut text = String::with_capacity(PRE_PUSH.len() + 256);
         for line in PRE_PUSH.split_inclusive('\n') {
@@ -102,7 +110,7 @@ impl Baked {
                 Some(i) => {
                     let value = values[i].display().to_string();
                     if value.contains(['\n', '\r']) {
-                        return Err(format!("{value:?} holds a line break"));
+                        return Err(LineBreak { value });
                     }
                     text.push_str(&format!(
                         "{}={}\n",

@@ -66,7 +66,7 @@ fn hooks_dirs(repos: &[Repository]) -> (Vec<PathBuf>, Vec<String>) {
         match &worktree.hooks {
             Ok(dir) if !dirs.contains(dir) => dirs.push(dir.clone()),
             Ok(_) => {}
-            Err(e) => gone.push(e.clone()),
+            Err(e) => gone.push(e.to_string()),
         }
     }
     (dirs, gone)
@@ -102,7 +102,7 @@ fn install(
     for (repo, plan) in &plans {
         match install_gate(repo, plan) {
             Ok(undo) => written.push((repo, undo)),
-            Err(e) => failed.push(e),
+            Err(e) => failed.push(e.to_string()),
         }
     }
     if !failed.is_empty() {
@@ -110,7 +110,7 @@ fn install(
         let mut stuck = Vec::new();
         for (repo, undo) in written {
             if let Err(e) = undo.apply(&repo.common_dir) {
-                stuck.push(e);
+                stuck.push(e.to_string());
             }
         }
         if stuck.is_empty() {
@@ -131,6 +131,35 @@ fn install(
     finish(failed)
 }
 
+/// Why one repository's gate was not left written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GateNotWritten {
+    /// Writing the gate failed (nothing of it is in effect).
+    #[error("{}: {source}", config.display())]
+    Install {
+        /// The repository's config.
+        config: PathBuf,
+        /// What failed.
+        source: git_gate::GateError,
+    },
+    /// Git would not run the gate in some worktree; it was taken back.
+    #[error(
+        "git would not run the transport gate of {}: {}",
+        config.display(),
+        problems.join("; ")
+    )]
+    NotRun {
+        /// The repository's config.
+        config: PathBuf,
+        /// What keeps git from running it, one sentence per worktree.
+        problems: Vec<String>,
+    },
+    /// Taking the gate back failed: it may stay.
+    #[error(transparent)]
+    Undo(#[from] git_gate::GateError),
+}
+
 /// How to take back one repository's gate, and what to say when it stays.
 struct Undo {
     /// `None`: this install wrote the gate; else what the included file held before it
@@ -143,7 +172,7 @@ struct Undo {
 }
 
 impl Undo {
-    fn apply(&self, common_dir: &std::path::Path) -> Result<(), String> {
+    fn apply(&self, common_dir: &std::path::Path) -> Result<(), git_gate::GateError> {
         let path = common_dir.join(git_gate::INCLUDE_FILE);
         if let (Some(_), Some(bytes)) = (&self.before, &self.config)
             && std::fs::read(common_dir.join("config")).ok().as_ref() != Some(bytes)
@@ -153,9 +182,9 @@ impl Undo {
         match &self.before {
             None => git_gate::rollback(common_dir).map(drop),
             Some(Some(bytes)) => row_fence_store::atomic_file::write(&path, bytes, 0o644, false)
-                .map_err(|e| format!("cannot restore {}: {e}", path.display())),
+                .map_err(|source| git_gate::GateError::Restore { path, source }),
             Some(None) => std::fs::remove_file(&path)
-                .map_err(|e| format!("cannot remove {}: {e}", path.display())),
+                .map_err(|source| git_gate::GateError::Remove { path, source }),
         }
     }
 }
@@ -163,11 +192,14 @@ impl Undo {
 /// Writes one repository's gate, then asks git in each of its worktrees which ssh
 /// command and credential helpers it runs. A gate git does not run somewhere is taken
 /// back at once and named.
-fn install_gate(repo: &Repository, plan: &Plan) -> Result<Undo, String> {
+fn install_gate(repo: &Repository, plan: &Plan) -> Result<Undo, GateNotWritten> {
     let config = repo.config();
     let before = std::fs::read(repo.common_dir.join(git_gate::INCLUDE_FILE)).ok();
     let config_before = std::fs::read(&config).ok();
-    let done = git_gate::install(plan).map_err(|e| format!("{}: {e}", config.display()))?;
+    let done = git_gate::install(plan).map_err(|source| GateNotWritten::Install {
+        config: config.clone(),
+        source,
+    })?;
     let undo = Undo {
         before: (done != git_gate::Done::Installed).then_some(before),
         config: config_before,
@@ -181,11 +213,7 @@ fn install_gate(repo: &Repository, plan: &Plan) -> Result<Undo, String> {
         .collect();
     if !problems.is_empty() {
         undo.apply(&repo.common_dir)?;
-        return Err(format!(
-            "git would not run the transport gate of {}: {}",
-            config.display(),
-            problems.join("; ")
-        ));
+        return Err(GateNotWritten::NotRun { config, problems });
     }
     let ssh = plan.previous.ssh_command.as_deref().unwrap_or("ssh");
     Ok(Undo {
@@ -220,7 +248,7 @@ fn rollback(repos: &[Repository], dirs: &[PathBuf]) -> Outcome {
     }
     for repo in repos {
         if let Err(e) = git_gate::rollback_refusal(&repo.common_dir) {
-            problems.push(e);
+            problems.push(e.to_string());
         }
     }
     if !problems.is_empty() {
@@ -242,7 +270,7 @@ fn rollback(repos: &[Repository], dirs: &[PathBuf]) -> Outcome {
                 "removed git's transport gate from {}",
                 repo.config().display()
             )),
-            Err(e) => failed.push(e),
+            Err(e) => failed.push(e.to_string()),
         }
     }
     finish(failed)

@@ -19,6 +19,59 @@ const REPO_ENV: &[&str] = &[
     "GIT_CONFIG_COUNT",
 ];
 
+/// Why git could not be asked about a repository, or what it answered instead.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GitError {
+    /// `git` could not be started.
+    #[error("cannot run git: {0}")]
+    Spawn(#[source] std::io::Error),
+    /// Git ran and failed: the arguments it ran with and what it said on stderr.
+    #[error("git {args} failed: {stderr}")]
+    Failed {
+        /// The arguments after `git`, space-separated.
+        args: String,
+        /// Git's stderr, trimmed.
+        stderr: String,
+    },
+    /// The directory is not in a git repository (git's own failure in `source`).
+    #[error("{} is not in a git repository ({source})", start.display())]
+    NotARepository {
+        /// Where the lookup started.
+        start: PathBuf,
+        /// What git said.
+        source: Box<GitError>,
+    },
+    /// The common git dir git named cannot be resolved.
+    #[error("{}: {source}", path.display())]
+    Canonicalize {
+        /// The directory git named.
+        path: PathBuf,
+        /// Why it cannot be resolved.
+        source: std::io::Error,
+    },
+    /// A linked worktree is gone, and its relative `core.hooksPath` with it.
+    #[error(
+        "the worktree {} is gone and its core.hooksPath is relative, so its hooks directory is gone with it ({})",
+        worktree.display(),
+        if *locked { "it is locked: bring it back, or git worktree unlock and prune it" } else { "git worktree prune forgets it" }
+    )]
+    HooksGone {
+        /// The worktree git lists.
+        worktree: PathBuf,
+        /// True when git keeps it locked.
+        locked: bool,
+    },
+    /// `git config` in a worktree's git dir failed.
+    #[error("git config in {}: {stderr}", git_dir.display())]
+    Config {
+        /// The worktree's git dir.
+        git_dir: PathBuf,
+        /// Git's stderr, trimmed.
+        stderr: String,
+    },
+}
+
 /// `git -C dir`, with none of [`REPO_ENV`] inherited.
 pub fn git(dir: &Path) -> Command {
     let mut command = Command::new("git");
@@ -30,10 +83,8 @@ pub fn git(dir: &Path) -> Command {
 }
 
 /// Runs `command` and returns its stdout; the error names what ran and what git said.
-pub fn output(command: &mut Command) -> Result<Vec<u8>, String> {
-    let out = command
-        .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
+pub fn output(command: &mut Command) -> Result<Vec<u8>, GitError> {
+    let out = command.output().map_err(GitError::Spawn)?;
     if out.status.success() {
         Ok(out.stdout)
     } else {
@@ -41,16 +92,15 @@ pub fn output(command: &mut Command) -> Result<Vec<u8>, String> {
             .get_args()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
-        Err(format!(
-            "git {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
+        Err(GitError::Failed {
+            args: args.join(" "),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
     }
 }
 
 /// One repository: its common git dir and its worktrees.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Repository {
     /// The common git dir, canonical: a main worktree's `.git`, a bare repository, or a
     /// submodule's `<super git dir>/modules/<name>`. Its `config` is the repository's.
@@ -62,13 +112,13 @@ pub struct Repository {
 }
 
 /// One worktree of a repository.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Worktree {
     /// Its top level (the git dir itself for a bare repository).
     pub path: PathBuf,
     /// The hooks directory git runs for it, or why it cannot be named (a linked worktree
     /// whose directory is gone, with a relative `core.hooksPath`).
-    pub hooks: Result<PathBuf, String>,
+    pub hooks: Result<PathBuf, GitError>,
     /// False for a linked worktree whose directory is not there (git keeps a locked one,
     /// on a removable drive say): git cannot be asked anything in it.
     pub present: bool,
@@ -84,7 +134,7 @@ impl Repository {
 /// The repository around `start` and, with `submodules`, every initialized submodule of
 /// each of its worktrees, recursively. The error names a `start` that is not in a
 /// repository.
-pub fn discover(start: &Path, submodules: bool) -> Result<Vec<Repository>, String> {
+pub fn discover(start: &Path, submodules: bool) -> Result<Vec<Repository>, GitError> {
     let top = repository(start, false)?;
     let mut found = vec![top];
     if submodules {
@@ -111,13 +161,18 @@ pub fn discover(start: &Path, submodules: bool) -> Result<Vec<Repository>, Strin
 }
 
 /// The repository `start` is in, with its worktrees.
-fn repository(start: &Path, submodule: bool) -> Result<Repository, String> {
+fn repository(start: &Path, submodule: bool) -> Result<Repository, GitError> {
     let common =
         output(git(start).args(["rev-parse", "--path-format=absolute", "--git-common-dir"]))
-            .map_err(|e| format!("{} is not in a git repository ({e})", start.display()))?;
+            .map_err(|e| GitError::NotARepository {
+                start: start.to_path_buf(),
+                source: Box::new(e),
+            })?;
     let common = path_line(&common);
-    let common_dir =
-        std::fs::canonicalize(&common).map_err(|e| format!("{}: {e}", common.display()))?;
+    let common_dir = std::fs::canonicalize(&common).map_err(|source| GitError::Canonicalize {
+        path: common.clone(),
+        source,
+    })?;
     let listing = output(git(&common_dir).args(["worktree", "list", "--porcelain", "-z"]))?;
     let mut worktrees = Vec::new();
     for record in listing
@@ -168,7 +223,7 @@ fn main_worktree(common_dir: &Path) -> Option<PathBuf> {
 }
 
 /// The hooks directory git runs for the worktree (or bare repository) at `dir`.
-fn hooks_dir(dir: &Path) -> Result<PathBuf, String> {
+fn hooks_dir(dir: &Path) -> Result<PathBuf, GitError> {
     let out =
         output(git(dir).args(["rev-parse", "--path-format=absolute", "--git-path", "hooks"]))?;
     Ok(path_line(&out))
@@ -178,17 +233,10 @@ fn hooks_dir(dir: &Path) -> Result<PathBuf, String> {
 /// the one git runs for it when its `core.hooksPath` is unset (the repository's
 /// `hooks`, which every such worktree shares) or absolute. A relative one names a
 /// directory inside the missing worktree: that is an error naming it.
-fn gone_hooks_dir(common_dir: &Path, path: &Path, locked: bool) -> Result<PathBuf, String> {
-    let gone = || {
-        format!(
-            "the worktree {} is gone and its core.hooksPath is relative, so its hooks directory is gone with it ({})",
-            path.display(),
-            if locked {
-                "it is locked: bring it back, or git worktree unlock and prune it"
-            } else {
-                "git worktree prune forgets it"
-            }
-        )
+fn gone_hooks_dir(common_dir: &Path, path: &Path, locked: bool) -> Result<PathBuf, GitError> {
+    let gone = || GitError::HooksGone {
+        worktree: path.to_path_buf(),
+        locked,
     };
     let git_dir = linked_git_dir(common_dir, path).ok_or_else(gone)?;
     let hooks_path = git(common_dir)
@@ -196,7 +244,7 @@ fn gone_hooks_dir(common_dir: &Path, path: &Path, locked: bool) -> Result<PathBu
         .arg(&git_dir)
         .args(["config", "--type=path", "--get", "core.hooksPath"])
         .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
+        .map_err(GitError::Spawn)?;
     match hooks_path.status.code() {
         Some(1) => Ok(common_dir.join("hooks")),
         Some(0) => {
@@ -207,11 +255,12 @@ fn gone_hooks_dir(common_dir: &Path, path: &Path, locked: bool) -> Result<PathBu
                 Err(gone())
             }
         }
-        _ => Err(format!(
-            "git config in {}: {}",
-            git_dir.display(),
-            String::from_utf8_lossy(&hooks_path.stderr).trim()
-        )),
+        _ => Err(GitError::Config {
+            git_dir,
+            stderr: String::from_utf8_lossy(&hooks_path.stderr)
+                .trim()
+                .to_string(),
+        }),
     }
 }
 
@@ -229,7 +278,7 @@ pub fn linked_git_dir(common_dir: &Path, path: &Path) -> Option<PathBuf> {
 }
 
 /// Every initialized submodule under the worktree at `dir`, nested ones included.
-fn submodule_paths(dir: &Path) -> Result<Vec<PathBuf>, String> {
+fn submodule_paths(dir: &Path) -> Result<Vec<PathBuf>, GitError> {
     let out = output(git(dir).args([
         "submodule",
         "foreach",

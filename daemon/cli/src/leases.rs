@@ -227,7 +227,7 @@ fn worktree_descriptor() -> Result<PathBuf, Failure> {
             "--write-descriptor without a path needs a git worktree; none above {}",
             cwd.display()
         ))),
-        Err((path, detail)) => Err(Failure::could_not(format!("{}: {detail}", path.display()))),
+        Err(broken) => Err(Failure::could_not(broken)),
     }
 }
 

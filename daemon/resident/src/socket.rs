@@ -12,19 +12,86 @@ use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 
-/// Why the daemon cannot take its socket.
+/// Why the daemon cannot take its socket. [`SocketError::is_refused`]: the path or its
+/// directory is not one the daemon may use (nothing was touched); else the system failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SocketError {
-    /// The path is over the platform's limit, the directory is untrusted, or the path is
-    /// taken by something that is not our socket.
+    /// The path is over the platform's limit (the sentence names path, length and limit).
     #[error("{0}")]
-    Refused(String),
+    TooLong(String),
+    /// The socket's directory is not to be trusted.
+    #[error("refusing to start: {0}")]
+    Untrusted(paths::Untrusted),
+    /// Something that is not a socket holds the path.
+    #[error("{} exists and is not a socket; not removing it", .0.display())]
+    NotASocket(PathBuf),
+    /// A leftover socket nobody answers belongs to another uid.
+    #[error("leftover socket {} is owned by uid {uid}; not removing it", path.display())]
+    ForeignLeftover {
+        /// The socket.
+        path: PathBuf,
+        /// Its owner.
+        uid: u32,
+    },
     /// A live daemon answers on the path; it was left untouched.
     #[error("already running: a daemon answers on {0}")]
     AlreadyRunning(PathBuf),
-    /// The system refused.
-    #[error("{0}")]
-    Io(String),
+    /// The socket's directory could not be created.
+    #[error("cannot create {}: {source}", path.display())]
+    CreateDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// The directory or the socket could not be looked at.
+    #[error("{}: {source}", path.display())]
+    Stat {
+        /// The directory or socket.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// Binding failed (other than a daemon answering there).
+    #[error("cannot bind {}: {source}", path.display())]
+    Bind {
+        /// The socket.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// A leftover socket could not be probed for a live daemon.
+    #[error("cannot probe {}: {source}", path.display())]
+    Probe {
+        /// The socket.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// A leftover socket of ours could not be removed.
+    #[error("cannot remove {}: {source}", path.display())]
+    Remove {
+        /// The socket.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+}
+
+impl SocketError {
+    /// True when the daemon refused the path or its directory (too long, untrusted, held
+    /// by something else, or a live daemon there); false when the system failed.
+    pub fn is_refused(&self) -> bool {
+        matches!(
+            self,
+            SocketError::TooLong(_)
+                | SocketError::Untrusted(_)
+                | SocketError::NotASocket(_)
+                | SocketError::ForeignLeftover { .. }
+                | SocketError::AlreadyRunning(_)
+        )
+    }
 }
 
 /// The socket file we bound, remembered by inode so only our own file is ever unlinked.
@@ -37,7 +104,7 @@ pub struct SocketGuard {
 /// Creates the socket's directory 0700 if missing, then checks it as the asker does, but
 /// without accepting root's directories: the daemon's directory must be its own.
 pub fn prepare_dir(socket: &Path) -> Result<(), SocketError> {
-    paths::check_socket_length(socket).map_err(SocketError::Refused)?;
+    paths::check_socket_length(socket).map_err(SocketError::TooLong)?;
     let dir = socket.parent().unwrap_or(Path::new("."));
     match fs::symlink_metadata(dir) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -45,13 +112,20 @@ pub fn prepare_dir(socket: &Path) -> Result<(), SocketError> {
                 .recursive(true)
                 .mode(0o700)
                 .create(dir)
-                .map_err(|e| SocketError::Io(format!("cannot create {}: {e}", dir.display())))?;
+                .map_err(|source| SocketError::CreateDir {
+                    path: dir.to_path_buf(),
+                    source,
+                })?;
         }
-        Err(e) => return Err(SocketError::Io(format!("{}: {e}", dir.display()))),
+        Err(source) => {
+            return Err(SocketError::Stat {
+                path: dir.to_path_buf(),
+                source,
+            });
+        }
         Ok(_) => {}
     }
-    paths::check_socket_dir(socket, paths::euid(), false)
-        .map_err(|e| SocketError::Refused(format!("refusing to start: {e}")))
+    paths::check_socket_dir(socket, paths::euid(), false).map_err(SocketError::Untrusted)
 }
 
 /// Binds `socket` with mode 0600, clearing a leftover socket nobody answers. Returns the
@@ -63,10 +137,15 @@ pub fn bind(socket: &Path) -> Result<(UnixListener, SocketGuard), SocketError> {
     nix::sys::stat::umask(old);
     let listener = bound.map_err(|e| match e.kind() {
         io::ErrorKind::AddrInUse => SocketError::AlreadyRunning(socket.to_path_buf()),
-        _ => SocketError::Io(format!("cannot bind {}: {e}", socket.display())),
+        _ => SocketError::Bind {
+            path: socket.to_path_buf(),
+            source: e,
+        },
     })?;
-    let meta = fs::symlink_metadata(socket)
-        .map_err(|e| SocketError::Io(format!("{}: {e}", socket.display())))?;
+    let meta = fs::symlink_metadata(socket).map_err(|source| SocketError::Stat {
+        path: socket.to_path_buf(),
+        source,
+    })?;
     Ok((
         listener,
         SocketGuard {
@@ -79,33 +158,36 @@ pub fn bind(socket: &Path) -> Result<(UnixListener, SocketGuard), SocketError> {
 fn clear_leftover(socket: &Path) -> Result<(), SocketError> {
     let meta = match fs::symlink_metadata(socket) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(SocketError::Io(format!("{}: {e}", socket.display()))),
+        Err(source) => {
+            return Err(SocketError::Stat {
+                path: socket.to_path_buf(),
+                source,
+            });
+        }
         Ok(meta) => meta,
     };
     if !meta.file_type().is_socket() {
-        return Err(SocketError::Refused(format!(
-            "{} exists and is not a socket; not removing it",
-            socket.display()
-        )));
+        return Err(SocketError::NotASocket(socket.to_path_buf()));
     }
     match UnixStream::connect(socket) {
         Ok(_) => Err(SocketError::AlreadyRunning(socket.to_path_buf())),
         Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
             if meta.uid() != paths::euid() {
-                return Err(SocketError::Refused(format!(
-                    "leftover socket {} is owned by uid {}; not removing it",
-                    socket.display(),
-                    meta.uid()
-                )));
+                return Err(SocketError::ForeignLeftover {
+                    path: socket.to_path_buf(),
+                    uid: meta.uid(),
+                });
             }
             tracing::info!(path = %socket.display(), "removing a leftover socket nobody answers");
-            fs::remove_file(socket)
-                .map_err(|e| SocketError::Io(format!("cannot remove {}: {e}", socket.display())))
+            fs::remove_file(socket).map_err(|source| SocketError::Remove {
+                path: socket.to_path_buf(),
+                source,
+            })
         }
-        Err(e) => Err(SocketError::Io(format!(
-            "cannot probe {}: {e}",
-            socket.display()
-        ))),
+        Err(source) => Err(SocketError::Probe {
+            path: socket.to_path_buf(),
+            source,
+        }),
     }
 }
 
@@ -124,5 +206,37 @@ impl SocketGuard {
         if ours {
             let _ = fs::remove_file(&self.path);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_on_the_socket_path_is_refused_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sock");
+        fs::write(&path, "mine").unwrap();
+        let refused = bind(&path).unwrap_err();
+        assert!(matches!(&refused, SocketError::NotASocket(p) if p == &path));
+        assert!(refused.is_refused());
+        assert_eq!(
+            refused.to_string(),
+            format!(
+                "{} exists and is not a socket; not removing it",
+                path.display()
+            )
+        );
+        assert_eq!(fs::read_to_string(&path).unwrap(), "mine");
+    }
+
+    #[test]
+    fn a_socket_path_over_the_limit_is_refused_before_anything_is_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let deep = dir.path().join("d".repeat(paths::SOCKET_PATH_LIMIT));
+        let refused = prepare_dir(&deep.join("sock")).unwrap_err();
+        assert!(matches!(refused, SocketError::TooLong(_)) && refused.is_refused());
+        assert!(!deep.exists());
     }
 }

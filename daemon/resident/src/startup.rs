@@ -63,9 +63,12 @@ pub enum StartError {
     /// The registry changed between its digest and its load.
     #[error("the registry changed while the daemon was loading it; exiting before binding")]
     RegistryChanged,
-    /// The registry's digest could not be taken.
+    /// The registry's digest could not be taken when the daemon's own code was recorded.
     #[error("cannot read the registry: {0}")]
-    RegistryDigest(String),
+    OwnCode(#[source] row_fence_ask::stamp::RegistryUnreadable),
+    /// The registry's digest could not be taken again after its load.
+    #[error("cannot read the registry: {0}")]
+    RegistryDigest(#[source] std::io::Error),
     /// The store's settings are not a store, or it would not open.
     #[error(transparent)]
     Store(#[from] crate::config::ConfigError),
@@ -137,12 +140,11 @@ fn prepare(options: &Options) -> Result<Prepared, StartError> {
             source,
         })?;
     socket::prepare_dir(&settings.socket)?;
-    let own_code =
-        OwnCode::capture(&settings.home).map_err(|e| StartError::RegistryDigest(e.to_string()))?;
+    let own_code = OwnCode::capture(&settings.home).map_err(StartError::OwnCode)?;
     // Whatever the daemon loads from the registry is loaded between these two digests.
     let registry = Registry::load(&settings.home)?;
     let again = row_fence_ask::stamp::registry_digest(&paths::registry(&settings.home))
-        .map_err(|e| StartError::RegistryDigest(e.to_string()))?;
+        .map_err(StartError::RegistryDigest)?;
     if again != own_code.registry_digest() {
         return Err(StartError::RegistryChanged);
     }
