@@ -148,8 +148,14 @@ pub async fn run(
                     store_problems: check.problems,
                     store_notes: check.notes,
                 };
-                match write(&path, &beat) {
-                    Ok(()) => last_ms.store(beat.written_at_ms, Ordering::Relaxed),
+                // A slow disk must not hold the thread that answers asks.
+                let written_at_ms = beat.written_at_ms;
+                let target = path.clone();
+                let written = tokio::task::spawn_blocking(move || write(&target, &beat))
+                    .await
+                    .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+                match written {
+                    Ok(()) => last_ms.store(written_at_ms, Ordering::Relaxed),
                     Err(e) => {
                         tracing::warn!(path = %path.display(), error = %e, "cannot write the heartbeat")
                     }

@@ -92,7 +92,11 @@ pub struct Options {
 
 /// Runs the daemon in the foreground; returns the process exit code.
 pub fn run(options: Options) -> i32 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    // One thread serves every connection (concurrently: each waits on I/O, never on
+    // another): an ask then wakes one thread, not a worker and the thread that accepted
+    // it, which halved no latency but cost a context switch per ask. Blocking work (file
+    // store calls, the heartbeat and marks files, the ledger) runs on blocking threads.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .max_blocking_threads(MAX_BLOCKING_THREADS)
         .build()
