@@ -21,7 +21,8 @@ fn why(r: &Results, target: Target) -> Option<String> {
         Target::WarmVsTrue => warm_vs_true(r),
         Target::WarmVsColdDistant | Target::DistantBound => distance(r),
         Target::LoadedP99 | Target::LoadedMisses => loaded(r),
-        Target::Throughput | Target::DaemonCpu | Target::RedisCpu => throughput(r),
+        Target::Throughput => throughput(r),
+        Target::DaemonCpu | Target::RedisCpu => cpu_per_ask(r),
         Target::GuardHarmless | Target::GuardPush => guard(r),
         Target::BytesPerChange => bytes(r),
         Target::FileStoreFlat => file_store(r),
@@ -196,4 +197,39 @@ fn file_store(r: &Results) -> Option<String> {
          would make it flat.",
         small.latency.p50_ms, small.rows, large.latency.p50_ms, large.rows
     ))
+}
+
+fn cpu_per_ask(r: &Results) -> Option<String> {
+    let one = r.single.as_ref().filter(|s| s.allowed > 0)?;
+    let per = |t: &crate::throughput::Throughput, s: f64| s * 1e6 / t.allowed.max(1) as f64;
+    let mut text = format!(
+        "With one client asking back to back, each ask cost the daemon {:.1} µs and \
+         redis-server {:.1} µs of CPU ({} asks in {:.1} s).",
+        per(one, one.cpu_s.0),
+        per(one, one.cpu_s.1),
+        one.allowed,
+        one.seconds
+    );
+    if let Some(many) = r.throughput.as_ref().filter(|t| t.allowed > 0) {
+        text.push_str(&format!(
+            " With {} clients the same ask cost {:.1} µs and {:.1} µs: with one client every \
+             ask finds both asleep, so each pays its wake-ups and context switches alone.",
+            many.clients,
+            per(many, many.cpu_s.0),
+            per(many, many.cpu_s.1)
+        ));
+    }
+    if let Some(profile) = &r.profile {
+        let shares: Vec<String> = profile
+            .groups
+            .iter()
+            .take(4)
+            .map(|(g, share)| format!("{} {share:.0} %", g.label()))
+            .collect();
+        text.push_str(&format!(
+            " The daemon's profile (below): {}.",
+            shares.join(", ")
+        ));
+    }
+    Some(text)
 }

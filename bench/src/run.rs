@@ -379,7 +379,7 @@ impl Runner {
                 if profile
                     .groups
                     .iter()
-                    .any(|(g, share)| *g == crate::profile::Group::Unresolved && *share > 20.0)
+                    .any(|(g, share)| *g == crate::profile::Group::Unresolved && *share > 5.0)
                 {
                     self.note("the CPU profile's daemon frames are mostly unresolved: the shipped daemon is stripped; scripts/bench passes --profile-daemon with one built with symbols".into());
                 }
