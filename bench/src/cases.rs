@@ -18,7 +18,8 @@ pub enum Case {
     ColdRust,
     /// 4. `redis-cli EVALSHA` of the ask script, and the Python `redis` client.
     ColdGeneric,
-    /// 5. Cases 2–4 over TLS, and behind a proxy adding 5 ms each way.
+    /// 5. Cases 2–4 over TLS, and behind a proxy adding 5 ms each way; also the echo
+    ///    floor's one round trip over the same delayed link.
     Distance,
     /// 6. Cases 1–3 under 16 busy processes per core; misses of a 5.5 s budget.
     Oversubscribed,
@@ -26,14 +27,22 @@ pub enum Case {
     Throughput,
     /// 8. The daemon's RSS idle; the asker's max RSS.
     Memory,
-    /// Bytes sent to Redis for one single-record change on a board with 5,000 records,
-    /// records layout vs document layout.
+    /// Bytes sent to and received from Redis for one single-record change on boards of
+    /// 100, 5,000 and 100,000 records; records layout vs document layout at 5,000.
     BytesPerChange,
     /// Fenced batches per second with 1 and with 16 writers.
     FencedBatchRate,
     /// The agent guard as Claude Code runs it (`sh -c '<installed command>'`, the JSON on
     /// stdin) against `sh -c true`: a harmless command, and a fenced ALLOWED push.
     Guard,
+    /// `etcdctl get` against a private etcd: a lease service's own client, cold.
+    Etcd,
+    /// The daemon's and redis-server's CPU per ask with one in-process client.
+    CpuPerAsk,
+    /// A CPU profile of the daemon's ask path (`perf record -g`), by kind of work.
+    Profile,
+    /// The file store's ask p50 on boards of 10, 1,000 and 10,000 rows.
+    FileStoreBoards,
 }
 
 /// Whether a case is measured by this build.
@@ -50,7 +59,7 @@ pub enum Status {
 
 impl Case {
     /// Every case, in report order.
-    pub const ALL: [Case; 11] = [
+    pub const ALL: [Case; 15] = [
         Case::Floor,
         Case::Warm,
         Case::ColdRust,
@@ -62,6 +71,10 @@ impl Case {
         Case::BytesPerChange,
         Case::FencedBatchRate,
         Case::Guard,
+        Case::Etcd,
+        Case::CpuPerAsk,
+        Case::Profile,
+        Case::FileStoreBoards,
     ];
 
     /// One line saying what the case measures.
@@ -75,7 +88,9 @@ impl Case {
             Case::ColdGeneric => {
                 "cold generic: `redis-cli EVALSHA` of the ask script; Python `redis` client"
             }
-            Case::Distance => "warm and cold over TLS, and through a proxy adding 5 ms each way",
+            Case::Distance => {
+                "warm and cold over TLS, and through a proxy adding 5 ms each way; the echo floor over the same delayed link"
+            }
             Case::Oversubscribed => {
                 "floor, warm, cold Rust under 16 busy processes per core; misses of 5.5 s"
             }
@@ -84,12 +99,18 @@ impl Case {
             }
             Case::Memory => "memory: daemon RSS idle; asker max RSS",
             Case::BytesPerChange => {
-                "bytes sent to Redis for one single-record change on a 5,000-record board, records vs document layout"
+                "bytes sent and received for one single-record change on boards of 100, 5,000 and 100,000 records; records vs document layout"
             }
             Case::FencedBatchRate => "fenced batches per second with 1 and 16 writers",
             Case::Guard => {
                 "agent guard via `sh -c '<installed command>'`: harmless command and fenced ALLOWED push, against `sh -c true`"
             }
+            Case::Etcd => "lease service: `etcdctl get` against a private etcd, cold",
+            Case::CpuPerAsk => "CPU per ask of the daemon and redis-server, one in-process client",
+            Case::Profile => {
+                "CPU profile of the daemon's ask path (`perf record -g`), by kind of work"
+            }
+            Case::FileStoreBoards => "file store ask p50 on boards of 10, 1,000 and 10,000 rows",
         }
     }
 
@@ -107,7 +128,11 @@ impl Case {
             | Case::Memory
             | Case::BytesPerChange
             | Case::FencedBatchRate
-            | Case::Guard => Status::Measured,
+            | Case::Guard
+            | Case::Etcd
+            | Case::CpuPerAsk
+            | Case::Profile
+            | Case::FileStoreBoards => Status::Measured,
         }
     }
 }

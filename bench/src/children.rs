@@ -63,6 +63,20 @@ impl Owned {
         }
     }
 
+    /// Waits up to `limit` for the process to exit by itself; its status. `Err` (and the
+    /// process stopped as on drop) when it did not.
+    pub fn wait(&mut self, limit: Duration) -> Result<ExitStatus, String> {
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            if let Some(status) = self.exited()? {
+                return Ok(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.stop();
+        Err(format!("{} did not exit within {limit:?}", self.name))
+    }
+
     /// SIGTERM, wait up to the grace period, then SIGKILL; reaps the process.
     pub fn stop(&mut self) {
         let Some(mut child) = self.child.take() else {

@@ -15,6 +15,9 @@ pub enum Client {
     True,
     /// `row-fence-bench-echo`: a minimal process doing one Unix-socket round trip.
     Echo,
+    /// `row-fence-bench-echo --tcp`: the same minimal process doing one round trip with
+    /// the bench's TCP echo server through the delay proxy, over the distant link.
+    EchoLink,
     /// `row-fence-ask --version`: the asker binary's own start, asking nothing; splits
     /// the warm ask into "start the asker" and "ask".
     AskerStart,
@@ -26,6 +29,9 @@ pub enum Client {
     RedisCli,
     /// A Python `redis` client script running the ask script, connecting per sample.
     Python,
+    /// `etcdctl get` of a row-lease-shaped key on the bench's private etcd: a lease
+    /// service's own client, cold.
+    Etcdctl,
     /// `sh -c true` with the hook JSON on stdin: Claude Code's way of running a hook, with
     /// nothing in it (the agent guard's yardstick).
     HookTrue,
@@ -45,15 +51,36 @@ impl Client {
         match self {
             Client::True => "floor: /bin/true",
             Client::Echo => "floor: echo round trip",
+            Client::EchoLink => "floor: echo round trip over the link",
             Client::AskerStart => "floor: row-fence-ask --version",
             Client::Warm => "warm: row-fence-ask",
             Client::ColdRust => "cold Rust: row-fence check",
             Client::RedisCli => "cold generic: redis-cli EVALSHA",
             Client::Python => "cold generic: Python redis",
+            Client::Etcdctl => "lease service: etcdctl get",
             Client::HookTrue => "hook floor: sh -c true",
             Client::HookExecTrue => "hook floor: sh -c /bin/true",
             Client::GuardHarmless => "guard: harmless command",
             Client::GuardPush => "guard: fenced ALLOWED push",
+        }
+    }
+
+    /// A short name, for ratios and the pictures.
+    pub fn short(self) -> &'static str {
+        match self {
+            Client::True => "/bin/true",
+            Client::Echo => "echo",
+            Client::EchoLink => "echo over the link",
+            Client::AskerStart => "asker start",
+            Client::Warm => "warm",
+            Client::ColdRust => "cold Rust",
+            Client::RedisCli => "redis-cli",
+            Client::Python => "Python",
+            Client::Etcdctl => "etcdctl get",
+            Client::HookTrue => "sh -c true",
+            Client::HookExecTrue => "sh -c /bin/true",
+            Client::GuardHarmless => "guard harmless",
+            Client::GuardPush => "guard push",
         }
     }
 
@@ -169,6 +196,10 @@ pub struct Clients {
     pub cold_home: PathBuf,
     /// The echo server's socket.
     pub echo_socket: PathBuf,
+    /// The delay proxy in front of the TCP echo server (`None`: no distant route).
+    pub echo_link: Option<std::net::SocketAddr>,
+    /// The private etcd's client endpoint (`None`: etcd could not be had, skipped).
+    pub etcd: Option<String>,
     /// The ask script, for the generic clients (`None`: not found, skipped).
     pub ask_script: Option<AskScript>,
     /// The Python client (`None`: could not be installed, skipped).
@@ -206,6 +237,22 @@ impl Clients {
             Client::Echo => {
                 let mut cmd = Command::new(self.bins.path("row-fence-bench-echo"));
                 cmd.arg(&self.echo_socket);
+                Some(cmd)
+            }
+            Client::EchoLink => {
+                let addr = self.echo_link?;
+                let mut cmd = Command::new(self.bins.path("row-fence-bench-echo"));
+                cmd.arg("--tcp").arg(addr.to_string());
+                Some(cmd)
+            }
+            Client::Etcdctl => {
+                let mut cmd = Command::new("etcdctl");
+                cmd.env("ETCDCTL_API", "3").args([
+                    "--endpoints",
+                    self.etcd.as_deref()?,
+                    "get",
+                    crate::etcd::KEY,
+                ]);
                 Some(cmd)
             }
             Client::AskerStart => {
@@ -292,6 +339,7 @@ impl Clients {
         let allowed = match client {
             Client::True
             | Client::Echo
+            | Client::EchoLink
             | Client::AskerStart
             | Client::HookTrue
             | Client::HookExecTrue => true,
@@ -300,6 +348,7 @@ impl Clients {
                 stderr.lines().any(|l| l.starts_with("row-fence: ALLOWED"))
             }
             Client::RedisCli | Client::Python => stdout.lines().next() == Some("allowed"),
+            Client::Etcdctl => stdout.lines().next() == Some(crate::etcd::KEY),
         };
         if out.status.success() && allowed {
             Ok(())

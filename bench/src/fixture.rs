@@ -94,8 +94,19 @@ pub fn acquire(
     store: &str,
     path: &Path,
 ) -> Result<Descriptor, String> {
+    acquire_on(bins, home, store, BOARD, path)
+}
+
+/// [`acquire`] on another board than [`BOARD`] (the file store's boards of each size).
+pub fn acquire_on(
+    bins: &Binaries,
+    home: &Path,
+    store: &str,
+    board: &str,
+    path: &Path,
+) -> Result<Descriptor, String> {
     let out = clean_command(bins.path("row-fence"), home, &[])
-        .args(["--store", store, "acquire", BOARD, ROW, "--lane", LANE])
+        .args(["--store", store, "acquire", board, ROW, "--lane", LANE])
         .args(["--ttl", "24h", "--takeover", "--write-descriptor"])
         .arg(path)
         .stdin(Stdio::null())
@@ -151,9 +162,19 @@ impl Daemon {
         store: &str,
         extra: &[(String, OsString)],
     ) -> Result<Daemon, String> {
+        Daemon::start_program(&bins.path("row-fence-resident"), home, store, extra)
+    }
+
+    /// [`Daemon::start`] of another build of the daemon (the CPU profile's, with symbols).
+    pub fn start_program(
+        program: &Path,
+        home: &Path,
+        store: &str,
+        extra: &[(String, OsString)],
+    ) -> Result<Daemon, String> {
         let log = home.with_extension("log");
         let stderr = fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
-        let mut cmd = clean_command(bins.path("row-fence-resident"), home, extra);
+        let mut cmd = clean_command(program, home, extra);
         cmd.env("ROW_FENCE_STORE", store)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())

@@ -24,17 +24,22 @@
 //!   clients to replay.
 //! - [`certs`]: the bench's CA and server certificate, and the trust bundle.
 //! - [`delay_proxy`]: a loopback TCP proxy adding a fixed delay each way.
-//! - [`echo_server`]: the floor's Unix-socket echo server.
+//! - [`echo_server`]: the floor's echo server (Unix socket; TCP behind the delay proxy).
+//! - [`etcd`]: the private etcd of the `etcdctl get` comparison.
 //! - [`fixture`]: the daemon under test, its home, the row lease and the descriptor.
 //! - [`python_client`]: the venv with the Python `redis` client, and its script.
 //! - [`load`]: the busy processes of the oversubscription case.
 //! - [`throughput`]: asks per second with concurrent clients; many open connections.
-//! - [`records`]: the fencing-records cases: bytes per single-record change, records vs
-//!   document layout; fenced batches per second with 1 and 16 writers.
+//! - [`records`]: the fencing-records cases: bytes per single-record change at three
+//!   board sizes, records vs document layout; fenced batches per second with 1 and 16
+//!   writers.
+//! - [`file_boards`]: the file store's ask on boards of 10, 1,000 and 10,000 rows.
+//! - [`profile`]: the daemon's CPU profile (`perf`), summarised by kind of work.
 //! - [`rss`]: resident memory of a process, from `/proc`.
 //! - [`machine`]: the machine and the versions under test.
 //! - [`targets`]: the targets, judged against the measured figures.
 //! - [`bounds`]: for each missed target, what bounds it, in the run's own figures.
+//! - [`plots`]: the report's SVG pictures (latency per phase, cost vs board size).
 //! - [`report`]: the Markdown report.
 
 pub mod bounds;
@@ -45,11 +50,15 @@ pub mod children;
 pub mod clients;
 pub mod delay_proxy;
 pub mod echo_server;
+pub mod etcd;
+pub mod file_boards;
 pub mod fixture;
 pub mod interrupt;
 pub mod load;
 pub mod machine;
 pub mod options;
+pub mod plots;
+pub mod profile;
 pub mod python_client;
 pub mod records;
 pub mod redis_server;

@@ -6,7 +6,7 @@
 use clap::Parser;
 use row_fence_bench::options::Options;
 use row_fence_bench::run::Runner;
-use row_fence_bench::{load, report};
+use row_fence_bench::{load, plots, report};
 use std::time::Duration;
 
 fn main() {
@@ -22,11 +22,15 @@ fn main() {
     let command = command_line(&options);
     let mut runner = Runner::new(options);
     runner.run();
-    let text = report::render(&runner.results, &command);
-    let written = out
-        .parent()
-        .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|_| std::fs::write(&out, &text));
+    let dir = out.parent().map_or_else(
+        || std::path::PathBuf::from("."),
+        std::path::Path::to_path_buf,
+    );
+    let made = std::fs::create_dir_all(&dir);
+    // The pictures go beside the report, which links them by file name.
+    let pictures = plots::draw(&runner.results, &dir);
+    let text = report::render(&runner.results, &pictures, &command);
+    let written = made.and_then(|_| std::fs::write(&out, &text));
     println!("{text}");
     match written {
         Ok(()) => eprintln!("row-fence-bench: report written to {}", out.display()),

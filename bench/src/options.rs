@@ -31,6 +31,9 @@ pub struct Options {
     /// Skip the Python client (no venv, no pip)
     #[arg(long)]
     pub no_python: bool,
+    /// A row-fence-resident built from the same source with symbols kept, for the CPU profile only [default: the daemon under test]
+    #[arg(long, value_name = "FILE")]
+    pub profile_daemon: Option<PathBuf>,
     /// Internal: be one busy process of the oversubscription case for this many ms
     #[arg(long, hide = true, value_name = "MS")]
     pub busy_for_ms: Option<u64>,
@@ -62,12 +65,12 @@ pub struct Plan {
     /// `full`, `quick` or `smoke`.
     pub name: &'static str,
     /// Per client on the Unix-socket route, unloaded: [true, echo, asker start, warm,
-    /// cold Rust, redis-cli, Python, sh -c true, sh -c /bin/true, guard harmless, guard
-    /// push].
-    pub local: [usize; 11],
+    /// cold Rust, redis-cli, Python, etcdctl, sh -c true, sh -c /bin/true, guard
+    /// harmless, guard push].
+    pub local: [usize; 12],
     /// Per client on each network route (TLS, +5 ms): [warm, cold Rust, redis-cli,
-    /// Python].
-    pub network: [usize; 4],
+    /// Python, echo over the link (on the delayed routes only)].
+    pub network: [usize; 5],
     /// Per client under oversubscription: [true, echo, warm, cold Rust].
     pub loaded: [usize; 4],
     /// A latency phase stops taking samples after this long (its counts then fall short
@@ -85,6 +88,16 @@ pub struct Plan {
     pub warmup: usize,
     /// Runs per client for its peak RSS.
     pub rss_runs: usize,
+    /// Records on the boards of the bytes-per-change case (records layout), ascending.
+    pub record_boards: [usize; 3],
+    /// Records on the document-layout board of the same case.
+    pub document_board: usize,
+    /// Rows on the file store's boards, ascending.
+    pub file_boards: [usize; 3],
+    /// Asks per file store board.
+    pub file_asks: usize,
+    /// How long `perf record` samples the daemon while one client asks.
+    pub profile_for: Duration,
 }
 
 impl Plan {
@@ -92,9 +105,9 @@ impl Plan {
     pub const FULL: Plan = Plan {
         name: "full",
         local: [
-            3000, 3000, 3000, 3000, 1000, 1000, 200, 1000, 1000, 1000, 1000,
+            3000, 3000, 3000, 3000, 1000, 1000, 200, 1000, 1000, 1000, 1000, 1000,
         ],
-        network: [1000, 400, 400, 60],
+        network: [1000, 400, 400, 60, 1000],
         loaded: [300, 300, 300, 300],
         phase_cap: Duration::from_secs(150),
         busy_per_core: 16,
@@ -103,13 +116,18 @@ impl Plan {
         connections: 1000,
         warmup: 10,
         rss_runs: 20,
+        record_boards: [100, 5_000, 100_000],
+        document_board: 5_000,
+        file_boards: [10, 1_000, 10_000],
+        file_asks: 2000,
+        profile_for: Duration::from_secs(10),
     };
 
     /// `--quick`: under 2 minutes; the 500 warm asks and 500 `/bin/true` of issue 2.
     pub const QUICK: Plan = Plan {
         name: "quick",
-        local: [500, 500, 500, 500, 200, 200, 30, 300, 300, 300, 300],
-        network: [150, 60, 60, 10],
+        local: [500, 500, 500, 500, 200, 200, 30, 200, 300, 300, 300, 300],
+        network: [150, 60, 60, 10, 150],
         loaded: [40, 40, 40, 40],
         phase_cap: Duration::from_secs(20),
         busy_per_core: 16,
@@ -118,14 +136,19 @@ impl Plan {
         connections: 1000,
         warmup: 5,
         rss_runs: 10,
+        record_boards: [100, 5_000, 100_000],
+        document_board: 5_000,
+        file_boards: [10, 1_000, 10_000],
+        file_asks: 300,
+        profile_for: Duration::from_secs(4),
     };
 
     /// `--smoke`: a handful of samples per case, one busy process per core (so a test
     /// suite running beside it is not starved).
     pub const SMOKE: Plan = Plan {
         name: "smoke",
-        local: [5, 5, 5, 5, 5, 5, 2, 3, 3, 3, 3],
-        network: [5, 3, 3, 2],
+        local: [5, 5, 5, 5, 5, 5, 2, 3, 3, 3, 3, 3],
+        network: [5, 3, 3, 2, 3],
         loaded: [3, 3, 3, 3],
         phase_cap: Duration::from_secs(20),
         busy_per_core: 1,
@@ -134,6 +157,11 @@ impl Plan {
         connections: 1000,
         warmup: 1,
         rss_runs: 2,
+        record_boards: [20, 200, 2_000],
+        document_board: 200,
+        file_boards: [10, 100, 1_000],
+        file_asks: 5,
+        profile_for: Duration::from_secs(1),
     };
 
     /// Samples of `client` on `route`, loaded or not (0: not measured there).
@@ -142,13 +170,15 @@ impl Plan {
         match (loaded, route) {
             (true, _) => index(&LOADED_CLIENTS).map_or(0, |i| self.loaded[i]),
             (false, Route::Unix) => index(&LOCAL_CLIENTS).map_or(0, |i| self.local[i]),
+            // One round trip over the link means something only where there is distance.
+            (false, Route::Tls) if client == Client::EchoLink => 0,
             (false, _) => index(&NETWORK_CLIENTS).map_or(0, |i| self.network[i]),
         }
     }
 }
 
 /// The clients of the unloaded Unix-socket phase, in [`Plan::local`]'s order.
-pub const LOCAL_CLIENTS: [Client; 11] = [
+pub const LOCAL_CLIENTS: [Client; 12] = [
     Client::True,
     Client::Echo,
     Client::AskerStart,
@@ -156,6 +186,7 @@ pub const LOCAL_CLIENTS: [Client; 11] = [
     Client::ColdRust,
     Client::RedisCli,
     Client::Python,
+    Client::Etcdctl,
     Client::HookTrue,
     Client::HookExecTrue,
     Client::GuardHarmless,
@@ -163,11 +194,12 @@ pub const LOCAL_CLIENTS: [Client; 11] = [
 ];
 
 /// The clients of each network phase, in [`Plan::network`]'s order.
-pub const NETWORK_CLIENTS: [Client; 4] = [
+pub const NETWORK_CLIENTS: [Client; 5] = [
     Client::Warm,
     Client::ColdRust,
     Client::RedisCli,
     Client::Python,
+    Client::EchoLink,
 ];
 
 /// The clients of the oversubscription phase, in [`Plan::loaded`]'s order.

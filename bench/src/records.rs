@@ -2,9 +2,10 @@
 //! own library, against a redis-server of their own (so nothing else's traffic counts):
 //!
 //! - bytes sent to (and received from) Redis for one single-record change through
-//!   `fencing::write` on a board holding 5,000 records, on the records layout and on the
-//!   document layout (the source measured 2,013,213 vs 6,758 bytes on a large swarm),
-//!   read from the server's own `total_net_input_bytes` / `total_net_output_bytes`;
+//!   `fencing::write`, on the records layout at boards of 100, 5,000 and 100,000 records
+//!   (issue 13: flat as boards grow), and on the document layout at 5,000 (the source
+//!   measured 2,013,213 vs 6,758 bytes on a large swarm), read from the server's own
+//!   `total_net_input_bytes` / `total_net_output_bytes`;
 //! - fenced batches per second with 1 and 16 writers (each its own connection, each on
 //!   its own record, so nothing conflicts), on Redis records and on the file store.
 
@@ -18,8 +19,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Records on the board the byte case changes one record of.
-pub const BOARD_RECORDS: usize = 5_000;
+/// The per-record layout's name in the report.
+pub const RECORDS: &str = "records";
+/// The whole-document layout's name in the report.
+pub const DOCUMENT: &str = "document";
 
 /// Writer counts the batch-rate case runs.
 pub const WRITERS: [usize; 2] = [1, 16];
@@ -27,8 +30,10 @@ pub const WRITERS: [usize; 2] = [1, 16];
 /// Bytes one single-record change cost on one layout.
 #[derive(Clone, Debug)]
 pub struct Bytes {
-    /// `records` or `document`.
+    /// [`RECORDS`] or [`DOCUMENT`].
     pub layout: &'static str,
+    /// Records on the board the change touched one of.
+    pub board_records: usize,
     /// Sent to Redis (the server's input), in bytes.
     pub sent: u64,
     /// Received from Redis (the server's output), in bytes.
@@ -60,15 +65,22 @@ impl Rate {
 /// What the records cases measured.
 #[derive(Clone, Debug, Default)]
 pub struct Figures {
-    /// Bytes per single-record change, records then document.
+    /// Bytes per single-record change: the records layout at each board size (smallest
+    /// first), then the document layout.
     pub bytes: Vec<Bytes>,
     /// Batch rates.
     pub rates: Vec<Rate>,
 }
 
-/// Runs both cases: each rate for `rate_for`. `work` holds the redis-server and the file
-/// store.
-pub fn measure(work: &Path, rate_for: Duration) -> Result<Figures, String> {
+/// Runs both cases: the byte case on the records layout at each of `sizes` (records on
+/// the board, ascending) and on the document layout at `document_size`; each rate for
+/// `rate_for`. `work` holds the redis-server and the file store.
+pub fn measure(
+    work: &Path,
+    rate_for: Duration,
+    sizes: &[usize],
+    document_size: usize,
+) -> Result<Figures, String> {
     let redis_dir = work.join("records-redis");
     std::fs::create_dir_all(&redis_dir).map_err(|e| e.to_string())?;
     let redis = RedisServer::start(&redis_dir, None)?;
@@ -78,15 +90,17 @@ pub fn measure(work: &Path, rate_for: Duration) -> Result<Figures, String> {
         .build()
         .map_err(|e| format!("cannot start a runtime: {e}"))?;
     runtime.block_on(async {
-        // The bench's server keeps nothing on disk: its writes opt out of the durability
-        // check (a throwaway store), as the README's figures were measured.
-        let url = format!("{}?durability=volatile", redis.unix_url());
+        // The server is durable (AOF, fsync always): no opt-out, as a user runs it.
+        let url = redis.unix_url();
         let mut figures = Figures::default();
-        for layout in ["records", "document"] {
+        for &size in sizes {
             figures
                 .bytes
-                .push(bytes_per_change(&redis, &url, layout).await?);
+                .push(bytes_per_change(&redis, &url, RECORDS, size).await?);
         }
+        figures
+            .bytes
+            .push(bytes_per_change(&redis, &url, DOCUMENT, document_size).await?);
         for writers in WRITERS {
             let open_redis = || -> Result<Arc<dyn LeaseStore>, String> {
                 Ok(Arc::new(
@@ -112,9 +126,9 @@ fn item(i: usize) -> Value {
     json!({"n": i, "title": format!("row {i} of the board"), "holder": format!("lane-{}", i % 16), "notes": "x".repeat(64)})
 }
 
-/// Fills board `board` with `BOARD_RECORDS` records through `adapter`.
-async fn fill(adapter: &dyn LeaseStore, board: &str) -> Result<(), String> {
-    let writes: Vec<RecordWrite> = (0..BOARD_RECORDS)
+/// Fills board `board` with `count` records through `adapter`.
+async fn fill(adapter: &dyn LeaseStore, board: &str, count: usize) -> Result<(), String> {
+    let writes: Vec<RecordWrite> = (0..count)
         .map(|i| RecordWrite {
             kind: WriteKind::Put,
             section: "items".into(),
@@ -177,12 +191,14 @@ async fn bytes_per_change(
     redis: &RedisServer,
     url: &str,
     layout: &'static str,
+    board_records: usize,
 ) -> Result<Bytes, String> {
     let store = RedisStore::open(url, "rfbench").map_err(|e| e.to_string())?;
-    let board = format!("bytes-{layout}");
-    match layout {
-        "records" => fill(store.records(), &board).await?,
-        _ => fill(store.document(), &board).await?,
+    let board = format!("bytes-{layout}-{board_records}");
+    if layout == RECORDS {
+        fill(store.records(), &board, board_records).await?;
+    } else {
+        fill(store.document(), &board, board_records).await?;
     }
     // Warm: the scripts are loaded and the connection is up before counting.
     change_one(&store, &board, 0).await?;
@@ -195,6 +211,7 @@ async fn bytes_per_change(
     let (after_in, after_out) = net_bytes(redis)?;
     Ok(Bytes {
         layout,
+        board_records,
         sent: (after_in - before_in).saturating_sub(info_in),
         received: (after_out - before_out).saturating_sub(info_out),
     })

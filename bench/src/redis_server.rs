@@ -1,6 +1,9 @@
 //! The private `redis-server` every store case talks to: its own temp dir, a Unix socket
 //! there, a loopback TCP port and (when certificates were made) a TLS port, both picked
-//! free at start. It never touches a shared Redis (6379) and keeps nothing on disk.
+//! free at start. It never touches a shared Redis (6379). It runs with the settings the
+//! store requires of a production server (AOF with `appendfsync always`, no eviction), so
+//! the store's durability check passes without `?durability=volatile` and every write
+//! waits for its fsync, as it would for a user.
 
 use crate::certs::Certs;
 use crate::children::Owned;
@@ -29,7 +32,9 @@ impl RedisServer {
         let port = free_port()?;
         let tls_port = certs.map(|_| free_port()).transpose()?;
         let mut cmd = Command::new("redis-server");
-        cmd.args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        cmd.args(["--bind", "127.0.0.1", "--save", ""])
+            .args(["--appendonly", "yes", "--appendfsync", "always"])
+            .args(["--maxmemory-policy", "noeviction"])
             .args(["--unixsocketperm", "700", "--port", &port.to_string()])
             .arg("--unixsocket")
             .arg(&socket)

@@ -5,13 +5,15 @@
 use crate::bounds;
 use crate::cases::{Case, Status};
 use crate::clients::Client;
+use crate::plots::Plots;
 use crate::rss::kib_to_mb;
 use crate::run::{BUDGET, DELAY, Phase, Results};
-use crate::targets::{self, Outcome};
+use crate::targets::{self, Outcome, thousands};
 use std::fmt::Write;
 
-/// Renders the report for `results`, produced by `command` (e.g. `scripts/bench --quick`).
-pub fn render(results: &Results, command: &str) -> String {
+/// Renders the report for `results`, produced by `command` (e.g. `scripts/bench --quick`),
+/// embedding `plots` (drawn beside the report from the same results).
+pub fn render(results: &Results, plots: &Plots, command: &str) -> String {
     let mut md = String::new();
     let r = results;
     let _ = writeln!(md, "# row-fence benchmark\n");
@@ -40,17 +42,29 @@ pub fn render(results: &Results, command: &str) -> String {
          over the phase; `÷ warm` is the client's p50 over the warm ask's p50 in the same \
          phase.\n"
     );
-    for phase in &r.phases {
+    for (i, phase) in r.phases.iter().enumerate() {
         latency_table(&mut md, phase);
+        if let Some(plot) = plots
+            .phases
+            .iter()
+            .find(|p| p.file.starts_with(&format!("latency-{}-", i + 1)))
+        {
+            let _ = writeln!(md, "![{}]({})\n", plot.title, plot.file);
+        }
     }
     guard_table(&mut md, r);
     daemon_table(&mut md, r);
+    profile_section(&mut md, r);
     records_table(&mut md, r);
+    file_store_table(&mut md, r);
+    for plot in &plots.boards {
+        let _ = writeln!(md, "![{}]({})\n", plot.title, plot.file);
+    }
     case_list(&mut md);
     method(&mut md, r);
-    if !r.notes.is_empty() {
+    if !r.notes.is_empty() || !plots.notes.is_empty() {
         let _ = writeln!(md, "## Notes\n");
-        for note in &r.notes {
+        for note in r.notes.iter().chain(&plots.notes) {
             let _ = writeln!(md, "- {note}");
         }
         let _ = writeln!(md);
@@ -94,14 +108,19 @@ fn target_table(md: &mut String, r: &Results) {
             Outcome::Missed => "**missed**".to_string(),
             Outcome::Unjudged(why) => format!("not judged: {why}"),
         };
-        let _ = writeln!(md, "| {} | {} | {verdict} |", j.target, cell(&j.measured));
+        let _ = writeln!(
+            md,
+            "| {} | {} | {verdict} |",
+            j.target.text(),
+            cell(&j.measured)
+        );
     }
     let _ = writeln!(md);
     let bounds = bounds::explain(r, &judgements);
     if !bounds.is_empty() {
         let _ = writeln!(md, "### What bounds the missed targets\n");
         for (target, why) in bounds {
-            let _ = writeln!(md, "- **{target}.** {why}");
+            let _ = writeln!(md, "- **{}.** {why}", target.text());
         }
         let _ = writeln!(md);
     }
@@ -312,21 +331,37 @@ fn records_table(md: &mut String, r: &Results) {
     let _ = writeln!(md, "## Fenced writes\n");
     let _ = writeln!(
         md,
-        "One single-record change through `fencing::write` on a board holding {} records, \
-         counted by the server (`INFO stats` net bytes, the counting itself subtracted):\n",
-        crate::records::BOARD_RECORDS
+        "One single-record change through `fencing::write` on boards of growing size, counted \
+         by the server (`INFO stats` net bytes, the counting itself subtracted):\n"
     );
     let _ = writeln!(
         md,
-        "| layout | bytes sent to Redis | bytes received |\n| --- | ---: | ---: |"
+        "| layout | records on the board | bytes sent to Redis | bytes received |\n| --- | ---: | ---: | ---: |"
     );
     for b in &f.bytes {
-        let _ = writeln!(md, "| {} | {} | {} |", b.layout, b.sent, b.received);
-    }
-    if let [records, document] = f.bytes.as_slice() {
         let _ = writeln!(
             md,
-            "\nThe document layout sends {:.0}× the bytes of the records layout for the same change.",
+            "| {} | {} | {} | {} |",
+            b.layout,
+            thousands(b.board_records as u64),
+            thousands(b.sent),
+            thousands(b.received)
+        );
+    }
+    let document = f
+        .bytes
+        .iter()
+        .find(|b| b.layout == crate::records::DOCUMENT);
+    let records = document.and_then(|d| {
+        f.bytes
+            .iter()
+            .find(|b| b.layout == crate::records::RECORDS && b.board_records == d.board_records)
+    });
+    if let (Some(records), Some(document)) = (records, document) {
+        let _ = writeln!(
+            md,
+            "\nAt {} records the document layout sends {:.0}× the bytes of the records layout for the same change.",
+            thousands(document.board_records as u64),
             document.sent as f64 / records.sent.max(1) as f64
         );
     }
@@ -372,6 +407,11 @@ fn method(md: &mut String, r: &Results) {
         format!("Oversubscription: {} busy processes per core (the bench's own binary spinning at normal priority), started before the phase and SIGKILLed after it; each also stops by itself and dies with the bench. The asker runs with its default 3 s deadline, so a warm ask that cannot be answered in time exits COULD NOT READ and counts as `not ALLOWED`; `> {:.1} s` counts samples slower than the seed's hook budget.", r.plan.busy_per_core, BUDGET.as_secs_f64()),
         "Max RSS of a client process is `ru_maxrss` of one run, spawned from the tiny `row-fence-bench-maxrss` launcher (a child's `ru_maxrss` also counts the process it was spawned from, so a child of the bench itself would report the bench's size); the largest of a few runs.".to_string(),
         "Throughput: in-process clients (threads of the bench) speak the wire protocol directly, one connection per ask as `row-fence-ask` does, back to back. On a small machine they share the cores with the daemon and Redis; the CPU row says how the time was split. Peak RSS with many connections is the daemon's `VmHWM`, reset just before the case (`/proc/PID/clear_refs`).".to_string(),
+        "The store is durable, as the store requires of a production server: redis-server runs with AOF and `appendfsync always` (and `noeviction`), so no URL carries `?durability=volatile` and every write the product makes, the asks log's included, waits for its fsync.".to_string(),
+        "CPU per ask: one in-process client asks back to back; the daemon's and redis-server's utime + stime (`/proc/PID/stat`) over the run, divided by the ALLOWED asks counted. The profile: `perf record -g` on the daemon's pid during the same kind of run, `perf report --no-children --sort dso,sym`, grouped by symbol name.".to_string(),
+        "Over the link: `row-fence-bench-echo --tcp` does one round trip with the bench's TCP echo server behind its own delay proxy (same 5 ms each way), a new process per sample like the warm ask: the physical bound the warm ask over TLS + 5 ms is judged against, with the local warm ask added.".to_string(),
+        "etcd: a single-member `etcd` on two free loopback ports with its data in the run's temp dir; each sample is `etcdctl get` of one row-lease-shaped key (v3 API, plain HTTP on loopback), connecting per process.".to_string(),
+        "Pictures: SVGs drawn with `plotters` from this run's samples, beside the report. Each latency picture shows every sample of each client of the phase (points spread across the client's strip) on a log scale, its p50 as a black bar.".to_string(),
         "Percentiles are nearest-rank over all samples of a client in a phase (with fewer than 100 samples p99 is the maximum). MB = 10^6 bytes.".to_string(),
     ];
     for line in lines {
@@ -383,4 +423,84 @@ fn method(md: &mut String, r: &Results) {
 /// Keeps a table cell on one line and free of `|`.
 fn cell(text: &str) -> String {
     text.replace('|', "/").replace('\n', " ")
+}
+
+/// The file store's ask on boards of growing size.
+fn file_store_table(md: &mut String, r: &Results) {
+    let Some(f) = &r.file_store else {
+        return;
+    };
+    let _ = writeln!(md, "## The file store as boards grow\n");
+    let _ = writeln!(
+        md,
+        "One daemon on a `file:DIR` store holding one board per size (other lanes' row leases, \
+         the lane's own granted by `row-fence acquire`); an in-process client asks back to back \
+         over the Unix socket (connect, request, answer: no process start), the boards \
+         interleaved ask by ask.\n"
+    );
+    let _ = writeln!(
+        md,
+        "| rows on the board | asks | p50 ms | p99 ms | max ms | ÷ smallest | not ALLOWED |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    );
+    let smallest = f.boards.first().map_or(0.0, |b| b.latency.p50_ms);
+    for b in &f.boards {
+        let ratio = if smallest > 0.0 {
+            format!("{:.2}×", b.latency.p50_ms / smallest)
+        } else {
+            "—".into()
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.3} | {:.3} | {:.3} | {ratio} | {} |",
+            thousands(b.rows as u64),
+            b.latency.count,
+            b.latency.p50_ms,
+            b.latency.p99_ms,
+            b.latency.max_ms,
+            b.failed
+        );
+    }
+    let _ = writeln!(md);
+}
+
+/// Where the daemon's CPU goes, from `perf`.
+fn profile_section(md: &mut String, r: &Results) {
+    let _ = writeln!(md, "## Where the daemon's CPU goes\n");
+    let Some(p) = &r.profile else {
+        let _ = writeln!(md, "No profile in this run (the notes say why).\n");
+        return;
+    };
+    let _ = writeln!(
+        md,
+        "`perf record -g -F 2000` on the daemon's pid for {} while one in-process client asks \
+         back to back (from before perf attached until it stopped: {} ALLOWED asks in {:.1} s, \
+         {:.0} asks/s); `perf report --no-children --sort dso,sym` (self time), {}. Daemon: {}. \
+         Shares are of the daemon's own samples; multiply by the daemon's CPU per ask (the \
+         targets) for µs per ask.\n",
+        format_args!("{:.1} s", r.plan.profile_for.as_secs_f64()),
+        thousands(p.asks),
+        p.seconds,
+        p.asks as f64 / p.seconds.max(f64::EPSILON),
+        p.samples,
+        p.binary
+    );
+    let _ = writeln!(md, "| kind of work | share |\n| --- | ---: |");
+    for (group, share) in &p.groups {
+        let _ = writeln!(md, "| {} | {share:.1} % |", group.label());
+    }
+    let _ = writeln!(
+        md,
+        "\n| top symbols (self) | object | kind | share |\n| --- | --- | --- | ---: |"
+    );
+    for (share, dso, symbol, group) in &p.top {
+        let symbol: String = symbol.chars().take(110).collect();
+        let _ = writeln!(
+            md,
+            "| `{}` | {} | {} | {share:.1} % |",
+            cell(&symbol).replace('`', "'"),
+            cell(dso),
+            group.label()
+        );
+    }
+    let _ = writeln!(md);
 }

@@ -8,7 +8,8 @@ use crate::capture::AskScript;
 use crate::certs::{self, Certs};
 use crate::clients::{Client, Clients, Endpoint, Route};
 use crate::delay_proxy::DelayProxy;
-use crate::echo_server::EchoServer;
+use crate::echo_server::{self, EchoServer};
+use crate::etcd::Etcd;
 use crate::fixture::{self, Binaries, Daemon};
 use crate::load::Oversubscription;
 use crate::machine::{self, Machine};
@@ -22,6 +23,8 @@ use crate::{capture, interrupt, rss};
 use row_fence_ask::protocol::{Ask, Caller, Op, PROTOCOL_VERSION, Request};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The budget the seed's hook gave a fenced write: a sample slower than this would have
@@ -42,6 +45,8 @@ pub struct Row {
     pub failed: usize,
     /// Samples slower than [`BUDGET`].
     pub over_budget: usize,
+    /// Every sample's wall time, in ms, in the order taken (for the plots).
+    pub samples_ms: Vec<f64>,
 }
 
 /// One latency phase: the clients interleaved on one route.
@@ -92,6 +97,10 @@ pub struct Results {
     pub idle_rss_kib: Option<u64>,
     /// The fencing-records cases.
     pub records: Option<crate::records::Figures>,
+    /// The file store's ask on boards of growing size.
+    pub file_store: Option<crate::file_boards::Figures>,
+    /// Where the daemon's CPU goes while one client asks (`None`: see the notes).
+    pub profile: Option<crate::profile::Profile>,
     /// The daemon's RSS idle after all the load, in KiB.
     pub idle_after_load_kib: Option<u64>,
     /// Peak RSS of one run of each client on the Unix socket, the largest of
@@ -148,6 +157,8 @@ impl Runner {
                 connections: None,
                 idle_rss_kib: None,
                 records: None,
+                file_store: None,
+                profile: None,
                 idle_after_load_kib: None,
                 peak_rss_kib: Vec::new(),
                 notes: Vec::new(),
@@ -205,16 +216,21 @@ impl Runner {
         self.versions(&bins, &redis);
         let descriptor_path = work.path().join("descriptor.json");
         let cold_home = work.path().join("cold-home");
-        // The bench's server keeps nothing on disk: the grant opts out of the durability check.
-        let volatile = format!("{}?durability=volatile", redis.unix_url());
-        let descriptor = fixture::acquire(&bins, &cold_home, &volatile, &descriptor_path)?;
+        // The server is durable (AOF, fsync always), so the grant needs no opt-out.
+        let descriptor = fixture::acquire(&bins, &cold_home, &redis.unix_url(), &descriptor_path)?;
         let python = self.prepare_python(work.path());
         let echo = EchoServer::start(&work.path().join("echo.sock"))?;
+        // One round trip over the distant link: the TCP echo server behind a delay proxy
+        // of its own with the same delay as the store's.
+        let echo_link = DelayProxy::start(loopback(echo_server::start_tcp()?), DELAY)?;
+        let etcd = self.start_etcd(&dir("etcd")?);
         let mut clients = Clients {
             bins: bins.clone(),
             descriptor: descriptor_path,
             cold_home,
             echo_socket: echo.socket.clone(),
+            echo_link: Some(echo_link.addr),
+            etcd: etcd.as_ref().map(|e| e.endpoint.clone()),
             ask_script: None,
             python,
             guard: None,
@@ -231,6 +247,7 @@ impl Runner {
             work.path(),
         )?);
         self.phase(&clients, &unix, &daemon, &LOCAL_CLIENTS, None)?;
+        drop(etcd);
         daemon.check_alive()?;
         std::thread::sleep(Duration::from_secs(1));
         self.results.idle_rss_kib = rss::current_kib(daemon.pid()).ok();
@@ -250,12 +267,126 @@ impl Runner {
         drop(busy);
         daemon.check_alive()?;
 
-        self.daemon_cases(&bins, &redis, &mut daemon, &descriptor)?;
+        self.daemon_cases(&bins, &redis, &mut daemon, &descriptor, work.path())?;
         drop(daemon);
         interrupt::check()?;
         eprintln!("row-fence-bench: fenced writes (bytes per change, batches per second)");
         let rate_for = plan.throughput_for.min(Duration::from_secs(5));
-        self.results.records = Some(crate::records::measure(work.path(), rate_for)?);
+        self.results.records = Some(crate::records::measure(
+            work.path(),
+            rate_for,
+            &plan.record_boards,
+            plan.document_board,
+        )?);
+        interrupt::check()?;
+        eprintln!(
+            "row-fence-bench: file store asks on boards of {:?} rows",
+            plan.file_boards
+        );
+        self.results.file_store = Some(crate::file_boards::measure(
+            &bins,
+            work.path(),
+            &plan.file_boards,
+            plan.file_asks,
+            plan.warmup,
+        )?);
+        Ok(())
+    }
+
+    /// Starts the private etcd for the `etcdctl get` comparison; `None` (with a note)
+    /// when it cannot be had.
+    fn start_etcd(&mut self, dir: &Path) -> Option<Etcd> {
+        match Etcd::start(dir) {
+            Ok(etcd) => {
+                self.results
+                    .versions
+                    .push(("etcd".into(), etcd.version.clone()));
+                Some(etcd)
+            }
+            Err(e) => {
+                self.note(format!("etcdctl comparison skipped: {e}"));
+                None
+            }
+        }
+    }
+
+    /// The daemon's CPU profile while one in-process client asks: on a daemon built
+    /// with symbols when `--profile-daemon` names one (its own home, same store), else
+    /// on `daemon` itself. Absent, with a note, when perf cannot run.
+    fn profile(
+        &mut self,
+        bins: &Binaries,
+        redis: &RedisServer,
+        daemon: &Daemon,
+        descriptor: &row_fence_ask::Descriptor,
+        work: &Path,
+    ) -> Result<(), String> {
+        if let Err(why) = crate::profile::available() {
+            self.note(format!("no CPU profile: {why}"));
+            return Ok(());
+        }
+        let plan = self.results.plan;
+        let symbolized = match &self.options.profile_daemon {
+            Some(program) => Some(Daemon::start_program(
+                program,
+                &work.join("home-profile"),
+                &redis.unix_url(),
+                &[],
+            )?),
+            None => None,
+        };
+        let (target, binary) = match &symbolized {
+            Some(d) => (
+                d,
+                "row-fence-resident built with symbols (`--profile-daemon`), same source and profile as the shipped one",
+            ),
+            None => (daemon, "the daemon under test"),
+        };
+        let request = ask_line(bins, &target.home, descriptor)?;
+        let data = work.join("perf.data");
+        eprintln!(
+            "row-fence-bench: CPU profile of the daemon ({:?})",
+            plan.profile_for
+        );
+        // One client asks from before perf attaches (its start can take a while on a busy
+        // machine) until it has stopped, so the whole recording is of asking.
+        let stop = Arc::new(AtomicBool::new(false));
+        let asker = {
+            let (stop, socket) = (stop.clone(), target.socket.clone());
+            std::thread::spawn(move || {
+                let started = Instant::now();
+                let mut asks = 0u64;
+                while !stop.load(Ordering::Relaxed) && !interrupt::requested() {
+                    if throughput::ask_once(&socket, &request).unwrap_or(false) {
+                        asks += 1;
+                    }
+                }
+                (asks, started.elapsed().as_secs_f64())
+            })
+        };
+        let perf = crate::profile::start(target.pid(), &data, plan.profile_for);
+        let recorded = perf.and_then(|mut perf| {
+            let status = perf.wait(plan.profile_for + Duration::from_secs(60));
+            stop.store(true, Ordering::Relaxed);
+            status
+        });
+        stop.store(true, Ordering::Relaxed);
+        let (asks, seconds) = asker.join().unwrap_or((0, 0.0));
+        match recorded
+            .and_then(|status| crate::profile::finish(status, &data, binary, asks, seconds))
+        {
+            Ok(profile) => {
+                if profile
+                    .groups
+                    .iter()
+                    .any(|(g, share)| *g == crate::profile::Group::Unresolved && *share > 5.0)
+                {
+                    self.note("the CPU profile's daemon frames are mostly unresolved: the shipped daemon is stripped; scripts/bench passes --profile-daemon with one built with symbols".into());
+                }
+                self.results.profile = Some(profile);
+            }
+            Err(e) => self.note(format!("no CPU profile: {e}")),
+        }
         Ok(())
     }
 
@@ -303,6 +434,7 @@ impl Runner {
         redis: &RedisServer,
         daemon: &mut Daemon,
         descriptor: &row_fence_ask::Descriptor,
+        work: &Path,
     ) -> Result<(), String> {
         let plan = self.results.plan;
         let request = ask_line(bins, &daemon.home, descriptor)?;
@@ -314,6 +446,8 @@ impl Runner {
             plan.throughput_for.min(Duration::from_secs(2)),
             pids,
         ));
+        interrupt::check()?;
+        self.profile(bins, redis, daemon, descriptor, work)?;
         interrupt::check()?;
         eprintln!(
             "row-fence-bench: {} clients asking for {:?}",
@@ -558,6 +692,7 @@ impl Runner {
                 summary: Summary::of(&walls),
                 failed: samples.iter().filter(|s| s.code != 0).count(),
                 over_budget: walls.iter().filter(|w| **w > BUDGET).count(),
+                samples_ms: walls.iter().map(|w| w.as_secs_f64() * 1e3).collect(),
             });
         }
         phase.load.1 = machine::load_average();
@@ -568,7 +703,7 @@ impl Runner {
 
 /// The request line `row-fence-ask` would send for `descriptor` (same stamp, same
 /// deadline), for the in-process clients.
-fn ask_line(
+pub fn ask_line(
     bins: &Binaries,
     home: &Path,
     descriptor: &row_fence_ask::Descriptor,

@@ -94,7 +94,9 @@ pub fn asks_per_second(
     }
 }
 
-fn ask_once(socket: &Path, request: &[u8]) -> std::io::Result<bool> {
+/// One ask on a new connection, as `row-fence-ask` makes it: `Ok(true)` when answered
+/// ALLOWED.
+pub fn ask_once(socket: &Path, request: &[u8]) -> std::io::Result<bool> {
     let mut stream = UnixStream::connect(socket)?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     stream.write_all(request)?;

@@ -54,8 +54,48 @@ fn a_smoke_run_of_the_bench_exits_0_and_writes_its_report() {
         "## Agent guard",
         "guard: fenced ALLOWED push",
         "hook floor: sh -c true",
+        // Issue 13's rows and cases.
+        "daemon CPU per ask, one client",
+        "redis-server CPU per ask, one client",
+        "bytes received for one single-record fenced change",
+        "file store ask p50 on the largest board",
+        "echo round trip over the link",
+        "## The file store as boards grow",
+        "## Where the daemon's CPU goes",
+        "etcdctl",
     ] {
         assert!(text.contains(part), "the report lacks {part:?}:\n{text}");
+    }
+    // Every target row carries a figure, even in a smoke run; only the Python comparison may
+    // be skipped (no venv, pip offline, or its one checked ask failed: the notes say why).
+    let targets = text
+        .split("## Targets")
+        .nth(1)
+        .and_then(|t| t.split("\n## ").next())
+        .expect("a targets section");
+    for row in targets
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| target"))
+        .filter(|l| !l.contains("Python"))
+    {
+        assert!(
+            !row.contains("| — |"),
+            "a target without a figure: {row}\n{text}"
+        );
+    }
+    // The pictures are drawn beside the report and embedded in it.
+    for picture in [
+        "latency-1-unix.svg",
+        "cost-bytes-per-change.svg",
+        "cost-file-store-ask.svg",
+    ] {
+        let svg = fs::read_to_string(dir.path().join(picture))
+            .unwrap_or_else(|e| panic!("{picture}: {e}"));
+        assert!(svg.starts_with("<svg"), "{picture} is not an SVG");
+        assert!(
+            text.contains(&format!("]({picture})")),
+            "the report does not embed {picture}"
+        );
     }
     assert!(
         ran.stdout.contains("# row-fence benchmark"),
