@@ -5,13 +5,23 @@ use crate::util::{Home, bin_dir, repo_root, run};
 
 /// The ```sh block of README.md that contains `needle`.
 fn sh_block(needle: &str) -> String {
+    block("sh", needle)
+}
+
+/// The ```text block of README.md that contains `needle`.
+fn text_block(needle: &str) -> String {
+    block("text", needle)
+}
+
+/// The README.md block fenced as ```kind that contains `needle`.
+fn block(kind: &str, needle: &str) -> String {
     let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
     readme
-        .split("```sh\n")
+        .split(&format!("```{kind}\n"))
         .skip(1)
         .filter_map(|rest| rest.split_once("\n```").map(|(block, _)| block))
         .find(|block| block.contains(needle))
-        .unwrap_or_else(|| panic!("README.md has a sh block with {needle:?}"))
+        .unwrap_or_else(|| panic!("README.md has a {kind} block with {needle:?}"))
         .to_string()
 }
 
@@ -54,18 +64,6 @@ fn the_worked_batch_example_runs_as_printed() {
         "{}",
         ran.stderr
     );
-}
-
-/// The ```text block of README.md that contains `needle`.
-fn text_block(needle: &str) -> String {
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
-    readme
-        .split("```text\n")
-        .skip(1)
-        .filter_map(|rest| rest.split_once("\n```").map(|(block, _)| block))
-        .find(|block| block.contains(needle))
-        .unwrap_or_else(|| panic!("README.md has a text block with {needle:?}"))
-        .to_string()
 }
 
 /// The metric names, HELP and TYPE lines the README shows are the ones `health
