@@ -9,9 +9,8 @@ use crate::protocol::{Answer, MAX_MESSAGE_BYTES, Request};
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr, sockopt};
-use std::io::{self, Read, Write};
+use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -41,27 +40,41 @@ impl std::fmt::Display for ExchangeError {
     }
 }
 
-/// Sends `request` to the daemon at `socket` and reads its answer, all before `deadline`.
+/// Sends `request` and reads one answer line, all before `deadline`.
+///
+/// Errors: [`ExchangeError::Timeout`] past the deadline; `Unreachable` when there is no
+/// daemon or it closed without a whole answer; `Protocol` when the answer is not one line
+/// of valid JSON within [`MAX_MESSAGE_BYTES`].
 pub fn exchange(
     socket: &Path,
     request: &Request,
     deadline: Instant,
 ) -> Result<Answer, ExchangeError> {
-    let stream = connect(socket, deadline)?;
-    let left = time_left(deadline)?;
-    stream
-        .set_write_timeout(Some(left))
-        .map_err(io_unreachable)?;
-    (&stream)
-        .write_all(&request.to_line())
-        .map_err(|e| io_error("send the request", e))?;
-    let buf = read_line(&stream, deadline)?;
+    let buf = exchange_line(socket, &request.to_line(), deadline)?;
     serde_json::from_slice(&buf)
         .map_err(|e| ExchangeError::Protocol(format!("the answer is not valid JSON: {e}")))
 }
 
-/// A blocking stream connected to `path` before `deadline`.
-fn connect(path: &Path, deadline: Instant) -> Result<UnixStream, ExchangeError> {
+/// [`exchange`] of bytes already framed (one request line, newline included): the answer
+/// line, newline included. The benchmark's in-process clients ask through this, so they
+/// wait for an answer exactly as `row-fence-ask` does.
+///
+/// The socket stays non-blocking and every wait is a `poll` for the one event wanted.
+/// A thread blocked in `read` on a Unix socket is also woken when the daemon consumes the
+/// request (the kernel's write-space wake-up is not filtered by what the sleeper waits
+/// for), which cost the daemon a cross-CPU wake-up per ask; a `poll` for `POLLIN` is only
+/// woken by the answer.
+pub fn exchange_line(
+    socket: &Path,
+    request: &[u8],
+    deadline: Instant,
+) -> Result<Vec<u8>, ExchangeError> {
+    let fd = connect(socket, deadline)?;
+    write_all(&fd, request, deadline)?;
+    read_line(&fd, deadline)
+}
+
+fn connect(path: &Path, deadline: Instant) -> Result<OwnedFd, ExchangeError> {
     let cannot = |e: Errno| {
         ExchangeError::Unreachable(format!(
             "cannot connect to {}: {}",
@@ -79,35 +92,34 @@ fn connect(path: &Path, deadline: Instant) -> Result<UnixStream, ExchangeError> 
     .map_err(cannot)?;
     loop {
         match socket::connect(fd.as_raw_fd(), &addr) {
-            Ok(()) => break,
+            Ok(()) => return Ok(fd),
             Err(Errno::EINTR) => continue,
-            // Linux: the daemon's backlog is full. Wait for a slot, within the deadline.
+            // The daemon's backlog is full: Linux answers a non-blocking connect on a
+            // Unix socket with EAGAIN rather than waiting for room.
             Err(Errno::EAGAIN) => {
                 let left = time_left(deadline)?;
                 std::thread::sleep(left.min(Duration::from_millis(BACKLOG_RETRY_MS)));
             }
-            // Other platforms may connect in the background: wait until it is writable.
             Err(Errno::EINPROGRESS) => {
-                wait_writable(&fd, deadline)?;
-                match socket::getsockopt(&fd, sockopt::SocketError) {
-                    Ok(0) => break,
-                    Ok(code) => return Err(cannot(Errno::from_raw(code))),
-                    Err(e) => return Err(cannot(e)),
-                }
+                wait_for(&fd, PollFlags::POLLOUT, deadline)?;
+                return match socket::getsockopt(&fd, sockopt::SocketError) {
+                    Ok(0) => Ok(fd),
+                    Ok(code) => Err(cannot(Errno::from_raw(code))),
+                    Err(e) => Err(cannot(e)),
+                };
             }
             Err(e) => return Err(cannot(e)),
         }
     }
-    let stream = UnixStream::from(fd);
-    stream.set_nonblocking(false).map_err(io_unreachable)?;
-    Ok(stream)
 }
 
-fn wait_writable(fd: &OwnedFd, deadline: Instant) -> Result<(), ExchangeError> {
+/// Waits until `fd` has one of `events` (or an error or hang-up, which the next read or
+/// write reports), or the deadline passes.
+fn wait_for(fd: &OwnedFd, events: PollFlags, deadline: Instant) -> Result<(), ExchangeError> {
     loop {
         let left = time_left(deadline)?;
         let ms = u16::try_from(left.as_millis().max(1)).unwrap_or(u16::MAX);
-        let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLOUT)];
+        let mut fds = [PollFd::new(fd.as_fd(), events)];
         match poll(&mut fds, PollTimeout::from(ms)) {
             Ok(0) | Err(Errno::EINTR) => continue,
             Ok(_) => return Ok(()),
@@ -116,19 +128,37 @@ fn wait_writable(fd: &OwnedFd, deadline: Instant) -> Result<(), ExchangeError> {
     }
 }
 
-/// One answer line of at most [`MAX_MESSAGE_BYTES`], every read bounded by what is left.
-fn read_line(stream: &UnixStream, deadline: Instant) -> Result<Vec<u8>, ExchangeError> {
+fn write_all(fd: &OwnedFd, mut bytes: &[u8], deadline: Instant) -> Result<(), ExchangeError> {
+    while !bytes.is_empty() {
+        match socket::send(fd.as_raw_fd(), bytes, send_flags()) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(Errno::EINTR) => {}
+            Err(Errno::EAGAIN) => wait_for(fd, PollFlags::POLLOUT, deadline)?,
+            Err(e) => return Err(io_error("send the request", io::Error::from(e))),
+        }
+    }
+    Ok(())
+}
+
+/// On Linux a daemon gone mid-write is `EPIPE`, never SIGPIPE, whatever the caller
+/// did with the signal.
+fn send_flags() -> socket::MsgFlags {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    return socket::MsgFlags::MSG_NOSIGNAL;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    return socket::MsgFlags::empty();
+}
+
+fn read_line(fd: &OwnedFd, deadline: Instant) -> Result<Vec<u8>, ExchangeError> {
     let mut buf = Vec::with_capacity(512);
     let mut chunk = [0u8; 4096];
     loop {
-        let left = time_left(deadline)?;
-        stream
-            .set_read_timeout(Some(left))
-            .map_err(io_unreachable)?;
-        let n = match (&*stream).read(&mut chunk) {
+        // The answer comes after the daemon's store round trip: wait for it, then read.
+        wait_for(fd, PollFlags::POLLIN, deadline)?;
+        let n = match nix::unistd::read(fd, &mut chunk) {
             Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(io_error("read the answer", e)),
+            Err(Errno::EINTR | Errno::EAGAIN) => continue,
+            Err(e) => return Err(io_error("read the answer", io::Error::from(e))),
         };
         if n == 0 {
             return Err(ExchangeError::Unreachable(if buf.is_empty() {
@@ -168,4 +198,118 @@ fn io_error(what: &str, e: io::Error) -> ExchangeError {
 
 fn io_unreachable(e: io::Error) -> ExchangeError {
     ExchangeError::Unreachable(e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::os::unix::net::{UnixListener, UnixStream};
+    use std::path::PathBuf;
+
+    /// A daemon stand-in on a socket of its own: `behave` gets each accepted connection
+    /// after the whole request line has been read.
+    fn daemon(behave: fn(UnixStream)) -> (PathBuf, std::thread::JoinHandle<()>) {
+        let dir = std::env::temp_dir().join(format!(
+            "rf-client-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let serving = std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut line = Vec::new();
+            let mut byte = [0u8; 1];
+            while stream.read(&mut byte).unwrap() == 1 && byte[0] != b'\n' {
+                line.push(byte[0]);
+            }
+            behave(stream);
+        });
+        (path, serving)
+    }
+
+    fn ask(path: &Path, within: Duration) -> Result<Vec<u8>, ExchangeError> {
+        exchange_line(
+            path,
+            b"{\"v\":1,\"op\":\"ping\"}\n",
+            Instant::now() + within,
+        )
+    }
+
+    #[test]
+    fn an_answer_in_two_parts_is_read_whole_and_nothing_after_its_newline() {
+        let (path, serving) = daemon(|mut s| {
+            s.write_all(b"{\"v\":1,").unwrap();
+            std::thread::sleep(Duration::from_millis(30));
+            s.write_all(b"\"pong\":true}\nextra").unwrap();
+        });
+        let got = ask(&path, Duration::from_secs(5)).unwrap();
+        assert_eq!(got, b"{\"v\":1,\"pong\":true}\n");
+        serving.join().unwrap();
+    }
+
+    #[test]
+    fn a_daemon_that_closes_without_answering_is_unreachable_not_a_timeout() {
+        let (path, serving) = daemon(drop);
+        let got = ask(&path, Duration::from_secs(5));
+        assert_eq!(
+            got,
+            Err(ExchangeError::Unreachable(
+                "the daemon closed the connection without answering".into()
+            ))
+        );
+        serving.join().unwrap();
+    }
+
+    #[test]
+    fn a_daemon_that_closes_mid_answer_says_so() {
+        let (path, serving) = daemon(|mut s| s.write_all(b"{\"v\":1").unwrap());
+        let got = ask(&path, Duration::from_secs(5));
+        assert_eq!(
+            got,
+            Err(ExchangeError::Unreachable(
+                "the daemon closed the connection mid-answer".into()
+            ))
+        );
+        serving.join().unwrap();
+    }
+
+    #[test]
+    fn an_answer_over_the_limit_is_a_protocol_error() {
+        let (path, serving) = daemon(|mut s| {
+            let _ = s.write_all(&vec![b'x'; MAX_MESSAGE_BYTES + 10]);
+        });
+        let got = ask(&path, Duration::from_secs(5));
+        assert!(matches!(got, Err(ExchangeError::Protocol(_))), "{got:?}");
+        serving.join().unwrap();
+    }
+
+    #[test]
+    fn a_daemon_that_never_answers_is_a_timeout_at_the_deadline() {
+        let (path, serving) = daemon(|s| {
+            std::thread::sleep(Duration::from_millis(1500));
+            drop(s);
+        });
+        let started = Instant::now();
+        let got = ask(&path, Duration::from_millis(200));
+        assert_eq!(got, Err(ExchangeError::Timeout));
+        // Before the daemon's close, which would be `Unreachable`.
+        assert!(started.elapsed() < Duration::from_millis(1400));
+        serving.join().unwrap();
+    }
+
+    #[test]
+    fn no_daemon_is_unreachable_naming_the_socket() {
+        let path = std::env::temp_dir().join(format!("rf-client-none-{}", std::process::id()));
+        let got = ask(&path, Duration::from_secs(1));
+        match got {
+            Err(ExchangeError::Unreachable(detail)) => {
+                assert!(detail.contains(&*path.to_string_lossy()), "{detail}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }

@@ -42,12 +42,12 @@ fn warm_vs_true(r: &Results) -> Option<String> {
     let round_trip = r.single.as_ref().map_or(0.0, |s| s.latency.p50_ms);
     Some(format!(
         "The budget is {WARM_VS_TRUE_MAX} × {t:.3} = {:.3} ms. Starting the asker alone (`row-fence-ask --version`) \
-         takes {start:.3} ms ({:.2}× /bin/true): a dynamically linked Rust binary pays the \
-         loader, libgcc_s and std's start before `main` (the std-only echo floor, one round trip \
-         included, takes {echo:.3} ms). The ask itself adds {:.3} ms, of which the daemon's round \
-         trip (one in-process client, no spawn) is {round_trip:.3} ms; the rest is the asker's \
-         own work (descriptor, socket checks, the helper thread that bounds connect, two \
-         stderr lines).",
+         takes {start:.3} ms ({:.2}× /bin/true): a statically linked Rust binary still pays \
+         std's start and its own page faults before `main` (the std-only echo floor, one round \
+         trip included, takes {echo:.3} ms). The ask itself adds {:.3} ms, of which the daemon's \
+         round trip (one in-process client, no spawn) is {round_trip:.3} ms; the rest is the \
+         asker's own work (finding and parsing the descriptor, the socket checks, hashing \
+         `registry/` for the code stamp, the non-blocking connect, the lines it prints).",
         WARM_VS_TRUE_MAX * t,
         start / t,
         warm - start

@@ -190,6 +190,14 @@ pub fn finish(
         let log = std::fs::read_to_string(data.with_extension("log")).unwrap_or_default();
         return Err(format!("perf record failed ({status}): {}", log.trim()));
     }
+    // A profile of a daemon that answered nothing ALLOWED (a stamp mismatch after the
+    // source changed between the two builds, a dead store) is not a profile of the ask path.
+    if asks == 0 {
+        return Err(format!(
+            "the client got no ALLOWED answer in {seconds:.1} s while perf recorded, so the profile \
+             would not be of the ask path (is the symbols build from the same source as the shipped one?)"
+        ));
+    }
     let out = Command::new("perf")
         .args(["report", "--stdio", "--no-children", "-g", "none"])
         .args(["--sort", "dso,sym", "-t", "\t", "-i"])

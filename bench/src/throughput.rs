@@ -8,6 +8,7 @@
 
 use crate::rss;
 use crate::stats::Summary;
+use row_fence_ask::client::{self, ExchangeError};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -94,14 +95,11 @@ pub fn asks_per_second(
     }
 }
 
-/// One ask on a new connection, as `row-fence-ask` makes it: `Ok(true)` when answered
-/// ALLOWED.
-pub fn ask_once(socket: &Path, request: &[u8]) -> std::io::Result<bool> {
-    let mut stream = UnixStream::connect(socket)?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    stream.write_all(request)?;
-    let mut answer = Vec::with_capacity(256);
-    BufReader::new(&stream).read_until(b'\n', &mut answer)?;
+/// One ask on a new connection, through the asker's own exchange
+/// (`row_fence_ask::client::exchange_line`: the same connect, send and wait): `Ok(true)`
+/// when answered ALLOWED.
+pub fn ask_once(socket: &Path, request: &[u8]) -> Result<bool, ExchangeError> {
+    let answer = client::exchange_line(socket, request, Instant::now() + Duration::from_secs(10))?;
     Ok(answer.windows(ALLOWED.len()).any(|w| w == ALLOWED))
 }
 

@@ -15,7 +15,8 @@
 //!
 //! The running daemon:
 //! - [`startup`]: from start to exit. [`server`]: the accept loop and per-connection
-//!   framing. [`resident`]: shared state and its answers (ask, ping, status).
+//!   framing; [`connection`]: one connection's I/O, off the reactor unless it must wait.
+//!   [`resident`]: shared state and its answers (ask, ping, status).
 //! - [`socket`]: socket directory and file hygiene. [`own_code`]: what the daemon loaded,
 //!   to tell whose code is stale. [`supervisor`]: READY=1 and WATCHDOG=1 to systemd.
 //! - [`heartbeat`]: the liveness file. [`refusals`]: the ledger writer, recent refusals,
@@ -25,6 +26,7 @@
 //! reasons from the contract crate `row-fence-ask`.
 
 pub mod config;
+pub mod connection;
 pub mod gate;
 pub mod heartbeat;
 pub mod location;

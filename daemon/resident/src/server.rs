@@ -1,16 +1,20 @@
 //! The accept loop and the per-connection framing (mini-redis's shape: the listener and
 //! the shutdown signal are passed in, so tests run the real server on their own socket).
 //! A task per connection; one request line (≤ 64 KiB, read within a deadline), the peer's
-//! uid checked before anything is judged, one answer line, close. Malformed input gets a
+//! uid checked before anything is judged, one answer line, close ([`crate::connection`]:
+//! without the reactor when nothing has to be waited for). Malformed input gets a
 //! `protocol_error` answer; nothing a peer sends can panic the daemon or yield ALLOWED.
 
+use crate::connection::{Connection, ReadError};
 use crate::resident::Resident;
 use row_fence_ask::protocol::{Answer, MAX_MESSAGE_BYTES, Request};
+use std::io;
+use std::os::unix::net::{UnixListener as StdListener, UnixStream as StdStream};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{UnixListener, UnixStream};
+use tokio::io::unix::AsyncFd;
+use tokio::net::UnixListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -29,6 +33,21 @@ pub const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
 /// Serves `listener` until `shutdown` is cancelled, then waits for in-flight connections
 /// (at most [`DRAIN_DEADLINE`]).
 pub async fn run(listener: UnixListener, resident: Arc<Resident>, shutdown: CancellationToken) {
+    // Accepted sockets stay out of the reactor until they must wait (crate::connection),
+    // so the listener is polled as a plain fd.
+    let registered = listener.into_std().and_then(|listener| {
+        // SAFETY: the AsyncFd owns the listener, so its fd stays open and the same
+        // socket until the AsyncFd is dropped (AsyncFd::register's contract).
+        unsafe { AsyncFd::register(listener) }.map_err(io::Error::from)
+    });
+    let listener = match registered {
+        Ok(listener) => listener,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot poll the listening socket");
+            shutdown.cancel();
+            return;
+        }
+    };
     let tracker = TaskTracker::new();
     let limit = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     // systemd's watchdog is pinged from this loop, so a loop that stops turning is restarted.
@@ -42,10 +61,10 @@ pub async fn run(listener: UnixListener, resident: Arc<Resident>, shutdown: Canc
         let accepted = tokio::select! {
             _ = shutdown.cancelled() => break,
             _ = watchdog.tick() => continue,
-            accepted = listener.accept() => accepted,
+            accepted = accept(&listener) => accepted,
         };
         match accepted {
-            Ok((stream, _)) => {
+            Ok(stream) => {
                 resident.stats.connections.fetch_add(1, Ordering::Relaxed);
                 let resident = resident.clone();
                 tracker.spawn(async move {
@@ -69,52 +88,43 @@ pub async fn run(listener: UnixListener, resident: Arc<Resident>, shutdown: Canc
     }
 }
 
+/// Accepts one connection (blocking mode, close-on-exec: what `accept4` gives).
+async fn accept(listener: &AsyncFd<StdListener>) -> io::Result<StdStream> {
+    loop {
+        let mut ready = listener.readable().await?;
+        if let Ok(accepted) = ready.try_io(|l| l.get_ref().accept()) {
+            return accepted.map(|(stream, _)| stream);
+        }
+    }
+}
+
 /// Serves one connection: one request, one answer.
-async fn serve(mut stream: UnixStream, resident: &Resident) {
-    let cred = stream.peer_cred().ok();
-    let uid = cred.map(|c| c.uid());
-    let line = match tokio::time::timeout(READ_DEADLINE, read_request(&mut stream)).await {
+async fn serve(stream: StdStream, resident: &Resident) {
+    let mut conn = Connection::new(stream);
+    let peer = conn.peer().await;
+    let line = match tokio::time::timeout(READ_DEADLINE, conn.read_request()).await {
         Ok(Ok(line)) => line,
         Ok(Err(ReadError::TooLong)) => {
             let answer =
                 resident.malformed(format!("the request is over {MAX_MESSAGE_BYTES} bytes"));
-            return reply(&mut stream, &answer).await;
+            return reply(conn, &answer).await;
         }
         Ok(Err(ReadError::Closed)) => return,
         Err(_) => {
             let answer = resident.malformed(format!("no request line within {READ_DEADLINE:?}"));
-            return reply(&mut stream, &answer).await;
+            return reply(conn, &answer).await;
         }
     };
-    let answer = match uid {
-        Some(uid) if resident.serves(uid) => match Request::parse(&line) {
+    let answer = match peer {
+        Some(peer) if resident.serves(peer.uid) => match Request::parse(&line) {
             Ok(request) => resident.answer(request).await,
             Err(e) => resident.malformed(e.to_string()),
         },
-        _ => resident.refuse_peer(uid, cred.and_then(|c| c.pid()), &line),
+        _ => resident.refuse_peer(peer.map(|p| p.uid), peer.and_then(|p| p.pid), &line),
     };
-    reply(&mut stream, &answer).await;
+    reply(conn, &answer).await;
 }
 
-enum ReadError {
-    /// Over `MAX_MESSAGE_BYTES` without a newline.
-    TooLong,
-    /// Closed or failed before a whole line.
-    Closed,
-}
-
-/// Reads one line of at most `MAX_MESSAGE_BYTES` (newline included).
-async fn read_request(stream: &mut UnixStream) -> Result<Vec<u8>, ReadError> {
-    let mut reader = BufReader::new(stream.take(MAX_MESSAGE_BYTES as u64 + 1));
-    let mut line = Vec::with_capacity(1024);
-    match reader.read_until(b'\n', &mut line).await {
-        Ok(_) if line.len() > MAX_MESSAGE_BYTES => Err(ReadError::TooLong),
-        Ok(_) if line.last() == Some(&b'\n') => Ok(line),
-        _ => Err(ReadError::Closed),
-    }
-}
-
-async fn reply(stream: &mut UnixStream, answer: &Answer) {
-    let _ = stream.write_all(&answer.to_line()).await;
-    let _ = stream.shutdown().await;
+async fn reply(conn: Connection, answer: &Answer) {
+    conn.reply(&answer.to_line()).await;
 }

@@ -441,6 +441,15 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A batch's writes as (kind, key, expected revision), in the order it sends them.
+    fn writes(batch: &FencedBatch) -> Vec<(WriteKind, &str, i64)> {
+        batch
+            .writes
+            .iter()
+            .map(|w| (w.kind, w.key.as_str(), w.expected))
+            .collect()
+    }
+
     fn view(records: &[(&str, u64, Value)]) -> View {
         let section: Section = records
             .iter()
@@ -484,13 +493,8 @@ mod tests {
         s.remove("b");
         s.insert("new", json!(0));
         let batch = v.into_batch(None).unwrap();
-        let got: Vec<(WriteKind, &str, i64)> = batch
-            .writes
-            .iter()
-            .map(|w| (w.kind, w.key.as_str(), w.expected))
-            .collect();
         assert_eq!(
-            got,
+            writes(&batch),
             vec![
                 (WriteKind::Put, "a", 3),
                 (WriteKind::Delete, "b", 4),
@@ -579,13 +583,8 @@ mod tests {
         s.insert("b", a.unwrap());
         assert!(!v.load_missed(&mut reads, false));
         let batch = v.into_batch(None).unwrap();
-        let got: Vec<(WriteKind, &str, i64)> = batch
-            .writes
-            .iter()
-            .map(|w| (w.kind, w.key.as_str(), w.expected))
-            .collect();
         assert_eq!(
-            got,
+            writes(&batch),
             vec![
                 (WriteKind::Put, "b", 0),
                 (WriteKind::Check, "a", 3),

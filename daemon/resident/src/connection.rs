@@ -1,0 +1,294 @@
+//! One connection's I/O: one request line in, one answer line out, close.
+//!
+//! An asker connects and writes its whole request at once, so by the time the daemon has
+//! accepted, the line is usually already in the socket buffer and the answer fits in the
+//! empty send buffer. Such a connection is served without registering it with tokio's
+//! reactor at all: one non-blocking `recv`, one non-blocking `send`, `close`. Registering
+//! costs two `epoll_ctl` calls, one `epoll_wait` and a `shutdown` per ask, about a fifth
+//! of the daemon's CPU per ask (issue 13: `scripts/bench`, "CPU per ask"). A connection
+//! whose request has not all arrived, or whose answer does not fit at once, is handed to
+//! tokio and finished as any other async stream: the fast path decides nothing, it only
+//! skips waiting where nothing would be waited for.
+
+use row_fence_ask::protocol::MAX_MESSAGE_BYTES;
+use std::io;
+use std::os::unix::net::UnixStream as StdStream;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+
+/// Why no request line could be read.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ReadError {
+    /// Over `MAX_MESSAGE_BYTES` without a newline.
+    TooLong,
+    /// Closed or failed before a whole line.
+    Closed,
+}
+
+/// The peer on the other end, as the kernel reports it: its uid, and its pid where the
+/// platform tells it.
+#[derive(Clone, Copy, Debug)]
+pub struct Peer {
+    /// The peer's effective uid when it connected.
+    pub uid: u32,
+    /// The peer's pid, when known.
+    pub pid: Option<i32>,
+}
+
+/// An accepted connection: unregistered until it has to wait for something.
+pub struct Connection {
+    io: Io,
+}
+
+enum Io {
+    /// A blocking-mode std socket, only ever used with `MSG_DONTWAIT`.
+    Unregistered(StdStream),
+    /// Registered with the reactor, after something had to be waited for.
+    Registered(UnixStream),
+    /// Registration failed; nothing more is read or written.
+    Gone,
+}
+
+impl Connection {
+    /// Wraps a socket fresh from `accept` (blocking mode, as `accept4` leaves it).
+    pub fn new(stream: StdStream) -> Connection {
+        Connection {
+            io: Io::Unregistered(stream),
+        }
+    }
+
+    /// Who is connected: `None` when the kernel cannot say (the caller refuses such a
+    /// peer: fail closed, DESIGN.md "Threat model").
+    pub async fn peer(&mut self) -> Option<Peer> {
+        #[cfg(target_os = "linux")]
+        if let Io::Unregistered(stream) = &self.io {
+            use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+            return getsockopt(stream, PeerCredentials).ok().map(|c| Peer {
+                uid: c.uid(),
+                pid: Some(c.pid()),
+            });
+        }
+        let cred = self.registered()?.peer_cred().ok()?;
+        Some(Peer {
+            uid: cred.uid(),
+            pid: cred.pid(),
+        })
+    }
+
+    /// Reads one line of at most `MAX_MESSAGE_BYTES` (newline included; anything sent
+    /// after the newline is ignored). Waits only when the line has not all arrived; the
+    /// caller bounds that wait.
+    pub async fn read_request(&mut self) -> Result<Vec<u8>, ReadError> {
+        let mut line = Vec::with_capacity(1024);
+        if let Io::Unregistered(stream) = &self.io {
+            match read_now(stream, &mut line) {
+                Now::Done(result) => return result,
+                Now::WouldBlock => {}
+            }
+        }
+        let stream = self.registered().ok_or(ReadError::Closed)?;
+        let room = (MAX_MESSAGE_BYTES + 1 - line.len()) as u64;
+        let mut reader = BufReader::new(stream.take(room));
+        match reader.read_until(b'\n', &mut line).await {
+            Ok(_) => complete(line),
+            Err(_) => Err(ReadError::Closed),
+        }
+    }
+
+    /// Writes `answer` whole, then closes (on drop). A peer that went away gets nothing;
+    /// there is no one left to tell.
+    pub async fn reply(mut self, answer: &[u8]) {
+        let mut sent = 0;
+        if let Io::Unregistered(stream) = &self.io {
+            match send_now(stream, answer) {
+                Ok(n) if n == answer.len() => return,
+                Ok(n) => sent = n,
+                Err(_) => return,
+            }
+        }
+        if let Some(stream) = self.registered() {
+            let _ = stream.write_all(&answer[sent..]).await;
+            let _ = stream.shutdown().await;
+        }
+    }
+
+    /// The connection registered with the reactor (registering it on first use).
+    fn registered(&mut self) -> Option<&mut UnixStream> {
+        if let Io::Unregistered(_) = self.io {
+            let Io::Unregistered(stream) = std::mem::replace(&mut self.io, Io::Gone) else {
+                unreachable!("matched just above")
+            };
+            if let Ok(stream) = stream
+                .set_nonblocking(true)
+                .and_then(|()| UnixStream::from_std(stream))
+            {
+                self.io = Io::Registered(stream);
+            }
+        }
+        match &mut self.io {
+            Io::Registered(stream) => Some(stream),
+            _ => None,
+        }
+    }
+}
+
+enum Now {
+    /// A line, or a reason there will be none.
+    Done(Result<Vec<u8>, ReadError>),
+    /// The line has not all arrived: wait for the rest.
+    WouldBlock,
+}
+
+/// Reads what has already arrived, without waiting, into `line`.
+fn read_now(stream: &StdStream, line: &mut Vec<u8>) -> Now {
+    let mut chunk = [0u8; 8192];
+    loop {
+        let room = (MAX_MESSAGE_BYTES + 1 - line.len()).min(chunk.len());
+        if room == 0 {
+            return Now::Done(Err(ReadError::TooLong));
+        }
+        match recv_dontwait(stream, &mut chunk[..room]) {
+            Ok(0) => return Now::Done(Err(ReadError::Closed)),
+            Ok(n) => {
+                let start = line.len();
+                line.extend_from_slice(&chunk[..n]);
+                if let Some(i) = line[start..].iter().position(|&b| b == b'\n') {
+                    line.truncate(start + i + 1);
+                    return Now::Done(complete(std::mem::take(line)));
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Now::WouldBlock,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return Now::Done(Err(ReadError::Closed)),
+        }
+    }
+}
+
+/// Judges what was read: a whole line within the limit, or why not.
+fn complete(mut line: Vec<u8>) -> Result<Vec<u8>, ReadError> {
+    if let Some(i) = line.iter().position(|&b| b == b'\n') {
+        line.truncate(i + 1);
+    }
+    if line.len() > MAX_MESSAGE_BYTES {
+        Err(ReadError::TooLong)
+    } else if line.last() == Some(&b'\n') {
+        Ok(line)
+    } else {
+        Err(ReadError::Closed)
+    }
+}
+
+/// Sends what fits now; the count sent (0 when the buffer is full).
+fn send_now(stream: &StdStream, bytes: &[u8]) -> io::Result<usize> {
+    use nix::sys::socket::send;
+    let mut sent = 0;
+    while sent < bytes.len() {
+        match send(stream_fd(stream), &bytes[sent..], dontwait()) {
+            Ok(n) => sent += n,
+            Err(nix::errno::Errno::EAGAIN) => break,
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(sent)
+}
+
+/// `MSG_DONTWAIT`, and on Linux `MSG_NOSIGNAL`: a peer gone is an error, not SIGPIPE.
+fn dontwait() -> nix::sys::socket::MsgFlags {
+    use nix::sys::socket::MsgFlags;
+    #[cfg(target_os = "linux")]
+    return MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
+    #[cfg(not(target_os = "linux"))]
+    return MsgFlags::MSG_DONTWAIT;
+}
+
+fn recv_dontwait(stream: &StdStream, buf: &mut [u8]) -> io::Result<usize> {
+    use nix::sys::socket::{MsgFlags, recv};
+    Ok(recv(stream_fd(stream), buf, MsgFlags::MSG_DONTWAIT)?)
+}
+
+fn stream_fd(stream: &StdStream) -> std::os::fd::RawFd {
+    use std::os::fd::AsRawFd;
+    stream.as_raw_fd()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn pair() -> (Connection, StdStream) {
+        let (ours, theirs) = StdStream::pair().unwrap();
+        (Connection::new(ours), theirs)
+    }
+
+    #[tokio::test]
+    async fn a_line_already_sent_is_read_without_waiting_and_what_follows_is_ignored() {
+        let (mut conn, mut peer) = pair();
+        peer.write_all(b"{\"v\":1}\nmore").unwrap();
+        assert_eq!(conn.read_request().await.unwrap(), b"{\"v\":1}\n");
+        assert!(matches!(conn.io, Io::Unregistered(_)));
+    }
+
+    #[tokio::test]
+    async fn a_line_sent_in_two_parts_is_waited_for() {
+        let (mut conn, mut peer) = pair();
+        peer.write_all(b"{\"v\":").unwrap();
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            peer.write_all(b"1}\n").unwrap();
+            peer
+        });
+        assert_eq!(conn.read_request().await.unwrap(), b"{\"v\":1}\n");
+        assert!(matches!(conn.io, Io::Registered(_)));
+        drop(writer.join());
+    }
+
+    #[tokio::test]
+    async fn a_line_at_the_limit_is_read_and_one_byte_more_is_too_long() {
+        for (len, ok) in [(MAX_MESSAGE_BYTES, true), (MAX_MESSAGE_BYTES + 1, false)] {
+            let (mut conn, peer) = pair();
+            let mut line = vec![b'x'; len - 1];
+            line.push(b'\n');
+            let writer = std::thread::spawn(move || {
+                let mut peer = peer;
+                let _ = peer.write_all(&line);
+                peer
+            });
+            let got = conn.read_request().await;
+            assert_eq!(got.is_ok(), ok, "len {len}");
+            if !ok {
+                assert_eq!(got, Err(ReadError::TooLong));
+            }
+            drop(writer.join());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_peer_that_closes_before_a_newline_has_sent_no_request() {
+        let (mut conn, mut peer) = pair();
+        peer.write_all(b"{\"v\":1}").unwrap();
+        drop(peer);
+        assert_eq!(conn.read_request().await, Err(ReadError::Closed));
+    }
+
+    #[tokio::test]
+    async fn an_answer_larger_than_the_send_buffer_is_finished_by_the_reactor() {
+        let (conn, peer) = pair();
+        let answer = vec![b'a'; 4 << 20];
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            std::io::Read::read_to_end(&mut &peer, &mut got).unwrap();
+            got.len()
+        });
+        conn.reply(&answer).await;
+        assert_eq!(reader.join().unwrap(), 4 << 20);
+    }
+
+    #[tokio::test]
+    async fn the_peer_is_the_uid_that_connected() {
+        let (mut conn, _peer) = pair();
+        let peer = conn.peer().await.unwrap();
+        assert_eq!(peer.uid, nix::unistd::geteuid().as_raw());
+    }
+}
