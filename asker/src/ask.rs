@@ -24,10 +24,31 @@ pub const TIMEOUT_ENV: &str = "ROW_FENCE_TIMEOUT_MS";
 /// Environment variable carrying the caller's session id into the request and ledger.
 pub const SESSION_ENV: &str = "ROW_FENCE_SESSION";
 
+/// A deadline that is not a whole number of milliseconds above 0, with where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadTimeout {
+    /// `--timeout-ms` or `ROW_FENCE_TIMEOUT_MS`.
+    pub source: &'static str,
+    /// The value as given.
+    pub text: String,
+}
+
+impl std::fmt::Display for BadTimeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} must be a whole number of milliseconds above 0, got {:?}",
+            self.source, self.text
+        )
+    }
+}
+
+impl std::error::Error for BadTimeout {}
+
 /// The deadline from `--timeout-ms` (`flag`), else `ROW_FENCE_TIMEOUT_MS`, else
 /// [`DEFAULT_TIMEOUT_MS`]. The error names the source of a value that is not a whole
 /// number of milliseconds above 0.
-pub fn timeout(flag: Option<String>) -> Result<Duration, String> {
+pub fn timeout(flag: Option<String>) -> Result<Duration, BadTimeout> {
     let (source, text) = match flag {
         Some(text) => ("--timeout-ms", text),
         None => match std::env::var(TIMEOUT_ENV) {
@@ -40,9 +61,7 @@ pub fn timeout(flag: Option<String>) -> Result<Duration, String> {
         .ok()
         .filter(|ms| *ms > 0)
         .map(Duration::from_millis)
-        .ok_or_else(|| {
-            format!("{source} must be a whole number of milliseconds above 0, got {text:?}")
-        })
+        .ok_or(BadTimeout { source, text })
 }
 
 /// What one run of the asker is asked to do.
@@ -81,8 +100,10 @@ pub fn run_resolved(options: &Options, resolution: Resolution, started: Instant)
     let asker = Asker {
         started,
         options,
-        home: paths::home(options.home.as_deref())
-            .and_then(|h| std::path::absolute(&h).map_err(|e| format!("{}: {e}", h.display()))),
+        home: paths::home(options.home.as_deref()).and_then(|path| {
+            std::path::absolute(&path)
+                .map_err(|source| paths::HomeError::NotAbsolute { path, source })
+        }),
         cwd: std::env::current_dir().ok(),
         session: std::env::var(SESSION_ENV).ok().filter(|s| !s.is_empty()),
     };
@@ -92,7 +113,7 @@ pub fn run_resolved(options: &Options, resolution: Resolution, started: Instant)
 struct Asker<'a> {
     started: Instant,
     options: &'a Options,
-    home: Result<PathBuf, String>,
+    home: Result<PathBuf, paths::HomeError>,
     cwd: Option<PathBuf>,
     session: Option<String>,
 }
@@ -136,7 +157,7 @@ impl Asker<'_> {
         };
         let socket = paths::socket(self.options.socket.as_deref(), home);
         if let Err(e) = paths::check_socket_length(&socket) {
-            return unreadable(e);
+            return unreadable(e.to_string());
         }
         if let Err(e) = paths::check_socket_dir(&socket, paths::euid(), true) {
             return unreadable(format!("refusing to ask: {e}"));

@@ -48,7 +48,7 @@ enum Usage {
     NotUtf8(OsString),
     /// A deadline that is not a whole number of milliseconds above 0 (`ask::timeout`'s
     /// sentence).
-    Timeout(String),
+    Timeout(ask::BadTimeout),
 }
 
 impl std::fmt::Display for Usage {
@@ -57,7 +57,7 @@ impl std::fmt::Display for Usage {
             Usage::Flag(e) => e.fmt(f),
             Usage::NoDescriptorPath => f.write_str("--descriptor needs a path"),
             Usage::NotUtf8(value) => write!(f, "{value:?} is not valid UTF-8"),
-            Usage::Timeout(why) => f.write_str(why),
+            Usage::Timeout(why) => why.fmt(f),
         }
     }
 }

@@ -21,9 +21,34 @@ pub const SOCKET_PATH_LIMIT: usize = 108;
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 pub const SOCKET_PATH_LIMIT: usize = 104;
 
+/// Why there is no usable home.
+#[derive(Debug)]
+pub enum HomeError {
+    /// Neither `--home`, `ROW_FENCE_HOME` nor `HOME` is set.
+    Unset,
+    /// The home cannot be made absolute (the working directory is gone).
+    NotAbsolute {
+        /// The home as given.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl fmt::Display for HomeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HomeError::Unset => write!(f, "neither {HOME_ENV} nor HOME is set"),
+            HomeError::NotAbsolute { path, source } => write!(f, "{}: {source}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for HomeError {}
+
 /// Resolves the home directory: `flag`, else `ROW_FENCE_HOME` (non-empty), else
 /// `$HOME/.row-fence`. Errors when none of them is set.
-pub fn home(flag: Option<&Path>) -> Result<PathBuf, String> {
+pub fn home(flag: Option<&Path>) -> Result<PathBuf, HomeError> {
     if let Some(path) = flag {
         return Ok(path.to_path_buf());
     }
@@ -32,7 +57,7 @@ pub fn home(flag: Option<&Path>) -> Result<PathBuf, String> {
     }
     match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
         Some(user_home) => Ok(PathBuf::from(user_home).join(".row-fence")),
-        None => Err(format!("neither {HOME_ENV} nor HOME is set")),
+        None => Err(HomeError::Unset),
     }
 }
 
@@ -67,18 +92,40 @@ pub fn file_store(home: &Path) -> PathBuf {
     home.join("store")
 }
 
+/// A socket path longer than the platform can bind or connect to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SocketPathTooLong {
+    /// The path.
+    pub path: PathBuf,
+    /// Its length in bytes.
+    pub len: usize,
+}
+
+impl fmt::Display for SocketPathTooLong {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "socket path {} is {} bytes; the limit on this platform is {} bytes (sun_path {SOCKET_PATH_LIMIT} with its NUL)",
+            self.path.display(),
+            self.len,
+            SOCKET_PATH_LIMIT - 1
+        )
+    }
+}
+
+impl std::error::Error for SocketPathTooLong {}
+
 /// Refuses a socket path the platform cannot bind or connect to, naming the path, its
 /// length and the limit.
-pub fn check_socket_length(socket: &Path) -> Result<(), String> {
+pub fn check_socket_length(socket: &Path) -> Result<(), SocketPathTooLong> {
     let len = socket.as_os_str().len();
     if len < SOCKET_PATH_LIMIT {
         Ok(())
     } else {
-        Err(format!(
-            "socket path {} is {len} bytes; the limit on this platform is {} bytes (sun_path {SOCKET_PATH_LIMIT} with its NUL)",
-            socket.display(),
-            SOCKET_PATH_LIMIT - 1
-        ))
+        Err(SocketPathTooLong {
+            path: socket.to_path_buf(),
+            len,
+        })
     }
 }
 
@@ -144,8 +191,10 @@ mod tests {
     fn a_socket_path_at_the_limit_is_refused_with_its_length() {
         let long = PathBuf::from(format!("/{}", "s".repeat(SOCKET_PATH_LIMIT)));
         let err = check_socket_length(&long).unwrap_err();
+        assert_eq!(err.len, SOCKET_PATH_LIMIT + 1);
         assert!(
-            err.contains(&format!("{} bytes", SOCKET_PATH_LIMIT + 1)),
+            err.to_string()
+                .contains(&format!("{} bytes", SOCKET_PATH_LIMIT + 1)),
             "{err}"
         );
         let fits = PathBuf::from(format!("/{}", "s".repeat(SOCKET_PATH_LIMIT - 2)));

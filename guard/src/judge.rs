@@ -39,10 +39,10 @@ pub const MAX_PROBLEMS: usize = 8;
 pub const MAX_ACTIONS_PER_ASK: usize = 4;
 
 /// What the judge needs from the guard's environment.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Settings {
     /// `$ROW_FENCE_HOME` (bindings, ledger, socket, registry).
-    pub home: Result<PathBuf, String>,
+    pub home: Result<PathBuf, paths::HomeError>,
     /// `--socket`, if given.
     pub socket: Option<PathBuf>,
     /// `ROW_FENCE_DESCRIPTOR` from the hook's environment: the whole session is bound.
@@ -508,7 +508,7 @@ impl Judge<'_> {
             .settings
             .home
             .as_ref()
-            .map_err(|e| Unasked::NoHome(e.clone()))?;
+            .map_err(|e| Unasked::NoHome(e.to_string()))?;
         let socket = paths::socket(self.settings.socket.as_deref(), home);
         paths::check_socket_length(&socket).map_err(Unasked::SocketPath)?;
         paths::check_socket_dir(&socket, paths::euid(), true).map_err(Unasked::Untrusted)?;
@@ -608,7 +608,7 @@ enum Unasked {
     NoHome(String),
     /// The socket path is over the platform's limit.
     #[error("{0}")]
-    SocketPath(String),
+    SocketPath(paths::SocketPathTooLong),
     /// The socket's directory is not to be trusted.
     #[error("refusing to ask: {0}")]
     Untrusted(paths::Untrusted),

@@ -93,7 +93,7 @@ impl LocationArgs {
 pub enum ConfigError {
     /// Neither `--home`, `ROW_FENCE_HOME` nor `HOME` names a home.
     #[error("{0}")]
-    Home(String),
+    Home(row_fence_ask::paths::HomeError),
     /// A path cannot be made absolute.
     #[error("{path}: {source}")]
     Path {

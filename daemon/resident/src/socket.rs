@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 pub enum SocketError {
     /// The path is over the platform's limit (the sentence names path, length and limit).
     #[error("{0}")]
-    TooLong(String),
+    TooLong(paths::SocketPathTooLong),
     /// The socket's directory is not to be trusted.
     #[error("refusing to start: {0}")]
     Untrusted(paths::Untrusted),
