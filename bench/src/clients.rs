@@ -205,21 +205,7 @@ pub struct Clients {
     /// The Python client (`None`: could not be installed, skipped).
     pub python: Option<PythonClient>,
     /// The agent guard as installed (`None`: not set up yet).
-    pub guard: Option<GuardHook>,
-}
-
-/// The agent guard installed the way `row-fence install claude-hook` installs it, and the
-/// hook inputs its cases send.
-#[derive(Clone, Debug)]
-pub struct GuardHook {
-    /// The settings entry's command.
-    pub command: String,
-    /// The row-bound worktree the agent is in.
-    pub cwd: PathBuf,
-    /// The PreToolUse JSON for a harmless command.
-    pub harmless: PathBuf,
-    /// The PreToolUse JSON for `git push origin main`.
-    pub push: PathBuf,
+    pub guard: Option<crate::fixture::GuardHook>,
 }
 
 impl Clients {

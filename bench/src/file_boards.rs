@@ -67,7 +67,7 @@ pub fn measure(
     let mut daemon = Daemon::start(bins, &home, &spec, &[])?;
     let mut requests = Vec::new();
     for (rows, descriptor) in &descriptors {
-        requests.push((*rows, crate::run::ask_line(bins, &home, descriptor)?));
+        requests.push((*rows, crate::fixture::ask_line(bins, &home, descriptor)?));
     }
     for (_, request) in &requests {
         for _ in 0..warmup {

@@ -7,7 +7,7 @@
 use crate::children::Owned;
 use row_fence_ask::Descriptor;
 use row_fence_ask::client;
-use row_fence_ask::protocol::{Op, PROTOCOL_VERSION, Request};
+use row_fence_ask::protocol::{Ask, Caller, Op, PROTOCOL_VERSION, Request};
 use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -231,6 +231,20 @@ impl Daemon {
     }
 }
 
+/// The agent guard installed the way `row-fence install claude-hook` installs it, and the
+/// hook inputs its cases send.
+#[derive(Clone, Debug)]
+pub struct GuardHook {
+    /// The settings entry's command.
+    pub command: String,
+    /// The row-bound worktree the agent is in.
+    pub cwd: PathBuf,
+    /// The PreToolUse JSON for a harmless command.
+    pub harmless: PathBuf,
+    /// The PreToolUse JSON for `git push origin main`.
+    pub push: PathBuf,
+}
+
 /// Installs the agent guard the way `row-fence install claude-hook` does (into a settings
 /// file of the bench's own) for the daemon at `home`, makes a row-bound worktree holding
 /// the lane's descriptor, and writes the two hook inputs the guard cases send.
@@ -239,7 +253,7 @@ pub fn guard_hook(
     home: &Path,
     descriptor: &Path,
     work: &Path,
-) -> Result<crate::clients::GuardHook, String> {
+) -> Result<GuardHook, String> {
     let lane = work.join("lane");
     let git_dir = lane.join(".git");
     fs::create_dir_all(&git_dir).map_err(|e| format!("{}: {e}", git_dir.display()))?;
@@ -281,10 +295,30 @@ pub fn guard_hook(
         fs::write(&path, json.to_string()).map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(path)
     };
-    Ok(crate::clients::GuardHook {
+    Ok(GuardHook {
         command,
         cwd: lane.clone(),
         harmless: input("harmless.json", "git commit -m \"fix; git push later\"")?,
         push: input("push.json", "git push origin main")?,
     })
+}
+
+/// The request line `row-fence-ask` would send for `descriptor` (same stamp, same
+/// deadline), for the in-process clients.
+pub fn ask_line(
+    bins: &Binaries,
+    home: &Path,
+    descriptor: &row_fence_ask::Descriptor,
+) -> Result<Vec<u8>, String> {
+    let request = Request {
+        v: PROTOCOL_VERSION,
+        op: Op::Ask(Box::new(Ask {
+            stamp: stamp(bins, home)?,
+            deadline_ms: row_fence_ask::ask::DEFAULT_TIMEOUT_MS,
+            descriptor: descriptor.clone(),
+            action: ACTION.into(),
+            caller: Caller::default(),
+        })),
+    };
+    Ok(request.to_line())
 }

@@ -10,7 +10,7 @@ use crate::clients::{Client, Clients, Endpoint, Route};
 use crate::delay_proxy::DelayProxy;
 use crate::echo_server::{self, EchoServer};
 use crate::etcd::Etcd;
-use crate::fixture::{self, Binaries, Daemon};
+use crate::fixture::{self, Binaries, Daemon, ask_line};
 use crate::load::Oversubscription;
 use crate::machine::{self, Machine};
 use crate::options::{LOADED_CLIENTS, LOCAL_CLIENTS, NETWORK_CLIENTS, Options, Plan};
@@ -20,7 +20,6 @@ use crate::sample::Sampler;
 use crate::stats::Summary;
 use crate::throughput::{self, Connections, Throughput};
 use crate::{capture, interrupt, rss};
-use row_fence_ask::protocol::{Ask, Caller, Op, PROTOCOL_VERSION, Request};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -699,26 +698,6 @@ impl Runner {
         self.results.phases.push(phase);
         Ok(())
     }
-}
-
-/// The request line `row-fence-ask` would send for `descriptor` (same stamp, same
-/// deadline), for the in-process clients.
-pub fn ask_line(
-    bins: &Binaries,
-    home: &Path,
-    descriptor: &row_fence_ask::Descriptor,
-) -> Result<Vec<u8>, String> {
-    let request = Request {
-        v: PROTOCOL_VERSION,
-        op: Op::Ask(Box::new(Ask {
-            stamp: fixture::stamp(bins, home)?,
-            deadline_ms: row_fence_ask::ask::DEFAULT_TIMEOUT_MS,
-            descriptor: descriptor.clone(),
-            action: fixture::ACTION.into(),
-            caller: Caller::default(),
-        })),
-    };
-    Ok(request.to_line())
 }
 
 fn loopback(port: u16) -> SocketAddr {

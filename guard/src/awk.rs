@@ -5,8 +5,7 @@
 //! reads and prints. The program comes from the first operand, `-e`/`--source` (gawk),
 //! or a file (`-f`, `-E`, `-i`), read like any script file.
 
-use crate::command::{Ctx, Effect};
-use crate::programs::script_file;
+use crate::effect::{Ctx, Effect, script_file};
 use crate::words::Value;
 
 /// Classifies `awk ARGS` (and gawk, mawk, nawk, busybox awk).

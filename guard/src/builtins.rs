@@ -5,7 +5,7 @@
 //! user's shell, which is zsh on macOS: a zsh spelling the text shows is read as zsh runs
 //! it, and one the guard cannot follow is opaque.
 
-use crate::command::{Ctx, Effect, Move, classify};
+use crate::effect::{Ctx, Effect, Move};
 use crate::words::Value;
 
 /// Classifies one of the shell's own commands; `None` when `program` is not one this
@@ -73,13 +73,13 @@ pub fn classify_builtin(
                 .skip_while(|a| matches!(a.literal(), Some("--")))
                 .cloned()
                 .collect();
-            classify(&rest, ctx, false, depth + 1)
+            ctx.classify(&rest, false, depth + 1)
         }
-        "builtin" => classify(args, ctx, false, depth + 1),
+        "builtin" => ctx.classify(args, false, depth + 1),
         // zsh's precommand modifiers run the rest as a command.
-        "noglob" | "nocorrect" | "-" => classify(args, ctx, functions, depth + 1),
+        "noglob" | "nocorrect" | "-" => ctx.classify(args, functions, depth + 1),
         // zsh: `repeat N cmd`, `sched [-o] TIME cmd`.
-        "repeat" => classify(args.get(1..).unwrap_or_default(), ctx, functions, depth + 1),
+        "repeat" => ctx.classify(args.get(1..).unwrap_or_default(), functions, depth + 1),
         "sched" => {
             let rest: Vec<Value> = args
                 .iter()
@@ -87,7 +87,7 @@ pub fn classify_builtin(
                 .skip(1)
                 .cloned()
                 .collect();
-            classify(&rest, ctx, functions, depth + 1)
+            ctx.classify(&rest, functions, depth + 1)
         }
         "emulate" => emulate(args, ctx),
         _ => return None,

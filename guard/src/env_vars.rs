@@ -5,7 +5,7 @@
 //! The editor and pager variables hold shell code: a literal value is read as a command
 //! (`GIT_PAGER=cat` is ordinary), anything else is opaque.
 
-use crate::command::{Ctx, Effect};
+use crate::effect::{Ctx, Effect};
 use crate::words::Value;
 
 /// Variables whose setting alone is opaque.

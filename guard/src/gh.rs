@@ -2,7 +2,7 @@
 //! agent guard's policy): `view`, `list`, `status`, `diff`, `checks` of any group,
 //! `search`, `status`, `auth status`, `api` with GET and no body fields, help and version.
 
-use crate::command::{Ctx, Effect};
+use crate::effect::{Ctx, Effect};
 use crate::words::Value;
 
 /// Verbs that only read, whatever their group (`gh pr view`, `gh run list`).

@@ -3,7 +3,7 @@
 //! override that runs code or disables a hook, `rebase --exec`, a subcommand git does not
 //! ship), or ordinary (DESIGN.md, the agent guard's policy).
 
-use crate::command::{Ctx, Effect, classify as classify_command};
+use crate::effect::{Ctx, Effect};
 use crate::finding::Dir;
 use crate::state::resolve_physical;
 use crate::words::Value;
@@ -352,7 +352,7 @@ fn subcommand(args: &[Value], i: usize, effect_ctx: &Here, depth: usize) -> Vec<
             return vec![effect_ctx.fenced(format!("git {sub} {}", rest[0].text()))];
         }
         ("bisect", Some("run")) => {
-            return classify_command(&rest[1..], &here_with(effect_ctx), false, depth + 1);
+            return here_with(effect_ctx).classify(&rest[1..], false, depth + 1);
         }
         ("submodule", Some("foreach")) => {
             return vec![effect_ctx.opaque("`git submodule foreach` runs code in every submodule")];

@@ -7,7 +7,7 @@
 //! the program is opaque (DESIGN.md, the agent guard's policy: a wrapper whose inner
 //! command the text does not show).
 
-use crate::command::{Ctx, Effect};
+use crate::effect::{Ctx, Effect};
 use crate::words::Value;
 
 /// A program and its options whose value is a command. `prefix`: the command follows

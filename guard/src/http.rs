@@ -3,7 +3,7 @@
 //! reads. `curl -X POST …/pulls/1/merge` with a token merges a pull request as surely as
 //! `gh pr merge` does.
 
-use crate::command::{Ctx, Effect};
+use crate::effect::{Ctx, Effect};
 use crate::words::Value;
 
 /// Classifies `curl`, `wget` and HTTPie-style (`http`, `https`, `xh`) invocations.

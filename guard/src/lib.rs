@@ -25,6 +25,8 @@
 //! - [`state`]: the directories, `pushd` stack and variables at a point of the command.
 //! - [`walk`]: the tree walk, bash's scoping, and the plan it produces.
 //! - [`command`]: one simple command's effect, dispatched on the program it runs.
+//! - [`effect`]: what a command does ([`effect::Effect`]) and what classifying it needs
+//!   ([`effect::Ctx`]); the handlers below speak these, never the dispatcher.
 //! - [`builtins`]: the shell's own commands (bash's and zsh's).
 //! - [`row_fence`]: row-fence's lease writes.
 //! - [`git`], [`gh`]: those two programs' policies; [`http`]: curl and friends.
@@ -41,6 +43,7 @@ pub mod awk;
 pub mod binding;
 pub mod builtins;
 pub mod command;
+pub mod effect;
 pub mod env_vars;
 pub mod finding;
 pub mod gh;

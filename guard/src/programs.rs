@@ -5,7 +5,8 @@
 //! A wrapper option the guard does not know makes the command opaque: it cannot tell
 //! where the inner command starts.
 
-use crate::command::{Ctx, Effect, classify as classify_command, is_name};
+use crate::builtins::is_name;
+use crate::effect::{Ctx, Effect, script_file};
 use crate::finding::Dir;
 use crate::state::resolve_physical;
 use crate::words::{Value, Vars};
@@ -647,7 +648,7 @@ const DATA_ONLY: &[&str] = &[
 /// read, the program is opaque too (it may run it elsewhere, or more than once).
 pub fn embedded(program: &str, args: &[Value], ctx: &Ctx, depth: usize) -> Vec<Effect> {
     const MAX_TRIES: usize = 8;
-    if DATA_ONLY.contains(&program) || depth > crate::command::MAX_WRAPPER_DEPTH {
+    if DATA_ONLY.contains(&program) || depth > crate::effect::MAX_WRAPPER_DEPTH {
         return Vec::new();
     }
     let mut tries = 0;
@@ -662,7 +663,7 @@ pub fn embedded(program: &str, args: &[Value], ctx: &Ctx, depth: usize) -> Vec<E
                 "`{program}` is handed more commands than the guard reads"
             ))];
         }
-        let inner = classify_command(&args[k..], ctx, false, depth + 1);
+        let inner = ctx.classify(&args[k..], false, depth + 1);
         if !inner.is_empty() {
             let mut effects = vec![ctx.opaque(format!(
                 "`{program}` is handed the command `{}` and may run it",
@@ -706,7 +707,7 @@ fn names_a_runner(word: &str) -> bool {
         name.to_string()
     };
     let name = name.as_str();
-    crate::command::is_fenced_program(&name.to_ascii_lowercase())
+    crate::effect::is_fenced_program(&name.to_ascii_lowercase())
         || SHELLS.contains(&name)
         || OPAQUE_RUNNERS.contains(&name)
         || AWKS.contains(&name)
@@ -835,7 +836,7 @@ fn wrapper(program: &str, w: &Wrapper, args: &[Value], ctx: &Ctx, depth: usize) 
     }
     let vars = env;
     let inner_ctx = ctx.with_vars(dirs, &vars);
-    effects.extend(classify_command(inner, &inner_ctx, false, depth + 1));
+    effects.extend(inner_ctx.classify(inner, false, depth + 1));
     effects
 }
 
@@ -950,7 +951,7 @@ fn xargs(args: &[Value], ctx: &Ctx, depth: usize) -> Vec<Effect> {
     if replace.is_none() {
         inner.push(Value::Dynamic("(arguments read from stdin)".into()));
     }
-    classify_command(&inner, ctx, false, depth + 1)
+    ctx.classify(&inner, false, depth + 1)
 }
 
 /// `find … -exec CMD {} ;` (and `-execdir`, `-ok`, `-okdir`): each inner command runs
@@ -984,7 +985,7 @@ fn find(args: &[Value], ctx: &Ctx, depth: usize) -> Vec<Effect> {
         } else {
             ctx.dirs.clone()
         };
-        effects.extend(classify_command(&inner, &ctx.at(dirs), false, depth + 1));
+        effects.extend(ctx.at(dirs).classify(&inner, false, depth + 1));
     }
     effects
 }
@@ -1012,7 +1013,7 @@ fn watch(args: &[Value], ctx: &Ctx, depth: usize) -> Vec<Effect> {
         return Vec::new();
     }
     if exec {
-        return classify_command(inner, ctx, false, depth + 1);
+        return ctx.classify(inner, false, depth + 1);
     }
     match inner.iter().map(Value::literal).collect::<Option<Vec<_>>>() {
         Some(words) => vec![Effect::Code {
@@ -1066,33 +1067,6 @@ fn shell(program: &str, args: &[Value], ctx: &Ctx) -> Vec<Effect> {
         Some(script) if !stdin => script_file(program, script, ctx),
         _ => vec![ctx.opaque(format!("`{program}` reads its code from stdin"))],
     }
-}
-
-/// A script operand: running a file that exists is running the project's code
-/// (ordinary); a file made in the same command, a substitution, or stdin in disguise
-/// (`/dev/stdin`, `/dev/fd/N`) is code the text hands over unseen (opaque).
-pub fn script_file(program: &str, script: &Value, ctx: &Ctx) -> Vec<Effect> {
-    let Value::Literal(path) = script else {
-        return vec![ctx.opaque(format!(
-            "`{program} {}` runs code only known when it runs",
-            script.text()
-        ))];
-    };
-    if path.starts_with("/dev/") || path.starts_with("/proc/") {
-        return vec![ctx.opaque(format!("`{program} {path}` reads its code from a stream"))];
-    }
-    for dir in &ctx.dirs {
-        let exists = match dir {
-            Dir::Known(d) => d.join(path).is_file(),
-            Dir::Unknown(_) => false,
-        };
-        if !exists {
-            return vec![ctx.opaque(format!(
-                "`{program} {path}` runs a file that does not exist yet, so its code is only known when it runs"
-            ))];
-        }
-    }
-    Vec::new()
 }
 
 fn runner(program: &str, args: &[Value], ctx: &Ctx) -> Vec<Effect> {

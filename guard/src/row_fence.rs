@@ -4,7 +4,7 @@
 //! take a value); an option the guard does not know may take the next word as its value,
 //! so whatever follows it is not read as a harmless subcommand (fail closed).
 
-use crate::command::{Ctx, Effect};
+use crate::effect::{Ctx, Effect};
 use crate::words::Value;
 
 /// Global options that take the next word as their value.

@@ -4,8 +4,7 @@
 //! file arguments); one that runs commands, or one the guard cannot read to the end, is
 //! opaque. `--sandbox` turns `e` off. A script file (`-f`) is read like any script file.
 
-use crate::command::{Ctx, Effect};
-use crate::programs::script_file;
+use crate::effect::{Ctx, Effect, script_file};
 use crate::words::Value;
 
 /// Classifies `sed ARGS`.

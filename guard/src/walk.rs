@@ -6,7 +6,8 @@
 //! substitutions, expanding here-documents) and literal code handed to a shell
 //! (`bash -c '…'`, `GIT_PAGER='…'`) is walked too.
 
-use crate::command::{self, Ctx, Effect, Move};
+use crate::command;
+use crate::effect::{Ctx, Effect, Move};
 use crate::env_vars;
 use crate::finding::{Dir, Finding, Kind, Place, short};
 use crate::parse;
@@ -1046,6 +1047,7 @@ fn ctx_of<'a>(
         home,
         rebound: &state.rebound,
         path,
+        classifier: command::classify,
     }
 }
 

@@ -15,7 +15,7 @@
 use crate::gate_lines;
 use crate::git_hook::Baked;
 use crate::git_repo::git;
-use crate::install::sh_quote;
+use crate::shell::sh_quote;
 use std::fs;
 use std::io::{self, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};

@@ -115,7 +115,7 @@ impl Baked {
                     text.push_str(&format!(
                         "{}={}\n",
                         BAKED_NAMES[i],
-                        crate::install::sh_quote(&value)
+                        crate::shell::sh_quote(&value)
                     ));
                 }
                 None => text.push_str(line),

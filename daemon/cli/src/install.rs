@@ -16,6 +16,7 @@ use super::{Failure, Outcome};
 use crate::claude_settings::{self, Edit};
 use crate::created_files::Created;
 use crate::deploy::{self, Job, JobSpec};
+use crate::shell::sh_quote;
 use clap::Subcommand;
 use row_fence_ask::{exit, paths};
 use row_fence_resident::config::Settings;
@@ -446,39 +447,4 @@ fn replace_file(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
 
 fn is_executable(path: &Path) -> bool {
     fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-/// Quotes a word for a POSIX shell (shlex): as is when it needs no quoting, else quoted
-/// so that `sh -c` reads back exactly `word`. A NUL, the one byte no shell word can hold
-/// (and no path or environment value does), is dropped.
-pub fn sh_quote(word: &str) -> String {
-    let word = word.replace('\0', "");
-    shlex::try_quote(&word)
-        .map(|quoted| quoted.into_owned())
-        .unwrap_or(word)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::sh_quote;
-
-    #[test]
-    fn a_quoted_word_reads_back_through_sh() {
-        for word in [
-            "plain/path-1.2",
-            "with space",
-            "it's",
-            "$HOME `x` \\ \"q\"",
-            "new\nline",
-            "",
-        ] {
-            let out = std::process::Command::new("sh")
-                .arg("-c")
-                .arg(format!("printf %s {}", sh_quote(word)))
-                .output()
-                .unwrap();
-            assert_eq!(String::from_utf8_lossy(&out.stdout), word, "{word:?}");
-        }
-        assert_eq!(sh_quote("plain/path"), "plain/path");
-    }
 }

@@ -23,6 +23,7 @@
 //! - `git_gate`: git's transport gate in a repository's config (ssh command, credential
 //!   helper, git:// proxy); `gate_lines`: the lines that include it, byte-for-byte removable.
 //! - `git_repo`: a repository's worktrees, hooks directories and submodules, asked of git.
+//! - `shell`: words quoted for `sh -c`, as every installer writes them.
 //!
 //! The store and its domain come from `row-fence-store`; the gate, the configuration and
 //! the heartbeat format from `row-fence-resident`; the contract from `row-fence-ask`.
@@ -34,6 +35,7 @@ pub mod gate_lines;
 pub mod git_gate;
 pub mod git_hook;
 pub mod git_repo;
+pub mod shell;
 
 mod check;
 mod controller;

@@ -20,7 +20,8 @@
 //! - [`socket`]: socket directory and file hygiene. [`own_code`]: what the daemon loaded,
 //!   to tell whose code is stale. [`supervisor`]: READY=1 and WATCHDOG=1 to systemd.
 //! - [`heartbeat`]: the liveness file. [`refusals`]: the ledger writer, recent refusals,
-//!   rate-limited log lines ([`log_limit`]: one line per key a minute, bounded).
+//!   rate-limited log lines ([`log_limit`]: one line per key a minute, bounded);
+//!   [`sync`]: locks that survive a panicked holder.
 //!
 //! The store and its domain come from `row-fence-store`; the protocol, verdicts and
 //! reasons from the contract crate `row-fence-ask`.
@@ -39,3 +40,4 @@ pub mod server;
 pub mod socket;
 pub mod startup;
 pub mod supervisor;
+pub mod sync;

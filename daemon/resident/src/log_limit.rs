@@ -4,7 +4,7 @@
 //! full of keys logged within the interval, further lines are suppressed (and counted)
 //! rather than remembered.
 
-use crate::refusals::lock;
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};

@@ -4,6 +4,7 @@
 //! at most one line a minute per (board, action, reason).
 
 use crate::log_limit::LogLimit;
+use crate::sync::lock;
 use row_fence_ask::ledger::{self, LedgerRecord};
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -100,10 +101,4 @@ impl Refusals {
             let _ = writer.join();
         }
     }
-}
-
-/// Locks a mutex, recovering the data if a holder panicked (a poisoned counter is still a
-/// counter; the daemon must keep answering).
-pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }

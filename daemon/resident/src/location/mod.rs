@@ -15,7 +15,7 @@ pub mod map;
 pub mod policy;
 
 use crate::log_limit::LogLimit;
-use crate::refusals::lock;
+use crate::sync::lock;
 use fetch::{Fetcher, Source};
 use map::{MapError, TenantMap};
 use policy::{Decision, MapState};
