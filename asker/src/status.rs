@@ -47,8 +47,12 @@ pub struct Status {
     pub connections: u64,
     /// Verdicts since start.
     pub counts: Counts,
-    /// The newest refusals and COULD NOT READs it decided, oldest first (at most 100).
+    /// The newest refusals and COULD NOT READs it decided, oldest first (at most 100,
+    /// within 24 KiB of JSON, each text field cut to 240 bytes: the ledger has them whole).
     pub recent_refusals: Vec<LedgerRecord>,
+    /// Older recent refusals left out to keep the answer within one message (64 KiB).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub recent_refusals_omitted: u64,
     /// The location fence's state, when it is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location_fence: Option<LocationStatus>,
@@ -105,14 +109,24 @@ pub struct LocationStatus {
     pub map_age_ms: Option<u64>,
     /// The map's own `generatedAt` (an integer or a string), informational.
     pub map_generated_at: Option<serde_json::Value>,
-    /// The rows of the held map.
+    /// The rows of the held map, in its order, within 16 KiB of JSON.
     pub rows: Vec<TenantRow>,
+    /// Rows left out to keep the answer within one message (64 KiB).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rows_omitted: u64,
     /// Why the last fetch failed (HTTP status, refused, not JSON, …), if it did.
     pub last_fetch_error: Option<String>,
     /// Fetches started since start.
     pub fetches: u64,
-    /// The newest location refusals, oldest first (at most 100).
+    /// The newest location refusals, oldest first (at most 100, within 8 KiB of JSON).
     pub recent_refusals: Vec<LocationRefusal>,
+    /// Older location refusals left out to keep the answer within one message.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub recent_refusals_omitted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One tenant row of the map, as the fence reads it.

@@ -182,6 +182,35 @@ fn status_names_the_store_without_its_password() {
 }
 
 #[test]
+fn status_stays_one_message_when_refusals_carry_long_actions_and_the_ledger_keeps_them_whole() {
+    let home = Home::file();
+    let (_, a) = home.acquire("b", "r", "lane-a", &[]);
+    home.acquire("b", "r", "lane-b", &["--takeover"]);
+    let mut daemon = home.daemon();
+    let action = format!("git push origin {}", "x".repeat(3_000));
+    for _ in 0..40 {
+        home.ask_with(&a, &["--action", &action])
+            .expect(3, "row-fence: REFUSED (different_holder)");
+    }
+    // 40 × 3 KB of actions used to make a 160 KB answer that no client may read.
+    let text = home.cli(&["status"]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    let s = status(&daemon.socket);
+    let shown = s["recent_refusals"].as_array().unwrap();
+    let omitted = s["recent_refusals_omitted"].as_u64().unwrap_or(0);
+    assert_eq!(shown.len() as u64 + omitted, 40);
+    assert!(!shown.is_empty());
+    for r in shown {
+        let kept = r["action"].as_str().unwrap();
+        assert!(kept.len() <= 240 && kept.ends_with('…'), "{kept}");
+    }
+    daemon.stop();
+    let ledger = row_fence_ask::ledger::read(&home.home.join("refusals.jsonl")).unwrap();
+    assert_eq!(ledger.len(), 40);
+    assert!(ledger.iter().all(|r| r.action == action));
+}
+
+#[test]
 fn the_daemon_files_its_refusals_under_the_callers_session_and_action() {
     let home = Home::file();
     let (_, a) = home.acquire("b", "r", "lane-a", &[]);

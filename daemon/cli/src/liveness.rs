@@ -129,7 +129,7 @@ fn print_status(s: &Status) {
     }
     if !s.recent_refusals.is_empty() {
         out(&format!(
-            "recent refusals (newest last, {} shown):",
+            "recent refusals (newest last, {} shown; the refusal ledger has every one whole):",
             s.recent_refusals.len().min(10)
         ));
         for r in s.recent_refusals.iter().rev().take(10).rev() {
@@ -170,10 +170,16 @@ fn print_location(fence: &LocationStatus) {
             row.state.as_deref().unwrap_or("-")
         ));
     }
+    if fence.rows_omitted > 0 {
+        out(&format!(
+            "  … and {} more tenants (the map holds them; status shows the first)",
+            fence.rows_omitted
+        ));
+    }
     if !fence.recent_refusals.is_empty() {
         out(&format!(
             "  {} recent location refusals (row-fence status --json shows them)",
-            fence.recent_refusals.len()
+            fence.recent_refusals.len() as u64 + fence.recent_refusals_omitted
         ));
     }
 }

@@ -13,7 +13,7 @@
 use row_fence_ask::protocol::MAX_MESSAGE_BYTES;
 use std::io;
 use std::os::unix::net::UnixStream as StdStream;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
 
 /// Why no request line could be read.
@@ -81,23 +81,30 @@ impl Connection {
     pub async fn read_request(&mut self) -> Result<Vec<u8>, ReadError> {
         let mut line = Vec::with_capacity(1024);
         if let Io::Unregistered(stream) = &self.io {
-            match read_now(stream, &mut line) {
+            match read_now(&ReadFrom::Std(stream), &mut line) {
                 Now::Done(result) => return result,
                 Now::WouldBlock => {}
             }
         }
         let stream = self.registered().ok_or(ReadError::Closed)?;
-        let room = (MAX_MESSAGE_BYTES + 1 - line.len()) as u64;
-        let mut reader = BufReader::new(stream.take(room));
-        match reader.read_until(b'\n', &mut line).await {
-            Ok(_) => complete(line),
-            Err(_) => Err(ReadError::Closed),
+        // Readiness is cleared only by `WouldBlock`, never by a short read: a read stops
+        // early at a segment that carries ancillary data (passed fds) with more queued
+        // behind it, and a reader that took the short read for "drained" would wait for
+        // a wake-up that never comes.
+        loop {
+            if stream.readable().await.is_err() {
+                return Err(ReadError::Closed);
+            }
+            if let Now::Done(result) = read_now(&ReadFrom::Tokio(stream), &mut line) {
+                return result;
+            }
         }
     }
 
-    /// Writes `answer` whole, then closes (on drop). A peer that went away gets nothing;
-    /// there is no one left to tell.
-    pub async fn reply(mut self, answer: &[u8]) {
+    /// Writes `answer` whole within `deadline`, then closes (on drop). A peer that went
+    /// away, or that does not read its answer in time, gets nothing more: it must not hold
+    /// a connection slot and the answer's memory for as long as it likes.
+    pub async fn reply(mut self, answer: &[u8], deadline: std::time::Duration) {
         let mut sent = 0;
         if let Io::Unregistered(stream) = &self.io {
             match send_now(stream, answer) {
@@ -107,8 +114,11 @@ impl Connection {
             }
         }
         if let Some(stream) = self.registered() {
-            let _ = stream.write_all(&answer[sent..]).await;
-            let _ = stream.shutdown().await;
+            let written = tokio::time::timeout(deadline, async {
+                stream.write_all(&answer[sent..]).await?;
+                stream.shutdown().await
+            });
+            let _ = written.await;
         }
     }
 
@@ -139,15 +149,31 @@ enum Now {
     WouldBlock,
 }
 
+/// Where [`read_now`] reads from.
+enum ReadFrom<'a> {
+    Std(&'a StdStream),
+    Tokio(&'a UnixStream),
+}
+
+impl ReadFrom<'_> {
+    fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            ReadFrom::Std(stream) => recv_dontwait(stream, buf),
+            // try_read clears the readiness only on WouldBlock.
+            ReadFrom::Tokio(stream) => stream.try_read(buf),
+        }
+    }
+}
+
 /// Reads what has already arrived, without waiting, into `line`.
-fn read_now(stream: &StdStream, line: &mut Vec<u8>) -> Now {
+fn read_now(from: &ReadFrom<'_>, line: &mut Vec<u8>) -> Now {
     let mut chunk = [0u8; 8192];
     loop {
         let room = (MAX_MESSAGE_BYTES + 1 - line.len()).min(chunk.len());
         if room == 0 {
             return Now::Done(Err(ReadError::TooLong));
         }
-        match recv_dontwait(stream, &mut chunk[..room]) {
+        match from.read(&mut chunk[..room]) {
             Ok(0) => return Now::Done(Err(ReadError::Closed)),
             Ok(n) => {
                 let start = line.len();
@@ -281,8 +307,47 @@ mod tests {
             std::io::Read::read_to_end(&mut &peer, &mut got).unwrap();
             got.len()
         });
-        conn.reply(&answer).await;
+        conn.reply(&answer, std::time::Duration::from_secs(30))
+            .await;
         assert_eq!(reader.join().unwrap(), 4 << 20);
+    }
+
+    #[tokio::test]
+    async fn a_peer_that_does_not_read_its_answer_is_given_up_on_at_the_deadline() {
+        let (conn, peer) = pair();
+        let answer = vec![b'a'; 4 << 20];
+        let started = std::time::Instant::now();
+        conn.reply(&answer, std::time::Duration::from_millis(200))
+            .await;
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+        drop(peer);
+    }
+
+    #[tokio::test]
+    async fn a_request_in_segments_that_carry_fds_is_read_whole() {
+        use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+        use std::os::fd::AsRawFd;
+        let (mut conn, peer) = pair();
+        let line = br#"{"v":1,"op":"ping"}"#.to_vec();
+        let writer = std::thread::spawn(move || {
+            let devnull = std::fs::File::open("/dev/null").unwrap();
+            let fds = [devnull.as_raw_fd(); 16];
+            let parts: [&[u8]; 3] = [&line[..5], &line[5..], b"\n"];
+            for (i, part) in parts.iter().enumerate() {
+                let iov = [std::io::IoSlice::new(part)];
+                let cmsg = [ControlMessage::ScmRights(&fds)];
+                sendmsg::<()>(peer.as_raw_fd(), &iov, &cmsg, MsgFlags::empty(), None).unwrap();
+                if i == 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+            }
+            peer
+        });
+        let got = tokio::time::timeout(std::time::Duration::from_secs(5), conn.read_request())
+            .await
+            .expect("the whole line is read, not waited on forever");
+        assert_eq!(got.unwrap(), b"{\"v\":1,\"op\":\"ping\"}\n");
+        drop(writer.join());
     }
 
     #[tokio::test]

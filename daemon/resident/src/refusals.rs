@@ -1,8 +1,11 @@
 //! What the daemon does with every REFUSED and COULD NOT READ it decides: appends it to
 //! the refusal ledger under the caller's session, lane, row, cwd and action (on a writer
 //! thread, so an ask never waits on the disk), keeps the last 100 for `status`, and logs
-//! at most one line a minute per (board, action, reason).
+//! at most one line a minute per (board, action, reason). The ledger gets the whole
+//! record; what is kept for `status` and the log is cut to size, since a request may be
+//! 64 KiB and a `status` answer must stay within the protocol's 64 KiB.
 
+use crate::budget;
 use crate::log_limit::LogLimit;
 use crate::sync::lock;
 use row_fence_ask::ledger::{self, LedgerRecord};
@@ -55,13 +58,14 @@ impl Refusals {
 
     /// Records one refusal or COULD NOT READ.
     pub fn record(&self, record: LedgerRecord) {
-        self.log(&record);
+        let short = shortened(&record);
+        self.log(&short);
         {
             let mut recent = lock(&self.recent);
             if recent.len() == RECENT {
                 recent.pop_front();
             }
-            recent.push_back(record.clone());
+            recent.push_back(short);
         }
         if let Some(tx) = lock(&self.ledger).as_ref() {
             let _ = tx.send(record);
@@ -89,9 +93,13 @@ impl Refusals {
         );
     }
 
-    /// The newest refusals, oldest first.
-    pub fn recent(&self) -> Vec<LedgerRecord> {
-        lock(&self.recent).iter().cloned().collect()
+    /// The newest refusals that fit in [`budget::REFUSALS_BYTES`], oldest first, and how
+    /// many older ones were left out.
+    pub fn recent(&self) -> (Vec<LedgerRecord>, u64) {
+        let (mut kept, omitted) =
+            budget::within(lock(&self.recent).iter().rev(), budget::REFUSALS_BYTES);
+        kept.reverse();
+        (kept, omitted)
     }
 
     /// Stops taking records and waits until every one is written.
@@ -101,4 +109,26 @@ impl Refusals {
             let _ = writer.join();
         }
     }
+}
+
+/// A copy of `record` with every text field cut to [`budget::FIELD_BYTES`].
+fn shortened(record: &LedgerRecord) -> LedgerRecord {
+    let mut r = record.clone();
+    budget::cut(&mut r.detail);
+    budget::cut(&mut r.action);
+    for text in [
+        &mut r.board,
+        &mut r.row,
+        &mut r.lane,
+        &mut r.session,
+        &mut r.cwd,
+        &mut r.descriptor,
+        &mut r.location,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        budget::cut(text);
+    }
+    r
 }

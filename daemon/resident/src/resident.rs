@@ -312,6 +312,7 @@ impl Resident {
         let now = ledger::now_ms();
         let beat = self.heartbeat_ms.load(Ordering::Relaxed);
         let s = &self.stats;
+        let (recent_refusals, recent_refusals_omitted) = self.refusals.recent();
         Status {
             pid: std::process::id(),
             version: env!("CARGO_PKG_VERSION").to_string(),
@@ -335,7 +336,8 @@ impl Resident {
                 could_not_read: s.could_not_read.load(Ordering::Relaxed),
                 by_reason: lock(&s.by_reason).clone(),
             },
-            recent_refusals: self.refusals.recent(),
+            recent_refusals,
+            recent_refusals_omitted,
             location_fence: self.location.as_ref().map(|fence| fence.status()),
         }
     }

@@ -6,6 +6,7 @@
 //! `protocol_error` answer; nothing a peer sends can panic the daemon or yield ALLOWED.
 
 use crate::connection::{Connection, ReadError};
+use crate::log_limit::LogLimit;
 use crate::resident::Resident;
 use row_fence_ask::protocol::{Answer, MAX_MESSAGE_BYTES, Request};
 use std::io;
@@ -26,6 +27,10 @@ pub const MAX_CONNECTIONS: usize = 4096;
 
 /// A peer must send its whole request within this long after connecting.
 pub const READ_DEADLINE: Duration = Duration::from_secs(5);
+
+/// A peer must take its whole answer within this long (an answer that does not fit in
+/// the socket buffer at once waits for the peer to read).
+pub const WRITE_DEADLINE: Duration = Duration::from_secs(5);
 
 /// In-flight asks get this long to finish after a shutdown signal.
 pub const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
@@ -49,6 +54,7 @@ pub async fn run(listener: UnixListener, resident: Arc<Resident>, shutdown: Canc
         }
     };
     let tracker = TaskTracker::new();
+    let accept_failures = LogLimit::new(Duration::from_secs(60));
     let limit = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     // systemd's watchdog is pinged from this loop, so a loop that stops turning is restarted.
     let mut watchdog = crate::supervisor::Watchdog::from_env();
@@ -73,8 +79,11 @@ pub async fn run(listener: UnixListener, resident: Arc<Resident>, shutdown: Canc
                 });
             }
             Err(e) => {
-                // EMFILE and friends: back off instead of spinning.
-                tracing::warn!(error = %e, "accept failed");
+                // EMFILE and friends: back off instead of spinning, and say so once a
+                // minute per kind of failure, not every 20 ms.
+                if accept_failures.allow(e.kind()) {
+                    tracing::warn!(error = %e, "accept failed (logged once a minute while it lasts)");
+                }
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
@@ -126,5 +135,5 @@ async fn serve(stream: StdStream, resident: &Resident) {
 }
 
 async fn reply(conn: Connection, answer: &Answer) {
-    conn.reply(&answer.to_line()).await;
+    conn.reply(&answer.to_line(), WRITE_DEADLINE).await;
 }

@@ -14,6 +14,7 @@ pub mod fetch;
 pub mod map;
 pub mod policy;
 
+use crate::budget;
 use crate::log_limit::LogLimit;
 use crate::sync::lock;
 use fetch::{Fetcher, Source};
@@ -260,19 +261,21 @@ impl LocationFence {
             reason,
             epoch: decision.epoch,
         };
-        {
-            let mut recent = lock(&self.recent);
-            if recent.len() == RECENT {
-                recent.pop_front();
-            }
-            recent.push_back(entry);
-        }
+        let entry = shortened(entry);
         if self.logged.allow((tenant.as_str(), action, reason)) {
             tracing::warn!(
-                "location fence: fenced {action:?} for tenant {tenant:?} at {} (board {board}): {reason}",
-                self.settings.location
+                "location fence: fenced {:?} for tenant {:?} at {} (board {}): {reason}",
+                entry.action,
+                entry.tenant,
+                self.settings.location,
+                entry.board
             );
         }
+        let mut recent = lock(&self.recent);
+        if recent.len() == RECENT {
+            recent.pop_front();
+        }
+        recent.push_back(entry);
     }
 
     /// The status object: location, map age, rows, last fetch error, last 100 refusals.
@@ -280,6 +283,14 @@ impl LocationFence {
     pub fn status(&self) -> LocationStatus {
         let state = lock(&self.state);
         let now = self.clock.now_ms();
+        let no_rows = Vec::new();
+        let held_rows = state.held.as_ref().map_or(&no_rows, |(m, _)| &m.tenants);
+        let (rows, rows_omitted) = budget::within(held_rows.iter(), budget::MAP_ROWS_BYTES);
+        let (mut recent_refusals, recent_refusals_omitted) = budget::within(
+            lock(&self.recent).iter().rev(),
+            budget::LOCATION_REFUSALS_BYTES,
+        );
+        recent_refusals.reverse();
         LocationStatus {
             location: self.settings.location.clone(),
             map_url: self.fetcher.as_ref().map(Fetcher::endpoint),
@@ -288,14 +299,13 @@ impl LocationFence {
                 .held
                 .as_ref()
                 .and_then(|(m, _)| m.generated_at.clone()),
-            rows: state
-                .held
-                .as_ref()
-                .map(|(m, _)| m.tenants.clone())
-                .unwrap_or_default(),
+
             last_fetch_error: state.last_error.as_ref().map(MapError::to_string),
             fetches: self.fetches(),
-            recent_refusals: lock(&self.recent).iter().cloned().collect(),
+            rows,
+            rows_omitted,
+            recent_refusals,
+            recent_refusals_omitted,
         }
     }
 }
@@ -307,4 +317,18 @@ impl Drop for FetchDone {
         lock(&self.0.state).fetching = false;
         self.0.fetched.send_modify(|n| *n += 1);
     }
+}
+
+/// `entry` with its text fields cut for `status` ([`budget::cut`]).
+fn shortened(mut entry: LocationRefusal) -> LocationRefusal {
+    for text in [
+        &mut entry.tenant,
+        &mut entry.board,
+        &mut entry.row,
+        &mut entry.lane,
+        &mut entry.action,
+    ] {
+        budget::cut(text);
+    }
+    entry
 }
