@@ -53,6 +53,9 @@ pub struct Status {
     /// Older recent refusals left out to keep the answer within one message (64 KiB).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub recent_refusals_omitted: u64,
+    /// Refusals the ledger writer had no room for (its queue was full): not recorded.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ledger_dropped: u64,
     /// The location fence's state, when it is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location_fence: Option<LocationStatus>,

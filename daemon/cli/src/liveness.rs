@@ -124,6 +124,12 @@ fn print_status(s: &Status) {
             .collect();
         out(&format!("denials    {}", reasons.join(", ")));
     }
+    if s.ledger_dropped > 0 {
+        out(&format!(
+            "ledger     {} refusals not recorded: the ledger writer fell behind a flood",
+            s.ledger_dropped
+        ));
+    }
     if let Some(fence) = &s.location_fence {
         print_location(fence);
     }

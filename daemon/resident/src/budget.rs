@@ -18,12 +18,29 @@ pub const LOCATION_REFUSALS_BYTES: usize = 8 * 1024;
 /// The location map's rows, likewise.
 pub const MAP_ROWS_BYTES: usize = 16 * 1024;
 
+/// An answer's detail is cut to this many bytes: it may quote what the peer sent (a board
+/// that is not a slug, serde's account of a bad field, a foreign home), escaped, so it can
+/// be several times the request's size.
+pub const DETAIL_BYTES: usize = 2 * 1024;
+
+/// The location fence's last fetch error is cut to this many bytes (it quotes the map).
+pub const FETCH_ERROR_BYTES: usize = 1024;
+
+/// Each text field of a refusal ledger record is cut to this many bytes, so the ledger
+/// writer keeps up with a flood and its queue stays small (a request may be 64 KiB).
+pub const LEDGER_FIELD_BYTES: usize = 4 * 1024;
+
 /// Cuts `text` to at most [`FIELD_BYTES`] on a character boundary, marking the cut.
 pub fn cut(text: &mut String) {
-    if text.len() <= FIELD_BYTES {
+    cut_to(text, FIELD_BYTES);
+}
+
+/// Cuts `text` to at most `max` bytes (≥ 4) on a character boundary, marking the cut.
+pub fn cut_to(text: &mut String, max: usize) {
+    if text.len() <= max {
         return;
     }
-    let mut end = FIELD_BYTES - '…'.len_utf8();
+    let mut end = max - '…'.len_utf8();
     while !text.is_char_boundary(end) {
         end -= 1;
     }

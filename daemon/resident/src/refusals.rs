@@ -1,9 +1,11 @@
 //! What the daemon does with every REFUSED and COULD NOT READ it decides: appends it to
 //! the refusal ledger under the caller's session, lane, row, cwd and action (on a writer
 //! thread, so an ask never waits on the disk), keeps the last 100 for `status`, and logs
-//! at most one line a minute per (board, action, reason). The ledger gets the whole
-//! record; what is kept for `status` and the log is cut to size, since a request may be
-//! 64 KiB and a `status` answer must stay within the protocol's 64 KiB.
+//! at most one line a minute per (board, action, reason). A request may be 64 KiB: the
+//! ledger gets each text field up to 4 KiB, and what is kept for `status` and the log is
+//! cut to 240 bytes ([`budget`]). The writer's queue is bounded: a flood of refusals
+//! faster than the disk takes them cannot grow the daemon without limit; records it had
+//! no room for are counted (`status`'s `ledger_dropped`) and logged once a minute.
 
 use crate::budget;
 use crate::log_limit::LogLimit;
@@ -12,6 +14,7 @@ use row_fence_ask::ledger::{self, LedgerRecord};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -19,13 +22,18 @@ use std::time::Duration;
 /// How many recent refusals `status` shows.
 pub const RECENT: usize = 100;
 
+/// Records waiting for the ledger writer; past this many, new ones are counted, not kept.
+pub const LEDGER_QUEUE: usize = 1024;
+
 /// A log line per (board, action, reason) at most this often.
 pub const LOG_EVERY: Duration = Duration::from_secs(60);
 
 /// Records refusals; see the module docs.
 pub struct Refusals {
     /// To the ledger writer thread; `None` once closed.
-    ledger: Mutex<Option<mpsc::Sender<LedgerRecord>>>,
+    ledger: Mutex<Option<mpsc::SyncSender<LedgerRecord>>>,
+    /// Records the writer had no room for.
+    dropped: AtomicU64,
     /// The writer thread, joined on close so no record is lost at exit.
     writer: Mutex<Option<JoinHandle<()>>>,
     /// The newest refusals, oldest first.
@@ -37,7 +45,7 @@ pub struct Refusals {
 impl Refusals {
     /// Starts the ledger writer for the file at `path`.
     pub fn start(path: PathBuf) -> Refusals {
-        let (tx, rx) = mpsc::channel::<LedgerRecord>();
+        let (tx, rx) = mpsc::sync_channel::<LedgerRecord>(LEDGER_QUEUE);
         let writer = std::thread::Builder::new()
             .name("refusal-ledger".into())
             .spawn(move || {
@@ -50,6 +58,7 @@ impl Refusals {
             .expect("spawning the ledger writer thread");
         Refusals {
             ledger: Mutex::new(Some(tx)),
+            dropped: AtomicU64::new(0),
             writer: Mutex::new(Some(writer)),
             recent: Mutex::new(VecDeque::with_capacity(RECENT)),
             logged: LogLimit::new(LOG_EVERY),
@@ -67,8 +76,16 @@ impl Refusals {
             }
             recent.push_back(short);
         }
-        if let Some(tx) = lock(&self.ledger).as_ref() {
-            let _ = tx.send(record);
+        if let Some(tx) = lock(&self.ledger).as_ref()
+            && let Err(mpsc::TrySendError::Full(_)) = tx.try_send(for_ledger(record))
+        {
+            let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+            if self.logged.allow("ledger queue full") {
+                tracing::warn!(
+                    dropped,
+                    "the refusal ledger's writer is behind ({LEDGER_QUEUE} records queued): refusals are not being recorded"
+                );
+            }
         }
     }
 
@@ -102,6 +119,11 @@ impl Refusals {
         (kept, omitted)
     }
 
+    /// Refusals the ledger writer had no room for since start.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
     /// Stops taking records and waits until every one is written.
     pub fn close(&self) {
         drop(lock(&self.ledger).take());
@@ -113,9 +135,17 @@ impl Refusals {
 
 /// A copy of `record` with every text field cut to [`budget::FIELD_BYTES`].
 fn shortened(record: &LedgerRecord) -> LedgerRecord {
-    let mut r = record.clone();
-    budget::cut(&mut r.detail);
-    budget::cut(&mut r.action);
+    cut_fields(record.clone(), budget::FIELD_BYTES)
+}
+
+/// `record` as the ledger keeps it: every text field cut to [`budget::LEDGER_FIELD_BYTES`].
+fn for_ledger(record: LedgerRecord) -> LedgerRecord {
+    cut_fields(record, budget::LEDGER_FIELD_BYTES)
+}
+
+fn cut_fields(mut r: LedgerRecord, max: usize) -> LedgerRecord {
+    budget::cut_to(&mut r.detail, max);
+    budget::cut_to(&mut r.action, max);
     for text in [
         &mut r.board,
         &mut r.row,
@@ -128,7 +158,49 @@ fn shortened(record: &LedgerRecord) -> LedgerRecord {
     .into_iter()
     .flatten()
     {
-        budget::cut(text);
+        budget::cut_to(text, max);
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use row_fence_ask::ledger::DecidedBy;
+    use row_fence_ask::verdict::{Reason, Verdict};
+
+    #[test]
+    fn a_flood_of_long_refusals_is_written_cut_or_counted_never_queued_without_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("refusals.jsonl");
+        let refusals = Refusals::start(path.clone());
+        let action = format!("git push {}", "x".repeat(60_000));
+        let total = 3_000u64;
+        for i in 0..total {
+            let record = LedgerRecord::new(
+                DecidedBy::Daemon,
+                Verdict::Refused(Reason::DifferentHolder),
+                format!("refusal {i}"),
+            )
+            .with_caller(Some("s"), None, &action);
+            refusals.record(record);
+        }
+        refusals.close();
+        // Both generations: 3,000 records of 4 KiB may pass the 8 MiB rotation.
+        let mut written = ledger::read(&ledger::rotated(&path)).unwrap_or_default();
+        written.extend(ledger::read(&path).unwrap());
+        assert_eq!(written.len() as u64 + refusals.dropped(), total);
+        assert!(!written.is_empty());
+        for r in &written {
+            assert!(
+                r.action.len() <= budget::LEDGER_FIELD_BYTES,
+                "{}",
+                r.action.len()
+            );
+            assert!(r.action.starts_with("git push xxx") && r.action.ends_with('…'));
+        }
+        let (recent, omitted) = refusals.recent();
+        assert_eq!(recent.len() as u64 + omitted, RECENT as u64);
+        assert!(recent.iter().all(|r| r.action.len() <= budget::FIELD_BYTES));
+    }
 }

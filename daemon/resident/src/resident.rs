@@ -338,6 +338,7 @@ impl Resident {
             },
             recent_refusals,
             recent_refusals_omitted,
+            ledger_dropped: self.refusals.dropped(),
             location_fence: self.location.as_ref().map(|fence| fence.status()),
         }
     }

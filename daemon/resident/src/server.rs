@@ -5,10 +5,12 @@
 //! without the reactor when nothing has to be waited for). Malformed input gets a
 //! `protocol_error` answer; nothing a peer sends can panic the daemon or yield ALLOWED.
 
+use crate::budget;
 use crate::connection::{Connection, ReadError};
 use crate::log_limit::LogLimit;
 use crate::resident::Resident;
 use row_fence_ask::protocol::{Answer, MAX_MESSAGE_BYTES, Request};
+use row_fence_ask::verdict::Reason;
 use std::io;
 use std::os::unix::net::{UnixListener as StdListener, UnixStream as StdStream};
 use std::sync::Arc;
@@ -135,5 +137,30 @@ async fn serve(stream: StdStream, resident: &Resident) {
 }
 
 async fn reply(conn: Connection, answer: &Answer) {
-    conn.reply(&answer.to_line(), WRITE_DEADLINE).await;
+    conn.reply(&wire_line(answer), WRITE_DEADLINE).await;
+}
+
+/// The answer as sent: its detail cut to [`budget::DETAIL_BYTES`], and never over
+/// `MAX_MESSAGE_BYTES`, which no client may read. Lists in a status answer have budgets
+/// of their own ([`budget`]); should anything still grow past the limit, the peer gets a
+/// `protocol_error` it can read instead of an answer it must refuse.
+pub fn wire_line(answer: &Answer) -> Vec<u8> {
+    let line = if answer.detail.len() > budget::DETAIL_BYTES {
+        let mut cut = answer.clone();
+        budget::cut_to(&mut cut.detail, budget::DETAIL_BYTES);
+        cut.to_line()
+    } else {
+        answer.to_line()
+    };
+    if line.len() <= MAX_MESSAGE_BYTES {
+        return line;
+    }
+    Answer::could_not_read(
+        Reason::ProtocolError,
+        format!(
+            "the answer would be {} bytes, over the protocol's {MAX_MESSAGE_BYTES}-byte message limit",
+            line.len()
+        ),
+    )
+    .to_line()
 }

@@ -134,6 +134,45 @@ async fn malformed_requests_get_protocol_error_and_the_server_keeps_serving() {
     served.stop().await;
 }
 
+#[tokio::test]
+async fn an_answer_that_quotes_what_the_peer_sent_stays_one_readable_message() {
+    let served = Served::start().await;
+    // Each U+0085 is 2 bytes sent and 6 quoted back ("\u{85}"): quoting a request near
+    // 64 KiB used to make answers of 140-230 KB, which no client may read.
+    let wide = "\u{85}".repeat(30_000);
+    let bad_board = serde_json::json!({"v": 1, "op": "ask", "stamp": "x", "deadline_ms": 100,
+        "descriptor": {"board": wide, "row": "r", "lane": "l", "generation": 1}});
+    let bad_type = serde_json::json!({"v": 1, "op": "ask", "stamp": "x", "deadline_ms": wide});
+    for request in [bad_board, bad_type] {
+        let mut line = serde_json::to_vec(&request).unwrap();
+        line.push(b'\n');
+        assert!(line.len() <= MAX_MESSAGE_BYTES);
+        let text = served.exchange(&line).await;
+        assert!(text.len() <= MAX_MESSAGE_BYTES, "{} bytes", text.len());
+        let answer: Answer = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            verdict(&answer),
+            Some(Verdict::CouldNotRead(Reason::ProtocolError))
+        );
+        assert!(answer.detail.ends_with('…'), "{}", answer.detail);
+    }
+    served.stop().await;
+}
+
+#[test]
+fn no_answer_goes_out_over_the_message_limit() {
+    let mut huge = Answer::could_not_read(Reason::ProtocolError, "d");
+    huge.board = Some("b".repeat(MAX_MESSAGE_BYTES));
+    let line = server::wire_line(&huge);
+    assert!(line.len() <= MAX_MESSAGE_BYTES);
+    let answer: Answer = serde_json::from_slice(&line).unwrap();
+    assert_eq!(
+        verdict(&answer),
+        Some(Verdict::CouldNotRead(Reason::ProtocolError))
+    );
+    assert!(answer.detail.contains("message limit"), "{}", answer.detail);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_peer_that_sends_nothing_gets_protocol_error_after_the_read_deadline() {
     let served = Served::start().await;

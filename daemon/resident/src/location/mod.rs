@@ -298,9 +298,14 @@ impl LocationFence {
             map_generated_at: state
                 .held
                 .as_ref()
-                .and_then(|(m, _)| m.generated_at.clone()),
+                .and_then(|(m, _)| m.generated_at.as_ref())
+                .map(bounded_value),
 
-            last_fetch_error: state.last_error.as_ref().map(MapError::to_string),
+            last_fetch_error: state.last_error.as_ref().map(|e| {
+                let mut text = e.to_string();
+                budget::cut_to(&mut text, budget::FETCH_ERROR_BYTES);
+                text
+            }),
             fetches: self.fetches(),
             rows,
             rows_omitted,
@@ -331,4 +336,16 @@ fn shortened(mut entry: LocationRefusal) -> LocationRefusal {
         budget::cut(text);
     }
     entry
+}
+
+/// The map's own `generatedAt` for `status`: as it is when small, else its JSON text cut
+/// ([`budget::cut`]); the map server, not the operator, decides its size.
+fn bounded_value(value: &serde_json::Value) -> serde_json::Value {
+    let text = value.to_string();
+    if text.len() <= budget::FIELD_BYTES {
+        return value.clone();
+    }
+    let mut text = text;
+    budget::cut(&mut text);
+    serde_json::Value::String(text)
 }
