@@ -3,7 +3,7 @@
 //! other boards nor grows the daemon's threads; a judge or writer whose clock is behind a
 //! time already used answers `clock_regressed`.
 
-use crate::util::{Daemon, Home, bin, run, status, stepped_clock};
+use crate::util::{Daemon, Home, bin, libfaketime, run, status, stepped_clock};
 use row_fence_ask::Descriptor;
 use row_fence_ask::client;
 use row_fence_ask::protocol::{Ask, Caller, Op, PROTOCOL_VERSION, Request};
@@ -122,23 +122,19 @@ fn a_board_lock_held_elsewhere_stalls_no_ask_no_other_board_and_no_threads() {
     let _ = holder.wait();
 }
 
-/// Starts the daemon under `faketime -f OFFSET` and waits until it answers.
+/// Starts the daemon with its clock at `OFFSET` (libfaketime preloaded, as `faketime -f`
+/// does) and waits until it answers. The preload is set on the daemon itself, not through
+/// the `faketime` wrapper: the wrapper forks, so stopping the wrapper left the daemon
+/// running after the test.
 fn daemon_under_faketime(home: &Home, offset: &str) -> Daemon {
-    let log = home.path("faketime-daemon.log");
-    let child = home
-        .command("faketime")
-        .args(["-f", offset])
-        .arg(bin("row-fence-resident"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("faketime is needed: scripts/test installs it");
-    let daemon = Daemon {
-        child: Some(child),
-        socket: home.socket(),
-        log,
-    };
+    let lib = libfaketime();
+    let daemon = home.spawn_daemon(
+        &[],
+        &[
+            ("LD_PRELOAD", lib.to_str().expect("a UTF-8 library path")),
+            ("FAKETIME", offset),
+        ],
+    );
     daemon.wait_ready();
     daemon
 }
