@@ -207,9 +207,12 @@ mod tests {
     use std::os::unix::net::{UnixListener, UnixStream};
     use std::path::PathBuf;
 
+    /// What a daemon stand-in does with a connection once it has read the request.
+    type Behave = fn(UnixStream);
+
     /// A daemon stand-in on a socket of its own: `behave` gets each accepted connection
     /// after the whole request line has been read.
-    fn daemon(behave: fn(UnixStream)) -> (PathBuf, std::thread::JoinHandle<()>) {
+    fn daemon(behave: Behave) -> (PathBuf, std::thread::JoinHandle<()>) {
         let dir = std::env::temp_dir().join(format!(
             "rf-client-{}-{:?}",
             std::process::id(),
@@ -252,29 +255,20 @@ mod tests {
     }
 
     #[test]
-    fn a_daemon_that_closes_without_answering_is_unreachable_not_a_timeout() {
-        let (path, serving) = daemon(drop);
-        let got = ask(&path, Duration::from_secs(5));
-        assert_eq!(
-            got,
-            Err(ExchangeError::Unreachable(
-                "the daemon closed the connection without answering".into()
-            ))
-        );
-        serving.join().unwrap();
-    }
-
-    #[test]
-    fn a_daemon_that_closes_mid_answer_says_so() {
-        let (path, serving) = daemon(|mut s| s.write_all(b"{\"v\":1").unwrap());
-        let got = ask(&path, Duration::from_secs(5));
-        assert_eq!(
-            got,
-            Err(ExchangeError::Unreachable(
-                "the daemon closed the connection mid-answer".into()
-            ))
-        );
-        serving.join().unwrap();
+    fn a_daemon_that_closes_early_is_unreachable_saying_when_not_a_timeout() {
+        let cases: [(Behave, &str); 2] = [
+            (drop, "the daemon closed the connection without answering"),
+            (
+                |mut s| s.write_all(b"{\"v\":1").unwrap(),
+                "the daemon closed the connection mid-answer",
+            ),
+        ];
+        for (behave, said) in cases {
+            let (path, serving) = daemon(behave);
+            let got = ask(&path, Duration::from_secs(5));
+            assert_eq!(got, Err(ExchangeError::Unreachable(said.into())));
+            serving.join().unwrap();
+        }
     }
 
     #[test]

@@ -300,7 +300,6 @@ impl LocationFence {
                 .as_ref()
                 .and_then(|(m, _)| m.generated_at.as_ref())
                 .map(bounded_value),
-
             last_fetch_error: state.last_error.as_ref().map(|e| {
                 let mut text = e.to_string();
                 budget::cut_to(&mut text, budget::FETCH_ERROR_BYTES);
@@ -341,11 +340,10 @@ fn shortened(mut entry: LocationRefusal) -> LocationRefusal {
 /// The map's own `generatedAt` for `status`: as it is when small, else its JSON text cut
 /// ([`budget::cut`]); the map server, not the operator, decides its size.
 fn bounded_value(value: &serde_json::Value) -> serde_json::Value {
-    let text = value.to_string();
+    let mut text = value.to_string();
     if text.len() <= budget::FIELD_BYTES {
         return value.clone();
     }
-    let mut text = text;
     budget::cut(&mut text);
     serde_json::Value::String(text)
 }
