@@ -378,6 +378,8 @@ pub struct Redis {
     pub port: Option<u16>,
     /// Extra arguments after [`DURABLE`] (later ones win).
     args: Vec<String>,
+    /// Extra environment (a clock shifted by libfaketime).
+    envs: Vec<(String, String)>,
     child: Option<Child>,
 }
 
@@ -424,6 +426,15 @@ impl Redis {
         replica
     }
 
+    /// Starts one whose process runs with `envs`, e.g. [`stepped_clock`]: the server's
+    /// `TIME` is then the shifted clock.
+    pub fn start_with_env(extra: &[&str], envs: &[(String, String)]) -> Redis {
+        let mut redis = Redis::unstarted(extra, false);
+        redis.envs = envs.to_vec();
+        redis.launch();
+        redis
+    }
+
     fn spawn(extra: &[&str], tcp: bool) -> Redis {
         let mut redis = Redis::unstarted(extra, tcp);
         redis.launch();
@@ -441,6 +452,7 @@ impl Redis {
             socket,
             port: tcp.then(free_port),
             args: extra.iter().map(|a| a.to_string()).collect(),
+            envs: Vec::new(),
             child: None,
         }
     }
@@ -462,6 +474,7 @@ impl Redis {
             };
             let mut child = cmd
                 .args(&self.args)
+                .envs(self.envs.iter().map(|(k, v)| (k, v)))
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
