@@ -4,6 +4,10 @@
 //!
 //! - `min_replicas=N`: every write waits (`WAIT`) for N replicas; default: the replicas
 //!   `ROLE` shows at connect (0 on a lone server).
+//! - `replicas=N`: the replica set, the replicas a primary has with all of them up; an
+//!   ALLOWED ask on a primary with replicas waits for a read barrier acknowledged by K of
+//!   them, K + `min_replicas` > N ([`super::barrier`]). Default: the replicas `ROLE` shows
+//!   at connect. Name both in the URL to fix the overlap whatever a primary shows.
 //! - `wait_ms=M`: how long a write waits for them (default [`DEFAULT_WAIT_MS`]).
 //! - `durability=volatile`: the explicit opt-out for a throwaway store: writes go ahead on
 //!   a store whose settings can lose them (it is still reported).
@@ -94,6 +98,8 @@ pub struct StoreUrl {
     pub location: Location,
     /// `min_replicas`, when the URL names it.
     pub min_replicas: Option<u64>,
+    /// `replicas` (the replica set's size), when the URL names it.
+    pub replicas: Option<u64>,
     /// `wait_ms`.
     pub wait_ms: u64,
     /// `durability=volatile`.
@@ -127,6 +133,7 @@ impl fmt::Debug for StoreUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StoreUrl")
             .field("min_replicas", &self.min_replicas)
+            .field("replicas", &self.replicas)
             .field("wait_ms", &self.wait_ms)
             .field("volatile", &self.volatile)
             .field("asks", &self.asks)
@@ -145,6 +152,7 @@ impl StoreUrl {
         let mut parsed = StoreUrl {
             location: Location::Server(String::new()),
             min_replicas: None,
+            replicas: None,
             wait_ms: DEFAULT_WAIT_MS,
             volatile: false,
             asks: AsksLog::default(),
@@ -159,6 +167,15 @@ impl StoreUrl {
                             .filter(|n| *n <= MAX_MIN_REPLICAS)
                             .ok_or_else(|| {
                                 bad("min_replicas", value, format!("0-{MAX_MIN_REPLICAS}"))
+                            })?,
+                    )
+                }
+                "replicas" => {
+                    parsed.replicas = Some(
+                        number(value)
+                            .filter(|n| *n <= MAX_MIN_REPLICAS)
+                            .ok_or_else(|| {
+                                bad("replicas", value, format!("0-{MAX_MIN_REPLICAS}"))
                             })?,
                     )
                 }
