@@ -233,7 +233,11 @@ pub fn without_options(url: &str) -> String {
         .split('&')
         .filter(|pair| {
             let key = pair.split_once('=').map_or(*pair, |(k, _)| k);
-            !pair.is_empty() && !matches!(key, "min_replicas" | "wait_ms" | "durability" | "asks")
+            !pair.is_empty()
+                && !matches!(
+                    key,
+                    "min_replicas" | "replicas" | "wait_ms" | "durability" | "asks"
+                )
         })
         .collect();
     if kept.is_empty() {
@@ -320,10 +324,11 @@ mod tests {
     #[test]
     fn row_fences_options_are_taken_off_and_the_rest_kept() {
         let url = StoreUrl::parse(
-            "redis+unix:///tmp/r.sock?db=1&min_replicas=2&wait_ms=500&durability=volatile&asks=all&pass=x",
+            "redis+unix:///tmp/r.sock?db=1&min_replicas=2&replicas=3&wait_ms=500&durability=volatile&asks=all&pass=x",
         )
         .unwrap();
         assert_eq!(url.min_replicas, Some(2));
+        assert_eq!(url.replicas, Some(3));
         assert_eq!(url.asks, AsksLog::All);
         assert_eq!(url.wait_ms, 500);
         assert!(url.volatile);
@@ -346,11 +351,18 @@ mod tests {
             "redis://h:1/0?db=2"
         );
         assert_eq!(without_options("redis://h?wait_ms=5"), "redis://h");
+        assert_eq!(
+            without_options("redis://h?replicas=3&min_replicas=2"),
+            "redis://h",
+            "the same store whatever its replica set is said to be (its marks are kept under this)"
+        );
         for bad in [
             "redis://h?min_replicas=x",
             "redis://h?wait_ms=0",
             "redis://h?durability=maybe",
             "redis://h?min_replicas=1000",
+            "redis://h?replicas=x",
+            "redis://h?replicas=1000",
             "redis://h?asks=some",
             "redis://h?asks",
         ] {
