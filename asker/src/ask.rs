@@ -2,67 +2,19 @@
 //! (UNFENCED, a missing or unreadable descriptor, a socket it cannot trust), otherwise
 //! print `row-fence: asking …`, ask the daemon within one deadline, check the answer
 //! echoes what was asked, print exactly one verdict line and return the exit code.
-//! Every path that cannot find out ends COULD NOT READ (fail closed: DESIGN.md, verdicts).
+//! Every path that cannot find out ends COULD NOT READ (fail closed: ARCHITECTURE.md, "Invariants").
 
-use crate::client::{self, ExchangeError};
-use crate::descriptor::{self, Descriptor, Resolution};
-use crate::ledger::{self, DecidedBy, LedgerRecord};
-use crate::paths;
-use crate::protocol::{Ask, Caller, FORWARDED_ENV, Op, PROTOCOL_VERSION, Request};
-use crate::report::{self, Outcome};
-use crate::stamp;
-use crate::verdict::{Reason, Verdict};
+use row_fence_contract::client::{self, ExchangeError, SESSION_ENV};
+use row_fence_contract::descriptor::{self, Descriptor, Resolution};
+use row_fence_contract::ledger::{self, DecidedBy, LedgerRecord};
+use row_fence_contract::paths;
+use row_fence_contract::protocol::{Ask, Caller, FORWARDED_ENV, Op, PROTOCOL_VERSION, Request};
+use row_fence_contract::report::{self, Outcome};
+use row_fence_contract::stamp;
+use row_fence_contract::verdict::{Reason, Verdict};
+use row_fence_stamp::BUILD_DIGEST;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-/// Default total deadline for one ask (connect, write and read), in ms.
-pub const DEFAULT_TIMEOUT_MS: u64 = 3000;
-
-/// Environment variable overriding the deadline, in ms.
-pub const TIMEOUT_ENV: &str = "ROW_FENCE_TIMEOUT_MS";
-
-/// Environment variable carrying the caller's session id into the request and ledger.
-pub const SESSION_ENV: &str = "ROW_FENCE_SESSION";
-
-/// A deadline that is not a whole number of milliseconds above 0, with where it came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BadTimeout {
-    /// `--timeout-ms` or `ROW_FENCE_TIMEOUT_MS`.
-    pub source: &'static str,
-    /// The value as given.
-    pub text: String,
-}
-
-impl std::fmt::Display for BadTimeout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} must be a whole number of milliseconds above 0, got {:?}",
-            self.source, self.text
-        )
-    }
-}
-
-impl std::error::Error for BadTimeout {}
-
-/// The deadline from `--timeout-ms` (`flag`), else `ROW_FENCE_TIMEOUT_MS`, else
-/// [`DEFAULT_TIMEOUT_MS`]. The error names the source of a value that is not a whole
-/// number of milliseconds above 0.
-pub fn timeout(flag: Option<String>) -> Result<Duration, BadTimeout> {
-    let (source, text) = match flag {
-        Some(text) => ("--timeout-ms", text),
-        None => match std::env::var(TIMEOUT_ENV) {
-            Ok(text) if !text.is_empty() => (TIMEOUT_ENV, text),
-            _ => ("default", DEFAULT_TIMEOUT_MS.to_string()),
-        },
-    };
-    text.trim()
-        .parse()
-        .ok()
-        .filter(|ms| *ms > 0)
-        .map(Duration::from_millis)
-        .ok_or(BadTimeout { source, text })
-}
 
 /// What one run of the asker is asked to do.
 #[derive(Clone, Debug)]
@@ -162,7 +114,7 @@ impl Asker<'_> {
         if let Err(e) = paths::check_socket_dir(&socket, paths::euid(), true) {
             return unreadable(format!("refusing to ask: {e}"));
         }
-        let stamp = match stamp::code_stamp(home) {
+        let stamp = match stamp::code_stamp(home, BUILD_DIGEST) {
             Ok(stamp) => stamp,
             Err(e) => return unreadable(e.to_string()),
         };
@@ -240,7 +192,7 @@ impl Asker<'_> {
                 .iter()
                 .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
                 .collect(),
-            build: Some(stamp::BUILD_DIGEST.to_string()),
+            build: Some(BUILD_DIGEST.to_string()),
             home: Some(home.display().to_string()),
         }
     }

@@ -317,7 +317,7 @@ impl Runner {
         bins: &Binaries,
         redis: &RedisServer,
         daemon: &Daemon,
-        descriptor: &row_fence_ask::Descriptor,
+        descriptor: &row_fence_contract::Descriptor,
         work: &Path,
     ) -> Result<(), String> {
         if let Err(why) = crate::profile::available() {
@@ -432,7 +432,7 @@ impl Runner {
         bins: &Binaries,
         redis: &RedisServer,
         daemon: &mut Daemon,
-        descriptor: &row_fence_ask::Descriptor,
+        descriptor: &row_fence_contract::Descriptor,
         work: &Path,
     ) -> Result<(), String> {
         let plan = self.results.plan;

@@ -9,13 +9,15 @@ use crate::binding::{self, Binding};
 use crate::finding::{Dir, Kind, Place};
 use crate::input::Hook;
 use crate::walk::Plan;
-use row_fence_ask::client::{self, ExchangeError};
-use row_fence_ask::descriptor::{self, Descriptor, Lookup, Resolution};
-use row_fence_ask::ledger::{self, DecidedBy, LedgerRecord};
-use row_fence_ask::protocol::{Answer, Ask, Caller, FORWARDED_ENV, Op, PROTOCOL_VERSION, Request};
-use row_fence_ask::report::{self, Outcome};
-use row_fence_ask::verdict::{Reason, Verdict};
-use row_fence_ask::{paths, stamp};
+use row_fence_contract::client::{self, ExchangeError};
+use row_fence_contract::descriptor::{self, Descriptor, Lookup, Resolution};
+use row_fence_contract::ledger::{self, DecidedBy, LedgerRecord};
+use row_fence_contract::protocol::{
+    Answer, Ask, Caller, FORWARDED_ENV, Op, PROTOCOL_VERSION, Request,
+};
+use row_fence_contract::report::{self, Outcome};
+use row_fence_contract::verdict::{Reason, Verdict};
+use row_fence_contract::{paths, stamp};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -51,6 +53,9 @@ pub struct Settings {
     pub started: Instant,
     /// The whole hook's deadline.
     pub deadline: Instant,
+    /// The guard binary's build digest (`row_fence_stamp::BUILD_DIGEST`), the build half
+    /// of the code stamp it asks with.
+    pub build: &'static str,
 }
 
 /// One distinct descriptor to ask about.
@@ -512,7 +517,7 @@ impl Judge<'_> {
         let socket = paths::socket(self.settings.socket.as_deref(), home);
         paths::check_socket_length(&socket).map_err(Unasked::SocketPath)?;
         paths::check_socket_dir(&socket, paths::euid(), true).map_err(Unasked::Untrusted)?;
-        let stamp = stamp::code_stamp(home)?;
+        let stamp = stamp::code_stamp(home, self.settings.build)?;
         Ok((socket, stamp))
     }
 
@@ -536,7 +541,7 @@ impl Judge<'_> {
                         .into_iter()
                         .map(|s| (FORWARDED_ENV[0].to_string(), s))
                         .collect(),
-                    build: Some(stamp::BUILD_DIGEST.to_string()),
+                    build: Some(self.settings.build.to_string()),
                     home: self
                         .settings
                         .home

@@ -2,7 +2,7 @@
 //! it must not trust, many asks at once.
 
 use crate::util::{Home, Redis, bin, run};
-use row_fence_ask::{Reason, Verdict};
+use row_fence_contract::{Reason, Verdict};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -130,7 +130,7 @@ fn a_peer_of_another_uid_is_refused_without_a_store_call() {
     // one WARN (rate-limited like every refusal).
     let mut daemon = daemon;
     daemon.stop();
-    let ledger = row_fence_ask::ledger::read(&home.home.join("refusals.jsonl")).unwrap();
+    let ledger = row_fence_contract::ledger::read(&home.home.join("refusals.jsonl")).unwrap();
     let probes: Vec<_> = ledger
         .iter()
         .filter(|r| r.verdict == Verdict::CouldNotRead(Reason::PeerRefused))

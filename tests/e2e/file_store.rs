@@ -4,9 +4,9 @@
 //! time already used answers `clock_regressed`.
 
 use crate::util::{Daemon, Home, bin, libfaketime, run, status, stepped_clock};
-use row_fence_ask::Descriptor;
-use row_fence_ask::client;
-use row_fence_ask::protocol::{Ask, Caller, Op, PROTOCOL_VERSION, Request};
+use row_fence_contract::Descriptor;
+use row_fence_contract::client;
+use row_fence_contract::protocol::{Ask, Caller, Op, PROTOCOL_VERSION, Request};
 use std::fs;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -1034,7 +1034,7 @@ fn a_refused_push_is_filed_under_the_session_and_its_directory() {
         hook.stderr
     );
     lane.daemon.take().unwrap().stop();
-    let ledger = row_fence_ask::ledger::read(&lane.home.home.join("refusals.jsonl")).unwrap();
+    let ledger = row_fence_contract::ledger::read(&lane.home.home.join("refusals.jsonl")).unwrap();
     let last = ledger.last().expect("the refusal is in the ledger");
     assert_eq!(last.session.as_deref(), Some("session-7"));
     assert_eq!(last.action, "git push origin");
@@ -1062,13 +1062,13 @@ fn the_daemon_down_is_could_not_read_and_the_guard_records_it() {
         "{}",
         hook.stderr
     );
-    let ledger = row_fence_ask::ledger::read(&lane.home.home.join("refusals.jsonl")).unwrap();
+    let ledger = row_fence_contract::ledger::read(&lane.home.home.join("refusals.jsonl")).unwrap();
     let last = ledger.last().expect("recorded");
     assert_eq!(
         (last.decided_by, last.verdict),
         (
-            row_fence_ask::ledger::DecidedBy::Guard,
-            row_fence_ask::Verdict::CouldNotRead(row_fence_ask::Reason::FenceUnreadable)
+            row_fence_contract::ledger::DecidedBy::Guard,
+            row_fence_contract::Verdict::CouldNotRead(row_fence_contract::Reason::FenceUnreadable)
         )
     );
     assert_eq!(last.session.as_deref(), Some("s-down"));

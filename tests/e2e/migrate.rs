@@ -114,7 +114,7 @@ fn a_pass_on_a_migrated_board_leaves_the_document_byte_for_byte_unchanged() {
     });
     runtime().block_on(async {
         let store = RedisStore::open(&redis.url(), "rowfence").unwrap();
-        let held = row_fence_ask::Descriptor {
+        let held = row_fence_contract::Descriptor {
             board: "b".into(),
             row: "row-1".into(),
             lane: "lane-a".into(),
@@ -124,7 +124,7 @@ fn a_pass_on_a_migrated_board_leaves_the_document_byte_for_byte_unchanged() {
         let generation = lease::list(&store, "b", Some("row-1")).await.unwrap().0[0]
             .lease
             .generation;
-        let held = row_fence_ask::Descriptor { generation, ..held };
+        let held = row_fence_contract::Descriptor { generation, ..held };
         lease::renew(&store, &held, 60_000, None).await.unwrap();
         controller::renew(&store, "b", "ctl", 60_000).await.unwrap();
         let grant = Grant {

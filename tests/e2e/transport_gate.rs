@@ -8,7 +8,7 @@ use crate::gated::{GitDaemon, World, allowed, refused};
 use crate::http_git::{HttpGit, PASSWORD, USER};
 use crate::util::{Daemon, Ran, bin, run};
 use row_fence::git_gate;
-use row_fence_ask::ledger;
+use row_fence_contract::ledger;
 use std::fs;
 use std::path::PathBuf;
 

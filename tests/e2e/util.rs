@@ -4,8 +4,8 @@
 
 #![allow(dead_code)]
 
-use row_fence_ask::client;
-use row_fence_ask::protocol::{Answer, Op, PROTOCOL_VERSION, Request};
+use row_fence_contract::client;
+use row_fence_contract::protocol::{Answer, Op, PROTOCOL_VERSION, Request};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

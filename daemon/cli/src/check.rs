@@ -5,11 +5,11 @@
 //! operators.
 
 use super::Outcome;
-use row_fence_ask::ask::{DEFAULT_TIMEOUT_MS, SESSION_ENV, TIMEOUT_ENV};
-use row_fence_ask::descriptor::{self, Descriptor, Resolution};
-use row_fence_ask::ledger::{self, DecidedBy, LedgerRecord};
-use row_fence_ask::report::Outcome as Shown;
-use row_fence_ask::{Reason, Verdict, paths};
+use row_fence_contract::client::{DEFAULT_TIMEOUT_MS, SESSION_ENV, TIMEOUT_ENV};
+use row_fence_contract::descriptor::{self, Descriptor, Resolution};
+use row_fence_contract::ledger::{self, DecidedBy, LedgerRecord};
+use row_fence_contract::report::Outcome as Shown;
+use row_fence_contract::{Reason, Verdict, paths};
 use row_fence_resident::config::Settings;
 use row_fence_resident::config::{LocationArgs, flag_or_env};
 use row_fence_resident::gate::{self, Gated, Located};

@@ -1,8 +1,8 @@
 //! `row-fence controller acquire | renew | release | show`.
 
 use super::{Failure, Outcome, out, parse_ttl, store_for_read, store_for_write};
-use row_fence_ask::descriptor::validate_board;
-use row_fence_ask::exit;
+use row_fence_contract::descriptor::validate_board;
+use row_fence_contract::exit;
 use row_fence_resident::config::Settings;
 use row_fence_store::ControllerLease;
 use row_fence_store::controller::{self, ControllerError};

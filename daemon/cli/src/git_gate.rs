@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 /// The included file, in the common git dir (a relative include is read from beside the
 /// config that names it).
-pub const INCLUDE_FILE: &str = row_fence_ask::transport::INCLUDE_FILE;
+pub const INCLUDE_FILE: &str = row_fence_contract::git_layout::INCLUDE_FILE;
 
 /// The script git runs as its `core.gitProxy` for `git://` remotes, beside the included
 /// file (git runs a proxy without a shell, so the gate's flags live in the script).

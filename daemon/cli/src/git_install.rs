@@ -18,7 +18,7 @@ use crate::git_hook::{self, Baked, Done};
 use crate::git_repo::{self, Repository};
 use crate::render::bin_dir;
 use crate::{Failure, Outcome};
-use row_fence_ask::exit;
+use row_fence_contract::exit;
 use row_fence_resident::config::Settings;
 use std::path::PathBuf;
 
@@ -318,5 +318,5 @@ fn say_hook(dir: &std::path::Path, done: Done) {
 }
 
 fn say(line: &str) {
-    row_fence_ask::report::say(&format!("row-fence: {line}"));
+    row_fence_contract::report::say(&format!("row-fence: {line}"));
 }

@@ -18,7 +18,7 @@ use crate::created_files::Created;
 use crate::deploy::{self, Job, JobSpec};
 use crate::shell::sh_quote;
 use clap::Subcommand;
-use row_fence_ask::{exit, paths};
+use row_fence_contract::{exit, paths};
 use row_fence_resident::config::Settings;
 use row_fence_store::atomic_file::write_private;
 use std::fs;

@@ -3,10 +3,10 @@
 use super::{
     Failure, Outcome, board_revision, no_board, out, parse_ttl, store_for_read, store_for_write,
 };
-use row_fence_ask::descriptor::{
+use row_fence_contract::descriptor::{
     self, DESCRIPTOR_FILE, validate_board, validate_lane, validate_row,
 };
-use row_fence_ask::{Descriptor, exit};
+use row_fence_contract::{Descriptor, exit};
 use row_fence_resident::config::Settings;
 use row_fence_store::atomic_file::write_private;
 use row_fence_store::fencing::Controller;

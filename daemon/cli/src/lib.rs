@@ -50,7 +50,7 @@ mod render;
 mod store;
 
 use clap::{Parser, Subcommand};
-use row_fence_ask::exit;
+use row_fence_contract::exit;
 use row_fence_resident::config::{CommonArgs, Settings};
 use row_fence_store::LeaseStore;
 use std::sync::Arc;
@@ -70,7 +70,7 @@ pub const DEFAULT_TIMEOUT: &str = "10s";
 
 /// The row fence's command line: row leases, the cold gate, daemon status and health.
 #[derive(Parser, Debug)]
-#[command(name = "row-fence", version = row_fence_ask::stamp::version(), about, long_about = None,
+#[command(name = "row-fence", version = row_fence_stamp::VERSION, about, long_about = None,
           arg_required_else_help = true, subcommand_required = false)]
 pub struct Cli {
     #[command(flatten)]
@@ -173,7 +173,10 @@ pub fn main() -> i32 {
             say!("row-fence: --print-stamp takes no command");
             return exit::USAGE;
         }
-        return match row_fence_ask::stamp::code_stamp(&settings.home) {
+        return match row_fence_contract::stamp::code_stamp(
+            &settings.home,
+            row_fence_stamp::BUILD_DIGEST,
+        ) {
             Ok(stamp) => {
                 out(&stamp);
                 exit::ALLOWED
@@ -394,13 +397,13 @@ fn daemon_mismatch(settings: &Settings, store: &dyn LeaseStore) -> Option<Mismat
 }
 
 /// The status of the daemon on `settings.socket`, if one answers within 500 ms.
-fn daemon_status(settings: &Settings) -> Option<row_fence_ask::status::Status> {
-    let request = row_fence_ask::protocol::Request {
-        v: row_fence_ask::protocol::PROTOCOL_VERSION,
-        op: row_fence_ask::protocol::Op::Status,
+fn daemon_status(settings: &Settings) -> Option<row_fence_contract::status::Status> {
+    let request = row_fence_contract::protocol::Request {
+        v: row_fence_contract::protocol::PROTOCOL_VERSION,
+        op: row_fence_contract::protocol::Op::Status,
     };
     let deadline = std::time::Instant::now() + Duration::from_millis(500);
-    let answer = row_fence_ask::client::exchange(&settings.socket, &request, deadline).ok()?;
+    let answer = row_fence_contract::client::exchange(&settings.socket, &request, deadline).ok()?;
     answer.status.map(|s| *s)
 }
 

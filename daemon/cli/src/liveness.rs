@@ -2,10 +2,10 @@
 //! the liveness signal for monitoring, fresh only while the daemon's store calls succeed).
 
 use super::{Failure, Outcome, out, parse_duration};
-use row_fence_ask::client;
-use row_fence_ask::protocol::{Op, PROTOCOL_VERSION, Request};
-use row_fence_ask::status::{LocationStatus, Status};
-use row_fence_ask::{exit, ledger, paths};
+use row_fence_contract::client;
+use row_fence_contract::protocol::{Op, PROTOCOL_VERSION, Request};
+use row_fence_contract::status::{LocationStatus, Status};
+use row_fence_contract::{exit, ledger, paths};
 use row_fence_resident::config::Settings;
 use row_fence_resident::heartbeat;
 use row_fence_store::judge::{rfc3339, span};

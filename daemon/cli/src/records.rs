@@ -2,8 +2,8 @@
 
 use super::{Failure, Outcome, board_revision, no_board, out, store_for_read, store_for_write};
 use crate::leases::FenceArgs;
-use row_fence_ask::descriptor::validate_board;
-use row_fence_ask::exit;
+use row_fence_contract::descriptor::validate_board;
+use row_fence_contract::exit;
 use row_fence_resident::config::Settings;
 use row_fence_store::{CLAIMS, LeaseFence, META, RecordWrite, StoreError, WriteKind};
 use serde_json::json;
@@ -153,9 +153,9 @@ fn check_claims(writes: &[RecordWrite], now_ms: u64) -> Result<(), Failure> {
                 "{at}: a claim is {{\"holder\", \"generation\", \"expires_at_ms\", \"tenant\"?}} with whole, non-negative numbers: {e}"
             ))
         })?;
-        row_fence_ask::descriptor::validate_row(&write.key)
+        row_fence_contract::descriptor::validate_row(&write.key)
             .map_err(|e| Failure::usage(format!("{at}: {e}")))?;
-        row_fence_ask::descriptor::validate_lane(&claim.holder)
+        row_fence_contract::descriptor::validate_lane(&claim.holder)
             .map_err(|e| Failure::usage(format!("{at}: {e}")))?;
         if claim.expires_at_ms > latest {
             return Err(Failure::usage(format!(

@@ -4,7 +4,7 @@
 
 use super::{Failure, Outcome, out};
 use crate::deploy::{self, DEFAULT_LABEL, Job, JobSpec};
-use row_fence_ask::exit;
+use row_fence_contract::exit;
 use row_fence_resident::config::Settings;
 use row_fence_store::StoreSpec;
 use row_fence_store::atomic_file::write_private;

@@ -4,8 +4,8 @@
 //! back in time (`store_regressed`).
 
 use super::{Failure, Outcome, out, store_for_write};
-use row_fence_ask::descriptor::validate_board;
-use row_fence_ask::exit;
+use row_fence_contract::descriptor::validate_board;
+use row_fence_contract::exit;
 use row_fence_resident::config::Settings;
 use row_fence_store::monotonic;
 

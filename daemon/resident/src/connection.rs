@@ -10,7 +10,7 @@
 //! tokio and finished as any other async stream: the fast path decides nothing, it only
 //! skips waiting where nothing would be waited for.
 
-use row_fence_ask::protocol::MAX_MESSAGE_BYTES;
+use row_fence_contract::protocol::MAX_MESSAGE_BYTES;
 use std::io;
 use std::os::unix::net::UnixStream as StdStream;
 use tokio::io::AsyncWriteExt;

@@ -5,7 +5,7 @@
 //! socket we own; a live daemon on the path leaves it untouched; at exit the socket is
 //! unlinked only if its inode is still ours.
 
-use row_fence_ask::paths;
+use row_fence_contract::paths;
 use std::fs;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt};

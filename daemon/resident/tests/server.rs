@@ -3,10 +3,10 @@
 //! verdicts from a real file store, without spawning a binary. Time-dependent cases pause
 //! tokio's clock instead of sleeping.
 
-use row_fence_ask::protocol::{
+use row_fence_contract::protocol::{
     Answer, Ask, Caller, MAX_MESSAGE_BYTES, Op, PROTOCOL_VERSION, Request,
 };
-use row_fence_ask::{Descriptor, Reason, Verdict};
+use row_fence_contract::{Descriptor, Reason, Verdict};
 use row_fence_resident::config::Settings;
 use row_fence_resident::own_code::OwnCode;
 use row_fence_resident::resident::Resident;
@@ -19,6 +19,9 @@ use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
+
+/// The build digest the daemon under test carries; its asks are made with the same.
+const TEST_BUILD: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// A server on a temp socket over a file store in the same temp dir.
 struct Served {
@@ -43,7 +46,7 @@ impl Served {
             store: StoreSpec::File(None),
             key_prefix: "rowfence".into(),
         };
-        let own_code = OwnCode::capture(&home).unwrap();
+        let own_code = OwnCode::capture(&home, TEST_BUILD).unwrap();
         let uid = nix::unistd::geteuid().as_raw();
         let resident = Arc::new(Resident::new(store.clone(), own_code, settings, vec![uid]));
         let listener = UnixListener::bind(&socket).unwrap();

@@ -4,7 +4,7 @@
 //! reads the same wherever it was decided.
 
 use crate::{AskCheck, RowLease};
-use row_fence_ask::Reason;
+use row_fence_contract::Reason;
 use std::time::Duration;
 
 /// Judges a row lease against an ask at `now_ms`: the one rule both the Lua ask script and

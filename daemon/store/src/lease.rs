@@ -8,7 +8,7 @@ use crate::document::parse_row_lease;
 use crate::fencing::{self, Controller, WriteError};
 use crate::judge::rfc3339;
 use crate::{AskCheck, CLAIMS, LeaseStore, ReadSet, RowLease, StoreError, judge};
-use row_fence_ask::{Descriptor, Reason};
+use row_fence_contract::{Descriptor, Reason};
 use serde_json::Value;
 
 /// Why a row-lease operation did not happen.

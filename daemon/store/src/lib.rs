@@ -48,7 +48,7 @@ pub mod spec;
 pub mod tls;
 
 use async_trait::async_trait;
-use row_fence_ask::Reason;
+use row_fence_contract::Reason;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -56,7 +56,7 @@ use std::fmt;
 pub use expected::Expected;
 pub use judge::judge;
 pub use meta::Layout;
-pub use row_fence_ask::status::StoreCheck;
+pub use row_fence_contract::status::StoreCheck;
 pub use spec::StoreSpec;
 
 /// `expected` of a [`RecordWrite`] that skips the revision check ([`Expected::Blind`] on
@@ -334,7 +334,7 @@ pub fn durable_check(role: &str) -> StoreCheck {
     StoreCheck {
         role: role.to_string(),
         durable: true,
-        checked_at_ms: row_fence_ask::ledger::now_ms(),
+        checked_at_ms: row_fence_contract::ledger::now_ms(),
         ..StoreCheck::default()
     }
 }
@@ -567,9 +567,9 @@ pub fn open(
     prefix: &str,
 ) -> Result<std::sync::Arc<dyn LeaseStore>, StoreError> {
     Ok(match spec {
-        StoreSpec::File(None) => {
-            std::sync::Arc::new(file::FileStore::new(row_fence_ask::paths::file_store(home)))
-        }
+        StoreSpec::File(None) => std::sync::Arc::new(file::FileStore::new(
+            row_fence_contract::paths::file_store(home),
+        )),
         StoreSpec::File(Some(dir)) => std::sync::Arc::new(file::FileStore::new(dir.clone())),
         StoreSpec::Redis(url) => std::sync::Arc::new(redis::RedisStore::open(url, prefix)?),
     })

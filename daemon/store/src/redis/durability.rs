@@ -113,7 +113,7 @@ pub async fn inspect(
         role,
         replicas,
         min_replicas,
-        checked_at_ms: row_fence_ask::ledger::now_ms(),
+        checked_at_ms: row_fence_contract::ledger::now_ms(),
         ..StoreCheck::default()
     };
     if check.role != "master" {

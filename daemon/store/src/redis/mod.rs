@@ -53,7 +53,7 @@ use conn::Conn;
 use keys::{BoardKeys, StateKeys};
 use layouts::Layouts;
 use redis::{RedisError, Script, ScriptInvocation, Value};
-use row_fence_ask::Verdict;
+use row_fence_contract::Verdict;
 use std::sync::{Arc, LazyLock};
 use url::AsksLog;
 
@@ -720,5 +720,6 @@ fn decode<T: redis::FromRedisValue>(value: redis::Value) -> Result<T, StoreError
 }
 
 fn check_board(board: &str) -> Result<(), StoreError> {
-    row_fence_ask::descriptor::validate_board(board).map_err(|e| StoreError::Invalid(e.to_string()))
+    row_fence_contract::descriptor::validate_board(board)
+        .map_err(|e| StoreError::Invalid(e.to_string()))
 }

@@ -18,7 +18,7 @@
 
 use crate::Expected;
 use crate::meta::{self, Layout};
-use row_fence_ask::{Reason, Verdict};
+use row_fence_contract::{Reason, Verdict};
 use std::fmt::Write as _;
 use std::sync::LazyLock;
 

@@ -12,7 +12,7 @@ use crate::{
 };
 use async_trait::async_trait;
 use redis::Value;
-use row_fence_ask::{Reason, Verdict};
+use row_fence_contract::{Reason, Verdict};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 

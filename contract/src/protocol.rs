@@ -69,7 +69,7 @@ pub struct Caller {
     /// The environment variables in `FORWARDED_ENV` that were set.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
-    /// The asker's build digest ([`crate::stamp::BUILD_DIGEST`]): on a stamp mismatch a
+    /// The asker's build digest (`row_fence_stamp::BUILD_DIGEST`): on a stamp mismatch a
     /// daemon of the same build knows the registries differ, not the code.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build: Option<String>,

@@ -1,6 +1,6 @@
-//! Computes the build half of the code stamp (DESIGN.md, "Code stamp"): one digest over
-//! the workspace sources, so `row-fence-ask` and `row-fence-resident` built from one tree
-//! carry the same value and a daemon on other code can tell.
+//! Computes the build half of the code stamp (ARCHITECTURE.md, "Code stamp"): one digest
+//! over the workspace sources, so `row-fence-ask` and `row-fence-resident` built from one
+//! tree carry the same value and a daemon on other code can tell.
 
 use sha2::{Digest, Sha256};
 use std::fs;
@@ -10,13 +10,21 @@ use std::path::{Path, PathBuf};
 /// recursively; a path that does not exist (a crate published alone) is skipped.
 const STAMPED: &[&str] = &[
     "Cargo.lock",
+    "contract/Cargo.toml",
+    "contract/src",
+    "stamp/Cargo.toml",
+    "stamp/build.rs",
+    "stamp/src",
     "asker/Cargo.toml",
-    "asker/build.rs",
     "asker/src",
     "daemon/store/Cargo.toml",
     "daemon/store/src",
     "daemon/resident/Cargo.toml",
     "daemon/resident/src",
+    "daemon/resident-bin/Cargo.toml",
+    "daemon/resident-bin/src",
+    "daemon/install/Cargo.toml",
+    "daemon/install/src",
     "daemon/cli/Cargo.toml",
     "daemon/cli/src",
     "guard/Cargo.toml",
@@ -27,7 +35,7 @@ fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
     let root = manifest
         .parent()
-        .expect("asker/ lives in the workspace")
+        .expect("stamp/ lives in the workspace")
         .to_path_buf();
     let mut files = Vec::new();
     for rel in STAMPED {
@@ -53,6 +61,10 @@ fn main() {
         .map(|b| format!("{b:02x}"))
         .collect();
     println!("cargo:rustc-env=ROW_FENCE_BUILD_DIGEST={digest}");
+    println!(
+        "cargo:rustc-env=ROW_FENCE_BUILD_DIGEST_SHORT={}",
+        &digest[..12]
+    );
 }
 
 fn collect(path: &Path, out: &mut Vec<PathBuf>) {

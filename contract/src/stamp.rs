@@ -1,15 +1,13 @@
-//! The code stamp (DESIGN.md, "Code stamp"): a digest computed at build time over the
-//! workspace sources (`build.rs`; both binaries built from one tree carry the same value),
-//! combined at run time with a digest of the registry directory. A daemon whose stamp
-//! differs from the asker's refuses to answer (`stale_code`).
+//! The code stamp's run-time half (ARCHITECTURE.md, "Code stamp"): the build digest
+//! (computed over the workspace sources by the `row-fence-stamp` crate, which only the
+//! binaries link, and handed to the functions here as a value) combined with a digest of
+//! the registry directory. A daemon whose stamp differs from the asker's refuses to answer
+//! (`stale_code`).
 
 use sha2::{Digest, Sha256};
 use std::fs;
 use std::io;
 use std::path::Path;
-
-/// The build half: SHA-256 (hex) over the workspace sources, set by `build.rs`.
-pub const BUILD_DIGEST: &str = env!("ROW_FENCE_BUILD_DIGEST");
 
 /// The digest of a registry directory: every file below it, sorted by relative path,
 /// hashed with its path and length. A missing directory has the digest of an empty one.
@@ -80,22 +78,25 @@ impl std::fmt::Display for RegistryUnreadable {
 
 impl std::error::Error for RegistryUnreadable {}
 
-/// The code stamp of this build with the registry under `home`.
-pub fn code_stamp(home: &Path) -> Result<String, RegistryUnreadable> {
+/// The code stamp of the build whose digest is `build` (the binary's
+/// `row_fence_stamp::BUILD_DIGEST`) with the registry under `home`.
+pub fn code_stamp(home: &Path, build: &str) -> Result<String, RegistryUnreadable> {
     let dir = crate::paths::registry(home);
     let registry = registry_digest(&dir).map_err(|error| RegistryUnreadable { dir, error })?;
-    Ok(combine(BUILD_DIGEST, &registry))
+    Ok(combine(build, &registry))
 }
 
 /// The detail of a `stale_code` answer when the daemon's own files did not change, so
 /// the asker is the foreign one: with the asker's build digest and home (sent in the
-/// request's `caller`) it says whether the asker runs other code or the same build over
-/// another registry (usually another `ROW_FENCE_HOME`), and what to do about it.
+/// request's `caller`) it says whether the asker runs other code than the daemon's build
+/// `our_build` or the same build over another registry (usually another
+/// `ROW_FENCE_HOME`), and what to do about it.
 pub fn foreign_detail(
     theirs: &str,
     their_build: Option<&str>,
     their_home: Option<&str>,
     ours: &str,
+    our_build: &str,
     our_home: &Path,
 ) -> String {
     let stamps = format!(
@@ -105,17 +106,17 @@ pub fn foreign_detail(
     );
     let our_home = our_home.display().to_string();
     match (their_build, their_home) {
-        (Some(build), Some(home)) if build == BUILD_DIGEST && home != our_home => format!(
+        (Some(build), Some(home)) if build == our_build && home != our_home => format!(
             "{stamps}: same build, other registry: the asker read {home}/registry, the daemon {our_home}/registry; \
              run the asker with ROW_FENCE_HOME={our_home} (row-fence install git-hook and claude-hook set it)"
         ),
-        (Some(build), _) if build == BUILD_DIGEST => format!(
+        (Some(build), _) if build == our_build => format!(
             "{stamps}: same build, other registry: the registry the asker read under {our_home} is not the one the daemon loaded"
         ),
         (Some(build), _) => format!(
             "{stamps}: the asker runs other code than the daemon (build {}, the daemon's {}); run the row-fence-ask installed beside the daemon",
             short(build),
-            short(BUILD_DIGEST)
+            short(our_build)
         ),
         (None, _) => format!("{stamps}: the asker runs other code than the daemon"),
     }
@@ -127,19 +128,6 @@ fn short(digest: &str) -> &str {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// `--version` of every row-fence program: the package version and the first 12 hex
-/// digits of the build digest, e.g. `0.1.0 (build 3f2a…)`.
-pub fn version() -> &'static str {
-    static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-        format!(
-            "{} (build {})",
-            env!("CARGO_PKG_VERSION"),
-            &BUILD_DIGEST[..12]
-        )
-    });
-    VERSION.as_str()
 }
 
 #[cfg(test)]
@@ -160,11 +148,13 @@ mod tests {
     #[test]
     fn a_foreign_stamp_from_another_home_says_so_and_names_both_registries() {
         let home = Path::new("/daemon/home");
+        let build = "f".repeat(64);
         let said = foreign_detail(
             "a".repeat(64).as_str(),
-            Some(BUILD_DIGEST),
+            Some(&build),
             Some("/other"),
             "b",
+            &build,
             home,
         );
         assert!(said.contains("same build, other registry"), "{said}");
@@ -178,13 +168,14 @@ mod tests {
             Some("0123456789abcdef"),
             Some("/daemon/home"),
             "b",
+            &build,
             home,
         );
         assert!(
             said.contains("runs other code") && said.contains("0123456789ab"),
             "{said}"
         );
-        let said = foreign_detail("a", None, None, "b", home);
+        let said = foreign_detail("a", None, None, "b", &build, home);
         assert!(
             said.ends_with("the asker runs other code than the daemon"),
             "{said}"

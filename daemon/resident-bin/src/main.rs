@@ -5,11 +5,12 @@ use clap::Parser;
 use row_fence_resident::config::{CommonArgs, LocationArgs, Settings};
 use row_fence_resident::heartbeat::DEFAULT_INTERVAL_MS;
 use row_fence_resident::startup::{self, EXIT_START_FAILED, Options};
+use row_fence_stamp::{BUILD_DIGEST, VERSION};
 use std::time::Duration;
 
 /// The row fence's resident daemon: answers row-fence-ask over a Unix socket.
 #[derive(Parser, Debug)]
-#[command(name = "row-fence-resident", version = row_fence_ask::stamp::version(), about, long_about = None)]
+#[command(name = "row-fence-resident", version = VERSION, about, long_about = None)]
 struct Args {
     #[command(flatten)]
     common: CommonArgs,
@@ -57,11 +58,11 @@ fn main() {
         }
     };
     if args.print_stamp {
-        match row_fence_ask::stamp::code_stamp(&settings.home) {
+        match row_fence_contract::stamp::code_stamp(&settings.home, BUILD_DIGEST) {
             Ok(stamp) => say(&mut std::io::stdout(), &stamp),
             Err(e) => {
                 say(&mut std::io::stderr(), &format!("row-fence-resident: {e}"));
-                std::process::exit(row_fence_ask::exit::COULD_NOT_READ);
+                std::process::exit(row_fence_contract::exit::COULD_NOT_READ);
             }
         }
         return;
@@ -71,6 +72,7 @@ fn main() {
         heartbeat_interval: Duration::from_millis(args.heartbeat_ms),
         extra_uids: args.allowed_uids,
         location: args.location.settings(),
+        build: BUILD_DIGEST,
     });
     std::process::exit(code);
 }

@@ -6,6 +6,11 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+/// The file, in a repository's common git dir, that holds git's transport gate settings;
+/// the repository's config includes it (`row-fence install git-hook` writes both, and the
+/// gate finds a moved repository by it).
+pub const INCLUDE_FILE: &str = "row-fence.gitconfig";
+
 /// True when `dir` looks like a git dir: a `HEAD` file, and an `objects` directory (a
 /// repository) or a `commondir` file (a linked worktree's git dir).
 pub fn is_git_dir(dir: &Path) -> bool {

@@ -14,6 +14,55 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+/// Default total deadline for one ask (connect, write and read), in ms.
+pub const DEFAULT_TIMEOUT_MS: u64 = 3000;
+
+/// Environment variable overriding the deadline, in ms.
+pub const TIMEOUT_ENV: &str = "ROW_FENCE_TIMEOUT_MS";
+
+/// Environment variable carrying the caller's session id into the request and ledger.
+pub const SESSION_ENV: &str = "ROW_FENCE_SESSION";
+
+/// A deadline that is not a whole number of milliseconds above 0, with where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadTimeout {
+    /// `--timeout-ms` or `ROW_FENCE_TIMEOUT_MS`.
+    pub source: &'static str,
+    /// The value as given.
+    pub text: String,
+}
+
+impl std::fmt::Display for BadTimeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} must be a whole number of milliseconds above 0, got {:?}",
+            self.source, self.text
+        )
+    }
+}
+
+impl std::error::Error for BadTimeout {}
+
+/// The deadline from `--timeout-ms` (`flag`), else `ROW_FENCE_TIMEOUT_MS`, else
+/// [`DEFAULT_TIMEOUT_MS`]. The error names the source of a value that is not a whole
+/// number of milliseconds above 0.
+pub fn timeout(flag: Option<String>) -> Result<Duration, BadTimeout> {
+    let (source, text) = match flag {
+        Some(text) => ("--timeout-ms", text),
+        None => match std::env::var(TIMEOUT_ENV) {
+            Ok(text) if !text.is_empty() => (TIMEOUT_ENV, text),
+            _ => ("default", DEFAULT_TIMEOUT_MS.to_string()),
+        },
+    };
+    text.trim()
+        .parse()
+        .ok()
+        .filter(|ms| *ms > 0)
+        .map(Duration::from_millis)
+        .ok_or(BadTimeout { source, text })
+}
+
 /// While the daemon's backlog is full, the connect is retried this often, in ms.
 const BACKLOG_RETRY_MS: u64 = 1;
 
