@@ -9,7 +9,7 @@ use row_fence_contract::descriptor::{self, Descriptor, Resolution};
 use row_fence_contract::ledger::{self, DecidedBy, LedgerRecord};
 use row_fence_contract::paths;
 use row_fence_contract::protocol::{Ask, Caller, FORWARDED_ENV, Op, PROTOCOL_VERSION, Request};
-use row_fence_contract::report::{self, Outcome};
+use row_fence_contract::report::{self, Shown};
 use row_fence_contract::stamp;
 use row_fence_contract::verdict::{Reason, Verdict};
 use row_fence_stamp::BUILD_DIGEST;
@@ -224,7 +224,7 @@ impl Asker<'_> {
     }
 
     fn finish(&self, verdict: Verdict, detail: String, descriptor: Option<Descriptor>) -> i32 {
-        let outcome = Outcome {
+        let outcome = Shown {
             verdict,
             detail,
             descriptor,

@@ -11,7 +11,7 @@ use std::path::Path;
 
 /// A verdict with what it was about and how long it took.
 #[derive(Clone, Debug)]
-pub struct Outcome {
+pub struct Shown {
     /// The verdict.
     pub verdict: Verdict,
     /// A human sentence: who holds the row, what failed, where we looked.
@@ -22,7 +22,7 @@ pub struct Outcome {
     pub elapsed_ms: u64,
 }
 
-impl Outcome {
+impl Shown {
     /// The verdict line, e.g. `row-fence: REFUSED (stale_generation) lane-a holds …`.
     pub fn line(&self) -> String {
         let headline = self.verdict.headline();
@@ -73,11 +73,28 @@ pub fn asking_line(socket: &Path, d: &Descriptor) -> String {
     )
 }
 
-/// Writes one line to stderr and flushes it, ignoring every error.
+/// Writes one line to stderr and flushes it, ignoring every error: a program whose work
+/// is done never dies on its report (`row-fence acquire … 2>&1 | head -1`).
 pub fn say(line: &str) {
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "{line}");
     let _ = err.flush();
+}
+
+/// Writes one line to stdout and flushes it, ignoring every error (a closed or full
+/// stdout).
+pub fn out(line: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{line}");
+    let _ = stdout.flush();
+}
+
+/// [`say`] with `format!`'s arguments: `say!("row-fence: wrote {}", path.display())`.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::report::say(&format!($($arg)*))
+    };
 }
 
 /// Keeps a detail on the verdict's one line.

@@ -15,6 +15,47 @@ pub mod exit {
     pub const USAGE: i32 = 2;
     /// REFUSED: the store said no.
     pub const REFUSED: i32 = 3;
+
+    /// A command's failure: its exit code and what to print (after the program's name).
+    /// The CLI and the installers return it; their `main` prints it and exits with it.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Failure {
+        /// [`COULD_NOT_READ`], [`USAGE`] or [`REFUSED`].
+        pub code: i32,
+        /// The sentence, e.g. `no board named b1 (nothing was ever written to it)`.
+        pub message: String,
+    }
+
+    impl Failure {
+        /// The store said no: exit 3.
+        pub fn refused(message: impl std::fmt::Display) -> Failure {
+            Failure {
+                code: REFUSED,
+                message: message.to_string(),
+            }
+        }
+
+        /// Bad input the flag parser could not see (a malformed board, batch file or
+        /// flag combination): exit 2, and nothing was done.
+        pub fn usage(message: impl std::fmt::Display) -> Failure {
+            Failure {
+                code: USAGE,
+                message: message.to_string(),
+            }
+        }
+
+        /// Could not find out or could not do it: exit 1.
+        pub fn could_not(message: impl std::fmt::Display) -> Failure {
+            Failure {
+                code: COULD_NOT_READ,
+                message: message.to_string(),
+            }
+        }
+    }
+
+    /// The result of a command: its exit code when it ran (0, or a verdict's code), or
+    /// its [`Failure`].
+    pub type Outcome = Result<i32, Failure>;
 }
 
 /// Why a verdict is not ALLOWED. Refusal reasons mean "the store said no"; the others

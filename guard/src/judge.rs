@@ -15,7 +15,7 @@ use row_fence_contract::ledger::{self, DecidedBy, LedgerRecord};
 use row_fence_contract::protocol::{
     Answer, Ask, Caller, FORWARDED_ENV, Op, PROTOCOL_VERSION, Request,
 };
-use row_fence_contract::report::{self, Outcome};
+use row_fence_contract::report::{self, Shown};
 use row_fence_contract::verdict::{Reason, Verdict};
 use row_fence_contract::{paths, stamp};
 use std::collections::{BTreeMap, BTreeSet};
@@ -554,7 +554,7 @@ impl Judge<'_> {
     }
 
     fn print(&self, verdict: Verdict, detail: &str, descriptor: Option<Descriptor>) {
-        let outcome = Outcome {
+        let outcome = Shown {
             verdict,
             detail: detail.to_string(),
             descriptor,

@@ -6,7 +6,7 @@
 
 use crate::gated::{World, allowed, refused};
 use crate::util::{Home, bin, run};
-use row_fence::git_hook::is_fence;
+use row_fence_install::git_hook::is_fence;
 use std::fs;
 use std::path::{Path, PathBuf};
 

@@ -1284,7 +1284,7 @@ fn a_daemon_that_never_answers_is_cut_off_inside_claude_codes_timeout() {
         "{}",
         ran.stderr
     );
-    let timeout = row_fence::claude_settings::timeout_s().expect("the snippet's timeout");
+    let timeout = row_fence_install::claude_settings::timeout_s().expect("the snippet's timeout");
     assert!(
         ran.elapsed < Duration::from_secs(timeout.min(4)),
         "{:?}",
@@ -1335,7 +1335,7 @@ fn install_claude_hook_then_rollback_gives_back_the_settings_byte_for_byte() {
     assert_eq!(ours["matcher"], "Bash");
     assert_eq!(
         ours["hooks"][0]["timeout"].as_u64(),
-        row_fence::claude_settings::timeout_s()
+        row_fence_install::claude_settings::timeout_s()
     );
     let shim = home.home.join("hooks/guard-bash.sh");
     let command = ours["hooks"][0]["command"].as_str().unwrap();

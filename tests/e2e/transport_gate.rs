@@ -7,8 +7,8 @@
 use crate::gated::{GitDaemon, World, allowed, refused};
 use crate::http_git::{HttpGit, PASSWORD, USER};
 use crate::util::{Daemon, Ran, bin, run};
-use row_fence::git_gate;
 use row_fence_contract::ledger;
+use row_fence_install::git_gate;
 use std::fs;
 use std::path::PathBuf;
 

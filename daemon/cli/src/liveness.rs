@@ -1,11 +1,13 @@
 //! `row-fence status` (asks the daemon) and `row-fence health` (reads the heartbeat file:
 //! the liveness signal for monitoring, fresh only while the daemon's store calls succeed).
 
-use super::{Failure, Outcome, out, parse_duration};
+use crate::flags::parse_duration;
 use row_fence_contract::client;
+use row_fence_contract::exit::{Failure, Outcome};
 use row_fence_contract::protocol::{Op, PROTOCOL_VERSION, Request};
+use row_fence_contract::report::out;
 use row_fence_contract::status::{LocationStatus, Status};
-use row_fence_contract::{exit, ledger, paths};
+use row_fence_contract::{exit, ledger, paths, say};
 use row_fence_resident::config::Settings;
 use row_fence_resident::heartbeat;
 use row_fence_store::judge::{rfc3339, span};
@@ -291,7 +293,7 @@ pub fn health(args: HealthArgs, settings: &Settings) -> Outcome {
             (_, Some(problem)) => format!("row-fence: UNHEALTHY: {problem}"),
             (Err(_), None) => unreachable!("a missing heartbeat is a problem"),
         };
-        crate::say!("{line}");
+        say!("{line}");
     }
     Ok(if healthy {
         exit::ALLOWED

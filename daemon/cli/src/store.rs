@@ -3,9 +3,11 @@
 //! acknowledged grant; `accept-regression` is the operator's way past a store that went
 //! back in time (`store_regressed`).
 
-use super::{Failure, Outcome, out, store_for_write};
+use crate::open::store_for_write;
 use row_fence_contract::descriptor::validate_board;
-use row_fence_contract::exit;
+use row_fence_contract::exit::{self, Failure, Outcome};
+use row_fence_contract::report::out;
+use row_fence_contract::say;
 use row_fence_resident::config::Settings;
 use row_fence_store::monotonic;
 
@@ -95,7 +97,7 @@ async fn accept(args: AcceptArgs, settings: &Settings) -> Outcome {
     if args.json {
         out(&serde_json::to_string(&accepted).expect("serializes"));
     }
-    crate::say!(
+    say!(
         "row-fence: board {} raised from revision {} to {}; {} row leases and the controller lease dropped (epochs continue above {}); lanes re-acquire",
         args.board,
         accepted.from_revision,

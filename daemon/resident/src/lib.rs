@@ -24,7 +24,7 @@
 //!   [`sync`]: locks that survive a panicked holder.
 //!
 //! The store and its domain come from `row-fence-store`; the protocol, verdicts and
-//! reasons from the contract crate `row-fence-ask`.
+//! reasons from the contract crate `row-fence-contract`.
 
 pub mod budget;
 pub mod config;

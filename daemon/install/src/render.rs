@@ -2,9 +2,10 @@
 //! under the service manager, with this program's settings (home, store, socket, key
 //! prefix) baked in.
 
-use super::{Failure, Outcome, out};
 use crate::deploy::{self, DEFAULT_LABEL, Job, JobSpec};
-use row_fence_contract::exit;
+use row_fence_contract::exit::{self, Failure, Outcome};
+use row_fence_contract::report::out;
+use row_fence_contract::say;
 use row_fence_resident::config::Settings;
 use row_fence_store::StoreSpec;
 use row_fence_store::atomic_file::write_private;
@@ -68,7 +69,7 @@ impl JobArgs {
 pub fn run(args: RenderArgs, settings: &Settings) -> Outcome {
     let spec = args.spec.spec(settings)?;
     if !spec.resident().is_file() {
-        crate::say!(
+        say!(
             "row-fence: warning: {} does not exist (yet); the job runs that path",
             spec.resident().display()
         );
@@ -78,7 +79,7 @@ pub fn run(args: RenderArgs, settings: &Settings) -> Outcome {
         Some(path) => {
             write_private(&path, text.as_bytes())
                 .map_err(|e| Failure::could_not(format!("cannot write {}: {e}", path.display())))?;
-            crate::say!("row-fence: wrote {}", path.display());
+            say!("row-fence: wrote {}", path.display());
         }
         None => out(text.trim_end_matches('\n')),
     }
@@ -114,8 +115,13 @@ fn store_spelling(store: &StoreSpec) -> Result<String, Failure> {
     })
 }
 
-fn parse_env(text: &str) -> Result<(String, String), super::FlagError> {
+/// An `--env` value without `=` (clap prints it as a usage error).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not NAME=VALUE")]
+pub struct NotAssignment(pub String);
+
+fn parse_env(text: &str) -> Result<(String, String), NotAssignment> {
     text.split_once('=')
         .map(|(k, v)| (k.to_string(), v.to_string()))
-        .ok_or_else(|| super::FlagError::NotAssignment(text.to_string()))
+        .ok_or_else(|| NotAssignment(text.to_string()))
 }

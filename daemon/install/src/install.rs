@@ -11,14 +11,15 @@
 //! entry running `row-fence-guard` (the shim only when the guard cannot answer) in a
 //! Claude Code settings file; `git-hook` fences git itself (`crate::git_install`).
 
-use super::render::{JobArgs, bin_dir};
-use super::{Failure, Outcome};
 use crate::claude_settings::{self, Edit};
 use crate::created_files::Created;
 use crate::deploy::{self, Job, JobSpec};
+use crate::render::{JobArgs, bin_dir};
 use crate::shell::sh_quote;
 use clap::Subcommand;
-use row_fence_contract::{exit, paths};
+use row_fence_contract::exit::{Failure, Outcome};
+use row_fence_contract::report::out;
+use row_fence_contract::{exit, paths, say};
 use row_fence_resident::config::Settings;
 use row_fence_store::atomic_file::write_private;
 use std::fs;
@@ -126,12 +127,12 @@ fn job(job: Job, args: JobInstallArgs, settings: &Settings) -> Outcome {
         Job::Launchd => launchd_commands(&spec.label, &path, &hook),
         Job::Systemd => systemd_commands(&spec.label, &path, &hook),
     };
-    crate::say!(
+    say!(
         "row-fence: wrote {}; nothing is loaded yet. Run the load command yourself: it loads the job first, then switches the agent hook on. The rollback switches the hook off first, then unloads the job.",
         path.display()
     );
-    super::out(&format!("load:     {load}"));
-    super::out(&format!("rollback: {rollback}"));
+    out(&format!("load:     {load}"));
+    out(&format!("rollback: {rollback}"));
     Ok(exit::ALLOWED)
 }
 
@@ -251,7 +252,7 @@ fn warn_if_foreign(job: Job) {
         Job::Systemd if cfg!(target_os = "macos") => ("systemd", "launchd"),
         _ => return,
     };
-    crate::say!(
+    say!(
         "row-fence: warning: {ours} is not this machine's service manager ({}); the printed commands will not run here (row-fence install {theirs} is the job for this machine)",
         std::env::consts::OS
     );
@@ -347,7 +348,7 @@ fn claude_hook(args: ClaudeHookArgs, settings: &Settings) -> Outcome {
         }
         Edit::Unchanged => {}
     }
-    crate::say!("row-fence: {done} in {} ({command})", file.display());
+    say!("row-fence: {done} in {} ({command})", file.display());
     Ok(exit::ALLOWED)
 }
 

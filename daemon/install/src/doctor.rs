@@ -8,9 +8,9 @@
 use crate::git_gate;
 use crate::git_hook::{self, State};
 use crate::git_repo::{self, Repository, Worktree, git};
-use crate::{Failure, Outcome, out};
 use row_fence_contract::descriptor::{self, Resolution};
-use row_fence_contract::exit;
+use row_fence_contract::exit::{self, Failure, Outcome};
+use row_fence_contract::report::out;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 

@@ -17,8 +17,7 @@ use crate::git_gate::{self, Plan};
 use crate::git_hook::{self, Baked, Done};
 use crate::git_repo::{self, Repository};
 use crate::render::bin_dir;
-use crate::{Failure, Outcome};
-use row_fence_contract::exit;
+use row_fence_contract::exit::{self, Failure, Outcome};
 use row_fence_resident::config::Settings;
 use std::path::PathBuf;
 
