@@ -1,16 +1,15 @@
 //! The asker's whole flow: resolve the descriptor, decide what it can decide itself
 //! (UNFENCED, a missing or unreadable descriptor, a socket it cannot trust), otherwise
 //! print `row-fence: asking …`, ask the daemon within one deadline, check the answer
-//! echoes what was asked, print exactly one verdict line and return the exit code.
-//! Every path that cannot find out ends COULD NOT READ (fail closed: ARCHITECTURE.md, "Invariants").
+//! echoes what was asked, print exactly one verdict line and return the exit code. The
+//! asking is the contract's one client (`row_fence_contract::client`). Every path that
+//! cannot find out ends COULD NOT READ (ARCHITECTURE.md, "Invariants": fail closed).
 
-use row_fence_contract::client::{self, ExchangeError, SESSION_ENV};
+use row_fence_contract::client::{self, Judged, SESSION_ENV};
 use row_fence_contract::descriptor::{self, Descriptor, Resolution};
 use row_fence_contract::ledger::{self, DecidedBy, LedgerRecord};
 use row_fence_contract::paths;
-use row_fence_contract::protocol::{Ask, Caller, FORWARDED_ENV, Op, PROTOCOL_VERSION, Request};
 use row_fence_contract::report::{self, Shown};
-use row_fence_contract::stamp;
 use row_fence_contract::verdict::{Reason, Verdict};
 use row_fence_stamp::BUILD_DIGEST;
 use std::path::{Path, PathBuf};
@@ -95,105 +94,30 @@ impl Asker<'_> {
     }
 
     fn ask(&self, path: &Path, d: Descriptor) -> i32 {
-        let unreadable = |detail: String| {
-            self.decide(
-                Verdict::CouldNotRead(Reason::FenceUnreadable),
-                detail,
-                Some(&d),
-                Some(path),
-            )
+        let prepared = match client::prepare(
+            self.home.as_deref(),
+            self.options.socket.as_deref(),
+            BUILD_DIGEST,
+        ) {
+            Ok(prepared) => prepared,
+            Err(unasked) => return self.judged(unasked.judged(), d, path),
         };
-        let home = match &self.home {
-            Ok(home) => home,
-            Err(e) => return unreadable(format!("cannot find the row-fence home: {e}")),
-        };
-        let socket = paths::socket(self.options.socket.as_deref(), home);
-        if let Err(e) = paths::check_socket_length(&socket) {
-            return unreadable(e.to_string());
-        }
-        if let Err(e) = paths::check_socket_dir(&socket, paths::euid(), true) {
-            return unreadable(format!("refusing to ask: {e}"));
-        }
-        let stamp = match stamp::code_stamp(home, BUILD_DIGEST) {
-            Ok(stamp) => stamp,
-            Err(e) => return unreadable(e.to_string()),
-        };
-        report::say(&report::asking_line(&socket, &d));
+        report::say(&report::asking_line(&prepared.socket, &d));
         let deadline = self.started + self.options.timeout;
-        let request = Request {
-            v: PROTOCOL_VERSION,
-            op: Op::Ask(Box::new(Ask {
-                stamp,
-                deadline_ms: deadline
-                    .saturating_duration_since(Instant::now())
-                    .as_millis() as u64,
-                descriptor: d.clone(),
-                action: self.options.action.clone(),
-                caller: self.caller(home),
-            })),
-        };
-        match client::exchange(&socket, &request, deadline) {
-            Ok(answer) => match answer.parsed_verdict() {
-                Some(verdict) if answer.answers(&d, verdict) => {
-                    self.finish(verdict, answer.detail, Some(d))
-                }
-                Some(_) => self.decide(
-                    Verdict::CouldNotRead(Reason::ProtocolError),
-                    format!(
-                        "the daemon judged {}/{} as {} at generation {}, not what was asked",
-                        answer.board.as_deref().unwrap_or("?"),
-                        answer.row.as_deref().unwrap_or("?"),
-                        answer.lane.as_deref().unwrap_or("?"),
-                        answer.generation.map_or("?".into(), |g| g.to_string())
-                    ),
-                    Some(&d),
-                    Some(path),
-                ),
-                None => self.decide(
-                    Verdict::CouldNotRead(Reason::ProtocolError),
-                    format!(
-                        "the daemon's answer is not a verdict (verdict {:?}, reason {:?})",
-                        answer.verdict, answer.reason
-                    ),
-                    Some(&d),
-                    Some(path),
-                ),
-            },
-            Err(ExchangeError::Timeout) => self.decide(
-                Verdict::CouldNotRead(Reason::Timeout),
-                format!(
-                    "no verdict from {} within {} ms",
-                    socket.display(),
-                    self.options.timeout.as_millis()
-                ),
-                Some(&d),
-                Some(path),
-            ),
-            Err(ExchangeError::Unreachable(detail)) => self.decide(
-                Verdict::CouldNotRead(Reason::FenceUnreadable),
-                detail,
-                Some(&d),
-                Some(path),
-            ),
-            Err(ExchangeError::Protocol(detail)) => self.decide(
-                Verdict::CouldNotRead(Reason::ProtocolError),
-                detail,
-                Some(&d),
-                Some(path),
-            ),
-        }
+        let caller = prepared.caller_from_env(self.cwd.as_deref());
+        let request = prepared.request(&d, &self.options.action, caller, deadline);
+        let exchanged = client::exchange(&prepared.socket, &request, deadline);
+        let judged =
+            client::verdict_of(&d, &prepared.socket, self.options.timeout, Some(exchanged));
+        self.judged(judged, d, path)
     }
 
-    fn caller(&self, home: &Path) -> Caller {
-        Caller {
-            session: self.session.clone(),
-            cwd: self.cwd.as_ref().map(|c| c.display().to_string()),
-            env: FORWARDED_ENV
-                .iter()
-                .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
-                .collect(),
-            build: Some(BUILD_DIGEST.to_string()),
-            home: Some(home.display().to_string()),
+    /// Prints what the ask came to; records it first when the asker decided it.
+    fn judged(&self, judged: Judged, d: Descriptor, path: &Path) -> i32 {
+        if judged.by_daemon {
+            self.finish(judged.verdict, judged.detail, Some(d))
+        } else {
+            self.decide(judged.verdict, judged.detail, Some(&d), Some(path))
         }
     }
 

@@ -1,17 +1,31 @@
-//! One request/answer exchange with the daemon over its Unix socket, bounded by one total
-//! deadline that covers connect, write and read. It runs on the caller's thread: the
-//! connect is non-blocking (a full backlog answers `EAGAIN` at once, and is retried until
-//! the deadline), and every write and read is bounded by what is left of the deadline, so
-//! nothing the daemon does can hold the caller past it. (A thread per exchange cost each
-//! ask a thread start and its stack: DESIGN.md, "It must answer in milliseconds".)
+//! The one client of the daemon: the asker, the agent guard, git's transport gate (which
+//! is the asker) and `row-fence status` ask through it, so a fence is spelled once
+//! (ARCHITECTURE.md, "The path of an ask"). An ask is four steps, each here:
+//!
+//! 1. [`prepare`]: the socket path checked (length, a directory only we or root can
+//!    write) and the code stamp made from the binary's build digest and the home's
+//!    registry; a failure is [`Unasked`], COULD NOT READ without a connection.
+//! 2. [`Prepared::request`]: the ask request, with the [`Caller`] made by
+//!    [`Prepared::caller_from_env`] (a program asking for itself) or
+//!    [`Prepared::caller_for_session`] (the guard, for an agent's session).
+//! 3. [`exchange`]: one request and one answer within one deadline ([`wire`]).
+//! 4. [`verdict_of`]: the answer, or why there is none, as the verdict and the detail the
+//!    verdict line shows, and whether the daemon decided it (and recorded it) or the
+//!    client did (and must record it).
+//!
+//! `row-fence status` is [`status`]: the same socket check and exchange, a status back.
 
-use crate::protocol::{Answer, MAX_MESSAGE_BYTES, Request};
-use nix::errno::Errno;
-use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr, sockopt};
-use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::path::Path;
+pub mod wire;
+
+pub use wire::{ExchangeError, exchange, exchange_line};
+
+use crate::descriptor::Descriptor;
+use crate::paths::{self, HomeError, SocketPathTooLong, Untrusted};
+use crate::protocol::{Answer, Ask, Caller, FORWARDED_ENV, Op, PROTOCOL_VERSION, Request};
+use crate::stamp::{self, RegistryUnreadable};
+use crate::status::Status;
+use crate::verdict::{Reason, Verdict};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Default total deadline for one ask (connect, write and read), in ms.
@@ -63,296 +77,264 @@ pub fn timeout(flag: Option<String>) -> Result<Duration, BadTimeout> {
         .ok_or(BadTimeout { source, text })
 }
 
-/// While the daemon's backlog is full, the connect is retried this often, in ms.
-const BACKLOG_RETRY_MS: u64 = 1;
-
-/// Why an exchange produced no answer. Every kind is COULD NOT READ to a fence.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ExchangeError {
-    /// No answer before the deadline (`timeout`).
-    Timeout,
-    /// No daemon, connection refused or reset, closed before answering
-    /// (`fence_unreadable`), with the detail.
-    Unreachable(String),
-    /// An answer that is not one line of valid JSON within 64 KiB (`protocol_error`).
-    Protocol(String),
+/// Why a client cannot ask the daemon at all: every ask it would have made is COULD NOT
+/// READ (`fence_unreadable`), decided by the client.
+#[derive(Debug)]
+pub enum Unasked {
+    /// No home: neither `ROW_FENCE_HOME` nor `HOME` is set, or it cannot be made
+    /// absolute ([`HomeError`]'s sentence).
+    NoHome(String),
+    /// The socket path is over the platform's limit.
+    SocketPath(SocketPathTooLong),
+    /// The socket's directory is not to be trusted.
+    Untrusted(Untrusted),
+    /// The registry cannot be read, so there is no code stamp.
+    Stamp(RegistryUnreadable),
 }
 
-impl std::fmt::Display for ExchangeError {
+impl std::fmt::Display for Unasked {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ExchangeError::Timeout => f.write_str("no answer before the deadline"),
-            ExchangeError::Unreachable(detail) | ExchangeError::Protocol(detail) => {
-                f.write_str(detail)
-            }
+            Unasked::NoHome(e) => write!(f, "cannot find the row-fence home: {e}"),
+            Unasked::SocketPath(e) => e.fmt(f),
+            Unasked::Untrusted(e) => write!(f, "refusing to ask: {e}"),
+            Unasked::Stamp(e) => e.fmt(f),
         }
     }
 }
 
-/// Sends `request` and reads one answer line, all before `deadline`.
-///
-/// Errors: [`ExchangeError::Timeout`] past the deadline; `Unreachable` when there is no
-/// daemon or it closed without a whole answer; `Protocol` when the answer is not one line
-/// of valid JSON within [`MAX_MESSAGE_BYTES`].
-pub fn exchange(
-    socket: &Path,
-    request: &Request,
-    deadline: Instant,
-) -> Result<Answer, ExchangeError> {
-    let buf = exchange_line(socket, &request.to_line(), deadline)?;
-    serde_json::from_slice(&buf)
-        .map_err(|e| ExchangeError::Protocol(format!("the answer is not valid JSON: {e}")))
+impl std::error::Error for Unasked {}
+
+impl Unasked {
+    /// The verdict a client prints for every ask it could not make.
+    pub fn judged(&self) -> Judged {
+        Judged {
+            verdict: Verdict::CouldNotRead(Reason::FenceUnreadable),
+            detail: self.to_string(),
+            by_daemon: false,
+        }
+    }
 }
 
-/// [`exchange`] of bytes already framed (one request line, newline included): the answer
-/// line, newline included. The benchmark's in-process clients ask through this, so they
-/// wait for an answer exactly as `row-fence-ask` does.
-///
-/// The socket stays non-blocking and every wait is a `poll` for the one event wanted.
-/// A thread blocked in `read` on a Unix socket is also woken when the daemon consumes the
-/// request (the kernel's write-space wake-up is not filtered by what the sleeper waits
-/// for), which cost the daemon a cross-CPU wake-up per ask; a `poll` for `POLLIN` is only
-/// woken by the answer.
-pub fn exchange_line(
-    socket: &Path,
-    request: &[u8],
-    deadline: Instant,
-) -> Result<Vec<u8>, ExchangeError> {
-    let fd = connect(socket, deadline)?;
-    write_all(&fd, request, deadline)?;
-    read_line(&fd, deadline)
+/// A socket that may be asked and the code stamp to ask with.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    /// The daemon's socket.
+    pub socket: PathBuf,
+    /// The client's code stamp (64 hex characters).
+    pub stamp: String,
+    /// The home whose registry the stamp hashed, sent as `caller.home`.
+    pub home: PathBuf,
+    /// The client binary's build digest, sent as `caller.build`.
+    pub build: String,
 }
 
-fn connect(path: &Path, deadline: Instant) -> Result<OwnedFd, ExchangeError> {
-    let cannot = |e: Errno| {
-        ExchangeError::Unreachable(format!(
-            "cannot connect to {}: {}",
-            path.display(),
-            io::Error::from(e)
-        ))
+/// Checks the socket (`socket_flag`, else `ROW_FENCE_SOCKET`, else `<home>/sock`) as
+/// every client must before it connects, and makes the code stamp of the build `build`
+/// (the binary's `row_fence_stamp::BUILD_DIGEST`) with the registry under `home`.
+///
+/// Errors: [`Unasked`], in this order: no home, a socket path over the limit, a socket
+/// directory another uid (not root) can write, a registry that cannot be read.
+pub fn prepare(
+    home: Result<&Path, &HomeError>,
+    socket_flag: Option<&Path>,
+    build: &str,
+) -> Result<Prepared, Unasked> {
+    let home = home.map_err(|e| Unasked::NoHome(e.to_string()))?;
+    let socket = paths::socket(socket_flag, home);
+    paths::check_socket_length(&socket).map_err(Unasked::SocketPath)?;
+    paths::check_socket_dir(&socket, paths::euid(), true).map_err(Unasked::Untrusted)?;
+    let stamp = stamp::code_stamp(home, build).map_err(Unasked::Stamp)?;
+    Ok(Prepared {
+        socket,
+        stamp,
+        home: home.to_path_buf(),
+        build: build.to_string(),
+    })
+}
+
+impl Prepared {
+    /// The caller of a program that asks for itself (the asker, git's transport gate):
+    /// its session from `ROW_FENCE_SESSION`, the variables in [`FORWARDED_ENV`] that are
+    /// set, its working directory `cwd`.
+    pub fn caller_from_env(&self, cwd: Option<&Path>) -> Caller {
+        Caller {
+            session: std::env::var(SESSION_ENV).ok().filter(|s| !s.is_empty()),
+            cwd: cwd.map(|c| c.display().to_string()),
+            env: FORWARDED_ENV
+                .iter()
+                .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
+                .collect(),
+            build: Some(self.build.clone()),
+            home: Some(self.home.display().to_string()),
+        }
+    }
+
+    /// The caller of an agent's session (the guard asks for a session, never for
+    /// itself): the session id the hook input gave, forwarded as `ROW_FENCE_SESSION`, and
+    /// the directory the command runs in.
+    pub fn caller_for_session(&self, session: Option<&str>, cwd: &Path) -> Caller {
+        Caller {
+            session: session.map(str::to_string),
+            cwd: Some(cwd.display().to_string()),
+            env: session
+                .into_iter()
+                .map(|s| (FORWARDED_ENV[0].to_string(), s.to_string()))
+                .collect(),
+            build: Some(self.build.clone()),
+            home: Some(self.home.display().to_string()),
+        }
+    }
+
+    /// The ask about `descriptor` for `action`, with the time left until `deadline`.
+    pub fn request(
+        &self,
+        descriptor: &Descriptor,
+        action: &str,
+        caller: Caller,
+        deadline: Instant,
+    ) -> Request {
+        Request {
+            v: PROTOCOL_VERSION,
+            op: Op::Ask(Box::new(Ask {
+                stamp: self.stamp.clone(),
+                deadline_ms: deadline
+                    .saturating_duration_since(Instant::now())
+                    .as_millis() as u64,
+                descriptor: descriptor.clone(),
+                action: action.to_string(),
+                caller,
+            })),
+        }
+    }
+}
+
+/// What one ask came to: the verdict, the detail its line shows, and who decided it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Judged {
+    /// The verdict.
+    pub verdict: Verdict,
+    /// The daemon's detail, or the client's sentence for what went wrong.
+    pub detail: String,
+    /// True when the daemon judged (and recorded a denial in its ledger); false when the
+    /// client decided, and records a denial itself.
+    pub by_daemon: bool,
+}
+
+/// The one answer-to-verdict function: what an exchange about `asked` came to.
+///
+/// An answer stands only when it is a verdict of this protocol version whose echo names
+/// exactly `asked` (a COULD NOT READ may carry no echo); anything else is COULD NOT READ
+/// `protocol_error`. No answer is `timeout` ([`ExchangeError::Timeout`], or `None`: the
+/// client stopped waiting, "no verdict from `socket` within `within`"), `fence_unreadable`
+/// (no daemon, closed early) or `protocol_error` (not one line of JSON). Never ALLOWED
+/// unless the daemon said so about this very descriptor.
+pub fn verdict_of(
+    asked: &Descriptor,
+    socket: &Path,
+    within: Duration,
+    exchanged: Option<Result<Answer, ExchangeError>>,
+) -> Judged {
+    let client = |verdict, detail| Judged {
+        verdict,
+        detail,
+        by_daemon: false,
     };
-    let addr = UnixAddr::new(path).map_err(cannot)?;
-    let fd: OwnedFd = socket::socket(
-        AddressFamily::Unix,
-        SockType::Stream,
-        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
-        None,
-    )
-    .map_err(cannot)?;
-    loop {
-        match socket::connect(fd.as_raw_fd(), &addr) {
-            Ok(()) => return Ok(fd),
-            Err(Errno::EINTR) => continue,
-            // The daemon's backlog is full: Linux answers a non-blocking connect on a
-            // Unix socket with EAGAIN rather than waiting for room.
-            Err(Errno::EAGAIN) => {
-                let left = time_left(deadline)?;
-                std::thread::sleep(left.min(Duration::from_millis(BACKLOG_RETRY_MS)));
-            }
-            Err(Errno::EINPROGRESS) => {
-                wait_for(&fd, PollFlags::POLLOUT, deadline)?;
-                return match socket::getsockopt(&fd, sockopt::SocketError) {
-                    Ok(0) => Ok(fd),
-                    Ok(code) => Err(cannot(Errno::from_raw(code))),
-                    Err(e) => Err(cannot(e)),
-                };
-            }
-            Err(e) => return Err(cannot(e)),
+    let answer = match exchanged {
+        Some(Ok(answer)) => answer,
+        None | Some(Err(ExchangeError::Timeout)) => {
+            return client(
+                Verdict::CouldNotRead(Reason::Timeout),
+                format!(
+                    "no verdict from {} within {} ms",
+                    socket.display(),
+                    within.as_millis()
+                ),
+            );
         }
-    }
-}
-
-/// Waits until `fd` has one of `events` (or an error or hang-up, which the next read or
-/// write reports), or the deadline passes.
-fn wait_for(fd: &OwnedFd, events: PollFlags, deadline: Instant) -> Result<(), ExchangeError> {
-    loop {
-        let left = time_left(deadline)?;
-        let ms = u16::try_from(left.as_millis().max(1)).unwrap_or(u16::MAX);
-        let mut fds = [PollFd::new(fd.as_fd(), events)];
-        match poll(&mut fds, PollTimeout::from(ms)) {
-            Ok(0) | Err(Errno::EINTR) => continue,
-            Ok(_) => return Ok(()),
-            Err(e) => return Err(io_unreachable(io::Error::from(e))),
+        Some(Err(ExchangeError::Unreachable(detail))) => {
+            return client(Verdict::CouldNotRead(Reason::FenceUnreadable), detail);
         }
-    }
-}
-
-fn write_all(fd: &OwnedFd, mut bytes: &[u8], deadline: Instant) -> Result<(), ExchangeError> {
-    while !bytes.is_empty() {
-        match socket::send(fd.as_raw_fd(), bytes, send_flags()) {
-            Ok(n) => bytes = &bytes[n..],
-            Err(Errno::EINTR) => {}
-            Err(Errno::EAGAIN) => wait_for(fd, PollFlags::POLLOUT, deadline)?,
-            Err(e) => return Err(io_error("send the request", io::Error::from(e))),
+        Some(Err(ExchangeError::Protocol(detail))) => {
+            return client(Verdict::CouldNotRead(Reason::ProtocolError), detail);
         }
-    }
-    Ok(())
-}
-
-/// On Linux a daemon gone mid-write is `EPIPE`, never SIGPIPE, whatever the caller
-/// did with the signal.
-fn send_flags() -> socket::MsgFlags {
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    return socket::MsgFlags::MSG_NOSIGNAL;
-    #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    return socket::MsgFlags::empty();
-}
-
-fn read_line(fd: &OwnedFd, deadline: Instant) -> Result<Vec<u8>, ExchangeError> {
-    let mut buf = Vec::with_capacity(512);
-    let mut chunk = [0u8; 4096];
-    loop {
-        // The answer comes after the daemon's store round trip: wait for it, then read.
-        wait_for(fd, PollFlags::POLLIN, deadline)?;
-        let n = match nix::unistd::read(fd, &mut chunk) {
-            Ok(n) => n,
-            Err(Errno::EINTR | Errno::EAGAIN) => continue,
-            Err(e) => return Err(io_error("read the answer", io::Error::from(e))),
-        };
-        if n == 0 {
-            return Err(ExchangeError::Unreachable(if buf.is_empty() {
-                "the daemon closed the connection without answering".into()
-            } else {
-                "the daemon closed the connection mid-answer".into()
-            }));
-        }
-        let newline = chunk[..n].iter().position(|b| *b == b'\n');
-        buf.extend_from_slice(&chunk[..newline.map_or(n, |i| i + 1)]);
-        if buf.len() > MAX_MESSAGE_BYTES {
-            return Err(ExchangeError::Protocol(format!(
-                "the answer is over {MAX_MESSAGE_BYTES} bytes"
-            )));
-        }
-        if newline.is_some() {
-            return Ok(buf);
-        }
-    }
-}
-
-fn time_left(deadline: Instant) -> Result<Duration, ExchangeError> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        Err(ExchangeError::Timeout)
-    } else {
-        Ok(left)
-    }
-}
-
-fn io_error(what: &str, e: io::Error) -> ExchangeError {
-    match e.kind() {
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ExchangeError::Timeout,
-        _ => ExchangeError::Unreachable(format!("could not {what}: {e}")),
-    }
-}
-
-fn io_unreachable(e: io::Error) -> ExchangeError {
-    ExchangeError::Unreachable(e.to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::io::{Read, Write};
-    use std::os::unix::net::{UnixListener, UnixStream};
-    use std::path::PathBuf;
-
-    /// What a daemon stand-in does with a connection once it has read the request.
-    type Behave = fn(UnixStream);
-
-    /// A daemon stand-in on a socket of its own: `behave` gets each accepted connection
-    /// after the whole request line has been read.
-    fn daemon(behave: Behave) -> (PathBuf, std::thread::JoinHandle<()>) {
-        let dir = std::env::temp_dir().join(format!(
-            "rf-client-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("sock");
-        let listener = UnixListener::bind(&path).unwrap();
-        let serving = std::thread::spawn(move || {
-            let (mut stream, _) = listener.accept().unwrap();
-            let mut line = Vec::new();
-            let mut byte = [0u8; 1];
-            while stream.read(&mut byte).unwrap() == 1 && byte[0] != b'\n' {
-                line.push(byte[0]);
-            }
-            behave(stream);
-        });
-        (path, serving)
-    }
-
-    fn ask(path: &Path, within: Duration) -> Result<Vec<u8>, ExchangeError> {
-        exchange_line(
-            path,
-            b"{\"v\":1,\"op\":\"ping\"}\n",
-            Instant::now() + within,
-        )
-    }
-
-    #[test]
-    fn an_answer_in_two_parts_is_read_whole_and_nothing_after_its_newline() {
-        let (path, serving) = daemon(|mut s| {
-            s.write_all(b"{\"v\":1,").unwrap();
-            std::thread::sleep(Duration::from_millis(30));
-            s.write_all(b"\"pong\":true}\nextra").unwrap();
-        });
-        let got = ask(&path, Duration::from_secs(5)).unwrap();
-        assert_eq!(got, b"{\"v\":1,\"pong\":true}\n");
-        serving.join().unwrap();
-    }
-
-    #[test]
-    fn a_daemon_that_closes_early_is_unreachable_saying_when_not_a_timeout() {
-        let cases: [(Behave, &str); 2] = [
-            (drop, "the daemon closed the connection without answering"),
-            (
-                |mut s| s.write_all(b"{\"v\":1").unwrap(),
-                "the daemon closed the connection mid-answer",
+    };
+    match answer.parsed_verdict() {
+        Some(verdict) if answer.answers(asked, verdict) => Judged {
+            verdict,
+            detail: answer.detail,
+            by_daemon: true,
+        },
+        Some(_) => client(
+            Verdict::CouldNotRead(Reason::ProtocolError),
+            format!(
+                "the daemon judged {}/{} as {} at generation {}, not what was asked",
+                answer.board.as_deref().unwrap_or("?"),
+                answer.row.as_deref().unwrap_or("?"),
+                answer.lane.as_deref().unwrap_or("?"),
+                answer.generation.map_or("?".into(), |g| g.to_string())
             ),
-        ];
-        for (behave, said) in cases {
-            let (path, serving) = daemon(behave);
-            let got = ask(&path, Duration::from_secs(5));
-            assert_eq!(got, Err(ExchangeError::Unreachable(said.into())));
-            serving.join().unwrap();
-        }
+        ),
+        None => client(
+            Verdict::CouldNotRead(Reason::ProtocolError),
+            format!(
+                "the daemon's answer is not a verdict (verdict {:?}, reason {:?})",
+                answer.verdict, answer.reason
+            ),
+        ),
     }
+}
 
-    #[test]
-    fn an_answer_over_the_limit_is_a_protocol_error() {
-        let (path, serving) = daemon(|mut s| {
-            let _ = s.write_all(&vec![b'x'; MAX_MESSAGE_BYTES + 10]);
-        });
-        let got = ask(&path, Duration::from_secs(5));
-        assert!(matches!(got, Err(ExchangeError::Protocol(_))), "{got:?}");
-        serving.join().unwrap();
-    }
+/// Why `row-fence status` got no status, with the socket asked.
+#[derive(Debug)]
+pub enum StatusError {
+    /// The socket path is over the platform's limit.
+    SocketPath(SocketPathTooLong),
+    /// No answer (no daemon, a timeout, not JSON).
+    NoAnswer {
+        /// The socket asked.
+        socket: PathBuf,
+        /// Why.
+        why: ExchangeError,
+    },
+    /// An answer without a status object.
+    NoStatus {
+        /// The socket asked.
+        socket: PathBuf,
+    },
+}
 
-    #[test]
-    fn a_daemon_that_never_answers_is_a_timeout_at_the_deadline() {
-        let (path, serving) = daemon(|s| {
-            std::thread::sleep(Duration::from_millis(1500));
-            drop(s);
-        });
-        let started = Instant::now();
-        let got = ask(&path, Duration::from_millis(200));
-        assert_eq!(got, Err(ExchangeError::Timeout));
-        // Before the daemon's close, which would be `Unreachable`.
-        assert!(started.elapsed() < Duration::from_millis(1400));
-        serving.join().unwrap();
-    }
-
-    #[test]
-    fn no_daemon_is_unreachable_naming_the_socket() {
-        let path = std::env::temp_dir().join(format!("rf-client-none-{}", std::process::id()));
-        let got = ask(&path, Duration::from_secs(1));
-        match got {
-            Err(ExchangeError::Unreachable(detail)) => {
-                assert!(detail.contains(&*path.to_string_lossy()), "{detail}")
+impl std::fmt::Display for StatusError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StatusError::SocketPath(e) => e.fmt(f),
+            StatusError::NoAnswer { socket, why } => {
+                write!(f, "no daemon status from {}: {why}", socket.display())
             }
-            other => panic!("{other:?}"),
+            StatusError::NoStatus { socket } => {
+                write!(f, "{} answered without a status", socket.display())
+            }
         }
     }
+}
+
+impl std::error::Error for StatusError {}
+
+/// The daemon's status object from `socket`, before `deadline`.
+pub fn status(socket: &Path, deadline: Instant) -> Result<Status, StatusError> {
+    paths::check_socket_length(socket).map_err(StatusError::SocketPath)?;
+    let request = Request {
+        v: PROTOCOL_VERSION,
+        op: Op::Status,
+    };
+    let answer = exchange(socket, &request, deadline).map_err(|why| StatusError::NoAnswer {
+        socket: socket.to_path_buf(),
+        why,
+    })?;
+    answer
+        .status
+        .map(|s| *s)
+        .ok_or_else(|| StatusError::NoStatus {
+            socket: socket.to_path_buf(),
+        })
 }

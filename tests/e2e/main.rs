@@ -36,6 +36,7 @@ mod http_git;
 mod location;
 mod migrate;
 mod model;
+mod one_client;
 mod push;
 mod readme;
 mod records_cli;

@@ -4,7 +4,6 @@
 
 use row_fence_contract::client;
 use row_fence_contract::exit::Failure;
-use row_fence_contract::protocol::{Op, PROTOCOL_VERSION, Request};
 use row_fence_contract::say;
 use row_fence_contract::status::Status;
 use row_fence_resident::config::Settings;
@@ -120,13 +119,8 @@ fn daemon_mismatch(settings: &Settings, store: &dyn LeaseStore) -> Option<Mismat
 
 /// The status of the daemon on `settings.socket`, if one answers within 500 ms.
 fn daemon_status(settings: &Settings) -> Option<Status> {
-    let request = Request {
-        v: PROTOCOL_VERSION,
-        op: Op::Status,
-    };
     let deadline = std::time::Instant::now() + Duration::from_millis(500);
-    let answer = client::exchange(&settings.socket, &request, deadline).ok()?;
-    answer.status.map(|s| *s)
+    client::status(&settings.socket, deadline).ok()
 }
 
 /// The board's revision: 0 when nothing was ever written to it (no such board).
