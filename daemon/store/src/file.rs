@@ -396,14 +396,11 @@ fn clock_now(document: &BoardDocument) -> Result<u64, StoreError> {
 
 #[async_trait]
 impl LeaseStore for FileStore {
-    async fn layout(&self, board: &str) -> Result<String, StoreError> {
+    async fn layout(&self, board: &str) -> Result<crate::meta::Layout, StoreError> {
         let board = board.to_string();
         self.blocking(move |s| {
-            let document = s.read_document(&board)?;
-            Ok(document
-                .moved_to
-                .clone()
-                .unwrap_or_else(|| "document".into()))
+            s.read_document(&board)?.ensure_here()?;
+            Ok(crate::meta::Layout::Document)
         })
         .await
     }

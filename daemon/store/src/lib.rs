@@ -10,7 +10,8 @@
 //! - this file: the port ([`LeaseStore`]), records, batches, row and controller leases,
 //!   [`StoreError`], [`open`].
 //! - [`redis`]: Redis: per-record keys (the `records` layout, Lua scripts) and, for boards
-//!   not yet migrated, the whole document (the `document` layout); a router picks per board.
+//!   not yet migrated, the whole document (the `document` layout); the records scripts
+//!   guard the layout atomically and hand a document board to its document.
 //! - [`file`], [`file_log`], [`file_cache`]: the embedded default, one JSON document per
 //!   board under `$ROW_FENCE_HOME/store/`, written atomically under an exclusive lock, its
 //!   fence log, and the parsed documents readers keep while a file is unchanged.
@@ -427,8 +428,8 @@ pub enum StoreError {
     /// The request itself is invalid (a bad board name, a bad batch).
     #[error("{0}")]
     Invalid(String),
-    /// The board is served by another layout than the adapter asked (the Redis router
-    /// uses this to fall back to a board's document; it never returns it). Nothing was
+    /// The board is served by another layout than the adapter asked (the Redis store
+    /// uses this to hand a board to its other layout; it never returns it). Nothing was
     /// written.
     #[error("the board is served by another layout: {0}")]
     NotThisLayout(String),
@@ -480,9 +481,11 @@ impl StoreError {
 /// deadline.
 #[async_trait]
 pub trait LeaseStore: Send + Sync + fmt::Debug {
-    /// The board's layout: `records` or `document` (`""` from the Redis records adapter
-    /// for a board not marked).
-    async fn layout(&self, board: &str) -> Result<String, StoreError>;
+    /// The layout the board is served from here: [`meta::Layout::Records`] (Redis
+    /// per-record keys, marked or not) or [`meta::Layout::Document`] (the file store, a
+    /// Redis board not yet migrated). A board moved to another store is
+    /// [`StoreError::Moved`].
+    async fn layout(&self, board: &str) -> Result<meta::Layout, StoreError>;
 
     /// Reads the named sections, the board revision and the store's clock at once.
     async fn sections(&self, board: &str, names: &[&str]) -> Result<Snapshot, StoreError>;

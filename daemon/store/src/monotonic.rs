@@ -255,7 +255,7 @@ fn epoch_of(snapshot: &Snapshot) -> u64 {
 
 #[async_trait]
 impl LeaseStore for Monotonic {
-    async fn layout(&self, board: &str) -> Result<String, StoreError> {
+    async fn layout(&self, board: &str) -> Result<crate::meta::Layout, StoreError> {
         self.inner.layout(board).await
     }
 

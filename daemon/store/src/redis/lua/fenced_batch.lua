@@ -17,8 +17,8 @@
 --         "route": "<board>" | absent, "min_revision": n | absent,
 --         "document": {"field": "<board>", "value": "<document JSON>"} | absent}
 --         With "route", a board that has a document in the stamped hash and is not marked
---         as migrated is refused with FENCE_DOCUMENT (nothing written): the Redis router
---         then writes the document instead.
+--         as migrated is refused with FENCE_DOCUMENT (nothing written): the Redis store
+--         then writes the document instead. The migration's own batch carries no "route".
 -- ARGV[2..] five per write: kind (put|delete|check), index into KEYS of its section,
 --         field, expected revision (EXPECT_BLIND = skip the check, 0 = absent, n = at
 --         revision n; from `Expected` in Rust), value JSON (put only).
