@@ -40,6 +40,7 @@ mod one_client;
 mod push;
 mod readme;
 mod records_cli;
+mod shim_walk;
 mod stamp;
 mod store_health;
 mod transport_gate;
