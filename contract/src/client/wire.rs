@@ -210,17 +210,15 @@ mod tests {
     /// What a daemon stand-in does with a connection once it has read the request.
     type Behave = fn(UnixStream);
 
-    /// A daemon stand-in on a socket of its own: `behave` gets each accepted connection
-    /// after the whole request line has been read.
-    fn daemon(behave: Behave) -> (PathBuf, std::thread::JoinHandle<()>) {
-        let dir = std::env::temp_dir().join(format!(
-            "rf-client-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("sock");
+    /// A daemon stand-in on a socket of its own, in a temp dir removed when the first
+    /// value is dropped: `behave` gets each accepted connection after the whole request
+    /// line has been read.
+    fn daemon(behave: Behave) -> (tempfile::TempDir, PathBuf, std::thread::JoinHandle<()>) {
+        let dir = tempfile::Builder::new()
+            .prefix("rf-client")
+            .tempdir()
+            .unwrap();
+        let path = dir.path().join("sock");
         let listener = UnixListener::bind(&path).unwrap();
         let serving = std::thread::spawn(move || {
             let (mut stream, _) = listener.accept().unwrap();
@@ -231,7 +229,7 @@ mod tests {
             }
             behave(stream);
         });
-        (path, serving)
+        (dir, path, serving)
     }
 
     fn ask(path: &Path, within: Duration) -> Result<Vec<u8>, ExchangeError> {
@@ -244,7 +242,7 @@ mod tests {
 
     #[test]
     fn an_answer_in_two_parts_is_read_whole_and_nothing_after_its_newline() {
-        let (path, serving) = daemon(|mut s| {
+        let (_dir, path, serving) = daemon(|mut s| {
             s.write_all(b"{\"v\":1,").unwrap();
             std::thread::sleep(Duration::from_millis(30));
             s.write_all(b"\"pong\":true}\nextra").unwrap();
@@ -264,7 +262,7 @@ mod tests {
             ),
         ];
         for (behave, said) in cases {
-            let (path, serving) = daemon(behave);
+            let (_dir, path, serving) = daemon(behave);
             let got = ask(&path, Duration::from_secs(5));
             assert_eq!(got, Err(ExchangeError::Unreachable(said.into())));
             serving.join().unwrap();
@@ -273,7 +271,7 @@ mod tests {
 
     #[test]
     fn an_answer_over_the_limit_is_a_protocol_error() {
-        let (path, serving) = daemon(|mut s| {
+        let (_dir, path, serving) = daemon(|mut s| {
             let _ = s.write_all(&vec![b'x'; MAX_MESSAGE_BYTES + 10]);
         });
         let got = ask(&path, Duration::from_secs(5));
@@ -283,7 +281,7 @@ mod tests {
 
     #[test]
     fn a_daemon_that_never_answers_is_a_timeout_at_the_deadline() {
-        let (path, serving) = daemon(|s| {
+        let (_dir, path, serving) = daemon(|s| {
             std::thread::sleep(Duration::from_millis(1500));
             drop(s);
         });
