@@ -1,4 +1,4 @@
-//! Git's transport gate, what its two modes share (DESIGN.md, "Deployment and hooks"). Git
+//! Git's transport gate, what its two modes share (ARCHITECTURE.md, "Git's layer"). Git
 //! runs `row-fence-ask --git-ssh` as its `core.sshCommand` and `row-fence-ask
 //! --git-credential` as its first credential helper whatever started the push and whatever
 //! hooks it skipped (`--no-verify`, `git send-pack`, a script). Both ask through the

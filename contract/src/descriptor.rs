@@ -1,5 +1,5 @@
 //! The lane's descriptor: which board row this worktree holds, as which lane, at which
-//! generation; and how the asker finds it (DESIGN.md, "Descriptor resolution"). Std only,
+//! generation; and how the asker finds it (ARCHITECTURE.md, "Descriptor resolution"). Std only,
 //! no subprocess: it runs on every fenced write.
 
 use serde::{Deserialize, Serialize};
@@ -35,7 +35,7 @@ pub struct Descriptor {
     pub tenant: Option<String>,
 }
 
-/// Why a name is not valid (DESIGN.md, vocabulary).
+/// Why a name is not valid (ARCHITECTURE.md, "Vocabulary").
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InvalidName(pub String);
 
@@ -119,7 +119,7 @@ pub enum DescriptorError {
     Empty,
     /// Not JSON, or not a descriptor's shape; serde's reason.
     NotADescriptor(serde_json::Error),
-    /// A field breaks DESIGN.md's vocabulary.
+    /// A field breaks the vocabulary (ARCHITECTURE.md, "Vocabulary").
     Invalid(InvalidName),
 }
 
@@ -169,7 +169,7 @@ impl std::error::Error for DescriptorError {
 }
 
 impl Descriptor {
-    /// Checks every field against DESIGN.md's vocabulary.
+    /// Checks every field against the vocabulary (ARCHITECTURE.md, "Vocabulary").
     pub fn validate(&self) -> Result<(), InvalidName> {
         validate_board(&self.board)?;
         validate_row(&self.row)?;
@@ -233,7 +233,7 @@ pub struct Lookup<'a> {
 /// directory, or a `gitdir:` file of a linked worktree) or bare git dir, as git finds it
 /// ([`find_git_dir`]). A git dir without a descriptor
 /// defers to its superproject's (a submodule's git dir is `<super git dir>/modules/<name>`:
-/// DESIGN.md, "Descriptor resolution"), and the walk goes on past a repository with none
+/// ARCHITECTURE.md, "Descriptor resolution"), and the walk goes on past a repository with none
 /// to the worktrees around it. Never blocks on a FIFO, never reads more than 64 KiB + 1
 /// bytes.
 pub fn resolve(lookup: &Lookup) -> Resolution {

@@ -1,4 +1,4 @@
-//! The refusal ledger, `$ROW_FENCE_HOME/refusals.jsonl` (DESIGN.md, "The daemon"): one JSON
+//! The refusal ledger, `$ROW_FENCE_HOME/refusals.jsonl` (ARCHITECTURE.md, "The daemon"): one JSON
 //! line per REFUSED or COULD NOT READ, filed under the caller's session, lane, row, cwd and
 //! action. The daemon records what it decides; the asker what it decides itself. One
 //! `write` per line on an `O_APPEND` file, so concurrent writers never interleave within

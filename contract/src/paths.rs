@@ -1,7 +1,7 @@
 //! Where row-fence keeps its files, shared by every binary so they agree on every path:
 //! `$ROW_FENCE_HOME` (default `~/.row-fence`) holds `sock`, `heartbeat`, `refusals.jsonl`,
 //! `registry/` and `store/`. Also the socket checks both sides make: the platform's path
-//! limit and a socket directory we can trust (DESIGN.md, "The daemon").
+//! limit and a socket directory we can trust (ARCHITECTURE.md, "The daemon").
 
 use std::fmt;
 use std::os::unix::fs::MetadataExt;

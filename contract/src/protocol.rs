@@ -1,4 +1,4 @@
-//! The wire protocol between the asker and the daemon (DESIGN.md, "Wire protocol"): one
+//! The wire protocol between the asker and the daemon (ARCHITECTURE.md, "Wire protocol"): one
 //! request and one answer per connection over a Unix stream socket, each a single line of
 //! JSON ending in `\n`, at most 64 KiB, every message carrying `"v":1`. Both programs use
 //! these types, so there is one spelling of every message.
@@ -41,7 +41,7 @@ pub enum Op {
 /// never reads or changes its own environment or working directory for a caller).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Ask {
-    /// The asker's code stamp (DESIGN.md, "Code stamp").
+    /// The asker's code stamp (ARCHITECTURE.md, "Code stamp").
     pub stamp: String,
     /// Milliseconds the asker has left; the daemon answers `busy` rather than start work
     /// it cannot finish, and bounds every store call by it.
@@ -151,8 +151,9 @@ impl Answer {
         Answer::verdict(Verdict::CouldNotRead(reason), detail, None)
     }
 
-    /// Reads the verdict back. `None` for anything not in DESIGN.md's table, which the
-    /// asker reports as `protocol_error` (fail closed).
+    /// Reads the verdict back. `None` for anything not in the table of ARCHITECTURE.md,
+    /// "Verdicts and exit codes", which the asker reports as `protocol_error` (fail
+    /// closed).
     pub fn parsed_verdict(&self) -> Option<Verdict> {
         if self.v != PROTOCOL_VERSION {
             return None;

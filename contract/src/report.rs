@@ -1,7 +1,7 @@
 //! How a verdict is shown: the one `row-fence:` line on stderr and the `--json` object on
 //! stdout. The asker and the cold `row-fence check` print through this, so a hook reads
 //! the same lines from either. Writes never fail the process: a closed or full stdout or
-//! stderr does not change the exit code (DESIGN.md, verdicts).
+//! stderr does not change the exit code (ARCHITECTURE.md, "Fail closed").
 
 use crate::descriptor::Descriptor;
 use crate::verdict::Verdict;

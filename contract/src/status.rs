@@ -1,4 +1,4 @@
-//! The daemon's status object, the answer to `{"v":1,"op":"status"}` (DESIGN.md, "Wire
+//! The daemon's status object, the answer to `{"v":1,"op":"status"}` (ARCHITECTURE.md, "Wire
 //! protocol"): what `row-fence status` prints and `--json` shows. The daemon builds it
 //! once and the CLI reads it back as these types, so a field has one spelling.
 
@@ -62,7 +62,7 @@ pub struct Status {
 }
 
 /// What a store's own state and settings say about keeping what it acknowledges
-/// (DESIGN.md, "Acknowledged means durable"), as last checked.
+/// (ARCHITECTURE.md, "Acknowledged means durable"), as last checked.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoreCheck {
     /// `master`, or what `ROLE` said instead; `file` for the file store.
@@ -101,7 +101,7 @@ pub struct Counts {
     pub by_reason: BTreeMap<Reason, u64>,
 }
 
-/// The location fence's state (DESIGN.md, "Location fence"). It never fetches to answer.
+/// The location fence's state (ARCHITECTURE.md, "Location fence"). It never fetches to answer.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LocationStatus {
     /// This daemon's location.

@@ -1,5 +1,5 @@
 //! The four verdicts, their reasons and their exit codes: the product's contract
-//! (DESIGN.md, "The four verdicts and exit codes"). Every reason string is spelled once,
+//! (ARCHITECTURE.md, "Verdicts and exit codes"). Every reason string is spelled once,
 //! here, and used everywhere (asker, daemon, ledger, JSON).
 
 use serde::{Deserialize, Serialize};
@@ -59,7 +59,7 @@ pub mod exit {
 }
 
 /// Why a verdict is not ALLOWED. Refusal reasons mean "the store said no"; the others
-/// mean "we could not find out", which is never "yes" (fail closed: DESIGN.md, verdicts).
+/// mean "we could not find out", which is never "yes" (ARCHITECTURE.md, "Fail closed").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -262,7 +262,7 @@ impl Verdict {
         }
     }
 
-    /// The process exit code for this verdict (DESIGN.md's table).
+    /// The process exit code for this verdict (ARCHITECTURE.md, "Verdicts and exit codes").
     pub fn exit_code(self) -> i32 {
         match self {
             Verdict::Unfenced | Verdict::Allowed => exit::ALLOWED,
@@ -306,9 +306,10 @@ impl Verdict {
         matches!(self, Verdict::Refused(_) | Verdict::CouldNotRead(_))
     }
 
-    /// Rebuilds a verdict from its wire spelling and reason. Any pair that is not in
-    /// DESIGN.md's table (an `allowed` with a reason, a `refused` with a could-not-read
-    /// reason, an unknown spelling) is `None`, which callers treat as `protocol_error`.
+    /// Rebuilds a verdict from its wire spelling and reason. Any pair that is not in the
+    /// table of ARCHITECTURE.md, "Verdicts and exit codes" (an `allowed` with a reason, a
+    /// `refused` with a could-not-read reason, an unknown spelling) is `None`, which
+    /// callers treat as `protocol_error`.
     pub fn from_wire(name: &str, reason: Option<&str>) -> Option<Verdict> {
         let reason = match reason {
             Some(text) => Some(Reason::parse(text)?),
@@ -344,8 +345,9 @@ impl Serialize for Verdict {
 }
 
 impl<'de> Deserialize<'de> for Verdict {
-    /// Accepts the four verdicts of DESIGN.md's table (a record may hold `unfenced`); any
-    /// other pair is an error, so a record never reads back as a verdict it did not hold.
+    /// Accepts the four verdicts of ARCHITECTURE.md, "Verdicts and exit codes" (a record
+    /// may hold `unfenced`); any other pair is an error, so a record never reads back as a
+    /// verdict it did not hold.
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let fields = VerdictFields::deserialize(deserializer)?;
         match (fields.verdict.as_str(), fields.reason) {

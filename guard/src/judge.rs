@@ -1,4 +1,4 @@
-//! From a plan to an exit code (DESIGN.md, the agent guard's policy): resolve the
+//! From a plan to an exit code (ARCHITECTURE.md, "The agent guard's policy"): resolve the
 //! session's binding and every place's descriptor the way the asker does, ask the daemon
 //! about each distinct descriptor (concurrently, under one deadline for the whole hook),
 //! print the asker's lines (`row-fence: asking …`, then one verdict line per ask), record

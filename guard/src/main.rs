@@ -1,6 +1,7 @@
 //! `row-fence-guard`: Claude Code's PreToolUse hook for the Bash tool. Thin: flags, the
-//! hook input read and walked on a thread with a large stack, then `judge`. Exit 0 lets
-//! the command run; every other outcome is exit 2 (see the crate docs and DESIGN.md).
+//! hook input read and walked on a thread with a large stack, then `judge`. Exit 0 lets the
+//! command run; every other outcome is exit 2 (see the crate docs and ARCHITECTURE.md, "The
+//! agent guard's policy").
 
 use row_fence_contract::{paths, report, stdio};
 use row_fence_guard::judge::{self, ALLOW, DENY, Settings};

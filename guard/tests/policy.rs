@@ -195,7 +195,7 @@ fn a_thousand_clauses_are_each_found() {
     assert!(p.unreadable.is_none());
 }
 
-/// Round two of the adversarial pass: new shapes of the kinds. `F` fenced, `O`
+/// Round two of the adversarial pass: new shapes of the kinds found before. `F` fenced, `O`
 /// opaque, `U` unreadable (as in `kinds`), `FO`/`OF` when both are found. Each is denied
 /// for a refused lane; the end-to-end suite runs the git ones against a real remote.
 #[test]

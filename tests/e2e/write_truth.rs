@@ -1,8 +1,8 @@
 //! A write that reports failure wrote nothing; a write that committed reports success
-//! (issue "Store truth", section 2). On Redis every check that can fail runs before a
-//! script's first write; on the file store the rename is the commit point and the log is
-//! brought up to the document; no binary dies on a closed or full stdout or stderr; a raw
-//! batch's claims are checked like `acquire`'s.
+//! (ARCHITECTURE.md, "A failed write wrote nothing"). On Redis every check that can fail
+//! runs before a script's first write; on the file store the rename is the commit point and
+//! the log is brought up to the document; no binary dies on a closed or full stdout or
+//! stderr; a raw batch's claims are checked like `acquire`'s.
 
 use crate::contract::runtime;
 use crate::util::{Home, Ran, Redis, bin, run};

@@ -1,7 +1,7 @@
-//! `row-fence store check | accept-regression`: the store itself (DESIGN.md, "Acknowledged
-//! means durable"). `check` shows what the store's role and settings say about keeping an
-//! acknowledged grant; `accept-regression` is the operator's way past a store that went
-//! back in time (`store_regressed`).
+//! `row-fence store check | accept-regression`: the store itself (ARCHITECTURE.md,
+//! "Acknowledged means durable"). `check` shows what the store's role and settings say
+//! about keeping an acknowledged grant; `accept-regression` is the operator's way past a
+//! store that went back in time (`store_regressed`).
 
 use crate::open::store_for_write;
 use row_fence_contract::descriptor::validate_board;

@@ -1,5 +1,5 @@
 //! The supervised job: renders the launchd user agent and the systemd user unit that run
-//! `row-fence-resident` (DESIGN.md, "Deployment and hooks"). The templates live in
+//! `row-fence-resident` (ARCHITECTURE.md, "Installers"). The templates live in
 //! `deploy/` and are compiled into the binary, so an installed `row-fence` renders without
 //! the source tree. Every value in a template goes through its format's one filter, which
 //! escapes it and refuses what the format cannot carry: `xml` for the plist (XML 1.0

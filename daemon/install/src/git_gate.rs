@@ -1,4 +1,4 @@
-//! Git's transport gate in a repository's config (DESIGN.md, "Deployment and hooks"): the
+//! Git's transport gate in a repository's config (ARCHITECTURE.md, "Git's layer"): the
 //! fence's ssh command (`row-fence-ask --git-ssh`) and its credential helper, placed
 //! first, in a file of their own, `<common git dir>/row-fence.gitconfig`, which the
 //! repository's `config` includes with lines appended at its end ([`crate::gate_lines`]).

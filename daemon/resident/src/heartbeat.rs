@@ -4,7 +4,7 @@
 //! probe that runs the ask itself. A daemon that is up but whose asks fail (store down, a
 //! replica, out of memory, regressed) goes stale. Each beat also re-checks the store's role
 //! and settings; a store that cannot keep an acknowledged write is written into the beat,
-//! and `row-fence health` reports it unhealthy (DESIGN.md, "The daemon").
+//! and `row-fence health` reports it unhealthy (ARCHITECTURE.md, "The daemon").
 
 use row_fence_contract::{Reason, Verdict};
 use row_fence_store::{AskCheck, LeaseStore, StoreCheck};

@@ -1,7 +1,7 @@
 //! The daemon's shared state and what it answers: an ask (stamp check, deadline, one gate
 //! call bounded by it, the ledger), a ping and a status. The server owns the sockets;
 //! this module owns the decisions. It caches the store connection, never a verdict:
-//! every ask reaches the store (DESIGN.md, "The daemon").
+//! every ask reaches the store (ARCHITECTURE.md, "The daemon").
 
 use crate::config::Settings;
 use crate::gate::{self, Gated, Located};

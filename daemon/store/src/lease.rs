@@ -1,7 +1,7 @@
 //! Row leases: acquire (grant or take over), renew, release and list, each one fenced
 //! write on the `claims` section through [`fencing::write`] — one spelling of every write.
 //! A grant's generation is the revision its batch commits at, so generations are unique
-//! and strictly increasing per board (DESIGN.md, vocabulary). Expiry is set with the
+//! and strictly increasing per board (ARCHITECTURE.md, "Vocabulary"). Expiry is set with the
 //! store's clock.
 
 use crate::document::parse_row_lease;

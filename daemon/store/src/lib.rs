@@ -1,4 +1,4 @@
-//! `row-fence-store`: the lease store (DESIGN.md, "The lease store"). One port
+//! `row-fence-store`: the lease store (ARCHITECTURE.md, "The lease store"). One port
 //! ([`LeaseStore`]), several adapters, and the domain every writer goes through: the fenced
 //! write engine, row leases and the controller lease. Every write is a fenced batch; every
 //! ask is judged on the store side with the store's clock. Typed errors only; no command
@@ -239,7 +239,7 @@ impl Keys {
 
 /// What a keyed read asks for: per section, the whole section or some of its keys. A
 /// one-record change on a board of 100,000 records reads a handful of keys, not the
-/// section (issue 13: bytes received per fenced change, flat as boards grow).
+/// section (bytes received per fenced change stay flat as boards grow: `scripts/bench`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReadSet {
     /// Section name → what to load of it.
@@ -455,7 +455,7 @@ impl StoreError {
         )
     }
 
-    /// The COULD NOT READ reason an ask reports for this error (DESIGN.md, verdicts):
+    /// The COULD NOT READ reason an ask reports for this error (ARCHITECTURE.md, "Fail closed"):
     /// `store_unreachable` only for connection failures.
     pub fn ask_reason(&self) -> Reason {
         match self {

@@ -1,4 +1,4 @@
-//! A store that must never go back in time (DESIGN.md, "Acknowledged means durable"):
+//! A store that must never go back in time (ARCHITECTURE.md, "Acknowledged means durable"):
 //! [`Monotonic`] wraps any adapter and refuses what only a store that lost history can
 //! answer. A failover that lost writes, a restart from a stale AOF, an eviction, a file
 //! restored from a backup all look the same from here: numbers that went down.

@@ -1,4 +1,4 @@
-//! The location fence (DESIGN.md, "Location fence"; the location-fencing source), inert
+//! The location fence (ARCHITECTURE.md, "Location fence"; the location-fencing source), inert
 //! unless `ROW_FENCE_LOCATION` is set. When the same boards are worked from more than one
 //! site, a board's tenant may act only from its one active location: an ask is allowed
 //! only when the tenant → location map is fresh, has exactly one row for the board's

@@ -1,4 +1,4 @@
--- The fenced batch (DESIGN.md, "The lease store"; the fencing-records source): the lease
+-- The fenced batch (ARCHITECTURE.md, "The lease store"; the fencing-records source): the lease
 -- fence, the expected revisions, then all writes or none. Redis runs a script atomically
 -- but does not roll one back, so every check that can fail runs before the first write:
 -- the fence, the revisions, the key types, the revision counter, the log stream's room for
