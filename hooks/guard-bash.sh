@@ -10,9 +10,9 @@
 #
 #   NEVER RAN       the guard is missing, not executable, or was killed before it asked:
 #                   exit 2 when this lane visibly has a descriptor (ROW_FENCE_DESCRIPTOR,
-#                   the session's binding, or <git dir>/row-fence.json above the hook's
-#                   cwd); else exit 0 with a loud warning (not row-bound: the instrument is
-#                   broken, which is not the answer "no")
+#                   the session's binding, or a descriptor the asker's walk finds from the
+#                   hook's cwd); else exit 0 with a loud warning (not row-bound: the
+#                   instrument is broken, which is not the answer "no")
 #   CUT OFF MID-ASK the guard died while $ROW_FENCE_HOME/guard/asking.<pid> said it was
 #                   asking: exit 2, "retry"
 #
@@ -27,7 +27,7 @@
 #   ROW_FENCE_BIN_DIR      where row-fence-guard is (before PATH); set by the installer
 #   ROW_FENCE_HOME         bindings, markers, the daemon's socket (default ~/.row-fence)
 #   ROW_FENCE_DESCRIPTOR   an explicit descriptor (the session is row-bound)
-# POSIX sh and the base system's tools only (sed, head, dirname, cat, rm): it runs under
+# POSIX sh and the base system's tools only (sed, head, dirname, tr, rm): it runs under
 # `env -i PATH=/usr/bin:/bin`, on Linux and macOS.
 
 LC_ALL=C
@@ -63,7 +63,48 @@ member() {
   printf '%s' "$input" | sed -n "s/.*\"$1\"[[:space:]]*:[[:space:]]*\"\\([^\"\\\\]*\\)\".*/\\1/p" | head -n 1
 }
 
-# Prints the descriptor a lane in $1 visibly has; fails when there is none.
+# True when $1 looks like a git dir, as git (and the asker) tell one: a HEAD file and an
+# objects directory (a repository) or a commondir file (a linked worktree's git dir).
+is_git_dir() {
+  [ -f "$1/HEAD" ] && { [ -d "$1/objects" ] || [ -f "$1/commondir" ]; }
+}
+
+# Prints the descriptor path of git dir $1 when one is there (any file, a directory, a
+# dangling symlink: a descriptor that cannot be read still binds the lane), else the
+# superproject's when $1 is a submodule's git dir (<super git dir>/modules/<name>, names
+# may hold /), and so on outward; fails when none of them has one.
+in_git_dir() {
+  g=$1
+  n=0
+  while [ "$n" -lt 64 ]; do
+    if [ -e "$g/row-fence.json" ] || [ -h "$g/row-fence.json" ]; then
+      printf '%s\n' "$g/row-fence.json"
+      return 0
+    fi
+    # The nearest ancestor named modules whose parent is a git dir, from the git dir's
+    # physical path (a gitdir: file names it as ../.git/modules/x).
+    a=$(cd "$g" 2>/dev/null && pwd -P) || return 1
+    g=""
+    while [ "$a" != / ] && [ -n "$a" ]; do
+      a=$(dirname "$a")
+      if [ "${a##*/}" = modules ] && is_git_dir "$(dirname "$a")"; then
+        g=$(dirname "$a")
+        break
+      fi
+    done
+    [ -n "$g" ] || return 1
+    n=$((n + 1))
+  done
+  return 1
+}
+
+# Prints the descriptor a lane in $1 visibly has; fails when there is none. The asker's
+# rule (row_fence_contract::descriptor::resolve, which tests/e2e/shim_walk.rs holds this
+# walk to): ROW_FENCE_DESCRIPTOR, else the session's binding, else walking up from $1 to
+# each git dir as git finds it (a .git directory, a .git file's gitdir:, or a bare git
+# dir), whose descriptor (or a superproject's) decides; a repository without one does not
+# stop the walk, which goes on to the worktrees around it. A .git that leads nowhere is
+# printed itself: the lane cannot be told unbound.
 visible_descriptor() {
   if [ -n "${ROW_FENCE_DESCRIPTOR:-}" ]; then
     printf '%s\n' "$ROW_FENCE_DESCRIPTOR"
@@ -75,20 +116,24 @@ visible_descriptor() {
   fi
   d=$1
   while [ -n "$d" ]; do
+    gitdir=""
     if [ -d "$d/.git" ]; then
-      [ -e "$d/.git/row-fence.json" ] || [ -h "$d/.git/row-fence.json" ] || return 1
-      printf '%s\n' "$d/.git/row-fence.json"
-      return 0
-    fi
-    if [ -e "$d/.git" ]; then
-      gitdir=$(sed -n 's/^gitdir:[[:space:]]*//p' "$d/.git" 2>/dev/null | head -n 1)
+      gitdir=$d/.git
+    elif [ -f "$d/.git" ]; then
+      gitdir=$(sed -n 's/^gitdir:[[:space:]]*//p' "$d/.git" 2>/dev/null | head -n 1 | sed 's/[[:space:]]*$//')
       case $gitdir in
-        '') printf '%s\n' "$d/.git"; return 0 ;; # unreadable: cannot tell, so bound
+        '') printf '%s\n' "$d/.git"; return 0 ;; # no gitdir: line: cannot tell, so bound
         /*) ;;
         *) gitdir=$d/$gitdir ;;
       esac
-      [ -e "$gitdir/row-fence.json" ] || [ -h "$gitdir/row-fence.json" ] || return 1
-      printf '%s\n' "$gitdir/row-fence.json"
+      [ -d "$gitdir" ] || { printf '%s\n' "$d/.git"; return 0; } # a broken worktree
+    elif [ -e "$d/.git" ]; then
+      printf '%s\n' "$d/.git" # neither a directory nor a file (a FIFO): never read it
+      return 0
+    elif is_git_dir "$d"; then
+      gitdir=$d
+    fi
+    if [ -n "$gitdir" ] && in_git_dir "$gitdir"; then
       return 0
     fi
     [ "$d" = / ] && return 1

@@ -1,68 +1,19 @@
 //! The asker's whole flow: resolve the descriptor, decide what it can decide itself
 //! (UNFENCED, a missing or unreadable descriptor, a socket it cannot trust), otherwise
 //! print `row-fence: asking …`, ask the daemon within one deadline, check the answer
-//! echoes what was asked, print exactly one verdict line and return the exit code.
-//! Every path that cannot find out ends COULD NOT READ (fail closed: DESIGN.md, verdicts).
+//! echoes what was asked, print exactly one verdict line and return the exit code. The
+//! asking is the contract's one client (`row_fence_contract::client`). Every path that
+//! cannot find out ends COULD NOT READ (ARCHITECTURE.md, "Invariants": fail closed).
 
-use crate::client::{self, ExchangeError};
-use crate::descriptor::{self, Descriptor, Resolution};
-use crate::ledger::{self, DecidedBy, LedgerRecord};
-use crate::paths;
-use crate::protocol::{Ask, Caller, FORWARDED_ENV, Op, PROTOCOL_VERSION, Request};
-use crate::report::{self, Outcome};
-use crate::stamp;
-use crate::verdict::{Reason, Verdict};
+use row_fence_contract::client::{self, Judged, SESSION_ENV};
+use row_fence_contract::descriptor::{self, Descriptor, Resolution};
+use row_fence_contract::ledger::{self, DecidedBy, LedgerRecord};
+use row_fence_contract::paths;
+use row_fence_contract::report::{self, Shown};
+use row_fence_contract::verdict::{Reason, Verdict};
+use row_fence_stamp::BUILD_DIGEST;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-/// Default total deadline for one ask (connect, write and read), in ms.
-pub const DEFAULT_TIMEOUT_MS: u64 = 3000;
-
-/// Environment variable overriding the deadline, in ms.
-pub const TIMEOUT_ENV: &str = "ROW_FENCE_TIMEOUT_MS";
-
-/// Environment variable carrying the caller's session id into the request and ledger.
-pub const SESSION_ENV: &str = "ROW_FENCE_SESSION";
-
-/// A deadline that is not a whole number of milliseconds above 0, with where it came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BadTimeout {
-    /// `--timeout-ms` or `ROW_FENCE_TIMEOUT_MS`.
-    pub source: &'static str,
-    /// The value as given.
-    pub text: String,
-}
-
-impl std::fmt::Display for BadTimeout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} must be a whole number of milliseconds above 0, got {:?}",
-            self.source, self.text
-        )
-    }
-}
-
-impl std::error::Error for BadTimeout {}
-
-/// The deadline from `--timeout-ms` (`flag`), else `ROW_FENCE_TIMEOUT_MS`, else
-/// [`DEFAULT_TIMEOUT_MS`]. The error names the source of a value that is not a whole
-/// number of milliseconds above 0.
-pub fn timeout(flag: Option<String>) -> Result<Duration, BadTimeout> {
-    let (source, text) = match flag {
-        Some(text) => ("--timeout-ms", text),
-        None => match std::env::var(TIMEOUT_ENV) {
-            Ok(text) if !text.is_empty() => (TIMEOUT_ENV, text),
-            _ => ("default", DEFAULT_TIMEOUT_MS.to_string()),
-        },
-    };
-    text.trim()
-        .parse()
-        .ok()
-        .filter(|ms| *ms > 0)
-        .map(Duration::from_millis)
-        .ok_or(BadTimeout { source, text })
-}
 
 /// What one run of the asker is asked to do.
 #[derive(Clone, Debug)]
@@ -143,105 +94,30 @@ impl Asker<'_> {
     }
 
     fn ask(&self, path: &Path, d: Descriptor) -> i32 {
-        let unreadable = |detail: String| {
-            self.decide(
-                Verdict::CouldNotRead(Reason::FenceUnreadable),
-                detail,
-                Some(&d),
-                Some(path),
-            )
+        let prepared = match client::prepare(
+            self.home.as_deref(),
+            self.options.socket.as_deref(),
+            BUILD_DIGEST,
+        ) {
+            Ok(prepared) => prepared,
+            Err(unasked) => return self.judged(unasked.judged(), d, path),
         };
-        let home = match &self.home {
-            Ok(home) => home,
-            Err(e) => return unreadable(format!("cannot find the row-fence home: {e}")),
-        };
-        let socket = paths::socket(self.options.socket.as_deref(), home);
-        if let Err(e) = paths::check_socket_length(&socket) {
-            return unreadable(e.to_string());
-        }
-        if let Err(e) = paths::check_socket_dir(&socket, paths::euid(), true) {
-            return unreadable(format!("refusing to ask: {e}"));
-        }
-        let stamp = match stamp::code_stamp(home) {
-            Ok(stamp) => stamp,
-            Err(e) => return unreadable(e.to_string()),
-        };
-        report::say(&report::asking_line(&socket, &d));
+        report::say(&report::asking_line(&prepared.socket, &d));
         let deadline = self.started + self.options.timeout;
-        let request = Request {
-            v: PROTOCOL_VERSION,
-            op: Op::Ask(Box::new(Ask {
-                stamp,
-                deadline_ms: deadline
-                    .saturating_duration_since(Instant::now())
-                    .as_millis() as u64,
-                descriptor: d.clone(),
-                action: self.options.action.clone(),
-                caller: self.caller(home),
-            })),
-        };
-        match client::exchange(&socket, &request, deadline) {
-            Ok(answer) => match answer.parsed_verdict() {
-                Some(verdict) if answer.answers(&d, verdict) => {
-                    self.finish(verdict, answer.detail, Some(d))
-                }
-                Some(_) => self.decide(
-                    Verdict::CouldNotRead(Reason::ProtocolError),
-                    format!(
-                        "the daemon judged {}/{} as {} at generation {}, not what was asked",
-                        answer.board.as_deref().unwrap_or("?"),
-                        answer.row.as_deref().unwrap_or("?"),
-                        answer.lane.as_deref().unwrap_or("?"),
-                        answer.generation.map_or("?".into(), |g| g.to_string())
-                    ),
-                    Some(&d),
-                    Some(path),
-                ),
-                None => self.decide(
-                    Verdict::CouldNotRead(Reason::ProtocolError),
-                    format!(
-                        "the daemon's answer is not a verdict (verdict {:?}, reason {:?})",
-                        answer.verdict, answer.reason
-                    ),
-                    Some(&d),
-                    Some(path),
-                ),
-            },
-            Err(ExchangeError::Timeout) => self.decide(
-                Verdict::CouldNotRead(Reason::Timeout),
-                format!(
-                    "no verdict from {} within {} ms",
-                    socket.display(),
-                    self.options.timeout.as_millis()
-                ),
-                Some(&d),
-                Some(path),
-            ),
-            Err(ExchangeError::Unreachable(detail)) => self.decide(
-                Verdict::CouldNotRead(Reason::FenceUnreadable),
-                detail,
-                Some(&d),
-                Some(path),
-            ),
-            Err(ExchangeError::Protocol(detail)) => self.decide(
-                Verdict::CouldNotRead(Reason::ProtocolError),
-                detail,
-                Some(&d),
-                Some(path),
-            ),
-        }
+        let caller = prepared.caller_from_env(self.cwd.as_deref());
+        let request = prepared.request(&d, &self.options.action, caller, deadline);
+        let exchanged = client::exchange(&prepared.socket, &request, deadline);
+        let judged =
+            client::verdict_of(&d, &prepared.socket, self.options.timeout, Some(exchanged));
+        self.judged(judged, d, path)
     }
 
-    fn caller(&self, home: &Path) -> Caller {
-        Caller {
-            session: self.session.clone(),
-            cwd: self.cwd.as_ref().map(|c| c.display().to_string()),
-            env: FORWARDED_ENV
-                .iter()
-                .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
-                .collect(),
-            build: Some(stamp::BUILD_DIGEST.to_string()),
-            home: Some(home.display().to_string()),
+    /// Prints what the ask came to; records it first when the asker decided it.
+    fn judged(&self, judged: Judged, d: Descriptor, path: &Path) -> i32 {
+        if judged.by_daemon {
+            self.finish(judged.verdict, judged.detail, Some(d))
+        } else {
+            self.decide(judged.verdict, judged.detail, Some(&d), Some(path))
         }
     }
 
@@ -272,7 +148,7 @@ impl Asker<'_> {
     }
 
     fn finish(&self, verdict: Verdict, detail: String, descriptor: Option<Descriptor>) -> i32 {
-        let outcome = Outcome {
+        let outcome = Shown {
             verdict,
             detail,
             descriptor,

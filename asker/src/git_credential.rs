@@ -8,8 +8,8 @@
 //! installer wraps the command in `|| echo quit=1`, so a helper that cannot run at all
 //! stops git too.
 
-use crate::exit;
 use crate::transport::{self, GateUsage};
+use row_fence_contract::exit;
 use std::ffi::OsString;
 use std::io::{Read, Write};
 

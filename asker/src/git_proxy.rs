@@ -6,9 +6,9 @@
 //! asks the fence first. Then the proxy connects to HOST:PORT, replays that first line and
 //! relays both ways until either side is done.
 
-use crate::exit;
-use crate::report;
 use crate::transport::{self, GateUsage};
+use row_fence_contract::exit;
+use row_fence_contract::report;
 use std::ffi::OsString;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};

@@ -6,9 +6,9 @@
 //! command we cannot read) asks the fence first. Then it execs the ssh the repository had:
 //! `--then COMMAND` as git would run it, else `$GIT_SSH`, else `ssh`.
 
-use crate::exit;
-use crate::report;
 use crate::transport;
+use row_fence_contract::exit;
+use row_fence_contract::report;
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::process::Command;

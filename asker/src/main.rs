@@ -1,9 +1,29 @@
 //! `row-fence-ask`: asks the resident daemon whether this lane still holds its board row.
-//! Thin: parses flags, then `ask::run`; or, as git's transport gate, hands its arguments to
-//! `git_ssh` or `git_credential`. See the crate docs and DESIGN.md for the contract.
+//!
+//! It runs once per fenced write (a `git push`, a pull request): it reads the lane's
+//! descriptor itself, asks the resident daemon over a Unix socket whether the lane still
+//! holds its board row, prints exactly one verdict line and exits 0 (ALLOWED or UNFENCED),
+//! 3 (REFUSED) or 1 (COULD NOT READ). It fails closed: "I could not find out" is never
+//! "yes". The contract it speaks (protocol, descriptor, verdicts, paths, the stamp) is the
+//! `row-fence-contract` crate; this crate is the program and git's transport gate.
+//!
+//! # Layout
+//!
+//! - this file: flags, then [`ask::run`], or one of the gate's modes.
+//! - [`ask`]: the asker's flow, from descriptor to exit code.
+//! - [`transport`], [`git_ssh`], [`git_credential`], [`git_proxy`]: git's transport gate,
+//!   the asker's modes git runs itself as its ssh command, its first credential helper
+//!   and its `git://` proxy.
 
-use row_fence_ask::ask::{self, Options};
-use row_fence_ask::{exit, git_credential, git_proxy, git_ssh, paths, report, stamp, stdio};
+mod ask;
+mod git_credential;
+mod git_proxy;
+mod git_ssh;
+mod transport;
+
+use ask::Options;
+use row_fence_contract::{client, exit, paths, report, stamp, stdio};
+use row_fence_stamp::{BUILD_DIGEST, VERSION};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -46,9 +66,9 @@ enum Usage {
     NoDescriptorPath,
     /// A text flag's value that is not UTF-8.
     NotUtf8(OsString),
-    /// A deadline that is not a whole number of milliseconds above 0 (`ask::timeout`'s
+    /// A deadline that is not a whole number of milliseconds above 0 (`client::timeout`'s
     /// sentence).
-    Timeout(ask::BadTimeout),
+    Timeout(client::BadTimeout),
 }
 
 impl std::fmt::Display for Usage {
@@ -86,11 +106,7 @@ fn asker(args: Vec<OsString>) -> i32 {
         Ok(Mode::Ask(options)) => ask::run(&options),
         Ok(Mode::PrintStamp(home)) => print_stamp(home),
         Ok(Mode::Version) => {
-            println_quiet(&format!(
-                "row-fence-ask {} (build {})",
-                env!("CARGO_PKG_VERSION"),
-                &stamp::BUILD_DIGEST[..12]
-            ));
+            println_quiet(&format!("row-fence-ask {VERSION}"));
             exit::ALLOWED
         }
         Ok(Mode::Help) => {
@@ -114,7 +130,7 @@ fn print_stamp(home: Option<PathBuf>) -> i32 {
         report::say(&format!("row-fence-ask: {e}"));
         exit::COULD_NOT_READ
     };
-    match paths::home(home.as_deref()).map(|home| stamp::code_stamp(&home)) {
+    match paths::home(home.as_deref()).map(|home| stamp::code_stamp(&home, BUILD_DIGEST)) {
         Ok(Ok(stamp)) => {
             println_quiet(&stamp);
             exit::ALLOWED
@@ -171,7 +187,7 @@ fn parse_args(args: Vec<OsString>) -> Result<Mode, Usage> {
     if print_stamp {
         return Ok(Mode::PrintStamp(options.home));
     }
-    options.timeout = ask::timeout(timeout_ms).map_err(Usage::Timeout)?;
+    options.timeout = client::timeout(timeout_ms).map_err(Usage::Timeout)?;
     Ok(Mode::Ask(options))
 }
 

@@ -1,4 +1,4 @@
-//! Git's transport gate, what its two modes share (DESIGN.md, "Deployment and hooks"). Git
+//! Git's transport gate, what its two modes share (ARCHITECTURE.md, "Git's layer"). Git
 //! runs `row-fence-ask --git-ssh` as its `core.sshCommand` and `row-fence-ask
 //! --git-credential` as its first credential helper whatever started the push and whatever
 //! hooks it skipped (`--no-verify`, `git send-pack`, a script). Both ask through the
@@ -13,15 +13,12 @@
 //! NOT READ, never UNFENCED.
 
 use crate::ask::{self, Options};
-use crate::descriptor::{self, DESCRIPTOR_ENV, GIT_DIR_ENV, Resolution};
-use crate::git_layout;
+use row_fence_contract::client;
+use row_fence_contract::descriptor::{self, DESCRIPTOR_ENV, GIT_DIR_ENV, Resolution};
+use row_fence_contract::git_layout::{self, INCLUDE_FILE};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-
-/// The file, in a repository's common git dir, that holds the gate's settings; the
-/// repository's config includes it (`row-fence install git-hook` writes both).
-pub const INCLUDE_FILE: &str = "row-fence.gitconfig";
 
 /// The gate's own flags, which come before git's arguments.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -124,11 +121,11 @@ impl Gate {
     /// `ROW_FENCE_TIMEOUT_MS` is a usage error (exit 2), which stops git too.
     pub fn ask(&self, action: String) -> i32 {
         let started = Instant::now();
-        let timeout = match ask::timeout(None) {
+        let timeout = match client::timeout(None) {
             Ok(timeout) => timeout,
             Err(e) => {
-                crate::report::say(&format!("row-fence-ask: error: {e}"));
-                return crate::exit::USAGE;
+                row_fence_contract::report::say(&format!("row-fence-ask: error: {e}"));
+                return row_fence_contract::exit::USAGE;
             }
         };
         let options = Options {

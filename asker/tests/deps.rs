@@ -1,6 +1,6 @@
-//! The asker must start in about a millisecond: its normal dependency tree is std,
-//! serde/serde_json, sha2 and lexopt, and it never links an async runtime or a Redis
-//! client.
+//! The asker must start in about a millisecond: its normal dependency tree is the
+//! contract (std, serde/serde_json, sha2, nix), the build digest and lexopt, and it never
+//! links an async runtime or a Redis client.
 
 use std::process::Command;
 
@@ -38,7 +38,15 @@ fn the_asker_links_no_tokio_and_no_redis() {
             "row-fence-ask links {banned}:\n{tree}"
         );
     }
-    for expected in ["row-fence-ask", "serde", "serde_json", "sha2", "lexopt"] {
+    for expected in [
+        "row-fence-ask",
+        "row-fence-contract",
+        "row-fence-stamp",
+        "serde",
+        "serde_json",
+        "sha2",
+        "lexopt",
+    ] {
         assert!(
             crates.contains(&expected),
             "{expected} missing from:\n{tree}"

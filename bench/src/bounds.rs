@@ -103,7 +103,7 @@ fn distance(r: &Results) -> Option<String> {
              ms over TLS on loopback, {py:.0} ms over TLS + 5 ms (≈ {:.1} round trips for its \
              connect, handshake and commands); ÷ {warm:.1} ms is {:.1}×: no warm ask that \
              crosses a {rtt:.0} ms link once can be 30× faster than a client whose start is \
-             {py_local:.0} ms (why issue 13 dropped that target).",
+             {py_local:.0} ms (why that target was dropped).",
             (py - py_near) / rtt,
             py / warm
         ));

@@ -4,7 +4,7 @@
 //!
 //! To add a case: give it a variant here (with [`Status::Planned`] until it is built),
 //! measure it in its own module, call that from [`crate::run`], and give it a table in
-//! [`crate::report`]. [`Case::BytesPerChange`] and [`Case::FencedBatchRate`] (issue 3)
+//! [`crate::report`]. [`Case::BytesPerChange`] and [`Case::FencedBatchRate`]
 //! are measured by [`crate::records`].
 
 /// One case of the benchmark.
@@ -53,10 +53,10 @@ pub enum Case {
 pub enum Status {
     /// Measured; its figures are in the report.
     Measured,
-    /// Named by an issue, not built yet.
+    /// Named among the cases, not built yet.
     Planned {
-        /// The issue that adds it.
-        issue: u32,
+        /// What will measure it, e.g. `the etcd store`.
+        by: &'static str,
     },
 }
 
@@ -123,7 +123,7 @@ impl Case {
 
     /// Whether this build measures it.
     pub fn status(self) -> Status {
-        // Every case the issues name is built; `Planned` is for the next one.
+        // Every case named is built; `Planned` is for the next one.
         match self {
             Case::Floor
             | Case::Warm

@@ -1,4 +1,4 @@
-//! A lease service's own client, cold, for comparison (issue 13): what a user might pick
+//! A lease service's own client, cold, for comparison: what a user might pick
 //! instead of a fence daemon. A private single-member `etcd` in the run's temp dir on two
 //! free loopback ports (client and peer), holding one key shaped like a row lease; each
 //! sample is `etcdctl get` of that key, a new process connecting per sample, as

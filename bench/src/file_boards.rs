@@ -1,4 +1,4 @@
-//! The file store as boards grow (issue 13): the daemon's ask p50 on boards of 10, 1,000
+//! The file store as boards grow: the daemon's ask p50 on boards of 10, 1,000
 //! and 10,000 rows, each board a document of its own in one `file:DIR` store served by
 //! one daemon. The boards are filled in process through the store crate's own
 //! `fenced_batch` (other lanes' row leases), then the lane's row is granted through the

@@ -5,9 +5,9 @@
 //! so nothing leaks in from the caller's shell.
 
 use crate::children::Owned;
-use row_fence_ask::Descriptor;
-use row_fence_ask::client;
-use row_fence_ask::protocol::{Ask, Caller, Op, PROTOCOL_VERSION, Request};
+use row_fence_contract::Descriptor;
+use row_fence_contract::client;
+use row_fence_contract::protocol::{Ask, Caller, Op, PROTOCOL_VERSION, Request};
 use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -308,13 +308,13 @@ pub fn guard_hook(
 pub fn ask_line(
     bins: &Binaries,
     home: &Path,
-    descriptor: &row_fence_ask::Descriptor,
+    descriptor: &row_fence_contract::Descriptor,
 ) -> Result<Vec<u8>, String> {
     let request = Request {
         v: PROTOCOL_VERSION,
         op: Op::Ask(Box::new(Ask {
             stamp: stamp(bins, home)?,
-            deadline_ms: row_fence_ask::ask::DEFAULT_TIMEOUT_MS,
+            deadline_ms: row_fence_contract::client::DEFAULT_TIMEOUT_MS,
             descriptor: descriptor.clone(),
             action: ACTION.into(),
             caller: Caller::default(),

@@ -1,4 +1,4 @@
-//! The row fence's benchmark (issue 6): the warm ask (`row-fence-ask` → daemon → Redis)
+//! The row fence's benchmark: the warm ask (`row-fence-ask` → daemon → Redis)
 //! side by side with the physical floor and the cold paths it replaces, on this machine,
 //! in one run, under CPU oversubscription, over TLS and over distance.
 //!
@@ -12,7 +12,7 @@
 //! # Layout
 //!
 //! - [`options`]: flags and the sample plan of each profile (full, `--quick`, `--smoke`).
-//! - [`cases`]: the case list: every case the issue names, and those planned for later.
+//! - [`cases`]: the case list: every case measured, and those planned for later.
 //! - [`run`]: the phases, in order: set up, measure, stop.
 //! - [`clients`]: the command one latency sample spawns, per client and route.
 //! - [`sample`]: one timed spawn: wall time, exit code, max RSS.
@@ -38,7 +38,7 @@
 //! - [`profile`]: the daemon's CPU profile (`perf`), summarised by kind of work.
 //! - [`rss`]: resident memory of a process, from `/proc`.
 //! - [`machine`]: the machine and the versions under test.
-//! - [`targets`]: the issue's targets, judged against the measured figures.
+//! - [`targets`]: the targets, judged against the measured figures.
 //! - [`bounds`]: for each missed target, what bounds it, in the run's own figures.
 //! - [`plots`]: the report's SVG pictures (latency per phase, cost vs board size).
 //! - [`report`]: the Markdown report.

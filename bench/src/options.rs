@@ -126,7 +126,7 @@ impl Plan {
         profile_for: Duration::from_secs(10),
     };
 
-    /// `--quick`: under 2 minutes; the 500 warm asks and 500 `/bin/true` of issue 2.
+    /// `--quick`: under 2 minutes; the 500 warm asks and 500 `/bin/true` of the first benchmark.
     pub const QUICK: Plan = Plan {
         name: "quick",
         local: [500, 500, 500, 500, 200, 200, 30, 200, 300, 300, 300, 300],

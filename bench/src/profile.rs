@@ -1,4 +1,4 @@
-//! A CPU profile of the daemon's ask path (issue 13): `perf record -g` on the daemon's
+//! A CPU profile of the daemon's ask path: `perf record -g` on the daemon's
 //! pid while one in-process client asks back to back, then `perf report --stdio` by
 //! shared object and symbol (self time), summarised into groups (tokio scheduling, JSON,
 //! tracing, the ledger, the Redis client, the kernel's syscalls and scheduling…) and the

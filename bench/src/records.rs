@@ -1,9 +1,9 @@
-//! The fencing-records cases (issue 3), measured in process through the daemon crate's
+//! The fencing-records cases, measured in process through the daemon crate's
 //! own library, against a redis-server of their own (so nothing else's traffic counts):
 //!
 //! - bytes sent to (and received from) Redis for one single-record change through
 //!   `fencing::write`, on the records layout at boards of 100, 5,000 and 100,000 records
-//!   (issue 13: flat as boards grow), and on the document layout at 5,000 (the source
+//!   (flat as boards grow), and on the document layout at 5,000 (the source
 //!   measured 2,013,213 vs 6,758 bytes on a large swarm), read from the server's own
 //!   `total_net_input_bytes` / `total_net_output_bytes`;
 //! - fenced batches per second with 1 and 16 writers (each its own connection, each on

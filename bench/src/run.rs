@@ -330,7 +330,7 @@ impl Runner {
         bins: &Binaries,
         redis: &RedisServer,
         daemon: &Daemon,
-        descriptor: &row_fence_ask::Descriptor,
+        descriptor: &row_fence_contract::Descriptor,
         work: &Path,
     ) -> Result<(), String> {
         if let Err(why) = crate::profile::available() {
@@ -445,7 +445,7 @@ impl Runner {
         bins: &Binaries,
         redis: &RedisServer,
         daemon: &mut Daemon,
-        descriptor: &row_fence_ask::Descriptor,
+        descriptor: &row_fence_contract::Descriptor,
         work: &Path,
     ) -> Result<(), String> {
         let plan = self.results.plan;

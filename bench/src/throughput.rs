@@ -8,7 +8,7 @@
 
 use crate::rss;
 use crate::stats::Summary;
-use row_fence_ask::client::{self, ExchangeError};
+use row_fence_contract::client::{self, ExchangeError};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -96,7 +96,7 @@ pub fn asks_per_second(
 }
 
 /// One ask on a new connection, through the asker's own exchange
-/// (`row_fence_ask::client::exchange_line`: the same connect, send and wait): `Ok(true)`
+/// (`row_fence_contract::client::exchange_line`: the same connect, send and wait): `Ok(true)`
 /// when answered ALLOWED.
 pub fn ask_once(socket: &Path, request: &[u8]) -> Result<bool, ExchangeError> {
     let answer = client::exchange_line(socket, request, Instant::now() + Duration::from_secs(10))?;

@@ -138,7 +138,7 @@ pub fn bind(home: &Path, binding: &Binding) -> Result<Binding, BindingError> {
     let temp = dir.join(format!(
         ".{}.{}.tmp",
         std::process::id(),
-        row_fence_ask::ledger::now_ms()
+        row_fence_contract::ledger::now_ms()
     ));
     let mut file = OpenOptions::new()
         .write(true)

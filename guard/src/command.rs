@@ -1,5 +1,5 @@
 //! One simple command, its words already read: what it does, as far as the fence cares
-//! (DESIGN.md, the agent guard's policy). Finds the program the command word runs
+//! (ARCHITECTURE.md, "The agent guard's policy"). Finds the program the command word runs
 //! ([`crate::lookup`]), then dispatches to the shell's own commands
 //! ([`crate::builtins`]), git ([`crate::git`]), gh ([`crate::gh`]), row-fence
 //! ([`crate::row_fence`]), and the wrappers and interpreters ([`crate::programs`]).

@@ -1,7 +1,7 @@
 //! What the guard found in a command: each *fenced write* and each *opaque* command, with
-//! every place it could run (DESIGN.md, "Deployment and hooks"; the policy of the agent
-//! guard). The walk ([`crate::walk`]) produces these; the judge ([`crate::judge`]) asks the
-//! fence about them.
+//! every place it could run (ARCHITECTURE.md, "The agent guard's policy"). The walk
+//! ([`crate::walk`]) produces these; the judge ([`crate::judge`]) asks the fence about
+//! them.
 
 use std::path::PathBuf;
 
@@ -37,7 +37,7 @@ impl std::fmt::Display for Dir {
 
 /// Where one command would run: its working directory and, when the text names one
 /// (`git --git-dir`, `GIT_DIR=`), its git dir, which decides the descriptor as it does for
-/// the asker (DESIGN.md, "Descriptor resolution").
+/// the asker (ARCHITECTURE.md, "Descriptor resolution").
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Place {
     /// The working directory.

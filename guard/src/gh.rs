@@ -1,5 +1,5 @@
-//! `gh …`: every command is a fenced write except a read-only allowlist (DESIGN.md, the
-//! agent guard's policy): `view`, `list`, `status`, `diff`, `checks` of any group,
+//! `gh …`: every command is a fenced write except a read-only allowlist (ARCHITECTURE.md,
+//! "The agent guard's policy"): `view`, `list`, `status`, `diff`, `checks` of any group,
 //! `search`, `status`, `auth status`, `api` with GET and no body fields, help and version.
 
 use crate::effect::{Ctx, Effect};

@@ -1,7 +1,7 @@
 //! `git …`: where it runs (`-C` chains, each relative to the last; `--git-dir`), and
 //! whether it is a fenced write (push and its plumbing), opaque (an alias, a config
 //! override that runs code or disables a hook, `rebase --exec`, a subcommand git does not
-//! ship), or ordinary (DESIGN.md, the agent guard's policy).
+//! ship), or ordinary (ARCHITECTURE.md, "The agent guard's policy").
 
 use crate::effect::{Ctx, Effect};
 use crate::finding::Dir;

@@ -4,8 +4,8 @@
 //! commands escape to the shell (`sqlite3 '.shell …'`, `psql -c '\! …'`); and line
 //! editors that read their commands (`!cmd` among them) from stdin. The command is read
 //! as shell code where it is a literal (so `tar -I 'zstd -19'` stays ordinary); otherwise
-//! the program is opaque (DESIGN.md, the agent guard's policy: a wrapper whose inner
-//! command the text does not show).
+//! the program is opaque: a wrapper whose inner command the text does not show
+//! (ARCHITECTURE.md, "The agent guard's policy").
 
 use crate::effect::{Ctx, Effect};
 use crate::words::Value;

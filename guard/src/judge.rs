@@ -1,4 +1,4 @@
-//! From a plan to an exit code (DESIGN.md, the agent guard's policy): resolve the
+//! From a plan to an exit code (ARCHITECTURE.md, "The agent guard's policy"): resolve the
 //! session's binding and every place's descriptor the way the asker does, ask the daemon
 //! about each distinct descriptor (concurrently, under one deadline for the whole hook),
 //! print the asker's lines (`row-fence: asking …`, then one verdict line per ask), record
@@ -9,13 +9,13 @@ use crate::binding::{self, Binding};
 use crate::finding::{Dir, Kind, Place};
 use crate::input::Hook;
 use crate::walk::Plan;
-use row_fence_ask::client::{self, ExchangeError};
-use row_fence_ask::descriptor::{self, Descriptor, Lookup, Resolution};
-use row_fence_ask::ledger::{self, DecidedBy, LedgerRecord};
-use row_fence_ask::protocol::{Answer, Ask, Caller, FORWARDED_ENV, Op, PROTOCOL_VERSION, Request};
-use row_fence_ask::report::{self, Outcome};
-use row_fence_ask::verdict::{Reason, Verdict};
-use row_fence_ask::{paths, stamp};
+use row_fence_contract::client::{self, ExchangeError, Prepared};
+use row_fence_contract::descriptor::{self, Descriptor, Lookup, Resolution};
+use row_fence_contract::ledger::{self, DecidedBy, LedgerRecord};
+use row_fence_contract::paths;
+use row_fence_contract::protocol::{Answer, Request};
+use row_fence_contract::report::{self, Shown};
+use row_fence_contract::verdict::{Reason, Verdict};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -51,6 +51,9 @@ pub struct Settings {
     pub started: Instant,
     /// The whole hook's deadline.
     pub deadline: Instant,
+    /// The guard binary's build digest (`row_fence_stamp::BUILD_DIGEST`), the build half
+    /// of the code stamp it asks with.
+    pub build: &'static str,
 }
 
 /// One distinct descriptor to ask about.
@@ -370,18 +373,24 @@ impl Judge<'_> {
         }
         let asks: Vec<(PathBuf, AskItem)> = std::mem::take(&mut self.asks).into_iter().collect();
         let action_of = |item: &AskItem| crate::finding::short(&item.actions.join("; "));
-        let setup = self.setup();
-        let (socket, stamp) = match setup {
-            Ok(pair) => pair,
+        let prepared = match client::prepare(
+            self.settings.home.as_deref(),
+            self.settings.socket.as_deref(),
+            self.settings.build,
+        ) {
+            Ok(prepared) => prepared,
             Err(unasked) => {
-                let detail = unasked.to_string();
+                let judged = unasked.judged();
                 let mut denied = Vec::new();
                 for (path, item) in &asks {
-                    let verdict = Verdict::CouldNotRead(Reason::FenceUnreadable);
-                    self.print(verdict, &detail, Some(item.descriptor.clone()));
+                    self.print(
+                        judged.verdict,
+                        &judged.detail,
+                        Some(item.descriptor.clone()),
+                    );
                     self.record(
-                        verdict,
-                        &detail,
+                        judged.verdict,
+                        &judged.detail,
                         Some(&item.descriptor),
                         Some(path),
                         &action_of(item),
@@ -395,61 +404,32 @@ impl Judge<'_> {
         let answers = if asks.len() == 1 {
             // One ask: no thread to hand over to (the exchange keeps its own deadline).
             let (_, item) = &asks[0];
-            report::say(&report::asking_line(&socket, &item.descriptor));
-            let request = self.request(&stamp, item, &action_of(item));
+            report::say(&report::asking_line(&prepared.socket, &item.descriptor));
+            let request = self.request(&prepared, item, &action_of(item));
             vec![Some(client::exchange(
-                &socket,
+                &prepared.socket,
                 &request,
                 self.settings.deadline,
             ))]
         } else {
-            self.ask_concurrently(&asks, &socket, &stamp)
+            self.ask_concurrently(&asks, &prepared)
         };
+        let within = self
+            .settings
+            .deadline
+            .saturating_duration_since(self.settings.started);
         let mut denied = Vec::new();
         let mut cut_off = false;
-        for ((path, item), answer) in asks.iter().zip(answers) {
+        for ((path, item), exchanged) in asks.iter().zip(answers) {
             let action = action_of(item);
             let d = &item.descriptor;
-            let (verdict, detail, by_guard) = match answer {
-                None | Some(Err(ExchangeError::Timeout)) => {
-                    cut_off = true;
-                    (
-                        Verdict::CouldNotRead(Reason::Timeout),
-                        format!(
-                            "no verdict from {} before the hook's deadline",
-                            socket.display()
-                        ),
-                        true,
-                    )
-                }
-                Some(Err(ExchangeError::Unreachable(detail))) => {
-                    (Verdict::CouldNotRead(Reason::FenceUnreadable), detail, true)
-                }
-                Some(Err(ExchangeError::Protocol(detail))) => {
-                    (Verdict::CouldNotRead(Reason::ProtocolError), detail, true)
-                }
-                Some(Ok(answer)) => match answer.parsed_verdict() {
-                    Some(v) if answer.answers(d, v) => (v, answer.detail, false),
-                    Some(_) => (
-                        Verdict::CouldNotRead(Reason::ProtocolError),
-                        "the daemon judged another descriptor than the one asked".into(),
-                        true,
-                    ),
-                    None => (
-                        Verdict::CouldNotRead(Reason::ProtocolError),
-                        format!(
-                            "the daemon's answer is not a verdict (verdict {:?}, reason {:?})",
-                            answer.verdict, answer.reason
-                        ),
-                        true,
-                    ),
-                },
-            };
-            self.print(verdict, &detail, Some(d.clone()));
-            if by_guard {
-                self.record(verdict, &detail, Some(d), Some(path), &action);
+            cut_off |= matches!(exchanged, None | Some(Err(ExchangeError::Timeout)));
+            let judged = client::verdict_of(d, &prepared.socket, within, exchanged);
+            self.print(judged.verdict, &judged.detail, Some(d.clone()));
+            if !judged.by_daemon {
+                self.record(judged.verdict, &judged.detail, Some(d), Some(path), &action);
             }
-            if verdict != Verdict::Allowed {
+            if judged.verdict != Verdict::Allowed {
                 denied.push(action);
             }
         }
@@ -467,16 +447,15 @@ impl Judge<'_> {
     fn ask_concurrently(
         &self,
         asks: &[(PathBuf, AskItem)],
-        socket: &Path,
-        stamp: &str,
+        prepared: &Prepared,
     ) -> Vec<Option<Result<Answer, ExchangeError>>> {
         let action_of = |item: &AskItem| crate::finding::short(&item.actions.join("; "));
         let (tx, rx) = mpsc::channel();
         for (k, (_, item)) in asks.iter().enumerate() {
-            report::say(&report::asking_line(socket, &item.descriptor));
-            let request = self.request(stamp, item, &action_of(item));
+            report::say(&report::asking_line(&prepared.socket, &item.descriptor));
+            let request = self.request(prepared, item, &action_of(item));
             let tx = tx.clone();
-            let socket = socket.to_path_buf();
+            let socket = prepared.socket.clone();
             let deadline = self.settings.deadline;
             std::thread::spawn(move || {
                 let _ = tx.send((k, client::exchange(&socket, &request, deadline)));
@@ -502,54 +481,14 @@ impl Judge<'_> {
         answers
     }
 
-    /// The socket and the code stamp, checked as the asker checks them.
-    fn setup(&self) -> Result<(PathBuf, String), Unasked> {
-        let home = self
-            .settings
-            .home
-            .as_ref()
-            .map_err(|e| Unasked::NoHome(e.to_string()))?;
-        let socket = paths::socket(self.settings.socket.as_deref(), home);
-        paths::check_socket_length(&socket).map_err(Unasked::SocketPath)?;
-        paths::check_socket_dir(&socket, paths::euid(), true).map_err(Unasked::Untrusted)?;
-        let stamp = stamp::code_stamp(home)?;
-        Ok((socket, stamp))
-    }
-
-    fn request(&self, stamp: &str, item: &AskItem, action: &str) -> Request {
-        let session = self.hook.session.clone();
-        Request {
-            v: PROTOCOL_VERSION,
-            op: Op::Ask(Box::new(Ask {
-                stamp: stamp.to_string(),
-                deadline_ms: self
-                    .settings
-                    .deadline
-                    .saturating_duration_since(Instant::now())
-                    .as_millis() as u64,
-                descriptor: item.descriptor.clone(),
-                action: action.to_string(),
-                caller: Caller {
-                    session: session.clone(),
-                    cwd: Some(item.cwd.display().to_string()),
-                    env: session
-                        .into_iter()
-                        .map(|s| (FORWARDED_ENV[0].to_string(), s))
-                        .collect(),
-                    build: Some(stamp::BUILD_DIGEST.to_string()),
-                    home: self
-                        .settings
-                        .home
-                        .as_ref()
-                        .ok()
-                        .map(|h| h.display().to_string()),
-                },
-            })),
-        }
+    /// The ask about `item`, for the session the hook input names.
+    fn request(&self, prepared: &Prepared, item: &AskItem, action: &str) -> Request {
+        let caller = prepared.caller_for_session(self.hook.session.as_deref(), &item.cwd);
+        prepared.request(&item.descriptor, action, caller, self.settings.deadline)
     }
 
     fn print(&self, verdict: Verdict, detail: &str, descriptor: Option<Descriptor>) {
-        let outcome = Outcome {
+        let outcome = Shown {
             verdict,
             detail: detail.to_string(),
             descriptor,
@@ -597,24 +536,6 @@ fn resolve(cwd: &Path, git_dir: Option<&str>) -> Resolution {
 /// (deny, retry) instead of NEVER RAN.
 pub struct Marker {
     path: Option<PathBuf>,
-}
-
-/// Why the guard cannot ask the daemon at all (every ask is COULD NOT READ), as the
-/// asker says it.
-#[derive(Debug, thiserror::Error)]
-enum Unasked {
-    /// No home: neither `ROW_FENCE_HOME` nor `HOME` is set.
-    #[error("cannot find the row-fence home: {0}")]
-    NoHome(String),
-    /// The socket path is over the platform's limit.
-    #[error("{0}")]
-    SocketPath(paths::SocketPathTooLong),
-    /// The socket's directory is not to be trusted.
-    #[error("refusing to ask: {0}")]
-    Untrusted(paths::Untrusted),
-    /// The registry cannot be read, so there is no code stamp.
-    #[error(transparent)]
-    Stamp(#[from] stamp::RegistryUnreadable),
 }
 
 /// The marker's directory under the home.

@@ -11,7 +11,7 @@
 //! the whole hook), prints the asker's lines, and exits 2 (Claude Code blocks the call)
 //! unless every ask is ALLOWED or nothing involved is row-bound. It fails closed: a
 //! command it cannot read, a directory it cannot name, a daemon it cannot reach, a
-//! deadline it cannot meet are all exit 2 (DESIGN.md, "Deployment and hooks").
+//! deadline it cannot meet are all exit 2 (ARCHITECTURE.md, "The agent guard's policy").
 //!
 //! `hooks/guard-bash.sh` keeps the two states only a parent can see: NEVER RAN (the
 //! binary is missing or was killed) and CUT OFF MID-ASK (killed while a

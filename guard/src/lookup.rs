@@ -1,8 +1,8 @@
 //! Which program a command word runs, the way the shell finds it: a name that is not one
 //! of the shell's own commands is looked up on `PATH`; a path is followed through its
 //! symlinks. A program counts as git, gh or row-fence when it is one of them under another
-//! name: a symlink to it, a hard link to it, or a copy of its bytes (DESIGN.md, the agent
-//! guard's policy: "command words that are paths or symlinks to git/gh count as git/gh").
+//! name: a symlink to it, a hard link to it, or a copy of its bytes (ARCHITECTURE.md, "The
+//! agent guard's policy": a program is known by what it runs, not its name).
 //!
 //! A name that is on no `PATH` directory is not a program the text shows: in the agent's
 //! shell it is an alias or a function of the user's shell setup (`gp` for `git push`), a

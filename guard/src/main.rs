@@ -1,8 +1,9 @@
 //! `row-fence-guard`: Claude Code's PreToolUse hook for the Bash tool. Thin: flags, the
-//! hook input read and walked on a thread with a large stack, then `judge`. Exit 0 lets
-//! the command run; every other outcome is exit 2 (see the crate docs and DESIGN.md).
+//! hook input read and walked on a thread with a large stack, then `judge`. Exit 0 lets the
+//! command run; every other outcome is exit 2 (see the crate docs and ARCHITECTURE.md, "The
+//! agent guard's policy").
 
-use row_fence_ask::{paths, report, stdio};
+use row_fence_contract::{paths, report, stdio};
 use row_fence_guard::judge::{self, ALLOW, DENY, Settings};
 use row_fence_guard::{DEFAULT_TIMEOUT_MS, TIMEOUT_ENV, input, parse, walk};
 use std::path::PathBuf;
@@ -127,11 +128,12 @@ fn main() {
     let settings = Settings {
         home: paths::home(None),
         socket: options.socket,
-        descriptor_env: std::env::var_os(row_fence_ask::descriptor::DESCRIPTOR_ENV)
+        descriptor_env: std::env::var_os(row_fence_contract::descriptor::DESCRIPTOR_ENV)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from),
         started,
         deadline,
+        build: row_fence_stamp::BUILD_DIGEST,
     };
     std::process::exit(judge::judge(&hook, &plan, &cwd, &settings));
 }
@@ -247,11 +249,7 @@ fn parse_args() -> Result<Option<Options>, Usage> {
             }
             Long("plan") => options.plan = true,
             Short('V') | Long("version") => {
-                println_quiet(&format!(
-                    "row-fence-guard {} (build {})",
-                    env!("CARGO_PKG_VERSION"),
-                    &row_fence_ask::stamp::BUILD_DIGEST[..12]
-                ));
+                println_quiet(&format!("row-fence-guard {}", row_fence_stamp::VERSION));
                 return Ok(None);
             }
             Short('h') | Long("help") => {

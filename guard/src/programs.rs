@@ -1,7 +1,7 @@
 //! Programs that run other programs or code: wrappers (`env`, `timeout`, `sudo`,
 //! `xargs`, `find -exec`…), whose inner command is classified in turn; shells, whose
 //! literal `-c` code is read as a command of its own; and interpreters, whose inline code
-//! (`python -c`, `node -e`, code on stdin) is opaque (DESIGN.md, the agent guard's policy).
+//! (`python -c`, `node -e`, code on stdin) is opaque (ARCHITECTURE.md, "The agent guard's policy").
 //! A wrapper option the guard does not know makes the command opaque: it cannot tell
 //! where the inner command starts.
 

@@ -1,8 +1,9 @@
-//! `row-fence …`: lease writes are fenced (DESIGN.md: acquire, renew, release, batch,
-//! controller, migrate); `install` changes the fence itself and is opaque. The global
-//! options are the command line's own (`--home`, `--store`, `--socket`, `--key-prefix`
-//! take a value); an option the guard does not know may take the next word as its value,
-//! so whatever follows it is not read as a harmless subcommand (fail closed).
+//! `row-fence …`: lease writes are fenced (acquire, renew, release, batch, controller,
+//! migrate: ARCHITECTURE.md, "The path of a fenced write"); `install` changes the fence
+//! itself and is opaque. The global options are the command line's own (`--home`,
+//! `--store`, `--socket`, `--key-prefix` take a value); an option the guard does not know
+//! may take the next word as its value, so whatever follows it is not read as a harmless
+//! subcommand (fail closed).
 
 use crate::effect::{Ctx, Effect};
 use crate::words::Value;

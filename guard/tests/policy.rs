@@ -5,61 +5,62 @@ use row_fence_guard::finding::{Dir, Kind};
 use row_fence_guard::walk::{Env, Plan, plan};
 use std::path::Path;
 
-/// A `PATH` of stand-in programs, so what the walk finds does not depend on what this
-/// machine has installed (a name on no `PATH` directory is opaque).
-fn stub_path() -> &'static str {
-    static DIR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = std::env::temp_dir().join(format!("rf-policy-bin-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        for name in [
-            "git",
-            "gh",
-            "row-fence",
-            "sh",
-            "bash",
-            "env",
-            "timeout",
-            "python3",
-            "cat",
-            "grep",
-            "curl",
-            "wget",
-            "xargs",
-            "find",
-            "ls",
-            "ssh-agent",
-            "npm",
-            "npx",
-            "tar",
-            "zip",
-            "socat",
-            "sqlite3",
-            "psql",
-            "ed",
-            "man",
-            "sed",
-            "awk",
-            "gawk",
-            "ipython",
-            "lua5.4",
-            "mkdir",
-            "gzip",
-        ] {
-            let path = dir.join(name);
-            std::fs::write(&path, format!("#!/bin/sh\n# a stand-in for {name}\n")).unwrap();
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
-        dir.display().to_string()
-    })
+/// A `PATH` of stand-in programs in a temp dir of its own, removed when dropped, so what
+/// the walk finds does not depend on what this machine has installed (a name on no `PATH`
+/// directory is opaque) and nothing is left behind.
+fn stub_path() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix("rf-policy-bin")
+        .tempdir()
+        .unwrap();
+    for name in [
+        "git",
+        "gh",
+        "row-fence",
+        "sh",
+        "bash",
+        "env",
+        "timeout",
+        "python3",
+        "cat",
+        "grep",
+        "curl",
+        "wget",
+        "xargs",
+        "find",
+        "ls",
+        "ssh-agent",
+        "npm",
+        "npx",
+        "tar",
+        "zip",
+        "socat",
+        "sqlite3",
+        "psql",
+        "ed",
+        "man",
+        "sed",
+        "awk",
+        "gawk",
+        "ipython",
+        "lua5.4",
+        "mkdir",
+        "gzip",
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n# a stand-in for {name}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    dir
 }
 
 fn read(command: &str, cwd: &str) -> Plan {
+    let stubs = stub_path();
     let env = Env {
         home: Some("/home/u".into()),
         cdpath: false,
-        path: Some(stub_path().to_string()),
+        path: Some(stubs.path().display().to_string()),
     };
     plan(command, Path::new(cwd), &env)
 }
@@ -194,7 +195,7 @@ fn a_thousand_clauses_are_each_found() {
     assert!(p.unreadable.is_none());
 }
 
-/// Round two of the adversarial pass: new shapes of the kinds. `F` fenced, `O`
+/// Round two of the adversarial pass: new shapes of the kinds found before. `F` fenced, `O`
 /// opaque, `U` unreadable (as in `kinds`), `FO`/`OF` when both are found. Each is denied
 /// for a refused lane; the end-to-end suite runs the git ones against a real remote.
 #[test]

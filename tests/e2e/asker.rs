@@ -2,7 +2,7 @@
 //! it must not trust, many asks at once.
 
 use crate::util::{Home, Redis, bin, run};
-use row_fence_ask::{Reason, Verdict};
+use row_fence_contract::{Reason, Verdict};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -10,8 +10,14 @@ use std::process::Stdio;
 
 const NOBODY: u32 = 65534;
 
-fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
+/// A test that needs another uid fails without root, never passes by skipping: the
+/// suite runs as root in CI (`scripts/test` on a clean checkout).
+#[track_caller]
+fn require_root(why: &str) {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "{why} needs root: run the end-to-end suite as root, as CI does"
+    );
 }
 
 #[test]
@@ -88,10 +94,7 @@ fn world_readable_descriptor(generation: u64) -> (tempfile::TempDir, std::path::
 
 #[test]
 fn a_peer_of_another_uid_is_refused_without_a_store_call() {
-    if !is_root() {
-        eprintln!("skipped: running the asker as another uid needs root");
-        return;
-    }
+    require_root("running the asker as another uid");
     let redis = Redis::start();
     // Every verdict recorded, so any store call (an ALLOWED one too) would show.
     let home = Home::with_store(format!("{}?asks=all", redis.url()));
@@ -130,7 +133,7 @@ fn a_peer_of_another_uid_is_refused_without_a_store_call() {
     // one WARN (rate-limited like every refusal).
     let mut daemon = daemon;
     daemon.stop();
-    let ledger = row_fence_ask::ledger::read(&home.home.join("refusals.jsonl")).unwrap();
+    let ledger = row_fence_contract::ledger::read(&home.home.join("refusals.jsonl")).unwrap();
     let probes: Vec<_> = ledger
         .iter()
         .filter(|r| r.verdict == Verdict::CouldNotRead(Reason::PeerRefused))
@@ -155,10 +158,7 @@ fn a_peer_of_another_uid_is_refused_without_a_store_call() {
 
 #[test]
 fn a_socket_directory_owned_by_another_uid_is_not_trusted() {
-    if !is_root() {
-        eprintln!("skipped: making a directory owned by another uid needs root");
-        return;
-    }
+    require_root("making a directory owned by another uid");
     let home = Home::file();
     let other = home.path("other");
     fs::create_dir(&other).unwrap();

@@ -54,7 +54,7 @@ fn a_smoke_run_of_the_bench_exits_0_and_writes_its_report() {
         "## Agent guard",
         "guard: fenced ALLOWED push",
         "hook floor: sh -c true",
-        // Issue 13's rows and cases.
+        // The CPU, throughput, bytes-per-change and file-store rows and cases.
         "daemon CPU per ask, one client",
         "redis-server CPU per ask, one client",
         "bytes received for one single-record fenced change",

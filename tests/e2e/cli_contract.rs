@@ -1,5 +1,5 @@
 //! What a newcomer meets on the command line: usage lines, help, flag pairs, printed
-//! commands that work, and no silent success on a typo (issue: what a newcomer hits).
+//! commands that work, and no silent success on a typo.
 
 use crate::util::{Home, Redis, bin, run};
 use std::fs;

@@ -2,8 +2,8 @@
 //! input, shutdown, heartbeat, status.
 
 use crate::util::{Home, Redis, bin, ping, run, status};
-use row_fence_ask::ledger::DecidedBy;
-use row_fence_ask::{Reason, Verdict};
+use row_fence_contract::ledger::DecidedBy;
+use row_fence_contract::{Reason, Verdict};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::{Duration, Instant};
@@ -205,7 +205,7 @@ fn status_stays_one_message_when_refusals_carry_long_actions_and_the_ledger_keep
         assert!(kept.len() <= 240 && kept.ends_with('…'), "{kept}");
     }
     daemon.stop();
-    let ledger = row_fence_ask::ledger::read(&home.home.join("refusals.jsonl")).unwrap();
+    let ledger = row_fence_contract::ledger::read(&home.home.join("refusals.jsonl")).unwrap();
     assert_eq!(ledger.len(), 40);
     assert!(ledger.iter().all(|r| r.action == action));
 }
@@ -224,7 +224,7 @@ fn the_daemon_files_its_refusals_under_the_callers_session_and_action() {
         .arg(&a));
     ran.expect(3, "row-fence: REFUSED (different_holder)");
     daemon.stop();
-    let ledger = row_fence_ask::ledger::read(&home.home.join("refusals.jsonl")).unwrap();
+    let ledger = row_fence_contract::ledger::read(&home.home.join("refusals.jsonl")).unwrap();
     assert_eq!(ledger.len(), 1);
     let r = &ledger[0];
     assert_eq!(

@@ -598,7 +598,10 @@ fn install_git_hook_into_a_repository_without_one_fences_pushes_and_rolls_back_t
     let ran = install_git_hook(&home, &repo, &[]);
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     let installed = fs::read_to_string(&hook).unwrap();
-    assert!(row_fence::git_hook::is_fence(&installed), "{installed}");
+    assert!(
+        row_fence_install::git_hook::is_fence(&installed),
+        "{installed}"
+    );
     assert!(
         installed.contains(&format!("row_fence_home={}\n", home.home.display())),
         "the daemon's home is baked in: {installed}"

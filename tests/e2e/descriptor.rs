@@ -1,8 +1,8 @@
 //! Descriptor resolution and the cases the asker decides itself, without a daemon.
 
 use crate::util::{Home, Repo, git, run};
-use row_fence_ask::ledger::DecidedBy;
-use row_fence_ask::{Reason, Verdict};
+use row_fence_contract::ledger::DecidedBy;
+use row_fence_contract::{Reason, Verdict};
 use std::fs;
 use std::time::Duration;
 
@@ -75,7 +75,7 @@ fn an_explicit_descriptor_that_does_not_exist_is_descriptor_missing() {
         .command(crate::util::bin("row-fence-ask"))
         .env("ROW_FENCE_DESCRIPTOR", &missing));
     ran.expect(1, "row-fence: COULD NOT READ (descriptor_missing)");
-    let ledger = row_fence_ask::ledger::read(&home.home.join("refusals.jsonl")).unwrap();
+    let ledger = row_fence_contract::ledger::read(&home.home.join("refusals.jsonl")).unwrap();
     assert_eq!(ledger.len(), 2);
     assert!(ledger.iter().all(
         |r| r.verdict == Verdict::CouldNotRead(Reason::DescriptorMissing)

@@ -1,4 +1,4 @@
-//! Acknowledged means durable (DESIGN.md; issue "Store truth", section 1), on real
+//! Acknowledged means durable (ARCHITECTURE.md, "Acknowledged means durable"), on real
 //! servers: a grant waits for the replicas it must reach, a replica never answers, the
 //! store's settings are checked, and a store that went back in time (a stale AOF, an
 //! eviction) answers `store_regressed` until an operator accepts it.
@@ -430,7 +430,7 @@ fn info_number(redis: &Redis, section: &str, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {field} in INFO {section}: {info}"))
 }
 
-/// Issue 13: an ALLOWED ask is a pure read. On a store with `appendfsync always` (the
+/// An ALLOWED ask is a pure read. On a store with `appendfsync always` (the
 /// test harness's default), 100 ALLOWED asks append nothing to the AOF, so they propagate
 /// nothing and wait for no fsync; a refusal is recorded (it appends), and with `?asks=all`
 /// every verdict is. The ask script is still declared writing: a primary short of

@@ -1,9 +1,9 @@
-//! Redis Sentinel as the store (`redis+sentinel://`), under failover (issue "Store truth",
-//! section 1): a real primary and replica and three real `redis-sentinel` processes; a
-//! stream of takeovers and asks runs through a forced failover (`SENTINEL FAILOVER`) and
-//! then a kill -9 of the primary. The daemon and the CLI follow the elected primary, and
-//! across both: no two lanes are ALLOWED for the row over overlapping time, no
-//! acknowledged grant is lost, and no generation is handed out twice.
+//! Redis Sentinel as the store (`redis+sentinel://`), under failover (ARCHITECTURE.md,
+//! "Acknowledged means durable"): a real primary and replica and three real
+//! `redis-sentinel` processes; a stream of takeovers and asks runs through a forced
+//! failover (`SENTINEL FAILOVER`) and then a kill -9 of the primary. The daemon and the CLI
+//! follow the elected primary, and across both: no two lanes are ALLOWED for the row over
+//! overlapping time, no acknowledged grant is lost, and no generation is handed out twice.
 //!
 //! Every wait is on an event (a sentinel's answer, a server's role, a count of
 //! acknowledged grants) with a generous bound: the machine may be loaded.

@@ -398,7 +398,7 @@ fn bytes_of_one_change(records: usize) -> ChangeBytes {
     })
 }
 
-/// The issue 13 bound, counted by the real redis-server: a one-record change on a board
+/// The bytes-per-change bound, counted by the real redis-server: a one-record change on a board
 /// of 20,000 records receives under 4 KB (a whole read of the section is over 2 MB).
 #[test]
 fn a_single_record_change_on_a_large_board_does_not_read_the_whole_section() {
@@ -417,7 +417,7 @@ fn a_single_record_change_on_a_large_board_does_not_read_the_whole_section() {
     );
 }
 
-/// The issue 13 figures at 100, 5,000 and 100,000 records (printed; run by hand with
+/// The bytes-per-change figures at 100, 5,000 and 100,000 records (printed; run by hand with
 /// `--run-ignored only`, the bench measures its own).
 #[test]
 #[ignore = "prints the figures; slow to fill 100,000 records"]

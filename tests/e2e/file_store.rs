@@ -1,12 +1,12 @@
-//! One board's trouble stays on that board, and a clock cannot go back (issue "Store
-//! truth", section 4): a board's lock held by another process stalls neither asks nor
-//! other boards nor grows the daemon's threads; a judge or writer whose clock is behind a
-//! time already used answers `clock_regressed`.
+//! One board's trouble stays on that board, and a clock cannot go back (ARCHITECTURE.md,
+//! "The store's clock judges"): a board's lock held by another process stalls neither asks
+//! nor other boards nor grows the daemon's threads; a judge or writer whose clock is behind
+//! a time already used answers `clock_regressed`.
 
 use crate::util::{Daemon, Home, bin, libfaketime, run, status};
-use row_fence_ask::Descriptor;
-use row_fence_ask::client;
-use row_fence_ask::protocol::{Ask, Caller, Op, PROTOCOL_VERSION, Request};
+use row_fence_contract::Descriptor;
+use row_fence_contract::client;
+use row_fence_contract::protocol::{Ask, Caller, Op, PROTOCOL_VERSION, Request};
 use std::fs;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -206,7 +206,7 @@ fn a_board_written_by_a_clock_far_ahead_is_recovered_by_accepting_it() {
     home.ask_with(&b, &[]).expect(0, "row-fence: ALLOWED");
 }
 
-/// Issue 13: the daemon keeps a board's parsed document while its file is unchanged, and
+/// The daemon keeps a board's parsed document while its file is unchanged, and
 /// a takeover the CLI writes (another process, a rename to a new inode) is seen by the
 /// very next ask, with no sleep between them.
 #[test]

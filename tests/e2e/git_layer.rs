@@ -6,7 +6,7 @@
 
 use crate::gated::{World, allowed, refused};
 use crate::util::{Home, bin, run};
-use row_fence::git_hook::is_fence;
+use row_fence_install::git_hook::is_fence;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -448,7 +448,7 @@ fn a_worktrees_own_ssh_command_after_the_gate_is_refused_and_nothing_is_written(
     assert!(!clone.join(".git/hooks/pre-push").exists());
 }
 
-/// Issue 12, item 5: the hook carries the daemon's asker, home and socket.
+/// The hook carries the daemon's asker, home and socket.
 #[test]
 fn the_installed_hook_asks_the_daemons_home_from_a_shell_with_another_home_and_path() {
     let world = World::new();
@@ -489,7 +489,7 @@ fn the_installed_hook_asks_the_daemons_home_from_a_shell_with_another_home_and_p
     );
 }
 
-/// Issue 12, item 5: a stamp mismatch that comes from the registry says so.
+/// A stamp mismatch that comes from the registry says so.
 #[test]
 fn a_stamp_mismatch_from_another_homes_registry_names_both_registries() {
     let home = Home::file();

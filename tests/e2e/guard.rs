@@ -3,10 +3,10 @@
 //! real bare remote. Table-driven: each case is a command shape, the directory the agent
 //! is in, the exit the hook must give, and for git shapes whether the remote ref may move.
 //! A shape the hook lets through (exit 0) is then run for real, as the agent would, and
-//! the remote ref is checked; for the issue's git shapes the test also shows, without the
+//! the remote ref is checked; for the reported git shapes the test also shows, without the
 //! guard, that the shape really moves the remote (so the denial is what stops it).
 //!
-//! Setup (the issue's): a clone with the pre-push hook, lane-a acquires board-1/row-1 with
+//! Setup (as reported): a clone with the pre-push hook, lane-a acquires board-1/row-1 with
 //! the descriptor in the clone's git dir, lane-b takes the row over.
 
 use crate::util::{Daemon, Home, Ran, Repo, bin, bin_dir, git, run};
@@ -327,8 +327,8 @@ fn install(home: &Home, bins: &Path) -> String {
         .to_string()
 }
 
-/// The issue's ten kinds, as it gives them: each exits 2 for the refused lane.
-fn issue_kinds() -> Vec<(&'static str, Case)> {
+/// The ten kinds first reported, as they were given: each exits 2 for the refused lane.
+fn reported_kinds() -> Vec<(&'static str, Case)> {
     let bound = |mut c: Case| {
         c.session = Some("session-kind-8".into());
         c
@@ -445,7 +445,7 @@ pub(crate) fn bound_worktree(lane: &Lane) -> PathBuf {
 fn the_issues_ten_kinds_are_denied_for_a_refused_lane_and_the_remote_stays() {
     let lane = Lane::refused();
     bound_worktree(&lane);
-    for (kind, c) in issue_kinds() {
+    for (kind, c) in reported_kinds() {
         let started = Instant::now();
         lane.check(&c, false);
         if kind.starts_with("10") {
@@ -462,7 +462,7 @@ fn the_issues_ten_kinds_are_denied_for_a_refused_lane_and_the_remote_stays() {
 fn the_issues_git_shapes_really_move_the_remote_without_the_guard() {
     // Proof that the table above tests real bypasses: run straight, each moves the ref.
     let lane = Lane::refused();
-    for (kind, c) in issue_kinds() {
+    for (kind, c) in reported_kinds() {
         if c.remote != Remote::Stays || kind.starts_with("10") {
             continue;
         }
@@ -483,7 +483,7 @@ fn the_issues_git_shapes_really_move_the_remote_without_the_guard() {
 fn the_issues_ten_kinds_are_denied_under_an_empty_environment() {
     let lane = Lane::refused();
     bound_worktree(&lane);
-    for (kind, c) in issue_kinds() {
+    for (kind, c) in reported_kinds() {
         let shape = lane.fill(&c.shape);
         let cwd = lane.dir(c.cwd);
         let mut cmd = Command::new("env");
@@ -749,7 +749,7 @@ fn refused_shapes() -> Vec<Case> {
             "git -C ~/lane-a-clone push --no-verify",
         ],
     );
-    // Found by an adversarial pass over the README and the issue's inputs: new shapes of
+    // Found by an adversarial pass over the README and the reported inputs: new shapes of
     // the same kinds.
     add(
         Cwd::Clone,
@@ -1034,7 +1034,7 @@ fn a_refused_push_is_filed_under_the_session_and_its_directory() {
         hook.stderr
     );
     lane.daemon.take().unwrap().stop();
-    let ledger = row_fence_ask::ledger::read(&lane.home.home.join("refusals.jsonl")).unwrap();
+    let ledger = row_fence_contract::ledger::read(&lane.home.home.join("refusals.jsonl")).unwrap();
     let last = ledger.last().expect("the refusal is in the ledger");
     assert_eq!(last.session.as_deref(), Some("session-7"));
     assert_eq!(last.action, "git push origin");
@@ -1062,13 +1062,13 @@ fn the_daemon_down_is_could_not_read_and_the_guard_records_it() {
         "{}",
         hook.stderr
     );
-    let ledger = row_fence_ask::ledger::read(&lane.home.home.join("refusals.jsonl")).unwrap();
+    let ledger = row_fence_contract::ledger::read(&lane.home.home.join("refusals.jsonl")).unwrap();
     let last = ledger.last().expect("recorded");
     assert_eq!(
         (last.decided_by, last.verdict),
         (
-            row_fence_ask::ledger::DecidedBy::Guard,
-            row_fence_ask::Verdict::CouldNotRead(row_fence_ask::Reason::FenceUnreadable)
+            row_fence_contract::ledger::DecidedBy::Guard,
+            row_fence_contract::Verdict::CouldNotRead(row_fence_contract::Reason::FenceUnreadable)
         )
     );
     assert_eq!(last.session.as_deref(), Some("s-down"));
@@ -1284,7 +1284,7 @@ fn a_daemon_that_never_answers_is_cut_off_inside_claude_codes_timeout() {
         "{}",
         ran.stderr
     );
-    let timeout = row_fence::claude_settings::timeout_s().expect("the snippet's timeout");
+    let timeout = row_fence_install::claude_settings::timeout_s().expect("the snippet's timeout");
     assert!(
         ran.elapsed < Duration::from_secs(timeout.min(4)),
         "{:?}",
@@ -1335,7 +1335,7 @@ fn install_claude_hook_then_rollback_gives_back_the_settings_byte_for_byte() {
     assert_eq!(ours["matcher"], "Bash");
     assert_eq!(
         ours["hooks"][0]["timeout"].as_u64(),
-        row_fence::claude_settings::timeout_s()
+        row_fence_install::claude_settings::timeout_s()
     );
     let shim = home.home.join("hooks/guard-bash.sh");
     let command = ours["hooks"][0]["command"].as_str().unwrap();

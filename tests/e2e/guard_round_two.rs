@@ -1,4 +1,4 @@
-//! The agent guard, round two: new shapes of the kinds found by an adversarial pass
+//! The agent guard, round two: new shapes of the first round's kinds found by an adversarial pass
 //! over the built guard, each a route the first guard let through (exit 0). Table-driven like
 //! `guard.rs`: each shape is denied for a refused lane (exit 2, the remote stays), and for
 //! the git shapes a second test runs the shape for real without the guard, in the shell

@@ -4,8 +4,8 @@
 
 use crate::contract::runtime;
 use crate::util::{Home, Redis, bin, run};
-use row_fence_ask::Reason;
-use row_fence_ask::ledger::DecidedBy;
+use row_fence_contract::Reason;
+use row_fence_contract::ledger::DecidedBy;
 use row_fence_resident::location::fetch::Source;
 use row_fence_resident::location::{Clock, LocationFence, Settings};
 use serde_json::{Value, json};
@@ -488,7 +488,7 @@ fn a_moved_tenant_is_fenced_at_the_old_location_and_allowed_at_the_new_one() {
         entries.contains("location") && entries.contains("mapped_elsewhere"),
         "{entries}"
     );
-    let ledger = row_fence_ask::ledger::read(&here.home.join("refusals.jsonl")).unwrap();
+    let ledger = row_fence_contract::ledger::read(&here.home.join("refusals.jsonl")).unwrap();
     let last = ledger.last().unwrap();
     assert_eq!(
         (last.location.as_deref(), last.epoch, last.verdict.reason()),
@@ -501,7 +501,7 @@ fn a_moved_tenant_is_fenced_at_the_old_location_and_allowed_at_the_new_one() {
         .args(["check", "--descriptor"])
         .arg(&d);
     run(&mut check).expect(3, "row-fence: REFUSED (mapped_elsewhere)");
-    let ledger = row_fence_ask::ledger::read(&here.home.join("refusals.jsonl")).unwrap();
+    let ledger = row_fence_contract::ledger::read(&here.home.join("refusals.jsonl")).unwrap();
     let last = ledger.last().unwrap();
     assert_eq!(
         (

@@ -16,6 +16,7 @@ macro_rules! on_both_stores {
     };
 }
 
+mod architecture;
 mod asker;
 mod bench_smoke;
 mod cli_contract;
@@ -38,10 +39,12 @@ mod http_git;
 mod location;
 mod migrate;
 mod model;
+mod one_client;
 mod partition;
 mod push;
 mod readme;
 mod records_cli;
+mod shim_walk;
 mod split_brain;
 mod stamp;
 mod store_health;

@@ -66,7 +66,7 @@ fn migration_copies_the_document_into_records_and_reads_back_the_same() {
     runtime().block_on(async {
         let store = RedisStore::open(&redis.url(), "rowfence").unwrap();
         document_board(&store).await;
-        assert_eq!(store.layout("b").await.unwrap(), "document");
+        assert_eq!(store.layout("b").await.unwrap(), Layout::Document);
         let before = values(&store).await;
         assert_eq!(before.len(), 6, "{before:?}");
         let written = migrate::document_to_records(&store, "b").await.unwrap();
@@ -75,7 +75,7 @@ fn migration_copies_the_document_into_records_and_reads_back_the_same() {
             before.len() + 1,
             "every record and the layout marker"
         );
-        assert_eq!(store.layout("b").await.unwrap(), "records");
+        assert_eq!(store.layout("b").await.unwrap(), Layout::Records);
         assert_eq!(
             values(&store).await,
             before,
@@ -114,7 +114,7 @@ fn a_pass_on_a_migrated_board_leaves_the_document_byte_for_byte_unchanged() {
     });
     runtime().block_on(async {
         let store = RedisStore::open(&redis.url(), "rowfence").unwrap();
-        let held = row_fence_ask::Descriptor {
+        let held = row_fence_contract::Descriptor {
             board: "b".into(),
             row: "row-1".into(),
             lane: "lane-a".into(),
@@ -124,7 +124,7 @@ fn a_pass_on_a_migrated_board_leaves_the_document_byte_for_byte_unchanged() {
         let generation = lease::list(&store, "b", Some("row-1")).await.unwrap().0[0]
             .lease
             .generation;
-        let held = row_fence_ask::Descriptor { generation, ..held };
+        let held = row_fence_contract::Descriptor { generation, ..held };
         lease::renew(&store, &held, 60_000, None).await.unwrap();
         controller::renew(&store, "b", "ctl", 60_000).await.unwrap();
         let grant = Grant {
@@ -358,9 +358,10 @@ fn ask_check(row: &str, lane: &str, generation: u64) -> AskCheck {
     }
 }
 
-/// Issue 11: the layout is learned once, so an ask is one call. The first ask on a
-/// document board is the ask script alone (it hands back the document it found); later
-/// asks read the document and the clock, no script. A records board is one script call.
+/// An ask is one call whatever the board's layout, and nothing about the layout is
+/// remembered between asks: every ask is the records ask script, which judges the row's
+/// record or, on a board that still has a document (checked in the same script), hands
+/// the document back to be judged. A migration is seen by the very next ask.
 #[test]
 fn an_ask_is_one_call_whatever_the_boards_layout() {
     let redis = Redis::start();
@@ -369,26 +370,13 @@ fn an_ask_is_one_call_whatever_the_boards_layout() {
         let generation = document_board(&store).await;
         let store = RedisStore::open(&redis.url(), "rowfence").unwrap();
         store.ping().await.unwrap();
-        assert_eq!(store.remembered_layout("b"), Layout::Records, "not met yet");
-        redis.cli(&["CONFIG", "RESETSTAT"]);
-        let first = store
-            .ask(&ask_check("row-1", "lane-a", generation))
-            .await
-            .unwrap();
-        assert_eq!(first.refusal, None);
-        assert_eq!(
-            (calls(&redis, "evalsha"), calls(&redis, "hget")),
-            (1, 3),
-            "one script call (its own HGETs: the claim, the document, the layout marker)"
-        );
-        assert_eq!(store.remembered_layout("b"), Layout::Document);
         redis.cli(&["CONFIG", "RESETSTAT"]);
         for _ in 0..5 {
-            let again = store
+            let asked = store
                 .ask(&ask_check("row-1", "lane-a", generation))
                 .await
                 .unwrap();
-            assert_eq!(again.refusal, None);
+            assert_eq!(asked.refusal, None);
         }
         assert_eq!(
             (
@@ -396,11 +384,11 @@ fn an_ask_is_one_call_whatever_the_boards_layout() {
                 calls(&redis, "hget"),
                 calls(&redis, "time")
             ),
-            (5, 5, 5),
-            "a known document: one small script (its clock and the document) per ask"
+            (5, 15, 5),
+            "one script call per ask (its own TIME and HGETs: the claim, the document, the layout marker)"
         );
         assert_eq!(calls(&redis, "xadd"), 0, "an ALLOWED ask records nothing");
-        // That script is declared writing too: a primary short of replicas refuses it.
+        // The script is declared writing: a primary short of replicas refuses it.
         redis.cli(&["CONFIG", "SET", "min-replicas-to-write", "1"]);
         let deposed = store
             .ask(&ask_check("row-1", "lane-a", generation))
@@ -408,22 +396,15 @@ fn an_ask_is_one_call_whatever_the_boards_layout() {
             .unwrap_err();
         assert!(deposed.to_string().contains("NOREPLICAS"), "{deposed}");
         redis.cli(&["CONFIG", "SET", "min-replicas-to-write", "0"]);
-        assert_eq!(store.remembered_layout("b"), Layout::Document);
 
         migrate::document_to_records(&store, "b").await.unwrap();
         redis.cli(&["CONFIG", "RESETSTAT"]);
-        let moved = store
-            .ask(&ask_check("row-1", "lane-a", generation))
-            .await
-            .unwrap();
-        assert_eq!(moved.refusal, None);
-        assert_eq!(store.remembered_layout("b"), Layout::Records);
-        redis.cli(&["CONFIG", "RESETSTAT"]);
         for _ in 0..5 {
-            store
+            let asked = store
                 .ask(&ask_check("row-1", "lane-a", generation))
                 .await
                 .unwrap();
+            assert_eq!(asked.refusal, None);
         }
         let total: u64 = ["evalsha", "hget", "time", "get", "xadd", "hexists"]
             .iter()
@@ -437,13 +418,15 @@ fn an_ask_is_one_call_whatever_the_boards_layout() {
     });
 }
 
-/// Fail closed: a layout the daemon remembers that became wrong never yields ALLOWED. The
-/// daemon learns board b as a document; the board is migrated while it runs and lane-b
-/// takes row-1 over on the records (the moved document still names lane-a): lane-a is
-/// refused. Then the moved document is deleted too (as a store restored from a snapshot
-/// taken after the move, without it): still refused, from the records.
+/// Fail closed: a migration while the daemon runs never leaves it answering from the
+/// document. The daemon answers board b from its document; the board is migrated and
+/// lane-b takes row-1 over on the records (the moved document still names lane-a): lane-a
+/// is refused. Then the store is restored to the document (its revision below what this
+/// home has seen: COULD NOT READ), and then to the records without any document: still
+/// refused, from the records.
 #[test]
-fn a_migration_while_the_daemon_runs_never_answers_from_the_remembered_document() {
+fn a_migration_while_the_daemon_runs_is_seen_by_its_next_ask_and_never_answered_from_the_document()
+{
     let redis = Redis::start();
     let generation = runtime().block_on(async {
         let store = RedisStore::open(&redis.url(), "rowfence").unwrap();
@@ -474,8 +457,8 @@ fn a_migration_while_the_daemon_runs_never_answers_from_the_remembered_document(
     home.ask_with(&b, &[]).expect(0, "row-fence: ALLOWED");
 
     // A store restored from a snapshot taken before the move: the old document, no
-    // marker, no records. The daemon remembers records; the script finds the document,
-    // whose revision is below what this home has seen: never ALLOWED.
+    // marker, no records. The ask script finds the document, whose revision is below what
+    // this home has seen: never ALLOWED.
     let restored = moved.trim().replace(",\"moved_to\":\"records\"", "");
     assert!(!restored.contains("moved_to"), "{restored}");
     let marker = redis.cli(&["HGET", "rowfence:board:{b}:fence:meta", "layout"]);
@@ -488,8 +471,7 @@ fn a_migration_while_the_daemon_runs_never_answers_from_the_remembered_document(
     redis.cli(&["HSET", "rowfence:state:fencing:current", "b", &restored]);
     home.ask_with(&a, &[])
         .expect(1, "row-fence: COULD NOT READ (store_regressed)");
-    // Restored again, to the records without any document: the document the daemon now
-    // remembers is gone, so the records answer.
+    // Restored again, to the records without any document: the records answer.
     redis.cli(&[
         "RENAME",
         "rowfence:board:{b}:fence:parked",

@@ -4,7 +4,7 @@
 //! that changes while the daemon loads (it never binds), and `--print-stamp`.
 //!
 //! A different build, honestly: both binaries carry the build digest as a 64-hex string
-//! (`row_fence_ask::stamp::BUILD_DIGEST`, set by `asker/build.rs`). Another build of the
+//! (`row_fence_stamp::BUILD_DIGEST`, set by `stamp/build.rs`). Another build of the
 //! same workspace differs from this one in exactly that string as far as the stamp goes,
 //! so "the next release" here is this build's binaries with every copy of the digest
 //! replaced by another 64-hex digest, installed the way `install(1)` or a package
@@ -12,7 +12,7 @@
 //! checks the result with `--print-stamp` before relying on it.
 
 use crate::util::{Home, Ran, bin, ping, run};
-use row_fence_ask::stamp::BUILD_DIGEST;
+use row_fence_stamp::BUILD_DIGEST;
 use std::ffi::OsString;
 use std::fs;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};

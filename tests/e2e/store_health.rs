@@ -1,4 +1,4 @@
-//! Reasons and health that tell the truth (issue "Store truth", section 3): an error the
+//! Reasons and health that tell the truth (ARCHITECTURE.md, "Fail closed"): an error the
 //! store sent is `store_error`, only a connection failure is `store_unreachable`; the
 //! heartbeat beats only on answered asks; every store call gets the ask's own deadline and
 //! every command its `--timeout`.

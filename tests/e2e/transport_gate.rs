@@ -7,8 +7,8 @@
 use crate::gated::{GitDaemon, World, allowed, refused};
 use crate::http_git::{HttpGit, PASSWORD, USER};
 use crate::util::{Daemon, Ran, bin, run};
-use row_fence::git_gate;
-use row_fence_ask::ledger;
+use row_fence_contract::ledger;
+use row_fence_install::git_gate;
 use std::fs;
 use std::path::PathBuf;
 
@@ -120,7 +120,7 @@ fn an_allowed_lane_pushes_over_ssh_through_the_gate() {
     assert!(!log.lines().any(|l| l.starts_with("-G")), "{log}");
 }
 
-/// Reproductions 1 and 2 of the issue, and their kind: every push that skips the hook.
+/// The first two reproductions, and their kind: every push that skips the hook.
 #[test]
 fn a_refused_lane_cannot_push_over_ssh_by_any_route_past_the_hook() {
     let (lane, remote, url) = ssh_lane();

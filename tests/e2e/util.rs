@@ -4,8 +4,8 @@
 
 #![allow(dead_code)]
 
-use row_fence_ask::client;
-use row_fence_ask::protocol::{Answer, Op, PROTOCOL_VERSION, Request};
+use row_fence_contract::client;
+use row_fence_contract::protocol::{Answer, Op, PROTOCOL_VERSION, Request};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -365,7 +365,7 @@ pub fn status(socket: &Path) -> serde_json::Value {
 
 /// The settings every test server starts with: fsync'd persistence (`appendonly yes`,
 /// `appendfsync always`), so the store keeps what it acknowledges, as the product requires
-/// (DESIGN.md, "Acknowledged means durable"). Tests that need a weaker store pass more.
+/// (ARCHITECTURE.md, "Acknowledged means durable"). Tests that need a weaker store pass more.
 pub const DURABLE: &[&str] = &["--appendonly", "yes", "--appendfsync", "always"];
 
 /// A private `redis-server` on a Unix socket (and, for replication and sentinels, a

@@ -1,8 +1,8 @@
 //! A write that reports failure wrote nothing; a write that committed reports success
-//! (issue "Store truth", section 2). On Redis every check that can fail runs before a
-//! script's first write; on the file store the rename is the commit point and the log is
-//! brought up to the document; no binary dies on a closed or full stdout or stderr; a raw
-//! batch's claims are checked like `acquire`'s.
+//! (ARCHITECTURE.md, "A failed write wrote nothing"). On Redis every check that can fail
+//! runs before a script's first write; on the file store the rename is the commit point and
+//! the log is brought up to the document; no binary dies on a closed or full stdout or
+//! stderr; a raw batch's claims are checked like `acquire`'s.
 
 use crate::contract::runtime;
 use crate::util::{Home, Ran, Redis, bin, run};
@@ -426,7 +426,7 @@ fn a_closed_or_full_stdout_or_stderr_never_panics_and_never_loses_a_grant() {
 fn a_batch_claim_acquire_could_not_have_written_is_refused() {
     let home = Home::file();
     home.acquire("b", "other", "lane-a", &[]);
-    let far = row_fence_ask::ledger::now_ms() + 367 * 24 * 3600 * 1000;
+    let far = row_fence_contract::ledger::now_ms() + 367 * 24 * 3600 * 1000;
     let bad = [
         r#"{"holder":"lane-a","generation":1,"expires_at_ms":-1}"#.to_string(),
         r#"{"holder":"lane-a","generation":1,"expires_at_ms":null}"#.to_string(),

@@ -4,12 +4,12 @@
 //! exists to avoid — and serves as the benchmark's cold baseline and a fallback for
 //! operators.
 
-use super::Outcome;
-use row_fence_ask::ask::{DEFAULT_TIMEOUT_MS, SESSION_ENV, TIMEOUT_ENV};
-use row_fence_ask::descriptor::{self, Descriptor, Resolution};
-use row_fence_ask::ledger::{self, DecidedBy, LedgerRecord};
-use row_fence_ask::report::Outcome as Shown;
-use row_fence_ask::{Reason, Verdict, paths};
+use row_fence_contract::client::{DEFAULT_TIMEOUT_MS, SESSION_ENV, TIMEOUT_ENV};
+use row_fence_contract::descriptor::{self, Descriptor, Resolution};
+use row_fence_contract::exit::{Failure, Outcome};
+use row_fence_contract::ledger::{self, DecidedBy, LedgerRecord};
+use row_fence_contract::report::Shown;
+use row_fence_contract::{Reason, Verdict, paths};
 use row_fence_resident::config::Settings;
 use row_fence_resident::config::{LocationArgs, flag_or_env};
 use row_fence_resident::gate::{self, Gated, Located};
@@ -95,7 +95,7 @@ pub async fn run(args: CheckArgs, settings: &Settings) -> Outcome {
 }
 
 /// `--timeout-ms`, else `ROW_FENCE_TIMEOUT_MS` (as the asker reads it), else 3000.
-fn timeout_ms(args: &CheckArgs) -> Result<u64, super::Failure> {
+fn timeout_ms(args: &CheckArgs) -> Result<u64, Failure> {
     let Some(text) = flag_or_env(&args.timeout_ms.map(|ms| ms.to_string()), TIMEOUT_ENV) else {
         return Ok(DEFAULT_TIMEOUT_MS);
     };
@@ -104,7 +104,7 @@ fn timeout_ms(args: &CheckArgs) -> Result<u64, super::Failure> {
         .ok()
         .filter(|ms| *ms > 0)
         .ok_or_else(|| {
-            super::Failure::usage(format!(
+            Failure::usage(format!(
                 "{TIMEOUT_ENV} must be a whole number of milliseconds above 0, got {text:?}"
             ))
         })

@@ -1,8 +1,11 @@
 //! `row-fence controller acquire | renew | release | show`.
 
-use super::{Failure, Outcome, out, parse_ttl, store_for_read, store_for_write};
-use row_fence_ask::descriptor::validate_board;
-use row_fence_ask::exit;
+use crate::flags::parse_ttl;
+use crate::open::{store_for_read, store_for_write};
+use row_fence_contract::descriptor::validate_board;
+use row_fence_contract::exit::{self, Failure, Outcome};
+use row_fence_contract::report::out;
+use row_fence_contract::say;
 use row_fence_resident::config::Settings;
 use row_fence_store::ControllerLease;
 use row_fence_store::controller::{self, ControllerError};
@@ -141,7 +144,7 @@ fn print(verb: &str, c: &Target, lease: &ControllerLease) {
     if c.json {
         out(&serde_json::to_string(lease).expect("serializes"));
     }
-    crate::say!(
+    say!(
         "row-fence: {verb} the controller lease of {} for {} at epoch {} (until {})",
         c.board,
         lease.owner,

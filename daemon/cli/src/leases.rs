@@ -1,12 +1,13 @@
 //! `row-fence acquire | renew | release | show`.
 
-use super::{
-    Failure, Outcome, board_revision, no_board, out, parse_ttl, store_for_read, store_for_write,
-};
-use row_fence_ask::descriptor::{
+use crate::flags::parse_ttl;
+use crate::open::{board_revision, no_board, store_for_read, store_for_write};
+use row_fence_contract::descriptor::{
     self, DESCRIPTOR_FILE, validate_board, validate_lane, validate_row,
 };
-use row_fence_ask::{Descriptor, exit};
+use row_fence_contract::exit::{Failure, Outcome};
+use row_fence_contract::report::out;
+use row_fence_contract::{Descriptor, exit, say};
 use row_fence_resident::config::Settings;
 use row_fence_store::atomic_file::write_private;
 use row_fence_store::fencing::Controller;
@@ -203,7 +204,7 @@ pub async fn acquire(args: AcquireArgs, settings: &Settings) -> Outcome {
     } else {
         out(&body);
     }
-    crate::say!(
+    say!(
         "row-fence: granted {}/{} to {} at generation {} until {}",
         descriptor.board,
         descriptor.row,
@@ -212,7 +213,7 @@ pub async fn acquire(args: AcquireArgs, settings: &Settings) -> Outcome {
         rfc3339(lease.expires_at_ms),
     );
     if let Some(path) = &target {
-        crate::say!("row-fence: descriptor written to {}", path.display());
+        say!("row-fence: descriptor written to {}", path.display());
     }
     Ok(exit::ALLOWED)
 }
@@ -252,7 +253,7 @@ pub async fn release(args: ReleaseArgs, settings: &Settings) -> Outcome {
     lease::release(store.as_ref(), &d, args.fence.controller().as_ref())
         .await
         .map_err(lease_failure)?;
-    crate::say!(
+    say!(
         "row-fence: released {}/{} (generation {}) by {}",
         d.board,
         d.row,
@@ -270,7 +271,7 @@ fn print_lease(d: &Descriptor, lease: &RowLease, json: bool, verb: &str) {
         })
         .to_string());
     } else {
-        crate::say!(
+        say!(
             "row-fence: {verb} {}/{} for {} at generation {} until {}",
             d.board,
             d.row,

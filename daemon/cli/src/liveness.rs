@@ -1,11 +1,12 @@
 //! `row-fence status` (asks the daemon) and `row-fence health` (reads the heartbeat file:
 //! the liveness signal for monitoring, fresh only while the daemon's store calls succeed).
 
-use super::{Failure, Outcome, out, parse_duration};
-use row_fence_ask::client;
-use row_fence_ask::protocol::{Op, PROTOCOL_VERSION, Request};
-use row_fence_ask::status::{LocationStatus, Status};
-use row_fence_ask::{exit, ledger, paths};
+use crate::flags::parse_duration;
+use row_fence_contract::client;
+use row_fence_contract::exit::{Failure, Outcome};
+use row_fence_contract::report::out;
+use row_fence_contract::status::{LocationStatus, Status};
+use row_fence_contract::{exit, ledger, paths, say};
 use row_fence_resident::config::Settings;
 use row_fence_resident::heartbeat;
 use row_fence_store::judge::{rfc3339, span};
@@ -55,24 +56,8 @@ pub fn status(args: StatusArgs, settings: &Settings) -> Outcome {
 }
 
 fn ask_status(args: &StatusArgs, settings: &Settings) -> Result<Status, Failure> {
-    let request = Request {
-        v: PROTOCOL_VERSION,
-        op: Op::Status,
-    };
-    paths::check_socket_length(&settings.socket).map_err(Failure::could_not)?;
     let deadline = Instant::now() + Duration::from_millis(args.timeout_ms);
-    let answer = client::exchange(&settings.socket, &request, deadline).map_err(|e| {
-        Failure::could_not(format!(
-            "no daemon status from {}: {e}",
-            settings.socket.display()
-        ))
-    })?;
-    answer.status.map(|s| *s).ok_or_else(|| {
-        Failure::could_not(format!(
-            "{} answered without a status",
-            settings.socket.display()
-        ))
-    })
+    client::status(&settings.socket, deadline).map_err(Failure::could_not)
 }
 
 fn print_status(s: &Status) {
@@ -291,7 +276,7 @@ pub fn health(args: HealthArgs, settings: &Settings) -> Outcome {
             (_, Some(problem)) => format!("row-fence: UNHEALTHY: {problem}"),
             (Err(_), None) => unreachable!("a missing heartbeat is a problem"),
         };
-        crate::say!("{line}");
+        say!("{line}");
     }
     Ok(if healthy {
         exit::ALLOWED

@@ -1,5 +1,189 @@
-//! `row-fence`: the operator's and the board controller's command line. Thin: `cli::main`.
+//! `row-fence`: the operator's and the board controller's command line. Row leases
+//! (acquire, renew, release, show), the cold gate (`check`), the daemon's status and
+//! liveness (`status`, `health`), the controller lease, raw fenced batches, records, the
+//! fence log and migration; and, from `row-fence-install`, the launchd/systemd jobs, the
+//! hook installers and the doctor. Exit codes are the product's contract, mapped in one
+//! place (`row_fence_contract::exit::Failure`): 0 done, 3 refused (the store said no), 1
+//! could not (the store or daemon could not be read), 2 usage.
+//!
+//! This file parses the command line and dispatches; no module imports it back.
+//!
+//! # Layout
+//!
+//! Subcommands, one module each:
+//! - `leases`: acquire, renew, release, show (row leases, descriptors).
+//! - `controller`: the controller lease. `records`: batch, records, log.
+//! - `check`: the gate, cold, in this process. `liveness`: status and health.
+//! - `migrate`: document → records, file → Redis.
+//! - `store`: the store itself: its check, and accepting a store that went back in time.
+//! - `render`, `install`, `doctor`: the `row-fence-install` crate's.
+//!
+//! What they share:
+//! - `open`: the store a command opens, checked against the daemon's on this home.
+//! - `flags`: durations and lease times as flags take them.
+//!
+//! The store and its domain come from `row-fence-store`; the gate, the configuration and
+//! the heartbeat format from `row-fence-resident`; the contract from `row-fence-contract`.
+
+mod check;
+mod controller;
+mod flags;
+mod leases;
+mod liveness;
+mod migrate;
+mod open;
+mod records;
+mod store;
+
+use clap::{Parser, Subcommand};
+use flags::parse_duration;
+use row_fence_contract::exit::{self, Failure, Outcome};
+use row_fence_contract::report::out;
+use row_fence_contract::say;
+use row_fence_install::{doctor, install, render};
+use row_fence_resident::config::{CommonArgs, Settings};
+use std::time::Duration;
+
+/// Every command's deadline unless `--timeout` says otherwise.
+const DEFAULT_TIMEOUT: &str = "10s";
+
+/// The row fence's command line: row leases, the cold gate, daemon status and health.
+#[derive(Parser, Debug)]
+#[command(name = "row-fence", version = row_fence_stamp::VERSION, about, long_about = None,
+          arg_required_else_help = true, subcommand_required = false)]
+struct Cli {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// The whole command's deadline, store calls included (e.g. 10s, 500ms)
+    #[arg(long, global = true, default_value = DEFAULT_TIMEOUT, value_parser = parse_duration, value_name = "DURATION")]
+    timeout: Duration,
+    /// Print this build's code stamp (with the registry under the home) and exit
+    #[arg(long)]
+    print_stamp: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Grant a board row to a lane (a new generation); prints the lane's descriptor
+    Acquire(leases::AcquireArgs),
+    /// Extend a lane's live lease (keeps the generation)
+    Renew(leases::RenewArgs),
+    /// Give up a lane's lease
+    Release(leases::ReleaseArgs),
+    /// List a board's row leases
+    Show(leases::ShowArgs),
+    /// Run the gate in this process against the store (the cold path; same lines and exit codes as row-fence-ask)
+    Check(check::CheckArgs),
+    /// Ask the daemon for its status
+    Status(liveness::StatusArgs),
+    /// Exit 0 when the daemon's heartbeat is fresh, 1 otherwise
+    Health(liveness::HealthArgs),
+    /// The board controller's lease: acquire, renew, release, show
+    Controller(controller::ControllerArgs),
+    /// Apply a raw fenced batch from a JSON file; prints the committed revision
+    Batch(records::BatchArgs),
+    /// Print a board's records with their revisions
+    Records(records::RecordsArgs),
+    /// Print the newest fence log entries (revision, owner, record count)
+    Log(records::LogArgs),
+    /// Move a board onto Redis per-record keys, once (safely repeatable)
+    Migrate(migrate::MigrateArgs),
+    /// Print (or write) the launchd or systemd job that runs the daemon
+    Render(render::RenderArgs),
+    /// Write the launchd/systemd job (printing the load and rollback commands), or switch the agent or git hook
+    Install(install::InstallArgs),
+    /// Show what fences git in a repository (hooks in every worktree, the transport gate, remotes) and where it does not
+    Doctor(doctor::DoctorArgs),
+    /// The store itself: check its role and settings, accept a store that went back in time
+    Store(store::StoreArgs),
+}
 
 fn main() {
-    std::process::exit(row_fence::main());
+    std::process::exit(run_cli());
+}
+
+/// Parses the command line, runs the command and returns the exit code.
+fn run_cli() -> i32 {
+    let cli = Cli::parse();
+    let settings = match Settings::resolve(&cli.common) {
+        Ok(settings) => settings,
+        Err(e) => {
+            say!("row-fence: {e}");
+            return exit::USAGE;
+        }
+    };
+    if cli.print_stamp {
+        if cli.command.is_some() {
+            say!("row-fence: --print-stamp takes no command");
+            return exit::USAGE;
+        }
+        return match row_fence_contract::stamp::code_stamp(
+            &settings.home,
+            row_fence_stamp::BUILD_DIGEST,
+        ) {
+            Ok(stamp) => {
+                out(&stamp);
+                exit::ALLOWED
+            }
+            Err(e) => {
+                say!("row-fence: {e}");
+                exit::COULD_NOT_READ
+            }
+        };
+    }
+    let Some(command) = cli.command else {
+        say!("row-fence: a command is needed\nTry 'row-fence --help' for more.");
+        return exit::USAGE;
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            say!("row-fence: cannot start the runtime: {e}");
+            return exit::COULD_NOT_READ;
+        }
+    };
+    let timeout = cli.timeout;
+    let outcome = runtime.block_on(async {
+        tokio::time::timeout(timeout, run(command, &settings))
+            .await
+            .unwrap_or_else(|_| {
+                Err(Failure::could_not(format!(
+                    "the command did not finish within {} (--timeout); a write in flight may or may not have committed (row-fence show / records / log tells)",
+                    humantime::format_duration(timeout)
+                )))
+            })
+    });
+    match outcome {
+        Ok(code) => code,
+        Err(failure) => {
+            say!("row-fence: {}", failure.message);
+            failure.code
+        }
+    }
+}
+
+async fn run(command: Command, settings: &Settings) -> Outcome {
+    match command {
+        Command::Acquire(args) => leases::acquire(args, settings).await,
+        Command::Renew(args) => leases::renew(args, settings).await,
+        Command::Release(args) => leases::release(args, settings).await,
+        Command::Show(args) => leases::show(args, settings).await,
+        Command::Check(args) => check::run(args, settings).await,
+        Command::Status(args) => liveness::status(args, settings),
+        Command::Health(args) => liveness::health(args, settings),
+        Command::Controller(args) => controller::run(args, settings).await,
+        Command::Batch(args) => records::batch(args, settings).await,
+        Command::Records(args) => records::records(args, settings).await,
+        Command::Log(args) => records::log(args, settings).await,
+        Command::Migrate(args) => migrate::run(args, settings).await,
+        Command::Render(args) => render::run(args, settings),
+        Command::Install(args) => install::run(args, settings),
+        Command::Doctor(args) => doctor::run(args),
+        Command::Store(args) => store::run(args, settings).await,
+    }
 }

@@ -1,8 +1,10 @@
 //! `row-fence migrate BOARD --writers-upgraded [--from file --to URL]`.
 
-use super::{Failure, Outcome, board_revision, no_board, out};
-use row_fence_ask::descriptor::validate_board;
-use row_fence_ask::{exit, paths};
+use crate::open::{board_revision, no_board};
+use row_fence_contract::descriptor::validate_board;
+use row_fence_contract::exit::{Failure, Outcome};
+use row_fence_contract::report::out;
+use row_fence_contract::{exit, paths};
 use row_fence_resident::config::Settings;
 use row_fence_store::StoreSpec;
 use row_fence_store::file::FileStore;

@@ -1,9 +1,12 @@
 //! `row-fence batch | records | log`: raw fenced batches and what they left behind.
 
-use super::{Failure, Outcome, board_revision, no_board, out, store_for_read, store_for_write};
+use crate::flags::MAX_TTL;
 use crate::leases::FenceArgs;
-use row_fence_ask::descriptor::validate_board;
-use row_fence_ask::exit;
+use crate::open::{board_revision, no_board, store_for_read, store_for_write};
+use row_fence_contract::descriptor::validate_board;
+use row_fence_contract::exit::{self, Failure, Outcome};
+use row_fence_contract::report::out;
+use row_fence_contract::say;
 use row_fence_resident::config::Settings;
 use row_fence_store::{CLAIMS, LeaseFence, META, RecordWrite, StoreError, WriteKind};
 use serde_json::json;
@@ -142,7 +145,7 @@ struct Claim {
 /// holder that is not a lane, an expiry that is not a number of ms, or one beyond the
 /// longest lease (366 days from the store's now).
 fn check_claims(writes: &[RecordWrite], now_ms: u64) -> Result<(), Failure> {
-    let latest = now_ms.saturating_add(crate::MAX_TTL.as_millis() as u64);
+    let latest = now_ms.saturating_add(MAX_TTL.as_millis() as u64);
     for (i, write) in writes.iter().enumerate() {
         if write.kind != WriteKind::Put || write.section != CLAIMS {
             continue;
@@ -153,9 +156,9 @@ fn check_claims(writes: &[RecordWrite], now_ms: u64) -> Result<(), Failure> {
                 "{at}: a claim is {{\"holder\", \"generation\", \"expires_at_ms\", \"tenant\"?}} with whole, non-negative numbers: {e}"
             ))
         })?;
-        row_fence_ask::descriptor::validate_row(&write.key)
+        row_fence_contract::descriptor::validate_row(&write.key)
             .map_err(|e| Failure::usage(format!("{at}: {e}")))?;
-        row_fence_ask::descriptor::validate_lane(&claim.holder)
+        row_fence_contract::descriptor::validate_lane(&claim.holder)
             .map_err(|e| Failure::usage(format!("{at}: {e}")))?;
         if claim.expires_at_ms > latest {
             return Err(Failure::usage(format!(
@@ -213,7 +216,7 @@ pub async fn records(args: RecordsArgs, settings: &Settings) -> Outcome {
         .await
         .map_err(store_failure)?;
     if snapshot.revision == 0 {
-        crate::say!("row-fence: {}", no_board(&args.board));
+        say!("row-fence: {}", no_board(&args.board));
     }
     if args.json {
         out(&json!({"revision": snapshot.revision, "sections": snapshot.sections}).to_string());
@@ -242,7 +245,7 @@ pub async fn log(args: LogArgs, settings: &Settings) -> Outcome {
         .await
         .map_err(store_failure)?;
     if entries.is_empty() && board_revision(store.as_ref(), &args.board).await? == 0 {
-        crate::say!("row-fence: {}", no_board(&args.board));
+        say!("row-fence: {}", no_board(&args.board));
     }
     if args.json {
         out(&serde_json::to_string(&entries).expect("serializes"));

@@ -1,11 +1,14 @@
-//! `row-fence store check | accept-regression | accept-clock`: the store itself. `check`
-//! shows what the store's role and settings say about keeping an acknowledged grant; `accept-regression` is the operator's way past a
-//! store that went back in time (`store_regressed`), `accept-clock` past a clock that ran
-//! ahead and was corrected (`clock_regressed`).
+//! `row-fence store check | accept-regression | accept-clock`: the store itself
+//! (ARCHITECTURE.md, "Acknowledged means durable"). `check` shows what the store's role and
+//! settings say about keeping an acknowledged grant; `accept-regression` is the operator's
+//! way past a store that went back in time (`store_regressed`), `accept-clock` past a clock
+//! that ran ahead and was corrected (`clock_regressed`).
 
-use super::{Failure, Outcome, out, store_for_write};
-use row_fence_ask::descriptor::validate_board;
-use row_fence_ask::exit;
+use crate::open::store_for_write;
+use row_fence_contract::descriptor::validate_board;
+use row_fence_contract::exit::{self, Failure, Outcome};
+use row_fence_contract::report::out;
+use row_fence_contract::say;
 use row_fence_resident::config::Settings;
 use row_fence_store::judge::rfc3339;
 use row_fence_store::monotonic;
@@ -102,7 +105,7 @@ async fn accept(args: AcceptArgs, settings: &Settings) -> Outcome {
     if args.json {
         out(&serde_json::to_string(&accepted).expect("serializes"));
     }
-    crate::say!(
+    say!(
         "row-fence: board {} raised from revision {} to {}; {} row leases and the controller lease dropped (epochs continue above {}); lanes re-acquire",
         args.board,
         accepted.from_revision,
@@ -134,7 +137,7 @@ async fn accept_clock(args: AcceptArgs, settings: &Settings) -> Outcome {
             accepted.rows_dropped.join(", ")
         )
     };
-    crate::say!(
+    say!(
         "row-fence: board {} accepts the clock as it is ({}; the floor was {}) at revision {}; {}{}",
         args.board,
         rfc3339(accepted.clock_ms),

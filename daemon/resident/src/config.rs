@@ -5,7 +5,7 @@
 //! given, and then prints it in every usage line (`--home <DIR> --store <URL>`) as if the
 //! flags were required. A flag wins over its variable; an empty variable is unset.
 
-use row_fence_ask::paths;
+use row_fence_contract::paths;
 use row_fence_store::monotonic::{self, Monotonic};
 use row_fence_store::{self as store, LeaseStore, StoreSpec};
 use std::path::PathBuf;
@@ -93,7 +93,7 @@ impl LocationArgs {
 pub enum ConfigError {
     /// Neither `--home`, `ROW_FENCE_HOME` nor `HOME` names a home.
     #[error("{0}")]
-    Home(row_fence_ask::paths::HomeError),
+    Home(row_fence_contract::paths::HomeError),
     /// A path cannot be made absolute.
     #[error("{path}: {source}")]
     Path {

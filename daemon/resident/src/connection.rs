@@ -5,12 +5,12 @@
 //! empty send buffer. Such a connection is served without registering it with tokio's
 //! reactor at all: one non-blocking `recv`, one non-blocking `send`, `close`. Registering
 //! costs two `epoll_ctl` calls, one `epoll_wait` and a `shutdown` per ask, about a fifth
-//! of the daemon's CPU per ask (issue 13: `scripts/bench`, "CPU per ask"). A connection
+//! of the daemon's CPU per ask (`scripts/bench`, "CPU per ask"). A connection
 //! whose request has not all arrived, or whose answer does not fit at once, is handed to
 //! tokio and finished as any other async stream: the fast path decides nothing, it only
 //! skips waiting where nothing would be waited for.
 
-use row_fence_ask::protocol::MAX_MESSAGE_BYTES;
+use row_fence_contract::protocol::MAX_MESSAGE_BYTES;
 use std::io;
 use std::os::unix::net::UnixStream as StdStream;
 use tokio::io::AsyncWriteExt;
@@ -58,7 +58,7 @@ impl Connection {
     }
 
     /// Who is connected: `None` when the kernel cannot say (the caller refuses such a
-    /// peer: fail closed, DESIGN.md "Threat model").
+    /// peer: fail closed, README.md, "Threat model").
     pub async fn peer(&mut self) -> Option<Peer> {
         #[cfg(target_os = "linux")]
         if let Io::Unregistered(stream) = &self.io {

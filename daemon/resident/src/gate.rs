@@ -6,7 +6,7 @@
 //! allow it; the location fence's answer is recorded with the ask either way.
 
 use crate::location::LocationFence;
-use row_fence_ask::{Reason, Verdict};
+use row_fence_contract::{Reason, Verdict};
 use row_fence_store::judge::{refusal_detail, rfc3339, span};
 use row_fence_store::{AskCheck, AskLocation, Judgement, LeaseStore};
 use std::sync::Arc;

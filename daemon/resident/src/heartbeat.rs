@@ -4,9 +4,9 @@
 //! probe that runs the ask itself. A daemon that is up but whose asks fail (store down, a
 //! replica, out of memory, regressed) goes stale. Each beat also re-checks the store's role
 //! and settings; a store that cannot keep an acknowledged write is written into the beat,
-//! and `row-fence health` reports it unhealthy (DESIGN.md, "The daemon").
+//! and `row-fence health` reports it unhealthy (ARCHITECTURE.md, "The daemon").
 
-use row_fence_ask::{Reason, Verdict};
+use row_fence_contract::{Reason, Verdict};
 use row_fence_store::{AskCheck, LeaseStore, StoreCheck};
 use serde::{Deserialize, Serialize};
 use std::fs::{self};
@@ -73,7 +73,7 @@ impl Proof {
     /// Notes an ask's verdict: the store answered it, failed it, or was not what decided
     /// it (the location fence, the stamp, a busy daemon).
     pub fn note(&self, verdict: Verdict) {
-        let now = row_fence_ask::ledger::now_ms();
+        let now = row_fence_contract::ledger::now_ms();
         match verdict {
             Verdict::Allowed
             | Verdict::Refused(
@@ -136,13 +136,13 @@ pub async fn run(
     }
     let mut since = 0;
     loop {
-        let started = row_fence_ask::ledger::now_ms();
+        let started = row_fence_contract::ledger::now_ms();
         match beat(store.as_ref(), &proof, since).await {
             Found::Answers(check) => {
                 let beat = Heartbeat {
                     pid: std::process::id(),
                     stamp: identity.stamp.clone(),
-                    written_at_ms: row_fence_ask::ledger::now_ms(),
+                    written_at_ms: row_fence_contract::ledger::now_ms(),
                     store: store.describe(),
                     key_prefix: identity.key_prefix.clone(),
                     store_problems: check.problems,

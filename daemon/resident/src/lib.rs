@@ -1,4 +1,4 @@
-//! `row-fence-resident`: the row fence's resident daemon (DESIGN.md, "The daemon").
+//! `row-fence-resident`: the row fence's resident daemon (ARCHITECTURE.md, "The daemon").
 //!
 //! It keeps one warm connection to the lease store, answers asks from `row-fence-ask`
 //! concurrently over a Unix socket, checks the code stamp, writes a heartbeat and records
@@ -24,7 +24,7 @@
 //!   [`sync`]: locks that survive a panicked holder.
 //!
 //! The store and its domain come from `row-fence-store`; the protocol, verdicts and
-//! reasons from the contract crate `row-fence-ask`.
+//! reasons from the contract crate `row-fence-contract`.
 
 pub mod budget;
 pub mod config;

@@ -1,9 +1,9 @@
 //! What the daemon loaded: its executable on disk and the registry directory. On a stamp
 //! mismatch the daemon asks whether **its own** files changed since it loaded: if so it
 //! runs old code and must exit so the supervisor restarts it on the new code; if not, the
-//! asker is the foreign one (DESIGN.md, "Code stamp").
+//! asker is the foreign one (ARCHITECTURE.md, "Code stamp").
 
-use row_fence_ask::{paths, stamp};
+use row_fence_contract::{paths, stamp};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -31,6 +31,8 @@ impl FileId {
 /// The daemon's own code as loaded.
 #[derive(Clone, Debug)]
 pub struct OwnCode {
+    /// The build digest the binary carries (`row_fence_stamp::BUILD_DIGEST`).
+    build: &'static str,
     /// The executable's path and identity at start (None if it could not be read).
     exe: Option<(PathBuf, FileId)>,
     /// `$ROW_FENCE_HOME/registry/`.
@@ -40,8 +42,9 @@ pub struct OwnCode {
 }
 
 impl OwnCode {
-    /// Records the executable and the registry as they are now.
-    pub fn capture(home: &Path) -> Result<OwnCode, stamp::RegistryUnreadable> {
+    /// Records the executable and the registry as they are now, for a binary whose build
+    /// digest is `build`.
+    pub fn capture(home: &Path, build: &'static str) -> Result<OwnCode, stamp::RegistryUnreadable> {
         let exe = std::env::current_exe()
             .ok()
             .and_then(|p| FileId::of(&p).map(|id| (p, id)));
@@ -52,6 +55,7 @@ impl OwnCode {
                 error,
             })?;
         Ok(OwnCode {
+            build,
             exe,
             registry,
             registry_digest,
@@ -60,7 +64,12 @@ impl OwnCode {
 
     /// The code stamp of what was loaded.
     pub fn stamp(&self) -> String {
-        stamp::combine(stamp::BUILD_DIGEST, &self.registry_digest)
+        stamp::combine(self.build, &self.registry_digest)
+    }
+
+    /// The build digest of the code that was loaded.
+    pub fn build(&self) -> &'static str {
+        self.build
     }
 
     /// The registry's digest as loaded.

@@ -10,7 +10,7 @@
 use crate::budget;
 use crate::log_limit::LogLimit;
 use crate::sync::lock;
-use row_fence_ask::ledger::{self, LedgerRecord};
+use row_fence_contract::ledger::{self, LedgerRecord};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -166,8 +166,8 @@ fn cut_fields(mut r: LedgerRecord, max: usize) -> LedgerRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use row_fence_ask::ledger::DecidedBy;
-    use row_fence_ask::verdict::{Reason, Verdict};
+    use row_fence_contract::ledger::DecidedBy;
+    use row_fence_contract::verdict::{Reason, Verdict};
 
     #[test]
     fn a_flood_of_long_refusals_is_written_cut_or_counted_never_queued_without_bound() {

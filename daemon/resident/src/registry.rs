@@ -9,8 +9,8 @@
 //!
 //! A file that does not parse stops the daemon at start, naming the line.
 
-use row_fence_ask::descriptor::validate_board;
-use row_fence_ask::paths;
+use row_fence_contract::descriptor::validate_board;
+use row_fence_contract::paths;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! The daemon's shared state and what it answers: an ask (stamp check, deadline, one gate
 //! call bounded by it, the ledger), a ping and a status. The server owns the sockets;
 //! this module owns the decisions. It caches the store connection, never a verdict:
-//! every ask reaches the store (DESIGN.md, "The daemon").
+//! every ask reaches the store (ARCHITECTURE.md, "The daemon").
 
 use crate::config::Settings;
 use crate::gate::{self, Gated, Located};
@@ -10,10 +10,10 @@ use crate::own_code::OwnCode;
 use crate::refusals::Refusals;
 use crate::registry::Registry;
 use crate::sync::lock;
-use row_fence_ask::ledger::{self, DecidedBy, LedgerRecord};
-use row_fence_ask::protocol::{Answer, Ask, Op, PROTOCOL_VERSION, Pong, Request};
-use row_fence_ask::status::{Counts, Status};
-use row_fence_ask::{Reason, Verdict, stamp};
+use row_fence_contract::ledger::{self, DecidedBy, LedgerRecord};
+use row_fence_contract::protocol::{Answer, Ask, Op, PROTOCOL_VERSION, Pong, Request};
+use row_fence_contract::status::{Counts, Status};
+use row_fence_contract::{Reason, Verdict, stamp};
 use row_fence_store::{AskCheck, AskLocation, LeaseStore};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -101,7 +101,7 @@ impl Resident {
         settings: Settings,
         allowed_uids: Vec<u32>,
     ) -> Resident {
-        let refusals = Refusals::start(row_fence_ask::paths::ledger(&settings.home));
+        let refusals = Refusals::start(row_fence_contract::paths::ledger(&settings.home));
         Resident {
             stamp: own_code.stamp(),
             store,
@@ -285,6 +285,7 @@ impl Resident {
                 ask.caller.build.as_deref(),
                 ask.caller.home.as_deref(),
                 &self.stamp,
+                self.own_code.build(),
                 &self.settings.home,
             ),
         };

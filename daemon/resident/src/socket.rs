@@ -1,11 +1,11 @@
-//! The daemon's socket hygiene, as ssh-agent keeps it (DESIGN.md, "The daemon"; STYLE.md):
+//! The daemon's socket hygiene, as ssh-agent keeps it (ARCHITECTURE.md, "The daemon"):
 //! the directory is created 0700 at creation (never chmod'ed after) and refused when it is
 //! a symlink, owned by another uid or group/world writable; the socket is bound 0600 under
 //! a restrictive umask; a leftover socket nobody answers is removed only when it is a
 //! socket we own; a live daemon on the path leaves it untouched; at exit the socket is
 //! unlinked only if its inode is still ours.
 
-use row_fence_ask::paths;
+use row_fence_contract::paths;
 use std::fs;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt};

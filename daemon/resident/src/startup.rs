@@ -11,7 +11,7 @@ use crate::registry::{Registry, RegistryError};
 use crate::resident::Resident;
 use crate::server;
 use crate::socket::{self, SocketError};
-use row_fence_ask::paths;
+use row_fence_contract::paths;
 use row_fence_store::LeaseStore;
 use row_fence_store::monotonic::{Marks, Monotonic};
 use std::io::Write;
@@ -65,7 +65,7 @@ pub enum StartError {
     RegistryChanged,
     /// The registry's digest could not be taken when the daemon's own code was recorded.
     #[error("cannot read the registry: {0}")]
-    OwnCode(#[source] row_fence_ask::stamp::RegistryUnreadable),
+    OwnCode(#[source] row_fence_contract::stamp::RegistryUnreadable),
     /// The registry's digest could not be taken again after its load.
     #[error("cannot read the registry: {0}")]
     RegistryDigest(#[source] std::io::Error),
@@ -88,6 +88,9 @@ pub struct Options {
     pub extra_uids: Vec<u32>,
     /// The location fence's settings; `None` (the default) keeps it inert.
     pub location: Option<location::Settings>,
+    /// The binary's build digest (`row_fence_stamp::BUILD_DIGEST`), the build half of
+    /// the daemon's code stamp.
+    pub build: &'static str,
 }
 
 /// Runs the daemon in the foreground; returns the process exit code.
@@ -144,10 +147,10 @@ fn prepare(options: &Options) -> Result<Prepared, StartError> {
             source,
         })?;
     socket::prepare_dir(&settings.socket)?;
-    let own_code = OwnCode::capture(&settings.home).map_err(StartError::OwnCode)?;
+    let own_code = OwnCode::capture(&settings.home, options.build).map_err(StartError::OwnCode)?;
     // Whatever the daemon loads from the registry is loaded between these two digests.
     let registry = Registry::load(&settings.home)?;
-    let again = row_fence_ask::stamp::registry_digest(&paths::registry(&settings.home))
+    let again = row_fence_contract::stamp::registry_digest(&paths::registry(&settings.home))
         .map_err(StartError::RegistryDigest)?;
     if again != own_code.registry_digest() {
         return Err(StartError::RegistryChanged);
@@ -204,6 +207,7 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
         heartbeat_interval,
         extra_uids,
         location: _,
+        build: _,
     } = options;
     let Prepared {
         own_code,

@@ -3,10 +3,10 @@
 //! verdicts from a real file store, without spawning a binary. Time-dependent cases pause
 //! tokio's clock instead of sleeping.
 
-use row_fence_ask::protocol::{
+use row_fence_contract::protocol::{
     Answer, Ask, Caller, MAX_MESSAGE_BYTES, Op, PROTOCOL_VERSION, Request,
 };
-use row_fence_ask::{Descriptor, Reason, Verdict};
+use row_fence_contract::{Descriptor, Reason, Verdict};
 use row_fence_resident::config::Settings;
 use row_fence_resident::own_code::OwnCode;
 use row_fence_resident::resident::Resident;
@@ -20,6 +20,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
 
+/// The build digest the daemon under test carries; its asks are made with the same.
+const TEST_BUILD: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
 /// A server on a temp socket over a file store in the same temp dir.
 struct Served {
     _dir: tempfile::TempDir,
@@ -31,7 +34,13 @@ struct Served {
 }
 
 impl Served {
+    /// A server that serves this process's own uid.
     async fn start() -> Served {
+        Served::serving(vec![nix::unistd::geteuid().as_raw()]).await
+    }
+
+    /// A server that serves the uids `uids` (the daemon's own and `--allowed-uids`).
+    async fn serving(uids: Vec<u32>) -> Served {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().join("home");
         std::fs::create_dir_all(&home).unwrap();
@@ -43,9 +52,8 @@ impl Served {
             store: StoreSpec::File(None),
             key_prefix: "rowfence".into(),
         };
-        let own_code = OwnCode::capture(&home).unwrap();
-        let uid = nix::unistd::geteuid().as_raw();
-        let resident = Arc::new(Resident::new(store.clone(), own_code, settings, vec![uid]));
+        let own_code = OwnCode::capture(&home, TEST_BUILD).unwrap();
+        let resident = Arc::new(Resident::new(store.clone(), own_code, settings, uids));
         let listener = UnixListener::bind(&socket).unwrap();
         let shutdown = resident.shutdown.clone();
         let task = tokio::spawn(server::run(listener, resident.clone(), shutdown.clone()));
@@ -252,5 +260,49 @@ async fn a_takeover_is_seen_by_the_next_ask_and_status_counts_it() {
         Some(&1)
     );
     assert_eq!(status.recent_refusals.len(), 1);
+    served.stop().await;
+}
+
+/// A peer whose uid the daemon does not serve is refused before anything it sends is
+/// judged: an ask about a row its lane holds, a ping and a status are each COULD NOT READ
+/// `peer_refused`, naming the uids served and the peer's, and counted. Run in process with
+/// a uid list that leaves this process out, so it runs without root.
+#[tokio::test]
+async fn a_peer_whose_uid_is_not_served_is_refused_whatever_it_asks() {
+    let me = nix::unistd::geteuid().as_raw();
+    let other = me.wrapping_add(1);
+    let served = Served::serving(vec![other]).await;
+    let d = grant(served.store.as_ref(), "lane-a", false).await;
+    let stamp = served.resident.stamp.clone();
+    let asked = served.ask(&d, &stamp, 3000).await;
+    let pinged: Answer =
+        serde_json::from_str(&served.exchange(b"{\"v\":1,\"op\":\"ping\"}\n").await).unwrap();
+    let status: Answer =
+        serde_json::from_str(&served.exchange(b"{\"v\":1,\"op\":\"status\"}\n").await).unwrap();
+    for answer in [&asked, &pinged, &status] {
+        assert_eq!(
+            verdict(answer),
+            Some(Verdict::CouldNotRead(Reason::PeerRefused)),
+            "{answer:?}"
+        );
+        assert!(
+            answer.pong.is_none() && answer.status.is_none(),
+            "{answer:?}"
+        );
+        assert!(
+            answer.detail.starts_with(&format!(
+                "this daemon serves uid(s) [{other}], not uid {me} (pid "
+            )),
+            "{}",
+            answer.detail
+        );
+    }
+    let counts = served.resident.status().counts;
+    assert_eq!(
+        counts.by_reason.get(&Reason::PeerRefused),
+        Some(&3),
+        "{counts:?}"
+    );
+    assert_eq!(counts.allowed, 0);
     served.stop().await;
 }

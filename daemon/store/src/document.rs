@@ -8,7 +8,7 @@ use super::{
     Snapshot, StoreError, WriteKind, check_lease_fence, judge,
 };
 use crate::meta;
-use row_fence_ask::descriptor::validate_board;
+use row_fence_contract::descriptor::validate_board;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

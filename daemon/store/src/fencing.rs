@@ -5,7 +5,7 @@
 //! at) plus a check for every record read but not written, and sends one fenced batch. A
 //! conflict reruns the change on a fresh read; a stale controller lease fails at once.
 //!
-//! The view loads on demand (issue 13: a one-record change on a board of 100,000 records
+//! The view loads on demand (a one-record change on a board of 100,000 records
 //! reads a few keys, not the board). A change that touches a key not loaded yet, or
 //! iterates a section not loaded whole, sees it as absent on that run; its result is
 //! thrown away, the engine reads again with those keys (or that section whole) added, in

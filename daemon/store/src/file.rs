@@ -21,7 +21,7 @@ use super::{
     AskCheck, FencedBatch, Judgement, LeaseStore, LogEntry, ReadSet, Record, Snapshot, StoreError,
 };
 use async_trait::async_trait;
-use row_fence_ask::descriptor::validate_board;
+use row_fence_contract::descriptor::validate_board;
 use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -377,7 +377,7 @@ fn io_error(path: &Path, e: io::Error) -> StoreError {
 
 /// This machine's clock in ms since the Unix epoch: the file store's clock.
 pub fn system_now_ms() -> u64 {
-    row_fence_ask::ledger::now_ms()
+    row_fence_contract::ledger::now_ms()
 }
 
 /// This machine's now, unless it is below the highest time a writer of `document` saw.
@@ -398,14 +398,11 @@ fn clock_now(document: &BoardDocument) -> Result<u64, StoreError> {
 
 #[async_trait]
 impl LeaseStore for FileStore {
-    async fn layout(&self, board: &str) -> Result<String, StoreError> {
+    async fn layout(&self, board: &str) -> Result<crate::meta::Layout, StoreError> {
         let board = board.to_string();
         self.blocking(move |s| {
-            let document = s.read_document(&board)?;
-            Ok(document
-                .moved_to
-                .clone()
-                .unwrap_or_else(|| "document".into()))
+            s.read_document(&board)?.ensure_here()?;
+            Ok(crate::meta::Layout::Document)
         })
         .await
     }

@@ -1,5 +1,5 @@
-//! The file store's parsed documents, kept while their file is unchanged (issue 13: an
-//! ask on a board of 10,000 rows costs what one on 10 rows costs).
+//! The file store's parsed documents, kept while their file is unchanged (an ask
+//! on a board of 10,000 rows costs what one on 10 rows costs).
 //!
 //! Every read still opens the file and `fstat`s it; the document parsed last time is used
 //! only when the file is the very same: same device, inode, size, mtime and ctime. Every

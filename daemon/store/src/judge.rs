@@ -4,12 +4,13 @@
 //! reads the same wherever it was decided.
 
 use crate::{AskCheck, RowLease};
-use row_fence_ask::Reason;
+use row_fence_contract::Reason;
 use std::time::Duration;
 
 /// Judges a row lease against an ask at `now_ms`: the one rule both the Lua ask script and
-/// the document adapters implement (DESIGN.md, verdicts). Holder first, so a takeover
-/// reads `different_holder`; then generation; then expiry (at or before now).
+/// the document adapters implement (ARCHITECTURE.md, "Verdicts and exit codes"). Holder
+/// first, so a takeover reads `different_holder`; then generation; then expiry (at or
+/// before now).
 pub fn judge(lease: Option<&RowLease>, ask: &AskCheck, now_ms: u64) -> Option<Reason> {
     let Some(lease) = lease else {
         return Some(Reason::NotHeld);

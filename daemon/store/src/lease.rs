@@ -1,14 +1,14 @@
 //! Row leases: acquire (grant or take over), renew, release and list, each one fenced
 //! write on the `claims` section through [`fencing::write`] — one spelling of every write.
 //! A grant's generation is the revision its batch commits at, so generations are unique
-//! and strictly increasing per board (DESIGN.md, vocabulary). Expiry is set with the
+//! and strictly increasing per board (ARCHITECTURE.md, "Vocabulary"). Expiry is set with the
 //! store's clock.
 
 use crate::document::parse_row_lease;
 use crate::fencing::{self, Controller, WriteError};
 use crate::judge::rfc3339;
 use crate::{AskCheck, CLAIMS, LeaseStore, ReadSet, RowLease, StoreError, judge};
-use row_fence_ask::{Descriptor, Reason};
+use row_fence_contract::{Descriptor, Reason};
 use serde_json::Value;
 
 /// Why a row-lease operation did not happen.

@@ -1,4 +1,4 @@
-//! `row-fence-store`: the lease store (DESIGN.md, "The lease store"). One port
+//! `row-fence-store`: the lease store (ARCHITECTURE.md, "The lease store"). One port
 //! ([`LeaseStore`]), several adapters, and the domain every writer goes through: the fenced
 //! write engine, row leases and the controller lease. Every write is a fenced batch; every
 //! ask is judged on the store side with the store's clock. Typed errors only; no command
@@ -10,7 +10,8 @@
 //! - this file: the port ([`LeaseStore`]), records, batches, row and controller leases,
 //!   [`StoreError`], [`open`].
 //! - [`redis`]: Redis: per-record keys (the `records` layout, Lua scripts) and, for boards
-//!   not yet migrated, the whole document (the `document` layout); a router picks per board.
+//!   not yet migrated, the whole document (the `document` layout); the records scripts
+//!   guard the layout atomically and hand a document board to its document.
 //! - [`file`], [`file_log`], [`file_cache`]: the embedded default, one JSON document per
 //!   board under `$ROW_FENCE_HOME/store/`, written atomically under an exclusive lock, its
 //!   fence log, and the parsed documents readers keep while a file is unchanged.
@@ -51,7 +52,7 @@ pub mod spec;
 pub mod tls;
 
 use async_trait::async_trait;
-use row_fence_ask::Reason;
+use row_fence_contract::Reason;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -59,7 +60,7 @@ use std::fmt;
 pub use expected::Expected;
 pub use judge::judge;
 pub use meta::Layout;
-pub use row_fence_ask::status::StoreCheck;
+pub use row_fence_contract::status::StoreCheck;
 pub use spec::StoreSpec;
 
 /// `expected` of a [`RecordWrite`] that skips the revision check ([`Expected::Blind`] on
@@ -241,7 +242,7 @@ impl Keys {
 
 /// What a keyed read asks for: per section, the whole section or some of its keys. A
 /// one-record change on a board of 100,000 records reads a handful of keys, not the
-/// section (issue 13: bytes received per fenced change, flat as boards grow).
+/// section (bytes received per fenced change stay flat as boards grow: `scripts/bench`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReadSet {
     /// Section name → what to load of it.
@@ -337,7 +338,7 @@ pub fn durable_check(role: &str) -> StoreCheck {
     StoreCheck {
         role: role.to_string(),
         durable: true,
-        checked_at_ms: row_fence_ask::ledger::now_ms(),
+        checked_at_ms: row_fence_contract::ledger::now_ms(),
         ..StoreCheck::default()
     }
 }
@@ -430,8 +431,8 @@ pub enum StoreError {
     /// The request itself is invalid (a bad board name, a bad batch).
     #[error("{0}")]
     Invalid(String),
-    /// The board is served by another layout than the adapter asked (the Redis router
-    /// uses this to fall back to a board's document; it never returns it). Nothing was
+    /// The board is served by another layout than the adapter asked (the Redis store
+    /// uses this to hand a board to its other layout; it never returns it). Nothing was
     /// written.
     #[error("the board is served by another layout: {0}")]
     NotThisLayout(String),
@@ -457,7 +458,7 @@ impl StoreError {
         )
     }
 
-    /// The COULD NOT READ reason an ask reports for this error (DESIGN.md, verdicts):
+    /// The COULD NOT READ reason an ask reports for this error (ARCHITECTURE.md, "Fail closed"):
     /// `store_unreachable` only for connection failures.
     pub fn ask_reason(&self) -> Reason {
         match self {
@@ -483,9 +484,11 @@ impl StoreError {
 /// deadline.
 #[async_trait]
 pub trait LeaseStore: Send + Sync + fmt::Debug {
-    /// The board's layout: `records` or `document` (`""` from the Redis records adapter
-    /// for a board not marked).
-    async fn layout(&self, board: &str) -> Result<String, StoreError>;
+    /// The layout the board is served from here: [`meta::Layout::Records`] (Redis
+    /// per-record keys, marked or not) or [`meta::Layout::Document`] (the file store, a
+    /// Redis board not yet migrated). A board moved to another store is
+    /// [`StoreError::Moved`].
+    async fn layout(&self, board: &str) -> Result<meta::Layout, StoreError>;
 
     /// Reads the named sections, the board revision and the store's clock at once.
     async fn sections(&self, board: &str, names: &[&str]) -> Result<Snapshot, StoreError>;
@@ -570,9 +573,9 @@ pub fn open(
     prefix: &str,
 ) -> Result<std::sync::Arc<dyn LeaseStore>, StoreError> {
     Ok(match spec {
-        StoreSpec::File(None) => {
-            std::sync::Arc::new(file::FileStore::new(row_fence_ask::paths::file_store(home)))
-        }
+        StoreSpec::File(None) => std::sync::Arc::new(file::FileStore::new(
+            row_fence_contract::paths::file_store(home),
+        )),
         StoreSpec::File(Some(dir)) => std::sync::Arc::new(file::FileStore::new(dir.clone())),
         StoreSpec::Redis(url) => std::sync::Arc::new(redis::RedisStore::open(url, prefix)?),
     })

@@ -1,7 +1,8 @@
 //! A home's history floors (`$ROW_FENCE_HOME/revisions.json`): per store and board, the
 //! highest board revision and controller epoch this home has seen, and the latest lease
 //! expiry it has found passed. [`crate::monotonic::Monotonic`] judges every answer against
-//! them; this module keeps them.
+//! them (ARCHITECTURE.md, "The generation never goes back", "The store's clock judges");
+//! this module keeps them.
 //!
 //! Every process of a home shares the file: the CLI writes what it commits at once, the
 //! daemon writes what its asks saw every second, and a lease expiry found passed is written

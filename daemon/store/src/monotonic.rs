@@ -1,4 +1,4 @@
-//! A store that must never go back in time (DESIGN.md, "Acknowledged means durable"):
+//! A store that must never go back in time (ARCHITECTURE.md, "Acknowledged means durable"):
 //! [`Monotonic`] wraps any adapter and refuses what only a store that lost history, or a
 //! clock that went back, can answer. A failover that lost writes, a restart from a stale
 //! AOF, an eviction, a file restored from a backup all look the same from here: numbers
@@ -211,7 +211,7 @@ fn latest_passed(snapshot: &Snapshot) -> Option<u64> {
 
 #[async_trait]
 impl LeaseStore for Monotonic {
-    async fn layout(&self, board: &str) -> Result<String, StoreError> {
+    async fn layout(&self, board: &str) -> Result<crate::meta::Layout, StoreError> {
         self.inner.layout(board).await
     }
 

@@ -6,7 +6,7 @@
 //! fetch; `generatedAt` may be an integer or a string, anything else reads as null and
 //! never fails the fetch. Freshness is our own fetch time, never `generatedAt`.
 
-pub use row_fence_ask::status::TenantRow;
+pub use row_fence_contract::status::TenantRow;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 

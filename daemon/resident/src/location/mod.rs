@@ -1,4 +1,4 @@
-//! The location fence (DESIGN.md, "Location fence"; the location-fencing source), inert
+//! The location fence (ARCHITECTURE.md, "Location fence"; the location-fencing source), inert
 //! unless `ROW_FENCE_LOCATION` is set. When the same boards are worked from more than one
 //! site, a board's tenant may act only from its one active location: an ask is allowed
 //! only when the tenant → location map is fresh, has exactly one row for the board's
@@ -20,8 +20,8 @@ use crate::sync::lock;
 use fetch::{Fetcher, Source};
 use map::{MapError, TenantMap};
 use policy::{Decision, MapState};
-use row_fence_ask::Reason;
-use row_fence_ask::status::{LocationRefusal, LocationStatus};
+use row_fence_contract::Reason;
+use row_fence_contract::status::{LocationRefusal, LocationStatus};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -51,7 +51,7 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_ms(&self) -> u64 {
-        row_fence_ask::ledger::now_ms()
+        row_fence_contract::ledger::now_ms()
     }
 }
 

@@ -6,7 +6,7 @@
 //! its own: the caller passes `now_ms`.
 
 use super::map::TenantRow;
-use row_fence_ask::Reason;
+use row_fence_contract::Reason;
 
 /// A map older than this (ms since our own last good fetch) is `map_stale`.
 pub const STALE_AFTER_MS: u64 = 60_000;

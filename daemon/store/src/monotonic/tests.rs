@@ -4,7 +4,7 @@
 use super::*;
 use crate::file::FileStore;
 use crate::lease::{self, Grant};
-use row_fence_ask::Reason;
+use row_fence_contract::Reason;
 use std::sync::Mutex;
 use tokio::sync::{Notify, Semaphore};
 
@@ -32,7 +32,7 @@ impl PausedAfterRead {
 
 #[async_trait]
 impl LeaseStore for PausedAfterRead {
-    async fn layout(&self, board: &str) -> Result<String, StoreError> {
+    async fn layout(&self, board: &str) -> Result<crate::meta::Layout, StoreError> {
         self.store.layout(board).await
     }
     async fn sections(&self, board: &str, names: &[&str]) -> Result<Snapshot, StoreError> {

@@ -1,9 +1,9 @@
-//! The read barrier of a replicated Redis: an ask answered from a primary is trusted only
-//! once something the primary sent down its replication stream *after* the ask's read was
-//! acknowledged by enough of its replicas: `PUBLISH` on the barrier channel, then `WAIT`.
-//! Outside a cluster, Redis propagates a `PUBLISH` to its replicas (and not to its AOF), so
-//! the round moves the replication offset `WAIT` waits for without a write to the data or
-//! an fsync.
+//! The read barrier of a replicated Redis (ARCHITECTURE.md, "Acknowledged means durable"):
+//! an ask answered from a primary is trusted only once something the primary sent down its
+//! replication stream *after* the ask's read was acknowledged by enough of its replicas:
+//! `PUBLISH` on the barrier channel, then `WAIT`. Outside a cluster, Redis propagates a
+//! `PUBLISH` to its replicas (and not to its AOF), so the round moves the replication
+//! offset `WAIT` waits for without a write to the data or an fsync.
 //!
 //! Why it is enough, and what it needs: a grant is acknowledged only once `min_replicas`
 //! (M) replicas have it; the barrier waits for K replicas with K + M > N, N the replica

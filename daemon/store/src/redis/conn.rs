@@ -213,7 +213,7 @@ impl Conn {
             Conn::Cluster(_) => return Ok(cluster_check()),
         };
         m.link().await?;
-        let now = row_fence_ask::ledger::now_ms();
+        let now = row_fence_contract::ledger::now_ms();
         let cached = lock(&m.check).clone();
         match cached {
             Some(check)
@@ -270,7 +270,7 @@ fn cluster_check() -> StoreCheck {
         notes: vec![
             "a Redis Cluster's settings are not checked (and writes do not wait for replicas): give every node appendonly yes and appendfsync always".into(),
         ],
-        checked_at_ms: row_fence_ask::ledger::now_ms(),
+        checked_at_ms: row_fence_contract::ledger::now_ms(),
         ..StoreCheck::default()
     }
 }

@@ -16,13 +16,14 @@ use async_trait::async_trait;
 use redis::Value;
 use std::sync::Arc;
 
-/// The Redis document adapter alone (the router, [`super::RedisStore`], picks it for
-/// boards not yet migrated).
+/// The Redis document adapter ([`super::RedisStore`] serves a board the records refuse as
+/// a document from it).
 #[derive(Clone)]
 pub struct RedisDocument {
     pub(super) shared: Arc<Shared>,
-    /// True inside the router: a board whose document is gone or moved is answered
-    /// `NotThisLayout` (the router then asks the records), never judged as an empty board.
+    /// True for the store's adapter of existing documents: a board whose document is gone
+    /// or moved is answered `NotThisLayout` (the records serve it then), never judged as
+    /// an empty board.
     pub(super) routed: bool,
 }
 
@@ -97,8 +98,9 @@ impl RedisDocument {
         Ok((raw, document, now_ms))
     }
 
-    /// The board's document as stored (`None`: absent, an empty board), or, in the router,
-    /// `NotThisLayout` for one that is gone or moved (the records serve it then).
+    /// The board's document as stored (`None`: absent, an empty board), or, for existing
+    /// documents only, `NotThisLayout` for one that is gone or moved (the records serve
+    /// it then).
     fn stored(&self, board: &str, raw: Option<&str>) -> Result<BoardDocument, StoreError> {
         let document = match raw {
             Some(raw) => parse(board, raw)?,
@@ -164,11 +166,16 @@ impl RedisDocument {
 
 #[async_trait]
 impl LeaseStore for RedisDocument {
-    async fn layout(&self, board: &str) -> Result<String, StoreError> {
+    async fn layout(&self, board: &str) -> Result<Layout, StoreError> {
         let (_, document, _) = self.load(board).await?;
-        Ok(document
-            .moved_to
-            .unwrap_or_else(|| Layout::Document.as_str().into()))
+        match document.moved_to.as_deref() {
+            None => Ok(Layout::Document),
+            Some(to) => Layout::parse(to).ok_or_else(|| {
+                StoreError::Corrupt(format!(
+                    "the document of board {board} moved to {to:?}, which is no layout"
+                ))
+            }),
+        }
     }
 
     async fn sections(&self, board: &str, names: &[&str]) -> Result<Snapshot, StoreError> {

@@ -1,5 +1,5 @@
 //! What a Redis server's role and settings say about keeping an acknowledged write
-//! (DESIGN.md, "Acknowledged means durable"), checked at every connect, before a grant and
+//! (ARCHITECTURE.md, "Acknowledged means durable"), checked at every connect, before a grant and
 //! on the heartbeat's interval. One place decides it:
 //!
 //! - `ROLE` must be master (a writable replica too is refused: it holds an older history).
@@ -119,7 +119,7 @@ pub async fn inspect(
         role,
         replicas,
         min_replicas,
-        checked_at_ms: row_fence_ask::ledger::now_ms(),
+        checked_at_ms: row_fence_contract::ledger::now_ms(),
         ..StoreCheck::default()
     };
     if check.role != "master" {

@@ -1,6 +1,7 @@
-//! Redis key names (DESIGN.md, key layout). Every key of a board carries the hash tag
-//! `{<board>}` so one script touches them all, also on Redis Cluster; the document layout's
-//! shared hash does not (it is one hash for every board, as the source keeps it).
+//! Redis key names (the README's "Redis key layout"; the table in [`super`]). Every key of
+//! a board carries the hash tag `{<board>}` so one script touches them all, also on Redis
+//! Cluster; the document layout's shared hash does not (it is one hash for every board, as
+//! the source keeps it).
 
 /// The keys of one board, under prefix `P`: `P:board:{B}:fence:<part>`.
 #[derive(Clone, Debug)]

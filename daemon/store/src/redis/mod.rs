@@ -1,16 +1,20 @@
-//! Redis: the production store. Two adapters behind the one port, and a router that picks
-//! one per board, as the fencing-records source does ("callers do not choose"):
+//! Redis: the production store. Two adapters behind the one port, as the fencing-records
+//! source has them ("callers do not choose"):
 //!
 //! - [`RedisRecords`]: per-record keys (the `records` layout), the production layout; every
 //!   key of a board carries the hash tag `{<board>}`, so its scripts run unchanged on
-//!   standalone Redis/Valkey and on Redis Cluster.
+//!   standalone Redis/Valkey and on Redis Cluster. On standalone Redis every script guards
+//!   the layout atomically: a board that still has a document to be migrated is refused
+//!   (`FENCE_DOCUMENT`), never read or written as records.
 //! - [`RedisDocument`]: the whole board as one JSON document in `P:state:fencing:current`
 //!   (the `document` layout), for boards not yet migrated; standalone Redis only.
-//! - [`RedisStore`]: the router. A board marked `layout = records` in its meta, or with no
-//!   document, is served from records; a board with a document not yet moved is served
-//!   from the document. `row-fence migrate` moves a board, once. The records scripts check
-//!   the layout atomically, and the router remembers the boards it met as documents
-//!   ([`layouts`]), so every call is one round trip.
+//! - [`RedisStore`]: what `ROW_FENCE_STORE=redis://…` opens. Every call goes to the records
+//!   first. The ask is the records ask script alone, one round trip whatever the layout:
+//!   for a board with a document it hands the document back in the same answer, judged
+//!   here. The operator's commands (reads, writes, the log) that the records refuse as a
+//!   document board are served by the board's document, and a document that moved since
+//!   (`row-fence migrate`, once, never back) by the records again. Nothing is remembered
+//!   between calls, so nothing remembered can go stale.
 //!
 //! | key | type | holds |
 //! | --- | --- | --- |
@@ -35,7 +39,6 @@ pub mod conn;
 mod document;
 pub mod durability;
 pub mod keys;
-pub mod layouts;
 pub mod migrate;
 pub mod names;
 mod records;
@@ -52,9 +55,8 @@ use crate::meta::{self, Layout};
 use async_trait::async_trait;
 use conn::Conn;
 use keys::{BoardKeys, StateKeys};
-use layouts::Layouts;
 use redis::{RedisError, Script, ScriptInvocation, Value};
-use row_fence_ask::Verdict;
+use row_fence_contract::Verdict;
 use std::sync::{Arc, LazyLock};
 use url::AsksLog;
 
@@ -71,8 +73,6 @@ pub struct Shared {
     redacted: String,
     /// The key prefix `P`.
     prefix: String,
-    /// The boards last seen in the document layout.
-    layouts: Layouts,
     /// Which verdicts an ask records (`?asks=`).
     asks: AsksLog,
     /// The fenced batch script, hashed once.
@@ -156,7 +156,6 @@ impl Shared {
             redacted,
             prefix: prefix.to_string(),
             asks: parsed.asks,
-            layouts: Layouts::default(),
             batch: Script::new(&FENCED_BATCH_LUA),
             ask: Script::new(&ASK_LUA),
             read: Script::new(&READ_LUA),
@@ -405,35 +404,34 @@ pub enum Route {
     Document,
 }
 
-/// The router: the store `ROW_FENCE_STORE=redis://…` opens.
+/// The store `ROW_FENCE_STORE=redis://…` opens: the records adapter, and the document
+/// adapter for the boards the records refuse as documents.
 #[derive(Clone)]
 pub struct RedisStore {
     shared: Arc<Shared>,
-    /// The records adapter alone (no document checks): tests and the migration.
+    /// The records adapter, whose scripts refuse a board still in the document layout.
     records: RedisRecords,
-    /// The records adapter whose scripts refuse a board still in the document layout,
-    /// atomically, so routing costs no extra round trip.
-    routed: RedisRecords,
-    /// The document adapter alone (tests, migration).
+    /// The document adapter alone: a missing document is an empty board (tests and the
+    /// benchmark start document boards with it; row-fence itself never starts one).
     document: RedisDocument,
-    /// The document adapter that answers `NotThisLayout` for a board whose document
-    /// moved or is gone, so a remembered layout that became wrong falls back to records.
-    routed_document: RedisDocument,
+    /// The document adapter for the boards the records refuse: a document that moved or
+    /// is gone is `NotThisLayout` (the records serve the board then), never an empty board.
+    existing_document: RedisDocument,
 }
 
 /// How many times one call may find the board in another layout than it tried: records
 /// (the script says "document"), document (it says "moved"), records again.
 const ROUTE_TRIES: usize = 3;
 
-/// Runs `$call` with `$a` bound to the routed adapter of the layout the router tries
-/// first for `$board`, and on `NotThisLayout` with the other one, remembering where the
-/// board was served (see [`layouts`]).
-macro_rules! routed {
+/// Runs `$call` with `$a` bound to the records adapter and, while the one tried answers
+/// `NotThisLayout`, the other layout's (a board moves once, so the third try is a store
+/// changed by hand under the call).
+macro_rules! either_layout {
     ($self:ident, $board:expr, |$a:ident| $call:expr) => {{
-        let mut layout = $self.shared.layouts.first($board);
+        let mut layout = Layout::Records;
         let mut tries = 0;
         loop {
-            let $a: &dyn LeaseStore = $self.routed_adapter(layout);
+            let $a: &dyn LeaseStore = $self.adapter(layout);
             match $call.await {
                 Err(StoreError::NotThisLayout(why)) => {
                     tries += 1;
@@ -442,10 +440,7 @@ macro_rules! routed {
                     }
                     layout = other_layout(layout);
                 }
-                answer => {
-                    $self.shared.layouts.learn($board, layout);
-                    break answer;
-                }
+                answer => break answer,
             }
         }
     }};
@@ -475,17 +470,12 @@ impl RedisStore {
         Ok(RedisStore {
             records: RedisRecords {
                 shared: shared.clone(),
-                route: false,
-            },
-            routed: RedisRecords {
-                shared: shared.clone(),
-                route: true,
             },
             document: RedisDocument {
                 shared: shared.clone(),
                 routed: false,
             },
-            routed_document: RedisDocument {
+            existing_document: RedisDocument {
                 shared: shared.clone(),
                 routed: true,
             },
@@ -493,7 +483,7 @@ impl RedisStore {
         })
     }
 
-    /// The records adapter alone (tests, migration).
+    /// The records adapter (tests, migration, the benchmark).
     pub fn records(&self) -> &RedisRecords {
         &self.records
     }
@@ -513,11 +503,6 @@ impl RedisStore {
         self.shared.state()
     }
 
-    /// The layout the router will try first for `board` (what it last saw it in).
-    pub fn remembered_layout(&self, board: &str) -> Layout {
-        self.shared.layouts.first(board)
-    }
-
     /// Which adapter serves `board`: one round trip (the meta marker and whether a
     /// document exists). On a cluster every board is served from records.
     pub async fn route(&self, board: &str) -> Result<Route, StoreError> {
@@ -535,51 +520,36 @@ impl RedisStore {
             .await
             .map_err(|e| self.shared.map_err(e))?;
         let marked = layout.is_some_and(|raw| records::record_value_is(&raw, Layout::Records));
-        let route = if !marked && has_document {
+        Ok(if !marked && has_document {
             Route::Document
         } else {
             Route::Records
-        };
-        self.shared.layouts.learn(
-            board,
-            match route {
-                Route::Records => Layout::Records,
-                Route::Document => Layout::Document,
-            },
-        );
-        Ok(route)
+        })
     }
 
-    fn adapter(&self, route: Route) -> &dyn LeaseStore {
+    /// The adapter serving `layout`: the records, or the board's existing document.
+    fn adapter(&self, layout: Layout) -> &dyn LeaseStore {
+        match layout {
+            Layout::Records => &self.records,
+            Layout::Document => &self.existing_document,
+        }
+    }
+
+    /// The adapter `route` names.
+    fn routed_to(&self, route: Route) -> &dyn LeaseStore {
         match route {
             Route::Records => &self.records,
             Route::Document => &self.document,
         }
     }
 
-    /// The adapter that checks, atomically or by what it reads, that `layout` still
-    /// serves the board.
-    fn routed_adapter(&self, layout: Layout) -> &dyn LeaseStore {
-        match layout {
-            Layout::Records => &self.routed,
-            Layout::Document => &self.routed_document,
-        }
-    }
-
-    /// One round trip: the ask script for a board served from records (it also returns a
-    /// board's document when it finds one still to be migrated, judged here), or, for a
-    /// board remembered as a document, its document. A remembered document that moved or
-    /// is gone sends the ask to the script, which checks the layout atomically. On a
+    /// One round trip whatever the board's layout: the records ask script, which judges
+    /// the row's record, or, on a board that still has a document to be migrated (checked
+    /// in the same script, atomically), hands the document back to be judged here. On a
     /// replicated primary the answer waits for the read barrier ([`barrier`]).
     async fn ask_once(&self, check: &AskCheck) -> Result<Judgement, StoreError> {
         let board = check.board.as_str();
-        if self.shared.layouts.first(board) == Layout::Document {
-            if let Some(judgement) = self.ask_document(check).await? {
-                return Ok(judgement);
-            }
-            self.shared.layouts.learn(board, Layout::Records);
-        }
-        match self.routed.ask_records(check).await? {
+        match self.records.ask_records(check).await? {
             records::Asked::Judged(judgement) => Ok(judgement),
             records::Asked::Document { now_ms, document } => {
                 let document = document::parse(board, &document)?;
@@ -590,7 +560,6 @@ impl RedisStore {
                         "board {board} is marked moved but not migrated"
                     )));
                 }
-                self.shared.layouts.learn(board, Layout::Document);
                 let judgement = document.judge_ask(check, now_ms)?;
                 self.shared.record_ask(check, &judgement).await?;
                 Ok(judgement)
@@ -605,30 +574,21 @@ impl RedisStore {
             "board {board} changed layout {ROUTE_TRIES} times during one call ({why}); retry"
         ))
     }
-
-    /// The ask on a board remembered as a document: one round trip (its document and the
-    /// server's clock), `None` when the document moved or is gone (ask the records).
-    async fn ask_document(&self, check: &AskCheck) -> Result<Option<Judgement>, StoreError> {
-        match self.routed_document.ask(check).await {
-            Err(StoreError::NotThisLayout(_)) => Ok(None),
-            other => other.map(Some),
-        }
-    }
 }
 
 #[async_trait]
 impl LeaseStore for RedisStore {
-    async fn layout(&self, board: &str) -> Result<String, StoreError> {
+    async fn layout(&self, board: &str) -> Result<Layout, StoreError> {
         let route = self.route(board).await?;
-        self.adapter(route).layout(board).await
+        self.routed_to(route).layout(board).await
     }
 
     async fn sections(&self, board: &str, names: &[&str]) -> Result<Snapshot, StoreError> {
-        routed!(self, board, |a| a.sections(board, names))
+        either_layout!(self, board, |a| a.sections(board, names))
     }
 
     async fn read_records(&self, board: &str, reads: &ReadSet) -> Result<Snapshot, StoreError> {
-        match self.routed.read_records(board, reads).await {
+        match self.records.read_records(board, reads).await {
             Err(StoreError::NotThisLayout(_)) => self.document.read_records(board, reads).await,
             other => other,
         }
@@ -647,7 +607,7 @@ impl LeaseStore for RedisStore {
     }
 
     async fn fenced_batch(&self, board: &str, batch: &FencedBatch) -> Result<u64, StoreError> {
-        routed!(self, board, |a| a.fenced_batch(board, batch))
+        either_layout!(self, board, |a| a.fenced_batch(board, batch))
     }
 
     /// [`RedisStore::ask_once`], once more on a new connection when the first one found
@@ -670,12 +630,12 @@ impl LeaseStore for RedisStore {
 
     async fn section_names(&self, board: &str) -> Result<Vec<String>, StoreError> {
         let route = self.route(board).await?;
-        self.adapter(route).section_names(board).await
+        self.routed_to(route).section_names(board).await
     }
 
     async fn log(&self, board: &str, count: usize) -> Result<Vec<LogEntry>, StoreError> {
         let route = self.route(board).await?;
-        self.adapter(route).log(board, count).await
+        self.routed_to(route).log(board, count).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -759,5 +719,6 @@ fn decode<T: redis::FromRedisValue>(value: redis::Value) -> Result<T, StoreError
 }
 
 fn check_board(board: &str) -> Result<(), StoreError> {
-    row_fence_ask::descriptor::validate_board(board).map_err(|e| StoreError::Invalid(e.to_string()))
+    row_fence_contract::descriptor::validate_board(board)
+        .map_err(|e| StoreError::Invalid(e.to_string()))
 }

@@ -1,7 +1,7 @@
 //! The names the Lua scripts read and return, spelled once in Rust and written into every
-//! script when its source is built, so a script cannot return a reason, verdict or
-//! layout the Rust side does not parse, nor spell a meta key its own way (issue 11,
-//! "Seams to type"). A script names them as `TABLE.name` from four tables:
+//! script when its source is built, so a script cannot return a reason, verdict or layout
+//! the Rust side does not parse, nor spell a meta key its own way. A script names them as
+//! `TABLE.name` from four tables:
 //!
 //! - `REASON`: every refusal reason an ask script can return or record, and
 //!   `protocol_error` (a malformed row lease), from [`Reason`];
@@ -18,7 +18,7 @@
 
 use crate::Expected;
 use crate::meta::{self, Layout};
-use row_fence_ask::{Reason, Verdict};
+use row_fence_contract::{Reason, Verdict};
 use std::fmt::Write as _;
 use std::sync::LazyLock;
 

@@ -1,28 +1,28 @@
 //! The `records` layout: per-record keys, written only by the fenced batch script and
-//! judged by the ask script (DESIGN.md, "The lease store"; the fencing-records source).
+//! judged by the ask script (ARCHITECTURE.md, "The lease store"; the fencing-records
+//! source). On standalone Redis every script also guards the layout, atomically: a board
+//! that still has a document to be migrated is never read or written as records.
 
 use super::keys::StateKeys;
 use super::url::AsksLog;
 use super::{Shared, check_board, decode, parse_record, time_ms};
 use crate::document::{parse_row_lease, validate_batch};
-use crate::meta::{self, Layout};
+use crate::meta::Layout;
 use crate::{
     ASKS_CAP, AskCheck, CLAIMS, FencedBatch, Judgement, Keys, LOG_CAP, LeaseStore, LogEntry, META,
     ReadSet, Record, Snapshot, StoreError, WriteKind,
 };
 use async_trait::async_trait;
 use redis::Value;
-use row_fence_ask::{Reason, Verdict};
+use row_fence_contract::{Reason, Verdict};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-/// The records adapter alone (the router, [`super::RedisStore`], is what production uses).
+/// The records adapter: the one [`super::RedisStore`] serves every board from (and hands
+/// a board that still has a document to its document adapter).
 #[derive(Clone)]
 pub struct RedisRecords {
     pub(super) shared: Arc<Shared>,
-    /// True inside the router: every script first checks, atomically, that the board has
-    /// no document still to be migrated, and answers `NotThisLayout` if it has.
-    pub(super) route: bool,
 }
 
 impl std::fmt::Debug for RedisRecords {
@@ -76,10 +76,11 @@ pub(super) fn record_value_is(raw: &str, want: Layout) -> bool {
 }
 
 impl RedisRecords {
-    /// True when the scripts check for a document still to be migrated (the router, on
-    /// standalone Redis; a cluster serves records only).
-    fn checks_route(&self) -> bool {
-        self.route && !self.shared.conn.is_cluster()
+    /// True when the scripts check, atomically, for a document still to be migrated: on
+    /// standalone Redis (a cluster serves records only; its document hash would be in
+    /// another slot).
+    fn guards_layout(&self) -> bool {
+        !self.shared.conn.is_cluster()
     }
 
     /// Runs the ask script once.
@@ -93,7 +94,7 @@ impl RedisRecords {
             .key(keys.asks())
             .key(keys.section(META))
             .key(keys.revision());
-        let route_board = if self.checks_route() {
+        let route_board = if self.guards_layout() {
             invocation.key(s.state().current());
             check.board.as_str()
         } else {
@@ -199,7 +200,9 @@ impl RedisRecords {
             "owner": batch.lease.as_ref().map(|f| f.owner.as_str()).unwrap_or(""),
             "log_cap": LOG_CAP,
             "stamp": stamp,
-            "route": self.checks_route().then_some(board),
+            // The move itself (the migration's batch, which writes the moved document) is the
+            // one records write a board with a document takes.
+            "route": (self.guards_layout() && moved_document.is_none()).then_some(board),
         });
         let mut args = vec![header.to_string()];
         for write in &batch.writes {
@@ -226,12 +229,11 @@ impl RedisRecords {
 
 #[async_trait]
 impl LeaseStore for RedisRecords {
-    async fn layout(&self, board: &str) -> Result<String, StoreError> {
-        Ok(self
-            .record(board, META, meta::LAYOUT)
-            .await?
-            .and_then(|r| r.value.as_str().map(str::to_string))
-            .unwrap_or_default())
+    /// Records, once the read script (which guards the layout) reads the board as
+    /// records: marked as migrated, or never a document.
+    async fn layout(&self, board: &str) -> Result<Layout, StoreError> {
+        self.read_records(board, &ReadSet::default()).await?;
+        Ok(Layout::Records)
     }
 
     async fn sections(&self, board: &str, names: &[&str]) -> Result<Snapshot, StoreError> {
@@ -249,7 +251,7 @@ impl LeaseStore for RedisRecords {
         for name in reads.sections.keys() {
             invocation.key(keys.section(name));
         }
-        if self.checks_route() {
+        if self.guards_layout() {
             invocation.key(s.state().current()).arg(board);
         } else {
             invocation.arg("");

@@ -1,6 +1,6 @@
 //! A Redis store URL: where the store is (one server, a Redis Cluster node, or the
 //! sentinels that elect the primary) and row-fence's own query options, which are taken
-//! off before the rest goes to redis-rs (DESIGN.md, "Acknowledged means durable"):
+//! off before the rest goes to redis-rs (ARCHITECTURE.md, "Acknowledged means durable"):
 //!
 //! - `min_replicas=N`: every write waits (`WAIT`) for N replicas; default: the replicas
 //!   `ROLE` shows at connect (0 on a lone server).
@@ -13,7 +13,7 @@
 //!   a store whose settings can lose them (it is still reported).
 //! - `asks=all`: the asks stream records every verdict; by default (`asks=refusals`) it
 //!   records refusals and could-not-read only, so an ALLOWED ask writes nothing (no
-//!   propagation, no AOF fsync: issue 13).
+//!   propagation, no AOF fsync).
 //!
 //! `redis+sentinel://[user:password@]host:port[,host:port…]/<master-name>[?db=N&…]` names
 //! the sentinels (port 26379 when omitted) and the master they watch; the user and

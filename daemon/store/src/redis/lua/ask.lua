@@ -1,7 +1,7 @@
--- The ask (DESIGN.md, "The lease store"): judges one row lease atomically with the Redis
+-- The ask (ARCHITECTURE.md, "The lease store"): judges one row lease atomically with the Redis
 -- server's clock, never the daemon's, and records refusals (every verdict with
 -- `?asks=all`) in the capped asks stream. An ALLOWED ask that records nothing writes
--- nothing: it propagates nothing and waits for no AOF fsync (issue 13).
+-- nothing: it propagates nothing and waits for no AOF fsync, so an ask costs no disk write.
 -- It runs with a `#!lua` shebang (redis/mod.rs), which declares it as writing, so Redis
 -- itself refuses it, before it reads anything and at no extra cost, on a read-only
 -- replica (READONLY) and on a primary with fewer good replicas than its

@@ -1,4 +1,4 @@
--- The ask on a board the router knows is in the document layout: the server's clock and
+-- The document adapter's ask on a board in the document layout: the server's clock and
 -- the board's document in one call, judged by the caller. It runs with a `#!lua` shebang
 -- (redis/mod.rs) although it writes nothing, for the same reason as `ask.lua`: Redis then
 -- refuses it on a read-only replica (READONLY) and on a primary short of replicas

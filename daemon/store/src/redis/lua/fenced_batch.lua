@@ -1,4 +1,4 @@
--- The fenced batch (DESIGN.md, "The lease store"; the fencing-records source): the lease
+-- The fenced batch (ARCHITECTURE.md, "The lease store"; the fencing-records source): the lease
 -- fence, the expected revisions, then all writes or none. Redis runs a script atomically
 -- but does not roll one back, so every check that can fail runs before the first write:
 -- the fence, the revisions, the key types, the revision counter, the log stream's room for
@@ -17,8 +17,8 @@
 --         "route": "<board>" | absent, "min_revision": n | absent,
 --         "document": {"field": "<board>", "value": "<document JSON>"} | absent}
 --         With "route", a board that has a document in the stamped hash and is not marked
---         as migrated is refused with FENCE_DOCUMENT (nothing written): the Redis router
---         then writes the document instead.
+--         as migrated is refused with FENCE_DOCUMENT (nothing written): the Redis store
+--         then writes the document instead. The migration's own batch carries no "route".
 -- ARGV[2..] five per write: kind (put|delete|check), index into KEYS of its section,
 --         field, expected revision (EXPECT_BLIND = skip the check, 0 = absent, n = at
 --         revision n; from `Expected` in Rust), value JSON (put only).

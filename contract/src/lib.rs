@@ -1,0 +1,38 @@
+//! The row fence's contract: what every program agrees on, spelled once.
+//!
+//! Every other crate depends on this one and it depends on none of them: the wire
+//! protocol, the descriptor and how a lane's descriptor is found, the verdicts, their
+//! reasons and exit codes, the home's paths, the daemon's status and the refusal ledger's
+//! records, the code stamp's run-time half, and the one client through which the asker,
+//! the agent guard, git's transport gate and `row-fence status` ask the daemon. It links
+//! only std, serde/serde_json, sha2 and nix, so the programs that start once per fenced
+//! write start in about a millisecond (ARCHITECTURE.md, "Code map").
+//!
+//! # Layout
+//!
+//! - [`verdict`]: the four verdicts, every reason's spelling, the exit codes.
+//! - [`descriptor`]: the descriptor format, its validation and its resolution.
+//! - [`git_layout`]: git dirs as git lays them out (worktrees' common dir, submodules').
+//! - [`protocol`]: request and answer lines on the socket.
+//! - [`client`]: one exchange with the daemon within one deadline.
+//! - [`paths`]: the home directory's files; socket path and directory checks.
+//! - [`stamp`]: the code stamp's run-time half (registry digest, combine, foreign detail).
+//! - [`ledger`]: the refusal ledger, one JSON line per denial ([`ledger::LedgerRecord`]).
+//! - [`status`]: the daemon's status object ([`status::Status`]).
+//! - [`report`]: the verdict line and the `--json` object.
+//! - [`stdio`]: keeps fds 0–2 open so a socket never lands on them.
+
+pub mod client;
+pub mod descriptor;
+pub mod git_layout;
+pub mod ledger;
+pub mod paths;
+pub mod protocol;
+pub mod report;
+pub mod stamp;
+pub mod status;
+pub mod stdio;
+pub mod verdict;
+
+pub use descriptor::Descriptor;
+pub use verdict::{Reason, Verdict, exit};

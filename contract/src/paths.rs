@@ -1,0 +1,203 @@
+//! Where row-fence keeps its files, shared by every binary so they agree on every path:
+//! `$ROW_FENCE_HOME` (default `~/.row-fence`) holds `sock`, `heartbeat`, `refusals.jsonl`,
+//! `registry/` and `store/`. Also the socket checks both sides make: the platform's path
+//! limit and a socket directory we can trust (ARCHITECTURE.md, "The daemon").
+
+use std::fmt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// Environment variable naming the home directory.
+pub const HOME_ENV: &str = "ROW_FENCE_HOME";
+/// Environment variable naming the socket.
+pub const SOCKET_ENV: &str = "ROW_FENCE_SOCKET";
+
+/// The longest socket path the platform takes, in bytes including the terminating NUL
+/// (`sizeof(sockaddr_un.sun_path)`): 104 on macOS and the BSDs, 108 on Linux.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub const SOCKET_PATH_LIMIT: usize = 108;
+/// The longest socket path the platform takes, in bytes including the terminating NUL
+/// (`sizeof(sockaddr_un.sun_path)`): 104 on macOS and the BSDs, 108 on Linux.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub const SOCKET_PATH_LIMIT: usize = 104;
+
+/// Why there is no usable home.
+#[derive(Debug)]
+pub enum HomeError {
+    /// Neither `--home`, `ROW_FENCE_HOME` nor `HOME` is set.
+    Unset,
+    /// The home cannot be made absolute (the working directory is gone).
+    NotAbsolute {
+        /// The home as given.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl fmt::Display for HomeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HomeError::Unset => write!(f, "neither {HOME_ENV} nor HOME is set"),
+            HomeError::NotAbsolute { path, source } => write!(f, "{}: {source}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for HomeError {}
+
+/// Resolves the home directory: `flag`, else `ROW_FENCE_HOME` (non-empty), else
+/// `$HOME/.row-fence`. Errors when none of them is set.
+pub fn home(flag: Option<&Path>) -> Result<PathBuf, HomeError> {
+    if let Some(path) = flag {
+        return Ok(path.to_path_buf());
+    }
+    if let Some(value) = std::env::var_os(HOME_ENV).filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(value));
+    }
+    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        Some(user_home) => Ok(PathBuf::from(user_home).join(".row-fence")),
+        None => Err(HomeError::Unset),
+    }
+}
+
+/// The socket: `flag`, else `ROW_FENCE_SOCKET` (non-empty), else `<home>/sock`.
+pub fn socket(flag: Option<&Path>, home: &Path) -> PathBuf {
+    flag.map(Path::to_path_buf)
+        .or_else(|| {
+            std::env::var_os(SOCKET_ENV)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        })
+        .unwrap_or_else(|| home.join("sock"))
+}
+
+/// The refusal ledger, `<home>/refusals.jsonl`.
+pub fn ledger(home: &Path) -> PathBuf {
+    home.join("refusals.jsonl")
+}
+
+/// The heartbeat file, `<home>/heartbeat`.
+pub fn heartbeat(home: &Path) -> PathBuf {
+    home.join("heartbeat")
+}
+
+/// The registry directory, part of the code stamp: `<home>/registry/`.
+pub fn registry(home: &Path) -> PathBuf {
+    home.join("registry")
+}
+
+/// The embedded file store's directory: `<home>/store/`.
+pub fn file_store(home: &Path) -> PathBuf {
+    home.join("store")
+}
+
+/// A socket path longer than the platform can bind or connect to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SocketPathTooLong {
+    /// The path.
+    pub path: PathBuf,
+    /// Its length in bytes.
+    pub len: usize,
+}
+
+impl fmt::Display for SocketPathTooLong {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "socket path {} is {} bytes; the limit on this platform is {} bytes (sun_path {SOCKET_PATH_LIMIT} with its NUL)",
+            self.path.display(),
+            self.len,
+            SOCKET_PATH_LIMIT - 1
+        )
+    }
+}
+
+impl std::error::Error for SocketPathTooLong {}
+
+/// Refuses a socket path the platform cannot bind or connect to, naming the path, its
+/// length and the limit.
+pub fn check_socket_length(socket: &Path) -> Result<(), SocketPathTooLong> {
+    let len = socket.as_os_str().len();
+    if len < SOCKET_PATH_LIMIT {
+        Ok(())
+    } else {
+        Err(SocketPathTooLong {
+            path: socket.to_path_buf(),
+            len,
+        })
+    }
+}
+
+/// Why a socket directory is not to be trusted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Untrusted(pub String);
+
+impl fmt::Display for Untrusted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The effective uid of this process.
+pub fn euid() -> u32 {
+    nix::unistd::geteuid().as_raw()
+}
+
+/// Checks the directory holding a socket: it must be a real directory (not a symlink),
+/// owned by `uid` (or by root when `allow_root`), and not group or world writable —
+/// otherwise another user could stand up a daemon there that answers ALLOWED.
+pub fn check_socket_dir(socket: &Path, uid: u32, allow_root: bool) -> Result<(), Untrusted> {
+    let dir = socket
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let meta = std::fs::symlink_metadata(dir)
+        .map_err(|e| Untrusted(format!("socket directory {}: {e}", dir.display())))?;
+    if meta.file_type().is_symlink() {
+        return Err(Untrusted(format!(
+            "socket directory {} is a symlink",
+            dir.display()
+        )));
+    }
+    if !meta.is_dir() {
+        return Err(Untrusted(format!(
+            "socket directory {} is not a directory",
+            dir.display()
+        )));
+    }
+    let owner = meta.uid();
+    if owner != uid && !(allow_root && owner == 0) {
+        return Err(Untrusted(format!(
+            "socket directory {} is owned by uid {owner}, not by uid {uid}",
+            dir.display()
+        )));
+    }
+    let mode = meta.mode() & 0o777;
+    if mode & 0o022 != 0 {
+        return Err(Untrusted(format!(
+            "socket directory {} (owner uid {owner}) is group or world writable (mode {mode:03o})",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_socket_path_at_the_limit_is_refused_with_its_length() {
+        let long = PathBuf::from(format!("/{}", "s".repeat(SOCKET_PATH_LIMIT)));
+        let err = check_socket_length(&long).unwrap_err();
+        assert_eq!(err.len, SOCKET_PATH_LIMIT + 1);
+        assert!(
+            err.to_string()
+                .contains(&format!("{} bytes", SOCKET_PATH_LIMIT + 1)),
+            "{err}"
+        );
+        let fits = PathBuf::from(format!("/{}", "s".repeat(SOCKET_PATH_LIMIT - 2)));
+        assert!(check_socket_length(&fits).is_ok());
+    }
+}

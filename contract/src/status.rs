@@ -1,0 +1,167 @@
+//! The daemon's status object, the answer to `{"v":1,"op":"status"}` (ARCHITECTURE.md, "Wire
+//! protocol"): what `row-fence status` prints and `--json` shows. The daemon builds it
+//! once and the CLI reads it back as these types, so a field has one spelling.
+
+use crate::ledger::LedgerRecord;
+use crate::verdict::Reason;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The status object.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    /// The daemon's process id.
+    pub pid: u32,
+    /// The package version.
+    pub version: String,
+    /// The daemon's code stamp.
+    pub stamp: String,
+    /// The socket it serves.
+    pub socket: String,
+    /// Its `ROW_FENCE_HOME`.
+    pub home: String,
+    /// The store it asks, without a password.
+    pub store: String,
+    /// The prefix of its Redis keys (`ROW_FENCE_KEY_PREFIX`); writes with another are refused.
+    #[serde(default)]
+    pub key_prefix: String,
+    /// How often the store connection was lost and made again.
+    pub store_reconnects: u64,
+    /// When it started, ms since the Unix epoch.
+    pub started_at_ms: u64,
+    /// ms since it started.
+    pub uptime_ms: u64,
+    /// ms since the heartbeat was last written; `None` before the first.
+    pub heartbeat_age_ms: Option<u64>,
+    /// Asks being judged now (also those waiting on the store).
+    pub asks_in_flight: u64,
+    /// Store calls still running on a thread of their own (the file store), also those
+    /// whose asker already gave up.
+    #[serde(default)]
+    pub store_calls_in_flight: u64,
+    /// The store's role and durability settings as last checked (at connect, at every
+    /// reconnect and every heartbeat); `None` before the first check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_check: Option<StoreCheck>,
+    /// Connections accepted since start.
+    pub connections: u64,
+    /// Verdicts since start.
+    pub counts: Counts,
+    /// The newest refusals and COULD NOT READs it decided, oldest first (at most 100,
+    /// within 24 KiB of JSON, each text field cut to 240 bytes: the ledger has them whole).
+    pub recent_refusals: Vec<LedgerRecord>,
+    /// Older recent refusals left out to keep the answer within one message (64 KiB).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub recent_refusals_omitted: u64,
+    /// Refusals the ledger writer had no room for (its queue was full): not recorded.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ledger_dropped: u64,
+    /// The location fence's state, when it is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location_fence: Option<LocationStatus>,
+}
+
+/// What a store's own state and settings say about keeping what it acknowledges
+/// (ARCHITECTURE.md, "Acknowledged means durable"), as last checked.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreCheck {
+    /// `master`, or what `ROLE` said instead; `file` for the file store.
+    pub role: String,
+    /// Replicas the primary showed connected when checked.
+    pub replicas: u64,
+    /// Replicas every write waits for (`WAIT`): the URL's `min_replicas`, else the
+    /// replicas `ROLE` showed at connect.
+    pub min_replicas: u64,
+    /// True when grants and controller writes may go ahead: no problem below, or the
+    /// URL opts out with `?durability=volatile`.
+    pub durable: bool,
+    /// What makes acknowledged writes losable, each naming the setting and the fix.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
+    /// What could not be checked (CONFIG disabled) and opt-outs in force.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// When checked, ms since the Unix epoch (this machine's clock).
+    #[serde(default)]
+    pub checked_at_ms: u64,
+}
+
+/// Verdicts since start.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    /// Asks answered.
+    pub asks: u64,
+    /// ALLOWED.
+    pub allowed: u64,
+    /// REFUSED.
+    pub refused: u64,
+    /// COULD NOT READ.
+    pub could_not_read: u64,
+    /// Denials by reason.
+    pub by_reason: BTreeMap<Reason, u64>,
+}
+
+/// The location fence's state (ARCHITECTURE.md, "Location fence"). It never fetches to answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LocationStatus {
+    /// This daemon's location.
+    pub location: String,
+    /// `GET` this for the map; `None`: every ask is `map_missing`.
+    pub map_url: Option<String>,
+    /// ms since the last good fetch; `None` when none was ever good.
+    pub map_age_ms: Option<u64>,
+    /// The map's own `generatedAt` (an integer or a string), informational.
+    pub map_generated_at: Option<serde_json::Value>,
+    /// The rows of the held map, in its order, within 16 KiB of JSON.
+    pub rows: Vec<TenantRow>,
+    /// Rows left out to keep the answer within one message (64 KiB).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rows_omitted: u64,
+    /// Why the last fetch failed (HTTP status, refused, not JSON, …), if it did.
+    pub last_fetch_error: Option<String>,
+    /// Fetches started since start.
+    pub fetches: u64,
+    /// The newest location refusals, oldest first (at most 100, within 8 KiB of JSON).
+    pub recent_refusals: Vec<LocationRefusal>,
+    /// Older location refusals left out to keep the answer within one message.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub recent_refusals_omitted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// One tenant row of the map, as the fence reads it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TenantRow {
+    /// The tenant id (the registry's `tenant`).
+    pub id: String,
+    /// The location id the tenant lives at.
+    pub location: Option<String>,
+    /// +1 on every move.
+    pub epoch: i64,
+    /// `active`, `draining`, `reconciling`, …
+    pub state: Option<String>,
+}
+
+/// One ask the location fence refused.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LocationRefusal {
+    /// When, ms since the Unix epoch.
+    pub ts_ms: u64,
+    /// The board's tenant ("" when the registry names none).
+    pub tenant: String,
+    /// The board asked about.
+    pub board: String,
+    /// The row asked about.
+    pub row: String,
+    /// The lane that asked.
+    pub lane: String,
+    /// The fenced action.
+    pub action: String,
+    /// Why.
+    pub reason: Reason,
+    /// The tenant's epoch in the held map, -1 when none.
+    pub epoch: i64,
+}

@@ -1,0 +1,437 @@
+//! `row-fence doctor`: what fences git in a repository, and where it does not. For the
+//! repository and every initialized submodule: each worktree (row-bound or not) and
+//! whether its hooks directory holds the fence's pre-push hook, whether git runs the
+//! transport gate there, and each remote's transport with what gates it. Exits 1 when
+//! something lacks the fence (a worktree added after install, a submodule initialized
+//! after it, a later `core.sshCommand`, credentials in a remote's URL), 0 otherwise.
+
+use crate::git_gate;
+use crate::git_hook::{self, State};
+use crate::git_repo::{self, Repository, Worktree, git};
+use row_fence_contract::descriptor::{self, Resolution};
+use row_fence_contract::exit::{self, Failure, Outcome};
+use row_fence_contract::report::out;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Args, Debug)]
+pub struct DoctorArgs {
+    /// The repository (any directory in it)
+    #[arg(long, value_name = "PATH", default_value = ".")]
+    repo: PathBuf,
+    /// Print the findings as one JSON object
+    #[arg(long)]
+    json: bool,
+}
+
+/// What doctor found in one repository.
+#[derive(Debug, Serialize)]
+struct Report {
+    common_dir: PathBuf,
+    submodule: bool,
+    gate: bool,
+    worktrees: Vec<WorktreeReport>,
+    remotes: Vec<Remote>,
+    problems: Vec<String>,
+    /// What is not a way past the fence but wants fixing (a gate older than the config).
+    notes: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct WorktreeReport {
+    path: PathBuf,
+    /// The descriptor that binds it, if any.
+    descriptor: Option<PathBuf>,
+    hooks: Option<PathBuf>,
+    /// `fence`, `chain`, `missing`, `other` or `gone`.
+    hook: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+struct Remote {
+    name: String,
+    url: String,
+    /// `ssh`, `http`, `local`, `git`, or the remote helper's name.
+    transport: String,
+    /// What gates a push to it.
+    gated_by: &'static str,
+}
+
+pub fn run(args: DoctorArgs) -> Outcome {
+    let repos = git_repo::discover(&args.repo, true).map_err(Failure::could_not)?;
+    let reports: Vec<Report> = repos.iter().map(examine).collect();
+    let environment = environment_overrides(&args.repo);
+    let problems: usize =
+        reports.iter().map(|r| r.problems.len()).sum::<usize>() + environment.len();
+    if args.json {
+        out(&serde_json::json!({
+            "repositories": reports,
+            "environment": environment,
+            "problems": problems
+        })
+        .to_string());
+    } else {
+        for report in &reports {
+            print(report);
+        }
+        for problem in &environment {
+            out(&format!("!! {problem}"));
+        }
+        out(&match problems {
+            0 => "every worktree and submodule is fenced".to_string(),
+            n => format!("{n} problem(s): git can push past the fence where marked !!"),
+        });
+    }
+    Ok(if problems == 0 {
+        exit::ALLOWED
+    } else {
+        exit::COULD_NOT_READ
+    })
+}
+
+/// What doctor's own environment sets that git runs instead of the gate, for every push
+/// from this shell: `GIT_SSH_COMMAND`, `GIT_PROXY_COMMAND`, and `GIT_CONFIG_PARAMETERS` /
+/// `GIT_CONFIG_COUNT` settings of the gate's keys or of `core.hooksPath`.
+fn environment_overrides(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for (name, key) in [
+        ("GIT_SSH_COMMAND", "core.sshCommand"),
+        ("GIT_PROXY_COMMAND", "core.gitProxy"),
+    ] {
+        if let Some(value) = std::env::var_os(name).filter(|v| !v.is_empty()) {
+            found.push(format!(
+                "this shell exports {name} ({value:?}): git runs it instead of {key}, so pushes from this shell skip the gate"
+            ));
+        }
+    }
+    let regexp = format!("{}|^core\\.hookspath$", git_gate::KEYS);
+    let listed = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["config", "--show-scope", "-z", "--get-regexp", &regexp])
+        .output();
+    if let Ok(listed) = listed {
+        for entry in listed
+            .stdout
+            .split(|b| *b == 0)
+            .collect::<Vec<_>>()
+            .chunks_exact(2)
+        {
+            let setting = String::from_utf8_lossy(entry[1]);
+            if entry[0] == b"command" {
+                let (key, value) = setting.split_once('\n').unwrap_or((&setting, ""));
+                found.push(format!(
+                    "this shell's GIT_CONFIG_PARAMETERS or GIT_CONFIG_COUNT sets {key} ({value:?}): it comes after every config file, so pushes from this shell may skip the gate or the hook"
+                ));
+            }
+        }
+    }
+    found
+}
+
+fn examine(repo: &Repository) -> Report {
+    let mut problems = Vec::new();
+    let gate = repo.common_dir.join(git_gate::INCLUDE_FILE).is_file();
+    if !gate {
+        problems.push(format!(
+            "no transport gate in {}: pushes that skip the hook (--no-verify, git send-pack) go through",
+            repo.config().display()
+        ));
+    }
+    let worktrees: Vec<WorktreeReport> = repo
+        .worktrees
+        .iter()
+        .map(|w| worktree(repo, w, gate, &mut problems))
+        .collect();
+    let remotes = remotes(repo, &mut problems);
+    let notes = git_gate::drift(&repo.common_dir).into_iter().collect();
+    Report {
+        common_dir: repo.common_dir.clone(),
+        submodule: repo.submodule,
+        gate,
+        worktrees,
+        remotes,
+        problems,
+        notes,
+    }
+}
+
+fn worktree(
+    repo: &Repository,
+    w: &Worktree,
+    gate: bool,
+    problems: &mut Vec<String>,
+) -> WorktreeReport {
+    let git_dir = match descriptor::find_git_dir(&w.path) {
+        _ if !w.present => git_repo::linked_git_dir(&repo.common_dir, &w.path),
+        Ok(Some(git_dir)) => Some(git_dir),
+        _ => Some(repo.common_dir.clone()),
+    };
+    let descriptor = match git_dir.and_then(|g| descriptor::in_git_dir(&g)) {
+        Some(Resolution::Found(path, _) | Resolution::Unreadable(path, _)) => Some(path),
+        _ => None,
+    };
+    let hook = match &w.hooks {
+        Err(e) => {
+            problems.push(e.to_string());
+            "gone"
+        }
+        Ok(dir) => match git_hook::state(dir) {
+            Ok(State::Fence) => "fence",
+            Ok(State::Chain) => "chain",
+            Ok(state) => {
+                problems.push(format!(
+                    "{} lacks the fence's pre-push hook ({}): run row-fence install git-hook",
+                    dir.display(),
+                    if state == State::Empty {
+                        "no pre-push"
+                    } else {
+                        "another pre-push; --chain keeps it"
+                    }
+                ));
+                if state == State::Empty {
+                    "missing"
+                } else {
+                    "other"
+                }
+            }
+            Err(e) => {
+                problems.push(e.to_string());
+                "other"
+            }
+        },
+    };
+    if gate && w.present {
+        problems.extend(git_gate::problems_in(&w.path));
+    }
+    WorktreeReport {
+        path: w.path.clone(),
+        descriptor,
+        hooks: w.hooks.as_ref().ok().cloned(),
+        hook,
+    }
+}
+
+/// Each remote's push URLs (after git's `insteadOf` and `pushInsteadOf` rewriting, every
+/// `pushurl`) and what gates each. A password in a URL is shown as `<redacted>`.
+fn remotes(repo: &Repository, problems: &mut Vec<String>) -> Vec<Remote> {
+    let listing = match git_repo::output(git(&repo.common_dir).args(["remote", "-v"])) {
+        Ok(listing) => listing,
+        Err(e) => {
+            problems.push(e.to_string());
+            return Vec::new();
+        }
+    };
+    let helpers = foreign_vcs(&repo.common_dir);
+    let mut remotes = Vec::new();
+    for line in String::from_utf8_lossy(&listing).lines() {
+        let Some((name, rest)) = line.split_once('\t') else {
+            continue;
+        };
+        let Some(url) = rest.strip_suffix(" (push)") else {
+            continue;
+        };
+        let shown = redacted(url);
+        let (transport, gated_by) = match (helpers.get(name), classify(url)) {
+            // `remote.<name>.vcs`: git hands the remote to `git-remote-<vcs>`, whatever the URL.
+            (Some(vcs), _) => (vcs.clone(), "nothing"),
+            (None, (t, _)) if t == "http" && has_password(url) => (t, "nothing"),
+            (None, (t, _))
+                if t == "git" && repo.common_dir.join(git_gate::PROXY_FILE).is_file() =>
+            {
+                (t, "the gate's git:// proxy")
+            }
+            (None, other) => other,
+        };
+        if transport == "http" && has_password(url) {
+            problems.push(format!(
+                "remote {name} ({shown}) carries credentials in its URL: git asks no credential helper, so pushes over it skip the gate"
+            ));
+        } else if matches!(gated_by, "nothing") && transport != "local" {
+            problems.push(format!(
+                "remote {name} ({shown}) uses a transport the gate cannot see ({transport})"
+            ));
+        }
+        remotes.push(Remote {
+            name: name.to_string(),
+            url: shown,
+            transport,
+            gated_by,
+        });
+    }
+    if let Ok(entries) = extra_headers(&repo.common_dir)
+        && !entries.is_empty()
+    {
+        problems.push(format!(
+            "http.extraHeader is set ({}): a server that takes it never asks for credentials, so the gate never runs",
+            entries.join(", ")
+        ));
+    }
+    remotes
+}
+
+/// The transport of a push URL and what gates a push over it.
+fn classify(url: &str) -> (String, &'static str) {
+    if let Some((helper, _)) = url.split_once("::") {
+        return (helper.to_string(), "nothing");
+    }
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    match scheme.as_deref() {
+        Some("ssh" | "git+ssh" | "ssh+git") => ("ssh".into(), "the gate's ssh command"),
+        Some("http" | "https") => ("http".into(), "the gate's credential helper"),
+        Some("file") => ("local".into(), "the pre-push hook only"),
+        Some("git") => ("git".into(), "nothing"),
+        Some(other) => (other.to_string(), "nothing"),
+        // scp-like `[user@]host:path`: a colon before the first slash.
+        None if url
+            .find(':')
+            .is_some_and(|c| url.find('/').is_none_or(|s| c < s)) =>
+        {
+            ("ssh".into(), "the gate's ssh command")
+        }
+        None => ("local".into(), "the pre-push hook only"),
+    }
+}
+
+/// The `user:password` of a URL's authority, when it has one.
+fn password_span(url: &str) -> Option<std::ops::Range<usize>> {
+    let (scheme, rest) = url.split_once("://")?;
+    let start = scheme.len() + 3;
+    let authority = rest.split('/').next().unwrap_or("");
+    let (userinfo, _) = authority.rsplit_once('@')?;
+    let colon = userinfo.find(':')?;
+    Some(start + colon + 1..start + userinfo.len())
+}
+
+fn has_password(url: &str) -> bool {
+    password_span(url).is_some()
+}
+
+/// `url` with its password, if any, replaced by `<redacted>`: doctor's report goes to
+/// terminals and logs, and a token in it would leak there.
+fn redacted(url: &str) -> String {
+    match password_span(url) {
+        Some(span) => format!("{}<redacted>{}", &url[..span.start], &url[span.end..]),
+        None => url.to_string(),
+    }
+}
+
+/// `remote.<name>.vcs` of every remote that has one: git runs `git-remote-<vcs>` for it.
+fn foreign_vcs(dir: &Path) -> std::collections::HashMap<String, String> {
+    let out = git(dir)
+        .args(["config", "-z", "--get-regexp", r"^remote\..*\.vcs$"])
+        .output();
+    let Ok(out) = out else {
+        return Default::default();
+    };
+    out.stdout
+        .split(|b| *b == 0)
+        .filter_map(|entry| {
+            let entry = String::from_utf8_lossy(entry);
+            let (key, value) = entry.split_once('\n')?;
+            let name = key.strip_prefix("remote.")?.strip_suffix(".vcs")?;
+            Some((name.to_string(), value.to_string()))
+        })
+        .collect()
+}
+
+fn extra_headers(dir: &Path) -> std::io::Result<Vec<String>> {
+    let out = git(dir)
+        .args([
+            "config",
+            "--show-origin",
+            "--get-regexp",
+            r"^http\..*extraheader$",
+        ])
+        .output()?;
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.split('\t').next().unwrap_or(l).to_string())
+        .collect())
+}
+
+fn print(report: &Report) {
+    out(&format!(
+        "{} {}",
+        if report.submodule {
+            "submodule"
+        } else {
+            "repository"
+        },
+        report.common_dir.display()
+    ));
+    out(&format!(
+        "  transport gate: {}",
+        if report.gate {
+            "on"
+        } else {
+            "!! off (row-fence install git-hook)"
+        }
+    ));
+    for w in &report.worktrees {
+        let bound = w
+            .descriptor
+            .as_ref()
+            .map_or("not row-bound".to_string(), |d| {
+                format!("row-bound by {}", d.display())
+            });
+        out(&format!("  worktree {} ({bound})", w.path.display()));
+        let mark = if matches!(w.hook, "fence" | "chain") {
+            ""
+        } else {
+            "!! "
+        };
+        out(&format!(
+            "    {mark}pre-push: {} in {}",
+            w.hook,
+            w.hooks
+                .as_ref()
+                .map_or("?".to_string(), |h| h.display().to_string())
+        ));
+    }
+    for r in &report.remotes {
+        out(&format!(
+            "  remote {} {} ({}): pushes fenced by {}",
+            r.name, r.url, r.transport, r.gated_by
+        ));
+    }
+    for problem in &report.problems {
+        out(&format!("  !! {problem}"));
+    }
+    for note in &report.notes {
+        out(&format!("  note: {note}"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_urls_are_classified_by_transport() {
+        for (url, transport) in [
+            ("ssh://host/r.git", "ssh"),
+            ("git+ssh://host/r.git", "ssh"),
+            ("user@host:r.git", "ssh"),
+            ("host:dir/r.git", "ssh"),
+            ("https://host/r.git", "http"),
+            ("HTTP://host/r.git", "http"),
+            ("/srv/r.git", "local"),
+            ("../r.git", "local"),
+            ("./a:b/r.git", "local"),
+            ("file:///srv/r.git", "local"),
+            ("git://host/r.git", "git"),
+            ("ext::sh -c x", "ext"),
+        ] {
+            assert_eq!(classify(url).0, transport, "{url}");
+        }
+        assert!(has_password("https://u:tok@host/r.git"));
+        assert!(!has_password("https://u@host/r.git"));
+        assert!(!has_password("https://host/a:b@c"));
+        assert_eq!(
+            redacted("https://u:t:o@k@host:8443/r.git"),
+            "https://u:<redacted>@host:8443/r.git"
+        );
+        assert_eq!(redacted("https://u@host/a:b@c"), "https://u@host/a:b@c");
+    }
+}

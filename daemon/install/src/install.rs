@@ -1,0 +1,451 @@
+//! `row-fence install launchd|systemd|claude-hook|git-hook`.
+//!
+//! `launchd` and `systemd` write the job file and **print** the one command that loads the
+//! job and then switches the agent hook on, and the one that switches the hook off and
+//! then unloads the job; loading is the operator's act, never this program's (the source
+//! document's "one human step"). The order is the fail-closed order: a hook switched on
+//! before the daemon answers refuses every row-bound write COULD NOT READ, and so does a
+//! daemon unloaded before the hook is switched off.
+//!
+//! `claude-hook` writes the `guard-bash.sh` shim under the home and adds (or removes) the
+//! entry running `row-fence-guard` (the shim only when the guard cannot answer) in a
+//! Claude Code settings file; `git-hook` fences git itself (`crate::git_install`).
+
+use crate::claude_settings::{self, Edit};
+use crate::created_files::Created;
+use crate::deploy::{self, Job, JobSpec};
+use crate::render::{JobArgs, bin_dir};
+use crate::shell::sh_quote;
+use clap::Subcommand;
+use row_fence_contract::exit::{Failure, Outcome};
+use row_fence_contract::report::out;
+use row_fence_contract::{exit, paths, say};
+use row_fence_resident::config::Settings;
+use row_fence_store::atomic_file::write_private;
+use std::fs;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+#[derive(clap::Args, Debug)]
+pub struct InstallArgs {
+    #[command(subcommand)]
+    what: What,
+}
+
+#[derive(Subcommand, Debug)]
+enum What {
+    /// Write the launchd user agent; print the load and rollback commands (runs neither)
+    Launchd(JobInstallArgs),
+    /// Write the systemd user unit; print the load and rollback commands (runs neither)
+    Systemd(JobInstallArgs),
+    /// Add the agent hook (row-fence-guard and its guard-bash.sh shim) to a Claude Code settings file, or remove it
+    ClaudeHook(ClaudeHookArgs),
+    /// Fence git itself in a repository: the pre-push hook in every worktree and git's transport gate (ssh command, credential helper), or remove them
+    GitHook(crate::git_install::GitHookArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct JobInstallArgs {
+    #[command(flatten)]
+    spec: JobArgs,
+    /// Write the job here [default: ~/Library/LaunchAgents/<label>.plist, ~/.config/systemd/user/<label>.service]
+    #[arg(long, value_name = "PATH")]
+    out: Option<PathBuf>,
+    /// The Claude Code settings file the printed commands switch the hook in [default: ~/.claude/settings.json]
+    #[arg(long, value_name = "PATH")]
+    settings: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+struct ClaudeHookArgs {
+    /// The Claude Code settings file [default: ~/.claude/settings.json]
+    #[arg(long, value_name = "PATH")]
+    settings: Option<PathBuf>,
+    /// The directory holding the row-fence-guard the hook runs [default: this program's directory]
+    #[arg(long, value_name = "DIR")]
+    bin_dir: Option<PathBuf>,
+    /// Remove the entry instead (the hook script stays: another settings file may run it)
+    #[arg(long)]
+    rollback: bool,
+}
+
+pub fn run(args: InstallArgs, settings: &Settings) -> Outcome {
+    match args.what {
+        What::Launchd(args) => job(Job::Launchd, args, settings),
+        What::Systemd(args) => job(Job::Systemd, args, settings),
+        What::ClaudeHook(args) => claude_hook(args, settings),
+        What::GitHook(args) => crate::git_install::run(args, settings),
+    }
+}
+
+fn job(job: Job, args: JobInstallArgs, settings: &Settings) -> Outcome {
+    let spec = args.spec.spec(settings)?;
+    for name in ["row-fence-resident", "row-fence-ask", GUARD] {
+        let path = spec.bin_dir.join(name);
+        if !is_executable(&path) {
+            return Err(Failure::could_not(format!(
+                "{} is not an executable file; install the binaries first (or give --bin-dir)",
+                path.display()
+            )));
+        }
+    }
+    warn_if_foreign(job);
+    let text = deploy::render(job, &spec).map_err(Failure::could_not)?;
+    let path = match args.out {
+        Some(path) => std::path::absolute(&path)
+            .map_err(|e| Failure::could_not(format!("{}: {e}", path.display())))?,
+        None => deploy::default_job_dir(job)
+            .map_err(Failure::could_not)?
+            .join(deploy::file_name(job, &spec.label)),
+    };
+    let unit_name = deploy::file_name(job, &spec.label);
+    if job == Job::Systemd && path.file_name() != Some(std::ffi::OsStr::new(&unit_name)) {
+        // systemctl knows a unit by its file name; another name would not be this label.
+        return Err(Failure::usage(format!(
+            "a systemd unit's name is its file name: --out must end in /{unit_name} (or give --label)"
+        )));
+    }
+    // launchd opens the log files but does not make their directory; the daemon wants
+    // its home private, so both are made 0700 now.
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(spec.log_dir())
+        .map_err(|e| {
+            Failure::could_not(format!("cannot create {}: {e}", spec.log_dir().display()))
+        })?;
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent)
+            .map_err(|e| Failure::could_not(format!("cannot create {}: {e}", parent.display())))?;
+    }
+    // 0600: the store URL may carry a password.
+    write_private(&path, text.as_bytes())
+        .map_err(|e| Failure::could_not(format!("cannot write {}: {e}", path.display())))?;
+    let hook = HookSwitch::new(&spec, settings, args.settings.as_deref())?;
+    let (load, rollback) = match job {
+        Job::Launchd => launchd_commands(&spec.label, &path, &hook),
+        Job::Systemd => systemd_commands(&spec.label, &path, &hook),
+    };
+    say!(
+        "row-fence: wrote {}; nothing is loaded yet. Run the load command yourself: it loads the job first, then switches the agent hook on. The rollback switches the hook off first, then unloads the job.",
+        path.display()
+    );
+    out(&format!("load:     {load}"));
+    out(&format!("rollback: {rollback}"));
+    Ok(exit::ALLOWED)
+}
+
+/// The `row-fence install claude-hook` commands the load and rollback lines end and
+/// start with, carrying the same home, socket and binaries as the job.
+struct HookSwitch {
+    on: String,
+    off: String,
+}
+
+impl HookSwitch {
+    fn new(
+        spec: &JobSpec,
+        settings: &Settings,
+        file: Option<&Path>,
+    ) -> Result<HookSwitch, Failure> {
+        let program = std::env::current_exe()
+            .map_err(|e| Failure::could_not(format!("cannot find this program: {e}")))?;
+        let mut base = vec![sh_quote(&program.display().to_string())];
+        base.extend([
+            "--home".to_string(),
+            sh_quote(&spec.home.display().to_string()),
+        ]);
+        if settings.socket != settings.home.join("sock") {
+            base.extend([
+                "--socket".to_string(),
+                sh_quote(&settings.socket.display().to_string()),
+            ]);
+        }
+        base.extend(["install".to_string(), "claude-hook".to_string()]);
+        if let Some(file) = file {
+            let file = std::path::absolute(file)
+                .map_err(|e| Failure::could_not(format!("{}: {e}", file.display())))?;
+            base.extend([
+                "--settings".to_string(),
+                sh_quote(&file.display().to_string()),
+            ]);
+        }
+        // Rollback finds the entry by its exact command, so it names the same binaries.
+        base.extend([
+            "--bin-dir".to_string(),
+            sh_quote(&spec.bin_dir.display().to_string()),
+        ]);
+        let on = base.clone();
+        let mut off = base;
+        off.push("--rollback".to_string());
+        Ok(HookSwitch {
+            on: on.join(" "),
+            off: off.join(" "),
+        })
+    }
+}
+
+/// Load: `bootstrap` (after a `bootout` when the label is loaded already: bootstrap
+/// refuses a loaded label), then the hook. Rollback: the hook, then `bootout`, then the
+/// plist's removal.
+fn launchd_commands(label: &str, plist: &Path, hook: &HookSwitch) -> (String, String) {
+    let domain = format!("gui/{}", paths::euid());
+    let target = format!("{domain}/{label}");
+    let plist = sh_quote(&plist.display().to_string());
+    let mut load = String::new();
+    if probe("launchctl", &["print", &target]) {
+        load.push_str(&format!("launchctl bootout {target} && "));
+    }
+    load.push_str(&format!(
+        "launchctl bootstrap {domain} {plist} && {}",
+        hook.on
+    ));
+    let rollback = format!("{} && launchctl bootout {target} && rm {plist}", hook.off);
+    (load, rollback)
+}
+
+/// Load: `daemon-reload`, `enable --now` (and a `restart` when the unit is running
+/// already, so it picks up the new file), then the hook; a unit written outside the user
+/// unit directory is first `link`ed into it, or systemd would not find it. Rollback: the
+/// hook, then `disable --now` (which also undoes a `link`), the unit's removal and a
+/// `daemon-reload`.
+fn systemd_commands(label: &str, unit_path: &Path, hook: &HookSwitch) -> (String, String) {
+    let unit = sh_quote(&format!("{label}.service"));
+    let in_unit_path = deploy::default_job_dir(Job::Systemd)
+        .is_ok_and(|dir| unit_path.parent() == Some(dir.as_path()));
+    let mut load = String::new();
+    if !in_unit_path {
+        load.push_str(&format!(
+            "systemctl --user link {} && ",
+            sh_quote(&unit_path.display().to_string())
+        ));
+    }
+    load.push_str(&format!(
+        "systemctl --user daemon-reload && systemctl --user enable --now {unit}"
+    ));
+    if probe(
+        "systemctl",
+        &[
+            "--user",
+            "is-active",
+            "--quiet",
+            &format!("{label}.service"),
+        ],
+    ) {
+        load.push_str(&format!(" && systemctl --user restart {unit}"));
+    }
+    load.push_str(&format!(" && {}", hook.on));
+    let rollback = format!(
+        "{} && systemctl --user disable --now {unit} && rm {} && systemctl --user daemon-reload",
+        hook.off,
+        sh_quote(&unit_path.display().to_string())
+    );
+    (load, rollback)
+}
+
+/// Says so when the job is for another OS's service manager (the file is still written:
+/// it may be meant for another machine).
+fn warn_if_foreign(job: Job) {
+    let (ours, theirs) = match job {
+        Job::Launchd if !cfg!(target_os = "macos") => ("launchd", "systemd"),
+        Job::Systemd if cfg!(target_os = "macos") => ("systemd", "launchd"),
+        _ => return,
+    };
+    say!(
+        "row-fence: warning: {ours} is not this machine's service manager ({}); the printed commands will not run here (row-fence install {theirs} is the job for this machine)",
+        std::env::consts::OS
+    );
+}
+
+/// Runs a read-only query of the service manager; false when it fails or is not there.
+fn probe(program: &str, args: &[&str]) -> bool {
+    Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn claude_hook(args: ClaudeHookArgs, settings: &Settings) -> Outcome {
+    let file = match args.settings {
+        Some(path) => path,
+        None => default_claude_settings()?,
+    };
+    // Edit the file a symlink points at, not the symlink (settings kept in a dotfiles repo);
+    // a file not there yet by its absolute path, as the record of created files keeps it.
+    let file = match fs::canonicalize(&file) {
+        Ok(real) => real,
+        Err(_) => std::path::absolute(&file)
+            .map_err(|e| Failure::could_not(format!("{}: {e}", file.display())))?,
+    };
+    let hook_path = settings.home.join("hooks").join("guard-bash.sh");
+    let bins = bin_dir(args.bin_dir.as_ref())?;
+    let command = hook_command(&bins, settings, &hook_path);
+    let before = match fs::read_to_string(&file) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            return Err(Failure::could_not(format!(
+                "cannot read {}: {e}",
+                file.display()
+            )));
+        }
+    };
+    let created = Created::under(&settings.home);
+    let recorded = |e: std::io::Error| {
+        Failure::could_not(format!("the record of settings files install created: {e}"))
+    };
+    let edit = if args.rollback {
+        match claude_settings::rollback(before.as_deref(), &command) {
+            Ok(Edit::Unchanged) => claude_settings::rollback(
+                before.as_deref(),
+                &legacy_hook_command(&bins, settings, &hook_path),
+            ),
+            other => other,
+        }
+    } else {
+        if !is_executable(&bins.join(GUARD)) {
+            return Err(Failure::could_not(format!(
+                "{} is not an executable file; install the binaries first (or give --bin-dir)",
+                bins.join(GUARD).display()
+            )));
+        }
+        write_hook_script(&hook_path)?;
+        let entry = claude_settings::entry(&command).map_err(Failure::could_not)?;
+        claude_settings::install(before.as_deref(), &entry, &command)
+    }
+    .map_err(|e| Failure::could_not(format!("{}: {e}", file.display())))?;
+    let done = match (&edit, args.rollback) {
+        (Edit::Unchanged, false) => "the agent hook was already on",
+        (Edit::Unchanged, true) => "the agent hook was not on",
+        (Edit::Changed(_), false) => "the agent hook is on",
+        (Edit::Changed(_), true) => "the agent hook is off",
+    };
+    match edit {
+        // Rollback removes the file only when install created it and nothing else was
+        // added since: recorded at install, never inferred from the content.
+        Edit::Changed(text)
+            if args.rollback
+                && text == claude_settings::EMPTY
+                && created.contains(&file).map_err(recorded)? =>
+        {
+            fs::remove_file(&file).map_err(|e| {
+                Failure::could_not(format!("cannot remove {}: {e}", file.display()))
+            })?;
+            created.forget(&file).map_err(recorded)?;
+        }
+        Edit::Changed(text) => {
+            if !args.rollback && before.is_none() {
+                created.add(&file).map_err(recorded)?;
+            }
+            write_settings(&file, &text)?;
+            if args.rollback {
+                created.forget(&file).map_err(recorded)?;
+            }
+        }
+        Edit::Unchanged => {}
+    }
+    say!("row-fence: {done} in {} ({command})", file.display());
+    Ok(exit::ALLOWED)
+}
+
+/// The hook's command line as Claude Code runs it (through `sh -c`): the binaries'
+/// directory and the daemon's home (and socket) are exported first, so the guard asks the
+/// same daemon from the same binaries whatever environment Claude Code was started with.
+/// The normal path runs `row-fence-guard` alone (its exit 0 or 2 is the answer); only
+/// another exit (missing, not executable, killed) runs `guard-bash.sh`, which keeps NEVER
+/// RAN and CUT OFF MID-ASK, and a shim that cannot run either denies.
+pub fn hook_command(bin_dir: &Path, settings: &Settings, hook: &Path) -> String {
+    let mut exports = vec![
+        format!(
+            "ROW_FENCE_BIN_DIR={}",
+            sh_quote(&bin_dir.display().to_string())
+        ),
+        format!(
+            "ROW_FENCE_HOME={}",
+            sh_quote(&settings.home.display().to_string())
+        ),
+    ];
+    if settings.socket != settings.home.join("sock") {
+        exports.push(format!(
+            "ROW_FENCE_SOCKET={}",
+            sh_quote(&settings.socket.display().to_string())
+        ));
+    }
+    format!(
+        "export {}; {}; s=$?; case $s in 0|2) exit $s;; esac; sh {} --guard-exit $s --guard-parent $$ || exit 2",
+        exports.join(" "),
+        sh_quote(&bin_dir.join(GUARD).display().to_string()),
+        sh_quote(&hook.display().to_string())
+    )
+}
+
+/// The command an earlier release installed (the shell hook alone), so rollback still
+/// finds an entry that release wrote.
+fn legacy_hook_command(bin_dir: &Path, settings: &Settings, hook: &Path) -> String {
+    let mut words = vec![
+        format!(
+            "ROW_FENCE_BIN_DIR={}",
+            sh_quote(&bin_dir.display().to_string())
+        ),
+        format!(
+            "ROW_FENCE_HOME={}",
+            sh_quote(&settings.home.display().to_string())
+        ),
+    ];
+    if settings.socket != settings.home.join("sock") {
+        words.push(format!(
+            "ROW_FENCE_SOCKET={}",
+            sh_quote(&settings.socket.display().to_string())
+        ));
+    }
+    words.push(sh_quote(&hook.display().to_string()));
+    words.join(" ")
+}
+
+/// The agent guard's binary name.
+const GUARD: &str = "row-fence-guard";
+
+fn default_claude_settings() -> Result<PathBuf, Failure> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|h| PathBuf::from(h).join(".claude").join("settings.json"))
+        .ok_or_else(|| Failure::could_not("HOME is not set; give --settings"))
+}
+
+/// Writes the shipped `guard-bash.sh` (0755) under the home, made private (0700) if new.
+fn write_hook_script(path: &Path) -> Result<(), Failure> {
+    let fail =
+        |e: std::io::Error| Failure::could_not(format!("cannot write {}: {e}", path.display()));
+    if let Some(dir) = path.parent() {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(fail)?;
+    }
+    replace_file(path, claude_settings::GUARD_BASH.as_bytes(), 0o755).map_err(fail)
+}
+
+/// Writes the settings atomically, keeping the file's mode (0600 for a new file).
+fn write_settings(path: &Path, text: &str) -> Result<(), Failure> {
+    let mode = fs::metadata(path).map_or(0o600, |m| m.permissions().mode() & 0o7777);
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir)
+            .map_err(|e| Failure::could_not(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    replace_file(path, text.as_bytes(), mode)
+        .map_err(|e| Failure::could_not(format!("cannot write {}: {e}", path.display())))
+}
+
+/// Temp file in the same directory, fsync, exact mode, rename over `path`.
+fn replace_file(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    row_fence_store::atomic_file::write(path, bytes, mode, false)
+}
+
+fn is_executable(path: &Path) -> bool {
+    fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}

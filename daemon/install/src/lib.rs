@@ -1,0 +1,38 @@
+//! The row fence's installers: everything that writes the fence into the machine around
+//! it, and checks that it is there. `row-fence install`, `row-fence render` and
+//! `row-fence doctor` are these; the CLI only dispatches to them.
+//!
+//! Every installer writes through one rule: it changes what it owns, byte for byte
+//! removable (`--rollback` restores the file as it was), and it refuses before writing
+//! anything when it cannot finish (ARCHITECTURE.md, "Installers").
+//!
+//! # Layout
+//!
+//! The commands:
+//! - [`install`]: `install launchd|systemd|claude-hook|git-hook`.
+//! - [`render`]: `render launchd|systemd`, and the job settings `install` shares.
+//! - [`git_install`]: `install git-hook`, git's layer in every worktree of a repository.
+//! - [`doctor`]: where git is fenced in a repository and where it is not.
+//!
+//! What they write:
+//! - [`deploy`]: the launchd and systemd jobs, rendered from `deploy/` with tera.
+//! - [`claude_settings`]: the agent hook's entry in a Claude Code settings file;
+//!   [`created_files`]: which settings files install created (only those may rollback remove).
+//! - [`git_hook`]: the pre-push hook in a hooks directory, chained or alone, baked.
+//! - [`git_gate`]: git's transport gate in a repository's config (ssh command, credential
+//!   helper, git:// proxy); [`gate_lines`]: the lines that include it, byte-for-byte removable.
+//! - [`git_repo`]: a repository's worktrees, hooks directories and submodules, asked of git.
+//! - [`shell`]: words quoted for `sh -c`, as every installer writes them.
+
+pub mod claude_settings;
+pub mod created_files;
+pub mod deploy;
+pub mod doctor;
+pub mod gate_lines;
+pub mod git_gate;
+pub mod git_hook;
+pub mod git_install;
+pub mod git_repo;
+pub mod install;
+pub mod render;
+pub mod shell;
