@@ -99,11 +99,12 @@ fn run_with_stdin(cmd: &mut Command, input: &str) -> Ran {
 /// A lane: a home, a bare remote, a clone with one commit to push and the pre-push hook,
 /// the daemon, and the hook installed into a settings file.
 pub(crate) struct Lane {
+    /// First, so it is stopped (and writes its last files) before the home is removed.
+    daemon: Option<Daemon>,
     pub(crate) home: Home,
     pub(crate) repo: Repo,
     /// The settings entry's command, as `install claude-hook` wrote it.
     hook: String,
-    daemon: Option<Daemon>,
 }
 
 impl Lane {

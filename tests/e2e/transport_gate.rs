@@ -16,9 +16,10 @@ const REFUSED: &str = "row-fence: REFUSED (different_holder)";
 
 /// A lane bound to row-1 whose `origin` is `url`, with git's layer installed and a daemon.
 struct Lane {
+    /// First, so it is stopped (and writes its last files) before the home is removed.
+    _daemon: Daemon,
     world: World,
     clone: PathBuf,
-    _daemon: Daemon,
 }
 
 impl Lane {

@@ -92,9 +92,17 @@ impl Served {
         serde_json::from_str(&self.exchange(&line).await).unwrap()
     }
 
-    async fn stop(self) {
+    async fn stop(mut self) {
         self.shutdown.cancel();
-        self.task.await.unwrap();
+        (&mut self.task).await.unwrap();
+    }
+}
+
+impl Drop for Served {
+    /// The ledger writer appends on a thread of its own: it is waited for before the temp
+    /// dir goes, or its last line would make the directory again and leave it behind.
+    fn drop(&mut self) {
+        self.resident.refusals.close();
     }
 }
 
