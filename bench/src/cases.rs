@@ -43,6 +43,9 @@ pub enum Case {
     Profile,
     /// The file store's ask p50 on boards of 10, 1,000 and 10,000 rows.
     FileStoreBoards,
+    /// The ask on a standalone durable Redis (a pure read) and on a primary with one
+    /// replica (with its read barrier), one client and 16 at once.
+    ReadBarrier,
 }
 
 /// Whether a case is measured by this build.
@@ -59,7 +62,7 @@ pub enum Status {
 
 impl Case {
     /// Every case, in report order.
-    pub const ALL: [Case; 15] = [
+    pub const ALL: [Case; 16] = [
         Case::Floor,
         Case::Warm,
         Case::ColdRust,
@@ -75,6 +78,7 @@ impl Case {
         Case::CpuPerAsk,
         Case::Profile,
         Case::FileStoreBoards,
+        Case::ReadBarrier,
     ];
 
     /// One line saying what the case measures.
@@ -111,6 +115,9 @@ impl Case {
                 "CPU profile of the daemon's ask path (`perf record -g`), by kind of work"
             }
             Case::FileStoreBoards => "file store ask p50 on boards of 10, 1,000 and 10,000 rows",
+            Case::ReadBarrier => {
+                "read barrier: the ask on a standalone durable Redis and on a primary with one replica, 1 and 16 clients"
+            }
         }
     }
 
@@ -132,7 +139,8 @@ impl Case {
             | Case::Etcd
             | Case::CpuPerAsk
             | Case::Profile
-            | Case::FileStoreBoards => Status::Measured,
+            | Case::FileStoreBoards
+            | Case::ReadBarrier => Status::Measured,
         }
     }
 }

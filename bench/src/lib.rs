@@ -34,6 +34,7 @@
 //!   board sizes, records vs document layout; fenced batches per second with 1 and 16
 //!   writers.
 //! - [`file_boards`]: the file store's ask on boards of 10, 1,000 and 10,000 rows.
+//! - [`barrier`]: the ask with and without the read barrier of a replicated Redis.
 //! - [`profile`]: the daemon's CPU profile (`perf`), summarised by kind of work.
 //! - [`rss`]: resident memory of a process, from `/proc`.
 //! - [`machine`]: the machine and the versions under test.
@@ -42,6 +43,7 @@
 //! - [`plots`]: the report's SVG pictures (latency per phase, cost vs board size).
 //! - [`report`]: the Markdown report.
 
+pub mod barrier;
 pub mod bounds;
 pub mod capture;
 pub mod cases;

@@ -96,6 +96,8 @@ pub struct Plan {
     pub file_boards: [usize; 3],
     /// Asks per file store board.
     pub file_asks: usize,
+    /// Asks per store in the read barrier's case (one client, interleaved).
+    pub barrier_asks: usize,
     /// How long `perf record` samples the daemon while one client asks.
     pub profile_for: Duration,
 }
@@ -120,6 +122,7 @@ impl Plan {
         document_board: 5_000,
         file_boards: [10, 1_000, 10_000],
         file_asks: 2000,
+        barrier_asks: 2000,
         profile_for: Duration::from_secs(10),
     };
 
@@ -140,6 +143,7 @@ impl Plan {
         document_board: 5_000,
         file_boards: [10, 1_000, 10_000],
         file_asks: 300,
+        barrier_asks: 300,
         profile_for: Duration::from_secs(4),
     };
 
@@ -161,6 +165,7 @@ impl Plan {
         document_board: 200,
         file_boards: [10, 100, 1_000],
         file_asks: 5,
+        barrier_asks: 5,
         profile_for: Duration::from_secs(1),
     };
 

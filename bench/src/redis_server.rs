@@ -28,6 +28,16 @@ impl RedisServer {
     /// Starts a server in `dir` (with TLS when `certs` is given) and waits (≤ 10 s) until
     /// it answers PING.
     pub fn start(dir: &Path, certs: Option<&Certs>) -> Result<RedisServer, String> {
+        RedisServer::start_with(dir, certs, &[])
+    }
+
+    /// [`RedisServer::start`] with `extra` settings after the production ones (a
+    /// replica's `--replicaof`, say).
+    pub fn start_with(
+        dir: &Path,
+        certs: Option<&Certs>,
+        extra: &[&str],
+    ) -> Result<RedisServer, String> {
         let socket = dir.join("redis.sock");
         let port = free_port()?;
         let tls_port = certs.map(|_| free_port()).transpose()?;
@@ -56,7 +66,7 @@ impl RedisServer {
             .arg("--tls-ca-cert-file")
             .arg(&certs.ca);
         }
-        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        cmd.args(extra).stdout(Stdio::null()).stderr(Stdio::null());
         let process = Owned::spawn(&mut cmd, "redis-server", Duration::from_secs(3))?;
         let mut server = RedisServer {
             process,

@@ -57,6 +57,7 @@ pub fn render(results: &Results, plots: &Plots, command: &str) -> String {
     profile_section(&mut md, r);
     records_table(&mut md, r);
     file_store_table(&mut md, r);
+    barrier_table(&mut md, r);
     for plot in &plots.boards {
         let _ = writeln!(md, "![{}]({})\n", plot.title, plot.file);
     }
@@ -461,6 +462,53 @@ fn file_store_table(md: &mut String, r: &Results) {
         );
     }
     let _ = writeln!(md);
+}
+
+/// The ask with and without the read barrier.
+fn barrier_table(md: &mut String, r: &Results) {
+    let Some(b) = &r.barrier else {
+        return;
+    };
+    let _ = writeln!(
+        md,
+        "## The read barrier of a replicated Redis
+"
+    );
+    let _ = writeln!(
+        md,
+        "The warm ask on a standalone durable Redis (a pure read) and on a primary with one \
+         replica (the read, then a `PUBLISH` the replica must acknowledge, `WAIT`, on the \
+         daemon's second connection). One in-process client interleaved between the two \
+         daemons ask by ask, then {} clients at once on each (barrier rounds are shared by the \
+         asks waiting when one starts).\n",
+        crate::barrier::CLIENTS
+    );
+    let _ = writeln!(
+        md,
+        "| store | asks | p50 ms | p99 ms | not ALLOWED | {} clients: asks/s | p50 ms | p99 ms |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        crate::barrier::CLIENTS
+    );
+    for (name, side) in [
+        ("standalone (pure read)", &b.pure_read),
+        ("primary + 1 replica (barrier)", &b.barrier),
+    ] {
+        let _ = writeln!(
+            md,
+            "| {name} | {} | {:.3} | {:.3} | {} | {} | {:.3} | {:.3} |",
+            side.latency.count,
+            side.latency.p50_ms,
+            side.latency.p99_ms,
+            side.failed,
+            thousands(side.concurrent.per_second.round() as u64),
+            side.concurrent.latency.p50_ms,
+            side.concurrent.latency.p99_ms
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\nThe barrier adds {:.3} ms to one ask's p50.\n",
+        b.added_p50_ms()
+    );
 }
 
 /// Where the daemon's CPU goes, from `perf`.

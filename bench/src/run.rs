@@ -98,6 +98,8 @@ pub struct Results {
     pub records: Option<crate::records::Figures>,
     /// The file store's ask on boards of growing size.
     pub file_store: Option<crate::file_boards::Figures>,
+    /// The ask with and without the read barrier of a replicated Redis.
+    pub barrier: Option<crate::barrier::Figures>,
     /// Where the daemon's CPU goes while one client asks (`None`: see the notes).
     pub profile: Option<crate::profile::Profile>,
     /// The daemon's RSS idle after all the load, in KiB.
@@ -157,6 +159,7 @@ impl Runner {
                 idle_rss_kib: None,
                 records: None,
                 file_store: None,
+                barrier: None,
                 profile: None,
                 idle_after_load_kib: None,
                 peak_rss_kib: Vec::new(),
@@ -288,6 +291,16 @@ impl Runner {
             &plan.file_boards,
             plan.file_asks,
             plan.warmup,
+        )?);
+        interrupt::check()?;
+        eprintln!("row-fence-bench: the read barrier of a replicated Redis");
+        self.results.barrier = Some(crate::barrier::measure(
+            &bins,
+            &dir("barrier")?,
+            &redis,
+            plan.barrier_asks,
+            plan.warmup,
+            rate_for,
         )?);
         Ok(())
     }

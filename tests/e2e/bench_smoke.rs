@@ -61,6 +61,7 @@ fn a_smoke_run_of_the_bench_exits_0_and_writes_its_report() {
         "file store ask p50 on the largest board",
         "echo round trip over the link",
         "## The file store as boards grow",
+        "## The read barrier of a replicated Redis",
         "## Where the daemon's CPU goes",
         "etcdctl",
     ] {

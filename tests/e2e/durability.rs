@@ -4,7 +4,7 @@
 //! eviction) answers `store_regressed` until an operator accepts it.
 
 use crate::contract::runtime;
-use crate::util::{Home, Redis, status, until};
+use crate::util::{Home, Ran, Redis, status, until};
 use nix::sys::signal::Signal;
 use row_fence_store::redis::RedisStore;
 use row_fence_store::{AskCheck, LeaseStore, StoreError};
@@ -304,6 +304,47 @@ fn a_store_restarted_from_an_aof_that_lost_a_takeover_is_refused_until_accepted(
         "generation {g3} was handed out before ({g1}, {g2})"
     );
     home.ask_with(&c, &[]).expect(0, "row-fence: ALLOWED");
+}
+
+/// The reproduction: Redis (fsync'd AOF) restarts from an AOF copied before lane-b's
+/// acknowledged takeover, while the daemon keeps running. The takeover's revision, which
+/// the CLI recorded in the home, is the daemon's floor from its very next ask, without a
+/// restart: lane-a, whose grant the restore brought back, is never ALLOWED, and every ask
+/// says `store_regressed` (the first one after the restart too: the broken connection is
+/// replaced within the ask).
+#[test]
+fn a_restore_from_before_a_takeover_under_a_running_daemon_never_allows_the_old_holder() {
+    let mut redis = Redis::start();
+    let home = Home::on(Some(&redis));
+    let _daemon = home.daemon();
+    let (g1, a) = home.acquire("b", "r", "lane-a", &[]);
+    home.ask_with(&a, &[]).expect(0, "row-fence: ALLOWED");
+    let aof = redis.dir.path().join("appendonlydir");
+    let before = redis.dir.path().join("aof-before-takeover");
+    copy_dir(&aof, &before);
+    let (g2, _b) = home.acquire("b", "r", "lane-b", &["--takeover"]);
+    redis.stop();
+    std::fs::remove_dir_all(&aof).unwrap();
+    copy_dir(&before, &aof);
+    redis.restart();
+    let answers: Vec<Ran> = (0..10).map(|_| home.ask_with(&a, &[])).collect();
+    let allowed = answers.iter().filter(|r| r.code == 0).count();
+    let regressed = answers
+        .iter()
+        .filter(|r| {
+            r.verdict_line()
+                .starts_with("row-fence: COULD NOT READ (store_regressed)")
+        })
+        .count();
+    eprintln!("restored store: 10 asks for lane-a, {allowed} ALLOWED, {regressed} store_regressed");
+    assert_eq!(allowed, 0, "{answers:?}");
+    assert_eq!(regressed, 10, "{answers:?}");
+    assert!(
+        answers[0].stderr.contains(&format!("revision {g1}"))
+            && answers[0].stderr.contains(&format!("revision {g2}")),
+        "{}",
+        answers[0].stderr
+    );
 }
 
 /// The reproduction: `maxmemory-policy allkeys-lru` evicts the board's keys, and

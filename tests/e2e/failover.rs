@@ -15,13 +15,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Every data node: fsync'd, and refusing writes (our scripts included) when it has no
-/// replica, so a primary a failover deposed stops answering from its old history.
+/// Every data node: fsync'd, refusing writes (our scripts included) when it has no
+/// replica, so a primary a failover deposed stops answering from its old history, and
+/// starting a replica's full sync at once (not after Redis's 5 s wait for more replicas).
 const NODE: &[&str] = &[
     "--min-replicas-to-write",
     "1",
     "--min-replicas-max-lag",
     "10",
+    "--repl-diskless-sync-delay",
+    "0",
 ];
 
 /// The longest any one event is waited for.

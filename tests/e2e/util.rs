@@ -378,6 +378,8 @@ pub struct Redis {
     pub port: Option<u16>,
     /// Extra arguments after [`DURABLE`] (later ones win).
     args: Vec<String>,
+    /// Extra environment (a clock shifted by libfaketime).
+    envs: Vec<(String, String)>,
     child: Option<Child>,
 }
 
@@ -410,10 +412,13 @@ impl Redis {
 
     /// Starts a replica of `primary` (a TCP server) and waits until its link is up.
     pub fn start_replica_of(primary: &Redis, extra: &[&str]) -> Redis {
-        let port = primary
-            .port
-            .expect("the primary listens on TCP")
-            .to_string();
+        Redis::start_replica_of_port(primary.port.expect("the primary listens on TCP"), extra)
+    }
+
+    /// Starts a replica of the primary at loopback `port` (a proxy in front of it, say)
+    /// and waits until its link is up.
+    pub fn start_replica_of_port(port: u16, extra: &[&str]) -> Redis {
+        let port = port.to_string();
         let mut args = vec!["--replicaof", "127.0.0.1", &port];
         args.extend_from_slice(extra);
         let replica = Redis::start_tcp(&args);
@@ -422,6 +427,15 @@ impl Redis {
                 .contains("master_link_status:up")
         });
         replica
+    }
+
+    /// Starts one whose process runs with `envs`, e.g. [`stepped_clock`]: the server's
+    /// `TIME` is then the shifted clock.
+    pub fn start_with_env(extra: &[&str], envs: &[(String, String)]) -> Redis {
+        let mut redis = Redis::unstarted(extra, false);
+        redis.envs = envs.to_vec();
+        redis.launch();
+        redis
     }
 
     fn spawn(extra: &[&str], tcp: bool) -> Redis {
@@ -441,6 +455,7 @@ impl Redis {
             socket,
             port: tcp.then(free_port),
             args: extra.iter().map(|a| a.to_string()).collect(),
+            envs: Vec::new(),
             child: None,
         }
     }
@@ -462,6 +477,7 @@ impl Redis {
             };
             let mut child = cmd
                 .args(&self.args)
+                .envs(self.envs.iter().map(|(k, v)| (k, v)))
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -637,7 +653,12 @@ impl Sentinel {
     /// Starts a sentinel watching `primary` with quorum 2, a primary down after 1 s
     /// without answers.
     pub fn start(primary: &Redis) -> Sentinel {
-        let primary_port = primary.port.expect("the primary listens on TCP");
+        Sentinel::watching(primary.port.expect("the primary listens on TCP"))
+    }
+
+    /// Starts one watching the primary at loopback `primary_port` (a proxy in front of it,
+    /// say), as [`Sentinel::start`].
+    pub fn watching(primary_port: u16) -> Sentinel {
         for _ in 0..5 {
             let dir = tempfile::Builder::new()
                 .prefix("rfsentinel")

@@ -1,7 +1,8 @@
-//! `row-fence store check | accept-regression`: the store itself (ARCHITECTURE.md,
-//! "Acknowledged means durable"). `check` shows what the store's role and settings say
-//! about keeping an acknowledged grant; `accept-regression` is the operator's way past a
-//! store that went back in time (`store_regressed`).
+//! `row-fence store check | accept-regression | accept-clock`: the store itself
+//! (ARCHITECTURE.md, "Acknowledged means durable"). `check` shows what the store's role and
+//! settings say about keeping an acknowledged grant; `accept-regression` is the operator's
+//! way past a store that went back in time (`store_regressed`), `accept-clock` past a clock
+//! that ran ahead and was corrected (`clock_regressed`).
 
 use crate::open::store_for_write;
 use row_fence_contract::descriptor::validate_board;
@@ -9,6 +10,7 @@ use row_fence_contract::exit::{self, Failure, Outcome};
 use row_fence_contract::report::out;
 use row_fence_contract::say;
 use row_fence_resident::config::Settings;
+use row_fence_store::judge::rfc3339;
 use row_fence_store::monotonic;
 
 #[derive(clap::Args, Debug)]
@@ -23,6 +25,11 @@ enum Action {
     Check(CheckArgs),
     /// After a store went back in time (store_regressed): raise BOARD's revision above every generation ever seen and drop its row leases and controller lease, so lanes re-acquire and no generation is handed out twice
     AcceptRegression(AcceptArgs),
+    /// After a clock that ran ahead was corrected (clock_regressed): accept BOARD's clock as it is now. Leases found expired under the clock that ran ahead and live again under the corrected one are dropped (their lanes re-acquire); gives up: leases granted or renewed while it ran ahead keep the later expiry it gave them
+    #[command(
+        after_help = "Example:\n  row-fence store accept-clock board-1\n\nRun it only once the clock is right again (NTP synced): the clock as it reads now becomes the board's floor."
+    )]
+    AcceptClock(AcceptArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -45,6 +52,7 @@ pub async fn run(args: StoreArgs, settings: &Settings) -> Outcome {
     match args.action {
         Action::Check(a) => check(a, settings).await,
         Action::AcceptRegression(a) => accept(a, settings).await,
+        Action::AcceptClock(a) => accept_clock(a, settings).await,
     }
 }
 
@@ -104,6 +112,47 @@ async fn accept(args: AcceptArgs, settings: &Settings) -> Outcome {
         accepted.revision,
         accepted.leases_dropped,
         accepted.epoch
+    );
+    Ok(exit::ALLOWED)
+}
+
+async fn accept_clock(args: AcceptArgs, settings: &Settings) -> Outcome {
+    validate_board(&args.board).map_err(|e| Failure {
+        code: exit::USAGE,
+        message: e.to_string(),
+    })?;
+    drop(store_for_write(settings)?);
+    let store = settings.open_monotonic(true).map_err(Failure::could_not)?;
+    let accepted = monotonic::accept_clock(&store, &args.board)
+        .await
+        .map_err(|e| Failure::could_not(e.to_string()))?;
+    if args.json {
+        out(&serde_json::to_string(&accepted).expect("serializes"));
+    }
+    let dropped = if accepted.rows_dropped.is_empty() {
+        "no lease dropped".to_string()
+    } else {
+        format!(
+            "leases dropped on row(s) {} (found expired under the clock that ran ahead; their lanes re-acquire)",
+            accepted.rows_dropped.join(", ")
+        )
+    };
+    say!(
+        "row-fence: board {} accepts the clock as it is ({}; the floor was {}) at revision {}; {}{}",
+        args.board,
+        rfc3339(accepted.clock_ms),
+        if accepted.from_floor_ms == 0 {
+            "none".to_string()
+        } else {
+            rfc3339(accepted.from_floor_ms)
+        },
+        accepted.revision,
+        dropped,
+        if accepted.controller_dropped {
+            "; the controller lease dropped too"
+        } else {
+            ""
+        }
     );
     Ok(exit::ALLOWED)
 }

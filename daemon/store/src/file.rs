@@ -318,9 +318,10 @@ impl FileStore {
 enum Clock {
     /// A clock below the board's highest time is refused (`clock_regressed`).
     Checked,
-    /// An operator accepting a regression (a batch with `min_revision`) also accepts the
-    /// clock as it is now: a board a writer with a clock far ahead once wrote is not stuck
-    /// until real time catches up.
+    /// An operator accepting a regression or the clock (`store accept-regression`,
+    /// `store accept-clock`: a batch with `min_revision`) accepts the clock as it is now: a
+    /// board a writer with a clock far ahead once wrote is not stuck until real time
+    /// catches up.
     Accepted,
 }
 
@@ -384,11 +385,12 @@ fn clock_now(document: &BoardDocument) -> Result<u64, StoreError> {
     let now = system_now_ms();
     if now < document.clock_ms {
         return Err(StoreError::ClockRegressed(format!(
-            "this machine's clock reads {}, {} before the time board {} was last written with ({}); fix the clock",
+            "this machine's clock reads {}, {} before the time board {} was last written with ({}); fix the clock, or, if it ran ahead and was corrected, run `row-fence store accept-clock {}`",
             rfc3339(now),
             span(document.clock_ms - now),
             document.board,
-            rfc3339(document.clock_ms)
+            rfc3339(document.clock_ms),
+            document.board
         )));
     }
     Ok(now)

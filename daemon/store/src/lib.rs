@@ -18,7 +18,9 @@
 //! - [`document`]: the whole-document model both document adapters apply batches to.
 //! - [`spec`]: the store URL (`file`, `redis://…`, …) and its display without a password.
 //! - [`monotonic`]: any adapter wrapped so it never answers from an older history than one
-//!   already seen (`store_regressed`, `clock_regressed`), and the way out of a regression.
+//!   already seen (`store_regressed`), nor judges with a clock below a lease expiry already
+//!   found passed (`clock_regressed`), and the operator's ways out of both.
+//! - [`marks`]: those floors, kept per home in `revisions.json` and shared by its processes.
 //!
 //! The domain on top of the port:
 //! - [`fencing`]: the change → fenced batch engine every write goes through.
@@ -42,6 +44,7 @@ pub mod file_cache;
 pub mod file_log;
 pub mod judge;
 pub mod lease;
+pub mod marks;
 pub mod meta;
 pub mod monotonic;
 pub mod redis;

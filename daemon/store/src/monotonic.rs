@@ -1,169 +1,52 @@
 //! A store that must never go back in time (ARCHITECTURE.md, "Acknowledged means durable"):
-//! [`Monotonic`] wraps any adapter and refuses what only a store that lost history can
-//! answer. A failover that lost writes, a restart from a stale AOF, an eviction, a file
-//! restored from a backup all look the same from here: numbers that went down.
+//! [`Monotonic`] wraps any adapter and refuses what only a store that lost history, or a
+//! clock that went back, can answer. A failover that lost writes, a restart from a stale
+//! AOF, an eviction, a file restored from a backup all look the same from here: numbers
+//! that went down.
 //!
 //! - An ask whose descriptor generation is above the board revision: the lane holds a
 //!   grant the store no longer has (`store_regressed`).
-//! - A board revision, or a controller epoch counter, below the highest one seen
-//!   (`store_regressed`). The highest seen are kept across restarts in
-//!   `$ROW_FENCE_HOME/revisions.json` ([`Marks`]), per store and board: the daemon records
-//!   what its asks see, the CLI what it writes and acknowledges.
-//! - A store clock below one this process already judged or wrote with
-//!   (`clock_regressed`): an expired lease must not come back to life.
+//! - A board revision, or a controller epoch counter, below the highest one this home has
+//!   seen (`store_regressed`).
+//! - A store clock below the latest lease expiry this home has found passed on the board
+//!   (`clock_regressed`): judged with it, that lease would be live again.
 //!
-//! [`accept_regression`] is the operator's way out (`row-fence store accept-regression`):
-//! it raises the board revision above every generation ever seen and drops every row
-//! lease and the controller lease, so every older lease is stale and lanes re-acquire,
-//! and no generation or epoch is ever handed out twice.
+//! The floors are the home's ([`crate::marks`], `$ROW_FENCE_HOME/revisions.json`), shared
+//! by the daemon and the CLI, and every call takes them **before** it reads the store: a
+//! read is compared only with what was known when it began, so a concurrent call that read
+//! a newer revision first never makes an older read look like a regression, and what the
+//! CLI recorded a moment ago is seen by the daemon's next ask without a restart.
+//!
+//! What a home's floors cannot see: history recorded only by another home (a takeover made
+//! from another machine, then lost by a restore, is not known here), and an expiry only
+//! another home found passed. That is what a consensus store is for.
+//!
+//! [`accept_regression`] is the operator's way out of `store_regressed`, and
+//! [`accept_clock`] the way out of `clock_regressed` after a clock that ran ahead was
+//! corrected.
 
+use crate::marks::Mark;
 use crate::meta;
 use crate::{
     AskCheck, CLAIMS, ControllerLease, Expected, FencedBatch, Judgement, LeaseStore, LogEntry,
-    META, ReadSet, Record, RecordWrite, Snapshot, StoreCheck, StoreError, WriteKind,
+    META, ReadSet, Record, RecordWrite, RowLease, Snapshot, StoreCheck, StoreError, WriteKind,
 };
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::sync::Arc;
 
-/// The marks file under `$ROW_FENCE_HOME`.
-pub const MARKS_FILE: &str = "revisions.json";
+pub use crate::marks::{MARKS_FILE, Marks, marks_path};
 
-/// The highest numbers seen for one board of one store.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Mark {
-    /// The highest board revision seen (also the highest generation handed out).
-    pub revision: u64,
-    /// The highest controller epoch seen.
-    #[serde(default)]
-    pub epoch: u64,
-}
+#[cfg(test)]
+mod tests;
 
-/// The highest revision and epoch seen per board, for one store, kept in a file shared by
-/// the daemon and the CLI of one home (merged by maximum under a lock, so neither loses
-/// the other's).
-#[derive(Debug)]
-pub struct Marks {
-    /// `$ROW_FENCE_HOME/revisions.json`; `None` keeps them in memory only.
-    path: Option<PathBuf>,
-    /// The store they belong to (its redacted description).
-    store: String,
-    /// Board → mark.
-    seen: Mutex<BTreeMap<String, Mark>>,
-    /// True when `seen` holds something the file does not.
-    dirty: AtomicBool,
-}
-
-type MarksFile = BTreeMap<String, BTreeMap<String, Mark>>;
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-impl Marks {
-    /// The marks of `store` kept in `path` (loaded now; a missing or unreadable file
-    /// starts empty).
-    pub fn load(path: Option<PathBuf>, store: &str) -> Marks {
-        let seen = path
-            .as_deref()
-            .and_then(|p| read_file(p).remove(store))
-            .unwrap_or_default();
-        Marks {
-            path,
-            store: store.to_string(),
-            seen: Mutex::new(seen),
-            dirty: AtomicBool::new(false),
-        }
-    }
-
-    /// The highest numbers seen for `board`.
-    pub fn get(&self, board: &str) -> Mark {
-        lock(&self.seen).get(board).copied().unwrap_or_default()
-    }
-
-    /// Raises `board`'s mark to at least `mark` (in memory; [`Marks::flush`] writes it).
-    pub fn observe(&self, board: &str, mark: Mark) {
-        let mut seen = lock(&self.seen);
-        let have = seen.entry(board.to_string()).or_default();
-        if mark.revision > have.revision || mark.epoch > have.epoch {
-            have.revision = have.revision.max(mark.revision);
-            have.epoch = have.epoch.max(mark.epoch);
-            self.dirty.store(true, Ordering::Relaxed);
-        }
-    }
-
-    /// Writes what is new to the file: merged by maximum with what it holds, under an
-    /// exclusive lock on `<file>.lock`, replaced atomically.
-    pub fn flush(&self) -> std::io::Result<()> {
-        let Some(path) = &self.path else {
-            return Ok(());
-        };
-        if !self.dirty.swap(false, Ordering::Relaxed) {
-            return Ok(());
-        }
-        let result = merge_into(path, &self.store, &lock(&self.seen).clone());
-        if result.is_err() {
-            self.dirty.store(true, Ordering::Relaxed);
-        }
-        result
-    }
-}
-
-fn read_file(path: &Path) -> MarksFile {
-    std::fs::read(path)
-        .ok()
-        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-        .unwrap_or_default()
-}
-
-fn merge_into(path: &Path, store: &str, seen: &BTreeMap<String, Mark>) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
-    }
-    let lock_path = path.with_extension("lock");
-    let lock: File = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(&lock_path)?;
-    lock.lock()?;
-    // Under the lock no other writer of the file runs: a killed one's temp files are garbage.
-    for leftover in crate::atomic_file::leftovers(path) {
-        let _ = std::fs::remove_file(leftover);
-    }
-    let mut all = read_file(path);
-    let boards = all.entry(store.to_string()).or_default();
-    for (board, mark) in seen {
-        let have = boards.entry(board.clone()).or_default();
-        have.revision = have.revision.max(mark.revision);
-        have.epoch = have.epoch.max(mark.epoch);
-    }
-    let bytes = serde_json::to_vec_pretty(&all).map_err(std::io::Error::other)?;
-    let written = crate::atomic_file::write(path, &bytes, 0o600, true);
-    let _ = lock.unlock();
-    written
-}
-
-/// A store wrapped so that it never answers from an older history than one seen.
+/// A store wrapped so that it never answers from an older history than one seen, nor
+/// judges with a clock below a lease expiry already found passed.
 #[derive(Debug)]
 pub struct Monotonic {
     inner: Arc<dyn LeaseStore>,
     marks: Arc<Marks>,
-    /// The highest store clock this process judged or wrote with, ms since the Unix epoch.
-    judged_ms: AtomicU64,
     /// True for a writer (the CLI): marks are written as soon as a write is acknowledged.
     eager: bool,
 }
@@ -171,13 +54,13 @@ pub struct Monotonic {
 impl Monotonic {
     /// Wraps `inner`; its marks are kept in `marks_path` (`None`: in memory only). A
     /// writer (`eager`) writes each acknowledged revision to the file at once; the daemon
-    /// flushes on its own schedule ([`Monotonic::marks`]).
+    /// flushes revisions on its own schedule ([`Monotonic::marks`]). A lease expiry found
+    /// passed is written at once by both.
     pub fn new(inner: Arc<dyn LeaseStore>, marks_path: Option<PathBuf>, eager: bool) -> Monotonic {
         let marks = Arc::new(Marks::load(marks_path, &inner.describe()));
         Monotonic {
             inner,
             marks,
-            judged_ms: AtomicU64::new(0),
             eager,
         }
     }
@@ -187,56 +70,110 @@ impl Monotonic {
         self.marks.clone()
     }
 
-    /// The wrapped store, unguarded (for [`accept_regression`]).
+    /// The wrapped store, unguarded (for [`accept_regression`] and [`accept_clock`]).
     pub fn inner(&self) -> &dyn LeaseStore {
         self.inner.as_ref()
     }
 
-    /// Refuses a clock below `floor` (the highest this process used before the call began),
-    /// then raises the floor.
-    fn clock(&self, floor: u64, now_ms: u64) -> Result<(), StoreError> {
-        if now_ms < floor {
+    /// The board's floors as this home knows them now (the file read again if another
+    /// process changed it): taken before a call reads the store.
+    fn floor(&self, board: &str) -> Mark {
+        self.marks.refresh();
+        self.marks.get(board)
+    }
+
+    /// Refuses a store clock below the latest lease expiry this home found passed on the
+    /// board (`floor`, taken before the call).
+    fn clock(&self, board: &str, floor: Mark, now_ms: u64) -> Result<(), StoreError> {
+        if now_ms < floor.expired_ms {
             return Err(StoreError::ClockRegressed(format!(
-                "the store's clock read {}, {} ms before a time this process already judged with ({}); a store or server whose clock went back must not judge expiry",
+                "the store's clock reads {}, {} before the expiry of a lease this home already found passed on board {board} ({}): judged now, that lease would be live again; fix the clock, or, if it ran ahead and was corrected, run `row-fence store accept-clock {board}`",
                 crate::judge::rfc3339(now_ms),
-                floor - now_ms,
-                crate::judge::rfc3339(floor)
+                crate::judge::span(floor.expired_ms - now_ms),
+                crate::judge::rfc3339(floor.expired_ms),
             )));
         }
-        self.judged_ms.fetch_max(now_ms, Ordering::Relaxed);
         Ok(())
     }
 
-    /// Refuses a board revision or epoch below the highest seen, then records them.
-    /// `epoch` is `None` when the call did not read `meta` (then it is not compared).
-    fn history(&self, board: &str, revision: u64, epoch: Option<u64>) -> Result<(), StoreError> {
-        let seen_now = Mark {
-            revision,
-            epoch: epoch.unwrap_or(0),
-        };
-        let seen = self.marks.get(board);
-        if seen_now.revision < seen.revision {
+    /// Refuses a board revision or epoch below the floor taken before the call, then
+    /// records them. `epoch` is `None` when the call did not read `meta` (then it is not
+    /// compared).
+    fn history(
+        &self,
+        board: &str,
+        floor: Mark,
+        revision: u64,
+        epoch: Option<u64>,
+    ) -> Result<(), StoreError> {
+        if revision < floor.revision {
             return Err(StoreError::Regressed(format!(
-                "board {board} is at revision {} but revision {} was already seen ({}): the store lost history (a failover, a restart from an old file, an eviction); an operator runs `row-fence store accept-regression {board}`",
-                seen_now.revision,
-                seen.revision,
+                "board {board} is at revision {revision} but revision {} was already seen ({}): the store lost history (a failover, a restart from an old file, an eviction); an operator runs `row-fence store accept-regression {board}`",
+                floor.revision,
                 self.inner.describe()
             )));
         }
-        if epoch.is_some_and(|epoch| epoch < seen.epoch) {
+        if let Some(epoch) = epoch
+            && epoch < floor.epoch
+        {
             return Err(StoreError::Regressed(format!(
-                "board {board}'s controller epoch counter is {} but epoch {} was already handed out: the store lost history; an operator runs `row-fence store accept-regression {board}`",
-                seen_now.epoch, seen.epoch
+                "board {board}'s controller epoch counter is {epoch} but epoch {} was already handed out: the store lost history; an operator runs `row-fence store accept-regression {board}`",
+                floor.epoch
             )));
         }
-        self.marks.observe(board, seen_now);
+        self.marks.observe(
+            board,
+            Mark {
+                revision,
+                epoch: epoch.unwrap_or(0),
+                ..Mark::default()
+            },
+        );
         Ok(())
+    }
+
+    /// Records that a lease expiring at `expired_ms` was found passed (in the clock era
+    /// of `floor`: an accept made meanwhile wins), and waits until the home's file holds
+    /// it, so no restart or cold command judges that lease live again.
+    async fn found_expired(&self, board: &str, floor: Mark, expired_ms: Option<u64>) {
+        let Some(expired_ms) = expired_ms else {
+            return;
+        };
+        self.marks.observe(
+            board,
+            Mark {
+                expired_ms,
+                clock_era: floor.clock_era,
+                ..Mark::default()
+            },
+        );
+        let (marks, board) = (self.marks.clone(), board.to_string());
+        let persisted = tokio::task::spawn_blocking(move || marks.persist_expiry(&board)).await;
+        if let Ok(Err(e)) = persisted {
+            tracing::warn!(error = %e, "cannot write the lease expiry found passed");
+        }
     }
 
     fn flush_if_eager(&self) {
         if self.eager {
             let _ = self.marks.flush();
         }
+    }
+
+    /// A read's checks: its clock and history against the floor taken before it, then
+    /// the expiries it shows passed.
+    async fn judge_snapshot(
+        &self,
+        board: &str,
+        floor: Mark,
+        snapshot: &Snapshot,
+        epoch: Option<u64>,
+    ) -> Result<(), StoreError> {
+        self.clock(board, floor, snapshot.now_ms)?;
+        self.history(board, floor, snapshot.revision, epoch)?;
+        self.found_expired(board, floor, latest_passed(snapshot))
+            .await;
+        Ok(())
     }
 }
 
@@ -253,6 +190,25 @@ fn epoch_of(snapshot: &Snapshot) -> u64 {
     counter.max(lease)
 }
 
+/// The latest expiry, at or before the snapshot's clock, of a row lease or the controller
+/// lease the snapshot holds: what a reader found passed.
+fn latest_passed(snapshot: &Snapshot) -> Option<u64> {
+    let rows = snapshot
+        .sections
+        .get(CLAIMS)
+        .into_iter()
+        .flat_map(|claims| claims.values())
+        .filter_map(|r| serde_json::from_value::<RowLease>(r.value.clone()).ok())
+        .map(|l| l.expires_at_ms);
+    let controller = snapshot
+        .record(META, meta::LEASE)
+        .and_then(|r| serde_json::from_value::<ControllerLease>(r.value.clone()).ok())
+        .map(|l| l.expires_at_ms);
+    rows.chain(controller)
+        .filter(|expiry| *expiry <= snapshot.now_ms)
+        .max()
+}
+
 #[async_trait]
 impl LeaseStore for Monotonic {
     async fn layout(&self, board: &str) -> Result<crate::meta::Layout, StoreError> {
@@ -260,22 +216,20 @@ impl LeaseStore for Monotonic {
     }
 
     async fn sections(&self, board: &str, names: &[&str]) -> Result<Snapshot, StoreError> {
-        let floor = self.judged_ms.load(Ordering::Relaxed);
+        let floor = self.floor(board);
         let snapshot = self.inner.sections(board, names).await?;
-        self.clock(floor, snapshot.now_ms)?;
         let epoch = names.contains(&META).then(|| epoch_of(&snapshot));
-        self.history(board, snapshot.revision, epoch)?;
+        self.judge_snapshot(board, floor, &snapshot, epoch).await?;
         Ok(snapshot)
     }
 
     async fn read_records(&self, board: &str, reads: &ReadSet) -> Result<Snapshot, StoreError> {
-        let floor = self.judged_ms.load(Ordering::Relaxed);
+        let floor = self.floor(board);
         let snapshot = self.inner.read_records(board, reads).await?;
-        self.clock(floor, snapshot.now_ms)?;
         // The epoch counter is compared only when meta was read whole: a keyed read of
         // other meta records does not show it.
         let epoch = reads.is_whole(META).then(|| epoch_of(&snapshot));
-        self.history(board, snapshot.revision, epoch)?;
+        self.judge_snapshot(board, floor, &snapshot, epoch).await?;
         Ok(snapshot)
     }
 
@@ -301,15 +255,22 @@ impl LeaseStore for Monotonic {
             })
             .max()
             .unwrap_or(0);
-        self.marks.observe(board, Mark { revision, epoch });
+        self.marks.observe(
+            board,
+            Mark {
+                revision,
+                epoch,
+                ..Mark::default()
+            },
+        );
         self.flush_if_eager();
         Ok(revision)
     }
 
     async fn ask(&self, check: &AskCheck) -> Result<Judgement, StoreError> {
-        let floor = self.judged_ms.load(Ordering::Relaxed);
+        let floor = self.floor(&check.board);
         let judgement = self.inner.ask(check).await?;
-        self.clock(floor, judgement.now_ms)?;
+        self.clock(&check.board, floor, judgement.now_ms)?;
         if check.generation > judgement.revision {
             return Err(StoreError::Regressed(format!(
                 "{} holds {}/{} at generation {}, but the board is at revision {}: the store lost the grant (a failover, a restart from an old file, an eviction); an operator runs `row-fence store accept-regression {}`",
@@ -321,7 +282,13 @@ impl LeaseStore for Monotonic {
                 check.board
             )));
         }
-        self.history(&check.board, judgement.revision, None)?;
+        self.history(&check.board, floor, judgement.revision, None)?;
+        let passed = judgement
+            .lease
+            .as_ref()
+            .map(|l| l.expires_at_ms)
+            .filter(|expiry| *expiry <= judgement.now_ms);
+        self.found_expired(&check.board, floor, passed).await;
         Ok(judgement)
     }
 
@@ -338,10 +305,7 @@ impl LeaseStore for Monotonic {
     }
 
     async fn now_ms(&self) -> Result<u64, StoreError> {
-        let floor = self.judged_ms.load(Ordering::Relaxed);
-        let now = self.inner.now_ms().await?;
-        self.clock(floor, now)?;
-        Ok(now)
+        self.inner.now_ms().await
     }
 
     fn describe(&self) -> String {
@@ -381,12 +345,14 @@ pub struct Accepted {
 /// Raises `board`'s revision above every generation ever seen (this home's marks, every
 /// stored lease, the board itself), drops every row lease and the controller lease, and
 /// raises the epoch counter above every epoch seen: one fenced batch, pinned to the
-/// revision it read (retried on a concurrent write, at most 16 times).
+/// revision it read (retried on a concurrent write, at most 16 times). With no lease left
+/// to come back to life, it also accepts the store's clock as it is now (as
+/// [`accept_clock`] does).
 pub async fn accept_regression(store: &Monotonic, board: &str) -> Result<Accepted, StoreError> {
     let inner = store.inner();
     for _ in 0..crate::fencing::MAX_ATTEMPTS {
+        let seen = store.floor(board);
         let snapshot = inner.sections(board, &[META, CLAIMS]).await?;
-        let seen = store.marks.get(board);
         let claims = snapshot.sections.get(CLAIMS).cloned().unwrap_or_default();
         let highest_generation = claims
             .values()
@@ -397,22 +363,10 @@ pub async fn accept_regression(store: &Monotonic, board: &str) -> Result<Accepte
         let epoch = seen.epoch.max(epoch_of(&snapshot));
         let mut writes: Vec<RecordWrite> = claims
             .iter()
-            .map(|(row, record)| RecordWrite {
-                kind: WriteKind::Delete,
-                section: CLAIMS.into(),
-                key: row.clone(),
-                expected: Expected::At(record.revision).wire(),
-                value: serde_json::Value::Null,
-            })
+            .map(|(row, r)| delete(CLAIMS, row, r))
             .collect();
         if let Some(lease) = snapshot.record(META, meta::LEASE) {
-            writes.push(RecordWrite {
-                kind: WriteKind::Delete,
-                section: META.into(),
-                key: meta::LEASE.into(),
-                expected: Expected::At(lease.revision).wire(),
-                value: serde_json::Value::Null,
-            });
+            writes.push(delete(META, meta::LEASE, lease));
         }
         writes.push(RecordWrite {
             kind: WriteKind::Put,
@@ -429,14 +383,15 @@ pub async fn accept_regression(store: &Monotonic, board: &str) -> Result<Accepte
         };
         match inner.fenced_batch(board, &batch).await {
             Ok(committed) => {
-                store.marks.observe(
+                store.accepted(
                     board,
                     Mark {
                         revision: committed,
                         epoch,
+                        expired_ms: snapshot.now_ms,
+                        clock_era: seen.clock_era + 1,
                     },
-                );
-                let _ = store.marks.flush();
+                )?;
                 return Ok(Accepted {
                     from_revision: snapshot.revision,
                     revision: committed,
@@ -453,7 +408,114 @@ pub async fn accept_regression(store: &Monotonic, board: &str) -> Result<Accepte
     })
 }
 
-/// The marks file of a home.
-pub fn marks_path(home: &Path) -> PathBuf {
-    home.join(MARKS_FILE)
+/// What [`accept_clock`] did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AcceptedClock {
+    /// The floor before: the latest lease expiry this home had found passed, ms since the
+    /// Unix epoch (0: none).
+    pub from_floor_ms: u64,
+    /// The store's clock accepted as it is, ms since the Unix epoch: the new floor.
+    pub clock_ms: u64,
+    /// The revision the accept committed at.
+    pub revision: u64,
+    /// Rows whose leases were dropped: found passed under the clock that ran ahead but
+    /// live again under the corrected one (their lanes re-acquire).
+    pub rows_dropped: Vec<String>,
+    /// True when the controller lease was dropped for the same reason (the epoch counter
+    /// stays, so the next controller grant gets a new epoch).
+    pub controller_dropped: bool,
+}
+
+/// The operator's way out of `clock_regressed` after a clock that ran ahead was corrected:
+/// accepts the store's clock as it is now. Every lease that expired at or before the old
+/// floor but after the clock's now (found passed under the clock that ran ahead, live
+/// again under the corrected one) is dropped, so no lease found expired ever comes back;
+/// the home's floor becomes the store's now (in a new clock era, which every process of
+/// the home adopts), and on the file store the board's highest written time too. One
+/// fenced batch pinned to the revision it read (retried on a concurrent write).
+///
+/// What it gives up: a lease granted or renewed while the clock ran ahead keeps the
+/// expiry that clock gave it (up to the step longer than its TTL), and an expiry found
+/// passed only by another home is not known here.
+pub async fn accept_clock(store: &Monotonic, board: &str) -> Result<AcceptedClock, StoreError> {
+    let inner = store.inner();
+    for _ in 0..crate::fencing::MAX_ATTEMPTS {
+        let seen = store.floor(board);
+        let snapshot = inner.sections(board, &[META, CLAIMS]).await?;
+        let now = snapshot.now_ms;
+        let revived = |expires_at_ms: u64| expires_at_ms > now && expires_at_ms <= seen.expired_ms;
+        let claims = snapshot.sections.get(CLAIMS).cloned().unwrap_or_default();
+        let rows: Vec<(&String, &Record)> = claims
+            .iter()
+            .filter(|(_, r)| {
+                serde_json::from_value::<RowLease>(r.value.clone())
+                    .is_ok_and(|l| revived(l.expires_at_ms))
+            })
+            .collect();
+        let controller = snapshot.record(META, meta::LEASE).filter(|r| {
+            serde_json::from_value::<ControllerLease>(r.value.clone())
+                .is_ok_and(|l| revived(l.expires_at_ms))
+        });
+        let mut writes: Vec<RecordWrite> =
+            rows.iter().map(|(row, r)| delete(CLAIMS, row, r)).collect();
+        writes.extend(controller.map(|r| delete(META, meta::LEASE, r)));
+        let batch = FencedBatch {
+            writes,
+            lease: None,
+            expected_revision: Some(snapshot.revision),
+            // Commits at the next revision, as any batch; on the file store a batch that
+            // names it also accepts this machine's clock (the board's highest time).
+            min_revision: Some(snapshot.revision + 1),
+        };
+        match inner.fenced_batch(board, &batch).await {
+            Ok(committed) => {
+                store.accepted(
+                    board,
+                    Mark {
+                        revision: committed,
+                        epoch: 0,
+                        expired_ms: now,
+                        clock_era: seen.clock_era + 1,
+                    },
+                )?;
+                return Ok(AcceptedClock {
+                    from_floor_ms: seen.expired_ms,
+                    clock_ms: now,
+                    revision: committed,
+                    rows_dropped: rows.iter().map(|(row, _)| row.to_string()).collect(),
+                    controller_dropped: controller.is_some(),
+                });
+            }
+            Err(StoreError::RevisionConflict { .. }) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(StoreError::RevisionConflict {
+        key: "revision".into(),
+    })
+}
+
+/// A delete of `record` at the revision it was read at.
+fn delete(section: &str, key: &str, record: &Record) -> RecordWrite {
+    RecordWrite {
+        kind: WriteKind::Delete,
+        section: section.into(),
+        key: key.into(),
+        expected: Expected::At(record.revision).wire(),
+        value: serde_json::Value::Null,
+    }
+}
+
+impl Monotonic {
+    /// Records an operator's accept in the home's file at once: the accept is done only
+    /// when every process of the home will judge with it.
+    fn accepted(&self, board: &str, mark: Mark) -> Result<(), StoreError> {
+        self.marks.observe(board, mark);
+        self.marks.flush().map_err(|e| {
+            StoreError::Indeterminate(format!(
+                "board {board} was committed at revision {}, but this home's floors could not be written ({e}); run the accept again",
+                mark.revision
+            ))
+        })
+    }
 }

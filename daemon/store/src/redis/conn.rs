@@ -10,12 +10,25 @@
 //! failed is not retried for [`RECONNECT_BACKOFF`], so a dead store costs asks nothing.
 //!
 //! No response timeout of its own: every call is bounded by its caller's deadline (an ask's
-//! own deadline, a command's `--timeout`), never by a fixed cap below it.
+//! own deadline, a command's `--timeout`), never by a fixed cap below it. A connection on
+//! which a call outlived its caller's deadline is not trusted again: the call's future,
+//! dropped by that deadline, drops the link ([`Abandoned`]), every call still in flight on
+//! it fails at once (it could not be answered in time either), and the next call connects
+//! again, asking the sentinels again with `redis+sentinel://`. So a server that stalled
+//! (a pause, a partition) never answers later what was queued for it, and calls go to a
+//! newly elected primary as soon as there is one. A connect attempt (with its check) gives
+//! up after [`CONNECT_TIMEOUT`], so a stalled server the sentinels still name does not hold
+//! up the next attempt.
+//!
+//! A replicated primary is read through a read barrier ([`super::barrier`]): a link made
+//! to one carries the barrier of that very server, so an ask's read and its barrier are on
+//! one primary ([`Pinned`]).
 //!
 //! On Redis Cluster (`redis+cluster://`) the cluster client follows the cluster itself;
 //! MOVED/ASK are followed and TRYAGAIN retried briefly ([`CLUSTER_RETRIES`]), then the call
 //! fails "slot migrating, retry".
 
+use super::barrier::{self, Barrier, Round};
 use super::durability::{self, Options};
 use super::url::{Location, SentinelTarget};
 use crate::StoreCheck;
@@ -26,11 +39,14 @@ use redis::{
     AsyncConnectionConfig, Cmd, Pipeline, RedisConnectionInfo, RedisError, RedisFuture,
     RedisResult, Value,
 };
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
-/// Each connection attempt gives up after this long; callers' deadlines bound it too.
+/// Each connection attempt (the connect and the server's check) gives up after this long;
+/// callers' deadlines bound it too.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// After a failed connect, calls fail at once with the same error for this long instead
@@ -97,10 +113,19 @@ pub struct Managed {
     check: Mutex<Option<StoreCheck>>,
 }
 
+/// One connection to one primary, trusted until it is dropped.
 #[derive(Clone)]
 struct Link {
     con: MultiplexedConnection,
     id: u64,
+    /// Cancelled when the link is dropped: calls still in flight on it fail at once.
+    dropped: CancellationToken,
+    /// The client that made it: the barrier's own connection goes to the same server.
+    client: redis::Client,
+    /// Replicas the read barrier needs on this primary (0: asks are pure reads).
+    barrier_replicas: u64,
+    /// The barrier, connected on first use.
+    barrier: Arc<tokio::sync::OnceCell<Arc<Barrier>>>,
 }
 
 impl Conn {
@@ -162,8 +187,9 @@ impl Conn {
             Conn::Single(m) => m,
             Conn::Cluster(_) => return Ok(cluster_check()),
         };
-        let mut link = m.link().await?;
-        let result = durability::inspect(&mut link.con, &m.options).await;
+        let link = m.link().await?;
+        let mut con = link.con.clone();
+        let result = guarded(m, &link, durability::inspect(&mut con, &m.options)).await;
         let check = match result {
             Ok(check) => check,
             Err(e) => {
@@ -295,14 +321,22 @@ fn answer_breaks_link(value: &Value) -> bool {
 }
 
 impl Managed {
+    fn asks_sentinels(&self) -> bool {
+        matches!(self.source, Source::Sentinel { .. })
+    }
+
     fn current(&self) -> Option<Link> {
         lock(&self.link).clone()
     }
 
+    /// Stops trusting link `id` (if it is still the live one): the next call connects
+    /// again, and every call still in flight on it fails at once.
     fn drop_link(&self, id: u64) {
         let mut link = lock(&self.link);
         if link.as_ref().is_some_and(|l| l.id == id) {
-            *link = None;
+            if let Some(old) = link.take() {
+                old.dropped.cancel();
+            }
             self.losses.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -327,10 +361,17 @@ impl Managed {
             return Err(e);
         }
         match self.connect().await {
-            Ok((con, check)) => {
+            Ok((con, check, client)) => {
                 let link = Link {
                     con,
                     id: self.ids.fetch_add(1, Ordering::Relaxed),
+                    dropped: CancellationToken::new(),
+                    client,
+                    barrier_replicas: barrier::replicas_needed(
+                        self.options.replicas.unwrap_or(check.replicas),
+                        check.min_replicas,
+                    ),
+                    barrier: Arc::default(),
                 };
                 *lock(&self.check) = Some(check);
                 *lock(&self.link) = Some(link.clone());
@@ -345,8 +386,9 @@ impl Managed {
     }
 
     /// Connects to the primary and checks it: the server itself, or the one the sentinels
-    /// name (asked again while what they name is not the master).
-    async fn connect(&self) -> RedisResult<(MultiplexedConnection, StoreCheck)> {
+    /// name (asked again while what they name is not the master, or does not answer within
+    /// [`CONNECT_TIMEOUT`]).
+    async fn connect(&self) -> RedisResult<(MultiplexedConnection, StoreCheck, redis::Client)> {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
             .set_response_timeout(None);
@@ -378,19 +420,25 @@ impl Managed {
                     }
                 },
             };
-            let mut con = match client
-                .get_multiplexed_async_connection_with_config(&config)
-                .await
-            {
-                Ok(con) => con,
-                Err(e) => {
+            let checked = tokio::time::timeout(CONNECT_TIMEOUT, async {
+                let mut con = client
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await?;
+                let check = durability::inspect(&mut con, &self.options).await?;
+                Ok::<_, RedisError>((con, check))
+            })
+            .await
+            .unwrap_or_else(|_| Err(connect_timed_out()));
+            let (con, check) = match checked {
+                Ok(checked) => checked,
+                Err(e) if self.asks_sentinels() && e.is_io_error() => {
                     last = Some(e);
                     continue;
                 }
+                Err(e) => return Err(e),
             };
-            let check = durability::inspect(&mut con, &self.options).await?;
             if check.role == "master" {
-                return Ok((con, check));
+                return Ok((con, check, client));
             }
             *lock(&self.check) = Some(check.clone());
             last = Some(not_primary(&check));
@@ -401,20 +449,189 @@ impl Managed {
     }
 }
 
+/// A call's future, armed while the call is in flight on a link: dropped before the call
+/// finished (its caller's deadline passed), it drops the link, which is then not trusted
+/// again.
+struct Abandoned {
+    managed: Option<Arc<Managed>>,
+    id: u64,
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if let Some(m) = self.managed.take() {
+            m.drop_link(self.id);
+        }
+    }
+}
+
+/// Runs `call` on `link`: it fails at once if the link is dropped meanwhile, and drops the
+/// link if its caller stops waiting for it.
+async fn guarded<T>(
+    m: &Arc<Managed>,
+    link: &Link,
+    call: impl Future<Output = RedisResult<T>>,
+) -> RedisResult<T> {
+    let mut abandoned = Abandoned {
+        managed: Some(m.clone()),
+        id: link.id,
+    };
+    let result = tokio::select! {
+        biased;
+        () = link.dropped.cancelled() => Err(replaced()),
+        answer = call => answer,
+    };
+    abandoned.managed = None;
+    result
+}
+
+/// What a call in flight on a dropped link answers.
+fn replaced() -> RedisError {
+    RedisError::from((
+        redis::ErrorKind::Io,
+        "the store connection was dropped while this call waited on it (a call on it outlived its deadline, or the server stopped being the primary); it is not answered from that connection",
+    ))
+}
+
+fn connect_timed_out() -> RedisError {
+    RedisError::from((
+        redis::ErrorKind::Io,
+        "the server did not answer its connect and check within 2 s",
+    ))
+}
+
+async fn single_command(m: &Arc<Managed>, link: &Link, cmd: &Cmd) -> RedisResult<Value> {
+    let mut con = link.con.clone();
+    let result = guarded(m, link, con.req_packed_command(cmd)).await;
+    match &result {
+        Err(e) => m.observe(link.id, e),
+        Ok(answer) if answer_breaks_link(answer) => m.drop_link(link.id),
+        Ok(_) => {}
+    }
+    result
+}
+
+async fn single_pipeline(
+    m: &Arc<Managed>,
+    link: &Link,
+    pipeline: &Pipeline,
+    offset: usize,
+    count: usize,
+) -> RedisResult<Vec<Value>> {
+    let mut con = link.con.clone();
+    let result = guarded(m, link, con.req_packed_commands(pipeline, offset, count)).await;
+    match &result {
+        Err(e) => m.observe(link.id, e),
+        Ok(answers) if answers.iter().any(answer_breaks_link) => m.drop_link(link.id),
+        Ok(_) => {}
+    }
+    result
+}
+
+/// One link held for a read and its barrier, so both are on the same primary: calls on it
+/// never reconnect (a dropped link fails them), and [`Pinned::barrier`] waits on that
+/// primary's replicas. On a cluster, calls go to the cluster as usual and there is no
+/// barrier.
+pub struct Pinned(PinnedTo);
+
+enum PinnedTo {
+    /// A standalone or Sentinel-elected primary.
+    Single(Arc<Managed>, Box<Link>),
+    /// Redis Cluster.
+    Cluster(Conn),
+}
+
+impl Conn {
+    /// The live link (connecting if needed), held for a read and its barrier.
+    pub async fn pin(&self) -> RedisResult<Pinned> {
+        match self {
+            Conn::Single(m) => Ok(Pinned(PinnedTo::Single(
+                m.clone(),
+                Box::new(m.link().await?),
+            ))),
+            Conn::Cluster(_) => Ok(Pinned(PinnedTo::Cluster(self.clone()))),
+        }
+    }
+}
+
+impl Pinned {
+    /// The read barrier after every read already answered on this link: `None` when the
+    /// primary needs none (no replica set, or a cluster). A barrier its replicas did not
+    /// meet drops the link, so the next call connects again (and asks the sentinels).
+    pub async fn barrier(&self) -> RedisResult<Option<Round>> {
+        let Pinned(PinnedTo::Single(m, link)) = self else {
+            return Ok(None);
+        };
+        if link.barrier_replicas == 0 {
+            return Ok(None);
+        }
+        let round = guarded(m, link, async {
+            let barrier = link
+                .barrier
+                .get_or_try_init(|| async {
+                    let config = AsyncConnectionConfig::new()
+                        .set_connection_timeout(Some(CONNECT_TIMEOUT))
+                        .set_response_timeout(None);
+                    let con = link
+                        .client
+                        .get_multiplexed_async_connection_with_config(&config)
+                        .await?;
+                    Ok::<_, RedisError>(Arc::new(Barrier::new(
+                        con,
+                        barrier::channel(&m.options.prefix),
+                        link.barrier_replicas,
+                        m.options.wait_ms,
+                    )))
+                })
+                .await?
+                .clone();
+            barrier.after_now().await
+        })
+        .await;
+        match &round {
+            Err(e) => m.observe(link.id, e),
+            Ok(round) if !round.met() => m.drop_link(link.id),
+            Ok(_) => {}
+        }
+        round.map(Some)
+    }
+}
+
+impl ConnectionLike for Pinned {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match &mut self.0 {
+            PinnedTo::Single(m, link) => Box::pin(single_command(m, link, cmd)),
+            PinnedTo::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match &mut self.0 {
+            PinnedTo::Single(m, link) => {
+                Box::pin(single_pipeline(m, link, pipeline, offset, count))
+            }
+            PinnedTo::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        0
+    }
+}
+
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Conn::Single(m) => {
                 let m = m.clone();
                 Box::pin(async move {
-                    let mut link = m.link().await?;
-                    let result = link.con.req_packed_command(cmd).await;
-                    match &result {
-                        Err(e) => m.observe(link.id, e),
-                        Ok(answer) if answer_breaks_link(answer) => m.drop_link(link.id),
-                        Ok(_) => {}
-                    }
-                    result
+                    let link = m.link().await?;
+                    single_command(&m, &link, cmd).await
                 })
             }
             Conn::Cluster(lazy) => {
@@ -434,16 +651,8 @@ impl ConnectionLike for Conn {
             Conn::Single(m) => {
                 let m = m.clone();
                 Box::pin(async move {
-                    let mut link = m.link().await?;
-                    let result = link.con.req_packed_commands(pipeline, offset, count).await;
-                    match &result {
-                        Err(e) => m.observe(link.id, e),
-                        Ok(answers) if answers.iter().any(answer_breaks_link) => {
-                            m.drop_link(link.id)
-                        }
-                        Ok(_) => {}
-                    }
-                    result
+                    let link = m.link().await?;
+                    single_pipeline(&m, &link, pipeline, offset, count).await
                 })
             }
             Conn::Cluster(lazy) => {

@@ -218,13 +218,15 @@ impl LeaseStore for RedisDocument {
         check_board(board)?;
         self.standalone()?;
         let s = &self.shared;
+        let mut pinned = s.pinned().await?;
         let (seconds, micros, raw): (String, String, String) = s
             .document_ask
             .key(s.state().current())
             .arg(board)
-            .invoke_async(&mut s.conn())
+            .invoke_async(&mut pinned)
             .await
             .map_err(|e| s.map_err(e))?;
+        s.barrier(&pinned).await?;
         let now_ms = time_ms(&seconds, &micros)?;
         let document = self.stored(board, (!raw.is_empty()).then_some(raw.as_str()))?;
         document.ensure_here()?;

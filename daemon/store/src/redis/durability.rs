@@ -24,6 +24,8 @@ use std::collections::HashMap;
 pub struct Options {
     /// `min_replicas` from the URL, if given.
     pub min_replicas: Option<u64>,
+    /// `replicas` from the URL (the replica set's size), if given.
+    pub replicas: Option<u64>,
     /// `wait_ms` from the URL.
     pub wait_ms: u64,
     /// `durability=volatile`.
@@ -53,6 +55,7 @@ check('XADD', KEYS[4], 'MAXLEN', '1', '*', 'f', 'v')
 check('XADD', KEYS[5], 'MAXLEN', '1', '*', 'f', 'v')
 check('XINFO', 'STREAM', KEYS[4])
 check('TYPE', KEYS[1])
+check('PUBLISH', ARGV[1], '')
 return denied
 "#;
 
@@ -84,7 +87,8 @@ pub async fn inspect(
         .arg(keys.section(crate::CLAIMS))
         .arg(keys.sections())
         .arg(keys.log())
-        .arg(keys.asks());
+        .arg(keys.asks())
+        .arg(super::barrier::channel(&options.prefix));
     let mut answers: Vec<RedisResult<redis::Value>> = pipe.ignore_errors().query_async(con).await?;
     if answers.len() != SETTINGS.len() + 2 {
         return Err(redis::RedisError::from((
@@ -109,6 +113,8 @@ pub async fn inspect(
         _ => ("unknown".to_string(), 0),
     };
     let min_replicas = options.min_replicas.unwrap_or(replicas);
+    let replica_set = options.replicas.unwrap_or(replicas);
+    let barrier = super::barrier::replicas_needed(replica_set, min_replicas);
     let mut check = StoreCheck {
         role,
         replicas,
@@ -136,13 +142,26 @@ pub async fn inspect(
             e.code().unwrap_or("error")
         )),
     }
-    let denied: RedisResult<Vec<String>> =
-        probe.and_then(|v| redis::from_redis_value(v).map_err(Into::into));
+    let denied: RedisResult<Vec<String>> = probe
+        .and_then(|v| redis::from_redis_value::<Vec<String>>(v).map_err(Into::into))
+        // The barrier's PUBLISH is needed only where there is a barrier.
+        .map(|denied| {
+            denied
+                .into_iter()
+                .filter(|d| barrier > 0 || !d.starts_with("PUBLISH"))
+                .collect()
+        });
+    if barrier > 0 {
+        check.notes.push(format!(
+            "an ask waits for a read barrier acknowledged by {barrier} of the {replica_set} replicas (with the {min_replicas} every write waits for, more than the replica set, so it overlaps every acknowledged grant)"
+        ));
+    }
     match denied {
         Ok(denied) if denied.is_empty() => {}
         Ok(denied) => check.problems.push(format!(
-            "the store's user may not run {} on the board keys; grant it +@read +@write +@hash +@stream +@set +@string +@scripting on ~{}:*",
+            "the store's user may not run {} on the board keys; grant it +@read +@write +@hash +@stream +@set +@string +@scripting +publish on ~{}:* &{}:*",
             denied.join(", "),
+            options.prefix,
             options.prefix
         )),
         Err(e) if e.to_string().contains("near '#'") => check.problems.push(

@@ -34,6 +34,7 @@
 //! a store whose settings can lose it, and waits (`WAIT`, pipelined with the script on the
 //! same connection) for the replicas the URL names ([`url`]) before it is acknowledged.
 
+pub mod barrier;
 pub mod conn;
 mod document;
 pub mod durability;
@@ -142,6 +143,7 @@ impl Shared {
             .map_err(|e| StoreError::Invalid(format!("store {redacted}: {e}")))?;
         let options = durability::Options {
             min_replicas: parsed.min_replicas,
+            replicas: parsed.replicas,
             wait_ms: parsed.wait_ms,
             volatile: parsed.volatile,
             prefix: prefix.to_string(),
@@ -172,6 +174,24 @@ impl Shared {
 
     fn conn(&self) -> Conn {
         self.conn.clone()
+    }
+
+    /// The live link held for one read and its barrier ([`Shared::barrier`]).
+    async fn pinned(&self) -> Result<conn::Pinned, StoreError> {
+        self.conn.pin().await.map_err(|e| self.map_err(e))
+    }
+
+    /// The read barrier of a replicated primary after a read on `pinned`: an answer is
+    /// given only once enough replicas acknowledged something the primary sent after it
+    /// ([`barrier`]); a barrier they did not meet is `store_not_primary`.
+    async fn barrier(&self, pinned: &conn::Pinned) -> Result<(), StoreError> {
+        match pinned.barrier().await.map_err(|e| self.map_err(e))? {
+            Some(round) if !round.met() => Err(StoreError::NotPrimary(format!(
+                "{}: the read barrier reached {} of {} replicas within {} ms after the read: this primary may be cut off from its replicas or deposed by a failover (a partition, a pause), so nothing it answered is used",
+                self.redacted, round.acked, round.wanted, round.wait_ms
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// What a Redis error means for row-fence: the scripts' own refusals, a demoted
@@ -523,6 +543,30 @@ impl RedisStore {
         }
     }
 
+    /// One round trip whatever the board's layout: the records ask script, which judges
+    /// the row's record, or, on a board that still has a document to be migrated (checked
+    /// in the same script, atomically), hands the document back to be judged here. On a
+    /// replicated primary the answer waits for the read barrier ([`barrier`]).
+    async fn ask_once(&self, check: &AskCheck) -> Result<Judgement, StoreError> {
+        let board = check.board.as_str();
+        match self.records.ask_records(check).await? {
+            records::Asked::Judged(judgement) => Ok(judgement),
+            records::Asked::Document { now_ms, document } => {
+                let document = document::parse(board, &document)?;
+                if document.moved_to.is_some() {
+                    // The marker and the moved document are written by one script; a
+                    // moved document without the marker is a store changed by hand.
+                    return Err(StoreError::Corrupt(format!(
+                        "board {board} is marked moved but not migrated"
+                    )));
+                }
+                let judgement = document.judge_ask(check, now_ms)?;
+                self.shared.record_ask(check, &judgement).await?;
+                Ok(judgement)
+            }
+        }
+    }
+
     /// The error for a board that kept changing layout under one call (it moves once, so
     /// this is a store changed by hand, or restored, while the call ran): `store_error`.
     fn kept_moving(&self, board: &str, why: &str) -> StoreError {
@@ -566,26 +610,21 @@ impl LeaseStore for RedisStore {
         either_layout!(self, board, |a| a.fenced_batch(board, batch))
     }
 
-    /// One round trip whatever the board's layout: the records ask script, which judges
-    /// the row's record, or, on a board that still has a document to be migrated (checked
-    /// in the same script, atomically), hands the document back to be judged here.
+    /// [`RedisStore::ask_once`], once more on a new connection when the first one found
+    /// its link broken or its server demoted.
     async fn ask(&self, check: &AskCheck) -> Result<Judgement, StoreError> {
-        let board = check.board.as_str();
-        match self.records.ask_records(check).await? {
-            records::Asked::Judged(judgement) => Ok(judgement),
-            records::Asked::Document { now_ms, document } => {
-                let document = document::parse(board, &document)?;
-                if document.moved_to.is_some() {
-                    // The marker and the moved document are written by one script; a
-                    // moved document without the marker is a store changed by hand.
-                    return Err(StoreError::Corrupt(format!(
-                        "board {board} is marked moved but not migrated"
-                    )));
-                }
-                let judgement = document.judge_ask(check, now_ms)?;
-                self.shared.record_ask(check, &judgement).await?;
-                Ok(judgement)
+        let losses = self.shared.conn.losses();
+        match self.ask_once(check).await {
+            // The link broke, or its server stopped being the primary, and was dropped:
+            // an ask is a read, so it is asked once more on a new connection (the
+            // sentinels asked again) within its deadline, rather than failing on what
+            // the old one left.
+            Err(StoreError::Unreachable(_) | StoreError::NotPrimary(_))
+                if self.shared.conn.losses() > losses =>
+            {
+                self.ask_once(check).await
             }
+            other => other,
         }
     }
 

@@ -120,11 +120,13 @@ impl RedisRecords {
                 .arg(verdict)
                 .arg(reason);
         }
+        let mut pinned = s.pinned().await?;
         let (outcome, now_ms, raw, revision, document): (String, u64, String, String, String) =
             invocation
-                .invoke_async(&mut s.conn())
+                .invoke_async(&mut pinned)
                 .await
                 .map_err(|e| s.map_err(e))?;
+        s.barrier(&pinned).await?;
         if outcome == Layout::Document.as_str() {
             return Ok(Asked::Document { now_ms, document });
         }

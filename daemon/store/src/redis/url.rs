@@ -4,6 +4,10 @@
 //!
 //! - `min_replicas=N`: every write waits (`WAIT`) for N replicas; default: the replicas
 //!   `ROLE` shows at connect (0 on a lone server).
+//! - `replicas=N`: the replica set, the replicas a primary has with all of them up; an
+//!   ALLOWED ask on a primary with replicas waits for a read barrier acknowledged by K of
+//!   them, K + `min_replicas` > N ([`super::barrier`]). Default: the replicas `ROLE` shows
+//!   at connect. Name both in the URL to fix the overlap whatever a primary shows.
 //! - `wait_ms=M`: how long a write waits for them (default [`DEFAULT_WAIT_MS`]).
 //! - `durability=volatile`: the explicit opt-out for a throwaway store: writes go ahead on
 //!   a store whose settings can lose them (it is still reported).
@@ -94,6 +98,8 @@ pub struct StoreUrl {
     pub location: Location,
     /// `min_replicas`, when the URL names it.
     pub min_replicas: Option<u64>,
+    /// `replicas` (the replica set's size), when the URL names it.
+    pub replicas: Option<u64>,
     /// `wait_ms`.
     pub wait_ms: u64,
     /// `durability=volatile`.
@@ -127,6 +133,7 @@ impl fmt::Debug for StoreUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StoreUrl")
             .field("min_replicas", &self.min_replicas)
+            .field("replicas", &self.replicas)
             .field("wait_ms", &self.wait_ms)
             .field("volatile", &self.volatile)
             .field("asks", &self.asks)
@@ -145,6 +152,7 @@ impl StoreUrl {
         let mut parsed = StoreUrl {
             location: Location::Server(String::new()),
             min_replicas: None,
+            replicas: None,
             wait_ms: DEFAULT_WAIT_MS,
             volatile: false,
             asks: AsksLog::default(),
@@ -159,6 +167,15 @@ impl StoreUrl {
                             .filter(|n| *n <= MAX_MIN_REPLICAS)
                             .ok_or_else(|| {
                                 bad("min_replicas", value, format!("0-{MAX_MIN_REPLICAS}"))
+                            })?,
+                    )
+                }
+                "replicas" => {
+                    parsed.replicas = Some(
+                        number(value)
+                            .filter(|n| *n <= MAX_MIN_REPLICAS)
+                            .ok_or_else(|| {
+                                bad("replicas", value, format!("0-{MAX_MIN_REPLICAS}"))
                             })?,
                     )
                 }
@@ -216,7 +233,11 @@ pub fn without_options(url: &str) -> String {
         .split('&')
         .filter(|pair| {
             let key = pair.split_once('=').map_or(*pair, |(k, _)| k);
-            !pair.is_empty() && !matches!(key, "min_replicas" | "wait_ms" | "durability" | "asks")
+            !pair.is_empty()
+                && !matches!(
+                    key,
+                    "min_replicas" | "replicas" | "wait_ms" | "durability" | "asks"
+                )
         })
         .collect();
     if kept.is_empty() {
@@ -303,10 +324,11 @@ mod tests {
     #[test]
     fn row_fences_options_are_taken_off_and_the_rest_kept() {
         let url = StoreUrl::parse(
-            "redis+unix:///tmp/r.sock?db=1&min_replicas=2&wait_ms=500&durability=volatile&asks=all&pass=x",
+            "redis+unix:///tmp/r.sock?db=1&min_replicas=2&replicas=3&wait_ms=500&durability=volatile&asks=all&pass=x",
         )
         .unwrap();
         assert_eq!(url.min_replicas, Some(2));
+        assert_eq!(url.replicas, Some(3));
         assert_eq!(url.asks, AsksLog::All);
         assert_eq!(url.wait_ms, 500);
         assert!(url.volatile);
@@ -329,11 +351,18 @@ mod tests {
             "redis://h:1/0?db=2"
         );
         assert_eq!(without_options("redis://h?wait_ms=5"), "redis://h");
+        assert_eq!(
+            without_options("redis://h?replicas=3&min_replicas=2"),
+            "redis://h",
+            "the same store whatever its replica set is said to be (its marks are kept under this)"
+        );
         for bad in [
             "redis://h?min_replicas=x",
             "redis://h?wait_ms=0",
             "redis://h?durability=maybe",
             "redis://h?min_replicas=1000",
+            "redis://h?replicas=x",
+            "redis://h?replicas=1000",
             "redis://h?asks=some",
             "redis://h?asks",
         ] {
