@@ -279,8 +279,18 @@ fn an_old_asker_against_a_current_daemon_is_stale_code_every_time_and_the_daemon
     for _ in 0..20 {
         let ran = ask(&home, &old, &lane);
         ran.expect(1, "row-fence: COULD NOT READ (stale_code)");
+        // It names the foreign binary and the matching one beside the daemon.
         assert!(
-            ran.stderr.contains("the asker runs other code"),
+            ran.stderr
+                .contains(&format!("the caller {} runs other code", old.display())),
+            "{}",
+            ran.stderr
+        );
+        assert!(
+            ran.stderr.contains(&format!(
+                "run the row-fence-ask installed beside the daemon, {}",
+                bin("row-fence-ask").display()
+            )),
             "{}",
             ran.stderr
         );

@@ -282,11 +282,11 @@ impl Resident {
             }
             None => stamp::foreign_detail(
                 &ask.stamp,
-                ask.caller.build.as_deref(),
-                ask.caller.home.as_deref(),
+                &ask.caller,
                 &self.stamp,
                 self.own_code.build(),
                 &self.settings.home,
+                self.own_code.dir(),
             ),
         };
         Gated {
