@@ -412,3 +412,87 @@ fn health_is_unhealthy_when_the_daemon_died_or_the_heartbeat_is_from_the_future(
         .args(["--heartbeat-ms", "0"]));
     assert_eq!(ran.code, 2, "{}", ran.stderr);
 }
+
+/// One daemon per home: a second one on another socket would keep the home's heartbeat
+/// fresh while the first is gone. It is refused, and `health` asks the socket the asker
+/// uses rather than trusting the file.
+#[test]
+fn a_second_daemon_on_the_same_home_is_refused_and_health_asks_the_socket() {
+    let home = Home::file();
+    let mut first = home.daemon();
+    crate::util::until(
+        Duration::from_secs(10),
+        || home.cli(&["health"]),
+        |r| r.code == 0,
+    )
+    .expect(0, "row-fence: healthy");
+    let other = home.path("s2");
+    let ran = run(home
+        .command(bin("row-fence-resident"))
+        .arg("--socket")
+        .arg(&other));
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert!(
+        ran.stderr
+            .contains("another row-fence-resident serves the home")
+            && ran.stderr.contains("resident.lock"),
+        "{}",
+        ran.stderr
+    );
+    assert!(!other.exists(), "the refused daemon leaves no socket");
+    assert!(
+        ping(&first.socket).is_some(),
+        "the first daemon still serves"
+    );
+    // A fresh heartbeat whose writer is not the daemon on the socket is not health.
+    let beat = |pid: u32| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let beat =
+            serde_json::json!({"pid": pid, "stamp": "x", "written_at_ms": now, "store": "file"});
+        std::fs::write(home.home.join("heartbeat"), beat.to_string()).unwrap();
+    };
+    beat(std::process::id());
+    home.cli(&["health"])
+        .expect(1, "row-fence: UNHEALTHY: the daemon on");
+    first.stop();
+    beat(std::process::id());
+    let ran = home.cli(&["health"]);
+    ran.expect(
+        1,
+        "row-fence: UNHEALTHY: the heartbeat is fresh but no daemon answers",
+    );
+    assert!(
+        ran.stderr
+            .contains("the daemon is not running; start it with row-fence-resident"),
+        "{}",
+        ran.stderr
+    );
+}
+
+/// A stopped daemon is named as such, with how to start it; the words a newcomer tries
+/// for starting it point to the daemon's binary.
+#[test]
+fn no_daemon_says_it_is_not_running_and_start_points_to_the_daemon() {
+    let home = Home::file();
+    let ran = home.cli(&["status"]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert!(
+        ran.stderr
+            .contains("the daemon is not running; start it with row-fence-resident"),
+        "{}",
+        ran.stderr
+    );
+    for word in ["start", "serve", "daemon"] {
+        let ran = home.cli(&[word]);
+        assert_eq!(ran.code, 2, "{}", ran.stderr);
+        assert!(
+            ran.stderr
+                .contains("the daemon is its own binary: run row-fence-resident"),
+            "{}",
+            ran.stderr
+        );
+    }
+}

@@ -89,7 +89,7 @@ fn a_replica_is_never_asked_or_written_store_not_primary() {
     on_replica.home = home.home.clone();
     let socket = home.path("replica.sock");
     let socket_text = socket.to_str().unwrap();
-    let _daemon = on_replica.daemon_with(&[], &[("ROW_FENCE_SOCKET", socket_text)]);
+    let mut replica_daemon = on_replica.daemon_with(&[], &[("ROW_FENCE_SOCKET", socket_text)]);
     let ask = |h: &Home| {
         crate::util::run(
             h.command(crate::util::bin("row-fence-ask"))
@@ -121,7 +121,9 @@ fn a_replica_is_never_asked_or_written_store_not_primary() {
         0
     );
 
-    // A primary demoted while the daemon is connected to it.
+    // A primary demoted while the daemon is connected to it (one daemon per home: the
+    // replica's stops first).
+    replica_daemon.stop();
     let other = Redis::start_tcp(&[]);
     let _primary_daemon = home.daemon();
     home.ask_with(&a, &[]).expect(0, "row-fence: ALLOWED");
