@@ -247,3 +247,25 @@ fn rollback_gives_back_a_settings_file_byte_for_byte_and_removes_only_one_instal
     assert_eq!(claude_hook(&home, &new, true).code, 0);
     assert!(new.exists());
 }
+
+/// A command whose output is its product does not exit 0 when that output was lost to a
+/// full device; a closed pipe is the reader's choice and changes nothing.
+#[test]
+fn output_lost_to_a_full_device_exits_1() {
+    let home = Home::file();
+    home.acquire("board-1", "row-1", "lane-a", &[]);
+    let _daemon = home.daemon();
+    for args in [&["show", "board-1"][..], &["status", "--json"]] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let ran = run(home.command(bin("row-fence")).args(args).stdout(full));
+        assert_eq!(ran.code, 1, "{args:?}: {}", ran.stderr);
+        assert!(
+            ran.stderr.contains("cannot write the output"),
+            "{args:?}: {}",
+            ran.stderr
+        );
+    }
+}

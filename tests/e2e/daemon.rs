@@ -302,12 +302,19 @@ fn a_write_to_another_store_than_the_daemons_is_refused() {
     let mut read = on_redis.command(bin("row-fence"));
     read.env("ROW_FENCE_STORE", "file").args(["show", "b"]);
     let shown = run(&mut read);
-    assert_eq!(shown.code, 0);
+    // No such board where this command looked, because it looked in the wrong store.
+    assert_eq!(shown.code, 1, "{}", shown.stderr);
     assert!(
-        shown.stderr.contains("warning: reading file:"),
+        shown.stderr.contains("no board named b")
+            && shown.stderr.contains("fences with the store redis+unix://")
+            && shown.stderr.contains("set --store (or ROW_FENCE_STORE)"),
         "{}",
         shown.stderr
     );
+    // Each message says its mismatch once.
+    for said in [&ran.stderr, &shown.stderr] {
+        assert_eq!(said.matches("file:").count(), 1, "{said}");
+    }
 }
 
 #[test]

@@ -293,6 +293,19 @@ fn a_store_restarted_from_an_aof_that_lost_a_takeover_is_refused_until_accepted(
         "{}",
         write.stderr
     );
+    // The operator can look before accepting: show and records read the store as it is
+    // now (lane-a holds the row again there), with a warning.
+    let shown = home.cli(&["show", "b"]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert!(shown.stdout.contains("lane-a"), "{}", shown.stdout);
+    assert!(
+        shown.stderr.contains("went back in time")
+            && shown.stderr.contains("row-fence store accept-regression b"),
+        "{}",
+        shown.stderr
+    );
+    let records = home.cli(&["records", "b"]);
+    assert_eq!(records.code, 0, "{}", records.stderr);
 
     let accepted = home.cli(&["store", "accept-regression", "b", "--json"]);
     assert_eq!(accepted.code, 0, "{}", accepted.stderr);

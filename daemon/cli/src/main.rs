@@ -162,6 +162,11 @@ fn run_cli() -> i32 {
             })
     });
     match outcome {
+        Ok(code) if row_fence_contract::report::stdout_lost().is_some() => {
+            let why = row_fence_contract::report::stdout_lost().unwrap_or_default();
+            say!("row-fence: cannot write the output: {why}");
+            code.max(exit::COULD_NOT_READ)
+        }
         Ok(code) => code,
         Err(failure) => {
             say!("row-fence: {}", failure.message);

@@ -2,7 +2,7 @@
 
 use crate::flags::MAX_TTL;
 use crate::leases::FenceArgs;
-use crate::open::{board_revision, no_board, store_for_read, store_for_write};
+use crate::open::{board_revision, no_board, store_for_write, store_to_look};
 use row_fence_contract::descriptor::validate_board;
 use row_fence_contract::exit::{self, Failure, Outcome};
 use row_fence_contract::report::out;
@@ -202,7 +202,7 @@ pub async fn batch(args: BatchArgs, settings: &Settings) -> Outcome {
 
 pub async fn records(args: RecordsArgs, settings: &Settings) -> Outcome {
     validate_board(&args.board).map_err(Failure::usage)?;
-    let store = store_for_read(settings)?;
+    let store = store_to_look(settings, &args.board).await?;
     let names = match &args.section {
         Some(section) => vec![section.clone()],
         None => store
@@ -239,7 +239,7 @@ pub async fn records(args: RecordsArgs, settings: &Settings) -> Outcome {
 
 pub async fn log(args: LogArgs, settings: &Settings) -> Outcome {
     validate_board(&args.board).map_err(Failure::usage)?;
-    let store = store_for_read(settings)?;
+    let store = store_to_look(settings, &args.board).await?;
     let entries = store
         .log(&args.board, args.count)
         .await
