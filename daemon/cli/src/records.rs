@@ -69,8 +69,14 @@ fn read_batch(path: &PathBuf) -> Result<Vec<RecordWrite>, Failure> {
     };
     read.map_err(|e| Failure::could_not(format!("cannot read {}: {e}", path.display())))?;
     let raw: Vec<RawWrite> = serde_json::from_str(&text).map_err(|e| {
+        // serde's "invalid type: map, expected a sequence" for an object, said plainly.
+        let why = match serde_json::from_str::<serde_json::Value>(&text) {
+            Err(syntax) => format!("not JSON: {syntax}"),
+            Ok(v) if !v.is_array() => "it is JSON but not an array".to_string(),
+            Ok(_) => e.to_string(),
+        };
         Failure::usage(format!(
-            "{} is not a batch (a JSON array of {{\"kind\",\"section\",\"key\",\"expected\",\"value\"}}): {e}",
+            "{} is not a batch (a JSON array of {{\"kind\",\"section\",\"key\",\"expected\",\"value\"}}): {why}",
             path.display()
         ))
     })?;

@@ -272,7 +272,8 @@ impl Resident {
     fn stale_code(&self, ask: &Ask) -> Gated {
         let detail = match self.own_code.changed() {
             Some(what) => {
-                tracing::error!(
+                // The normal upgrade, not a fault.
+                tracing::info!(
                     "{what}: exiting with {EXIT_STALE_CODE} so the supervisor restarts this daemon on the new code"
                 );
                 self.stop(EXIT_STALE_CODE);

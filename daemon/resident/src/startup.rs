@@ -137,8 +137,8 @@ pub fn run(options: Options) -> i32 {
 }
 
 fn failed(e: StartError) -> i32 {
-    tracing::error!("{e}");
-    // A closed or full stderr must not turn a refusal to start into a panic.
+    // One line on stderr, where the log goes too (a tracing line besides printed it
+    // twice). A closed or full stderr must not turn a refusal to start into a panic.
     let _ = writeln!(std::io::stderr(), "row-fence-resident: {e}");
     EXIT_START_FAILED
 }
