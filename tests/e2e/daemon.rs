@@ -503,3 +503,21 @@ fn no_daemon_says_it_is_not_running_and_start_points_to_the_daemon() {
         );
     }
 }
+
+/// `status --json` writes every field the README lists, zero or unset ones too.
+#[test]
+fn status_json_has_every_field_even_when_zero_or_unset() {
+    let home = Home::file();
+    let _daemon = home.daemon();
+    let ran = home.cli(&["status", "--json"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let v: serde_json::Value = serde_json::from_str(ran.stdout.trim()).unwrap();
+    for field in [
+        "ledger_dropped",
+        "store_check",
+        "recent_refusals_omitted",
+        "store_calls_in_flight",
+    ] {
+        assert!(v.get(field).is_some(), "{field} missing: {v}");
+    }
+}
