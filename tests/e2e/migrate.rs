@@ -26,6 +26,8 @@ async fn document_board(store: &RedisStore) -> u64 {
         ttl_ms: 3_600_000,
         takeover: false,
         tenant: None,
+        token: &crate::util::TEST_TOKEN,
+        reissue: false,
     };
     let (a, _) = lease::acquire(doc, &grant("row-1", "lane-a"), None)
         .await
@@ -120,6 +122,7 @@ fn a_pass_on_a_migrated_board_leaves_the_document_byte_for_byte_unchanged() {
             lane: "lane-a".into(),
             generation: 0,
             tenant: None,
+            token: Some(crate::util::TEST_TOKEN.clone()),
         };
         let generation = lease::list(&store, "b", Some("row-1")).await.unwrap().0[0]
             .lease
@@ -134,6 +137,8 @@ fn a_pass_on_a_migrated_board_leaves_the_document_byte_for_byte_unchanged() {
             ttl_ms: 60_000,
             takeover: false,
             tenant: None,
+            token: &crate::util::TEST_TOKEN,
+            reissue: false,
         };
         lease::acquire(
             &store,

@@ -174,6 +174,8 @@ fn a_document_write_whose_history_key_is_wrong_writes_nothing() {
             ttl_ms: 3_600_000,
             takeover: false,
             tenant: None,
+            token: &crate::util::TEST_TOKEN,
+            reissue: false,
         };
         lease::acquire(store.document(), &grant, None)
             .await
