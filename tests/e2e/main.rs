@@ -43,6 +43,7 @@ mod migrate;
 mod model;
 mod one_client;
 mod partition;
+mod paths_options;
 mod push;
 mod readme;
 mod records_cli;

@@ -155,6 +155,7 @@ fn a_pass_on_a_migrated_board_leaves_the_document_byte_for_byte_unchanged() {
             row: "row-1".into(),
             lane: "lane-a".into(),
             generation,
+            token: Some(crate::util::TEST_TOKEN.clone()),
             ..Default::default()
         };
         assert_eq!(store.ask(&check).await.unwrap().refusal, None);
@@ -275,7 +276,7 @@ fn a_document_board_on_redis_is_fenced_through_the_daemon_before_and_after_the_m
     let d = home.path("a.json");
     std::fs::write(
         &d,
-        json!({"board": "b", "row": "row-1", "lane": "lane-a", "generation": generation})
+        json!({"board": "b", "row": "row-1", "lane": "lane-a", "generation": generation, "token": crate::util::TEST_TOKEN.expose()})
             .to_string(),
     )
     .unwrap();
@@ -284,7 +285,7 @@ fn a_document_board_on_redis_is_fenced_through_the_daemon_before_and_after_the_m
     let other = home.path("b.json");
     std::fs::write(
         &other,
-        json!({"board": "b", "row": "row-2", "lane": "lane-a", "generation": generation})
+        json!({"board": "b", "row": "row-2", "lane": "lane-a", "generation": generation, "token": crate::util::TEST_TOKEN.expose()})
             .to_string(),
     )
     .unwrap();
@@ -359,6 +360,7 @@ fn ask_check(row: &str, lane: &str, generation: u64) -> AskCheck {
         row: row.into(),
         lane: lane.into(),
         generation,
+        token: Some(crate::util::TEST_TOKEN.clone()),
         ..AskCheck::default()
     }
 }
@@ -441,7 +443,7 @@ fn a_migration_while_the_daemon_runs_is_seen_by_its_next_ask_and_never_answered_
     let a = home.path("a.json");
     std::fs::write(
         &a,
-        json!({"board": "b", "row": "row-1", "lane": "lane-a", "generation": generation})
+        json!({"board": "b", "row": "row-1", "lane": "lane-a", "generation": generation, "token": crate::util::TEST_TOKEN.expose()})
             .to_string(),
     )
     .unwrap();
