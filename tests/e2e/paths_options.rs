@@ -40,3 +40,34 @@ fn a_relative_home_is_refused_and_a_leading_tilde_is_expanded() {
         "the store is under $HOME/rf"
     );
 }
+
+/// A store URL that cannot be read is a usage error (exit 2) whatever is wrong with it: an
+/// unknown scheme, a port that is not a number, a bad option value, and a typo'd option
+/// name, which is never silently ignored (`min_replica=1` would grant without replicas).
+#[test]
+fn every_store_url_mistake_exits_2_and_an_unknown_option_is_named() {
+    let home = Home::file();
+    for (url, says) in [
+        ("redsi://localhost:6379", "is not one of"),
+        ("redis://localhost:abc", "port"),
+        (
+            "redis://localhost:6379?durability=maybe",
+            "volatile or durable",
+        ),
+        (
+            "redis+unix:///tmp/r.sock?min_replica=1",
+            "unknown store URL option \"min_replica\"",
+        ),
+        (
+            "redis://localhost:6379?durabilty=volatile",
+            "min_replicas, replicas",
+        ),
+    ] {
+        let ran = run(home
+            .command(bin("row-fence"))
+            .env("ROW_FENCE_STORE", url)
+            .args(["acquire", "board-1", "row-1", "--lane", "lane-a"]));
+        assert_eq!(ran.code, 2, "{url}: {}", ran.stderr);
+        assert!(ran.stderr.contains(says), "{url}: {}", ran.stderr);
+    }
+}
