@@ -247,6 +247,7 @@ mod tests {
             lane: "l".into(),
             generation: 7,
             tenant: None,
+            token: None,
         }
     }
 
