@@ -10,7 +10,6 @@ use crate::guard::{Case, Cwd, Lane, Remote, bound_worktree, case, program_path};
 use crate::util::run;
 use std::fs;
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 /// The shell a shape is run in for the proof that it moves the remote.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -456,9 +455,11 @@ fn round_two_harmless_shapes_pass_without_asking() {
 
 /// Inputs that made the first guard's walk quadratic or exponential (long `cd` chains,
 /// nested loops, functions that call each other twice per level) and nested subshells
-/// the parser reads as arithmetic: each is denied (or read) well inside the deadline.
+/// the parser reads as arithmetic: each gets its verdict (denied, and says why) from the
+/// installed binary. Its work is bounded by count in guard/tests/policy.rs; its time is
+/// measured in `scripts/bench`, not asserted here.
 #[test]
-fn round_two_heavy_inputs_are_answered_quickly() {
+fn round_two_heavy_inputs_get_their_verdict() {
     let lane = Lane::refused();
     let cd_chain: String = (0..4000)
         .map(|k| format!("cd d{k} || cd e{k}; "))
@@ -478,22 +479,16 @@ fn round_two_heavy_inputs_are_answered_quickly() {
         "( ".repeat(400),
         " )".repeat(400)
     );
-    for shape in [cd_chain, loops, calls, peel] {
-        let started = Instant::now();
+    for (shape, why) in [
+        (cd_chain, "which does not exist yet"),
+        (loops, "loops nest more than 6 deep"),
+        (calls, "more than 100000 simple commands"),
+        (peel, "REFUSED (different_holder)"),
+    ] {
         let hook = lane.hook_in(&shape, &lane.repo.clone, None);
-        assert_eq!(
-            hook.code,
-            2,
-            "{}…: {}",
-            &shape[..60.min(shape.len())],
-            hook.stderr
-        );
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "{}… took {:?}",
-            &shape[..60.min(shape.len())],
-            started.elapsed()
-        );
+        let head = &shape[..60.min(shape.len())];
+        assert_eq!(hook.code, 2, "{head}…: {}", hook.stderr);
+        assert!(hook.stderr.contains(why), "{head}…: {}", hook.stderr);
     }
 }
 
