@@ -55,6 +55,7 @@ pub mod judge;
 pub mod lookup;
 pub mod parse;
 pub mod programs;
+pub mod quarantine;
 pub mod row_fence;
 pub mod sed;
 pub mod state;
