@@ -107,6 +107,7 @@ enum Standing {
 
 struct Judge<'a> {
     settings: &'a Settings,
+    parsed: Option<&'a brush_parser::ast::Program>,
     hook: &'a Hook,
     cwd: PathBuf,
     asks: BTreeMap<PathBuf, AskItem>,
@@ -126,8 +127,16 @@ struct Judge<'a> {
 }
 
 /// Judges `plan` (read from `hook`, its working directory `cwd`) and returns the exit code.
-pub fn judge(hook: &Hook, plan: &Plan, cwd: &Path, settings: &Settings) -> i32 {
+/// `parsed` is the Bash command's syntax tree, when it parsed (the quarantine reads it).
+pub fn judge(
+    hook: &Hook,
+    parsed: Option<&brush_parser::ast::Program>,
+    plan: &Plan,
+    cwd: &Path,
+    settings: &Settings,
+) -> i32 {
     let mut judge = Judge {
+        parsed,
         settings,
         hook,
         cwd: cwd.to_path_buf(),
@@ -568,11 +577,8 @@ impl Judge<'_> {
         };
         let worktree = crate::quarantine::worktree_of(&self.bound_from);
         let home = self.settings.home.as_deref().ok();
-        let verdict = crate::quarantine::permits(&self.hook.tool, &self.cwd, &worktree, home);
-        let action = format!(
-            "(quarantine) {}",
-            self.standing_action.trim_start_matches("(every call) ")
-        );
+        let verdict =
+            crate::quarantine::permits(&self.hook.tool, self.parsed, &self.cwd, &worktree, home);
         match verdict {
             Ok(()) => {
                 report::say(&format!(
@@ -581,14 +587,8 @@ impl Judge<'_> {
                 ALLOW
             }
             Err(why) => {
-                let detail = format!("quarantined ({why_quarantined}); {why}");
-                self.record(
-                    Verdict::CouldNotRead(Reason::CommandUnreadable),
-                    &detail,
-                    None,
-                    self.standing.first().map(PathBuf::as_path),
-                    &action,
-                );
+                // Not a verdict of its own: the refusal that quarantined the session is
+                // in the ledger already (the daemon's), and the record file counts it.
                 report::say(&format!(
                     "row-fence guard: QUARANTINED: this session no longer holds its row ({why_quarantined}). Only calls known to be read-only run now, and this one is not: {why}. Stop, do not try another way, and report to whoever started you that the row is gone. Denied: the call did not run."
                 ));
@@ -603,7 +603,7 @@ impl Judge<'_> {
             return Vec::new();
         }
         let asks: Vec<(PathBuf, AskItem)> = std::mem::take(&mut self.asks).into_iter().collect();
-        let action_of = |item: &AskItem| crate::finding::short(&item.actions.join("; "));
+        let action_of = |item: &AskItem| self.action_of(item);
         let prepared = match client::prepare(
             self.settings.home.as_deref(),
             self.settings.socket.as_deref(),
@@ -692,7 +692,7 @@ impl Judge<'_> {
         asks: &[(PathBuf, AskItem)],
         prepared: &Prepared,
     ) -> Vec<Option<Result<Answer, ExchangeError>>> {
-        let action_of = |item: &AskItem| crate::finding::short(&item.actions.join("; "));
+        let action_of = |item: &AskItem| self.action_of(item);
         let (tx, rx) = mpsc::channel();
         for (k, (_, item)) in asks.iter().enumerate() {
             report::say(&report::asking_line(&prepared.socket, &item.descriptor));
@@ -722,6 +722,22 @@ impl Judge<'_> {
             }
         }
         answers
+    }
+
+    /// What an ask says it is about: its fenced writes and opaque calls, or, for the
+    /// standing ask alone, the call itself.
+    fn action_of(&self, item: &AskItem) -> String {
+        let counting: Vec<&str> = item
+            .actions
+            .iter()
+            .map(String::as_str)
+            .filter(|a| *a != self.standing_action)
+            .collect();
+        if counting.is_empty() {
+            crate::finding::short(&item.actions.join("; "))
+        } else {
+            crate::finding::short(&counting.join("; "))
+        }
     }
 
     /// The ask about `item`, for the session the hook input names.

@@ -100,7 +100,7 @@ fn main() {
         Ok(hook) => hook,
         Err(why) => deny(why),
     };
-    let (hook, cwd, plan) = if small(&hook.command) {
+    let (hook, cwd, plan, parsed) = if small(&hook.command) {
         // The common case: walked right here, no thread to hand over to.
         walk_hook(hook).unwrap_or_else(|why| deny(why))
     } else {
@@ -135,7 +135,8 @@ fn main() {
         deadline,
         build: row_fence_stamp::BUILD_DIGEST,
     };
-    std::process::exit(judge::judge(&hook, &plan, &cwd, &settings));
+    // The tree is not dropped: exit ends the process (a deep tree's drop recurses).
+    std::process::exit(judge::judge(&hook, parsed.as_ref(), &plan, &cwd, &settings));
 }
 
 /// True for a command short and shallow enough to walk on the main thread's stack
@@ -145,7 +146,15 @@ fn small(command: &str) -> bool {
     command.len() <= 16 * 1024 && parse::nesting_any(command) <= 32
 }
 
-fn walk_hook(hook: input::Hook) -> Result<(input::Hook, PathBuf, walk::Plan), NoCwd> {
+/// The hook, its cwd, the walk's plan, and the command's syntax tree when it parsed.
+type Walked = (
+    input::Hook,
+    PathBuf,
+    walk::Plan,
+    Option<brush_parser::ast::Program>,
+);
+
+fn walk_hook(hook: input::Hook) -> Result<Walked, NoCwd> {
     let cwd = match &hook.cwd {
         Some(cwd) => cwd.clone(),
         None => std::env::current_dir().map_err(NoCwd)?,
@@ -156,8 +165,16 @@ fn walk_hook(hook: input::Hook) -> Result<(input::Hook, PathBuf, walk::Plan), No
         // The guard's own PATH is looked up (and cached) by the lookup itself.
         path: None,
     };
-    let plan = walk::plan(&hook.command, &cwd, &env);
-    Ok((hook, cwd, plan))
+    // Parsed once: the walk reads the tree, and so does the quarantine.
+    let parsed = match &hook.tool {
+        input::Tool::Bash { .. } => parse::program(&hook.command).ok(),
+        input::Tool::Other { .. } => None,
+    };
+    let plan = match &parsed {
+        Some(program) => walk::plan_parsed(&hook.command, program, &cwd, &env),
+        None => walk::plan(&hook.command, &cwd, &env),
+    };
+    Ok((hook, cwd, plan, parsed))
 }
 
 /// Half a second past the deadline (rounded up to a whole second), the process denies and

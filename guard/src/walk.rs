@@ -58,6 +58,16 @@ pub struct Plan {
 
 /// Reads `command` as run from `cwd`.
 pub fn plan(command: &str, cwd: &Path, env: &Env) -> Plan {
+    plan_with(command, None, cwd, env)
+}
+
+/// Reads `command`, already parsed as `program` (the quarantine reads the same tree: the
+/// command is parsed once), as run from `cwd`.
+pub fn plan_parsed(command: &str, program: &ast::Program, cwd: &Path, env: &Env) -> Plan {
+    plan_with(command, Some(program), cwd, env)
+}
+
+fn plan_with(command: &str, program: Option<&ast::Program>, cwd: &Path, env: &Env) -> Plan {
     let mut walker = Walker {
         env,
         plan: Plan::default(),
@@ -76,7 +86,14 @@ pub fn plan(command: &str, cwd: &Path, env: &Env) -> Plan {
     let origin = crate::state::fold(cwd);
     walker.origin = origin.clone();
     let mut state = State::at(Dir::Known(origin));
-    walker.code(command, &mut state);
+    match program {
+        Some(program) => {
+            walker.budget -= command.len().min(walker.budget);
+            walker.plan.parsed_bytes += command.len();
+            walker.program(command, program, &mut state);
+        }
+        None => walker.code(command, &mut state),
+    }
     walker.plan.steps = walker.steps;
     walker.plan
 }
@@ -134,17 +151,20 @@ impl Walker<'_> {
         self.budget -= text.len();
         self.plan.parsed_bytes += text.len();
         match parse::program(text) {
-            Ok(program) => {
-                self.depth += 1;
-                let outer = std::mem::replace(&mut self.source, Source::new(text));
-                for complete in &program.complete_commands {
-                    self.list(complete, state);
-                }
-                self.source = outer;
-                self.depth -= 1;
-            }
+            Ok(program) => self.program(text, &program, state),
             Err(why) => self.unreadable(why.to_string()),
         }
+    }
+
+    /// Walks `program`, parsed from `text`.
+    fn program(&mut self, text: &str, program: &ast::Program, state: &mut State) {
+        self.depth += 1;
+        let outer = std::mem::replace(&mut self.source, Source::new(text));
+        for complete in &program.complete_commands {
+            self.list(complete, state);
+        }
+        self.source = outer;
+        self.depth -= 1;
     }
 
     /// Code that runs in a copy of the shell (a substitution, `bash -c`): its moves stay there.

@@ -785,6 +785,16 @@ const GIT_SPECS: &[GitSpec] = &[
 pub fn check(command: &str, cwd: &Path, home: Option<&str>) -> Result<Needs, Denied> {
     let program =
         parse::program(command).map_err(|e| format!("the guard cannot read the command ({e})"))?;
+    check_parsed(&program, cwd, home)
+}
+
+/// [`check`] for a command already parsed (by the walk). The check does not recurse into
+/// compound commands (they are denied), so any tree is read on any stack.
+pub fn check_parsed(
+    program: &ast::Program,
+    cwd: &Path,
+    home: Option<&str>,
+) -> Result<Needs, Denied> {
     let mut checker = Checker {
         dir: cwd.to_path_buf(),
         needs: Needs::default(),

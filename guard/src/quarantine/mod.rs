@@ -13,17 +13,23 @@ pub mod tools;
 use std::path::Path;
 
 /// Whether one tool call may run in quarantine: `Ok`, or why not (a sentence).
+/// `parsed` is the Bash command's tree when the walk parsed it (`None`: the command did
+/// not parse, which denies).
 pub fn permits(
     tool: &crate::input::Tool,
+    parsed: Option<&brush_parser::ast::Program>,
     cwd: &Path,
     worktree: &Path,
     home: Option<&Path>,
 ) -> Result<(), String> {
     match tool {
-        crate::input::Tool::Bash { command } => {
+        crate::input::Tool::Bash { .. } => {
             path_is_safe(worktree)?;
             let env_home = std::env::var("HOME").ok().filter(|h| !h.is_empty());
-            let needs = allowlist::check(command, cwd, env_home.as_deref())?;
+            let Some(program) = parsed else {
+                return Err("the guard cannot read the command".into());
+            };
+            let needs = allowlist::check_parsed(program, cwd, env_home.as_deref())?;
             for dir in &needs.git_dirs {
                 gitconfig::check(dir)?;
             }
