@@ -119,6 +119,12 @@ impl<R: Read> Read for Counted<R> {
 /// Reads and parses the hook input from `reader`: the first JSON value, without waiting
 /// for the end of the input.
 pub fn read(reader: impl Read) -> Result<Hook, InputError> {
+    from_value(read_value(reader)?)
+}
+
+/// Reads the first JSON value from `reader` (within [`MAX_INPUT_BYTES`]), without waiting
+/// for the end of the input.
+pub fn read_value(reader: impl Read) -> Result<serde_json::Value, InputError> {
     let mut counted = Counted {
         inner: std::io::BufReader::new(reader.take(MAX_INPUT_BYTES + 1)),
         read: 0,
@@ -139,7 +145,7 @@ pub fn read(reader: impl Read) -> Result<Hook, InputError> {
             ));
         }
     };
-    from_value(value)
+    Ok(value)
 }
 
 /// Parses hook input bytes.
@@ -149,7 +155,8 @@ pub fn parse(bytes: &[u8]) -> Result<Hook, InputError> {
     from_value(value)
 }
 
-fn from_value(value: serde_json::Value) -> Result<Hook, InputError> {
+/// Reads Claude Code's `PreToolUse` input from a JSON value.
+pub fn from_value(value: serde_json::Value) -> Result<Hook, InputError> {
     let raw: Raw = serde_json::from_value(value).map_err(InputError::NotHookJson)?;
     let name = match raw.tool_name {
         None | Some(serde_json::Value::Null) => None,

@@ -235,3 +235,97 @@ fn configuration_planted_before_the_refusal_does_not_run_in_quarantine() {
     }
     assert!(!proof.exists(), "no planted program ran");
 }
+
+/// Each harness's documented hook input (pinned: Codex CLI 0.124 `PreToolUse`, Gemini CLI
+/// `BeforeTool` hooks reference, Cursor 1.7 `beforeShellExecution`/`beforeMCPExecution`),
+/// fed to the guard as that harness runs it (`--harness NAME`), for a lane that holds its
+/// row, a refused one and an unbound one; the answer checked in the harness's blocking
+/// convention (Cursor's read with a JSON parser).
+#[test]
+fn every_harness_is_answered_in_its_own_convention() {
+    // (harness, a write, an allowlisted read, an MCP write, an MCP read): each input a
+    // function of (session, cwd).
+    type Shape = fn(&str, &str, &str) -> serde_json::Value;
+    let shapes: [(&str, [Shape; 4]); 4] = [
+        (
+            "claude",
+            [
+                |s, cwd, remote| json!({"session_id": s, "cwd": cwd, "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": format!("git push -q {remote} HEAD:main")}}),
+                |s, cwd, _| json!({"session_id": s, "cwd": cwd, "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": "git log --oneline -n 1"}}),
+                |s, cwd, _| json!({"session_id": s, "cwd": cwd, "hook_event_name": "PreToolUse", "tool_name": "mcp__github__create_pull_request", "tool_input": {"title": "x"}}),
+                |s, cwd, _| json!({"session_id": s, "cwd": cwd, "hook_event_name": "PreToolUse", "tool_name": "mcp__github__list_pull_requests", "tool_input": {}}),
+            ],
+        ),
+        (
+            "codex",
+            [
+                |s, cwd, remote| json!({"session_id": s, "cwd": cwd, "hook_event_name": "PreToolUse", "model": "gpt-5-codex", "tool_name": "Bash", "tool_input": {"command": ["bash", "-lc", format!("git push -q {remote} HEAD:main")]}}),
+                |s, cwd, _| json!({"session_id": s, "cwd": cwd, "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": "git status --short"}}),
+                |s, cwd, _| json!({"session_id": s, "cwd": cwd, "hook_event_name": "PreToolUse", "tool_name": "mcp__github__push_files", "tool_input": {}}),
+                |s, cwd, _| json!({"session_id": s, "cwd": cwd, "hook_event_name": "PreToolUse", "tool_name": "mcp__github__get_file_contents", "tool_input": {}}),
+            ],
+        ),
+        (
+            "gemini",
+            [
+                |s, cwd, remote| json!({"session_id": s, "transcript_path": "/nonexistent", "cwd": cwd, "hook_event_name": "BeforeTool", "timestamp": "2026-12-02T00:00:00Z", "tool_name": "run_shell_command", "tool_input": {"command": format!("git push -q {remote} HEAD:main"), "description": "push"}}),
+                |s, cwd, _| json!({"session_id": s, "transcript_path": "/nonexistent", "cwd": cwd, "hook_event_name": "BeforeTool", "timestamp": "2026-12-02T00:00:00Z", "tool_name": "run_shell_command", "tool_input": {"command": "ls -la"}}),
+                |s, cwd, _| json!({"session_id": s, "cwd": cwd, "hook_event_name": "BeforeTool", "tool_name": "mcp__github__merge_pull_request", "tool_input": {}}),
+                |s, cwd, _| json!({"session_id": s, "cwd": cwd, "hook_event_name": "BeforeTool", "tool_name": "mcp__github__search_code", "tool_input": {}}),
+            ],
+        ),
+        (
+            "cursor",
+            [
+                |s, cwd, remote| json!({"conversation_id": s, "generation_id": "g-1", "hook_event_name": "beforeShellExecution", "command": format!("git push -q {remote} HEAD:main"), "cwd": cwd, "workspace_roots": [cwd]}),
+                |s, cwd, _| json!({"conversation_id": s, "generation_id": "g-1", "hook_event_name": "beforeShellExecution", "command": "git diff --stat", "cwd": cwd, "workspace_roots": [cwd]}),
+                |s, cwd, _| json!({"conversation_id": s, "generation_id": "g-1", "hook_event_name": "beforeMCPExecution", "tool_name": "merge_pull_request", "tool_input": "{\"pull_number\": 1}", "command": "github-mcp-server", "workspace_roots": [cwd]}),
+                |s, cwd, _| json!({"conversation_id": s, "generation_id": "g-1", "hook_event_name": "beforeMCPExecution", "tool_name": "get_pull_request", "tool_input": "{}", "command": "github-mcp-server", "workspace_roots": [cwd]}),
+            ],
+        ),
+    ];
+    // Exits per state: held, refused, unbound.
+    let expected: [[i32; 4]; 3] = [[0, 0, 0, 0], [2, 0, 2, 0], [0, 0, 0, 0]];
+    for (state, exits) in ["held", "refused", "unbound"].into_iter().zip(expected) {
+        let lane = if state == "refused" {
+            Lane::refused()
+        } else {
+            Lane::held()
+        };
+        if state == "unbound" {
+            std::fs::remove_file(lane.repo.descriptor()).unwrap();
+        }
+        let cwd = lane.repo.clone.display().to_string();
+        let remote = lane.repo.remote.display().to_string();
+        let before = lane.remote_head();
+        for (harness, calls) in &shapes {
+            let hook = lane.hook.replacen(
+                "row-fence-guard;",
+                &format!("row-fence-guard --harness {harness};"),
+                1,
+            );
+            assert_ne!(hook, lane.hook, "the installed command names the guard");
+            for (k, shape) in calls.iter().enumerate() {
+                let session = format!("{harness}-{state}");
+                let input = shape(&session, &cwd, &remote).to_string();
+                let mut cmd = lane.home.command("sh");
+                cmd.arg("-c").arg(&hook).current_dir(&lane.repo.clone);
+                let ran = run_with_stdin(&mut cmd, &input);
+                assert_eq!(
+                    ran.code, exits[k],
+                    "{state} {harness} call {k}: {}",
+                    ran.stderr
+                );
+                if *harness == "cursor" {
+                    let answer: serde_json::Value = serde_json::from_str(ran.stdout.trim())
+                        .unwrap_or_else(|e| panic!("{harness}: {e}: {:?}", ran.stdout));
+                    let want = if exits[k] == 0 { "allow" } else { "deny" };
+                    assert_eq!(answer["permission"], want, "{state} {harness} call {k}");
+                } else {
+                    assert!(ran.stdout.trim().is_empty(), "{harness}: {}", ran.stdout);
+                }
+            }
+        }
+        assert_eq!(lane.remote_head(), before, "{state}: nothing was pushed");
+    }
+}

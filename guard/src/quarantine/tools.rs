@@ -80,6 +80,21 @@ pub fn check(name: &str, input: &serde_json::Value, at: &Where) -> Result<(), St
         let path = path_of(input, member, at.cwd)?;
         return inside(&path, at, true);
     }
+    if name == "apply_patch" {
+        // Codex's file edits: every path the patch adds, updates, deletes or moves to.
+        let patch = ["command", "patch", "input"]
+            .iter()
+            .find_map(|m| input.get(*m).and_then(serde_json::Value::as_str))
+            .ok_or("the patch is not readable")?;
+        let paths = crate::harness::patch_paths(patch);
+        if paths.is_empty() {
+            return Err("the patch names no file".into());
+        }
+        for p in paths {
+            inside(&at.cwd.join(p), at, true)?;
+        }
+        return Ok(());
+    }
     if mcp(name).is_some() {
         return if mcp_reads(name, at.home) {
             Ok(())
