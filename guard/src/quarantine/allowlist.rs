@@ -798,8 +798,9 @@ pub fn check_parsed(
     let mut checker = Checker {
         dir: cwd.to_path_buf(),
         needs: Needs::default(),
-        home,
     };
+    // `home` is not used to read words: `$HOME` and `~` are not known in quarantine.
+    let _ = home;
     for complete in &program.complete_commands {
         for item in &complete.0 {
             if matches!(item.1, ast::SeparatorOperator::Async) {
@@ -819,14 +820,13 @@ pub fn check_parsed(
     Ok(checker.needs)
 }
 
-struct Checker<'a> {
+struct Checker {
     /// Where the next command runs (`cd` moves it).
     dir: PathBuf,
     needs: Needs,
-    home: Option<&'a str>,
 }
 
-impl Checker<'_> {
+impl Checker {
     fn pipeline(&mut self, pipeline: &ast::Pipeline) -> Result<(), Denied> {
         for command in &pipeline.seq {
             match command {
@@ -891,9 +891,11 @@ impl Checker<'_> {
 
     /// A word's value: a literal, or a plain glob that cannot expand to an option.
     fn word(&self, raw: &str) -> Result<Word, Denied> {
+        // No variable is known here, `$HOME` included: the agent's shell may have set
+        // any of them in an earlier call.
         let scope = Scope {
             vars: &Default::default(),
-            home: self.home,
+            home: None,
             pwd: None,
         };
         let mut found = Read::default();
@@ -996,7 +998,7 @@ impl Checker<'_> {
 
     fn cd(&mut self, args: &[Word]) -> Result<(), Denied> {
         let to = match args {
-            [] => self.home.map(PathBuf::from),
+            [] => None,
             [Word::Literal(dir)] if !dir.starts_with('-') => Some(self.dir.join(dir)),
             _ => None,
         };
