@@ -486,7 +486,24 @@ fn round_two_heavy_inputs_get_their_verdict() {
         (calls, "only simple commands"),
         (peel, "only simple commands"),
     ] {
-        let hook = lane.hook_in(&shape, &lane.repo.clone, None);
+        // A deadline far past the work: this test is about the verdict (the walk's work
+        // is bounded by count in guard/tests/policy.rs, its time is in scripts/bench), so
+        // a loaded machine does not turn it into a deadline denial.
+        let mut cmd = lane.home.command("sh");
+        cmd.arg("-c")
+            .arg(&lane.hook)
+            .current_dir(&lane.repo.clone)
+            .env("ROW_FENCE_GUARD_TIMEOUT_MS", "120000");
+        let hook = crate::guard::run_with_stdin(
+            &mut cmd,
+            &serde_json::json!({
+                "cwd": &lane.repo.clone,
+                "hook_event_name": "PreToolUse",
+                "tool_name": "Bash",
+                "tool_input": {"command": &shape},
+            })
+            .to_string(),
+        );
         let head = &shape[..60.min(shape.len())];
         assert_eq!(hook.code, 2, "{head}…: {}", hook.stderr);
         assert!(hook.stderr.contains(why), "{head}…: {}", hook.stderr);
