@@ -33,6 +33,7 @@ mod file_store;
 mod gated;
 mod git_layer;
 mod guard;
+mod guard_quarantine;
 mod guard_round_two;
 mod history;
 mod http_git;
