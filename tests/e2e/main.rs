@@ -19,6 +19,7 @@ macro_rules! on_both_stores {
 mod architecture;
 mod asker;
 mod bench_smoke;
+mod broker;
 mod cli_contract;
 mod clock_floor;
 mod cluster;

@@ -1,0 +1,599 @@
+//! The key broker with real parts (ARCHITECTURE.md, "Key broker"): lanes as real uids
+//! made with `useradd`, a real `sshd` on a loopback port serving a bare repository
+//! through `git-shell` with a forced command the way forges do, and the daemon as the
+//! lanes' ssh agent holding the only push key. As root (CI runs as root) these tests run
+//! and fail when they cannot make users or start sshd: they never pass by skipping.
+
+use crate::util::{Daemon, Home, Ran, free_port, run};
+use row_fence_contract::ledger::{self, LedgerRecord};
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Users made for one test, removed (`userdel`) when dropped.
+struct Users {
+    names: Vec<String>,
+}
+
+/// One made user.
+#[derive(Clone, Debug)]
+struct User {
+    name: String,
+    uid: u32,
+    gid: u32,
+    /// A private HOME in the test's temp dir, owned by the user.
+    home: PathBuf,
+}
+
+impl Users {
+    fn new() -> Users {
+        assert_eq!(
+            nix::unistd::geteuid().as_raw(),
+            0,
+            "the key broker's tests make users and run sshd: run them as root (CI does)"
+        );
+        Users { names: Vec::new() }
+    }
+
+    /// Makes a user `rfb<pid><tag>` whose HOME is `<dir>/<tag>-home`. The password field
+    /// is `*` (no password, not locked), so sshd lets it log in with a key.
+    fn add(&mut self, dir: &Path, tag: &str) -> User {
+        let name = format!("rfb{}{tag}", std::process::id());
+        let home = dir.join(format!("{tag}-home"));
+        let made = Command::new("useradd")
+            .args(["-M", "-N", "-p", "*", "-s", "/bin/sh", "-d"])
+            .arg(&home)
+            .arg(&name)
+            .output()
+            .expect("useradd runs");
+        assert!(
+            made.status.success(),
+            "useradd {name} failed: {}",
+            String::from_utf8_lossy(&made.stderr)
+        );
+        self.names.push(name.clone());
+        let entry = nix::unistd::User::from_name(&name)
+            .expect("getpwnam")
+            .expect("the new user exists");
+        fs::create_dir(&home).expect("user home");
+        fs::set_permissions(&home, fs::Permissions::from_mode(0o700)).expect("chmod home");
+        chown(&home, entry.uid.as_raw(), entry.gid.as_raw());
+        User {
+            name,
+            uid: entry.uid.as_raw(),
+            gid: entry.gid.as_raw(),
+            home,
+        }
+    }
+}
+
+impl Drop for Users {
+    fn drop(&mut self) {
+        for name in &self.names {
+            let _ = Command::new("userdel").arg(name).output();
+        }
+    }
+}
+
+fn chown(path: &Path, uid: u32, gid: u32) {
+    let ran = run(Command::new("chown")
+        .arg("-R")
+        .arg(format!("{uid}:{gid}"))
+        .arg(path));
+    assert_eq!(ran.code, 0, "chown {}: {}", path.display(), ran.stderr);
+}
+
+/// A real sshd on 127.0.0.1, its own host key and config, serving `user`'s forced
+/// `git-shell`; killed when dropped.
+struct Sshd {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Sshd {
+    fn start(dir: &Path, user: &User, authorized: &str) -> Sshd {
+        let sshd = ["/usr/sbin/sshd", "/usr/local/sbin/sshd", "/sbin/sshd"]
+            .into_iter()
+            .map(PathBuf::from)
+            .find(|p| p.exists())
+            .expect("sshd is installed (openssh-server): the broker's tests need it");
+        // sshd's privilege separation directory (a system path, as the package makes it).
+        fs::create_dir_all("/run/sshd").expect("/run/sshd");
+        fs::create_dir(dir).expect("sshd dir");
+        let host = dir.join("host_key");
+        ssh_keygen(&host, "host");
+        let keys = dir.join("authorized_keys");
+        fs::write(&keys, authorized).expect("authorized_keys");
+        let port = free_port();
+        let config = dir.join("sshd_config");
+        fs::write(
+            &config,
+            format!(
+                "Port {port}\nListenAddress 127.0.0.1\nHostKey {host}\nPidFile {pid}\n\
+                 AuthorizedKeysFile {keys}\nStrictModes no\nUsePAM no\n\
+                 PasswordAuthentication no\nKbdInteractiveAuthentication no\n\
+                 PubkeyAuthentication yes\nAllowUsers {user}\nMaxAuthTries 20\n\
+                 LogLevel VERBOSE\n",
+                host = host.display(),
+                pid = dir.join("pid").display(),
+                keys = keys.display(),
+                user = user.name,
+            ),
+        )
+        .expect("sshd_config");
+        let log = dir.join("sshd.log");
+        let child = Command::new(&sshd)
+            .arg("-D")
+            .arg("-e")
+            .arg("-f")
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(&log).expect("sshd log"))
+            .spawn()
+            .expect("sshd starts");
+        let sshd = Sshd { child, port, log };
+        let until = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < until,
+                "sshd did not listen on {port} within 10 s: {}",
+                fs::read_to_string(&sshd.log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        sshd
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn ssh_keygen(path: &Path, comment: &str) {
+    let ran = run(Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", comment, "-f"])
+        .arg(path));
+    assert_eq!(ran.code, 0, "ssh-keygen: {}", ran.stderr);
+}
+
+/// Everything one broker scenario runs on.
+struct Site {
+    home: Home,
+    users: Users,
+    server: User,
+    sshd: Sshd,
+    /// The bare repository sshd serves (owned by `server`).
+    remote: PathBuf,
+    /// `ssh://server@127.0.0.1:port/<remote>`.
+    url: String,
+    /// The broker's agent socket.
+    agent: PathBuf,
+    /// The push key's private half, root's and 0600: no lane can read it.
+    key: PathBuf,
+    /// The uid → lane bindings.
+    lanes: PathBuf,
+}
+
+/// The ssh a lane runs: no config, no known hosts kept, never a prompt.
+const SSH: &str = "ssh -F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR";
+
+impl Site {
+    fn new() -> Site {
+        let home = Home::file();
+        let root = home.dir.path().to_path_buf();
+        // Lanes traverse the temp dir to reach their worktrees and the broker's socket.
+        fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).expect("chmod temp dir");
+        let mut users = Users::new();
+        let server = users.add(&root, "s");
+        let keys = root.join("keys");
+        fs::create_dir(&keys).expect("keys dir");
+        fs::set_permissions(&keys, fs::Permissions::from_mode(0o700)).expect("chmod keys");
+        let key = keys.join("push");
+        ssh_keygen(&key, "push");
+        let public = fs::read_to_string(keys.join("push.pub")).expect("push.pub");
+        let git_shell = which("git-shell");
+        let authorized = format!(
+            "command=\"{} -c \\\"$SSH_ORIGINAL_COMMAND\\\"\",no-port-forwarding,no-agent-forwarding,no-X11-forwarding,no-pty {public}",
+            git_shell.display()
+        );
+        let sshd = Sshd::start(&root.join("sshd"), &server, &authorized);
+        let remote = root.join("remote.git");
+        as_root_git(&root, &["init", "-q", "--bare", "-b", "main"], &remote);
+        chown(&remote, server.uid, server.gid);
+        let url = format!(
+            "ssh://{}@127.0.0.1:{}{}",
+            server.name,
+            sshd.port,
+            remote.display()
+        );
+        let lanes = root.join("lanes.toml");
+        Site {
+            agent: root.join("broker").join("agent.sock"),
+            home,
+            users,
+            server,
+            sshd,
+            remote,
+            url,
+            key,
+            lanes,
+        }
+    }
+
+    /// Makes a lane's user with a worktree of one commit whose `origin` is the remote.
+    fn lane(&mut self, tag: &str) -> (User, PathBuf) {
+        let root = self.home.dir.path().to_path_buf();
+        let user = self.users.add(&root, tag);
+        let worktree = root.join(format!("{tag}-worktree"));
+        fs::create_dir(&worktree).expect("worktree");
+        chown(&worktree, user.uid, user.gid);
+        let site = &*self;
+        site.as_lane(&user, &worktree, "git", &["init", "-q", "-b", "main"])
+            .expect_ok("git init");
+        site.as_lane(
+            &user,
+            &worktree,
+            "git",
+            &["remote", "add", "origin", &site.url],
+        )
+        .expect_ok("git remote add");
+        site.commit(&user, &worktree, "first");
+        (user, worktree)
+    }
+
+    /// Binds each (uid, descriptor) and starts the daemon with the broker on.
+    fn daemon(&self, bindings: &[(&User, &Path)]) -> Daemon {
+        let text: String = bindings
+            .iter()
+            .map(|(user, descriptor)| {
+                format!(
+                    "[[lane]]\nuid = {}\ndescriptor = \"{}\"\n",
+                    user.uid,
+                    descriptor.display()
+                )
+            })
+            .collect();
+        fs::write(&self.lanes, text).expect("lanes.toml");
+        let daemon = self.home.daemon_with(
+            &[
+                "--broker-socket",
+                &self.agent.display().to_string(),
+                "--broker-key",
+                &self.key.display().to_string(),
+                "--broker-lanes",
+                &self.lanes.display().to_string(),
+            ],
+            &[],
+        );
+        assert!(
+            self.agent.exists(),
+            "no broker socket: {}",
+            daemon.log_text()
+        );
+        daemon
+    }
+
+    /// Runs `program args` as `user` in `dir` with a clean environment whose
+    /// `SSH_AUTH_SOCK` is the broker's.
+    fn as_lane(&self, user: &User, dir: &Path, program: &str, args: &[&str]) -> Ran {
+        self.as_lane_env(user, dir, program, args, &[])
+    }
+
+    fn as_lane_env(
+        &self,
+        user: &User,
+        dir: &Path,
+        program: &str,
+        args: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Ran {
+        let mut cmd = Command::new(program);
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &user.home)
+            .env("USER", &user.name)
+            .env("SSH_AUTH_SOCK", &self.agent)
+            .env("GIT_SSH_COMMAND", SSH)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", &user.name)
+            .env("GIT_AUTHOR_EMAIL", "lane@example.invalid")
+            .env("GIT_COMMITTER_NAME", &user.name)
+            .env("GIT_COMMITTER_EMAIL", "lane@example.invalid")
+            .envs(envs.iter().copied())
+            .current_dir(dir)
+            .args(args)
+            .uid(user.uid)
+            // std drops root's supplementary groups when it sets the uid.
+            .gid(user.gid);
+        run(&mut cmd)
+    }
+
+    fn commit(&self, user: &User, worktree: &Path, message: &str) -> String {
+        fs::write(worktree.join(format!("{message}.txt")), message).expect("file");
+        chown(worktree, user.uid, user.gid);
+        self.as_lane(user, worktree, "git", &["add", "-A"])
+            .expect_ok("git add");
+        self.as_lane(user, worktree, "git", &["commit", "-q", "-m", message])
+            .expect_ok("git commit");
+        self.as_lane(user, worktree, "git", &["rev-parse", "HEAD"])
+            .stdout
+            .trim()
+            .to_string()
+    }
+
+    /// The remote's `branch`, or `None` when it does not exist.
+    fn remote_ref(&self, branch: &str) -> Option<String> {
+        let ran = run(Command::new("git")
+            .args(["-c", "safe.directory=*", "--git-dir"])
+            .arg(&self.remote)
+            .args(["rev-parse", "--verify", "-q"])
+            .arg(format!("refs/heads/{branch}")));
+        (ran.code == 0).then(|| ran.stdout.trim().to_string())
+    }
+
+    /// The ledger's records for `lane` whose action names ssh, waiting (≤ 5 s) for at
+    /// least `at_least` of them: the ledger is written off the hot path.
+    fn ssh_refusals(&self, lane: &str, at_least: usize) -> Vec<LedgerRecord> {
+        let path = row_fence_contract::paths::ledger(&self.home.home);
+        let until = Instant::now() + Duration::from_secs(5);
+        loop {
+            let found: Vec<LedgerRecord> = ledger::read(&path)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|r| r.lane.as_deref() == Some(lane) && r.action.starts_with("ssh "))
+                .collect();
+            if found.len() >= at_least || Instant::now() > until {
+                return found;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+trait ExpectOk {
+    fn expect_ok(self, what: &str) -> Ran;
+}
+
+impl ExpectOk for Ran {
+    fn expect_ok(self, what: &str) -> Ran {
+        assert_eq!(
+            self.code, 0,
+            "{what} failed: {}{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+}
+
+fn which(program: &str) -> PathBuf {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .map(|dir| dir.join(program))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("{program} is not on PATH"))
+}
+
+fn as_root_git(dir: &Path, args: &[&str], target: &Path) {
+    let ran = run(Command::new("git").current_dir(dir).args(args).arg(target));
+    assert_eq!(ran.code, 0, "git {args:?}: {}", ran.stderr);
+}
+
+#[test]
+fn a_lane_pushes_while_allowed_and_after_a_takeover_no_route_gets_a_signature() {
+    let mut site = Site::new();
+    let (a, a_tree) = site.lane("a");
+    let (b, b_tree) = site.lane("b");
+    let (_, a_descriptor) = site.home.acquire("board-1", "row-1", "lane-a", &[]);
+    let b_descriptor = site.home.path("lane-b.json");
+    let _daemon = site.daemon(&[(&a, &a_descriptor), (&b, &b_descriptor)]);
+
+    // ALLOWED: lane A's push is signed and lands.
+    let first = site
+        .as_lane(&a, &a_tree, "git", &["rev-parse", "HEAD"])
+        .stdout
+        .trim()
+        .to_string();
+    site.as_lane(
+        &a,
+        &a_tree,
+        "git",
+        &["push", "-q", "origin", "HEAD:refs/heads/main"],
+    )
+    .expect_ok("lane A's push while ALLOWED");
+    assert_eq!(site.remote_ref("main").as_deref(), Some(first.as_str()));
+
+    // Lane B takes the row over; lane A's next push has no signature by any route.
+    site.home
+        .acquire("board-1", "row-1", "lane-b", &["--takeover"]);
+    site.commit(&a, &a_tree, "second");
+    let receive = format!("git-receive-pack '{}'", site.remote.display());
+    let target = format!("{}@127.0.0.1", site.server.name);
+    let port = site.sshd.port.to_string();
+    let key = site.key.display().to_string();
+    let ssh_args = |extra: &[&str]| -> Vec<String> {
+        let mut args: Vec<String> = SSH.split(' ').skip(1).map(String::from).collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args.extend(["-p".into(), port.clone(), target.clone(), receive.clone()]);
+        args
+    };
+    let direct = ssh_args(&[]);
+    let with_key = ssh_args(&["-i", &key]);
+    let attempts: Vec<(&str, Ran)> = vec![
+        (
+            "git push",
+            site.as_lane(
+                &a,
+                &a_tree,
+                "git",
+                &["push", "origin", "HEAD:refs/heads/main"],
+            ),
+        ),
+        (
+            "git push --no-verify --force",
+            site.as_lane(
+                &a,
+                &a_tree,
+                "git",
+                &["push", "--no-verify", "--force", "origin", "HEAD:main"],
+            ),
+        ),
+        (
+            "git send-pack",
+            site.as_lane(
+                &a,
+                &a_tree,
+                "git",
+                &["send-pack", &site.url, "HEAD:refs/heads/main"],
+            ),
+        ),
+        (
+            "git -c core.sshCommand=ssh push (no GIT_SSH_COMMAND)",
+            site.as_lane_env(
+                &a,
+                &a_tree,
+                "env",
+                &[
+                    "-u",
+                    "GIT_SSH_COMMAND",
+                    "git",
+                    "-c",
+                    &format!("core.sshCommand={SSH}"),
+                    "push",
+                    "origin",
+                    "HEAD:main",
+                ],
+                &[],
+            ),
+        ),
+        (
+            "ssh git-receive-pack directly",
+            site.as_lane(
+                &a,
+                &a_tree,
+                "ssh",
+                &direct.iter().map(String::as_str).collect::<Vec<_>>(),
+            ),
+        ),
+        (
+            "ssh -i the broker's key file",
+            site.as_lane(
+                &a,
+                &a_tree,
+                "ssh",
+                &with_key.iter().map(String::as_str).collect::<Vec<_>>(),
+            ),
+        ),
+    ];
+    for (what, ran) in &attempts {
+        assert_ne!(
+            ran.code, 0,
+            "{what} as refused lane A succeeded: {}",
+            ran.stderr
+        );
+        assert_eq!(
+            site.remote_ref("main").as_deref(),
+            Some(first.as_str()),
+            "{what} moved the remote ref"
+        );
+    }
+    let refused = site.ssh_refusals("lane-a", 1);
+    assert!(
+        !refused.is_empty() && refused.iter().all(|r| r.verdict.is_denial()),
+        "no refusal of lane A's signing in the ledger: {refused:?}"
+    );
+
+    // Lane A cannot change what the broker holds: remove-all and add are refused.
+    let own_key = a.home.join("own");
+    site.as_lane(
+        &a,
+        &a_tree,
+        "ssh-keygen",
+        &[
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-f",
+            &own_key.display().to_string(),
+        ],
+    )
+    .expect_ok("lane A's own key");
+    let removed = site.as_lane(&a, &a_tree, "ssh-add", &["-D"]);
+    assert_ne!(
+        removed.code, 0,
+        "ssh-add -D was accepted: {}",
+        removed.stderr
+    );
+    let added = site.as_lane(&a, &a_tree, "ssh-add", &[&own_key.display().to_string()]);
+    assert_ne!(
+        added.code, 0,
+        "ssh-add of a lane's key was accepted: {}",
+        added.stderr
+    );
+
+    // Lane B, ALLOWED now, still pushes through the same broker.
+    let b_head = site
+        .as_lane(&b, &b_tree, "git", &["rev-parse", "HEAD"])
+        .stdout
+        .trim()
+        .to_string();
+    site.as_lane(
+        &b,
+        &b_tree,
+        "git",
+        &["push", "-q", "origin", "HEAD:refs/heads/lane-b"],
+    )
+    .expect_ok("lane B's push after its takeover");
+    assert_eq!(site.remote_ref("lane-b").as_deref(), Some(b_head.as_str()));
+}
+
+#[test]
+fn a_uid_with_no_lane_gets_no_identity_and_a_stopped_daemon_signs_nothing() {
+    let mut site = Site::new();
+    let (a, a_tree) = site.lane("a");
+    let (c, c_tree) = site.lane("c");
+    let (_, a_descriptor) = site.home.acquire("board-1", "row-1", "lane-a", &[]);
+    let mut daemon = site.daemon(&[(&a, &a_descriptor)]);
+
+    // Uid C is bound to no lane: the broker lists nothing to it and signs nothing.
+    let listed = site.as_lane(&c, &c_tree, "ssh-add", &["-L"]);
+    assert_ne!(
+        listed.code, 0,
+        "uid C was listed identities: {}",
+        listed.stdout
+    );
+    assert!(!listed.stdout.contains("ssh-ed25519"), "{}", listed.stdout);
+    let pushed = site.as_lane(&c, &c_tree, "git", &["push", "origin", "HEAD:refs/heads/c"]);
+    assert_ne!(pushed.code, 0, "uid C pushed: {}", pushed.stderr);
+    assert_eq!(site.remote_ref("c"), None);
+
+    // Lane A is ALLOWED and lists the push key; once the daemon is down it pushes nothing.
+    let listed = site.as_lane(&a, &a_tree, "ssh-add", &["-L"]);
+    assert!(
+        listed.stdout.contains("ssh-ed25519"),
+        "lane A was not listed the push key: {}",
+        listed.stderr
+    );
+    daemon.stop();
+    assert!(
+        !site.agent.exists(),
+        "the broker socket outlived the daemon"
+    );
+    let pushed = site.as_lane(&a, &a_tree, "git", &["push", "origin", "HEAD:refs/heads/a"]);
+    assert_ne!(
+        pushed.code, 0,
+        "lane A pushed with the daemon down: {}",
+        pushed.stderr
+    );
+    assert_eq!(site.remote_ref("a"), None);
+}
