@@ -597,3 +597,147 @@ fn a_uid_with_no_lane_gets_no_identity_and_a_stopped_daemon_signs_nothing() {
     );
     assert_eq!(site.remote_ref("a"), None);
 }
+
+/// A daemon started as `user` with the broker on, stopped (SIGTERM) when dropped.
+struct UserDaemon {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Drop for UserDaemon {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = self.child.wait();
+    }
+}
+
+/// True when `user` can open `path` for reading.
+fn can_open(site: &Site, user: &User, path: &Path) -> bool {
+    let script = format!("exec 3<'{}'", path.display());
+    site.as_lane(user, &user.home, "sh", &["-c", &script]).code == 0
+}
+
+#[test]
+fn a_daemon_under_its_own_uid_holds_the_key_where_neither_a_lane_nor_its_own_uid_can_read_it() {
+    let mut site = Site::new();
+    let (a, a_tree) = site.lane("a");
+    let root = site.home.dir.path().to_path_buf();
+    let fence = site.users.add(&root, "f");
+    // Lanes traverse the daemon's HOME to its broker socket; they cannot list it.
+    fs::set_permissions(&fence.home, fs::Permissions::from_mode(0o711)).expect("chmod");
+    let key = fence.home.join("push");
+    fs::copy(&site.key, &key).expect("copy the push key");
+    chown(&key, fence.uid, fence.gid);
+    let rf_home = fence.home.join("rf");
+    let agent = fence.home.join("broker").join("agent.sock");
+    let env = |cmd: &mut Command| {
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &fence.home)
+            .env("ROW_FENCE_HOME", &rf_home)
+            .env("ROW_FENCE_STORE", "file")
+            .current_dir(&fence.home)
+            .uid(fence.uid)
+            .gid(fence.gid);
+    };
+    // The operator (the daemon's uid) grants lane A its row.
+    let descriptor = fence.home.join("lane-a.json");
+    let mut acquire = Command::new(crate::util::bin("row-fence"));
+    env(&mut acquire);
+    acquire.args([
+        "acquire",
+        "board-1",
+        "row-1",
+        "--lane",
+        "lane-a",
+        "--write-descriptor",
+    ]);
+    acquire.arg(&descriptor);
+    run(&mut acquire).expect_ok("acquire as the daemon's uid");
+    fs::write(
+        &site.lanes,
+        format!(
+            "[[lane]]\nuid = {}\ndescriptor = \"{}\"\n",
+            a.uid,
+            descriptor.display()
+        ),
+    )
+    .expect("lanes.toml");
+    let log = root.join("fence-daemon.log");
+    let mut cmd = Command::new(crate::util::bin("row-fence-resident"));
+    env(&mut cmd);
+    cmd.arg("--broker-socket")
+        .arg(&agent)
+        .arg("--broker-key")
+        .arg(&key)
+        .arg("--broker-lanes")
+        .arg(&site.lanes)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(&log).expect("log"));
+    let daemon = UserDaemon {
+        child: cmd.spawn().expect("spawn the daemon as its own uid"),
+        log,
+    };
+    let until = Instant::now() + Duration::from_secs(10);
+    while !agent.exists() {
+        assert!(
+            Instant::now() < until,
+            "no broker socket within 10 s: {}",
+            fs::read_to_string(&daemon.log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // The broker works under its own uid: ALLOWED lane A pushes.
+    let head = site
+        .as_lane(&a, &a_tree, "git", &["rev-parse", "HEAD"])
+        .stdout
+        .trim()
+        .to_string();
+    site.as_lane_env(
+        &a,
+        &a_tree,
+        "git",
+        &["push", "-q", "origin", "HEAD:refs/heads/main"],
+        &[("SSH_AUTH_SOCK", &agent.display().to_string())],
+    )
+    .expect_ok("lane A's push through a broker under its own uid");
+    assert_eq!(site.remote_ref("main").as_deref(), Some(head.as_str()));
+
+    // Undumpable: its /proc files are root's, so neither a lane's uid nor the daemon's own
+    // uid can open its memory; and it writes no core file.
+    let proc = PathBuf::from(format!("/proc/{}", daemon.child.id()));
+    use std::os::unix::fs::MetadataExt;
+    let mem = proc.join("mem");
+    assert_eq!(
+        fs::metadata(&mem).expect("stat mem").uid(),
+        0,
+        "the daemon is dumpable: its memory is its uid's"
+    );
+    assert!(
+        !can_open(&site, &fence, &mem),
+        "the daemon's own uid opened its memory"
+    );
+    assert!(
+        !can_open(&site, &a, &mem),
+        "a lane's uid opened the daemon's memory"
+    );
+    assert!(
+        !can_open(&site, &a, &key),
+        "a lane's uid opened the push key file"
+    );
+    let limits = fs::read_to_string(proc.join("limits")).expect("limits");
+    let core = limits
+        .lines()
+        .find(|l| l.starts_with("Max core file size"))
+        .expect("core limit line");
+    assert_eq!(
+        core.split_whitespace().nth(4),
+        Some("0"),
+        "core files are on: {core}"
+    );
+}
