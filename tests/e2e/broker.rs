@@ -387,6 +387,31 @@ fn as_root_git(dir: &Path, args: &[&str], target: &Path) {
     assert_eq!(ran.code, 0, "git {args:?}: {}", ran.stderr);
 }
 
+/// Sends one SSH2_AGENTC_SIGN_REQUEST (13) for the key in argv[2] (a `.pub` file) to the
+/// agent socket argv[1]; exits 0 on SSH2_AGENT_SIGN_RESPONSE (14), 1 otherwise.
+const RAW_SIGN_REQUEST: &str = r#"
+import base64, socket, struct, sys
+blob = base64.b64decode(open(sys.argv[2]).read().split()[1])
+pack = lambda b: struct.pack(">I", len(b)) + b
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(pack(bytes([13]) + pack(blob) + pack(b"data to sign") + struct.pack(">I", 0)))
+head = b""
+while len(head) < 4:
+    more = s.recv(4 - len(head))
+    if not more:
+        sys.exit(1)
+    head += more
+n = struct.unpack(">I", head)[0]
+body = b""
+while len(body) < n:
+    more = s.recv(n - len(body))
+    if not more:
+        sys.exit(1)
+    body += more
+sys.exit(0 if body[:1] == bytes([14]) else 1)
+"#;
+
 #[test]
 fn a_lane_pushes_while_allowed_and_after_a_takeover_no_route_gets_a_signature() {
     let mut site = Site::new();
@@ -410,6 +435,23 @@ fn a_lane_pushes_while_allowed_and_after_a_takeover_no_route_gets_a_signature() 
     )
     .expect_ok("lane A's push while ALLOWED");
     assert_eq!(site.remote_ref("main").as_deref(), Some(first.as_str()));
+    // A script of the lane's own that opens its own connection to the agent socket and
+    // sends a sign request for the push key (its public half is public) without listing
+    // first: signed while ALLOWED.
+    let public = a.home.join("push.pub");
+    fs::copy(site.key.with_extension("pub"), &public).expect("copy push.pub");
+    chown(&public, a.uid, a.gid);
+    let agent = site.agent.display().to_string();
+    let public_text = public.display().to_string();
+    let sign_direct = |site: &Site| {
+        site.as_lane(
+            &a,
+            &a.home,
+            "python3",
+            &["-c", RAW_SIGN_REQUEST, &agent, &public_text],
+        )
+    };
+    sign_direct(&site).expect_ok("a raw sign request while ALLOWED");
 
     // Lane B takes the row over; lane A's next push has no signature by any route.
     site.home
@@ -505,6 +547,11 @@ fn a_lane_pushes_while_allowed_and_after_a_takeover_no_route_gets_a_signature() 
             "{what} moved the remote ref"
         );
     }
+    let signed = sign_direct(&site);
+    assert_ne!(
+        signed.code, 0,
+        "a direct sign request was answered after the takeover"
+    );
     let refused = site.ssh_refusals("lane-a", 1);
     assert!(
         !refused.is_empty() && refused.iter().all(|r| r.verdict.is_denial()),
@@ -555,6 +602,16 @@ fn a_lane_pushes_while_allowed_and_after_a_takeover_no_route_gets_a_signature() 
     )
     .expect_ok("lane B's push after its takeover");
     assert_eq!(site.remote_ref("lane-b").as_deref(), Some(b_head.as_str()));
+
+    // `status` counts what the broker signed and refused.
+    let status = crate::util::status(&site.home.socket());
+    let broker = &status["broker"];
+    assert!(broker["signed"].as_u64().unwrap_or(0) >= 3, "{status}");
+    assert!(
+        broker["sign_refused"].as_u64().unwrap_or(0) >= 1,
+        "{status}"
+    );
+    assert_eq!(broker["lanes"], 2, "{status}");
 }
 
 #[test]

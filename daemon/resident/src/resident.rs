@@ -72,6 +72,8 @@ pub struct Resident {
     /// The location fence; `None` unless `ROW_FENCE_LOCATION` is set (inert: no fetch,
     /// no check, no extra field).
     location: Option<Arc<LocationFence>>,
+    /// The key broker's counters, set once when the broker is on.
+    pub broker: std::sync::OnceLock<Arc<crate::broker::BrokerStats>>,
 }
 
 /// Counters, all since start.
@@ -118,6 +120,7 @@ impl Resident {
             started_at_ms: ledger::now_ms(),
             registry: Registry::default(),
             location: None,
+            broker: std::sync::OnceLock::new(),
         }
     }
 
@@ -394,6 +397,7 @@ impl Resident {
             recent_refusals_omitted,
             ledger_dropped: self.refusals.dropped(),
             location_fence: self.location.as_ref().map(|fence| fence.status()),
+            broker: self.broker.get().map(|stats| stats.status()),
         }
     }
 }

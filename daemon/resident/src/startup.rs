@@ -277,12 +277,19 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
             lanes = lanes.len(),
             "the key broker is serving"
         );
+        let stats = Arc::new(crate::broker::BrokerStats {
+            socket: guard.path().to_path_buf(),
+            keys: keys.len() as u64,
+            lanes: lanes.len() as u64,
+            ..Default::default()
+        });
+        let _ = resident.broker.set(stats.clone());
         let broker = Arc::new(crate::broker::Broker {
             keys,
             lanes,
             resident: resident.clone(),
             own_uid: paths::euid(),
-            stats: Default::default(),
+            stats,
         });
         tokio::spawn(crate::broker::run(
             listener,

@@ -76,6 +76,11 @@ impl PushKeys {
         Ok(PushKeys { keys })
     }
 
+    /// How many keys are loaded.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
     /// True when no key is loaded (the broker then signs nothing).
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()

@@ -103,15 +103,36 @@ pub enum BrokerError {
     },
 }
 
-/// Counters for `status`, since start.
+/// What `status` shows of the broker: its socket, what it holds, counters since start.
 #[derive(Debug, Default)]
 pub struct BrokerStats {
+    /// The agent socket.
+    pub socket: PathBuf,
+    /// Push keys held.
+    pub keys: u64,
+    /// Uids bound to lanes.
+    pub lanes: u64,
     /// Connections accepted.
     pub connections: AtomicU64,
     /// Signatures made.
     pub signed: AtomicU64,
     /// Sign requests refused (not ALLOWED, no lane, or a key the broker does not hold).
     pub refused: AtomicU64,
+}
+
+impl BrokerStats {
+    /// The status object's broker part.
+    pub fn status(&self) -> row_fence_contract::status::BrokerStatus {
+        use std::sync::atomic::Ordering::Relaxed;
+        row_fence_contract::status::BrokerStatus {
+            socket: self.socket.display().to_string(),
+            keys: self.keys,
+            lanes: self.lanes,
+            connections: self.connections.load(Relaxed),
+            signed: self.signed.load(Relaxed),
+            sign_refused: self.refused.load(Relaxed),
+        }
+    }
 }
 
 /// What every broker session shares.
@@ -124,8 +145,8 @@ pub struct Broker {
     pub resident: Arc<Resident>,
     /// The daemon's own uid (the operator's; no lane).
     pub own_uid: u32,
-    /// Counters.
-    pub stats: BrokerStats,
+    /// Counters, shared with the daemon's `status`.
+    pub stats: Arc<BrokerStats>,
 }
 
 /// The broker before the daemon serves: keys and bindings loaded, socket bound.
