@@ -199,10 +199,26 @@ impl Site {
         let key = keys.join("push");
         ssh_keygen(&key, "push");
         let public = fs::read_to_string(keys.join("push.pub")).expect("push.pub");
+        let read_key = keys.join("read");
+        ssh_keygen(&read_key, "read");
+        let read_public = fs::read_to_string(keys.join("read.pub")).expect("read.pub");
         let git_shell = which("git-shell");
+        // The forge's rule for the read key: git-upload-pack (fetch) only.
+        let fetch_only = root.join("fetch-only.sh");
+        fs::write(
+            &fetch_only,
+            format!(
+                "#!/bin/sh\ncase \"$SSH_ORIGINAL_COMMAND\" in\n  \"git-upload-pack \"*) exec {} -c \"$SSH_ORIGINAL_COMMAND\" ;;\nesac\necho 'this key may only fetch' >&2\nexit 1\n",
+                git_shell.display()
+            ),
+        )
+        .expect("fetch-only.sh");
+        fs::set_permissions(&fetch_only, fs::Permissions::from_mode(0o755)).expect("chmod");
+        let options = "no-port-forwarding,no-agent-forwarding,no-X11-forwarding,no-pty";
         let authorized = format!(
-            "command=\"{} -c \\\"$SSH_ORIGINAL_COMMAND\\\"\",no-port-forwarding,no-agent-forwarding,no-X11-forwarding,no-pty {public}",
-            git_shell.display()
+            "command=\"{} -c \\\"$SSH_ORIGINAL_COMMAND\\\"\",{options} {public}command=\"{}\",{options} {read_public}",
+            git_shell.display(),
+            fetch_only.display()
         );
         let sshd = Sshd::start(&root.join("sshd"), &server, &authorized);
         let remote = root.join("remote.git");
@@ -268,6 +284,8 @@ impl Site {
                 &self.agent.display().to_string(),
                 "--broker-key",
                 &self.key.display().to_string(),
+                "--broker-read-key",
+                &self.key.with_file_name("read").display().to_string(),
                 "--broker-lanes",
                 &self.lanes.display().to_string(),
             ],
@@ -558,6 +576,11 @@ fn a_lane_pushes_while_allowed_and_after_a_takeover_no_route_gets_a_signature() 
         "no refusal of lane A's signing in the ledger: {refused:?}"
     );
 
+    // Refused, lane A still fetches: the broker signs with the read key, which the
+    // forge lets only fetch.
+    site.as_lane(&a, &a_tree, "git", &["fetch", "-q", "origin"])
+        .expect_ok("lane A's fetch with the read key after the takeover");
+
     // Lane A cannot change what the broker holds: remove-all and add are refused.
     let own_key = a.home.join("own");
     site.as_lane(
@@ -615,21 +638,23 @@ fn a_lane_pushes_while_allowed_and_after_a_takeover_no_route_gets_a_signature() 
 }
 
 #[test]
-fn a_uid_with_no_lane_gets_no_identity_and_a_stopped_daemon_signs_nothing() {
+fn a_uid_with_no_lane_gets_no_push_key_and_a_stopped_daemon_signs_nothing() {
     let mut site = Site::new();
     let (a, a_tree) = site.lane("a");
     let (c, c_tree) = site.lane("c");
     let (_, a_descriptor) = site.home.acquire("board-1", "row-1", "lane-a", &[]);
     let mut daemon = site.daemon(&[(&a, &a_descriptor)]);
 
-    // Uid C is bound to no lane: the broker lists nothing to it and signs nothing.
+    // Uid C is bound to no lane: the broker lists it the read key at most and signs
+    // nothing it could push with.
+    let push_public = fs::read_to_string(site.key.with_extension("pub")).expect("push.pub");
+    let push_blob = push_public.split_whitespace().nth(1).expect("key blob");
     let listed = site.as_lane(&c, &c_tree, "ssh-add", &["-L"]);
-    assert_ne!(
-        listed.code, 0,
-        "uid C was listed identities: {}",
+    assert!(
+        !listed.stdout.contains(push_blob),
+        "uid C was listed the push key: {}",
         listed.stdout
     );
-    assert!(!listed.stdout.contains("ssh-ed25519"), "{}", listed.stdout);
     let pushed = site.as_lane(&c, &c_tree, "git", &["push", "origin", "HEAD:refs/heads/c"]);
     assert_ne!(pushed.code, 0, "uid C pushed: {}", pushed.stderr);
     assert_eq!(site.remote_ref("c"), None);
@@ -637,8 +662,9 @@ fn a_uid_with_no_lane_gets_no_identity_and_a_stopped_daemon_signs_nothing() {
     // Lane A is ALLOWED and lists the push key; once the daemon is down it pushes nothing.
     let listed = site.as_lane(&a, &a_tree, "ssh-add", &["-L"]);
     assert!(
-        listed.stdout.contains("ssh-ed25519"),
-        "lane A was not listed the push key: {}",
+        listed.stdout.contains(push_blob),
+        "lane A was not listed the push key: {}{}",
+        listed.stdout,
         listed.stderr
     );
     daemon.stop();

@@ -268,6 +268,7 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
     let broker_guard = broker.map(|prepared| {
         let crate::broker::Prepared {
             keys,
+            read_keys,
             lanes,
             listener,
             guard,
@@ -286,6 +287,7 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
         let _ = resident.broker.set(stats.clone());
         let broker = Arc::new(crate::broker::Broker {
             keys,
+            read_keys,
             lanes,
             resident: resident.clone(),
             own_uid: paths::euid(),

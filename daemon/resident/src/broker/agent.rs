@@ -1,7 +1,9 @@
 //! One broker connection: the ssh-agent protocol (ssh-agent-lib) with the peer's uid,
 //! taken from the socket when it connected, deciding everything (ARCHITECTURE.md, "Key
 //! broker"). A lane's uid may list and sign, and only while its lane is ALLOWED, judged
-//! by the same gate as every ask at the moment of each request; every other request
+//! by the same gate as every ask at the moment of each request. Read keys (fetch only, as
+//! the forge enforces) are listed after the push keys and signed for every peer, so a
+//! refused lane still fetches. Every other request
 //! (adding, removing, locking keys) is refused to everyone, so no peer can change what
 //! the broker holds. The daemon's own uid may list the keys (`ssh-add -l`) but signs
 //! nothing: it is no lane.
@@ -140,7 +142,9 @@ impl PeerSession {
 impl Session for PeerSession {
     async fn request_identities(&mut self) -> Result<Vec<Identity>, AgentError> {
         let keys = &self.broker.keys;
-        let listed = match self.peer() {
+        // Push keys first: ssh offers keys in the agent's order, and a forge that accepts
+        // the read key first would give an ALLOWED lane a fetch-only session.
+        let mut listed = match self.peer() {
             Peer::Own => keys.identities(),
             Peer::Lane(binding) => {
                 let action = format!("ssh list identities, {}", self.host());
@@ -156,12 +160,19 @@ impl Session for PeerSession {
                 Vec::new()
             }
         };
+        listed.extend(self.broker.read_keys.identities());
         Ok(listed)
     }
 
     async fn sign(&mut self, request: SignRequest) -> Result<Signature, AgentError> {
         let stats = &self.broker.stats;
         let public = request.credential.key_data();
+        if let Some(key) = self.broker.read_keys.find(public) {
+            // A read key fetches only (the forge's forced command): no verdict needed.
+            let signature = keys::sign(key, &request.data).map_err(AgentError::other)?;
+            stats.signed.fetch_add(1, Ordering::Relaxed);
+            return Ok(signature);
+        }
         let Some(key) = self.broker.keys.find(public) else {
             // Not a key the broker holds: nothing to judge, nothing it could sign.
             stats.refused.fetch_add(1, Ordering::Relaxed);

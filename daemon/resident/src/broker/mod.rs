@@ -39,6 +39,9 @@ pub struct BrokerArgs {
     /// A push key (OpenSSH Ed25519 private key, mode 600, owned by the daemon's uid); repeatable [env: ROW_FENCE_BROKER_KEYS, comma-separated]
     #[arg(long = "broker-key", value_name = "FILE")]
     pub broker_keys: Vec<PathBuf>,
+    /// A read key (same rules), signed for any peer so a refused lane can still fetch: the forge must let it only fetch; repeatable [env: ROW_FENCE_BROKER_READ_KEYS, comma-separated]
+    #[arg(long = "broker-read-key", value_name = "FILE")]
+    pub broker_read_keys: Vec<PathBuf>,
     /// The uid → lane bindings (TOML `[[lane]] uid, descriptor`) [env: ROW_FENCE_BROKER_LANES]
     #[arg(long, value_name = "FILE")]
     pub broker_lanes: Option<PathBuf>,
@@ -48,18 +51,21 @@ impl BrokerArgs {
     /// The broker's settings, or `None` when no broker socket is set (the broker is off).
     pub fn settings(&self) -> Option<Settings> {
         let socket = crate::config::flag_or_env(&self.broker_socket, "ROW_FENCE_BROKER_SOCKET")?;
-        let mut keys = self.broker_keys.clone();
-        if keys.is_empty() {
-            keys = std::env::var("ROW_FENCE_BROKER_KEYS")
+        let list = |flag: &Vec<PathBuf>, var: &str| -> Vec<PathBuf> {
+            if !flag.is_empty() {
+                return flag.clone();
+            }
+            std::env::var(var)
                 .unwrap_or_default()
                 .split(',')
                 .filter(|k| !k.is_empty())
                 .map(PathBuf::from)
-                .collect();
-        }
+                .collect()
+        };
         Some(Settings {
             socket,
-            keys,
+            keys: list(&self.broker_keys, "ROW_FENCE_BROKER_KEYS"),
+            read_keys: list(&self.broker_read_keys, "ROW_FENCE_BROKER_READ_KEYS"),
             lanes: crate::config::flag_or_env(&self.broker_lanes, "ROW_FENCE_BROKER_LANES"),
         })
     }
@@ -72,6 +78,8 @@ pub struct Settings {
     pub socket: PathBuf,
     /// The push key files.
     pub keys: Vec<PathBuf>,
+    /// The read key files (fetch only, enforced by the forge).
+    pub read_keys: Vec<PathBuf>,
     /// The bindings file; without one no uid is a lane and nothing is signed.
     pub lanes: Option<PathBuf>,
 }
@@ -139,6 +147,8 @@ impl BrokerStats {
 pub struct Broker {
     /// The push keys.
     pub keys: PushKeys,
+    /// The read keys: listed and signed for every peer, ALLOWED or not.
+    pub read_keys: PushKeys,
     /// The uid → lane bindings.
     pub lanes: Lanes,
     /// The daemon's judge, counters and ledger: a sign request is judged as an ask is.
@@ -153,6 +163,8 @@ pub struct Broker {
 pub struct Prepared {
     /// The push keys.
     pub keys: PushKeys,
+    /// The read keys.
+    pub read_keys: PushKeys,
     /// The bindings.
     pub lanes: Lanes,
     /// The bound socket.
@@ -167,6 +179,7 @@ pub fn prepare(settings: &Settings) -> Result<Prepared, BrokerError> {
     harden().map_err(BrokerError::Harden)?;
     let uid = paths::euid();
     let keys = PushKeys::load(&settings.keys, uid)?;
+    let read_keys = PushKeys::load(&settings.read_keys, uid)?;
     if keys.is_empty() {
         tracing::warn!("the key broker holds no push key: it signs nothing");
     }
@@ -189,6 +202,7 @@ pub fn prepare(settings: &Settings) -> Result<Prepared, BrokerError> {
     }
     Ok(Prepared {
         keys,
+        read_keys,
         lanes,
         listener,
         guard,
