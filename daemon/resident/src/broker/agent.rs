@@ -99,7 +99,18 @@ impl PeerSession {
             gated
         };
         let path = &binding.descriptor;
-        match descriptor::read(path) {
+        // A file read off the daemon's one serving thread: a stuck disk holds up this
+        // request only (its ssh waits; nothing is signed meanwhile).
+        let read = {
+            let path = path.clone();
+            tokio::task::spawn_blocking(move || descriptor::read(&path)).await
+        };
+        let read = read.unwrap_or_else(|e| {
+            Err(descriptor::DescriptorError::Open(std::io::Error::other(
+                format!("the read did not finish: {e}"),
+            )))
+        });
+        match read {
             Ok(Some(d)) => {
                 let claim = Claim {
                     descriptor: &d,
