@@ -312,6 +312,8 @@ impl Resident {
             row: d.row.clone(),
             lane: d.lane.clone(),
             generation: d.generation,
+            token: d.token.clone(),
+            margin_ms: self.settings.margin_ms,
             action: claim.action.to_string(),
             session: claim.session.unwrap_or_default().to_string(),
             ..AskCheck::default()
