@@ -330,7 +330,8 @@ impl Resident {
     fn stale_code(&self, ask: &Ask) -> Gated {
         let detail = match self.own_code.changed() {
             Some(what) => {
-                tracing::error!(
+                // The normal upgrade, not a fault.
+                tracing::info!(
                     "{what}: exiting with {EXIT_STALE_CODE} so the supervisor restarts this daemon on the new code"
                 );
                 self.stop(EXIT_STALE_CODE);
@@ -340,11 +341,11 @@ impl Resident {
             }
             None => stamp::foreign_detail(
                 &ask.stamp,
-                ask.caller.build.as_deref(),
-                ask.caller.home.as_deref(),
+                &ask.caller,
                 &self.stamp,
                 self.own_code.build(),
                 &self.settings.home,
+                self.own_code.dir(),
             ),
         };
         Gated {

@@ -49,6 +49,25 @@ pub enum StartError {
     /// A daemon already answers on the socket; it is left alone.
     #[error("already running: a daemon answers on {0}; leaving it alone")]
     AlreadyRunning(std::path::PathBuf),
+    /// Another daemon holds this home's lock: one daemon per home, since each writes the
+    /// home's heartbeat and a second would keep it fresh for the first.
+    #[error(
+        "another row-fence-resident serves the home {home} (it holds {lock}); one daemon per home: stop that one first, or give this one its own ROW_FENCE_HOME"
+    )]
+    HomeTaken {
+        /// The home.
+        home: std::path::PathBuf,
+        /// The lock file.
+        lock: std::path::PathBuf,
+    },
+    /// The home's lock file could not be opened or locked.
+    #[error("cannot lock {path}: {source}")]
+    HomeLock {
+        /// The lock file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The bound socket could not be listened on.
     #[error("cannot listen on {path}: {source}")]
     Listen {
@@ -123,8 +142,8 @@ pub fn run(options: Options) -> i32 {
 }
 
 fn failed(e: StartError) -> i32 {
-    tracing::error!("{e}");
-    // A closed or full stderr must not turn a refusal to start into a panic.
+    // One line on stderr, where the log goes too (a tracing line besides printed it
+    // twice). A closed or full stderr must not turn a refusal to start into a panic.
     let _ = writeln!(std::io::stderr(), "row-fence-resident: {e}");
     EXIT_START_FAILED
 }
@@ -137,6 +156,35 @@ struct Prepared {
     listener: tokio::net::UnixListener,
     guard: socket::SocketGuard,
     broker: Option<crate::broker::Prepared>,
+    /// Held until the process exits: this home's one daemon.
+    _home_lock: nix::fcntl::Flock<std::fs::File>,
+}
+
+/// Takes `<home>/resident.lock` (an exclusive `flock`, released by the kernel when the
+/// process exits, however it exits), or says which daemon holds it.
+fn lock_home(home: &std::path::Path) -> Result<nix::fcntl::Flock<std::fs::File>, StartError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = paths::resident_lock(home);
+    let cannot = |source: std::io::Error| StartError::HomeLock {
+        path: path.clone(),
+        source,
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(cannot)?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(
+        |(_, errno)| match errno {
+            nix::errno::Errno::EWOULDBLOCK => StartError::HomeTaken {
+                home: home.to_path_buf(),
+                lock: path.clone(),
+            },
+            other => cannot(std::io::Error::from(other)),
+        },
+    )
 }
 
 /// Everything that can refuse a start, in order, before anything is served.
@@ -170,18 +218,30 @@ fn prepare(options: &Options) -> Result<Prepared, StartError> {
         .as_ref()
         .map(crate::broker::prepare)
         .transpose()?;
-    let (listener, guard) = socket::bind(&settings.socket).map_err(|e| match e {
-        SocketError::AlreadyRunning(path) => StartError::AlreadyRunning(path),
-        other => StartError::Socket(other),
+    // A start refused after the broker bound its socket takes that socket back.
+    let drop_broker = || {
+        if let Some(broker) = &broker {
+            broker.guard.remove_if_ours();
+        }
+    };
+    let (listener, guard) = socket::bind(&settings.socket).map_err(|e| {
+        drop_broker();
+        match e {
+            SocketError::AlreadyRunning(path) => StartError::AlreadyRunning(path),
+            other => StartError::Socket(other),
+        }
+    })?;
+    // After the socket: a second daemon on the same socket hears "already running".
+    let home_lock = lock_home(&settings.home).inspect_err(|_| {
+        guard.remove_if_ours();
+        drop_broker();
     })?;
     let listener = listener
         .set_nonblocking(true)
         .and_then(|_| tokio::net::UnixListener::from_std(listener))
         .map_err(|source| {
             guard.remove_if_ours();
-            if let Some(broker) = &broker {
-                broker.guard.remove_if_ours();
-            }
+            drop_broker();
             StartError::Listen {
                 path: settings.socket.clone(),
                 source,
@@ -195,6 +255,7 @@ fn prepare(options: &Options) -> Result<Prepared, StartError> {
         listener,
         guard,
         broker,
+        _home_lock: home_lock,
     })
 }
 
@@ -235,6 +296,7 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
         listener,
         guard,
         broker,
+        _home_lock,
     } = prepared;
     let mut uids = vec![paths::euid()];
     uids.extend(extra_uids);
