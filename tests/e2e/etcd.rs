@@ -29,7 +29,7 @@ fn the_records_contract_holds_on_etcd() {
 }
 
 #[test]
-fn a_batch_past_one_transaction_is_refused_and_writes_nothing() {
+fn a_batch_past_one_transaction_is_refused_and_a_copied_board_keeps_its_revision() {
     let cluster = EtcdCluster::start();
     runtime().block_on(async {
         let store = EtcdStore::open(&cluster.url(), "rowfence").unwrap();
@@ -44,6 +44,29 @@ fn a_batch_past_one_transaction_is_refused_and_writes_nothing() {
             .map(|i| put("s", &format!("k{i}"), 0, json!(i)))
             .collect();
         assert_eq!(store.fenced_batch("b", &batch(fits)).await, Ok(1));
+        // A board copied from the file store keeps its revision: the next generation on
+        // etcd is above every one the file store handed out.
+        let dir = tempfile::tempdir().unwrap();
+        let file = row_fence_store::file::FileStore::new(dir.path().join("store"));
+        let grant = Grant {
+            board: "moved",
+            row: ROW,
+            lane: "lane-a",
+            ttl_ms: 60_000,
+            takeover: true,
+            tenant: None,
+        };
+        for _ in 0..3 {
+            lease::acquire(&file, &grant, None).await.unwrap();
+        }
+        let copied = row_fence_store::copy::copy_board(&file, &store, "moved")
+            .await
+            .unwrap();
+        assert_eq!((copied.from_revision, copied.revision), (3, 3));
+        let again = row_fence_store::copy::copy_board(&file, &store, "moved").await;
+        assert!(matches!(again, Err(StoreError::Invalid(_))), "{again:?}");
+        let (next, _) = lease::acquire(&store, &grant, None).await.unwrap();
+        assert_eq!(next.generation, 4);
         // A closed port is unreachable, never an answer.
         let gone = EtcdStore::open(
             &format!("etcd://127.0.0.1:{}", crate::util::free_port()),
