@@ -120,6 +120,7 @@ impl Cluster {
 /// Grants the lease the asks check, retrying while the store comes up (≤ 20 s).
 async fn grant(store: &dyn LeaseStore) -> Result<AskCheck, String> {
     let deadline = Instant::now() + Duration::from_secs(20);
+    let token = row_fence_contract::LeaseToken::generate().map_err(|e| e.to_string())?;
     let grant = Grant {
         board: "bench",
         row: "row-1",
@@ -127,6 +128,8 @@ async fn grant(store: &dyn LeaseStore) -> Result<AskCheck, String> {
         ttl_ms: 3_600_000,
         takeover: true,
         tenant: None,
+        token: &token,
+        reissue: false,
     };
     loop {
         match lease::acquire(store, &grant, None).await {
@@ -139,6 +142,7 @@ async fn grant(store: &dyn LeaseStore) -> Result<AskCheck, String> {
                     action: "bench".into(),
                     session: "bench".into(),
                     probe: true,
+                    token: d.token,
                     ..AskCheck::default()
                 });
             }

@@ -242,6 +242,7 @@ mod tests {
             lane: "l".into(),
             generation: 7,
             tenant: None,
+            token: None,
         }
     }
 

@@ -251,13 +251,17 @@ fn a_stored_expiry_past_the_year_9999_is_judged_and_shown_without_a_panic() {
     std::fs::create_dir_all(&store).unwrap();
     std::fs::write(
         store.join("b.json"),
-        r#"{"board":"b","revision":1,"sections":{"claims":{"r":{"r":1,"v":{"holder":"lane-a","generation":1,"expires_at_ms":18446744073709551615}}}}}"#,
+        r#"{"board":"b","revision":1,"sections":{"claims":{"r":{"r":1,"v":{"holder":"lane-a","generation":1,"expires_at_ms":18446744073709551615,"token_sha256":"c0b6304bd6ce9b3e65150392c91a3aa76803a59c29e46f9fb2b9aac235e58386"}}}}}"#,
     )
     .unwrap();
     let d = home.path("d.json");
+    // The token's hash above is the SHA-256 of this token (crate::util::TEST_TOKEN).
     std::fs::write(
         &d,
-        r#"{"board":"b","row":"r","lane":"lane-a","generation":1}"#,
+        format!(
+            r#"{{"board":"b","row":"r","lane":"lane-a","generation":1,"token":"{}"}}"#,
+            crate::util::TEST_TOKEN.expose()
+        ),
     )
     .unwrap();
     let daemon = home.daemon();

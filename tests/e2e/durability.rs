@@ -444,12 +444,17 @@ fn an_allowed_ask_appends_nothing_to_an_appendfsync_always_store_and_a_refusal_d
             .contains("always")
     );
     let home = Home::on(Some(&redis));
-    let (generation, _) = home.acquire("b", "r", "lane-a", &[]);
+    let (generation, written) = home.acquire("b", "r", "lane-a", &[]);
+    let token = row_fence_contract::descriptor::read(&written)
+        .unwrap()
+        .unwrap()
+        .token;
     let check = |lane: &str| AskCheck {
         board: "b".into(),
         row: "r".into(),
         lane: lane.into(),
         generation,
+        token: token.clone(),
         action: "test".into(),
         session: "s".into(),
         ..AskCheck::default()

@@ -7,6 +7,7 @@
 
 use crate::contract::{batch, put, runtime};
 use crate::etcd_cluster::{EtcdCluster, copy_dir};
+use row_fence_contract::LeaseToken;
 use row_fence_store::etcd::EtcdStore;
 use row_fence_store::etcd::batch::MAX_WRITES;
 use row_fence_store::lease::{self, Grant};
@@ -48,6 +49,7 @@ fn a_batch_past_one_transaction_is_refused_and_a_copied_board_keeps_its_revision
         // etcd is above every one the file store handed out.
         let dir = tempfile::tempdir().unwrap();
         let file = row_fence_store::file::FileStore::new(dir.path().join("store"));
+        let token = LeaseToken::generate().unwrap();
         let grant = Grant {
             board: "moved",
             row: ROW,
@@ -55,6 +57,8 @@ fn a_batch_past_one_transaction_is_refused_and_a_copied_board_keeps_its_revision
             ttl_ms: 60_000,
             takeover: true,
             tenant: None,
+            token: &token,
+            reissue: false,
         };
         for _ in 0..3 {
             lease::acquire(&file, &grant, None).await.unwrap();
@@ -67,6 +71,25 @@ fn a_batch_past_one_transaction_is_refused_and_a_copied_board_keeps_its_revision
         assert!(matches!(again, Err(StoreError::Invalid(_))), "{again:?}");
         let (next, _) = lease::acquire(&store, &grant, None).await.unwrap();
         assert_eq!(next.generation, 4);
+        // The shared judge checks the lease token on etcd too: only the holder's answers.
+        let ask = |token: Option<LeaseToken>| AskCheck {
+            board: "moved".into(),
+            row: ROW.into(),
+            lane: "lane-a".into(),
+            generation: 4,
+            probe: true,
+            token,
+            ..AskCheck::default()
+        };
+        let judged = store.ask(&ask(next.token.clone())).await.unwrap();
+        assert_eq!(judged.refusal, None);
+        for wrong in [None, Some(LeaseToken::generate().unwrap())] {
+            let judged = store.ask(&ask(wrong)).await.unwrap();
+            assert_eq!(
+                judged.refusal,
+                Some(row_fence_contract::Reason::TokenMismatch)
+            );
+        }
         // A closed port is unreachable, never an answer.
         let gone = EtcdStore::open(
             &format!("etcd://127.0.0.1:{}", crate::util::free_port()),
@@ -85,8 +108,8 @@ fn a_batch_past_one_transaction_is_refused_and_a_copied_board_keeps_its_revision
 /// What happened during a fault stream.
 #[derive(Default)]
 struct Recorded {
-    /// Acknowledged grants: generation, lane, when asked, when acknowledged.
-    grants: Vec<(u64, String, Instant, Instant)>,
+    /// Acknowledged grants: generation, lane, when asked, when acknowledged, lease token.
+    grants: Vec<(u64, String, Instant, Instant, Option<LeaseToken>)>,
     /// Asks answered: lane, generation, sent, answered, ALLOWED.
     asks: Vec<(String, u64, Instant, Instant, bool)>,
     /// Grants and asks that failed (could not read, timed out).
@@ -129,6 +152,7 @@ fn stream(
             while !stop.load(Ordering::Relaxed) {
                 n += 1;
                 let lane = LANES[n % LANES.len()];
+                let token = LeaseToken::generate().unwrap();
                 let grant = Grant {
                     board: "b",
                     row: ROW,
@@ -136,6 +160,8 @@ fn stream(
                     ttl_ms: 60_000,
                     takeover: true,
                     tenant: None,
+                    token: &token,
+                    reissue: false,
                 };
                 let started = Instant::now();
                 let done = tokio::time::timeout(
@@ -146,10 +172,13 @@ fn stream(
                 {
                     let mut r = recorded.lock().unwrap();
                     match done {
-                        Ok(Ok((d, _))) => {
-                            r.grants
-                                .push((d.generation, lane.into(), started, Instant::now()))
-                        }
+                        Ok(Ok((d, _))) => r.grants.push((
+                            d.generation,
+                            lane.into(),
+                            started,
+                            Instant::now(),
+                            d.token,
+                        )),
                         _ => r.failed += 1,
                     }
                 }
@@ -173,7 +202,7 @@ fn stream(
                         .checked_sub(back)
                         .map(|i| r.grants[i].clone())
                 };
-                let Some((generation, lane, _, _)) = pick else {
+                let Some((generation, lane, _, _, token)) = pick else {
                     tokio::time::sleep(Duration::from_millis(10)).await;
                     continue;
                 };
@@ -185,6 +214,7 @@ fn stream(
                     action: "test".into(),
                     session: "s".into(),
                     probe: true,
+                    token,
                     ..AskCheck::default()
                 };
                 let started = Instant::now();
@@ -345,6 +375,7 @@ fn a_member_restarted_from_an_older_data_dir_does_not_serve_it() {
     let old = (leader + 1) % 3;
     let rt = runtime();
     let store = EtcdStore::open(&cluster.url(), "rowfence").unwrap();
+    let token = LeaseToken::generate().unwrap();
     let grant = |lane| Grant {
         board: "b",
         row: ROW,
@@ -352,6 +383,8 @@ fn a_member_restarted_from_an_older_data_dir_does_not_serve_it() {
         ttl_ms: 60_000,
         takeover: true,
         tenant: None,
+        token: &token,
+        reissue: false,
     };
     let (first, _) = rt
         .block_on(lease::acquire(&store, &grant("lane-a"), None))
@@ -375,6 +408,7 @@ fn a_member_restarted_from_an_older_data_dir_does_not_serve_it() {
         lane: lane.into(),
         generation,
         probe: true,
+        token: Some(token.clone()),
         ..AskCheck::default()
     };
     let through_old = EtcdStore::open(&cluster.url_of(old), "rowfence").unwrap();

@@ -211,10 +211,21 @@ pub async fn records(args: RecordsArgs, settings: &Settings) -> Outcome {
             .map_err(store_failure)?,
     };
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    let snapshot = store
+    let mut snapshot = store
         .sections(&args.board, &refs)
         .await
         .map_err(store_failure)?;
+    // A lease's token hash is never printed (ARCHITECTURE.md, "Lease token").
+    for record in snapshot
+        .sections
+        .get_mut(CLAIMS)
+        .into_iter()
+        .flat_map(|s| s.values_mut())
+    {
+        if let Some(object) = record.value.as_object_mut() {
+            object.remove("token_sha256");
+        }
+    }
     if snapshot.revision == 0 {
         say!("row-fence: {}", no_board(&args.board));
     }

@@ -26,7 +26,7 @@ pub struct GitHookArgs {
     /// The repository (any directory in it)
     #[arg(long, value_name = "PATH", default_value = ".")]
     repo: PathBuf,
-    /// Keep a different pre-push hook already there and run it after the fence
+    /// Keep a different pre-push hook already there and run it before the fence (the fence asks last)
     #[arg(long, conflicts_with = "rollback")]
     chain: bool,
     /// Also every initialized submodule, recursively
@@ -303,7 +303,7 @@ fn say_hook(dir: &std::path::Path, done: Done) {
     say(&match done {
         Done::Installed => format!("installed the pre-push hook at {}", hook.display()),
         Done::Chained => format!(
-            "installed the pre-push hook at {}; the hook that was there runs after the fence (as {})",
+            "installed the pre-push hook at {}; the hook that was there runs before the fence, which asks last (as {})",
             hook.display(),
             dir.join(git_hook::CHAINED).display()
         ),

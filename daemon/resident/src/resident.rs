@@ -256,6 +256,8 @@ impl Resident {
             row: d.row.clone(),
             lane: d.lane.clone(),
             generation: d.generation,
+            token: d.token.clone(),
+            margin_ms: self.settings.margin_ms,
             action: ask.action.clone(),
             session: ask.caller.session.clone().unwrap_or_default(),
             ..AskCheck::default()
