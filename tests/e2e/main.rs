@@ -30,6 +30,8 @@ mod daemon;
 mod deploy;
 mod descriptor;
 mod durability;
+mod etcd;
+mod etcd_cluster;
 mod failover;
 mod fencing;
 mod file_store;

@@ -12,6 +12,9 @@
 //! - [`redis`]: Redis: per-record keys (the `records` layout, Lua scripts) and, for boards
 //!   not yet migrated, the whole document (the `document` layout); the records scripts
 //!   guard the layout atomically and hand a document board to its document.
+//! - [`etcd`]: etcd (`etcd://…`): per-record keys and a per-board head key, every batch
+//!   one transaction fenced on the head's `mod_revision`, quorum writes and linearizable
+//!   reads.
 //! - [`file`], [`file_log`], [`file_cache`]: the embedded default, one JSON document per
 //!   board under `$ROW_FENCE_HOME/store/`, written atomically under an exclusive lock, its
 //!   fence log, and the parsed documents readers keep while a file is unchanged.
@@ -27,6 +30,7 @@
 //! - [`lease`]: row leases (acquire, renew, release, list) as fenced writes.
 //! - [`controller`]: the board controller's lease and epoch.
 //! - [`judge`]: the one rule that judges a row lease, and the sentences that explain it.
+//! - [`copy`]: boards copied between any two stores, revisions carried.
 //! - [`meta`]: the board's scalars' keys and its [`Layout`], spelled once.
 //! - [`expected`]: what a write expects of its record's revision ([`Expected`]).
 //!
@@ -36,7 +40,9 @@
 
 pub mod atomic_file;
 pub mod controller;
+pub mod copy;
 pub mod document;
+pub mod etcd;
 pub mod expected;
 pub mod fencing;
 pub mod file;
@@ -576,7 +582,7 @@ pub trait LeaseStore: Send + Sync + fmt::Debug {
 }
 
 /// Opens the store `spec` names: the file store under `home` for `file`, a lazily
-/// connected Redis store (keys under `prefix`) for a Redis URL. Never connects here, so a
+/// connected Redis or etcd store (keys under `prefix`) for a Redis or etcd URL. Never connects here, so a
 /// daemon starts while its store is down.
 pub fn open(
     spec: &StoreSpec,
@@ -589,6 +595,7 @@ pub fn open(
         )),
         StoreSpec::File(Some(dir)) => std::sync::Arc::new(file::FileStore::new(dir.clone())),
         StoreSpec::Redis(url) => std::sync::Arc::new(redis::RedisStore::open(url, prefix)?),
+        StoreSpec::Etcd(url) => std::sync::Arc::new(etcd::EtcdStore::open(url, prefix)?),
     })
 }
 
