@@ -30,6 +30,7 @@ mod durability;
 mod failover;
 mod fencing;
 mod file_store;
+mod floor_identity;
 mod gated;
 mod git_layer;
 mod guard;
