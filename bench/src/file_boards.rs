@@ -117,6 +117,7 @@ async fn fill(store: &FileStore, board: &str, others: usize) -> Result<(), Strin
                 generation: 1,
                 expires_at_ms,
                 tenant: None,
+                token_sha256: None,
             };
             Ok(RecordWrite {
                 kind: WriteKind::Put,

@@ -18,7 +18,8 @@ pub const DESCRIPTOR_FILE: &str = "row-fence.json";
 /// Environment variable naming a descriptor explicitly.
 pub const DESCRIPTOR_ENV: &str = "ROW_FENCE_DESCRIPTOR";
 
-/// `{board, row, lane, generation}` (+ optional `tenant`): what a lane claims to hold.
+/// `{board, row, lane, generation}` (+ optional `tenant`, and the `token` a grant
+/// creates): what a lane claims to hold.
 /// Unknown members are ignored so older askers read newer descriptors.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Descriptor {
@@ -33,6 +34,11 @@ pub struct Descriptor {
     /// The board's tenant, when the location fence is used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
+    /// The lease token the grant created (ARCHITECTURE.md, "Lease token"): only this file
+    /// holds it (mode 0600). Absent in a descriptor written before lease tokens, which is
+    /// then refused `token_mismatch` until `row-fence acquire … --reissue`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<crate::LeaseToken>,
 }
 
 /// Why a name is not valid (ARCHITECTURE.md, "Vocabulary").
@@ -179,6 +185,11 @@ impl Descriptor {
         }
         if let Some(tenant) = &self.tenant {
             validate_printable("tenant", tenant, false)?;
+        }
+        if self.token.as_ref().is_some_and(|t| !t.is_well_formed()) {
+            return Err(InvalidName(
+                "token must be 64 lowercase hex digits (as row-fence acquire writes it)".into(),
+            ));
         }
         Ok(())
     }
@@ -521,8 +532,10 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, DescriptorError> {
             "a FIFO"
         } else if kind.is_socket() {
             "a socket"
+        } else if kind.is_char_device() || kind.is_block_device() {
+            "a device"
         } else {
-            "not a regular file"
+            "a special file"
         };
         return Err(DescriptorError::NotRegular(what));
     }

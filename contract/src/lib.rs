@@ -12,6 +12,7 @@
 //!
 //! - [`verdict`]: the four verdicts, every reason's spelling, the exit codes.
 //! - [`descriptor`]: the descriptor format, its validation and its resolution.
+//! - [`lease_token`]: the lease token a grant creates and an ask presents.
 //! - [`git_layout`]: git dirs as git lays them out (worktrees' common dir, submodules').
 //! - [`protocol`]: request and answer lines on the socket.
 //! - [`client`]: one exchange with the daemon within one deadline.
@@ -25,6 +26,7 @@
 pub mod client;
 pub mod descriptor;
 pub mod git_layout;
+pub mod lease_token;
 pub mod ledger;
 pub mod paths;
 pub mod protocol;
@@ -35,4 +37,5 @@ pub mod stdio;
 pub mod verdict;
 
 pub use descriptor::Descriptor;
+pub use lease_token::LeaseToken;
 pub use verdict::{Reason, Verdict, exit};

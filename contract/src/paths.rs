@@ -26,6 +26,9 @@ pub const SOCKET_PATH_LIMIT: usize = 104;
 pub enum HomeError {
     /// Neither `--home`, `ROW_FENCE_HOME` nor `HOME` is set.
     Unset,
+    /// The home was given relative (other than a leading `~/`): two worktrees would each
+    /// get a home, and a store, of their own.
+    Relative(PathBuf),
     /// The home cannot be made absolute (the working directory is gone).
     NotAbsolute {
         /// The home as given.
@@ -39,6 +42,11 @@ impl fmt::Display for HomeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             HomeError::Unset => write!(f, "neither {HOME_ENV} nor HOME is set"),
+            HomeError::Relative(path) => write!(
+                f,
+                "the row-fence home {} is relative: give an absolute path (a leading ~/ is expanded), or each directory it is used from gets its own home and store",
+                path.display()
+            ),
             HomeError::NotAbsolute { path, source } => write!(f, "{}: {source}", path.display()),
         }
     }
@@ -47,17 +55,44 @@ impl fmt::Display for HomeError {
 impl std::error::Error for HomeError {}
 
 /// Resolves the home directory: `flag`, else `ROW_FENCE_HOME` (non-empty), else
-/// `$HOME/.row-fence`. Errors when none of them is set.
+/// `$HOME/.row-fence`. A leading `~/` (or a lone `~`) is expanded from `$HOME`, as git
+/// does for its paths; any other relative home is an error ([`HomeError::Relative`]), so
+/// every program run from any directory finds the same home. Errors when none is set.
 pub fn home(flag: Option<&Path>) -> Result<PathBuf, HomeError> {
     if let Some(path) = flag {
-        return Ok(path.to_path_buf());
+        return absolute_home(path);
     }
     if let Some(value) = std::env::var_os(HOME_ENV).filter(|v| !v.is_empty()) {
-        return Ok(PathBuf::from(value));
+        return absolute_home(Path::new(&value));
     }
     match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
         Some(user_home) => Ok(PathBuf::from(user_home).join(".row-fence")),
         None => Err(HomeError::Unset),
+    }
+}
+
+fn absolute_home(path: &Path) -> Result<PathBuf, HomeError> {
+    if path.is_absolute() {
+        return Ok(path.to_path_buf());
+    }
+    let rest = if path == Path::new("~") {
+        Some(Path::new(""))
+    } else {
+        path.strip_prefix("~").ok()
+    };
+    let user_home = std::env::var_os("HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    match (rest, user_home) {
+        (Some(rest), Some(user_home)) if user_home.is_absolute() => {
+            Ok(if rest.as_os_str().is_empty() {
+                user_home
+            } else {
+                user_home.join(rest)
+            })
+        }
+        (Some(_), _) => Err(HomeError::Unset),
+        (None, _) => Err(HomeError::Relative(path.to_path_buf())),
     }
 }
 
@@ -80,6 +115,13 @@ pub fn ledger(home: &Path) -> PathBuf {
 /// The heartbeat file, `<home>/heartbeat`.
 pub fn heartbeat(home: &Path) -> PathBuf {
     home.join("heartbeat")
+}
+
+/// The lock one daemon holds (`flock`) on its home while it runs: `<home>/resident.lock`.
+/// Two daemons on one home would overwrite each other's heartbeat, so a second one
+/// refuses to start.
+pub fn resident_lock(home: &Path) -> PathBuf {
+    home.join("resident.lock")
 }
 
 /// The registry directory, part of the code stamp: `<home>/registry/`.
@@ -186,6 +228,28 @@ pub fn check_socket_dir(socket: &Path, uid: u32, allow_root: bool) -> Result<(),
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_relative_home_is_refused_and_a_leading_tilde_is_expanded() {
+        assert!(matches!(
+            home(Some(Path::new(".rf"))),
+            Err(HomeError::Relative(_))
+        ));
+        assert!(matches!(
+            home(Some(Path::new("~other/x"))),
+            Err(HomeError::Relative(_))
+        ));
+        assert_eq!(
+            home(Some(Path::new("/a/b"))).unwrap(),
+            PathBuf::from("/a/b")
+        );
+        if let Some(user) = std::env::var_os("HOME").filter(|h| Path::new(h).is_absolute()) {
+            assert_eq!(
+                home(Some(Path::new("~/x"))).unwrap(),
+                Path::new(&user).join("x")
+            );
+        }
+    }
 
     #[test]
     fn a_socket_path_at_the_limit_is_refused_with_its_length() {

@@ -73,6 +73,13 @@ pub enum Reason {
     StaleGeneration,
     /// The lease's `expires_at_ms` is at or before the store's clock.
     LeaseExpired,
+    /// The lane holds the row at this generation, but the descriptor does not carry the
+    /// lease token the grant created (a descriptor forged from a refusal's words, or one
+    /// written before lease tokens: `row-fence acquire … --reissue`).
+    TokenMismatch,
+    /// The lease is live but has less than the margin left: the write the verdict allows
+    /// happens after the verdict, and could land after the lease ended.
+    LeaseExpiring,
     /// Location fence: the board has no tenant in the registry.
     TenantUnknown,
     /// Location fence: the map has no row for the tenant.
@@ -144,6 +151,8 @@ impl Reason {
         Reason::DifferentHolder,
         Reason::StaleGeneration,
         Reason::LeaseExpired,
+        Reason::TokenMismatch,
+        Reason::LeaseExpiring,
         Reason::TenantUnknown,
         Reason::TenantNotInMap,
         Reason::TenantAmbiguous,
@@ -179,6 +188,8 @@ impl Reason {
             Reason::DifferentHolder => "different_holder",
             Reason::StaleGeneration => "stale_generation",
             Reason::LeaseExpired => "lease_expired",
+            Reason::TokenMismatch => "token_mismatch",
+            Reason::LeaseExpiring => "lease_expiring",
             Reason::TenantUnknown => "tenant_unknown",
             Reason::TenantNotInMap => "tenant_not_in_map",
             Reason::TenantAmbiguous => "tenant_ambiguous",
@@ -222,6 +233,8 @@ impl Reason {
                 | Reason::DifferentHolder
                 | Reason::StaleGeneration
                 | Reason::LeaseExpired
+                | Reason::TokenMismatch
+                | Reason::LeaseExpiring
                 | Reason::TenantUnknown
                 | Reason::TenantNotInMap
                 | Reason::TenantAmbiguous

@@ -121,6 +121,8 @@ fn a_lease_found_expired_is_never_allowed_again_by_any_judge_after_the_clock_ste
         "lane-a",
         "--generation",
         &generation.to_string(),
+        "--descriptor",
+        a.to_str().unwrap(),
     ]);
     assert_eq!(renewed.code, 1, "{}", renewed.stderr);
     assert!(
@@ -202,6 +204,8 @@ fn a_clock_that_ran_ahead_and_was_corrected_ends_with_the_holder_allowed(
             "lane-a",
             "--generation",
             &generation.to_string(),
+            "--descriptor",
+            a.to_str().unwrap(),
         ],
     );
     assert_eq!(renewed.code, 0, "{}", renewed.stderr);
@@ -275,6 +279,8 @@ fn file_store_an_expiry_a_cold_check_found_is_not_revived_by_a_check_or_renew_be
             "lane-a",
             "--generation",
             &generation.to_string(),
+            "--descriptor",
+            a.to_str().unwrap(),
             "--ttl",
             "1h",
         ],

@@ -382,10 +382,16 @@ fn install_load_and_roll_back(job: &str, program: &str, job_file: &Path) -> Vec<
         0o600
     );
     let log_dir = home.home.join("log");
-    assert_eq!(
-        fs::metadata(&log_dir).unwrap().permissions().mode() & 0o777,
-        0o700
-    );
+    match job {
+        "launchd" => assert_eq!(
+            fs::metadata(&log_dir).unwrap().permissions().mode() & 0o777,
+            0o700
+        ),
+        _ => assert!(
+            !log_dir.exists(),
+            "a unit logs to the journal: no empty log dir"
+        ),
+    }
     assert!(
         fs::read_to_string(&log).unwrap_or_default().is_empty(),
         "install loads nothing itself"
@@ -557,7 +563,7 @@ fn install_git_hook_refuses_another_hook_chains_it_and_rolls_back_exactly() {
     let refs = fs::read_to_string(&marker).unwrap();
     assert!(
         refs.contains("refs/heads/main") && refs.contains(&repo.local_head(&home)),
-        "the repository's own hook ran after the fence, with git's refs: {refs:?}"
+        "the repository's own hook ran, with git's refs: {refs:?}"
     );
 
     home.acquire("board-1", "row-1", "lane-b", &["--takeover"]);
@@ -571,10 +577,12 @@ fn install_git_hook_refuses_another_hook_chains_it_and_rolls_back_exactly() {
         push.stderr
     );
     assert_eq!(repo.remote_head(&home), before);
-    assert_eq!(
-        fs::read_to_string(&marker).unwrap(),
-        refs,
-        "a refused push runs no more hooks"
+    // The repository's own hook runs first and the fence asks last, right before the
+    // upload: the chained hook's time is not spent from the lease's margin.
+    let after = fs::read_to_string(&marker).unwrap();
+    assert!(
+        after.len() > refs.len() && after.contains(&repo.local_head(&home)),
+        "the repository's own hook ran before the fence refused: {after:?}"
     );
 
     let back = install_git_hook(&home, &repo, &["--rollback"]);

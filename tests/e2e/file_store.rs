@@ -276,6 +276,8 @@ fn a_document_rewritten_in_place_with_the_same_size_is_never_served_stale() {
             ttl_ms: 3_600_000,
             takeover: false,
             tenant: None,
+            token: &crate::util::TEST_TOKEN,
+            reissue: false,
         },
         None,
     ))

@@ -19,6 +19,9 @@ macro_rules! on_both_stores {
 mod architecture;
 mod asker;
 mod bench_smoke;
+// Lanes as real users (useradd) and a real sshd: Linux, as root.
+#[cfg(target_os = "linux")]
+mod broker;
 mod cli_contract;
 mod clock_floor;
 mod cluster;
@@ -34,14 +37,18 @@ mod floor_identity;
 mod gated;
 mod git_layer;
 mod guard;
+mod guard_quarantine;
 mod guard_round_two;
 mod history;
 mod http_git;
+mod lease_token;
 mod location;
+mod margin;
 mod migrate;
 mod model;
 mod one_client;
 mod partition;
+mod paths_options;
 mod push;
 mod readme;
 mod records_cli;

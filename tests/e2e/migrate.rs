@@ -26,6 +26,8 @@ async fn document_board(store: &RedisStore) -> u64 {
         ttl_ms: 3_600_000,
         takeover: false,
         tenant: None,
+        token: &crate::util::TEST_TOKEN,
+        reissue: false,
     };
     let (a, _) = lease::acquire(doc, &grant("row-1", "lane-a"), None)
         .await
@@ -120,6 +122,7 @@ fn a_pass_on_a_migrated_board_leaves_the_document_byte_for_byte_unchanged() {
             lane: "lane-a".into(),
             generation: 0,
             tenant: None,
+            token: Some(crate::util::TEST_TOKEN.clone()),
         };
         let generation = lease::list(&store, "b", Some("row-1")).await.unwrap().0[0]
             .lease
@@ -134,6 +137,8 @@ fn a_pass_on_a_migrated_board_leaves_the_document_byte_for_byte_unchanged() {
             ttl_ms: 60_000,
             takeover: false,
             tenant: None,
+            token: &crate::util::TEST_TOKEN,
+            reissue: false,
         };
         lease::acquire(
             &store,
@@ -150,6 +155,7 @@ fn a_pass_on_a_migrated_board_leaves_the_document_byte_for_byte_unchanged() {
             row: "row-1".into(),
             lane: "lane-a".into(),
             generation,
+            token: Some(crate::util::TEST_TOKEN.clone()),
             ..Default::default()
         };
         assert_eq!(store.ask(&check).await.unwrap().refusal, None);
@@ -270,7 +276,7 @@ fn a_document_board_on_redis_is_fenced_through_the_daemon_before_and_after_the_m
     let d = home.path("a.json");
     std::fs::write(
         &d,
-        json!({"board": "b", "row": "row-1", "lane": "lane-a", "generation": generation})
+        json!({"board": "b", "row": "row-1", "lane": "lane-a", "generation": generation, "token": crate::util::TEST_TOKEN.expose()})
             .to_string(),
     )
     .unwrap();
@@ -279,7 +285,7 @@ fn a_document_board_on_redis_is_fenced_through_the_daemon_before_and_after_the_m
     let other = home.path("b.json");
     std::fs::write(
         &other,
-        json!({"board": "b", "row": "row-2", "lane": "lane-a", "generation": generation})
+        json!({"board": "b", "row": "row-2", "lane": "lane-a", "generation": generation, "token": crate::util::TEST_TOKEN.expose()})
             .to_string(),
     )
     .unwrap();
@@ -354,6 +360,7 @@ fn ask_check(row: &str, lane: &str, generation: u64) -> AskCheck {
         row: row.into(),
         lane: lane.into(),
         generation,
+        token: Some(crate::util::TEST_TOKEN.clone()),
         ..AskCheck::default()
     }
 }
@@ -436,7 +443,7 @@ fn a_migration_while_the_daemon_runs_is_seen_by_its_next_ask_and_never_answered_
     let a = home.path("a.json");
     std::fs::write(
         &a,
-        json!({"board": "b", "row": "row-1", "lane": "lane-a", "generation": generation})
+        json!({"board": "b", "row": "row-1", "lane": "lane-a", "generation": generation, "token": crate::util::TEST_TOKEN.expose()})
             .to_string(),
     )
     .unwrap();

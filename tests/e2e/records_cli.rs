@@ -100,6 +100,9 @@ fn a_row_lease_write_fenced_on_a_stale_controller_is_refused(redis: Option<&Redi
         "acquire", "b", "r", "--lane", "l1", "--owner", "c1", "--epoch", "1",
     ]);
     assert_eq!(ok.code, 0, "{}", ok.stderr);
+    // Without --write-descriptor the descriptor, token included, is on stdout only.
+    let held = home.path("l1.json");
+    std::fs::write(&held, &ok.stdout).unwrap();
     json(&home.cli(&[
         "controller",
         "acquire",
@@ -164,6 +167,8 @@ fn a_row_lease_write_fenced_on_a_stale_controller_is_refused(redis: Option<&Redi
             "l1",
             "--generation",
             "2",
+            "--descriptor",
+            held.to_str().unwrap(),
             "--owner",
             "c2",
             "--epoch",

@@ -828,3 +828,8 @@ impl Repo {
         self.clone.join(".git").join("row-fence.json")
     }
 }
+
+/// A fixed lease token for grants made through the store library (never by `acquire`,
+/// which creates a random one).
+pub static TEST_TOKEN: std::sync::LazyLock<row_fence_contract::LeaseToken> =
+    std::sync::LazyLock::new(|| row_fence_contract::LeaseToken::parse(&"7".repeat(64)).unwrap());

@@ -12,11 +12,16 @@ on_both_stores!(
     the_json_verdict_names_what_was_judged,
 );
 
-/// Writes a descriptor for `lane` at `generation` and returns its path.
+/// Writes a descriptor for `lane` at `generation` and returns its path, with the lease
+/// token of the lane's last grant (`<lane>.json`), so only the generation is judged.
 fn descriptor(home: &Home, lane: &str, generation: u64) -> PathBuf {
     let path = home.path(&format!("{lane}-{generation}.json"));
-    let body =
+    let mut body =
         serde_json::json!({"board": "b", "row": "r", "lane": lane, "generation": generation});
+    if let Ok(text) = std::fs::read_to_string(home.path(&format!("{lane}.json"))) {
+        let granted: serde_json::Value = serde_json::from_str(&text).unwrap();
+        body["token"] = granted["token"].clone();
+    }
     std::fs::write(&path, body.to_string()).unwrap();
     path
 }
@@ -76,8 +81,9 @@ fn another_holder_is_refused_different_holder(redis: Option<&Redis>) {
 
 fn an_expired_lease_is_refused_lease_expired(redis: Option<&Redis>) {
     let home = Home::on(redis);
-    // The daemon first, so the lease's 2 s are not spent waiting for it to start.
-    let _daemon = home.daemon();
+    // The daemon first, so the lease's 2 s are not spent waiting for it to start; no
+    // margin, so the lease is ALLOWED until it expires (tests/e2e/margin.rs tests one).
+    let _daemon = home.daemon_with(&[], &[("ROW_FENCE_MARGIN", "0s")]);
     let (_, a) = home.acquire("b", "r", "lane-a", &["--ttl", "2s"]);
     home.ask_with(&a, &[]).expect(0, "row-fence: ALLOWED");
     // Then ask until the store's clock passes the expiry (bounded), whatever the load.

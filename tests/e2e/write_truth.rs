@@ -22,7 +22,7 @@ fn board_state(redis: &Redis) -> (String, String, String) {
 }
 
 /// Every write a lane or a controller makes, as the CLI spells it.
-fn writes(home: &Home, generation: u64) -> Vec<Ran> {
+fn writes(home: &Home, generation: u64, held: &std::path::Path) -> Vec<Ran> {
     let batch = home.path("batch.json");
     fs::write(
         &batch,
@@ -30,6 +30,7 @@ fn writes(home: &Home, generation: u64) -> Vec<Ran> {
     )
     .unwrap();
     let generation = generation.to_string();
+    let held = held.display().to_string();
     [
         vec!["acquire", "b", "r", "--lane", "lane-b", "--takeover"],
         vec!["batch", "b", "--file", batch.to_str().unwrap()],
@@ -41,6 +42,8 @@ fn writes(home: &Home, generation: u64) -> Vec<Ran> {
             "lane-a",
             "--generation",
             &generation,
+            "--descriptor",
+            &held,
         ],
         vec![
             "release",
@@ -50,6 +53,8 @@ fn writes(home: &Home, generation: u64) -> Vec<Ran> {
             "lane-a",
             "--generation",
             &generation,
+            "--descriptor",
+            &held,
         ],
         vec!["controller", "acquire", "b", "--owner", "c1"],
     ]
@@ -69,7 +74,7 @@ fn a_write_the_store_refuses_writes_nothing_and_names_why() {
         "ACL", "SETUSER", "nostream", "on", ">pw", "~*", "+@all", "-@stream",
     ]);
     let home = Home::on(Some(&redis));
-    let (generation, _) = home.acquire("b", "r", "lane-a", &[]);
+    let (generation, held) = home.acquire("b", "r", "lane-a", &[]);
     let before = board_state(&redis);
     type Setup = fn(&Redis);
     let faults: [(&str, Setup, Setup, Option<&str>, &str); 5] = [
@@ -138,7 +143,7 @@ fn a_write_the_store_refuses_writes_nothing_and_names_why() {
         let mut faulty = Home::with_store(format!("{}{}", redis.url(), user.unwrap_or("")));
         faulty.home = home.home.clone();
         let mid = board_state(&redis);
-        for ran in writes(&faulty, generation) {
+        for ran in writes(&faulty, generation, &held) {
             assert_eq!(ran.code, 1, "{fault}: {}", ran.stderr);
             assert!(ran.stderr.contains(says), "{fault}: {}", ran.stderr);
             assert!(
@@ -174,6 +179,8 @@ fn a_document_write_whose_history_key_is_wrong_writes_nothing() {
             ttl_ms: 3_600_000,
             takeover: false,
             tenant: None,
+            token: &crate::util::TEST_TOKEN,
+            reissue: false,
         };
         lease::acquire(store.document(), &grant, None)
             .await
@@ -235,6 +242,8 @@ fn a_log_that_cannot_be_written_never_fails_a_committed_write_and_catches_up() {
         "lane-c",
         "--generation",
         &g3.to_string(),
+        "--descriptor",
+        c.to_str().unwrap(),
     ]);
     assert_eq!(renewed.code, 0, "{}", renewed.stderr);
     assert_eq!(log_revisions(&home), (1..=4).collect::<Vec<u64>>());

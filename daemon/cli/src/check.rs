@@ -126,6 +126,8 @@ async fn ask_store(
         row: d.row.clone(),
         lane: d.lane.clone(),
         generation: d.generation,
+        token: d.token.clone(),
+        margin_ms: settings.margin_ms,
         action: action.to_string(),
         session: std::env::var(SESSION_ENV).unwrap_or_default(),
         ..AskCheck::default()

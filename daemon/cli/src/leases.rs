@@ -1,15 +1,15 @@
 //! `row-fence acquire | renew | release | show`.
 
 use crate::flags::parse_ttl;
-use crate::open::{board_revision, no_board, store_for_read, store_for_write};
+use crate::open::{board_revision, no_board, no_board_elsewhere, store_for_write, store_to_look};
 use row_fence_contract::descriptor::{
     self, DESCRIPTOR_FILE, validate_board, validate_lane, validate_row,
 };
 use row_fence_contract::exit::{Failure, Outcome};
 use row_fence_contract::report::out;
-use row_fence_contract::{Descriptor, exit, say};
+use row_fence_contract::{Descriptor, LeaseToken, exit, say};
 use row_fence_resident::config::Settings;
-use row_fence_store::atomic_file::write_private;
+use row_fence_store::atomic_file::stage;
 use row_fence_store::fencing::Controller;
 use row_fence_store::judge::rfc3339;
 use row_fence_store::lease::{self, Grant, LeaseError};
@@ -60,9 +60,12 @@ pub struct AcquireArgs {
     /// The board's tenant (recorded in the lease and the descriptor)
     #[arg(long)]
     tenant: Option<String>,
-    /// Write the descriptor (0600, atomically) here; without a path, to this worktree's <git dir>/row-fence.json
+    /// Write the descriptor, with its lease token (0600, atomically, staged before the grant: nothing is granted if it cannot be written) here; without a path, to this worktree's <git dir>/row-fence.json. Without this flag the descriptor, token included, is printed on stdout only
     #[arg(long, value_name = "PATH", num_args = 0..=1)]
     write_descriptor: Option<Option<PathBuf>>,
+    /// A lost descriptor: give the lane's live lease a new lease token (the old descriptor stops working), keeping its generation and expiry
+    #[arg(long, conflicts_with = "takeover")]
+    reissue: bool,
     /// Print the grant as JSON (the descriptor plus expires_at_ms and descriptor_path)
     #[arg(long)]
     json: bool,
@@ -82,6 +85,9 @@ pub struct RenewArgs {
     /// The generation it holds
     #[arg(long)]
     generation: u64,
+    /// The holder's descriptor, whose lease token proves it is the holder [default: this worktree's <git dir>/row-fence.json]
+    #[arg(long, value_name = "PATH")]
+    descriptor: Option<PathBuf>,
     /// New lease time from now, e.g. 90s, 15m, 2h
     #[arg(long, default_value = DEFAULT_TTL, value_parser = parse_ttl)]
     ttl: Duration,
@@ -104,6 +110,9 @@ pub struct ReleaseArgs {
     /// The generation it holds
     #[arg(long)]
     generation: u64,
+    /// The holder's descriptor, whose lease token proves it is the holder [default: this worktree's <git dir>/row-fence.json]
+    #[arg(long, value_name = "PATH")]
+    descriptor: Option<PathBuf>,
     #[command(flatten)]
     fence: FenceArgs,
 }
@@ -150,16 +159,59 @@ fn ttl_ms(ttl: Duration) -> u64 {
     ttl.as_millis().min(u64::MAX as u128) as u64
 }
 
-fn held(board: &str, row: &str, lane: &str, generation: u64) -> Result<Descriptor, Failure> {
-    let d = Descriptor {
+/// The lease renew or release acts on, with the holder's lease token: from `--descriptor`,
+/// else from this worktree's descriptor when it names the same lease. A descriptor naming
+/// another lease is an error; none leaves no token, and the store refuses `token_mismatch`.
+fn held(
+    board: &str,
+    row: &str,
+    lane: &str,
+    generation: u64,
+    descriptor: Option<&PathBuf>,
+) -> Result<Descriptor, Failure> {
+    let mut d = Descriptor {
         board: board.into(),
         row: row.into(),
         lane: lane.into(),
         generation,
         tenant: None,
+        token: None,
     };
     d.validate().map_err(Failure::usage)?;
+    let path = match descriptor {
+        Some(path) => Some(path.clone()),
+        None => worktree_descriptor().ok().filter(|p| p.exists()),
+    };
+    if let Some(path) = path {
+        let found = descriptor::read(&path)
+            .map_err(|e| Failure::could_not(format!("{} {e}", path.display())))?
+            .ok_or_else(|| Failure::could_not(format!("{} does not exist", path.display())))?;
+        let same = found.board == d.board
+            && found.row == d.row
+            && found.lane == d.lane
+            && found.generation == d.generation;
+        if same {
+            d.token = found.token;
+        } else if descriptor.is_some() {
+            return Err(Failure::usage(format!(
+                "{} holds {}/{} for {} at generation {}, not the lease named",
+                path.display(),
+                found.board,
+                found.row,
+                found.lane,
+                found.generation
+            )));
+        }
+    }
     Ok(d)
+}
+
+/// The descriptor as printed: without its lease token when the token went into a file.
+fn printable(d: &Descriptor, keep_token: bool) -> Descriptor {
+    Descriptor {
+        token: if keep_token { d.token.clone() } else { None },
+        ..d.clone()
+    }
 }
 
 pub async fn acquire(args: AcquireArgs, settings: &Settings) -> Outcome {
@@ -172,6 +224,20 @@ pub async fn acquire(args: AcquireArgs, settings: &Settings) -> Outcome {
         Some(Some(path)) => Some(path.clone()),
     };
     let store = store_for_write(settings)?;
+    let token = LeaseToken::generate()
+        .map_err(|e| Failure::could_not(format!("cannot create a lease token: {e}")))?;
+    // The descriptor is staged beside its target before the grant (ARCHITECTURE.md, "Lease
+    // token"): a directory that does not exist or cannot be written fails here, with
+    // nothing granted, so no token exists that was never saved.
+    let staged = match &target {
+        None => None,
+        Some(path) => Some(stage(path, token.expose().as_bytes(), 0o600).map_err(|e| {
+            Failure::could_not(format!(
+                "cannot write the descriptor {}: {e}; nothing was granted",
+                path.display()
+            ))
+        })?),
+    };
     let grant = Grant {
         board: &args.board,
         row: &args.row,
@@ -179,23 +245,29 @@ pub async fn acquire(args: AcquireArgs, settings: &Settings) -> Outcome {
         ttl_ms: ttl_ms(args.ttl),
         takeover: args.takeover,
         tenant: args.tenant.as_deref(),
+        token: &token,
+        reissue: args.reissue,
     };
     let (descriptor, lease) =
         lease::acquire(store.as_ref(), &grant, args.fence.controller().as_ref())
             .await
             .map_err(grant_failure)?;
-    // The grant is committed and acknowledged: the descriptor is written before anything is
-    // printed, so a closed stdout or stderr cannot leave a granted lane without it; a
-    // failed write names the generation it holds.
-    let body = serde_json::to_string(&descriptor).expect("a descriptor serializes");
-    if let Some(path) = &target {
-        write_private(path, format!("{body}\n").as_bytes()).map_err(|e| {
+    // The grant is committed and acknowledged: the staged descriptor is renamed into place
+    // before anything is printed, so a closed stdout or stderr cannot leave a granted lane
+    // without it; a failed write names the lease it holds (never its token).
+    let public = serde_json::to_string(&printable(&descriptor, false)).expect("serializes");
+    if let (Some(path), Some(staged)) = (&target, staged) {
+        let body = serde_json::to_string(&descriptor).expect("a descriptor serializes");
+        staged.commit(format!("{body}\n").as_bytes()).map_err(|e| {
             Failure::could_not(format!(
-                "granted {body}, but cannot write the descriptor {}: {e}",
+                "granted {public}, but cannot write the descriptor {}: {e} (row-fence acquire … --reissue gives the lease a new token)",
                 path.display()
             ))
         })?;
     }
+    // Without a descriptor file, stdout is the only place the token is saved.
+    let descriptor = printable(&descriptor, target.is_none());
+    let body = serde_json::to_string(&descriptor).expect("a descriptor serializes");
     if args.json {
         let mut object = serde_json::to_value(&descriptor).expect("a descriptor serializes");
         object["expires_at_ms"] = json!(lease.expires_at_ms);
@@ -205,7 +277,8 @@ pub async fn acquire(args: AcquireArgs, settings: &Settings) -> Outcome {
         out(&body);
     }
     say!(
-        "row-fence: granted {}/{} to {} at generation {} until {}",
+        "row-fence: {} {}/{} to {} at generation {} until {}",
+        if args.reissue { "reissued" } else { "granted" },
         descriptor.board,
         descriptor.row,
         descriptor.lane,
@@ -233,7 +306,13 @@ fn worktree_descriptor() -> Result<PathBuf, Failure> {
 }
 
 pub async fn renew(args: RenewArgs, settings: &Settings) -> Outcome {
-    let d = held(&args.board, &args.row, &args.lane, args.generation)?;
+    let d = held(
+        &args.board,
+        &args.row,
+        &args.lane,
+        args.generation,
+        args.descriptor.as_ref(),
+    )?;
     let store = store_for_write(settings)?;
     let lease = lease::renew(
         store.as_ref(),
@@ -248,7 +327,13 @@ pub async fn renew(args: RenewArgs, settings: &Settings) -> Outcome {
 }
 
 pub async fn release(args: ReleaseArgs, settings: &Settings) -> Outcome {
-    let d = held(&args.board, &args.row, &args.lane, args.generation)?;
+    let d = held(
+        &args.board,
+        &args.row,
+        &args.lane,
+        args.generation,
+        args.descriptor.as_ref(),
+    )?;
     let store = store_for_write(settings)?;
     lease::release(store.as_ref(), &d, args.fence.controller().as_ref())
         .await
@@ -284,7 +369,7 @@ fn print_lease(d: &Descriptor, lease: &RowLease, json: bool, verb: &str) {
 
 pub async fn show(args: ShowArgs, settings: &Settings) -> Outcome {
     validate_board(&args.board).map_err(Failure::usage)?;
-    let store = store_for_read(settings)?;
+    let store = store_to_look(settings, &args.board).await?;
     let (leases, now) = lease::list(store.as_ref(), &args.board, args.row.as_deref())
         .await
         .map_err(|e| Failure::could_not(e.to_string()))?;
@@ -294,6 +379,10 @@ pub async fn show(args: ShowArgs, settings: &Settings) -> Outcome {
     }
     if leases.is_empty() {
         let exists = board_revision(store.as_ref(), &args.board).await? > 0;
+        if !exists && let Some(failure) = no_board_elsewhere(settings, store.as_ref(), &args.board)
+        {
+            return Err(failure);
+        }
         let said = match (&args.row, exists) {
             (_, false) => no_board(&args.board),
             (Some(row), true) => format!("no lease on {}/{row}", args.board),

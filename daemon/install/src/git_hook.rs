@@ -1,6 +1,6 @@
 //! The git `pre-push` hook in a repository: installs `hooks/pre-push` without clobbering
-//! a hook that is already there (it refuses, or with `chain` runs that hook after the
-//! fence), and rolls back to exactly what was there before.
+//! a hook that is already there (it refuses, or with `chain` runs that hook before the
+//! fence, so the fence's verdict comes last, right before the upload), and rolls back to exactly what was there before.
 //!
 //! With `chain` the hooks directory holds three files: `pre-push` (the chain,
 //! `hooks/pre-push-chain`), `pre-push.row-fence` (the fence) and `pre-push.chained` (the
@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 /// The fence's pre-push hook, as shipped in `hooks/pre-push`.
 pub const PRE_PUSH: &str = include_str!("../../../hooks/pre-push");
 
-/// The chain that runs the fence, then the repository's own hook.
+/// The chain that runs the repository's own hook, then the fence.
 pub const PRE_PUSH_CHAIN: &str = include_str!("../../../hooks/pre-push-chain");
 
 /// The hook git runs before a push.
@@ -57,7 +57,7 @@ impl std::fmt::Display for Refusal {
         match self {
             Refusal::Occupied(p) => write!(
                 f,
-                "{} is another pre-push hook; leaving it alone (--chain runs it after the fence)",
+                "{} is another pre-push hook; leaving it alone (--chain runs it before the fence)",
                 p.display()
             ),
             Refusal::NotOurs(p) => write!(
@@ -159,7 +159,7 @@ pub enum State {
     Empty,
     /// `pre-push` is the fence's hook.
     Fence,
-    /// `pre-push` is the chain (the fence, then the repository's own hook).
+    /// `pre-push` is the chain (the repository's own hook, then the fence).
     Chain,
     /// `pre-push` is somebody else's hook.
     Other,

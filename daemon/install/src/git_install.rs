@@ -26,7 +26,7 @@ pub struct GitHookArgs {
     /// The repository (any directory in it)
     #[arg(long, value_name = "PATH", default_value = ".")]
     repo: PathBuf,
-    /// Keep a different pre-push hook already there and run it after the fence
+    /// Keep a different pre-push hook already there and run it before the fence (the fence asks last)
     #[arg(long, conflicts_with = "rollback")]
     chain: bool,
     /// Also every initialized submodule, recursively
@@ -280,8 +280,11 @@ fn nothing_written(problems: &[String], what: &str) -> Failure {
         say(problem);
     }
     Failure::could_not(format!(
-        "nothing was {what}: {} place(s) above cannot be",
-        problems.len()
+        "nothing was {what}: {} the places above cannot be {what} (each says why)",
+        match problems.len() {
+            1 => "one of".to_string(),
+            n => format!("{n} of"),
+        }
     ))
 }
 
@@ -293,8 +296,11 @@ fn finish(failed: Vec<String>) -> Outcome {
         say(failure);
     }
     Err(Failure::could_not(format!(
-        "{} place(s) above failed; the others are done as printed",
-        failed.len()
+        "{} the places above failed; the others are done as printed",
+        match failed.len() {
+            1 => "one of".to_string(),
+            n => format!("{n} of"),
+        }
     )))
 }
 
@@ -303,7 +309,7 @@ fn say_hook(dir: &std::path::Path, done: Done) {
     say(&match done {
         Done::Installed => format!("installed the pre-push hook at {}", hook.display()),
         Done::Chained => format!(
-            "installed the pre-push hook at {}; the hook that was there runs after the fence (as {})",
+            "installed the pre-push hook at {}; the hook that was there runs before the fence, which asks last (as {})",
             hook.display(),
             dir.join(git_hook::CHAINED).display()
         ),

@@ -26,6 +26,27 @@ pub struct CommonArgs {
     /// Prefix of every Redis key [env: ROW_FENCE_KEY_PREFIX] [default: rowfence]
     #[arg(long, global = true, value_name = "P")]
     pub key_prefix: Option<String>,
+    /// The least time a lease must have left for an ALLOWED, e.g. 5s, 30s, 2m; less is REFUSED lease_expiring [env: ROW_FENCE_MARGIN] [default: 5s]
+    #[arg(long, global = true, value_name = "DURATION")]
+    pub margin: Option<String>,
+}
+
+/// The margin when neither `--margin` nor `ROW_FENCE_MARGIN` sets one (ARCHITECTURE.md,
+/// "Margin"): the write an ALLOWED lets through happens after the verdict.
+pub const DEFAULT_MARGIN_MS: u64 = 5_000;
+
+/// The largest margin accepted (1 h): a margin past every lease's time refuses everything.
+pub const MAX_MARGIN_MS: u64 = 3_600_000;
+
+/// Parses a margin (`5s`, `1500ms`, `2m`); the error names the value and the limit.
+pub fn parse_margin(text: &str) -> Result<u64, String> {
+    let d = humantime::parse_duration(text.trim())
+        .map_err(|e| format!("margin {text:?} is not a duration such as 5s or 2m: {e}"))?;
+    let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    if ms > MAX_MARGIN_MS {
+        return Err(format!("margin {text:?} is over the 1h limit"));
+    }
+    Ok(ms)
 }
 
 /// A flag's value, else its environment variable's when set and not empty.
@@ -102,6 +123,9 @@ pub enum ConfigError {
         /// Why.
         source: std::io::Error,
     },
+    /// `--margin` / `ROW_FENCE_MARGIN` is not a duration up to 1 h.
+    #[error("{0}")]
+    Margin(String),
     /// `--store` / `ROW_FENCE_STORE` is not a store.
     #[error(transparent)]
     Store(#[from] row_fence_store::spec::SpecError),
@@ -121,6 +145,9 @@ pub struct Settings {
     pub store: StoreSpec,
     /// The Redis key prefix.
     pub key_prefix: String,
+    /// The least time in ms a lease must have left to be ALLOWED (`--margin`,
+    /// `ROW_FENCE_MARGIN`, else [`DEFAULT_MARGIN_MS`]).
+    pub margin_ms: u64,
 }
 
 impl Settings {
@@ -135,11 +162,16 @@ impl Settings {
             StoreSpec::parse(store.as_deref().unwrap_or("file")).map_err(ConfigError::Store)?;
         let key_prefix = flag_or_env(&args.key_prefix, "ROW_FENCE_KEY_PREFIX")
             .unwrap_or_else(|| store::redis::DEFAULT_KEY_PREFIX.to_string());
+        let margin_ms = match flag_or_env(&args.margin, "ROW_FENCE_MARGIN") {
+            Some(text) => parse_margin(&text).map_err(ConfigError::Margin)?,
+            None => DEFAULT_MARGIN_MS,
+        };
         Ok(Settings {
             home,
             socket,
             store,
             key_prefix,
+            margin_ms,
         })
     }
 

@@ -142,13 +142,14 @@ pub fn judged(check: &AskCheck, j: &Judgement) -> Gated {
             Gated {
                 verdict: Verdict::Allowed,
                 detail: format!(
-                    "{} holds {}/{} at generation {} until {} (in {})",
+                    "{} holds {}/{} at generation {} until {} (in {}; margin {} ms)",
                     check.lane,
                     check.board,
                     check.row,
                     check.generation,
                     rfc3339(until),
-                    span(until.saturating_sub(j.now_ms))
+                    span(until.saturating_sub(j.now_ms)),
+                    check.margin_ms
                 ),
             }
         }

@@ -80,7 +80,9 @@ impl Proof {
                 Reason::NotHeld
                 | Reason::DifferentHolder
                 | Reason::StaleGeneration
-                | Reason::LeaseExpired,
+                | Reason::LeaseExpired
+                | Reason::TokenMismatch
+                | Reason::LeaseExpiring,
             ) => self.answered_ms.store(now, Ordering::Relaxed),
             Verdict::CouldNotRead(
                 Reason::StoreUnreachable

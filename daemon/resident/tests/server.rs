@@ -51,6 +51,7 @@ impl Served {
             socket: socket.clone(),
             store: StoreSpec::File(None),
             key_prefix: "rowfence".into(),
+            margin_ms: row_fence_resident::config::DEFAULT_MARGIN_MS,
         };
         let own_code = OwnCode::capture(&home, TEST_BUILD).unwrap();
         let resident = Arc::new(Resident::new(store.clone(), own_code, settings, uids));
@@ -111,6 +112,7 @@ fn verdict(answer: &Answer) -> Option<Verdict> {
 }
 
 async fn grant(store: &dyn LeaseStore, lane: &str, takeover: bool) -> Descriptor {
+    let token = row_fence_contract::LeaseToken::generate().unwrap();
     let grant = Grant {
         board: "b",
         row: "r",
@@ -118,6 +120,8 @@ async fn grant(store: &dyn LeaseStore, lane: &str, takeover: bool) -> Descriptor
         ttl_ms: 3_600_000,
         takeover,
         tenant: None,
+        token: &token,
+        reissue: false,
     };
     lease::acquire(store, &grant, None).await.unwrap().0
 }

@@ -73,6 +73,63 @@ pub fn write(path: &Path, bytes: &[u8], mode: u32, sync_dir: bool) -> io::Result
     Ok(())
 }
 
+/// A file staged beside its target before the decision that fills it: created (mode
+/// `mode`, fsync'd) with provisional bytes, so a directory that does not exist, cannot be
+/// written or is full is found before anything depends on it; [`Staged::commit`] then
+/// writes the final bytes and renames it over the target. Dropped uncommitted, the temp
+/// file is removed. A grant stages its descriptor this way (ARCHITECTURE.md, "Lease token":
+/// nothing is granted whose descriptor cannot be written).
+pub struct Staged {
+    tmp: tempfile::NamedTempFile,
+    path: PathBuf,
+}
+
+/// Stages `path` with `provisional` bytes (see [`Staged`]). A target that is a directory
+/// is an error here, not at the rename.
+pub fn stage(path: &Path, provisional: &[u8], mode: u32) -> io::Result<Staged> {
+    if path.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::IsADirectory,
+            "is a directory",
+        ));
+    }
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&temp_prefix(path))
+        .rand_bytes(RANDOM_CHARS)
+        .tempfile_in(dir)
+        .map_err(|e| in_dir(dir, e))?;
+    tmp.as_file()
+        .set_permissions(Permissions::from_mode(mode))?;
+    tmp.write_all(provisional)?;
+    tmp.as_file().sync_all()?;
+    Ok(Staged {
+        tmp,
+        path: path.to_path_buf(),
+    })
+}
+
+impl Staged {
+    /// Replaces the staged bytes with `bytes`, fsyncs, renames over the target and fsyncs
+    /// the directory.
+    pub fn commit(mut self, bytes: &[u8]) -> io::Result<()> {
+        use std::io::Seek;
+        self.tmp.as_file().set_len(0)?;
+        self.tmp.seek(io::SeekFrom::Start(0))?;
+        self.tmp.write_all(bytes)?;
+        self.tmp.as_file().sync_all()?;
+        let dir = match self.path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        self.tmp.persist(&self.path).map_err(|e| e.error)?;
+        File::open(dir)?.sync_all()
+    }
+}
+
 /// The temp file's error names the directory, never the temp file's internal name: the
 /// caller knows only the path it asked for.
 fn in_dir(dir: &Path, e: io::Error) -> io::Error {

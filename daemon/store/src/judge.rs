@@ -4,13 +4,16 @@
 //! reads the same wherever it was decided.
 
 use crate::{AskCheck, RowLease};
-use row_fence_contract::Reason;
+use row_fence_contract::{LeaseToken, Reason};
 use std::time::Duration;
 
-/// Judges a row lease against an ask at `now_ms`: the one rule both the Lua ask script and
-/// the document adapters implement (ARCHITECTURE.md, "Verdicts and exit codes"). Holder
-/// first, so a takeover reads `different_holder`; then generation; then expiry (at or
-/// before now).
+/// Judges a row lease against an ask at `now_ms`: the one rule every adapter applies
+/// (ARCHITECTURE.md, "Verdicts and exit codes"; the Lua ask script judges the first four
+/// steps in the store and the Redis adapter then calls this on the lease it returned, so
+/// the token and the margin are judged in one place for every adapter). Holder first, so a
+/// takeover reads `different_holder`; then generation; then expiry (at or before now); then
+/// the lease token ([`token_matches`]); then the margin (less than `margin_ms` left is
+/// `lease_expiring`: the write the verdict allows happens after it).
 pub fn judge(lease: Option<&RowLease>, ask: &AskCheck, now_ms: u64) -> Option<Reason> {
     let Some(lease) = lease else {
         return Some(Reason::NotHeld);
@@ -21,8 +24,22 @@ pub fn judge(lease: Option<&RowLease>, ask: &AskCheck, now_ms: u64) -> Option<Re
         Some(Reason::StaleGeneration)
     } else if lease.expires_at_ms <= now_ms {
         Some(Reason::LeaseExpired)
+    } else if !token_matches(lease, ask.token.as_ref()) {
+        Some(Reason::TokenMismatch)
+    } else if lease.expires_at_ms - now_ms < ask.margin_ms {
+        Some(Reason::LeaseExpiring)
     } else {
         None
+    }
+}
+
+/// True when `presented` is the lease's token: its SHA-256 equals the stored
+/// `token_sha256` (constant-time). No token presented, or a lease that stores no hash (granted
+/// before lease tokens), never matches: such a descriptor needs `acquire --reissue`.
+pub fn token_matches(lease: &RowLease, presented: Option<&LeaseToken>) -> bool {
+    match (presented, lease.token_sha256.as_deref()) {
+        (Some(token), Some(stored)) => token.matches(stored),
+        _ => false,
     }
 }
 
@@ -42,6 +59,17 @@ pub fn refusal_detail(
         (Reason::StaleGeneration, Some(l)) => format!(
             "{} holds {row} at generation {}, not {}",
             l.holder, l.generation, check.generation
+        ),
+        (Reason::TokenMismatch, Some(l)) => format!(
+            "{} holds {row} at generation {}, but this descriptor does not carry that lease's token (only the descriptor written by the grant does; a lost one: row-fence acquire {} {} --lane {} --reissue)",
+            l.holder, l.generation, check.board, check.row, l.holder
+        ),
+        (Reason::LeaseExpiring, Some(l)) => format!(
+            "{}'s lease on {row} at generation {} has {} ms left, less than the {} ms margin a write needs (renew it: row-fence renew)",
+            l.holder,
+            l.generation,
+            l.expires_at_ms.saturating_sub(now_ms),
+            check.margin_ms
         ),
         (Reason::LeaseExpired, Some(l)) => format!(
             "{}'s lease on {row} at generation {} expired {} ago",

@@ -8,7 +8,7 @@ use crate::document::parse_row_lease;
 use crate::fencing::{self, Controller, WriteError};
 use crate::judge::rfc3339;
 use crate::{AskCheck, CLAIMS, LeaseStore, ReadSet, RowLease, StoreError, judge};
-use row_fence_contract::{Descriptor, Reason};
+use row_fence_contract::{Descriptor, LeaseToken, Reason};
 use serde_json::Value;
 
 /// Why a row-lease operation did not happen.
@@ -85,6 +85,13 @@ pub struct Grant<'a> {
     pub takeover: bool,
     /// The board's tenant, recorded in the lease and the descriptor.
     pub tenant: Option<&'a str>,
+    /// The new lease token (ARCHITECTURE.md, "Lease token"): the lease stores its hash,
+    /// the descriptor it. The caller creates it, so it can save the descriptor before the
+    /// grant is made.
+    pub token: &'a LeaseToken,
+    /// Give the lane's live lease a new token and keep its generation and expiry (a lost
+    /// descriptor), instead of a new grant: refused unless `lane` holds the row now.
+    pub reissue: bool,
 }
 
 /// The first read of a write on one row lease: its record only, not the claims section.
@@ -108,6 +115,32 @@ pub async fn acquire(
         |view| {
             let now = view.now_ms();
             let current = read_lease(view.section(CLAIMS).get(grant.row))?;
+            if grant.reissue {
+                let check = AskCheck {
+                    board: grant.board.into(),
+                    row: grant.row.into(),
+                    lane: grant.lane.into(),
+                    generation: current.as_ref().map_or(0, |l| l.generation),
+                    ..AskCheck::default()
+                };
+                let mut lease = match (judge(current.as_ref(), &check, now), current) {
+                    // Only the holder's live lease is reissued: its token is what is lost.
+                    (None | Some(Reason::TokenMismatch), Some(lease)) => lease,
+                    (Some(reason), lease) => {
+                        return Err(LeaseError::NotYours {
+                            reason,
+                            detail: format!(
+                                "nothing to reissue: {}",
+                                crate::judge::refusal_detail(reason, &check, lease.as_ref(), now)
+                            ),
+                        });
+                    }
+                    (None, None) => unreachable!("judge allows only a present lease"),
+                };
+                lease.token_sha256 = Some(grant.token.sha256());
+                view.section(CLAIMS).insert(grant.row, to_value(&lease));
+                return Ok(lease);
+            }
             if let Some(held) = current.filter(|l| l.holder != grant.lane && l.expires_at_ms > now)
                 && !grant.takeover
             {
@@ -124,6 +157,7 @@ pub async fn acquire(
                 generation: view.commit_revision(),
                 expires_at_ms: now.saturating_add(grant.ttl_ms),
                 tenant: grant.tenant.map(str::to_string),
+                token_sha256: Some(grant.token.sha256()),
             };
             view.section(CLAIMS).insert(grant.row, to_value(&lease));
             Ok(lease)
@@ -138,6 +172,7 @@ pub async fn acquire(
         lane: grant.lane.into(),
         generation: lease.generation,
         tenant: lease.tenant.clone(),
+        token: Some(grant.token.clone()),
     };
     Ok((descriptor, lease))
 }
@@ -205,8 +240,8 @@ pub async fn release(
 pub struct Listed {
     /// The row.
     pub row: String,
-    /// The lease.
-    #[serde(flatten)]
+    /// The lease (its `token_sha256` is never printed: `show --json` leaves it out).
+    #[serde(flatten, serialize_with = "public_lease")]
     pub lease: RowLease,
     /// The revision the record was last written at.
     pub revision: u64,
@@ -257,6 +292,9 @@ fn owned(
         row: held.row.clone(),
         lane: held.lane.clone(),
         generation: held.generation,
+        // Renew and release are the holder's: they need its token; no margin (renewing a
+        // lease about to end is what renew is for).
+        token: held.token.clone(),
         ..AskCheck::default()
     };
     match (judge(lease.as_ref(), &check, now), lease) {
@@ -268,6 +306,17 @@ fn owned(
         }),
         (None, None) => unreachable!("judge allows only a present lease"),
     }
+}
+
+/// A lease as printed: everything but its token's hash.
+fn public_lease<S: serde::Serializer>(lease: &RowLease, out: S) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(
+        &RowLease {
+            token_sha256: None,
+            ..lease.clone()
+        },
+        out,
+    )
 }
 
 fn to_value(lease: &RowLease) -> Value {

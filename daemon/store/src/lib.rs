@@ -188,6 +188,11 @@ pub struct RowLease {
     /// The board's tenant, if the grant named one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
+    /// The SHA-256 of the grant's lease token (ARCHITECTURE.md, "Lease token"), never the
+    /// token. Absent for a lease granted before lease tokens: no ask matches it until the
+    /// holder reissues it. Never printed (`show`, `records` and migrations leave it out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_sha256: Option<String>,
 }
 
 /// A consistent read of some sections of a board, with the board revision and the
@@ -294,6 +299,12 @@ pub struct AskCheck {
     pub lane: String,
     /// The generation in its descriptor.
     pub generation: u64,
+    /// The lease token its descriptor carries (`None`: it carries none, refused
+    /// `token_mismatch`).
+    pub token: Option<row_fence_contract::LeaseToken>,
+    /// The least time, in ms, the lease must have left to be ALLOWED (ARCHITECTURE.md,
+    /// "Margin"); less is REFUSED `lease_expiring`. 0 only for renew and release.
+    pub margin_ms: u64,
     /// The fenced action (for the asks stream).
     pub action: String,
     /// The caller's session (for the asks stream).

@@ -16,6 +16,10 @@ pub enum SpecError {
         "store {0:?} is not one of: file, file:DIR, redis://…, rediss://…, redis+unix://…, redis+cluster://…, rediss+cluster://…, redis+sentinel://…"
     )]
     NotAStore(String),
+    /// A Redis URL whose options or address cannot be read (the URL redacted, and why):
+    /// found here, before anything opens, so every such mistake is a usage error (exit 2).
+    #[error("store {0}: {1}")]
+    BadUrl(String, String),
 }
 
 /// A parsed store specification.
@@ -52,6 +56,16 @@ impl StoreSpec {
             "redis+sentinel://",
         ];
         if SCHEMES.iter().any(|s| text.starts_with(s)) {
+            let bad = |why: String| {
+                SpecError::BadUrl(redact(&crate::redis::url::without_options(text)), why)
+            };
+            crate::redis::url::StoreUrl::parse(text).map_err(|e| bad(e.to_string()))?;
+            if text.starts_with("redis://") || text.starts_with("rediss://") {
+                // The address as the Redis client will read it: a port that is not a
+                // number is the same kind of mistake as a bad option.
+                ::url::Url::parse(&crate::redis::url::without_options(text))
+                    .map_err(|e| bad(e.to_string()))?;
+            }
             return Ok(StoreSpec::Redis(text.to_string()));
         }
         Err(SpecError::NotAStore(redact(text)))

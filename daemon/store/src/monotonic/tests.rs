@@ -76,9 +76,14 @@ fn ask_for(lane: &str, generation: u64) -> AskCheck {
         row: "r".into(),
         lane: lane.into(),
         generation,
+        token: Some(TOKEN.clone()),
         ..AskCheck::default()
     }
 }
+
+/// The one lease token these grants store and these asks present.
+static TOKEN: std::sync::LazyLock<row_fence_contract::LeaseToken> =
+    std::sync::LazyLock::new(|| row_fence_contract::LeaseToken::parse(&"5".repeat(64)).unwrap());
 
 fn grant(lane: &str, ttl_ms: u64) -> Grant<'_> {
     Grant {
@@ -88,6 +93,8 @@ fn grant(lane: &str, ttl_ms: u64) -> Grant<'_> {
         ttl_ms,
         takeover: true,
         tenant: None,
+        token: &TOKEN,
+        reissue: false,
     }
 }
 

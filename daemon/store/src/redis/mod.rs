@@ -354,7 +354,11 @@ impl Shared {
     /// not record itself: document-layout boards), with the same fields the script writes
     /// and by the same rule: refusals, every verdict with `?asks=all`, nothing for the
     /// probe.
-    async fn record_ask(&self, check: &AskCheck, judgement: &Judgement) -> Result<(), StoreError> {
+    pub(super) async fn record_ask(
+        &self,
+        check: &AskCheck,
+        judgement: &Judgement,
+    ) -> Result<(), StoreError> {
         if check.probe {
             return Ok(());
         }

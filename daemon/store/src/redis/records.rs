@@ -146,12 +146,22 @@ impl RedisRecords {
         } else {
             Some(parse_row_lease(&parse_record(&raw)?.value)?)
         };
-        Ok(Asked::Judged(Judgement {
+        let mut judgement = Judgement {
             refusal,
             lease,
             now_ms,
             revision,
-        }))
+        };
+        if judgement.refusal.is_none() {
+            // The script judged holder, generation and expiry; the lease token and the
+            // margin are judged by the shared rule, on the lease the script returned, and a
+            // refusal there is recorded in the asks stream as the script would have.
+            judgement.refusal = crate::judge::judge(judgement.lease.as_ref(), check, now_ms);
+            if judgement.refusal.is_some() {
+                s.record_ask(check, &judgement).await?;
+            }
+        }
+        Ok(Asked::Judged(judgement))
     }
 
     /// The fenced batch script's keys and arguments for `batch` on `board` (used as an

@@ -46,6 +46,10 @@ pub enum UrlError {
         /// What it takes.
         accepted: String,
     },
+    /// An option no part of row-fence or its Redis client reads: a typo would otherwise
+    /// be ignored silently (a `min_replica=1` granting without its replica requirement).
+    #[error("unknown store URL option {0:?}; the options are {KNOWN_OPTIONS}")]
+    UnknownOption(String),
     /// A `redis+sentinel://` URL without `/<master-name>`.
     #[error("a redis+sentinel:// URL ends in /<master-name>")]
     NoMasterName,
@@ -56,6 +60,10 @@ pub enum UrlError {
     #[error("sentinel {0:?} names no host")]
     SentinelHost(String),
 }
+
+/// Every option a store URL may carry: row-fence's own, then the Redis client's.
+pub const KNOWN_OPTIONS: &str =
+    "min_replicas, replicas, wait_ms, durability, asks, db, user, pass, password, protocol";
 
 fn bad(option: &'static str, value: &str, accepted: impl Into<String>) -> UrlError {
     UrlError::BadOption {
@@ -202,7 +210,9 @@ impl StoreUrl {
                     db = value.parse().map_err(|_| bad("db", value, "a number"))?;
                     kept.push(pair);
                 }
-                _ => kept.push(pair),
+                // The Redis client's own options, passed on to it.
+                "user" | "pass" | "password" | "protocol" => kept.push(pair),
+                _ => return Err(UrlError::UnknownOption(key.to_string())),
             }
         }
         let rest = if kept.is_empty() {
@@ -320,6 +330,18 @@ fn decode(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_typo_in_an_option_is_an_error_naming_the_options() {
+        for url in [
+            "redis+unix:///tmp/r.sock?min_replica=1",
+            "redis://h:6379?durabilty=volatile",
+        ] {
+            let err = StoreUrl::parse(url).unwrap_err();
+            assert!(matches!(err, UrlError::UnknownOption(_)), "{url}");
+            assert!(err.to_string().contains("min_replicas, replicas"), "{err}");
+        }
+    }
 
     #[test]
     fn row_fences_options_are_taken_off_and_the_rest_kept() {

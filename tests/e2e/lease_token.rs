@@ -1,0 +1,215 @@
+//! The lease token (ARCHITECTURE.md, "Lease token"): only the descriptor a grant wrote can
+//! be presented. A descriptor written from a refusal's words is refused `token_mismatch`,
+//! on both stores (the Redis ask script judges the holder; the shared rule the token);
+//! nothing is granted whose descriptor cannot be written; the token and its hash are never
+//! printed; a lost descriptor is reissued; renew and release need the token.
+
+use crate::util::{Home, Redis, Repo, git};
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+
+on_both_stores!(
+    a_descriptor_forged_from_a_refusal_is_refused_token_mismatch,
+    a_grant_whose_descriptor_cannot_be_written_is_not_made,
+    neither_the_token_nor_its_hash_is_ever_printed,
+    a_lost_descriptor_is_reissued_and_the_old_one_stops,
+    renew_and_release_need_the_holders_token,
+);
+
+fn a_descriptor_forged_from_a_refusal_is_refused_token_mismatch(redis: Option<&Redis>) {
+    let home = Home::on(redis);
+    let _daemon = home.daemon();
+    let (generation, b) = home.acquire("board-1", "row-1", "lane-b", &[]);
+    home.ask_with(&b, &[]).expect(0, "row-fence: ALLOWED");
+    // Everything the refusal says, nothing the holder alone has.
+    let forged = home.path("forged.json");
+    fs::write(
+        &forged,
+        format!(r#"{{"board":"board-1","row":"row-1","lane":"lane-b","generation":{generation}}}"#),
+    )
+    .unwrap();
+    let refused = home.ask_with(&forged, &[]);
+    refused.expect(3, "row-fence: REFUSED (token_mismatch)");
+    assert!(
+        refused.verdict_line().contains("--reissue"),
+        "{}",
+        refused.stderr
+    );
+    // A guessed token is no better.
+    let guessed = home.path("guessed.json");
+    fs::write(
+        &guessed,
+        format!(
+            r#"{{"board":"board-1","row":"row-1","lane":"lane-b","generation":{generation},"token":"{}"}}"#,
+            "0".repeat(64)
+        ),
+    )
+    .unwrap();
+    home.ask_with(&guessed, &[])
+        .expect(3, "row-fence: REFUSED (token_mismatch)");
+    // Through git's pre-push hook: the forged descriptor's push leaves the remote unmoved.
+    let repo = Repo::new(&home, "forged");
+    fs::copy(&forged, repo.descriptor()).unwrap();
+    let pushed = repo.commit_and_push(&home, "forged");
+    assert_ne!(pushed.code, 0, "{}", pushed.stderr);
+    assert!(
+        pushed.stderr.contains("token_mismatch"),
+        "{}",
+        pushed.stderr
+    );
+    assert_eq!(repo.remote_head(&home), "");
+    // The holder's own descriptor pushes.
+    fs::copy(&b, repo.descriptor()).unwrap();
+    let pushed = repo.commit_and_push(&home, "holder");
+    assert_eq!(pushed.code, 0, "{}", pushed.stderr);
+    assert_eq!(repo.remote_head(&home), repo.local_head(&home));
+    let _ = git;
+}
+
+fn a_grant_whose_descriptor_cannot_be_written_is_not_made(redis: Option<&Redis>) {
+    let home = Home::on(redis);
+    let missing = home.path("no-such-dir/lane-b.json");
+    let ran = home.cli(&[
+        "acquire",
+        "board-1",
+        "row-1",
+        "--lane",
+        "lane-b",
+        "--write-descriptor",
+        missing.to_str().unwrap(),
+    ]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert!(ran.stderr.contains("nothing was granted"), "{}", ran.stderr);
+    let shown = home.cli(&["show", "board-1", "--json"]);
+    assert_eq!(shown.stdout.trim(), "[]", "{}", shown.stderr);
+    // A directory as the target: the same.
+    let dir = home.path("a-dir");
+    fs::create_dir(&dir).unwrap();
+    let ran = home.cli(&[
+        "acquire",
+        "board-1",
+        "row-1",
+        "--lane",
+        "lane-b",
+        "--write-descriptor",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    // Another lane takes the row without --takeover: nothing was held.
+    home.acquire("board-1", "row-1", "lane-a", &[]);
+    assert_eq!(
+        fs::read_dir(home.dir.path().join("a-dir")).unwrap().count(),
+        0
+    );
+}
+
+fn neither_the_token_nor_its_hash_is_ever_printed(redis: Option<&Redis>) {
+    let home = Home::on(redis);
+    let daemon = home.daemon();
+    let (_, b) = home.acquire("board-1", "row-1", "lane-b", &[]);
+    let mode = fs::metadata(&b).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let d: serde_json::Value = serde_json::from_str(&fs::read_to_string(&b).unwrap()).unwrap();
+    let token = d["token"]
+        .as_str()
+        .expect("the descriptor carries the token")
+        .to_string();
+    assert_eq!(token.len(), 64);
+    let forged = home.path("forged.json");
+    fs::write(
+        &forged,
+        r#"{"board":"board-1","row":"row-1","lane":"lane-b","generation":1}"#,
+    )
+    .unwrap();
+    let mut seen = vec![
+        home.ask_with(&b, &["--json"]).stdout,
+        home.ask_with(&forged, &["--json"]).stdout,
+        home.cli(&["show", "board-1", "--json"]).stdout,
+        home.cli(&["show", "board-1"]).stdout,
+        home.cli(&["records", "board-1", "--json"]).stdout,
+        home.cli(&["records", "board-1"]).stdout,
+        home.cli(&["status", "--json"]).stdout,
+        home.cli(&[
+            "acquire",
+            "board-1",
+            "row-2",
+            "--lane",
+            "lane-b",
+            "--write-descriptor",
+            home.path("row-2.json").to_str().unwrap(),
+        ])
+        .stdout,
+    ];
+    seen.push(daemon.log_text());
+    for entry in fs::read_dir(&home.home).unwrap().flatten() {
+        if entry.file_name() == "ledger" || entry.path().extension().is_some_and(|e| e == "jsonl") {
+            seen.push(fs::read_to_string(entry.path()).unwrap_or_default());
+        }
+    }
+    let hash = {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(token.as_bytes());
+        digest
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    for text in &seen {
+        assert!(!text.contains(&token), "the token was printed: {text}");
+        assert!(
+            !text.contains(&hash),
+            "the token's hash was printed: {text}"
+        );
+        assert!(!text.contains("token_sha256"), "{text}");
+    }
+}
+
+fn a_lost_descriptor_is_reissued_and_the_old_one_stops(redis: Option<&Redis>) {
+    let home = Home::on(redis);
+    let _daemon = home.daemon();
+    let (generation, b) = home.acquire("board-1", "row-1", "lane-b", &[]);
+    let old = home.path("old.json");
+    fs::copy(&b, &old).unwrap();
+    let (reissued, b) = home.acquire("board-1", "row-1", "lane-b", &["--reissue"]);
+    assert_eq!(reissued, generation, "a reissue keeps the generation");
+    home.ask_with(&b, &[]).expect(0, "row-fence: ALLOWED");
+    home.ask_with(&old, &[])
+        .expect(3, "row-fence: REFUSED (token_mismatch)");
+    // Only a lane that holds the row can have it reissued.
+    let ran = home.cli(&[
+        "acquire",
+        "board-1",
+        "row-1",
+        "--lane",
+        "lane-a",
+        "--reissue",
+    ]);
+    assert_eq!(ran.code, 3, "{}", ran.stderr);
+    assert!(ran.stderr.contains("different_holder") || ran.stderr.contains("held by"));
+}
+
+fn renew_and_release_need_the_holders_token(redis: Option<&Redis>) {
+    let home = Home::on(redis);
+    let (generation, b) = home.acquire("board-1", "row-1", "lane-b", &[]);
+    let g = generation.to_string();
+    let named = [
+        "board-1",
+        "row-1",
+        "--lane",
+        "lane-b",
+        "--generation",
+        g.as_str(),
+    ];
+    let bare = home.cli(&[&["renew"][..], &named[..]].concat());
+    assert_eq!(bare.code, 3, "{}", bare.stderr);
+    assert!(bare.stderr.contains("token"), "{}", bare.stderr);
+    let bare = home.cli(&[&["release"][..], &named[..]].concat());
+    assert_eq!(bare.code, 3, "{}", bare.stderr);
+    let with = ["--descriptor", b.to_str().unwrap()];
+    let renewed = home.cli(&[&["renew"][..], &named[..], &with[..]].concat());
+    assert_eq!(renewed.code, 0, "{}", renewed.stderr);
+    let released = home.cli(&[&["release"][..], &named[..], &with[..]].concat());
+    assert_eq!(released.code, 0, "{}", released.stderr);
+    let shown = home.cli(&["show", "board-1", "--json"]);
+    assert_eq!(shown.stdout.trim(), "[]");
+}
