@@ -35,6 +35,7 @@ mod etcd_cluster;
 mod failover;
 mod fencing;
 mod file_store;
+mod floor_identity;
 mod gated;
 mod git_layer;
 mod guard;

@@ -439,6 +439,11 @@ pub enum StoreError {
     /// acknowledged; read the board to find out.
     #[error("the write may have committed but was not acknowledged: {0}")]
     Indeterminate(String),
+    /// This home's floors (`revisions.json`) could not be written: a full or read-only
+    /// home. A write that committed says at which revision; an ask is not judged (a floor
+    /// no restart would see protects nothing). The sentence names the file and the fix.
+    #[error("{0}")]
+    HomeUnwritable(String),
     /// A stored record or document is not what row-fence writes.
     #[error("the store holds malformed data: {0}")]
     Corrupt(String),
@@ -471,7 +476,9 @@ impl StoreError {
     pub fn may_have_committed(&self) -> bool {
         matches!(
             self,
-            StoreError::Unacknowledged { .. } | StoreError::Indeterminate(_)
+            StoreError::Unacknowledged { .. }
+                | StoreError::Indeterminate(_)
+                | StoreError::HomeUnwritable(_)
         )
     }
 
@@ -491,6 +498,7 @@ impl StoreError {
             | StoreError::NotDurable(_)
             | StoreError::Unacknowledged { .. }
             | StoreError::Moved(_)
+            | StoreError::HomeUnwritable(_)
             | StoreError::NotThisLayout(_) => Reason::StoreError,
         }
     }
@@ -556,6 +564,15 @@ pub trait LeaseStore: Send + Sync + fmt::Debug {
 
     /// Where this store is, for status and logs, with any password redacted.
     fn describe(&self) -> String;
+
+    /// Which store this is, whatever its spelling (ARCHITECTURE.md, "The lease store"):
+    /// the key of the home's history floors. The file store: its canonical directory;
+    /// Redis: the resolved address, database and key prefix (Sentinel: the master name,
+    /// database and prefix). Two processes naming one store any two ways must get one
+    /// identity, or one's floors are invisible to the other. No password in it.
+    fn identity(&self) -> String {
+        self.describe()
+    }
 
     /// How many times the store connection was found lost (each loss makes it
     /// reconnect); 0 for stores without a connection.

@@ -227,3 +227,73 @@ mod tests {
         );
     }
 }
+
+/// `path` made absolute with symlinks, `.` and `..` resolved as far as it exists (the
+/// rest appended as written, without empty or `.` parts): one directory named with or
+/// without a trailing slash, through a symlink or relative to another working directory
+/// is one path (the key of a file store's floors, ARCHITECTURE.md "The lease store").
+pub fn canonical_path(path: &std::path::Path) -> std::path::PathBuf {
+    use std::path::{Component, PathBuf};
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(path)
+    };
+    // Lexically first (`..` after a missing part has nothing to resolve against).
+    let mut parts: Vec<Component> = Vec::new();
+    for part in absolute.components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if matches!(parts.last(), Some(Component::Normal(_))) {
+                    parts.pop();
+                }
+            }
+            other => parts.push(other),
+        }
+    }
+    let lexical: PathBuf = parts.iter().collect();
+    let mut existing = lexical.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            return rest
+                .iter()
+                .rev()
+                .fold(real, |p: PathBuf, name| p.join(name));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => return lexical,
+        }
+    }
+}
+
+#[cfg(test)]
+mod canonical_tests {
+    use super::canonical_path;
+
+    #[test]
+    fn one_directory_spelled_many_ways_is_one_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("store");
+        std::fs::create_dir(&store).unwrap();
+        std::os::unix::fs::symlink(&store, dir.path().join("link")).unwrap();
+        let want = std::fs::canonicalize(&store).unwrap();
+        for spelling in ["store", "store/", "./store/.", "link/", "store/../store"] {
+            assert_eq!(
+                canonical_path(&dir.path().join(spelling)),
+                want,
+                "{spelling}"
+            );
+        }
+        let missing = dir.path().join("not-yet/");
+        assert_eq!(
+            canonical_path(&missing),
+            std::fs::canonicalize(dir.path()).unwrap().join("not-yet")
+        );
+    }
+}
