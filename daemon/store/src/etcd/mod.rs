@@ -497,6 +497,32 @@ impl LeaseStore for EtcdStore {
         format!("{scheme}://{}", self.url.endpoints.join(","))
     }
 
+    /// The members' resolved addresses, sorted, and the key prefix: a home's floors are
+    /// the same whichever order or host spelling names the cluster (ARCHITECTURE.md, "The
+    /// lease store"). A URL naming a subset of the members is another identity, which can
+    /// only keep a floor apart, never mix two stores' floors.
+    fn identity(&self) -> String {
+        let mut members: Vec<String> = self
+            .url
+            .endpoints
+            .iter()
+            .map(|endpoint| match endpoint.rsplit_once(':') {
+                Some((host, port)) => match port.parse::<u16>() {
+                    Ok(port) => format!(
+                        "{}:{port}",
+                        crate::redis::identity::host_identity(host, port)
+                    ),
+                    Err(_) => endpoint.to_ascii_lowercase(),
+                },
+                None => endpoint.to_ascii_lowercase(),
+            })
+            .collect();
+        members.sort();
+        members.dedup();
+        let scheme = if self.url.tls { "etcds" } else { "etcd" };
+        format!("{scheme} members={} prefix={}", members.join(","), self.prefix)
+    }
+
     fn connection_losses(&self) -> u64 {
         self.losses.load(Ordering::Relaxed)
     }

@@ -54,7 +54,7 @@ fn server_identity(server: &str, kind: &str) -> String {
 /// The addresses `host` resolves to, sorted, loopback ones as `localhost`; the host name
 /// in lower case when it does not resolve now (a store whose name does not resolve
 /// answers nothing until it does).
-fn host_identity(host: &str, port: u16) -> String {
+pub(crate) fn host_identity(host: &str, port: u16) -> String {
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let resolved: Result<Vec<IpAddr>, _> = match host.parse::<IpAddr>() {
         Ok(ip) => Ok(vec![ip]),
