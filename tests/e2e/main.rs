@@ -48,6 +48,7 @@ mod push;
 mod readme;
 mod records_cli;
 mod shim_walk;
+mod spelling;
 mod split_brain;
 mod stamp;
 mod store_health;

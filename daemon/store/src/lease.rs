@@ -38,6 +38,10 @@ pub enum LeaseError {
         /// A sentence naming the holder.
         detail: String,
     },
+    /// The row or lane is a look-alike of another spelling on the board (ARCHITECTURE.md,
+    /// "One spelling"): granting it would make two leases that print alike.
+    #[error("{0}")]
+    LookAlike(String),
     /// The write was fenced on a controller lease that is stale.
     #[error("the controller lease is stale ({0})")]
     StaleController(String),
@@ -54,7 +58,10 @@ impl LeaseError {
     pub fn is_refusal(&self) -> bool {
         matches!(
             self,
-            LeaseError::Held { .. } | LeaseError::NotYours { .. } | LeaseError::StaleController(_)
+            LeaseError::Held { .. }
+                | LeaseError::NotYours { .. }
+                | LeaseError::LookAlike(_)
+                | LeaseError::StaleController(_)
         )
     }
 }
@@ -141,6 +148,7 @@ pub async fn acquire(
                 view.section(CLAIMS).insert(grant.row, to_value(&lease));
                 return Ok(lease);
             }
+            look_alike(view.section(CLAIMS), grant, now)?;
             if let Some(held) = current.filter(|l| l.holder != grant.lane && l.expires_at_ms > now)
                 && !grant.takeover
             {
@@ -271,6 +279,40 @@ pub async fn list(
         });
     }
     Ok((out, now))
+}
+
+/// Refuses a grant whose row has the look-alike skeleton of another row stored on the
+/// board, or whose lane has that of another live lease's holder (ARCHITECTURE.md, "One
+/// spelling"): `Row-1` beside `row-1` would be a second lease on what reads as one row,
+/// and "held by lane-a, not by Lane-a" a refusal that reads as nonsense. Reads the claims
+/// section whole, so a concurrent grant of a look-alike conflicts with this one's batch.
+/// A takeover does not bypass it: a look-alike is never the same lease.
+fn look_alike(
+    claims: &mut crate::fencing::TrackedSection,
+    grant: &Grant<'_>,
+    now: u64,
+) -> Result<(), LeaseError> {
+    use row_fence_contract::spelling::skeleton;
+    let (row, lane) = (skeleton(grant.row), skeleton(grant.lane));
+    for (key, value) in claims.iter() {
+        if key != grant.row && skeleton(key) == row {
+            return Err(LeaseError::LookAlike(format!(
+                "{}/{} looks like row {key} already on the board (same letters up to case and look-alikes such as 0/o, 1/l); one row has one spelling: use {key}",
+                grant.board, grant.row
+            )));
+        }
+        let lease = parse_row_lease(value).map_err(LeaseError::Store)?;
+        if lease.expires_at_ms > now
+            && lease.holder != grant.lane
+            && skeleton(&lease.holder) == lane
+        {
+            return Err(LeaseError::LookAlike(format!(
+                "lane {} looks like lane {}, which holds {}/{key}; one lane has one spelling",
+                grant.lane, lease.holder, grant.board
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn read_lease(value: Option<&Value>) -> Result<Option<RowLease>, LeaseError> {
