@@ -87,3 +87,53 @@ fn look_alike_names_never_make_a_second_lease_or_an_allowed(redis: Option<&Redis
     }
     home.ask_with(&a, &[]).expect(0, "row-fence: ALLOWED");
 }
+
+/// Spellings stored before the allowlist (here written under it, straight into the file
+/// store) are found and reported by `store check --board`, never merged.
+#[test]
+fn store_check_reports_spellings_stored_before_the_allowlist() {
+    use row_fence_store::LeaseStore;
+    use row_fence_store::fencing;
+    let home = Home::file();
+    home.acquire("b", "row-1", "lane-a", &[]);
+    let clean = home.cli(&["store", "check", "--board", "b"]);
+    assert!(!clean.stdout.contains("look alike"), "{}", clean.stdout);
+    crate::contract::runtime().block_on(async {
+        let store = row_fence_store::file::FileStore::new(home.home.join("store"));
+        let store: &dyn LeaseStore = &store;
+        let held = store
+            .record("b", "claims", "row-1")
+            .await
+            .unwrap()
+            .unwrap()
+            .value;
+        let mut other = held.clone();
+        other["holder"] = "l\u{430}ne-a".into();
+        fencing::write(
+            store,
+            "b",
+            &["claims"],
+            |view| {
+                view.section("claims").insert("Row-1", held.clone());
+                view.section("claims").insert("row-2", other.clone());
+                Ok::<_, ()>(())
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    });
+    let found = home.cli(&["store", "check", "--board", "b"]);
+    assert!(
+        found
+            .stdout
+            .contains("rows \"Row-1\" and \"row-1\" look alike"),
+        "{}",
+        found.stdout
+    );
+    assert!(found.stdout.contains("l\\u{430}ne-a"), "{}", found.stdout);
+    assert!(found.stdout.is_ascii(), "{}", found.stdout);
+    // Nothing was merged: both spellings are still there.
+    let shown = home.cli(&["show", "b"]);
+    assert!(shown.stdout.contains("Row-1") && shown.stdout.contains("row-1"));
+}

@@ -315,6 +315,47 @@ fn look_alike(
     Ok(())
 }
 
+/// The spellings on `board` that break "one spelling" (ARCHITECTURE.md, "One spelling"),
+/// one sentence each: a row or holder outside the name allowlist (stored before it), two
+/// rows with one look-alike skeleton, two holders of live leases with one. Found and
+/// reported by `row-fence store check --board`, never merged: which spelling a lane means
+/// is the operator's call.
+pub async fn spellings(store: &dyn LeaseStore, board: &str) -> Result<Vec<String>, StoreError> {
+    use row_fence_contract::descriptor::{validate_lane, validate_row};
+    use row_fence_contract::spelling::{escape, skeleton};
+    use std::collections::BTreeMap;
+    let (leases, _) = list(store, board, None).await?;
+    let mut out = Vec::new();
+    let mut rows: BTreeMap<String, &str> = BTreeMap::new();
+    let mut holders: BTreeMap<String, &str> = BTreeMap::new();
+    for l in &leases {
+        if let Err(e) = validate_row(&l.row) {
+            out.push(format!("{board}: stored {e}"));
+        }
+        if let Err(e) = validate_lane(&l.lease.holder) {
+            out.push(format!("{board}: stored {e}"));
+        }
+        if let Some(other) = rows.insert(skeleton(&l.row), &l.row) {
+            out.push(format!(
+                "{board}: rows \"{}\" and \"{}\" look alike",
+                escape(other),
+                escape(&l.row)
+            ));
+        }
+        if l.live
+            && let Some(other) = holders.insert(skeleton(&l.lease.holder), &l.lease.holder)
+            && other != l.lease.holder
+        {
+            out.push(format!(
+                "{board}: lanes \"{}\" and \"{}\" hold live leases and look alike",
+                escape(other),
+                escape(&l.lease.holder)
+            ));
+        }
+    }
+    Ok(out)
+}
+
 fn read_lease(value: Option<&Value>) -> Result<Option<RowLease>, LeaseError> {
     value
         .map(|v| parse_row_lease(v).map_err(LeaseError::Store))
