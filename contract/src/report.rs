@@ -75,15 +75,24 @@ pub fn asking_line(socket: &Path, d: &Descriptor) -> String {
 
 /// Writes one line to stderr and flushes it, ignoring every error: a program whose work
 /// is done never dies on its report (`row-fence acquire … 2>&1 | head -1`).
+/// Unsafe characters are written as `\u{…}` ([`crate::spelling::escape_unsafe`]).
 pub fn say(line: &str) {
+    let line = crate::spelling::escape_unsafe(line, true);
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "{line}");
     let _ = err.flush();
 }
 
 /// Writes one line to stdout and flushes it, ignoring every error (a closed or full
-/// stdout).
+/// stdout). A human line's unsafe characters are written as `\u{…}`
+/// ([`crate::spelling::escape_unsafe`]); a JSON line (starting `{` or `[`) is left as
+/// serde_json wrote it, which escapes every C0 control itself and must stay valid JSON.
 pub fn out(line: &str) {
+    let line = if line.starts_with(['{', '[']) {
+        std::borrow::Cow::Borrowed(line)
+    } else {
+        std::borrow::Cow::Owned(crate::spelling::escape_unsafe(line, true))
+    };
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "{line}");
     let _ = stdout.flush();
@@ -98,6 +107,7 @@ macro_rules! say {
 }
 
 /// Keeps a detail on the verdict's one line.
+/// Every other unsafe character is written as `\u{…}`, so a detail cannot forge a line.
 fn one_line(text: &str) -> String {
-    text.replace(['\n', '\r'], " ")
+    crate::spelling::escape_unsafe(&text.replace(['\n', '\r'], " "), false)
 }

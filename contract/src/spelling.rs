@@ -95,6 +95,35 @@ pub fn escape(value: &str) -> String {
     out
 }
 
+/// True for a character that can change how a line looks without being seen as itself:
+/// C0 and C1 controls, DEL, bidi controls, zero-width characters, line and paragraph
+/// separators.
+pub fn is_unsafe(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
+            '\u{61c}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+}
+
+/// `text` with every [`is_unsafe`] character written as `\u{…}` (`\n` and `\t` kept when
+/// `keep_newlines`): what every human-readable line and log line passes through, so a
+/// lane's action text, session id or a stored name cannot forge a line or clear a screen.
+/// Printable non-ASCII (a path's `é`) is kept.
+pub fn escape_unsafe(text: &str, keep_newlines: bool) -> String {
+    if !text.chars().any(is_unsafe) {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if is_unsafe(c) && !(keep_newlines && matches!(c, '\n' | '\t')) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,6 +160,18 @@ mod tests {
         assert_eq!(skeleton("modern"), skeleton("rnodem"));
         assert_ne!(skeleton("row-1"), skeleton("row-2"));
         assert_ne!(skeleton("row_1"), skeleton("row-1"));
+    }
+
+    #[test]
+    fn escape_unsafe_writes_controls_bidi_and_invisibles_and_keeps_the_rest() {
+        assert_eq!(
+            escape_unsafe(
+                "caf\u{e9} a\x1b[2J\u{7}\r\u{85}\u{7f}\u{202e}\u{200b}\u{2028}\nb",
+                true
+            ),
+            "caf\u{e9} a\\u{1b}[2J\\u{7}\\u{d}\\u{85}\\u{7f}\\u{202e}\\u{200b}\\u{2028}\nb"
+        );
+        assert_eq!(escape_unsafe("a\nb", false), "a\\u{a}b");
     }
 
     #[test]

@@ -137,3 +137,36 @@ fn store_check_reports_spellings_stored_before_the_allowlist() {
     let shown = home.cli(&["show", "b"]);
     assert!(shown.stdout.contains("Row-1") && shown.stdout.contains("row-1"));
 }
+
+/// A lane's action text with ESC, BEL, CR, a newline and a bidi override reaches the
+/// daemon's log and the verdict line escaped as `\u{…}`: no forged line, no cleared screen.
+#[test]
+fn controls_in_a_refusal_are_escaped_in_the_log_and_the_verdict_line() {
+    let home = Home::file();
+    let daemon = home.daemon();
+    home.acquire("b", "row-1", "lane-a", &[]);
+    home.acquire("b", "row-1", "lane-b", &["--takeover"]);
+    let a = home.path("lane-a.json");
+    let action = "git push\u{1b}[2J\u{7}\r\nrow-fence: ALLOWED \u{202e}x";
+    let ran = home.ask_with(&a, &["--action", action]);
+    assert_eq!(ran.code, 3, "{}", ran.stderr);
+    assert!(!ran.stderr.contains(['\u{1b}', '\u{7}', '\r', '\u{202e}']));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut log = daemon.log_text();
+    while !log.contains("2J") && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        log = daemon.log_text();
+    }
+    assert!(
+        log.contains("\\u{1b}[2J\\u{7}\\u{d}\\u{a}row-fence: ALLOWED \\u{202e}x"),
+        "{log}"
+    );
+    assert!(
+        !log.contains(['\u{1b}', '\u{7}', '\r', '\u{202e}']),
+        "{log:?}"
+    );
+    assert!(
+        !log.lines().any(|l| l.starts_with("row-fence: ALLOWED")),
+        "{log}"
+    );
+}
