@@ -153,6 +153,13 @@ pub fn prepare(
     })
 }
 
+/// This program's path, for `caller.program` (None when the OS cannot say).
+fn own_program() -> Option<String> {
+    std::env::current_exe()
+        .ok()
+        .map(|p| p.display().to_string())
+}
+
 impl Prepared {
     /// The caller of a program that asks for itself (the asker, git's transport gate):
     /// its session from `ROW_FENCE_SESSION`, the variables in [`FORWARDED_ENV`] that are
@@ -167,6 +174,7 @@ impl Prepared {
                 .collect(),
             build: Some(self.build.clone()),
             home: Some(self.home.display().to_string()),
+            program: own_program(),
         }
     }
 
@@ -183,6 +191,7 @@ impl Prepared {
                 .collect(),
             build: Some(self.build.clone()),
             home: Some(self.home.display().to_string()),
+            program: own_program(),
         }
     }
 

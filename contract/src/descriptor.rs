@@ -534,8 +534,10 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, DescriptorError> {
             "a FIFO"
         } else if kind.is_socket() {
             "a socket"
+        } else if kind.is_char_device() || kind.is_block_device() {
+            "a device"
         } else {
-            "not a regular file"
+            "a special file"
         };
         return Err(DescriptorError::NotRegular(what));
     }

@@ -117,6 +117,13 @@ pub fn heartbeat(home: &Path) -> PathBuf {
     home.join("heartbeat")
 }
 
+/// The lock one daemon holds (`flock`) on its home while it runs: `<home>/resident.lock`.
+/// Two daemons on one home would overwrite each other's heartbeat, so a second one
+/// refuses to start.
+pub fn resident_lock(home: &Path) -> PathBuf {
+    home.join("resident.lock")
+}
+
 /// The registry directory, part of the code stamp: `<home>/registry/`.
 pub fn registry(home: &Path) -> PathBuf {
     home.join("registry")

@@ -76,6 +76,11 @@ pub struct Caller {
     /// The row-fence home (absolute) whose registry the asker's stamp hashed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub home: Option<String>,
+    /// The asking program's own path (`std::env::current_exe`): a `stale_code` answer
+    /// names the binary that runs foreign code (the asker, the guard, git's transport
+    /// gate), not the one a reader would guess.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
 }
 
 /// The environment variables an asker forwards in `caller.env`.

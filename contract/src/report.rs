@@ -83,10 +83,14 @@ pub fn say(line: &str) {
     let _ = err.flush();
 }
 
-/// Writes one line to stdout and flushes it, ignoring every error (a closed or full
-/// stdout). A human line's unsafe characters are written as `\u{…}`
-/// ([`crate::spelling::escape_unsafe`]); a JSON line (starting `{` or `[`) is left as
-/// serde_json wrote it, which escapes every C0 control itself and must stay valid JSON.
+/// The first error writing stdout other than a closed pipe, for [`stdout_lost`].
+static STDOUT_LOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Writes one line to stdout and flushes it, never failing the process on it (a closed
+/// or full stdout); an error other than a closed pipe is kept for [`stdout_lost`]. A human
+/// line's unsafe characters are written as `\u{…}` ([`crate::spelling::escape_unsafe`]); a
+/// JSON line (starting `{` or `[`) is left as serde_json wrote it, which escapes every C0
+/// control itself and must stay valid JSON.
 pub fn out(line: &str) {
     let line = if line.starts_with(['{', '[']) {
         std::borrow::Cow::Borrowed(line)
@@ -94,8 +98,19 @@ pub fn out(line: &str) {
         std::borrow::Cow::Owned(crate::spelling::escape_unsafe(line, true))
     };
     let mut stdout = std::io::stdout().lock();
-    let _ = writeln!(stdout, "{line}");
-    let _ = stdout.flush();
+    let wrote = writeln!(stdout, "{line}").and_then(|_| stdout.flush());
+    if let Err(e) = wrote
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        let _ = STDOUT_LOST.set(e.to_string());
+    }
+}
+
+/// Why output printed with [`out`] was lost, if it was (a full disk, `/dev/full`): a
+/// command whose output is its product (`show`, `status --json`) then exits 1 rather than
+/// 0 over nothing. A closed pipe (`| head -1`) is the reader's choice, not a loss.
+pub fn stdout_lost() -> Option<&'static str> {
+    STDOUT_LOST.get().map(String::as_str)
 }
 
 /// [`say`] with `format!`'s arguments: `say!("row-fence: wrote {}", path.display())`.

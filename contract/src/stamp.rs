@@ -9,6 +9,8 @@ use std::fs;
 use std::io;
 use std::path::Path;
 
+use crate::protocol::Caller;
+
 /// The digest of a registry directory: every file below it, sorted by relative path,
 /// hashed with its path and length. A missing directory has the digest of an empty one.
 /// Errors when a file or directory exists but cannot be read.
@@ -87,38 +89,61 @@ pub fn code_stamp(home: &Path, build: &str) -> Result<String, RegistryUnreadable
 }
 
 /// The detail of a `stale_code` answer when the daemon's own files did not change, so
-/// the asker is the foreign one: with the asker's build digest and home (sent in the
-/// request's `caller`) it says whether the asker runs other code than the daemon's build
-/// `our_build` or the same build over another registry (usually another
-/// `ROW_FENCE_HOME`), and what to do about it.
+/// the caller is the foreign one: with the caller's build digest, home and program path
+/// (sent in the request's `caller`) it says whether the caller runs other code than the
+/// daemon's build `our_build` or the same build over another registry (usually another
+/// `ROW_FENCE_HOME`), which binary is foreign, and where the matching one is (`our_dir`,
+/// the daemon's own directory, where the installers put every binary).
 pub fn foreign_detail(
     theirs: &str,
-    their_build: Option<&str>,
-    their_home: Option<&str>,
+    caller: &Caller,
     ours: &str,
     our_build: &str,
     our_home: &Path,
+    our_dir: Option<&Path>,
 ) -> String {
+    let program = caller.program.as_deref().map(Path::new);
+    let name = program
+        .and_then(Path::file_name)
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "row-fence-ask".to_string());
+    let who = match program {
+        Some(p) => format!("the caller {}", p.display()),
+        None => "the asker".to_string(),
+    };
     let stamps = format!(
-        "the asker's code stamp {} is not the daemon's {}",
+        "{who}'s code stamp {} is not the daemon's {}",
         short(theirs),
         short(ours)
     );
     let our_home = our_home.display().to_string();
-    match (their_build, their_home) {
+    match (caller.build.as_deref(), caller.home.as_deref()) {
         (Some(build), Some(home)) if build == our_build && home != our_home => format!(
-            "{stamps}: same build, other registry: the asker read {home}/registry, the daemon {our_home}/registry; \
-             run the asker with ROW_FENCE_HOME={our_home} (row-fence install git-hook and claude-hook set it)"
+            "{stamps}: same build, other registry: {who} read {home}/registry, the daemon {our_home}/registry; \
+             run it with ROW_FENCE_HOME={our_home} (row-fence install git-hook and claude-hook set it)"
         ),
         (Some(build), _) if build == our_build => format!(
-            "{stamps}: same build, other registry: the registry the asker read under {our_home} is not the one the daemon loaded"
+            "{stamps}: same build, other registry: the registry {who} read under {our_home} is not the one the daemon loaded"
         ),
-        (Some(build), _) => format!(
-            "{stamps}: the asker runs other code than the daemon (build {}, the daemon's {}); run the row-fence-ask installed beside the daemon",
-            short(build),
-            short(our_build)
-        ),
-        (None, _) => format!("{stamps}: the asker runs other code than the daemon"),
+        (Some(build), _) => {
+            let fix = match (our_dir, program.and_then(Path::parent)) {
+                (Some(dir), Some(theirs)) if dir == theirs => format!(
+                    "{name} in {} is another build than the daemon there: install every binary from one build (README, \"Upgrading\")",
+                    dir.display()
+                ),
+                (Some(dir), _) => format!(
+                    "run the {name} installed beside the daemon, {}",
+                    dir.join(&name).display()
+                ),
+                (None, _) => format!("run the {name} installed beside the daemon"),
+            };
+            format!(
+                "{stamps}: {who} runs other code than the daemon (build {}, the daemon's {}); {fix}",
+                short(build),
+                short(our_build)
+            )
+        }
+        (None, _) => format!("{stamps}: {who} runs other code than the daemon"),
     }
 }
 
@@ -145,17 +170,26 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
     }
 
+    fn caller(build: Option<&str>, home: Option<&str>, program: Option<&str>) -> Caller {
+        Caller {
+            build: build.map(str::to_string),
+            home: home.map(str::to_string),
+            program: program.map(str::to_string),
+            ..Caller::default()
+        }
+    }
+
     #[test]
     fn a_foreign_stamp_from_another_home_says_so_and_names_both_registries() {
         let home = Path::new("/daemon/home");
         let build = "f".repeat(64);
         let said = foreign_detail(
             "a".repeat(64).as_str(),
-            Some(&build),
-            Some("/other"),
+            &caller(Some(&build), Some("/other"), None),
             "b",
             &build,
             home,
+            None,
         );
         assert!(said.contains("same build, other registry"), "{said}");
         assert!(
@@ -165,19 +199,56 @@ mod tests {
         assert!(said.contains("ROW_FENCE_HOME=/daemon/home"), "{said}");
         let said = foreign_detail(
             "a",
-            Some("0123456789abcdef"),
-            Some("/daemon/home"),
+            &caller(Some("0123456789abcdef"), Some("/daemon/home"), None),
             "b",
             &build,
             home,
+            None,
         );
         assert!(
             said.contains("runs other code") && said.contains("0123456789ab"),
             "{said}"
         );
-        let said = foreign_detail("a", None, None, "b", &build, home);
+        let said = foreign_detail("a", &Caller::default(), "b", &build, home, None);
         assert!(
             said.ends_with("the asker runs other code than the daemon"),
+            "{said}"
+        );
+    }
+
+    #[test]
+    fn a_foreign_binary_is_named_with_the_matching_one_beside_the_daemon() {
+        let home = Path::new("/daemon/home");
+        let build = "f".repeat(64);
+        let said = foreign_detail(
+            "a",
+            &caller(Some("0123"), None, Some("/old/bin/row-fence-guard")),
+            "b",
+            &build,
+            home,
+            Some(Path::new("/new/bin")),
+        );
+        assert!(
+            said.contains("the caller /old/bin/row-fence-guard"),
+            "{said}"
+        );
+        assert!(
+            said.contains(
+                "run the row-fence-guard installed beside the daemon, /new/bin/row-fence-guard"
+            ),
+            "{said}"
+        );
+        assert!(!said.contains("row-fence-ask"), "{said}");
+        let said = foreign_detail(
+            "a",
+            &caller(Some("0123"), None, Some("/new/bin/row-fence-guard")),
+            "b",
+            &build,
+            home,
+            Some(Path::new("/new/bin")),
+        );
+        assert!(
+            said.contains("row-fence-guard in /new/bin is another build than the daemon there"),
             "{said}"
         );
     }

@@ -1,6 +1,9 @@
 //! The daemon's status object, the answer to `{"v":1,"op":"status"}` (ARCHITECTURE.md, "Wire
 //! protocol"): what `row-fence status` prints and `--json` shows. The daemon builds it
 //! once and the CLI reads it back as these types, so a field has one spelling.
+//! Every field is always written (zero, empty or null when so), but the location fence's
+//! object, absent while it is off: a monitor reading `status --json` finds each field the
+//! README lists.
 
 use crate::ledger::LedgerRecord;
 use crate::verdict::Reason;
@@ -41,7 +44,7 @@ pub struct Status {
     pub store_calls_in_flight: u64,
     /// The store's role and durability settings as last checked (at connect, at every
     /// reconnect and every heartbeat); `None` before the first check.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub store_check: Option<StoreCheck>,
     /// Connections accepted since start.
     pub connections: u64,
@@ -51,14 +54,35 @@ pub struct Status {
     /// within 24 KiB of JSON, each text field cut to 240 bytes: the ledger has them whole).
     pub recent_refusals: Vec<LedgerRecord>,
     /// Older recent refusals left out to keep the answer within one message (64 KiB).
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default)]
     pub recent_refusals_omitted: u64,
     /// Refusals the ledger writer had no room for (its queue was full): not recorded.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default)]
     pub ledger_dropped: u64,
     /// The location fence's state, when it is on.
+    /// Absent while the fence is off: an inert fence adds nothing (README, "Location fence").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location_fence: Option<LocationStatus>,
+    /// The key broker's state, when it is on (ARCHITECTURE.md, "Key broker").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broker: Option<BrokerStatus>,
+}
+
+/// The key broker's state: where lanes reach it, what it holds, what it did since start.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerStatus {
+    /// The agent socket.
+    pub socket: String,
+    /// Push keys held.
+    pub keys: u64,
+    /// Uids bound to lanes.
+    pub lanes: u64,
+    /// Connections accepted since start.
+    pub connections: u64,
+    /// Signatures made since start.
+    pub signed: u64,
+    /// Sign requests refused since start (not ALLOWED, no lane, or a key it does not hold).
+    pub sign_refused: u64,
 }
 
 /// What a store's own state and settings say about keeping what it acknowledges
@@ -76,10 +100,10 @@ pub struct StoreCheck {
     /// URL opts out with `?durability=volatile`.
     pub durable: bool,
     /// What makes acknowledged writes losable, each naming the setting and the fix.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub problems: Vec<String>,
     /// What could not be checked (CONFIG disabled) and opt-outs in force.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub notes: Vec<String>,
     /// When checked, ms since the Unix epoch (this machine's clock).
     #[serde(default)]
@@ -115,7 +139,7 @@ pub struct LocationStatus {
     /// The rows of the held map, in its order, within 16 KiB of JSON.
     pub rows: Vec<TenantRow>,
     /// Rows left out to keep the answer within one message (64 KiB).
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default)]
     pub rows_omitted: u64,
     /// Why the last fetch failed (HTTP status, refused, not JSON, …), if it did.
     pub last_fetch_error: Option<String>,
@@ -124,12 +148,8 @@ pub struct LocationStatus {
     /// The newest location refusals, oldest first (at most 100, within 8 KiB of JSON).
     pub recent_refusals: Vec<LocationRefusal>,
     /// Older location refusals left out to keep the answer within one message.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default)]
     pub recent_refusals_omitted: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 /// One tenant row of the map, as the fence reads it.

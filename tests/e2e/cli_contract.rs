@@ -247,3 +247,81 @@ fn rollback_gives_back_a_settings_file_byte_for_byte_and_removes_only_one_instal
     assert_eq!(claude_hook(&home, &new, true).code, 0);
     assert!(new.exists());
 }
+
+/// A command whose output is its product does not exit 0 when that output was lost to a
+/// full device; a closed pipe is the reader's choice and changes nothing.
+#[test]
+fn output_lost_to_a_full_device_exits_1() {
+    let home = Home::file();
+    home.acquire("board-1", "row-1", "lane-a", &[]);
+    let _daemon = home.daemon();
+    for args in [&["show", "board-1"][..], &["status", "--json"]] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let ran = run(home.command(bin("row-fence")).args(args).stdout(full));
+        assert_eq!(ran.code, 1, "{args:?}: {}", ran.stderr);
+        assert!(
+            ran.stderr.contains("cannot write the output"),
+            "{args:?}: {}",
+            ran.stderr
+        );
+    }
+}
+
+/// Messages a newcomer met, said once and plainly.
+#[test]
+fn messages_say_what_is_wrong_once_and_plainly() {
+    let home = Home::file();
+    let ran = home.ask(&["--descriptor", "/dev/null"]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("is a device, not a regular file")
+            && !ran.stderr.contains("not a regular file, not"),
+        "{}",
+        ran.stderr
+    );
+    let batch = home.path("batch.json");
+    fs::write(&batch, "{not json").unwrap();
+    let ran = home.cli(&["batch", "b", "--file", batch.to_str().unwrap()]);
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("not JSON: key must be a string"),
+        "{}",
+        ran.stderr
+    );
+    fs::write(&batch, "{\"kind\": \"put\"}").unwrap();
+    let ran = home.cli(&["batch", "b", "--file", batch.to_str().unwrap()]);
+    assert!(
+        ran.stderr.contains("it is JSON but not an array"),
+        "{}",
+        ran.stderr
+    );
+    let _daemon = home.daemon();
+    let ran = run(&mut home.command(bin("row-fence-resident")));
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert_eq!(
+        ran.stderr.matches("already running").count(),
+        1,
+        "{}",
+        ran.stderr
+    );
+    // TOML's caret stays under the column it points at.
+    let other = Home::file();
+    fs::create_dir_all(other.home.join("registry")).unwrap();
+    fs::write(
+        other.home.join("registry/boards.toml"),
+        "[boards]\nb = = 1\n",
+    )
+    .unwrap();
+    let ran = run(&mut other.command(bin("row-fence-resident")));
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert!(
+        ran.stderr
+            .lines()
+            .any(|l| l.trim_start().starts_with('|') && l.contains('^')),
+        "{}",
+        ran.stderr
+    );
+}

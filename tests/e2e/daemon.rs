@@ -306,12 +306,19 @@ fn a_write_to_another_store_than_the_daemons_is_refused() {
     let mut read = on_redis.command(bin("row-fence"));
     read.env("ROW_FENCE_STORE", "file").args(["show", "b"]);
     let shown = run(&mut read);
-    assert_eq!(shown.code, 0);
+    // No such board where this command looked, because it looked in the wrong store.
+    assert_eq!(shown.code, 1, "{}", shown.stderr);
     assert!(
-        shown.stderr.contains("warning: reading file:"),
+        shown.stderr.contains("no board named b")
+            && shown.stderr.contains("fences with the store redis+unix://")
+            && shown.stderr.contains("set --store (or ROW_FENCE_STORE)"),
         "{}",
         shown.stderr
     );
+    // Each message says its mismatch once.
+    for said in [&ran.stderr, &shown.stderr] {
+        assert_eq!(said.matches("file:").count(), 1, "{said}");
+    }
 }
 
 #[test]
@@ -415,4 +422,106 @@ fn health_is_unhealthy_when_the_daemon_died_or_the_heartbeat_is_from_the_future(
         .command(bin("row-fence-resident"))
         .args(["--heartbeat-ms", "0"]));
     assert_eq!(ran.code, 2, "{}", ran.stderr);
+}
+
+/// One daemon per home: a second one on another socket would keep the home's heartbeat
+/// fresh while the first is gone. It is refused, and `health` asks the socket the asker
+/// uses rather than trusting the file.
+#[test]
+fn a_second_daemon_on_the_same_home_is_refused_and_health_asks_the_socket() {
+    let home = Home::file();
+    let mut first = home.daemon();
+    crate::util::until(
+        Duration::from_secs(10),
+        || home.cli(&["health"]),
+        |r| r.code == 0,
+    )
+    .expect(0, "row-fence: healthy");
+    let other = home.path("s2");
+    let ran = run(home
+        .command(bin("row-fence-resident"))
+        .arg("--socket")
+        .arg(&other));
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert!(
+        ran.stderr
+            .contains("another row-fence-resident serves the home")
+            && ran.stderr.contains("resident.lock"),
+        "{}",
+        ran.stderr
+    );
+    assert!(!other.exists(), "the refused daemon leaves no socket");
+    assert!(
+        ping(&first.socket).is_some(),
+        "the first daemon still serves"
+    );
+    // A fresh heartbeat whose writer is not the daemon on the socket is not health.
+    let beat = |pid: u32| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let beat =
+            serde_json::json!({"pid": pid, "stamp": "x", "written_at_ms": now, "store": "file"});
+        std::fs::write(home.home.join("heartbeat"), beat.to_string()).unwrap();
+    };
+    beat(std::process::id());
+    home.cli(&["health"])
+        .expect(1, "row-fence: UNHEALTHY: the daemon on");
+    first.stop();
+    beat(std::process::id());
+    let ran = home.cli(&["health"]);
+    ran.expect(
+        1,
+        "row-fence: UNHEALTHY: the heartbeat is fresh but no daemon answers",
+    );
+    assert!(
+        ran.stderr
+            .contains("the daemon is not running; start it with row-fence-resident"),
+        "{}",
+        ran.stderr
+    );
+}
+
+/// A stopped daemon is named as such, with how to start it; the words a newcomer tries
+/// for starting it point to the daemon's binary.
+#[test]
+fn no_daemon_says_it_is_not_running_and_start_points_to_the_daemon() {
+    let home = Home::file();
+    let ran = home.cli(&["status"]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert!(
+        ran.stderr
+            .contains("the daemon is not running; start it with row-fence-resident"),
+        "{}",
+        ran.stderr
+    );
+    for word in ["start", "serve", "daemon"] {
+        let ran = home.cli(&[word]);
+        assert_eq!(ran.code, 2, "{}", ran.stderr);
+        assert!(
+            ran.stderr
+                .contains("the daemon is its own binary: run row-fence-resident"),
+            "{}",
+            ran.stderr
+        );
+    }
+}
+
+/// `status --json` writes every field the README lists, zero or unset ones too.
+#[test]
+fn status_json_has_every_field_even_when_zero_or_unset() {
+    let home = Home::file();
+    let _daemon = home.daemon();
+    let ran = home.cli(&["status", "--json"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let v: serde_json::Value = serde_json::from_str(ran.stdout.trim()).unwrap();
+    for field in [
+        "ledger_dropped",
+        "store_check",
+        "recent_refusals_omitted",
+        "store_calls_in_flight",
+    ] {
+        assert!(v.get(field).is_some(), "{field} missing: {v}");
+    }
 }

@@ -382,10 +382,16 @@ fn install_load_and_roll_back(job: &str, program: &str, job_file: &Path) -> Vec<
         0o600
     );
     let log_dir = home.home.join("log");
-    assert_eq!(
-        fs::metadata(&log_dir).unwrap().permissions().mode() & 0o777,
-        0o700
-    );
+    match job {
+        "launchd" => assert_eq!(
+            fs::metadata(&log_dir).unwrap().permissions().mode() & 0o777,
+            0o700
+        ),
+        _ => assert!(
+            !log_dir.exists(),
+            "a unit logs to the journal: no empty log dir"
+        ),
+    }
     assert!(
         fs::read_to_string(&log).unwrap_or_default().is_empty(),
         "install loads nothing itself"

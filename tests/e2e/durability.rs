@@ -89,7 +89,7 @@ fn a_replica_is_never_asked_or_written_store_not_primary() {
     on_replica.home = home.home.clone();
     let socket = home.path("replica.sock");
     let socket_text = socket.to_str().unwrap();
-    let _daemon = on_replica.daemon_with(&[], &[("ROW_FENCE_SOCKET", socket_text)]);
+    let mut replica_daemon = on_replica.daemon_with(&[], &[("ROW_FENCE_SOCKET", socket_text)]);
     let ask = |h: &Home| {
         crate::util::run(
             h.command(crate::util::bin("row-fence-ask"))
@@ -121,7 +121,9 @@ fn a_replica_is_never_asked_or_written_store_not_primary() {
         0
     );
 
-    // A primary demoted while the daemon is connected to it.
+    // A primary demoted while the daemon is connected to it (one daemon per home: the
+    // replica's stops first).
+    replica_daemon.stop();
     let other = Redis::start_tcp(&[]);
     let _primary_daemon = home.daemon();
     home.ask_with(&a, &[]).expect(0, "row-fence: ALLOWED");
@@ -291,6 +293,19 @@ fn a_store_restarted_from_an_aof_that_lost_a_takeover_is_refused_until_accepted(
         "{}",
         write.stderr
     );
+    // The operator can look before accepting: show and records read the store as it is
+    // now (lane-a holds the row again there), with a warning.
+    let shown = home.cli(&["show", "b"]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert!(shown.stdout.contains("lane-a"), "{}", shown.stdout);
+    assert!(
+        shown.stderr.contains("went back in time")
+            && shown.stderr.contains("row-fence store accept-regression b"),
+        "{}",
+        shown.stderr
+    );
+    let records = home.cli(&["records", "b"]);
+    assert_eq!(records.code, 0, "{}", records.stderr);
 
     let accepted = home.cli(&["store", "accept-regression", "b", "--json"]);
     assert_eq!(accepted.code, 0, "{}", accepted.stderr);

@@ -142,7 +142,10 @@ fn table() -> Vec<Row> {
         Row {
             name: "no daemon",
             daemon: Daemon::Absent,
-            line: "row-fence: COULD NOT READ (fence_unreadable) cannot connect to {socket}: No such file or directory (os error 2)",
+            line: concat!(
+                "row-fence: COULD NOT READ (fence_unreadable) cannot connect to {socket}: No such file or directory (os error 2)",
+                ": the daemon is not running; start it with row-fence-resident (same --home/--socket), or load its launchd/systemd job (README, \"Install\")"
+            ),
             asker_exit: 1,
             by_client: true,
         },

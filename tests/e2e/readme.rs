@@ -1,7 +1,13 @@
 //! The README's machine-readable examples are what the binaries do: its worked batch
 //! example runs as printed, with the outputs its comments name.
 
-use crate::util::{Home, bin_dir, repo_root, run};
+use crate::stamp::{Supervisor, install_build, install_this_build, next_digest};
+use crate::util::{Home, Ran, bin_dir, repo_root, run, until};
+use row_fence_stamp::BUILD_DIGEST;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Duration;
 
 /// The ```sh block of README.md that contains `needle`.
 fn sh_block(needle: &str) -> String {
@@ -91,4 +97,172 @@ fn the_readme_prometheus_lines_are_what_health_prints() {
         "{}",
         ran.stdout
     );
+}
+
+/// The four binaries the Install line puts in place.
+const BINARIES: [&str; 4] = [
+    "row-fence-ask",
+    "row-fence-guard",
+    "row-fence",
+    "row-fence-resident",
+];
+
+/// An executable shell script at `path`.
+fn script(path: &Path, text: &str) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// The README's Linux Install line, its Upgrading step (the same line without its
+/// `row-fence install …` part, run while the daemon serves) and its Liveness lines, run
+/// by `sh` as printed on a fresh `$HOME`. Two stand-ins only: `scripts/build` copies an
+/// already built set of binaries into `target/dist/` (a release build here would take
+/// minutes), and `systemctl` logs its calls while the test supervises the daemon the
+/// way the unit's `Restart=always` would.
+#[test]
+fn the_install_upgrading_and_liveness_sections_run_on_a_fresh_home() {
+    let mut home = Home::file();
+    home.home = home.dir.path().join(".row-fence");
+    let me = home.dir.path().to_path_buf();
+    let local = me.join(".local/bin");
+    let checkout = home.path("checkout");
+    let (old, new) = (home.path("old-build"), home.path("new-build"));
+    for name in BINARIES {
+        install_build(&old, name, &next_digest(BUILD_DIGEST));
+        install_this_build(&new, name);
+    }
+    script(
+        &checkout.join("scripts/build"),
+        "#!/bin/sh\nset -e\nmkdir -p target/dist\nfor b in \"$RF_BUILD\"/*; do cp -f \"$b\" target/dist/; done\necho \"$PWD/target/dist\"\n",
+    );
+    let manager = home.path("service-manager");
+    script(
+        &manager.join("systemctl"),
+        &format!(
+            "#!/bin/sh\necho \"systemctl $*\" >> '{}'\ncase \"$*\" in *is-active*) exit 3 ;; esac\n",
+            home.path("systemctl.log").display()
+        ),
+    );
+    let path = format!(
+        "{}:{}:{}",
+        manager.display(),
+        local.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let sh = |line: &str, build: &Path| -> Ran {
+        run(home
+            .command("sh")
+            .env("PATH", &path)
+            .env("RF_BUILD", build)
+            .env_remove("ROW_FENCE_HOME")
+            .current_dir(&checkout)
+            .arg("-c")
+            .arg(line))
+    };
+
+    // Install: every binary in place (the guard too), the unit written, nothing loaded.
+    let install = sh_block("install systemd");
+    let ran = sh(&install, &old);
+    assert_eq!(ran.code, 0, "{install}\n{}\n{}", ran.stdout, ran.stderr);
+    for name in BINARIES {
+        assert!(local.join(name).is_file(), "{name} is installed");
+    }
+    assert!(
+        me.join(".config/systemd/user/row-fence-resident.service")
+            .is_file()
+    );
+    let load = ran
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("load:"))
+        .unwrap_or_else(|| panic!("a load: line in {}", ran.stdout))
+        .trim()
+        .to_string();
+    let loaded = sh(&load, &old);
+    assert_eq!(loaded.code, 0, "{load}\n{}", loaded.stderr);
+    // What systemd would now run: the unit's daemon, restarted whenever it exits.
+    let supervisor = Supervisor::start(&home, local.join("row-fence-resident"));
+    let (first, _) = supervisor.serving(None);
+    let (_, lane) = home.acquire("b", "r", "lane-a", &[]);
+    let ask = || {
+        run(home
+            .command(local.join("row-fence-ask"))
+            .arg("--descriptor")
+            .arg(&lane))
+    };
+    ask().expect(0, "row-fence: ALLOWED");
+
+    // Liveness: the monitoring lines as printed (cron's five time fields dropped, the
+    // textfile collector's directory moved into the temp dir).
+    let textfile = home.path("textfile");
+    fs::create_dir_all(&textfile).unwrap();
+    let liveness = sh_block("row-fence health --max-age 90s");
+    let lines: Vec<String> = liveness
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            l.split(' ').skip(5).collect::<Vec<_>>().join(" ").replace(
+                "/var/lib/node_exporter/textfile",
+                &textfile.display().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(lines.len(), 2, "{liveness}");
+    let (health, _alert) = lines[0].split_once(" || ").expect("health || alert");
+    let healthy = |check: &str| until(Duration::from_secs(10), || sh(check, &old), |r| r.code == 0);
+    let ran = healthy(health);
+    assert_eq!(ran.code, 0, "{health}\n{}", ran.stderr);
+    assert_eq!(sh(&lines[1], &old).code, 0, "{}", lines[1]);
+    let prom = fs::read_to_string(textfile.join("row_fence.prom")).unwrap();
+    assert!(prom.ends_with("row_fence_healthy 1\n"), "{prom}");
+
+    // Upgrading: the same line without its `row-fence install …` part, daemon running.
+    let (upgrade, _) = install
+        .split_once(" && ~/.local/bin/row-fence install")
+        .expect("the install line ends with row-fence install");
+    let ran = sh(upgrade, &new);
+    assert_eq!(ran.code, 0, "{upgrade}\n{}", ran.stderr);
+    // The first ask finds the daemon on old code: stale_code, and the daemon restarts.
+    let ran = until(Duration::from_secs(15), ask, |r| r.code == 0);
+    ran.expect(0, "row-fence: ALLOWED");
+    let (second, _) = supervisor.serving(Some(first));
+    assert_eq!(
+        supervisor.exits(),
+        vec![75],
+        "one restart onto the new code"
+    );
+    assert_ne!(second, first);
+    // Every binary is the new one: the guard is not left behind on old code.
+    let input = serde_json::json!({
+        "cwd": home.dir.path(),
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "git push origin main"},
+    })
+    .to_string();
+    let mut guard = home
+        .command(local.join("row-fence-guard"))
+        .env("ROW_FENCE_DESCRIPTOR", &lane)
+        .current_dir(home.dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut guard.stdin.take().unwrap(), input.as_bytes()).unwrap();
+    let out = guard.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("ALLOWED") && !said.contains("stale_code"),
+        "{said}"
+    );
+    let ran = healthy(health);
+    assert_eq!(ran.code, 0, "{health}\n{}", ran.stderr);
+    drop(supervisor);
 }

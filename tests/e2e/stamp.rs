@@ -28,7 +28,7 @@ fn short(stamp: &str) -> &str {
 }
 
 /// Another valid 64-hex digest: every hex digit moved one step on.
-fn next_digest(digest: &str) -> String {
+pub(crate) fn next_digest(digest: &str) -> String {
     digest
         .chars()
         .map(|c| {
@@ -56,7 +56,7 @@ fn install_bytes(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
 }
 
 /// This build's `name`, copied into `dir` (a hard link when the filesystem allows).
-fn install_this_build(dir: &Path, name: &str) -> PathBuf {
+pub(crate) fn install_this_build(dir: &Path, name: &str) -> PathBuf {
     fs::create_dir_all(dir).unwrap();
     let path = dir.join(name);
     if fs::hard_link(bin(name), &path).is_err() {
@@ -66,7 +66,7 @@ fn install_this_build(dir: &Path, name: &str) -> PathBuf {
 }
 
 /// This build's `name` with its build digest replaced by `digest`, installed into `dir`.
-fn install_build(dir: &Path, name: &str, digest: &str) -> PathBuf {
+pub(crate) fn install_build(dir: &Path, name: &str, digest: &str) -> PathBuf {
     let mut bytes = fs::read(bin(name)).unwrap();
     let (old, new) = (BUILD_DIGEST.as_bytes(), digest.as_bytes());
     assert_eq!(old.len(), new.len());
@@ -109,7 +109,7 @@ const THROTTLE: Duration = Duration::from_millis(200);
 /// Stands in for launchd's KeepAlive and systemd's Restart=always: runs the daemon from
 /// `exe` and, whenever it exits, records the exit code and starts the same path again
 /// after [`THROTTLE`], until dropped.
-struct Supervisor {
+pub(crate) struct Supervisor {
     stop: Arc<AtomicBool>,
     exits: Arc<Mutex<Vec<i32>>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -117,7 +117,7 @@ struct Supervisor {
 }
 
 impl Supervisor {
-    fn start(home: &Home, exe: PathBuf) -> Supervisor {
+    pub(crate) fn start(home: &Home, exe: PathBuf) -> Supervisor {
         let stop = Arc::new(AtomicBool::new(false));
         let exits = Arc::new(Mutex::new(Vec::new()));
         // The environment every child of this home gets, for the thread to start with.
@@ -171,7 +171,7 @@ impl Supervisor {
     }
 
     /// Waits (≤ 15 s) for a daemon other than `not` to answer; returns its pid and stamp.
-    fn serving(&self, not: Option<u32>) -> (u32, String) {
+    pub(crate) fn serving(&self, not: Option<u32>) -> (u32, String) {
         let until = Instant::now() + Duration::from_secs(15);
         while Instant::now() < until {
             if let Some(pong) = ping(&self.socket).and_then(|a| a.pong)
@@ -187,7 +187,7 @@ impl Supervisor {
         );
     }
 
-    fn exits(&self) -> Vec<i32> {
+    pub(crate) fn exits(&self) -> Vec<i32> {
         self.exits.lock().unwrap().clone()
     }
 }
@@ -279,8 +279,18 @@ fn an_old_asker_against_a_current_daemon_is_stale_code_every_time_and_the_daemon
     for _ in 0..20 {
         let ran = ask(&home, &old, &lane);
         ran.expect(1, "row-fence: COULD NOT READ (stale_code)");
+        // It names the foreign binary and the matching one beside the daemon.
         assert!(
-            ran.stderr.contains("the asker runs other code"),
+            ran.stderr
+                .contains(&format!("the caller {} runs other code", old.display())),
+            "{}",
+            ran.stderr
+        );
+        assert!(
+            ran.stderr.contains(&format!(
+                "run the row-fence-ask installed beside the daemon, {}",
+                bin("row-fence-ask").display()
+            )),
             "{}",
             ran.stderr
         );

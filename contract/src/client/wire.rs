@@ -14,6 +14,9 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+/// What a connect that found no daemon adds to its error.
+pub const NOT_RUNNING: &str = ": the daemon is not running; start it with row-fence-resident (same --home/--socket), or load its launchd/systemd job (README, \"Install\")";
+
 /// While the daemon's backlog is full, the connect is retried this often, in ms.
 const BACKLOG_RETRY_MS: u64 = 1;
 
@@ -76,8 +79,13 @@ pub fn exchange_line(
 
 fn connect(path: &Path, deadline: Instant) -> Result<OwnedFd, ExchangeError> {
     let cannot = |e: Errno| {
+        // No socket file, or nobody listening on it: say what that means and what to do.
+        let hint = match e {
+            Errno::ENOENT | Errno::ECONNREFUSED => NOT_RUNNING,
+            _ => "",
+        };
         ExchangeError::Unreachable(format!(
-            "cannot connect to {}: {}",
+            "cannot connect to {}: {}{hint}",
             path.display(),
             io::Error::from(e)
         ))

@@ -1,7 +1,7 @@
 //! `row-fence acquire | renew | release | show`.
 
 use crate::flags::parse_ttl;
-use crate::open::{board_revision, no_board, store_for_read, store_for_write};
+use crate::open::{board_revision, no_board, no_board_elsewhere, store_for_write, store_to_look};
 use row_fence_contract::descriptor::{
     self, DESCRIPTOR_FILE, validate_board, validate_lane, validate_row,
 };
@@ -369,7 +369,7 @@ fn print_lease(d: &Descriptor, lease: &RowLease, json: bool, verb: &str) {
 
 pub async fn show(args: ShowArgs, settings: &Settings) -> Outcome {
     validate_board(&args.board).map_err(Failure::usage)?;
-    let store = store_for_read(settings)?;
+    let store = store_to_look(settings, &args.board).await?;
     let (leases, now) = lease::list(store.as_ref(), &args.board, args.row.as_deref())
         .await
         .map_err(|e| Failure::could_not(e.to_string()))?;
@@ -379,6 +379,10 @@ pub async fn show(args: ShowArgs, settings: &Settings) -> Outcome {
     }
     if leases.is_empty() {
         let exists = board_revision(store.as_ref(), &args.board).await? > 0;
+        if !exists && let Some(failure) = no_board_elsewhere(settings, store.as_ref(), &args.board)
+        {
+            return Err(failure);
+        }
         let said = match (&args.row, exists) {
             (_, false) => no_board(&args.board),
             (Some(row), true) => format!("no lease on {}/{row}", args.board),

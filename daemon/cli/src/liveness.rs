@@ -4,6 +4,7 @@
 use crate::flags::parse_duration;
 use row_fence_contract::client;
 use row_fence_contract::exit::{Failure, Outcome};
+use row_fence_contract::protocol::{Op, PROTOCOL_VERSION, Request};
 use row_fence_contract::report::out;
 use row_fence_contract::status::{LocationStatus, Status};
 use row_fence_contract::{exit, ledger, paths, say};
@@ -118,6 +119,12 @@ fn print_status(s: &Status) {
     if let Some(fence) = &s.location_fence {
         print_location(fence);
     }
+    if let Some(b) = &s.broker {
+        out(&format!(
+            "broker     {} ({} keys, {} lanes): {} signed, {} sign requests refused, {} connections",
+            b.socket, b.keys, b.lanes, b.signed, b.sign_refused, b.connections
+        ));
+    }
     if !s.recent_refusals.is_empty() {
         out(&format!(
             "recent refusals (newest last, {} shown; the refusal ledger has every one whole):",
@@ -184,6 +191,7 @@ const FUTURE_SLACK_MS: u64 = 5_000;
 fn problem(
     beat: &std::io::Result<heartbeat::Heartbeat>,
     path: &std::path::Path,
+    socket: &std::path::Path,
     now: u64,
     max: Duration,
 ) -> Option<String> {
@@ -212,6 +220,11 @@ fn problem(
             b.pid
         ));
     }
+    // The file could have been written by another daemon on this home, or by one that
+    // no longer answers: the daemon on the socket the asker uses must be its writer.
+    if let Some(problem) = socket_problem(socket, b.pid) {
+        return Some(problem);
+    }
     if !b.store_problems.is_empty() {
         return Some(format!(
             "the store is not durable: {}",
@@ -219,6 +232,35 @@ fn problem(
         ));
     }
     None
+}
+
+/// How long `health` waits for the daemon's pong.
+const PING_MS: u64 = 2_000;
+
+/// What is wrong with the daemon on `socket`, if anything, given that the heartbeat was
+/// written by `pid`: no answer, or another daemon than the heartbeat's writer.
+fn socket_problem(socket: &std::path::Path, pid: u32) -> Option<String> {
+    let request = Request {
+        v: PROTOCOL_VERSION,
+        op: Op::Ping,
+    };
+    let deadline = Instant::now() + Duration::from_millis(PING_MS);
+    match client::exchange(socket, &request, deadline).map(|a| a.pong) {
+        Ok(Some(pong)) if pong.pid == pid => None,
+        Ok(Some(pong)) => Some(format!(
+            "the daemon on {} is pid {}, not the heartbeat's writer (pid {pid}): is another daemon running on this home?",
+            socket.display(),
+            pong.pid
+        )),
+        Ok(None) => Some(format!(
+            "{} answered a ping without a pong",
+            socket.display()
+        )),
+        Err(why) => Some(format!(
+            "the heartbeat is fresh but no daemon answers on {}: {why}",
+            socket.display()
+        )),
+    }
 }
 
 pub fn health(args: HealthArgs, settings: &Settings) -> Outcome {
@@ -229,7 +271,7 @@ pub fn health(args: HealthArgs, settings: &Settings) -> Outcome {
         .as_ref()
         .ok()
         .map(|b| now.saturating_sub(b.written_at_ms));
-    let problem = problem(&beat, &path, now, args.max_age);
+    let problem = problem(&beat, &path, &settings.socket, now, args.max_age);
     let healthy = problem.is_none();
     if args.prometheus {
         out(

@@ -106,7 +106,10 @@ fn main() {
 
 /// Parses the command line, runs the command and returns the exit code.
 fn run_cli() -> i32 {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return parse_failed(e),
+    };
     let settings = match Settings::resolve(&cli.common) {
         Ok(settings) => settings,
         Err(e) => {
@@ -159,12 +162,35 @@ fn run_cli() -> i32 {
             })
     });
     match outcome {
+        Ok(code) if row_fence_contract::report::stdout_lost().is_some() => {
+            let why = row_fence_contract::report::stdout_lost().unwrap_or_default();
+            say!("row-fence: cannot write the output: {why}");
+            code.max(exit::COULD_NOT_READ)
+        }
         Ok(code) => code,
         Err(failure) => {
             say!("row-fence: {}", failure.message);
             failure.code
         }
     }
+}
+
+/// Words a newcomer tries for running the daemon, which is its own binary.
+const DAEMON_WORDS: &[&str] = &["start", "serve", "daemon", "run"];
+
+/// Prints clap's error (or help, or version) and its exit code; a daemon word gets a
+/// pointer to `row-fence-resident`.
+fn parse_failed(e: clap::Error) -> i32 {
+    let word = e
+        .get(clap::error::ContextKind::InvalidSubcommand)
+        .map(|v| v.to_string());
+    let _ = e.print();
+    if let Some(word) = word.filter(|w| DAEMON_WORDS.contains(&w.as_str())) {
+        say!(
+            "row-fence: `{word}`: the daemon is its own binary: run row-fence-resident (same --home/--socket), or load its launchd/systemd job with row-fence install launchd|systemd"
+        );
+    }
+    e.exit_code()
 }
 
 async fn run(command: Command, settings: &Settings) -> Outcome {

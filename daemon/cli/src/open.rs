@@ -7,7 +7,7 @@ use row_fence_contract::exit::Failure;
 use row_fence_contract::say;
 use row_fence_contract::status::Status;
 use row_fence_resident::config::Settings;
-use row_fence_store::LeaseStore;
+use row_fence_store::{LeaseStore, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,8 +19,7 @@ pub fn store_for_write(settings: &Settings) -> Result<Arc<dyn LeaseStore>, Failu
     let store = settings.open_store().map_err(Failure::could_not)?;
     if let Some(mismatch) = daemon_mismatch(settings, store.as_ref()) {
         return Err(Failure::could_not(format!(
-            "{mismatch}, but this command would write {}; set {} to the daemon's",
-            mismatch.ours(),
+            "{mismatch}: nothing was written; set {} to the daemon's",
             mismatch.fix()
         )));
     }
@@ -32,11 +31,50 @@ pub fn store_for_read(settings: &Settings) -> Result<Arc<dyn LeaseStore>, Failur
     let store = settings.open_store().map_err(Failure::could_not)?;
     if let Some(mismatch) = daemon_mismatch(settings, store.as_ref()) {
         say!(
-            "row-fence: warning: reading {}, but {mismatch}",
-            mismatch.ours()
+            "row-fence: warning: {mismatch}: showing what that store holds; set {} to the daemon's",
+            mismatch.fix()
         );
     }
     Ok(store)
+}
+
+/// [`store_for_read`] for an operator who looks at `board` (show, records, log): on a
+/// store that went back in time, or a clock that did, it warns and reads the store as it
+/// is now, unchecked, so the operator can look before `row-fence store accept-regression`
+/// or `accept-clock`, as the README tells them to. Nothing is written through it.
+pub async fn store_to_look(
+    settings: &Settings,
+    board: &str,
+) -> Result<Arc<dyn LeaseStore>, Failure> {
+    let store = store_for_read(settings)?;
+    match store.sections(board, &[]).await {
+        Err(e @ (StoreError::Regressed(_) | StoreError::ClockRegressed(_))) => {
+            let fix = match e {
+                StoreError::Regressed(_) => "row-fence store accept-regression",
+                _ => "row-fence store accept-clock",
+            };
+            say!(
+                "row-fence: warning: {e}; showing {board} as the store holds it now, unchecked ({fix} {board} once you have looked)"
+            );
+            row_fence_store::open(&settings.store, &settings.home, &settings.key_prefix)
+                .map_err(Failure::could_not)
+        }
+        _ => Ok(store),
+    }
+}
+
+/// Where a board that does not exist was looked for, when the daemon on this home reads
+/// another store: not "no board" and exit 0, but the mismatch and exit 1.
+pub fn no_board_elsewhere(
+    settings: &Settings,
+    store: &dyn LeaseStore,
+    board: &str,
+) -> Option<Failure> {
+    daemon_mismatch(settings, store).map(|_| {
+        Failure::could_not(format!(
+            "no board named {board} in the store this command read, which is not the daemon's (the warning above says which)"
+        ))
+    })
 }
 
 /// Where this command and the daemon on this home would not see the same leases.
@@ -56,14 +94,6 @@ enum Mismatch {
 }
 
 impl Mismatch {
-    /// What this command would use.
-    fn ours(&self) -> String {
-        match self {
-            Mismatch::Store { ours, .. } => ours.clone(),
-            Mismatch::KeyPrefix { ours, .. } => format!("under the key prefix {ours:?}"),
-        }
-    }
-
     /// The flag (and variable) that fixes it.
     fn fix(&self) -> &'static str {
         match self {
@@ -82,7 +112,7 @@ impl std::fmt::Display for Mismatch {
                 ours,
             } => write!(
                 f,
-                "the daemon on {socket} fences with the store {theirs}, but this command would use {ours}"
+                "the daemon on {socket} fences with the store {theirs}, not {ours}"
             ),
             Mismatch::KeyPrefix {
                 socket,
@@ -90,7 +120,7 @@ impl std::fmt::Display for Mismatch {
                 ours,
             } => write!(
                 f,
-                "the daemon on {socket} reads Redis keys under the prefix {theirs:?}, but this command would use {ours:?}"
+                "the daemon on {socket} reads Redis keys under the prefix {theirs:?}, not {ours:?}"
             ),
         }
     }

@@ -2,7 +2,7 @@
 
 use crate::flags::MAX_TTL;
 use crate::leases::FenceArgs;
-use crate::open::{board_revision, no_board, store_for_read, store_for_write};
+use crate::open::{board_revision, no_board, store_for_write, store_to_look};
 use row_fence_contract::descriptor::validate_board;
 use row_fence_contract::exit::{self, Failure, Outcome};
 use row_fence_contract::report::out;
@@ -69,8 +69,14 @@ fn read_batch(path: &PathBuf) -> Result<Vec<RecordWrite>, Failure> {
     };
     read.map_err(|e| Failure::could_not(format!("cannot read {}: {e}", path.display())))?;
     let raw: Vec<RawWrite> = serde_json::from_str(&text).map_err(|e| {
+        // serde's "invalid type: map, expected a sequence" for an object, said plainly.
+        let why = match serde_json::from_str::<serde_json::Value>(&text) {
+            Err(syntax) => format!("not JSON: {syntax}"),
+            Ok(v) if !v.is_array() => "it is JSON but not an array".to_string(),
+            Ok(_) => e.to_string(),
+        };
         Failure::usage(format!(
-            "{} is not a batch (a JSON array of {{\"kind\",\"section\",\"key\",\"expected\",\"value\"}}): {e}",
+            "{} is not a batch (a JSON array of {{\"kind\",\"section\",\"key\",\"expected\",\"value\"}}): {why}",
             path.display()
         ))
     })?;
@@ -202,7 +208,7 @@ pub async fn batch(args: BatchArgs, settings: &Settings) -> Outcome {
 
 pub async fn records(args: RecordsArgs, settings: &Settings) -> Outcome {
     validate_board(&args.board).map_err(Failure::usage)?;
-    let store = store_for_read(settings)?;
+    let store = store_to_look(settings, &args.board).await?;
     let names = match &args.section {
         Some(section) => vec![section.clone()],
         None => store
@@ -250,7 +256,7 @@ pub async fn records(args: RecordsArgs, settings: &Settings) -> Outcome {
 
 pub async fn log(args: LogArgs, settings: &Settings) -> Outcome {
     validate_board(&args.board).map_err(Failure::usage)?;
-    let store = store_for_read(settings)?;
+    let store = store_to_look(settings, &args.board).await?;
     let entries = store
         .log(&args.board, args.count)
         .await

@@ -280,8 +280,11 @@ fn nothing_written(problems: &[String], what: &str) -> Failure {
         say(problem);
     }
     Failure::could_not(format!(
-        "nothing was {what}: {} place(s) above cannot be",
-        problems.len()
+        "nothing was {what}: {} the places above cannot be {what} (each says why)",
+        match problems.len() {
+            1 => "one of".to_string(),
+            n => format!("{n} of"),
+        }
     ))
 }
 
@@ -293,8 +296,11 @@ fn finish(failed: Vec<String>) -> Outcome {
         say(failure);
     }
     Err(Failure::could_not(format!(
-        "{} place(s) above failed; the others are done as printed",
-        failed.len()
+        "{} the places above failed; the others are done as printed",
+        match failed.len() {
+            1 => "one of".to_string(),
+            n => format!("{n} of"),
+        }
     )))
 }
 

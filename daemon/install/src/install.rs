@@ -107,14 +107,17 @@ fn job(job: Job, args: JobInstallArgs, settings: &Settings) -> Outcome {
         )));
     }
     // launchd opens the log files but does not make their directory; the daemon wants
-    // its home private, so both are made 0700 now.
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(spec.log_dir())
-        .map_err(|e| {
-            Failure::could_not(format!("cannot create {}: {e}", spec.log_dir().display()))
-        })?;
+    // its home private, so both are made 0700 now. A systemd unit logs to the journal:
+    // no log directory that would stay empty.
+    if job == Job::Launchd {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(spec.log_dir())
+            .map_err(|e| {
+                Failure::could_not(format!("cannot create {}: {e}", spec.log_dir().display()))
+            })?;
+    }
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent)
             .map_err(|e| Failure::could_not(format!("cannot create {}: {e}", parent.display())))?;

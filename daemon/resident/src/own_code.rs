@@ -72,6 +72,12 @@ impl OwnCode {
         self.build
     }
 
+    /// The directory the daemon's executable was started from, where the installers put
+    /// the matching asker, guard and `row-fence` (None if it could not be read).
+    pub fn dir(&self) -> Option<&Path> {
+        self.exe.as_ref().and_then(|(path, _)| path.parent())
+    }
+
     /// The registry's digest as loaded.
     pub fn registry_digest(&self) -> [u8; 32] {
         self.registry_digest

@@ -103,7 +103,8 @@ impl Refusals {
             board = r.board.as_deref().unwrap_or(""),
             row = r.row.as_deref().unwrap_or(""),
             lane = r.lane.as_deref().unwrap_or(""),
-            action = %r.action,
+            // Debug-quoted: an action has spaces (`git push origin`).
+            action = ?r.action,
             session = r.session.as_deref().unwrap_or(""),
             "{}",
             r.detail

@@ -91,7 +91,8 @@ impl Registry {
             message,
         };
         let file: RegistryFile = toml::from_str(text)
-            .map_err(|e| invalid(e.to_string().trim_end().replace('\n', " ")))?;
+            // TOML's own lines, kept: its caret points under the column on the line above.
+            .map_err(|e| invalid(format!("\n{}", e.to_string().trim_end())))?;
         for board in file.boards.keys() {
             validate_board(board).map_err(|e| invalid(e.to_string()))?;
         }

@@ -264,9 +264,9 @@ impl LocationFence {
         let entry = shortened(entry);
         if self.logged.allow((tenant.as_str(), action, reason)) {
             tracing::warn!(
-                "location fence: fenced {:?} for tenant {:?} at {} (board {}): {reason}",
-                entry.action,
-                entry.tenant,
+                "location fence: fenced {} for {} at {} (board {}): {reason}",
+                named("the action", &entry.action),
+                named("the tenant", &entry.tenant),
                 self.settings.location,
                 entry.board
             );
@@ -346,4 +346,13 @@ fn bounded_value(value: &serde_json::Value) -> serde_json::Value {
     }
     budget::cut(&mut text);
     serde_json::Value::String(text)
+}
+
+/// `what "value"` for the log, or `no what` when the value is empty (an ask that named no
+/// action, a board no tenant owns): never a bare `""`.
+fn named(what: &str, value: &str) -> String {
+    match value {
+        "" => format!("no {}", what.trim_start_matches("the ")),
+        v => format!("{what} {v:?}"),
+    }
 }
