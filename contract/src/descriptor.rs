@@ -25,9 +25,9 @@ pub const DESCRIPTOR_ENV: &str = "ROW_FENCE_DESCRIPTOR";
 pub struct Descriptor {
     /// Board slug, `[a-z0-9][a-z0-9._-]{0,63}`.
     pub board: String,
-    /// Row id: 1–128 printable characters, no `/`.
+    /// Row id: 1–128 of ASCII letters, digits, `-`, `_`, `.` (ARCHITECTURE.md, "One spelling").
     pub row: String,
-    /// Lane (lease holder) id: 1–128 printable characters.
+    /// Lane (lease holder) id: 1–128 of ASCII letters, digits, `-`, `_`, `.`, `/`.
     pub lane: String,
     /// The fencing token: the board revision the lease was granted at (≥ 1).
     pub generation: u64,
@@ -71,14 +71,16 @@ pub fn validate_board(board: &str) -> Result<(), InvalidName> {
     }
 }
 
-/// Checks a row id: 1–128 printable characters, no `/`.
+/// Checks a row id: 1–128 of ASCII letters, digits, `-`, `_`, `.` (ARCHITECTURE.md, "One
+/// spelling": [`crate::spelling::check_name`]); the error names the character refused.
 pub fn validate_row(row: &str) -> Result<(), InvalidName> {
-    validate_printable("row", row, true)
+    crate::spelling::check_name("row", row, false).map_err(InvalidName)
 }
 
-/// Checks a lane id: 1–128 printable characters.
+/// Checks a lane id: 1–128 of ASCII letters, digits, `-`, `_`, `.`, `/` (ARCHITECTURE.md,
+/// "One spelling"); the error names the character refused.
 pub fn validate_lane(lane: &str) -> Result<(), InvalidName> {
-    validate_printable("lane", lane, false)
+    crate::spelling::check_name("lane", lane, true).map_err(InvalidName)
 }
 
 fn validate_printable(what: &str, value: &str, forbid_slash: bool) -> Result<(), InvalidName> {
@@ -622,7 +624,7 @@ mod tests {
     #[test]
     fn a_valid_descriptor_parses_and_ignores_unknown_members() {
         let d =
-            parse(r#"{"board":"b1","row":"r 1","lane":"lane-a","generation":10,"x":1}"#).unwrap();
+            parse(r#"{"board":"b1","row":"r.1","lane":"lane-a","generation":10,"x":1}"#).unwrap();
         assert_eq!(d.generation, 10);
         assert_eq!(d.tenant, None);
     }
@@ -642,6 +644,8 @@ mod tests {
             r#"{"board":"b","row":"a/b","lane":"l","generation":1}"#,
             r#"{"board":"b","row":"","lane":"l","generation":1}"#,
             r#"{"board":"b","row":"r","lane":"l\n","generation":1}"#,
+            r#"{"board":"b","row":"r 1","lane":"l","generation":1}"#,
+            r#"{"board":"b","row":"r","lane":"l\u0430","generation":1}"#,
             r#"[1,2]"#,
         ] {
             assert!(parse(bad).is_err(), "{bad:?} parsed");

@@ -21,6 +21,7 @@
 //! - [`ledger`]: the refusal ledger, one JSON line per denial ([`ledger::LedgerRecord`]).
 //! - [`status`]: the daemon's status object ([`status::Status`]).
 //! - [`report`]: the verdict line and the `--json` object.
+//! - [`spelling`]: the name allowlist, the look-alike skeleton, the escape of quoted text.
 //! - [`stdio`]: keeps fds 0–2 open so a socket never lands on them.
 
 pub mod client;
@@ -31,6 +32,7 @@ pub mod ledger;
 pub mod paths;
 pub mod protocol;
 pub mod report;
+pub mod spelling;
 pub mod stamp;
 pub mod status;
 pub mod stdio;

@@ -75,7 +75,9 @@ pub fn asking_line(socket: &Path, d: &Descriptor) -> String {
 
 /// Writes one line to stderr and flushes it, ignoring every error: a program whose work
 /// is done never dies on its report (`row-fence acquire … 2>&1 | head -1`).
+/// Unsafe characters are written as `\u{…}` ([`crate::spelling::escape_unsafe`]).
 pub fn say(line: &str) {
+    let line = crate::spelling::escape_unsafe(line, true);
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "{line}");
     let _ = err.flush();
@@ -85,8 +87,16 @@ pub fn say(line: &str) {
 static STDOUT_LOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 /// Writes one line to stdout and flushes it, never failing the process on it (a closed
-/// or full stdout); an error other than a closed pipe is kept for [`stdout_lost`].
+/// or full stdout); an error other than a closed pipe is kept for [`stdout_lost`]. A human
+/// line's unsafe characters are written as `\u{…}` ([`crate::spelling::escape_unsafe`]); a
+/// JSON line (starting `{` or `[`) is left as serde_json wrote it, which escapes every C0
+/// control itself and must stay valid JSON.
 pub fn out(line: &str) {
+    let line = if line.starts_with(['{', '[']) {
+        std::borrow::Cow::Borrowed(line)
+    } else {
+        std::borrow::Cow::Owned(crate::spelling::escape_unsafe(line, true))
+    };
     let mut stdout = std::io::stdout().lock();
     let wrote = writeln!(stdout, "{line}").and_then(|_| stdout.flush());
     if let Err(e) = wrote
@@ -112,6 +122,7 @@ macro_rules! say {
 }
 
 /// Keeps a detail on the verdict's one line.
+/// Every other unsafe character is written as `\u{…}`, so a detail cannot forge a line.
 fn one_line(text: &str) -> String {
-    text.replace(['\n', '\r'], " ")
+    crate::spelling::escape_unsafe(&text.replace(['\n', '\r'], " "), false)
 }

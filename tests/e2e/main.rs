@@ -55,6 +55,7 @@ mod push;
 mod readme;
 mod records_cli;
 mod shim_walk;
+mod spelling;
 mod split_brain;
 mod stamp;
 mod store_health;

@@ -42,6 +42,9 @@ enum Action {
 
 #[derive(clap::Args, Debug)]
 struct CheckArgs {
+    /// Also report BOARD's row and lane spellings that break "one spelling": names stored before the allowlist, look-alike rows, look-alike holders of live leases (repeatable)
+    #[arg(long = "board", value_name = "BOARD")]
+    boards: Vec<String>,
     /// Print the check as JSON
     #[arg(long)]
     json: bool,
@@ -83,10 +86,17 @@ pub async fn run(args: StoreArgs, settings: &Settings) -> Outcome {
 
 async fn check(args: CheckArgs, settings: &Settings) -> Outcome {
     let store = settings.open_store().map_err(Failure::could_not)?;
-    let check = store
+    let mut check = store
         .check()
         .await
         .map_err(|e| Failure::could_not(e.to_string()))?;
+    for board in &args.boards {
+        validate_board(board).map_err(Failure::usage)?;
+        let found = row_fence_store::lease::spellings(store.as_ref(), board)
+            .await
+            .map_err(|e| Failure::could_not(e.to_string()))?;
+        check.problems.extend(found);
+    }
     if args.json {
         out(&serde_json::to_string(&check).expect("a check serializes"));
     } else {

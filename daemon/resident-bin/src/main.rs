@@ -42,6 +42,32 @@ fn say(stream: &mut dyn std::io::Write, line: &str) {
     let _ = stream.flush();
 }
 
+/// The daemon's log on stderr with every unsafe character of a line (a lane's action text,
+/// session id or detail: controls, bidi, zero-width, an inner newline) written as `\u{…}`
+/// (ARCHITECTURE.md, "One spelling"), so no log line can forge another or clear a screen.
+/// tracing writes one event per `write`; its closing newline is kept. No ANSI colours:
+/// the log holds no escape sequence at all.
+struct EscapedLog;
+
+impl std::io::Write for EscapedLog {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        let (body, end) = match text.strip_suffix('\n') {
+            Some(body) => (body, "\n"),
+            None => (&*text, ""),
+        };
+        let line = row_fence_contract::spelling::escape_unsafe(body, false);
+        let mut err = std::io::stderr().lock();
+        err.write_all(line.as_bytes())?;
+        err.write_all(end.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
 fn main() {
     let args = Args::parse();
     tracing_subscriber::fmt()
@@ -49,8 +75,8 @@ fn main() {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(|| EscapedLog)
+        .with_ansi(false)
         .init();
     let settings = match Settings::resolve(&args.common) {
         Ok(settings) => settings,

@@ -38,6 +38,10 @@ pub enum LeaseError {
         /// A sentence naming the holder.
         detail: String,
     },
+    /// The row or lane is a look-alike of another spelling on the board (ARCHITECTURE.md,
+    /// "One spelling"): granting it would make two leases that print alike.
+    #[error("{0}")]
+    LookAlike(String),
     /// The write was fenced on a controller lease that is stale.
     #[error("the controller lease is stale ({0})")]
     StaleController(String),
@@ -54,7 +58,10 @@ impl LeaseError {
     pub fn is_refusal(&self) -> bool {
         matches!(
             self,
-            LeaseError::Held { .. } | LeaseError::NotYours { .. } | LeaseError::StaleController(_)
+            LeaseError::Held { .. }
+                | LeaseError::NotYours { .. }
+                | LeaseError::LookAlike(_)
+                | LeaseError::StaleController(_)
         )
     }
 }
@@ -141,6 +148,7 @@ pub async fn acquire(
                 view.section(CLAIMS).insert(grant.row, to_value(&lease));
                 return Ok(lease);
             }
+            look_alike(view.section(CLAIMS), grant, now)?;
             if let Some(held) = current.filter(|l| l.holder != grant.lane && l.expires_at_ms > now)
                 && !grant.takeover
             {
@@ -271,6 +279,81 @@ pub async fn list(
         });
     }
     Ok((out, now))
+}
+
+/// Refuses a grant whose row has the look-alike skeleton of another row stored on the
+/// board, or whose lane has that of another live lease's holder (ARCHITECTURE.md, "One
+/// spelling"): `Row-1` beside `row-1` would be a second lease on what reads as one row,
+/// and "held by lane-a, not by Lane-a" a refusal that reads as nonsense. Reads the claims
+/// section whole, so a concurrent grant of a look-alike conflicts with this one's batch.
+/// A takeover does not bypass it: a look-alike is never the same lease.
+fn look_alike(
+    claims: &mut crate::fencing::TrackedSection,
+    grant: &Grant<'_>,
+    now: u64,
+) -> Result<(), LeaseError> {
+    use row_fence_contract::spelling::skeleton;
+    let (row, lane) = (skeleton(grant.row), skeleton(grant.lane));
+    for (key, value) in claims.iter() {
+        if key != grant.row && skeleton(key) == row {
+            return Err(LeaseError::LookAlike(format!(
+                "{}/{} looks like row {key} already on the board (same letters up to case and look-alikes such as 0/o, 1/l); one row has one spelling: use {key}",
+                grant.board, grant.row
+            )));
+        }
+        let lease = parse_row_lease(value).map_err(LeaseError::Store)?;
+        if lease.expires_at_ms > now
+            && lease.holder != grant.lane
+            && skeleton(&lease.holder) == lane
+        {
+            return Err(LeaseError::LookAlike(format!(
+                "lane {} looks like lane {}, which holds {}/{key}; one lane has one spelling",
+                grant.lane, lease.holder, grant.board
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The spellings on `board` that break "one spelling" (ARCHITECTURE.md, "One spelling"),
+/// one sentence each: a row or holder outside the name allowlist (stored before it), two
+/// rows with one look-alike skeleton, two holders of live leases with one. Found and
+/// reported by `row-fence store check --board`, never merged: which spelling a lane means
+/// is the operator's call.
+pub async fn spellings(store: &dyn LeaseStore, board: &str) -> Result<Vec<String>, StoreError> {
+    use row_fence_contract::descriptor::{validate_lane, validate_row};
+    use row_fence_contract::spelling::{escape, skeleton};
+    use std::collections::BTreeMap;
+    let (leases, _) = list(store, board, None).await?;
+    let mut out = Vec::new();
+    let mut rows: BTreeMap<String, &str> = BTreeMap::new();
+    let mut holders: BTreeMap<String, &str> = BTreeMap::new();
+    for l in &leases {
+        if let Err(e) = validate_row(&l.row) {
+            out.push(format!("{board}: stored {e}"));
+        }
+        if let Err(e) = validate_lane(&l.lease.holder) {
+            out.push(format!("{board}: stored {e}"));
+        }
+        if let Some(other) = rows.insert(skeleton(&l.row), &l.row) {
+            out.push(format!(
+                "{board}: rows \"{}\" and \"{}\" look alike",
+                escape(other),
+                escape(&l.row)
+            ));
+        }
+        if l.live
+            && let Some(other) = holders.insert(skeleton(&l.lease.holder), &l.lease.holder)
+            && other != l.lease.holder
+        {
+            out.push(format!(
+                "{board}: lanes \"{}\" and \"{}\" hold live leases and look alike",
+                escape(other),
+                escape(&l.lease.holder)
+            ));
+        }
+    }
+    Ok(out)
 }
 
 fn read_lease(value: Option<&Value>) -> Result<Option<RowLease>, LeaseError> {
