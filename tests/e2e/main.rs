@@ -19,6 +19,9 @@ macro_rules! on_both_stores {
 mod architecture;
 mod asker;
 mod bench_smoke;
+// Lanes as real users (useradd) and a real sshd: Linux, as root.
+#[cfg(target_os = "linux")]
+mod broker;
 mod cli_contract;
 mod clock_floor;
 mod cluster;
