@@ -99,7 +99,9 @@ pub fn measure(
         requests.push(fixture::ask_line(bins, &home, &descriptor)?);
         daemons.push(daemon);
     }
-    for (daemon, request) in daemons.iter().zip(&requests) {
+    for ((name, _, _), (daemon, request)) in stores.iter().zip(daemons.iter().zip(&requests)) {
+        throughput::check_allowed(&daemon.socket, request)
+            .map_err(|why| format!("the {name} store's ask is not ALLOWED: {why}"))?;
         for _ in 0..warmup {
             let _ = ask_once(&daemon.socket, request);
         }

@@ -69,7 +69,10 @@ pub fn measure(
     for (rows, descriptor) in &descriptors {
         requests.push((*rows, crate::fixture::ask_line(bins, &home, descriptor)?));
     }
-    for (_, request) in &requests {
+    for (rows, request) in &requests {
+        crate::throughput::check_allowed(&daemon.socket, request).map_err(|why| {
+            format!("the file store ask on the board of {rows} rows is not ALLOWED: {why}")
+        })?;
         for _ in 0..warmup {
             let _ = ask_once(&daemon.socket, request);
         }

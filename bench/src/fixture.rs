@@ -62,6 +62,31 @@ impl Binaries {
         })
     }
 
+    /// `Err` unless `row-fence-ask` was built from the same sources as this bench (the
+    /// build digest in `--version`, ARCHITECTURE.md "Code stamp"): the in-process clients
+    /// build their requests with this bench's contract crate, so a bench left over from
+    /// older sources would send what the daemon refuses (a descriptor read without its
+    /// lease token is REFUSED token_mismatch) while the real asker is ALLOWED.
+    pub fn check_same_build(&self, version: &str) -> Result<(), String> {
+        let asker = self.path("row-fence-ask");
+        let out = Command::new(&asker)
+            .arg("--version")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("{} --version: {e}", asker.display()))?;
+        if out.status.success() && String::from_utf8_lossy(&out.stdout).contains(version) {
+            Ok(())
+        } else {
+            Err(format!(
+                "row-fence-bench {} is not the build of the binaries it measures ({}: {}): \
+                 build them together (cargo build --workspace --bins, or scripts/bench)",
+                version,
+                asker.display(),
+                String::from_utf8_lossy(&out.stdout).trim()
+            ))
+        }
+    }
+
     /// The path of one of them.
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.join(name)

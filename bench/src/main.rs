@@ -20,7 +20,7 @@ fn main() {
         .clone()
         .unwrap_or_else(|| Options::target_dir().join("bench/report.md"));
     let command = command_line(&options);
-    let mut runner = Runner::new(options);
+    let mut runner = Runner::new(options, row_fence_stamp::VERSION);
     runner.run();
     let dir = out.parent().map_or_else(
         || std::path::PathBuf::from("."),

@@ -141,11 +141,14 @@ pub struct Runner {
     pub results: Results,
     /// Times every sample.
     sampler: Sampler,
+    /// This bench's own `--version` (its build digest): the binaries measured must carry it.
+    version: &'static str,
 }
 
 impl Runner {
-    /// A runner for `options`.
-    pub fn new(options: Options) -> Runner {
+    /// A runner for `options`; `version` is the bench binary's `row_fence_stamp::VERSION`
+    /// (a value, so this library does not link the stamp crate).
+    pub fn new(options: Options, version: &'static str) -> Runner {
         let plan = options.plan();
         Runner {
             options,
@@ -171,6 +174,7 @@ impl Runner {
                 seconds: 0.0,
             },
             sampler: Sampler::new(),
+            version,
         }
     }
 
@@ -204,6 +208,7 @@ impl Runner {
             .tempdir_in("/tmp")
             .map_err(|e| format!("cannot make a temp dir: {e}"))?;
         let bins = Binaries::snapshot(&bin_dir, &work.path().join("bin"))?;
+        bins.check_same_build(self.version)?;
         let dir = |name: &str| -> Result<PathBuf, String> {
             let path = work.path().join(name);
             std::fs::create_dir_all(&path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -459,6 +464,8 @@ impl Runner {
     ) -> Result<(), String> {
         let plan = self.results.plan;
         let request = ask_line(bins, &daemon.home, descriptor)?;
+        throughput::check_allowed(&daemon.socket, &request)
+            .map_err(|why| format!("the in-process clients' ask is not ALLOWED: {why}"))?;
         let pids = (daemon.pid(), redis.pid());
         self.results.single = Some(throughput::asks_per_second(
             &daemon.socket,

@@ -103,6 +103,22 @@ pub fn ask_once(socket: &Path, request: &[u8]) -> Result<bool, ExchangeError> {
     Ok(answer.windows(ALLOWED.len()).any(|w| w == ALLOWED))
 }
 
+/// One ask on a new connection, as [`ask_once`], for the case's first ask: `Err` with the
+/// daemon's answer line when it is not ALLOWED (its `reason` and `detail` say why) or why
+/// no answer came, so a case whose every ask fails says why instead of measuring refusals.
+pub fn check_allowed(socket: &Path, request: &[u8]) -> Result<(), String> {
+    let answer = client::exchange_line(socket, request, Instant::now() + Duration::from_secs(10))
+        .map_err(|e| format!("no answer from {}: {e}", socket.display()))?;
+    if answer.windows(ALLOWED.len()).any(|w| w == ALLOWED) {
+        Ok(())
+    } else {
+        Err(format!(
+            "answered {}",
+            String::from_utf8_lossy(&answer).trim_end()
+        ))
+    }
+}
+
 /// What [`hold_connections`] measured.
 #[derive(Clone, Debug)]
 pub struct Connections {

@@ -103,3 +103,48 @@ fn a_smoke_run_of_the_bench_exits_0_and_writes_its_report() {
         "the report is also printed"
     );
 }
+
+/// The in-process clients build their requests with the bench's own contract crate, so a
+/// bench left over from other sources than the binaries it measures (one that reads a
+/// descriptor without its lease token, say) would measure nothing but refusals while the
+/// real asker is ALLOWED: it stops before starting anything, naming both builds.
+#[test]
+fn the_bench_refuses_binaries_of_another_build() {
+    let bins = bin_dir();
+    let dir = tempfile::Builder::new()
+        .prefix("rfsmoke")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
+    let other = dir.path().join("bin");
+    fs::create_dir(&other).expect("bin dir");
+    for name in [
+        "row-fence-ask",
+        "row-fence-guard",
+        "row-fence",
+        "row-fence-resident",
+        "row-fence-bench-echo",
+        "row-fence-bench-maxrss",
+    ] {
+        let path = other.join(name);
+        fs::write(
+            &path,
+            format!("#!/bin/sh\necho '{name} 0.1.0 (build 000000000000)'\n"),
+        )
+        .expect("write a stand-in");
+        fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
+    }
+    let ran = run(Command::new(bins.join("row-fence-bench"))
+        .args(["--quick", "--smoke", "--no-python", "--bin-dir"])
+        .arg(&other)
+        .arg("--out")
+        .arg(dir.path().join("report.md")));
+    assert_eq!(ran.code, 1, "{}\n{}", ran.stderr, ran.stdout);
+    assert!(
+        ran.stderr
+            .contains("is not the build of the binaries it measures")
+            && ran.stderr.contains("(build 000000000000)"),
+        "{}",
+        ran.stderr
+    );
+}
