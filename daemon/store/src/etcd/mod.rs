@@ -520,7 +520,11 @@ impl LeaseStore for EtcdStore {
         members.sort();
         members.dedup();
         let scheme = if self.url.tls { "etcds" } else { "etcd" };
-        format!("{scheme} members={} prefix={}", members.join(","), self.prefix)
+        format!(
+            "{scheme} members={} prefix={}",
+            members.join(","),
+            self.prefix
+        )
     }
 
     fn connection_losses(&self) -> u64 {
