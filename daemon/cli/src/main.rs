@@ -151,6 +151,7 @@ fn run_cli() -> i32 {
         }
     };
     let timeout = cli.timeout;
+    let reads_only = reads_only(&command);
     let outcome = runtime.block_on(async {
         tokio::time::timeout(timeout, run(command, &settings))
             .await
@@ -162,7 +163,7 @@ fn run_cli() -> i32 {
             })
     });
     match outcome {
-        Ok(code) if row_fence_contract::report::stdout_lost().is_some() => {
+        Ok(code) if reads_only && row_fence_contract::report::stdout_lost().is_some() => {
             let why = row_fence_contract::report::stdout_lost().unwrap_or_default();
             say!("row-fence: cannot write the output: {why}");
             code.max(exit::COULD_NOT_READ)
@@ -173,6 +174,24 @@ fn run_cli() -> i32 {
             failure.code
         }
     }
+}
+
+/// Whether `command` only reads, so its output is its whole result: output lost to a
+/// full device then exits 1. A command that writes exits with its write's code whatever
+/// became of its output (a committed grant reports success: its descriptor is the
+/// result that matters, and it was written).
+fn reads_only(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Show(_)
+            | Command::Check(_)
+            | Command::Status(_)
+            | Command::Health(_)
+            | Command::Records(_)
+            | Command::Log(_)
+            | Command::Render(_)
+            | Command::Doctor(_)
+    )
 }
 
 /// Words a newcomer tries for running the daemon, which is its own binary.
