@@ -24,6 +24,9 @@ pub struct MigrateArgs {
     /// …into this Redis (with --from)
     #[arg(long, requires = "from", value_name = "URL")]
     to: Option<String>,
+    /// Print {"board","written","from","to"} as one JSON object instead of the bare count
+    #[arg(long)]
+    json: bool,
 }
 
 fn failure(e: row_fence_store::StoreError) -> Failure {
@@ -75,7 +78,16 @@ pub async fn run(args: MigrateArgs, settings: &Settings) -> Outcome {
                 .map_err(failure)?
         }
     };
-    out(&written.to_string());
+    if args.json {
+        let from = args.from.as_deref().unwrap_or("the document");
+        let to = args.to.as_deref().unwrap_or("per-record keys");
+        out(
+            &serde_json::json!({"board": args.board, "written": written, "from": from, "to": to})
+                .to_string(),
+        );
+    } else {
+        out(&written.to_string());
+    }
     Ok(exit::ALLOWED)
 }
 
