@@ -36,6 +36,7 @@ mod guard;
 mod guard_round_two;
 mod history;
 mod http_git;
+mod install_json;
 mod lease_token;
 mod location;
 mod margin;
