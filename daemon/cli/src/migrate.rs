@@ -24,7 +24,7 @@ pub struct MigrateArgs {
     /// …into this Redis (with --from)
     #[arg(long, requires = "from", value_name = "URL")]
     to: Option<String>,
-    /// Print {"board","written","from","to"} as one JSON object instead of the bare count
+    /// Print {"board","written","from":"document"|"file","to":"records"} as one JSON object instead of the bare count
     #[arg(long)]
     json: bool,
 }
@@ -79,12 +79,13 @@ pub async fn run(args: MigrateArgs, settings: &Settings) -> Outcome {
         }
     };
     if args.json {
-        let from = args.from.as_deref().unwrap_or("the document");
-        let to = args.to.as_deref().unwrap_or("per-record keys");
-        out(
-            &serde_json::json!({"board": args.board, "written": written, "from": from, "to": to})
-                .to_string(),
-        );
+        // Layouts, never the URL: it may carry the store's password.
+        let from = if args.from.is_some() {
+            "file"
+        } else {
+            "document"
+        };
+        out(&serde_json::json!({"board": args.board, "written": written, "from": from, "to": "records"}).to_string());
     } else {
         out(&written.to_string());
     }
