@@ -64,7 +64,8 @@ fn guard(r: &Results) -> Option<String> {
         "`sh -c true` runs no program at all (`true` is a builtin): {sh:.3} ms. Any hook that runs \
          one program costs at least `sh -c /bin/true`, {exec:.3} ms ({:.2}× `sh -c true`), since \
          a new process image costs {t:.3} ms on this machine. The guard adds {:.3} ms to that \
-         floor for a harmless command (reading the JSON, parsing, binding) and {:.3} ms for an \
+         floor for a harmless command (reading the JSON, parsing, binding, the standing ask every \
+         call of a row-bound session makes) and {:.3} ms for an \
          ALLOWED push (one ask of the warm daemon in process): against the one-program floor \
          it is {:.2}× and {:.2}×.",
         exec / sh,

@@ -38,7 +38,8 @@ pub enum Client {
     /// `sh -c /bin/true` the same way: the floor of any hook that runs one program.
     HookExecTrue,
     /// The installed agent guard (`sh -c '<the settings command>'`) for a harmless
-    /// command in a row-bound worktree: parse, bind, no ask.
+    /// command in a row-bound worktree: parse, bind, the standing ask (every call of a
+    /// row-bound session asks), ALLOWED.
     GuardHarmless,
     /// The installed agent guard for `git push origin main` in a row-bound worktree whose
     /// lane holds its row: parse, bind, one ask, ALLOWED.
@@ -329,8 +330,8 @@ impl Clients {
             | Client::AskerStart
             | Client::HookTrue
             | Client::HookExecTrue => true,
-            Client::GuardHarmless => !stderr.contains("row-fence: asking"),
-            Client::Warm | Client::ColdRust | Client::GuardPush => {
+            // A row-bound session asks on every call (its standing ask): ALLOWED.
+            Client::Warm | Client::ColdRust | Client::GuardHarmless | Client::GuardPush => {
                 stderr.lines().any(|l| l.starts_with("row-fence: ALLOWED"))
             }
             Client::RedisCli | Client::Python => stdout.lines().next() == Some("allowed"),

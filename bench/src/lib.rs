@@ -35,6 +35,7 @@
 //!   writers.
 //! - [`file_boards`]: the file store's ask on boards of 10, 1,000 and 10,000 rows.
 //! - [`barrier`]: the ask with and without the read barrier of a replicated Redis.
+//! - [`stores`]: the store's ask on a 3-member etcd beside a durable Redis.
 //! - [`profile`]: the daemon's CPU profile (`perf`), summarised by kind of work.
 //! - [`rss`]: resident memory of a process, from `/proc`.
 //! - [`machine`]: the machine and the versions under test.
@@ -69,5 +70,6 @@ pub mod rss;
 pub mod run;
 pub mod sample;
 pub mod stats;
+pub mod stores;
 pub mod targets;
 pub mod throughput;

@@ -58,6 +58,10 @@ pub fn render(results: &Results, plots: &Plots, command: &str) -> String {
     records_table(&mut md, r);
     file_store_table(&mut md, r);
     barrier_table(&mut md, r);
+    if let Some(stores) = &r.stores {
+        md.push('\n');
+        md.push_str(&crate::stores::markdown(stores));
+    }
     for plot in &plots.boards {
         let _ = writeln!(md, "![{}]({})\n", plot.title, plot.file);
     }

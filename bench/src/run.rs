@@ -100,6 +100,8 @@ pub struct Results {
     pub file_store: Option<crate::file_boards::Figures>,
     /// The ask with and without the read barrier of a replicated Redis.
     pub barrier: Option<crate::barrier::Figures>,
+    /// The store's ask on etcd beside a durable Redis.
+    pub stores: Option<crate::stores::Figures>,
     /// Where the daemon's CPU goes while one client asks (`None`: see the notes).
     pub profile: Option<crate::profile::Profile>,
     /// The daemon's RSS idle after all the load, in KiB.
@@ -160,6 +162,7 @@ impl Runner {
                 records: None,
                 file_store: None,
                 barrier: None,
+                stores: None,
                 profile: None,
                 idle_after_load_kib: None,
                 peak_rss_kib: Vec::new(),
@@ -302,6 +305,12 @@ impl Runner {
             plan.warmup,
             rate_for,
         )?);
+        interrupt::check()?;
+        eprintln!("row-fence-bench: etcd beside Redis");
+        match crate::stores::run(&dir("stores")?, plan.barrier_asks.max(50)) {
+            Ok(figures) => self.results.stores = Some(figures),
+            Err(e) => self.note(format!("etcd beside Redis skipped: {e}")),
+        }
         Ok(())
     }
 

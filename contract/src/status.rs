@@ -63,6 +63,26 @@ pub struct Status {
     /// Absent while the fence is off: an inert fence adds nothing (README, "Location fence").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location_fence: Option<LocationStatus>,
+    /// The key broker's state, when it is on (ARCHITECTURE.md, "Key broker").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broker: Option<BrokerStatus>,
+}
+
+/// The key broker's state: where lanes reach it, what it holds, what it did since start.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerStatus {
+    /// The agent socket.
+    pub socket: String,
+    /// Push keys held.
+    pub keys: u64,
+    /// Uids bound to lanes.
+    pub lanes: u64,
+    /// Connections accepted since start.
+    pub connections: u64,
+    /// Signatures made since start.
+    pub signed: u64,
+    /// Sign requests refused since start (not ALLOWED, no lane, or a key it does not hold).
+    pub sign_refused: u64,
 }
 
 /// What a store's own state and settings say about keeping what it acknowledges

@@ -1,6 +1,9 @@
 //! The hook's input: Claude Code's `PreToolUse` JSON on stdin (`session_id`, `cwd`,
-//! `tool_input.command`), read within bounds. Input that is not that JSON is an error the
-//! guard denies on (fail closed: a hook input it cannot read never yields ALLOWED).
+//! `tool_name`, `tool_input`), read within bounds. Every tool is read: Bash's
+//! `tool_input.command`, and any other tool's name and input as they are. The first
+//! complete JSON value is read without waiting for the end of the input (a host that
+//! never closes stdin is answered). Input that is not that JSON is an error the guard
+//! denies on (fail closed: a hook input it cannot read never yields ALLOWED).
 
 use crate::parse::MAX_COMMAND_BYTES;
 use serde::Deserialize;
@@ -57,40 +60,136 @@ pub struct Hook {
     pub session: Option<String>,
     /// The agent shell's working directory (`cwd`), when given.
     pub cwd: Option<PathBuf>,
-    /// The Bash command (`tool_input.command`).
+    /// The Bash command (`tool_input.command`); empty for any other tool.
     pub command: String,
+    /// The tool called.
+    pub tool: Tool,
+}
+
+/// The tool a hook input is about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Tool {
+    /// The shell tool (`tool_name` `Bash`, or absent with a `tool_input.command`).
+    Bash {
+        /// The command.
+        command: String,
+    },
+    /// Any other tool: a built-in file tool, an MCP tool (`mcp__SERVER__TOOL`), a web
+    /// tool, one the guard does not know.
+    Other {
+        /// `tool_name`.
+        name: String,
+        /// `tool_input`, as given (`null` when absent).
+        input: serde_json::Value,
+    },
+}
+
+impl Tool {
+    /// A short name for messages and the ledger: `Bash`, or the tool's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Tool::Bash { .. } => "Bash",
+            Tool::Other { name, .. } => name,
+        }
+    }
 }
 
 #[derive(Deserialize)]
 struct Raw {
     session_id: Option<serde_json::Value>,
     cwd: Option<serde_json::Value>,
-    tool_input: Option<ToolInput>,
+    tool_name: Option<serde_json::Value>,
+    tool_input: Option<serde_json::Value>,
 }
 
-#[derive(Deserialize)]
-struct ToolInput {
-    command: Option<serde_json::Value>,
+/// Counts the bytes read through it, so an input cut at the bound is told apart.
+struct Counted<R> {
+    inner: R,
+    read: u64,
 }
 
-/// Reads and parses the hook input from `reader`.
-pub fn read(reader: impl Read) -> Result<Hook, InputError> {
-    let mut bytes = Vec::new();
-    reader
-        .take(MAX_INPUT_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(InputError::Read)?;
-    if bytes.len() as u64 > MAX_INPUT_BYTES {
-        return Err(InputError::TooLarge);
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        Ok(n)
     }
-    parse(&bytes)
+}
+
+/// Reads and parses the hook input from `reader`: the first JSON value, without waiting
+/// for the end of the input.
+pub fn read(reader: impl Read) -> Result<Hook, InputError> {
+    from_value(read_value(reader)?)
+}
+
+/// Reads the first JSON value from `reader` (within [`MAX_INPUT_BYTES`]), without waiting
+/// for the end of the input.
+pub fn read_value(reader: impl Read) -> Result<serde_json::Value, InputError> {
+    let mut counted = Counted {
+        inner: std::io::BufReader::new(reader.take(MAX_INPUT_BYTES + 1)),
+        read: 0,
+    };
+    let value = serde_json::Deserializer::from_reader(&mut counted)
+        .into_iter::<serde_json::Value>()
+        .next();
+    let value = match value {
+        Some(Ok(value)) => value,
+        Some(Err(e)) if e.is_io() => {
+            return Err(InputError::Read(std::io::Error::other(e.to_string())));
+        }
+        Some(Err(_)) | None if counted.read > MAX_INPUT_BYTES => return Err(InputError::TooLarge),
+        Some(Err(e)) => return Err(InputError::NotHookJson(e)),
+        None => {
+            return Err(InputError::NotHookJson(
+                serde_json::from_slice::<serde_json::Value>(b"").unwrap_err(),
+            ));
+        }
+    };
+    Ok(value)
 }
 
 /// Parses hook input bytes.
 pub fn parse(bytes: &[u8]) -> Result<Hook, InputError> {
-    let raw: Raw = serde_json::from_slice(bytes).map_err(InputError::NotHookJson)?;
-    let command = match raw.tool_input.and_then(|t| t.command) {
-        Some(serde_json::Value::String(command)) => command,
+    let value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(InputError::NotHookJson)?;
+    from_value(value)
+}
+
+/// Reads Claude Code's `PreToolUse` input from a JSON value.
+pub fn from_value(value: serde_json::Value) -> Result<Hook, InputError> {
+    let raw: Raw = serde_json::from_value(value).map_err(InputError::NotHookJson)?;
+    let name = match raw.tool_name {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(s)) => Some(s),
+        Some(_) => return Err(InputError::NotString { field: "tool_name" }),
+    };
+    let bash = name.as_deref().is_none_or(|n| n == "Bash");
+    if !bash {
+        let string = |v: Option<serde_json::Value>, field: &'static str| match v {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(serde_json::Value::String(s)) if s.is_empty() => Ok(None),
+            Some(serde_json::Value::String(s)) => Ok(Some(s)),
+            Some(_) => Err(InputError::NotString { field }),
+        };
+        let session = string(raw.session_id, "session_id")?;
+        let cwd = string(raw.cwd, "cwd")?.map(PathBuf::from);
+        if let Some(cwd) = &cwd
+            && !cwd.is_absolute()
+        {
+            return Err(InputError::CwdNotAbsolute { cwd: cwd.clone() });
+        }
+        return Ok(Hook {
+            session,
+            cwd,
+            command: String::new(),
+            tool: Tool::Other {
+                name: name.unwrap_or_default(),
+                input: raw.tool_input.unwrap_or(serde_json::Value::Null),
+            },
+        });
+    }
+    let command = match raw.tool_input.as_ref().and_then(|t| t.get("command")) {
+        Some(serde_json::Value::String(command)) => command.clone(),
         Some(_) => return Err(InputError::CommandNotString),
         None => return Err(InputError::NoCommand),
     };
@@ -115,6 +214,9 @@ pub fn parse(bytes: &[u8]) -> Result<Hook, InputError> {
     Ok(Hook {
         session,
         cwd,
+        tool: Tool::Bash {
+            command: command.clone(),
+        },
         command,
     })
 }
@@ -169,5 +271,32 @@ mod tests {
         ));
         let over = vec![b' '; MAX_INPUT_BYTES as usize + 1];
         assert!(matches!(read(&over[..]).unwrap_err(), InputError::TooLarge));
+    }
+
+    #[test]
+    fn every_tool_is_read_and_a_complete_object_is_read_without_eof() {
+        let hook = parse(br#"{"session_id":"s","tool_name":"mcp__github__merge_pull_request","tool_input":{"pull_number":3}}"#).unwrap();
+        assert_eq!(hook.tool.name(), "mcp__github__merge_pull_request");
+        assert!(hook.command.is_empty());
+        let hook = parse(br#"{"tool_name":"Read","tool_input":{"file_path":"/x"}}"#).unwrap();
+        assert!(matches!(hook.tool, Tool::Other { .. }));
+        assert!(parse(br#"{"tool_name":7,"tool_input":{}}"#).is_err());
+        assert!(parse(br#"{"tool_name":"Bash","tool_input":{}}"#).is_err());
+        // A reader that would block after the object (a host that never closes stdin)
+        // is not read past it.
+        struct Then<'a>(&'a [u8]);
+        impl Read for Then<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                if self.0.is_empty() {
+                    panic!("read past the object");
+                }
+                let n = buf.len().min(self.0.len()).min(1);
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let hook = read(Then(br#"{"tool_input":{"command":"ls"}}"#)).unwrap();
+        assert_eq!(hook.command, "ls");
     }
 }

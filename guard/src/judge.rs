@@ -61,6 +61,10 @@ struct AskItem {
     descriptor: Descriptor,
     actions: Vec<String>,
     cwd: PathBuf,
+    /// True when a fenced write or opaque call was filed here: its verdict denies under
+    /// today's rules. False for the standing ask alone (every call of a row-bound
+    /// session), whose COULD NOT READ does not stop a harmless call.
+    counts: bool,
 }
 
 /// A verdict the guard decided without the daemon.
@@ -70,10 +74,40 @@ struct Decided {
     descriptor: Option<Descriptor>,
     path: Option<PathBuf>,
     action: String,
+    counts: bool,
+}
+
+/// One ask's outcome.
+struct Asked {
+    path: PathBuf,
+    verdict: Verdict,
+    detail: String,
+    descriptor: Descriptor,
+    action: String,
+    counts: bool,
+}
+
+/// Where the session stands with its row, from the standing asks.
+#[derive(Debug, PartialEq)]
+enum Standing {
+    /// Nothing the session is bound to (or its cwd) is row-bound.
+    Unbound,
+    /// Every standing ask is ALLOWED.
+    Allowed,
+    /// A standing ask is REFUSED: the session is quarantined.
+    Refused {
+        /// The refusal, as shown.
+        line: String,
+        /// The refused descriptor.
+        path: PathBuf,
+    },
+    /// A standing ask could not be read, or the binding could not.
+    Unread,
 }
 
 struct Judge<'a> {
     settings: &'a Settings,
+    parsed: Option<&'a brush_parser::ast::Program>,
     hook: &'a Hook,
     cwd: PathBuf,
     asks: BTreeMap<PathBuf, AskItem>,
@@ -81,21 +115,81 @@ struct Judge<'a> {
     /// Denials that are not verdicts: a place the text does not name, a command the
     /// guard cannot read.
     problems: Vec<(Reason, String, String)>,
+    /// The descriptors asked about on every call (the binding, `ROW_FENCE_DESCRIPTOR`,
+    /// or for an input without a session its cwd's), and the action they are asked with.
+    standing: Vec<PathBuf>,
+    standing_action: String,
+    /// The session's binding could not be read or written: it may be row-bound, so it
+    /// is quarantined (fail closed).
+    binding_problem: Option<String>,
+    /// Where the standing asks' working tree is (for the quarantine's file tools).
+    bound_from: PathBuf,
 }
 
 /// Judges `plan` (read from `hook`, its working directory `cwd`) and returns the exit code.
-pub fn judge(hook: &Hook, plan: &Plan, cwd: &Path, settings: &Settings) -> i32 {
+/// `parsed` is the Bash command's syntax tree, when it parsed (the quarantine reads it).
+pub fn judge(
+    hook: &Hook,
+    parsed: Option<&brush_parser::ast::Program>,
+    plan: &Plan,
+    cwd: &Path,
+    settings: &Settings,
+) -> i32 {
     let mut judge = Judge {
+        parsed,
         settings,
         hook,
         cwd: cwd.to_path_buf(),
         asks: BTreeMap::new(),
         decided: Vec::new(),
         problems: Vec::new(),
+        standing: Vec::new(),
+        standing_action: match &hook.tool {
+            crate::input::Tool::Bash { command } => {
+                format!("(every call) {}", crate::finding::short(command))
+            }
+            other => format!("(every call) {}", other.name()),
+        },
+        binding_problem: None,
+        bound_from: cwd.to_path_buf(),
     };
     let bound = judge.bound();
+    // An input without a session is judged by its cwd (ARCHITECTURE.md, "Quarantine").
+    judge.standing = if bound.is_empty() && hook.session.is_none() {
+        match resolve(cwd, None) {
+            Resolution::Found(path, _) => vec![path],
+            _ => Vec::new(),
+        }
+    } else {
+        bound.clone()
+    };
+    let bash = matches!(hook.tool, crate::input::Tool::Bash { .. });
+    if judge.standing.is_empty() && judge.binding_problem.is_none() {
+        // Unbound: a tool other than Bash is never denied, and a Bash command with
+        // nothing fenced or opaque runs without an ask.
+        if !bash || (plan.findings.is_empty() && plan.unreadable.is_none()) {
+            return ALLOW;
+        }
+    }
+    // A row-bound session asks on every call: a refusal quarantines it.
+    for path in judge.standing.clone() {
+        let action = judge.standing_action.clone();
+        judge.explicit(&action, &path);
+    }
+    if let crate::input::Tool::Other { name, .. } = &hook.tool {
+        // An MCP tool that is not read-only by rule is opaque: it runs only when the
+        // standing ask is ALLOWED (today's rules for a call the guard cannot read).
+        if crate::quarantine::tools::mcp(name).is_some()
+            && !crate::quarantine::tools::mcp_reads(name, settings.home.as_deref().ok())
+        {
+            for path in judge.standing.clone() {
+                judge.explicit(name, &path);
+            }
+        }
+        return judge.finish();
+    }
     if plan.findings.is_empty() && plan.unreadable.is_none() {
-        return ALLOW;
+        return judge.finish();
     }
     if let Some(why) = &plan.unreadable {
         judge.problems.push((
@@ -166,29 +260,36 @@ impl Judge<'_> {
             return bound;
         };
         match binding::read(home, session) {
-            Ok(Some(b)) => bound.push(b.descriptor),
+            Ok(Some(b)) => {
+                self.bound_from = b.cwd.clone();
+                bound.push(b.descriptor);
+            }
             Ok(None) => {
                 if let Resolution::Found(path, _) = resolve(&self.cwd, None) {
-                    let _ = binding::bind(
-                        home,
-                        &Binding {
-                            session: session.clone(),
-                            descriptor: path.clone(),
-                            cwd: self.cwd.clone(),
-                            bound_at_ms: ledger::now_ms(),
-                        },
-                    );
-                    bound.push(path);
+                    let offered = Binding {
+                        session: session.clone(),
+                        descriptor: path.clone(),
+                        cwd: self.cwd.clone(),
+                        bound_at_ms: ledger::now_ms(),
+                    };
+                    match binding::bind(home, &offered) {
+                        // The binding that stands judges, whichever racing call made it.
+                        Ok(stands) => {
+                            self.bound_from = stands.cwd;
+                            bound.push(stands.descriptor);
+                        }
+                        // A row-bound session whose binding cannot be written would be
+                        // unbound from the next call on: fail closed.
+                        Err(why) => {
+                            self.binding_problem = Some(why.to_string());
+                            bound.push(path);
+                        }
+                    }
                 }
             }
             Err(why) => {
-                self.problems.push((
-                    Reason::BindingUnreadable,
-                    "(this session's binding)".into(),
-                    why.to_string(),
-                ));
                 // A session whose binding cannot be read may be bound: fail closed.
-                bound.push(binding::path(home, session));
+                self.binding_problem = Some(why.to_string());
             }
         }
         bound
@@ -300,11 +401,14 @@ impl Judge<'_> {
     }
 
     fn ask(&mut self, path: PathBuf, descriptor: Descriptor, action: &str, cwd: &Path) {
+        let counts = action != self.standing_action;
         let item = self.asks.entry(path).or_insert_with(|| AskItem {
             descriptor,
             actions: Vec::new(),
             cwd: cwd.to_path_buf(),
+            counts: false,
         });
+        item.counts |= counts;
         if !item.actions.iter().any(|a| a == action) {
             item.actions.push(action.to_string());
         }
@@ -318,11 +422,13 @@ impl Judge<'_> {
         path: Option<PathBuf>,
         action: &str,
     ) {
-        if self
+        let counts = action != self.standing_action;
+        if let Some(d) = self
             .decided
-            .iter()
-            .any(|d| d.path == path && d.verdict == verdict)
+            .iter_mut()
+            .find(|d| d.path == path && d.verdict == verdict)
         {
+            d.counts |= counts;
             return;
         }
         self.decided.push(Decided {
@@ -331,18 +437,16 @@ impl Judge<'_> {
             descriptor,
             path,
             action: action.to_string(),
+            counts,
         });
     }
 
-    /// Asks (unless the guard already has to deny), prints, records, and returns the code.
+    /// Asks, prints, records, and returns the code: the quarantine's rule when the
+    /// session stands refused (or is remembered refused and cannot be read now), else
+    /// today's rules (every fenced write and opaque call ALLOWED).
     fn finish(mut self) -> i32 {
-        let mut denied = Vec::new();
-        for (reason, action, why) in std::mem::take(&mut self.problems) {
-            report::say(&format!("row-fence guard: cannot judge `{action}`: {why}."));
-            self.record(Verdict::CouldNotRead(reason), &why, None, None, &action);
-            denied.push(action);
-        }
-        for d in std::mem::take(&mut self.decided) {
+        let decided = std::mem::take(&mut self.decided);
+        for d in &decided {
             self.print(d.verdict, &d.detail, d.descriptor.clone());
             self.record(
                 d.verdict,
@@ -351,10 +455,60 @@ impl Judge<'_> {
                 d.path.as_deref(),
                 &d.action,
             );
-            denied.push(d.action);
         }
-        // Asked even when the guard already denies: the agent learns its lane's standing.
-        denied.extend(self.ask_all());
+        let asked = self.ask_all();
+        let standing = self.standing_of(&decided, &asked);
+        let home = self.settings.home.as_ref().ok().cloned();
+        let session = self.hook.session.clone();
+        let remembered = match (&home, &session) {
+            (Some(home), Some(session)) => crate::quarantine::record::is_quarantined(home, session),
+            // A session whose home cannot be found may have been refused: fail closed.
+            (None, Some(_)) => true,
+            _ => false,
+        };
+        let quarantined = match &standing {
+            Standing::Refused { .. } => true,
+            Standing::Unread => remembered || self.binding_problem.is_some(),
+            Standing::Allowed | Standing::Unbound => false,
+        };
+        if let (Standing::Refused { line, path }, Some(home), Some(session)) =
+            (&standing, &home, &session)
+        {
+            let marked = crate::quarantine::record::mark(
+                home,
+                &crate::quarantine::record::Quarantine {
+                    session: session.clone(),
+                    descriptor: path.clone(),
+                    refusal: line.clone(),
+                    since_ms: ledger::now_ms(),
+                },
+            );
+            if let Err(e) = marked {
+                report::say(&format!(
+                    "row-fence guard: cannot record this session's quarantine ({e}); it holds for this call."
+                ));
+            }
+        }
+        if quarantined {
+            return self.quarantine(&standing);
+        }
+        if let (Standing::Allowed, Some(home), Some(session)) = (&standing, &home, &session) {
+            // The row granted back: the session leaves quarantine.
+            let _ = crate::quarantine::record::lift(home, session);
+        }
+        let mut denied = Vec::new();
+        for (reason, action, why) in std::mem::take(&mut self.problems) {
+            report::say(&format!("row-fence guard: cannot judge `{action}`: {why}."));
+            self.record(Verdict::CouldNotRead(reason), &why, None, None, &action);
+            denied.push(action);
+        }
+        denied.extend(decided.into_iter().filter(|d| d.counts).map(|d| d.action));
+        denied.extend(
+            asked
+                .into_iter()
+                .filter(|a| a.counts && a.verdict != Verdict::Allowed)
+                .map(|a| a.action),
+        );
         if denied.is_empty() {
             return ALLOW;
         }
@@ -366,13 +520,90 @@ impl Judge<'_> {
         DENY
     }
 
-    /// Asks the daemon about every distinct descriptor at once; returns the denied actions.
-    fn ask_all(&mut self) -> Vec<String> {
+    /// The session's standing, from the standing asks' verdicts (and the guard's own).
+    fn standing_of(&self, decided: &[Decided], asked: &[Asked]) -> Standing {
+        if self.standing.is_empty() {
+            return if self.binding_problem.is_some() {
+                Standing::Unread
+            } else {
+                Standing::Unbound
+            };
+        }
+        let mut standing = Standing::Allowed;
+        for path in &self.standing {
+            let verdict = asked
+                .iter()
+                .find(|a| &a.path == path)
+                .map(|a| (a.verdict, a.detail.clone(), Some(a.descriptor.clone())))
+                .or_else(|| {
+                    decided
+                        .iter()
+                        .find(|d| d.path.as_ref() == Some(path))
+                        .map(|d| (d.verdict, d.detail.clone(), d.descriptor.clone()))
+                });
+            match verdict {
+                Some((Verdict::Allowed, ..)) => {}
+                Some((v @ Verdict::Refused(_), detail, d)) => {
+                    let line = Shown {
+                        verdict: v,
+                        detail,
+                        descriptor: d,
+                        elapsed_ms: 0,
+                    }
+                    .line();
+                    return Standing::Refused {
+                        line,
+                        path: path.clone(),
+                    };
+                }
+                _ => standing = Standing::Unread,
+            }
+        }
+        if self.binding_problem.is_some() {
+            Standing::Unread
+        } else {
+            standing
+        }
+    }
+
+    /// The quarantine's rule: the call runs only if it is positively read-only.
+    fn quarantine(&self, standing: &Standing) -> i32 {
+        let why_quarantined = match standing {
+            Standing::Refused { line, .. } => format!("its row was refused: {line}"),
+            _ => match &self.binding_problem {
+                Some(why) => format!("its binding cannot be trusted ({why})"),
+                None => "its row was refused earlier and the fence cannot be read now".into(),
+            },
+        };
+        let worktree = crate::quarantine::worktree_of(&self.bound_from);
+        let home = self.settings.home.as_deref().ok();
+        let verdict =
+            crate::quarantine::permits(&self.hook.tool, self.parsed, &self.cwd, &worktree, home);
+        match verdict {
+            Ok(()) => {
+                report::say(&format!(
+                    "row-fence guard: this session is quarantined ({why_quarantined}); this call is read-only, so it runs."
+                ));
+                ALLOW
+            }
+            Err(why) => {
+                // Not a verdict of its own: the refusal that quarantined the session is
+                // in the ledger already (the daemon's), and the record file counts it.
+                report::say(&format!(
+                    "row-fence guard: QUARANTINED: this session no longer holds its row ({why_quarantined}). Only calls known to be read-only run now, and this one is not: {why}. Stop, do not try another way, and report to whoever started you that the row is gone. Denied: the call did not run."
+                ));
+                DENY
+            }
+        }
+    }
+
+    /// Asks the daemon about every distinct descriptor at once; returns every outcome.
+    fn ask_all(&mut self) -> Vec<Asked> {
         if self.asks.is_empty() {
             return Vec::new();
         }
         let asks: Vec<(PathBuf, AskItem)> = std::mem::take(&mut self.asks).into_iter().collect();
-        let action_of = |item: &AskItem| crate::finding::short(&item.actions.join("; "));
+        let action_of = |item: &AskItem| self.action_of(item);
         let prepared = match client::prepare(
             self.settings.home.as_deref(),
             self.settings.socket.as_deref(),
@@ -381,7 +612,7 @@ impl Judge<'_> {
             Ok(prepared) => prepared,
             Err(unasked) => {
                 let judged = unasked.judged();
-                let mut denied = Vec::new();
+                let mut outcomes = Vec::new();
                 for (path, item) in &asks {
                     self.print(
                         judged.verdict,
@@ -395,9 +626,16 @@ impl Judge<'_> {
                         Some(path),
                         &action_of(item),
                     );
-                    denied.push(action_of(item));
+                    outcomes.push(Asked {
+                        path: path.clone(),
+                        verdict: judged.verdict,
+                        detail: judged.detail.clone(),
+                        descriptor: item.descriptor.clone(),
+                        action: action_of(item),
+                        counts: item.counts,
+                    });
                 }
-                return denied;
+                return outcomes;
             }
         };
         let marker = Marker::write(self.settings.home.as_ref().ok(), &asks);
@@ -418,7 +656,7 @@ impl Judge<'_> {
             .settings
             .deadline
             .saturating_duration_since(self.settings.started);
-        let mut denied = Vec::new();
+        let mut outcomes = Vec::new();
         let mut cut_off = false;
         for ((path, item), exchanged) in asks.iter().zip(answers) {
             let action = action_of(item);
@@ -429,9 +667,14 @@ impl Judge<'_> {
             if !judged.by_daemon {
                 self.record(judged.verdict, &judged.detail, Some(d), Some(path), &action);
             }
-            if judged.verdict != Verdict::Allowed {
-                denied.push(action);
-            }
+            outcomes.push(Asked {
+                path: path.clone(),
+                verdict: judged.verdict,
+                detail: judged.detail.clone(),
+                descriptor: d.clone(),
+                action,
+                counts: item.counts,
+            });
         }
         if cut_off {
             report::say(
@@ -439,7 +682,7 @@ impl Judge<'_> {
             );
         }
         drop(marker);
-        denied
+        outcomes
     }
 
     /// Several asks at once, each on its own thread, collected until the deadline; a
@@ -449,7 +692,7 @@ impl Judge<'_> {
         asks: &[(PathBuf, AskItem)],
         prepared: &Prepared,
     ) -> Vec<Option<Result<Answer, ExchangeError>>> {
-        let action_of = |item: &AskItem| crate::finding::short(&item.actions.join("; "));
+        let action_of = |item: &AskItem| self.action_of(item);
         let (tx, rx) = mpsc::channel();
         for (k, (_, item)) in asks.iter().enumerate() {
             report::say(&report::asking_line(&prepared.socket, &item.descriptor));
@@ -479,6 +722,22 @@ impl Judge<'_> {
             }
         }
         answers
+    }
+
+    /// What an ask says it is about: its fenced writes and opaque calls, or, for the
+    /// standing ask alone, the call itself.
+    fn action_of(&self, item: &AskItem) -> String {
+        let counting: Vec<&str> = item
+            .actions
+            .iter()
+            .map(String::as_str)
+            .filter(|a| *a != self.standing_action)
+            .collect();
+        if counting.is_empty() {
+            crate::finding::short(&item.actions.join("; "))
+        } else {
+            crate::finding::short(&counting.join("; "))
+        }
     }
 
     /// The ask about `item`, for the session the hook input names.

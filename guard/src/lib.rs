@@ -19,7 +19,8 @@
 //!
 //! # Layout
 //!
-//! - [`input`]: the hook JSON, bounded.
+//! - [`input`]: the hook JSON, bounded; [`harness`]: other agents' hook inputs and answers.
+//! - [`quarantine`]: a refused session's read-only allowlist, for every tool.
 //! - [`parse`]: brush-parser within bounds (size, nesting).
 //! - [`words`]: a word's value (literal or dynamic) and the code it runs.
 //! - [`state`]: the directories, `pushd` stack and variables at a point of the command.
@@ -49,12 +50,14 @@ pub mod finding;
 pub mod gh;
 pub mod git;
 pub mod handed;
+pub mod harness;
 pub mod http;
 pub mod input;
 pub mod judge;
 pub mod lookup;
 pub mod parse;
 pub mod programs;
+pub mod quarantine;
 pub mod row_fence;
 pub mod sed;
 pub mod state;

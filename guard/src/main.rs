@@ -4,14 +4,29 @@
 //! agent guard's policy").
 
 use row_fence_contract::{paths, report, stdio};
+use row_fence_guard::harness::{self, Harness};
 use row_fence_guard::judge::{self, ALLOW, DENY, Settings};
 use row_fence_guard::{DEFAULT_TIMEOUT_MS, TIMEOUT_ENV, input, parse, walk};
 use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// The harness whose convention every exit answers in.
+static HARNESS: OnceLock<Harness> = OnceLock::new();
+
+/// Exits with `code`, answered in the harness's convention.
+fn finish(code: i32) -> ! {
+    let harness = HARNESS.get().copied().unwrap_or(Harness::Claude);
+    let (line, code) = harness::answer(harness, code);
+    if let Some(line) = line {
+        println_quiet(&line);
+    }
+    std::process::exit(code);
+}
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 const USAGE: &str = "\
-Usage: row-fence-guard [--socket PATH] [--timeout-ms N] [--plan] < hook-input.json
+Usage: row-fence-guard [--harness NAME] [--socket PATH] [--timeout-ms N] [--plan] < hook-input.json
        row-fence-guard --version | --help
 
 Claude Code's PreToolUse hook for the Bash tool: reads the hook's JSON on stdin, parses the
@@ -20,6 +35,8 @@ its read-only commands, row-fence lease writes) and, for a row-bound session, ev
 command (dynamic command words, inline interpreter code, git aliases and config overrides).
 
 Options:
+  --harness NAME    the agent harness whose hook input and answer to speak: claude (default),
+                    codex, gemini or cursor
   --socket PATH     the daemon's socket (else $ROW_FENCE_SOCKET, else $ROW_FENCE_HOME/sock)
   --timeout-ms N    one deadline for the whole hook (else $ROW_FENCE_GUARD_TIMEOUT_MS, default 8000)
   --plan            print what the command writes and where, as JSON lines, and ask nothing
@@ -33,6 +50,8 @@ Exit: 0 the command may run; 2 it may not (Claude Code blocks the call and shows
 enum Usage {
     /// lexopt's reason (an unknown flag, a flag without its value).
     Flag(lexopt::Error),
+    /// A `--harness` the guard does not know.
+    Harness(String),
     /// A deadline that is not a whole number of milliseconds above 0.
     Timeout {
         /// `--timeout-ms`, the environment variable, or `default`.
@@ -46,6 +65,10 @@ impl std::fmt::Display for Usage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Usage::Flag(e) => e.fmt(f),
+            Usage::Harness(name) => write!(
+                f,
+                "--harness must be claude, codex, gemini or cursor, got {name:?}"
+            ),
             Usage::Timeout { source, text } => write!(
                 f,
                 "{source} must be a whole number of milliseconds above 0, got {text:?}"
@@ -69,6 +92,7 @@ impl std::fmt::Display for NoCwd {
 }
 
 struct Options {
+    harness: Harness,
     socket: Option<PathBuf>,
     timeout: Duration,
     plan: bool,
@@ -81,7 +105,7 @@ fn main() {
         report::say(&format!(
             "row-fence guard: internal error ({info}); denied. The command did not run."
         ));
-        std::process::exit(DENY);
+        finish(DENY);
     }));
     let started = Instant::now();
     let options = match parse_args() {
@@ -96,11 +120,14 @@ fn main() {
     };
     let deadline = started + options.timeout;
     hard_deadline(options.timeout);
-    let hook = match input::read(std::io::stdin().lock()) {
+    let _ = HARNESS.set(options.harness);
+    let hook = match input::read_value(std::io::stdin().lock())
+        .and_then(|v| input::from_value(harness::normalize(options.harness, v)))
+    {
         Ok(hook) => hook,
         Err(why) => deny(why),
     };
-    let (hook, cwd, plan) = if small(&hook.command) {
+    let (hook, cwd, plan, parsed) = if small(&hook.command) {
         // The common case: walked right here, no thread to hand over to.
         walk_hook(hook).unwrap_or_else(|why| deny(why))
     } else {
@@ -135,7 +162,8 @@ fn main() {
         deadline,
         build: row_fence_stamp::BUILD_DIGEST,
     };
-    std::process::exit(judge::judge(&hook, &plan, &cwd, &settings));
+    // The tree is not dropped: exit ends the process (a deep tree's drop recurses).
+    finish(judge::judge(&hook, parsed.as_ref(), &plan, &cwd, &settings));
 }
 
 /// True for a command short and shallow enough to walk on the main thread's stack
@@ -145,7 +173,15 @@ fn small(command: &str) -> bool {
     command.len() <= 16 * 1024 && parse::nesting_any(command) <= 32
 }
 
-fn walk_hook(hook: input::Hook) -> Result<(input::Hook, PathBuf, walk::Plan), NoCwd> {
+/// The hook, its cwd, the walk's plan, and the command's syntax tree when it parsed.
+type Walked = (
+    input::Hook,
+    PathBuf,
+    walk::Plan,
+    Option<brush_parser::ast::Program>,
+);
+
+fn walk_hook(hook: input::Hook) -> Result<Walked, NoCwd> {
     let cwd = match &hook.cwd {
         Some(cwd) => cwd.clone(),
         None => std::env::current_dir().map_err(NoCwd)?,
@@ -156,8 +192,16 @@ fn walk_hook(hook: input::Hook) -> Result<(input::Hook, PathBuf, walk::Plan), No
         // The guard's own PATH is looked up (and cached) by the lookup itself.
         path: None,
     };
-    let plan = walk::plan(&hook.command, &cwd, &env);
-    Ok((hook, cwd, plan))
+    // Parsed once: the walk reads the tree, and so does the quarantine.
+    let parsed = match &hook.tool {
+        input::Tool::Bash { .. } => parse::program(&hook.command).ok(),
+        input::Tool::Other { .. } => None,
+    };
+    let plan = match &parsed {
+        Some(program) => walk::plan_parsed(&hook.command, program, &cwd, &env),
+        None => walk::plan(&hook.command, &cwd, &env),
+    };
+    Ok((hook, cwd, plan, parsed))
 }
 
 /// Half a second past the deadline (rounded up to a whole second), the process denies and
@@ -193,7 +237,7 @@ fn deny(why: impl std::fmt::Display) -> ! {
     report::say(&format!(
         "row-fence guard: {why}. Denied: the command did not run."
     ));
-    std::process::exit(DENY);
+    finish(DENY);
 }
 
 fn print_plan(plan: &walk::Plan) {
@@ -228,6 +272,7 @@ fn parse_args() -> Result<Option<Options>, Usage> {
     use lexopt::prelude::*;
     let mut parser = lexopt::Parser::from_env();
     let mut options = Options {
+        harness: Harness::Claude,
         socket: None,
         timeout: Duration::ZERO,
         plan: false,
@@ -248,6 +293,12 @@ fn parse_args() -> Result<Option<Options>, Usage> {
                 )
             }
             Long("plan") => options.plan = true,
+            Long("harness") => {
+                let name = parser.value().map_err(Usage::Flag)?;
+                let name = name.to_string_lossy();
+                options.harness =
+                    Harness::from_name(&name).ok_or_else(|| Usage::Harness(name.into_owned()))?;
+            }
             Short('V') | Long("version") => {
                 println_quiet(&format!("row-fence-guard {}", row_fence_stamp::VERSION));
                 return Ok(None);

@@ -28,7 +28,7 @@ pub const MAX_LOOP_PASSES: usize = 6;
 /// The most simple commands the walk reads, calls and loop passes included: far above a
 /// real command (a 1 MiB one holds about 40,000), and a bound on function calls that
 /// call each other twice per level.
-pub const MAX_STEPS: usize = 250_000;
+pub const MAX_STEPS: usize = 100_000;
 
 /// What the walk takes from the hook's environment.
 #[derive(Clone, Debug, Default)]
@@ -48,10 +48,26 @@ pub struct Plan {
     pub findings: Vec<Finding>,
     /// Why (part of) the command could not be read; the judge denies such a command.
     pub unreadable: Option<String>,
+    /// The walk's work, counted: simple commands read (calls and loop passes included),
+    /// at most [`MAX_STEPS`].
+    pub steps: usize,
+    /// The walk's work, counted: bytes of code parsed (nested code parsed again), at
+    /// most 4 × the command's length + 64 KiB.
+    pub parsed_bytes: usize,
 }
 
 /// Reads `command` as run from `cwd`.
 pub fn plan(command: &str, cwd: &Path, env: &Env) -> Plan {
+    plan_with(command, None, cwd, env)
+}
+
+/// Reads `command`, already parsed as `program` (the quarantine reads the same tree: the
+/// command is parsed once), as run from `cwd`.
+pub fn plan_parsed(command: &str, program: &ast::Program, cwd: &Path, env: &Env) -> Plan {
+    plan_with(command, Some(program), cwd, env)
+}
+
+fn plan_with(command: &str, program: Option<&ast::Program>, cwd: &Path, env: &Env) -> Plan {
     let mut walker = Walker {
         env,
         plan: Plan::default(),
@@ -70,7 +86,15 @@ pub fn plan(command: &str, cwd: &Path, env: &Env) -> Plan {
     let origin = crate::state::fold(cwd);
     walker.origin = origin.clone();
     let mut state = State::at(Dir::Known(origin));
-    walker.code(command, &mut state);
+    match program {
+        Some(program) => {
+            walker.budget -= command.len().min(walker.budget);
+            walker.plan.parsed_bytes += command.len();
+            walker.program(command, program, &mut state);
+        }
+        None => walker.code(command, &mut state),
+    }
+    walker.plan.steps = walker.steps;
     walker.plan
 }
 
@@ -79,7 +103,7 @@ struct Walker<'a> {
     plan: Plan,
     /// Function bodies defined so far (with the text they were parsed from), called by
     /// name later.
-    functions: BTreeMap<String, (ast::FunctionBody, Rc<Source>)>,
+    functions: BTreeMap<String, Rc<(ast::FunctionBody, Rc<Source>)>>,
     /// Alias bodies (and zsh's `functions[NAME]=BODY`), read as code where they are used.
     aliases: BTreeMap<String, String>,
     /// Every name defined as a function or an alias so far.
@@ -125,18 +149,22 @@ impl Walker<'_> {
             return self.unreadable("the command's nested code is too large to read".into());
         }
         self.budget -= text.len();
+        self.plan.parsed_bytes += text.len();
         match parse::program(text) {
-            Ok(program) => {
-                self.depth += 1;
-                let outer = std::mem::replace(&mut self.source, Source::new(text));
-                for complete in &program.complete_commands {
-                    self.list(complete, state);
-                }
-                self.source = outer;
-                self.depth -= 1;
-            }
+            Ok(program) => self.program(text, &program, state),
             Err(why) => self.unreadable(why.to_string()),
         }
+    }
+
+    /// Walks `program`, parsed from `text`.
+    fn program(&mut self, text: &str, program: &ast::Program, state: &mut State) {
+        self.depth += 1;
+        let outer = std::mem::replace(&mut self.source, Source::new(text));
+        for complete in &program.complete_commands {
+            self.list(complete, state);
+        }
+        self.source = outer;
+        self.depth -= 1;
     }
 
     /// Code that runs in a copy of the shell (a substitution, `bash -c`): its moves stay there.
@@ -212,7 +240,7 @@ impl Walker<'_> {
                 self.names.insert(name.clone());
                 self.functions.insert(
                     name.clone(),
-                    (definition.body.clone(), Rc::clone(&self.source)),
+                    Rc::new((definition.body.clone(), Rc::clone(&self.source))),
                 );
                 // Bash may call a function without its name in the text (a trap,
                 // `command_not_found_handle`, an exported function in a child shell):
@@ -637,13 +665,14 @@ impl Walker<'_> {
 
     fn simple(&mut self, simple: &ast::SimpleCommand, state: State) -> (State, State) {
         let mut state = state;
-        self.steps += 1;
-        if self.steps > MAX_STEPS {
+        // Counted up to the bound and no further: past it nothing more is read.
+        if self.steps >= MAX_STEPS {
             self.unreadable(format!(
                 "the command runs more than {MAX_STEPS} simple commands (calls and loops counted)"
             ));
             return (state.clone(), state);
         }
+        self.steps += 1;
         let mut assignments = Vec::new();
         for item in simple.prefix.iter().flat_map(|p| p.0.iter()) {
             self.item(item, &state, &mut assignments, &mut Vec::new());
@@ -807,7 +836,8 @@ impl Walker<'_> {
     }
 
     fn call(&mut self, name: &str, args: &[Value], state: &mut State) {
-        let Some((body, source)) = self.functions.get(name).cloned() else {
+        // Shared, not copied: a body called 100,000 times is one tree.
+        let Some(function) = self.functions.get(name).cloned() else {
             // An alias is replaced by its body, in this shell, where it is used.
             if let Some(body) = self.aliases.get(name).cloned()
                 && !self.calling.iter().any(|c| c == name)
@@ -833,6 +863,7 @@ impl Walker<'_> {
         if self.depth >= MAX_CODE_DEPTH {
             return self.unreadable(format!("function `{name}` calls nest too deep to read"));
         }
+        let (body, source) = &*function;
         self.depth += 1;
         if let Some(redirects) = &body.1 {
             for r in &redirects.0 {
@@ -840,7 +871,7 @@ impl Walker<'_> {
             }
         }
         self.calling.push(name.to_string());
-        let outer = std::mem::replace(&mut self.source, source);
+        let outer = std::mem::replace(&mut self.source, Rc::clone(source));
         self.compound(&body.0, state);
         self.source = outer;
         self.calling.pop();

@@ -333,3 +333,62 @@ fn physical_moves_follow_symlinks_and_assigned_home_and_oldpwd_are_used() {
     }
     std::fs::remove_dir_all(&tmp).unwrap();
 }
+
+/// Inputs that made the first guard's walk quadratic or exponential (long `cd` chains,
+/// nested loops, functions that call each other twice per level, subshells nested 400
+/// deep): each gets the right reading, and the walk's work is bounded by count — simple
+/// commands read and bytes parsed — not by a clock (their times are in `scripts/bench`).
+#[test]
+fn heavy_inputs_get_their_reading_with_work_bounded_by_count() {
+    use row_fence_guard::walk::MAX_STEPS;
+    let cd_chain: String = (0..4000)
+        .map(|k| format!("cd d{k} || cd e{k}; "))
+        .collect::<String>()
+        + "git push --no-verify";
+    let loops = format!(
+        "{}cd sub; git push --no-verify{}",
+        "for a in 1; do ".repeat(60),
+        "; done".repeat(60)
+    );
+    let calls: String = (0..24)
+        .map(|k| format!("f{k}() {{ f{}; f{}; }}; ", k + 1, k + 1))
+        .collect::<String>()
+        + "f24() { git status; }; f0";
+    let peel = format!(
+        "{}git push --no-verify{}",
+        "( ".repeat(400),
+        " )".repeat(400)
+    );
+    // (shape, its reading, the most simple commands the walk may read for it)
+    let cases: [(String, &str, usize); 4] = [
+        (cd_chain, "F", 8_001 * 2),
+        // Loops nested past MAX_LOOP_PASSES that move the directory are not read twice:
+        // unreadable, which denies.
+        (loops, "FFFFFFFFU", 2 * 64 * 2),
+        // 2^25 calls written, a bounded count read: the walk gives up, which denies.
+        // (its 49 calls before the bound are opaque: names not yet defined)
+        (calls, "…U", MAX_STEPS),
+        (peel, "F", 1),
+    ];
+    for (shape, want, most_steps) in cases {
+        let head = shape[..60.min(shape.len())].to_string();
+        let read = std::thread::Builder::new()
+            .stack_size(row_fence_guard::parse::PARSE_STACK_BYTES)
+            .spawn(move || read(&shape, "/w").clone())
+            .unwrap()
+            .join()
+            .unwrap();
+        let got = kinds(&read);
+        // "…X": ends with X.
+        match want.strip_prefix('…') {
+            Some(tail) => assert!(got.ends_with(tail), "{head}…: read as {got}"),
+            None => assert_eq!(got, want, "{head}…: read as {got}"),
+        }
+        assert!(
+            read.steps <= most_steps,
+            "{head}…: {} simple commands read, over {most_steps}",
+            read.steps
+        );
+        assert!(read.parsed_bytes > 0, "{head}…: nothing parsed");
+    }
+}

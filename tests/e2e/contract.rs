@@ -18,10 +18,16 @@ macro_rules! on_every_adapter {
         mod redis_records { $( #[test] fn $name() { crate::contract::with_redis(|r| r.records(), |s| Box::pin(super::$name(s))) } )* }
         mod redis_document { $( #[test] fn $name() { crate::contract::with_redis(|r| r.document(), |s| Box::pin(super::$name(s))) } )* }
         mod redis_routed { $( #[test] fn $name() { crate::contract::with_redis(|r| r, |s| Box::pin(super::$name(s))) } )* }
+
+        /// Every scenario by name, for an adapter that runs them all on one server (etcd:
+        /// one cluster, a key prefix per scenario).
+        pub fn scenarios() -> Vec<(&'static str, Scenario)> {
+            vec![$((stringify!($name), (|s| Box::pin($name(s))) as Scenario)),*]
+        }
     };
 }
 
-type Scenario =
+pub type Scenario =
     for<'a> fn(&'a dyn LeaseStore) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + 'a>>;
 
 /// A current-thread runtime for one test.

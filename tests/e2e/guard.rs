@@ -77,7 +77,7 @@ fn pre_tool_use(session: Option<&str>, cwd: &Path, command: &str) -> String {
 }
 
 /// Runs `cmd` with `input` on stdin.
-fn run_with_stdin(cmd: &mut Command, input: &str) -> Ran {
+pub(crate) fn run_with_stdin(cmd: &mut Command, input: &str) -> Ran {
     let started = Instant::now();
     let mut child = cmd
         .stdin(Stdio::piped())
@@ -100,11 +100,11 @@ fn run_with_stdin(cmd: &mut Command, input: &str) -> Ran {
 /// the daemon, and the hook installed into a settings file.
 pub(crate) struct Lane {
     /// First, so it is stopped (and writes its last files) before the home is removed.
-    daemon: Option<Daemon>,
+    pub(crate) daemon: Option<Daemon>,
     pub(crate) home: Home,
     pub(crate) repo: Repo,
     /// The settings entry's command, as `install claude-hook` wrote it.
-    hook: String,
+    pub(crate) hook: String,
 }
 
 impl Lane {
@@ -148,7 +148,7 @@ impl Lane {
     }
 
     /// Lane A holds the row (descriptor in the clone's git dir) and the daemon runs.
-    fn held() -> Lane {
+    pub(crate) fn held() -> Lane {
         let mut lane = Lane::new();
         lane.hold();
         lane.daemon = Some(lane.home.daemon());
@@ -178,7 +178,7 @@ impl Lane {
         assert_eq!(ran.code, 0, "{}", ran.stderr);
     }
 
-    fn lose(&self) {
+    pub(crate) fn lose(&self) {
         self.home
             .acquire("board-1", "row-1", "lane-b", &["--takeover"]);
     }
@@ -217,7 +217,7 @@ impl Lane {
     }
 
     /// Runs `command` for real in `cwd`, as the agent's shell would.
-    fn run_for_real(&self, command: &str, cwd: &Path) -> Ran {
+    pub(crate) fn run_for_real(&self, command: &str, cwd: &Path) -> Ran {
         run(self
             .home
             .command("sh")
@@ -496,9 +496,11 @@ fn the_issues_ten_kinds_are_denied_under_an_empty_environment() {
     }
 }
 
+/// A lane that holds its row runs everyday commands that mention pushes (each call asks:
+/// ALLOWED); a refused lane is quarantined instead (guard/src/quarantine).
 #[test]
-fn the_issues_harmless_commands_pass_for_a_refused_lane_without_asking() {
-    let lane = Lane::refused();
+fn the_issues_harmless_commands_pass_for_a_held_lane() {
+    let lane = Lane::held();
     let ledger = lane.home.home.join("refusals.jsonl");
     let before = fs::read_to_string(&ledger).unwrap_or_default();
     for shape in [
@@ -506,12 +508,12 @@ fn the_issues_harmless_commands_pass_for_a_refused_lane_without_asking() {
         "grep -E \"git push|gh pr merge\" README.md",
         "cat > notes.txt <<EOF\ngit push origin main\nEOF",
     ] {
-        lane.check(&case(shape, Cwd::Clone, 0, Remote::Stays), true);
+        lane.check(&case(shape, Cwd::Clone, 0, Remote::Stays), false);
     }
     assert_eq!(
         fs::read_to_string(&ledger).unwrap_or_default(),
         before,
-        "nothing asked, nothing in the ledger"
+        "nothing refused, nothing in the ledger"
     );
     assert_eq!(
         fs::read_to_string(lane.repo.clone.join("notes.txt")).unwrap(),
@@ -874,8 +876,8 @@ fn every_shape_of_every_kind_is_denied_for_a_refused_lane() {
     }
 }
 
-/// Shapes that write nothing fenced and run nothing opaque: exit 0 without asking, even
-/// for a refused lane; run for real, the remote stays.
+/// Shapes that write nothing fenced and run nothing opaque: exit 0 for a lane that holds
+/// its row; run for real, the remote stays.
 fn harmless_shapes() -> Vec<Case> {
     let mut cases = Vec::new();
     // Deep enough to be walked on the guard's large-stack thread.
@@ -970,10 +972,10 @@ fn harmless_shapes() -> Vec<Case> {
 }
 
 #[test]
-fn harmless_shapes_pass_for_a_refused_lane_without_asking() {
-    let lane = Lane::refused();
+fn harmless_shapes_pass_for_a_held_lane() {
+    let lane = Lane::held();
     for c in &harmless_shapes() {
-        lane.check(c, true);
+        lane.check(c, false);
     }
 }
 
@@ -1038,6 +1040,11 @@ fn a_refused_push_is_filed_under_the_session_and_its_directory() {
     let ledger = row_fence_contract::ledger::read(&lane.home.home.join("refusals.jsonl")).unwrap();
     let last = ledger.last().expect("the refusal is in the ledger");
     assert_eq!(last.session.as_deref(), Some("session-7"));
+    assert!(
+        hook.stderr.contains("QUARANTINED"),
+        "the refused session is quarantined: {}",
+        hook.stderr
+    );
     assert_eq!(last.action, "git push origin");
     assert_eq!(last.cwd.as_deref(), lane.repo.clone.to_str());
 }
@@ -1333,7 +1340,7 @@ fn install_claude_hook_then_rollback_gives_back_the_settings_byte_for_byte() {
         "the other entry is kept, first"
     );
     let ours = &entries[1];
-    assert_eq!(ours["matcher"], "Bash");
+    assert_eq!(ours["matcher"], "*", "every tool is hooked");
     assert_eq!(
         ours["hooks"][0]["timeout"].as_u64(),
         row_fence_install::claude_settings::timeout_s()

@@ -10,7 +10,6 @@ use crate::guard::{Case, Cwd, Lane, Remote, bound_worktree, case, program_path};
 use crate::util::run;
 use std::fs;
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 /// The shell a shape is run in for the proof that it moves the remote.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -411,11 +410,11 @@ fn round_two_git_shapes_really_move_the_remote_without_the_guard() {
     assert!(proved >= 25, "only {proved} shapes were run for real");
 }
 
-/// Shapes a fix could block, and shapes the first guard blocked: exit 0 without asking
-/// for a refused lane.
+/// Shapes a fix could block, and shapes the first guard blocked: exit 0 for a lane that
+/// holds its row.
 #[test]
-fn round_two_harmless_shapes_pass_without_asking() {
-    let lane = Lane::refused();
+fn round_two_harmless_shapes_pass_for_a_held_lane() {
+    let lane = Lane::held();
     link_sub(&lane);
     let many_ifs: String = (0..600).map(|k| format!("if x{k}:\n    pass\n")).collect();
     let mut cases = vec![
@@ -450,15 +449,17 @@ fn round_two_harmless_shapes_pass_without_asking() {
         cases.push(case(shape, Cwd::Clone, 0, Remote::Stays));
     }
     for c in &cases {
-        lane.check(c, true);
+        lane.check(c, false);
     }
 }
 
 /// Inputs that made the first guard's walk quadratic or exponential (long `cd` chains,
 /// nested loops, functions that call each other twice per level) and nested subshells
-/// the parser reads as arithmetic: each is denied (or read) well inside the deadline.
+/// the parser reads as arithmetic: each gets its verdict (denied, and says why) from the
+/// installed binary. Its work is bounded by count in guard/tests/policy.rs; its time is
+/// measured in `scripts/bench`, not asserted here.
 #[test]
-fn round_two_heavy_inputs_are_answered_quickly() {
+fn round_two_heavy_inputs_get_their_verdict() {
     let lane = Lane::refused();
     let cd_chain: String = (0..4000)
         .map(|k| format!("cd d{k} || cd e{k}; "))
@@ -478,22 +479,34 @@ fn round_two_heavy_inputs_are_answered_quickly() {
         "( ".repeat(400),
         " )".repeat(400)
     );
-    for shape in [cd_chain, loops, calls, peel] {
-        let started = Instant::now();
-        let hook = lane.hook_in(&shape, &lane.repo.clone, None);
-        assert_eq!(
-            hook.code,
-            2,
-            "{}…: {}",
-            &shape[..60.min(shape.len())],
-            hook.stderr
+    // The refused lane is quarantined: none of these is on the read-only allowlist.
+    for (shape, why) in [
+        (cd_chain, "`git push` is not on the quarantine's allowlist"),
+        (loops, "only simple commands"),
+        (calls, "only simple commands"),
+        (peel, "only simple commands"),
+    ] {
+        // A deadline far past the work: this test is about the verdict (the walk's work
+        // is bounded by count in guard/tests/policy.rs, its time is in scripts/bench), so
+        // a loaded machine does not turn it into a deadline denial.
+        let mut cmd = lane.home.command("sh");
+        cmd.arg("-c")
+            .arg(&lane.hook)
+            .current_dir(&lane.repo.clone)
+            .env("ROW_FENCE_GUARD_TIMEOUT_MS", "120000");
+        let hook = crate::guard::run_with_stdin(
+            &mut cmd,
+            &serde_json::json!({
+                "cwd": &lane.repo.clone,
+                "hook_event_name": "PreToolUse",
+                "tool_name": "Bash",
+                "tool_input": {"command": &shape},
+            })
+            .to_string(),
         );
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "{}… took {:?}",
-            &shape[..60.min(shape.len())],
-            started.elapsed()
-        );
+        let head = &shape[..60.min(shape.len())];
+        assert_eq!(hook.code, 2, "{head}…: {}", hook.stderr);
+        assert!(hook.stderr.contains(why), "{head}…: {}", hook.stderr);
     }
 }
 

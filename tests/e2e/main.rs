@@ -19,6 +19,9 @@ macro_rules! on_both_stores {
 mod architecture;
 mod asker;
 mod bench_smoke;
+// Lanes as real users (useradd) and a real sshd: Linux, as root.
+#[cfg(target_os = "linux")]
+mod broker;
 mod cli_contract;
 mod clock_floor;
 mod cluster;
@@ -27,12 +30,16 @@ mod daemon;
 mod deploy;
 mod descriptor;
 mod durability;
+mod etcd;
+mod etcd_cluster;
 mod failover;
 mod fencing;
 mod file_store;
+mod floor_identity;
 mod gated;
 mod git_layer;
 mod guard;
+mod guard_quarantine;
 mod guard_round_two;
 mod history;
 mod http_git;

@@ -119,6 +119,12 @@ fn print_status(s: &Status) {
     if let Some(fence) = &s.location_fence {
         print_location(fence);
     }
+    if let Some(b) = &s.broker {
+        out(&format!(
+            "broker     {} ({} keys, {} lanes): {} signed, {} sign requests refused, {} connections",
+            b.socket, b.keys, b.lanes, b.signed, b.sign_refused, b.connections
+        ));
+    }
     if !s.recent_refusals.is_empty() {
         out(&format!(
             "recent refusals (newest last, {} shown; the refusal ledger has every one whole):",

@@ -48,9 +48,9 @@ pub async fn run(args: MigrateArgs, settings: &Settings) -> Outcome {
             let file = match StoreSpec::parse(from).map_err(Failure::could_not)? {
                 StoreSpec::File(None) => FileStore::new(paths::file_store(&settings.home)),
                 StoreSpec::File(Some(dir)) => FileStore::new(dir),
-                StoreSpec::Redis(_) => {
+                StoreSpec::Redis(_) | StoreSpec::Etcd(_) => {
                     return Err(Failure::could_not(
-                        "--from names the embedded store: file or file:DIR",
+                        "--from names the embedded store: file or file:DIR (`row-fence store copy` copies between any two stores)",
                     ));
                 }
             };
@@ -96,7 +96,7 @@ fn redis_store(url: &str, settings: &Settings) -> Result<RedisStore, Failure> {
     match StoreSpec::parse(url).map_err(Failure::could_not)? {
         StoreSpec::Redis(url) => RedisStore::open(&url, &settings.key_prefix)
             .map_err(|e| Failure::could_not(e.to_string())),
-        StoreSpec::File(_) => Err(Failure::could_not(
+        StoreSpec::File(_) | StoreSpec::Etcd(_) => Err(Failure::could_not(
             "--to names a Redis: redis://…, rediss://…, redis+unix://…",
         )),
     }

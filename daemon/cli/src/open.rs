@@ -137,7 +137,10 @@ fn daemon_mismatch(settings: &Settings, store: &dyn LeaseStore) -> Option<Mismat
             ours: store.describe(),
         });
     }
-    let redis = matches!(settings.store, row_fence_store::StoreSpec::Redis(_));
+    let redis = matches!(
+        settings.store,
+        row_fence_store::StoreSpec::Redis(_) | row_fence_store::StoreSpec::Etcd(_)
+    );
     (redis && !theirs.key_prefix.is_empty() && theirs.key_prefix != settings.key_prefix).then(
         || Mismatch::KeyPrefix {
             socket,

@@ -1,8 +1,9 @@
-//! `row-fence store check | accept-regression | accept-clock`: the store itself
+//! `row-fence store check | copy | accept-regression | accept-clock`: the store itself
 //! (ARCHITECTURE.md, "Acknowledged means durable"). `check` shows what the store's role and
 //! settings say about keeping an acknowledged grant; `accept-regression` is the operator's
 //! way past a store that went back in time (`store_regressed`), `accept-clock` past a clock
-//! that ran ahead and was corrected (`clock_regressed`).
+//! that ran ahead and was corrected (`clock_regressed`); `copy` moves boards between any two
+//! stores with their revisions carried (ARCHITECTURE.md, "The etcd store").
 
 use crate::open::store_for_write;
 use row_fence_contract::descriptor::validate_board;
@@ -10,6 +11,8 @@ use row_fence_contract::exit::{self, Failure, Outcome};
 use row_fence_contract::report::out;
 use row_fence_contract::say;
 use row_fence_resident::config::Settings;
+use row_fence_store::StoreSpec;
+use row_fence_store::copy::copy_board;
 use row_fence_store::judge::rfc3339;
 use row_fence_store::monotonic;
 
@@ -23,6 +26,11 @@ pub struct StoreArgs {
 enum Action {
     /// Check the store's role, replicas and durability settings now (exit 0 when grants may go ahead, 1 when not)
     Check(CheckArgs),
+    /// Copy boards from one store to another (file, Redis, etcd), each board's revision carried so the target hands out no generation twice; the target must not hold them yet. Stop the writers of the source first
+    #[command(
+        after_help = "Example:\n  row-fence store copy --from redis://127.0.0.1:6379 --to etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379 board-1\n\nThen point ROW_FENCE_STORE at the target and restart the daemons."
+    )]
+    Copy(CopyArgs),
     /// After a store went back in time (store_regressed): raise BOARD's revision above every generation ever seen and drop its row leases and controller lease, so lanes re-acquire and no generation is handed out twice
     AcceptRegression(AcceptArgs),
     /// After a clock that ran ahead was corrected (clock_regressed): accept BOARD's clock as it is now. Leases found expired under the clock that ran ahead and live again under the corrected one are dropped (their lanes re-acquire); gives up: leases granted or renewed while it ran ahead keep the later expiry it gave them
@@ -40,6 +48,22 @@ struct CheckArgs {
 }
 
 #[derive(clap::Args, Debug)]
+struct CopyArgs {
+    /// The store to copy from (file, file:DIR, redis://…, etcd://…)
+    #[arg(long, value_name = "STORE")]
+    from: String,
+    /// The store to copy into
+    #[arg(long, value_name = "STORE")]
+    to: String,
+    /// Board slugs to copy
+    #[arg(required = true)]
+    boards: Vec<String>,
+    /// Print what was copied as JSON lines
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args, Debug)]
 struct AcceptArgs {
     /// Board slug
     board: String,
@@ -51,6 +75,7 @@ struct AcceptArgs {
 pub async fn run(args: StoreArgs, settings: &Settings) -> Outcome {
     match args.action {
         Action::Check(a) => check(a, settings).await,
+        Action::Copy(a) => copy(a, settings).await,
         Action::AcceptRegression(a) => accept(a, settings).await,
         Action::AcceptClock(a) => accept_clock(a, settings).await,
     }
@@ -90,6 +115,47 @@ async fn check(args: CheckArgs, settings: &Settings) -> Outcome {
     } else {
         exit::COULD_NOT_READ
     })
+}
+
+async fn copy(args: CopyArgs, settings: &Settings) -> Outcome {
+    for board in &args.boards {
+        validate_board(board).map_err(|e| Failure {
+            code: exit::USAGE,
+            message: e.to_string(),
+        })?;
+    }
+    let open = |text: &str| -> Result<_, Failure> {
+        let spec = StoreSpec::parse(text).map_err(|e| Failure {
+            code: exit::USAGE,
+            message: e.to_string(),
+        })?;
+        row_fence_store::open(&spec, &settings.home, &settings.key_prefix)
+            .map_err(|e| Failure::could_not(e.to_string()))
+    };
+    let (from, to) = (open(&args.from)?, open(&args.to)?);
+    if from.describe() == to.describe() {
+        return Err(Failure {
+            code: exit::USAGE,
+            message: format!("--from and --to are the same store ({})", to.describe()),
+        });
+    }
+    for board in &args.boards {
+        let copied = copy_board(from.as_ref(), to.as_ref(), board)
+            .await
+            .map_err(|e| Failure::could_not(format!("board {board}: {e}")))?;
+        if args.json {
+            out(&serde_json::to_string(&copied).expect("serializes"));
+        }
+        say!(
+            "row-fence: board {board} copied to {}: {} records, revision {} there (was {} on {})",
+            to.describe(),
+            copied.records,
+            copied.revision,
+            copied.from_revision,
+            from.describe()
+        );
+    }
+    Ok(exit::ALLOWED)
 }
 
 async fn accept(args: AcceptArgs, settings: &Settings) -> Outcome {

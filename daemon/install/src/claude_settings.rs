@@ -1,6 +1,6 @@
 //! The agent hook's entry in a Claude Code settings file: adds it, finds it, removes it.
 //!
-//! The entry is `hooks/claude-settings.json`'s `PreToolUse` entry (matcher `Bash`, an
+//! The entry is `hooks/claude-settings.json`'s `PreToolUse` entry (matcher `*`: every tool, an
 //! explicit `timeout` longer than the guard's deadline for the whole hook) with the
 //! command running `row-fence-guard`, and the installed `guard-bash.sh` shim only when
 //! the guard cannot answer.
@@ -397,7 +397,7 @@ mod tests {
             .as_array()
             .unwrap()
             .iter()
-            .filter(|e| e["hooks"][0]["command"] == COMMAND && e["matcher"] == "Bash")
+            .filter(|e| e["hooks"][0]["command"] == COMMAND && e["matcher"] == "*")
             .count();
         assert_eq!(ours, 1, "{after}");
         assert_eq!(
@@ -450,7 +450,7 @@ mod tests {
         let before = "{\n  \"hooks\": {\n    \"PreToolUse\": [\n      {\"matcher\": \"Edit\", \"hooks\": []}\n    ]\n  }\n}\n";
         let after = round_trip(Some(before));
         assert!(
-            after.contains("{\"matcher\": \"Edit\", \"hooks\": []},\n      {\"matcher\": \"Bash\""),
+            after.contains("{\"matcher\": \"Edit\", \"hooks\": []},\n      {\"matcher\": \"*\""),
             "{after}"
         );
     }

@@ -122,7 +122,7 @@ fn store_spelling(store: &StoreSpec) -> Result<String, Failure> {
                 .map_err(|e| Failure::could_not(format!("{}: {e}", dir.display())))?;
             format!("file:{}", dir.display())
         }
-        StoreSpec::Redis(url) => url.clone(),
+        StoreSpec::Redis(url) | StoreSpec::Etcd(url) => url.clone(),
     })
 }
 

@@ -16,6 +16,8 @@ struct Args {
     common: CommonArgs,
     #[command(flatten)]
     location: LocationArgs,
+    #[command(flatten)]
+    broker: row_fence_resident::broker::BrokerArgs,
     /// Milliseconds between heartbeats (at least 100)
     #[arg(long, env = "ROW_FENCE_HEARTBEAT_MS", hide_env_values = true, default_value_t = DEFAULT_INTERVAL_MS,
           value_name = "MS", value_parser = clap::value_parser!(u64).range(100..))]
@@ -72,6 +74,7 @@ fn main() {
         heartbeat_interval: Duration::from_millis(args.heartbeat_ms),
         extra_uids: args.allowed_uids,
         location: args.location.settings(),
+        broker: args.broker.settings(),
         build: BUILD_DIGEST,
     });
     std::process::exit(code);

@@ -26,6 +26,7 @@
 //! The store and its domain come from `row-fence-store`; the protocol, verdicts and
 //! reasons from the contract crate `row-fence-contract`.
 
+pub mod broker;
 pub mod budget;
 pub mod config;
 pub mod connection;

@@ -72,6 +72,8 @@ pub struct Resident {
     /// The location fence; `None` unless `ROW_FENCE_LOCATION` is set (inert: no fetch,
     /// no check, no extra field).
     location: Option<Arc<LocationFence>>,
+    /// The key broker's counters, set once when the broker is on.
+    pub broker: std::sync::OnceLock<Arc<crate::broker::BrokerStats>>,
 }
 
 /// Counters, all since start.
@@ -118,6 +120,7 @@ impl Resident {
             started_at_ms: ledger::now_ms(),
             registry: Registry::default(),
             location: None,
+            broker: std::sync::OnceLock::new(),
         }
     }
 
@@ -227,7 +230,60 @@ impl Resident {
         if ask.stamp != self.stamp {
             return (self.stale_code(ask), None);
         }
-        let budget = ask.deadline_ms.min(MAX_DEADLINE_MS);
+        let claim = Claim {
+            descriptor: &ask.descriptor,
+            action: &ask.action,
+            session: ask.caller.session.as_deref(),
+        };
+        self.judge_claim(&claim, ask.deadline_ms, started).await
+    }
+
+    /// Judges a claim the daemon read itself (the key broker's sign requests carry no
+    /// descriptor: the daemon reads the bound lane's): the same gate, counters and ledger
+    /// as an ask, within `deadline_ms` of `started`.
+    pub async fn gate_claim(&self, claim: &Claim<'_>, deadline_ms: u64) -> Gated {
+        let started = Instant::now();
+        if let Err(e) = claim.descriptor.validate() {
+            let gated = Gated {
+                verdict: Verdict::CouldNotRead(Reason::DescriptorUnreadable),
+                detail: format!("the lane's descriptor is invalid: {e}"),
+            };
+            self.count(gated.verdict);
+            self.refusals.record(claim_record(claim, &gated, None));
+            return gated;
+        }
+        let (gated, located) = {
+            let _in_flight = InFlight::enter(&self.stats.in_flight);
+            self.judge_claim(claim, deadline_ms, started).await
+        };
+        self.count(gated.verdict);
+        self.proof.note(gated.verdict);
+        if gated.verdict.is_denial() {
+            self.refusals
+                .record(claim_record(claim, &gated, located.as_ref()));
+        }
+        gated
+    }
+
+    /// Records a denial decided before any store call (the key broker's peer bound to no
+    /// lane, its descriptor unreadable), counted like any ask.
+    pub fn record_denial(&self, claim: Option<&Claim<'_>>, action: &str, gated: &Gated) {
+        self.count(gated.verdict);
+        let record = match claim {
+            Some(claim) => claim_record(claim, gated, None),
+            None => LedgerRecord::new(DecidedBy::Daemon, gated.verdict, gated.detail.clone())
+                .with_caller(None, None, action),
+        };
+        self.refusals.record(record);
+    }
+
+    async fn judge_claim(
+        &self,
+        claim: &Claim<'_>,
+        deadline_ms: u64,
+        started: Instant,
+    ) -> (Gated, Option<AskLocation>) {
+        let budget = deadline_ms.min(MAX_DEADLINE_MS);
         // Leave time to write the answer back before the asker gives up.
         let margin = (budget / 10).min(50);
         let deadline = started + Duration::from_millis(budget - margin);
@@ -250,7 +306,7 @@ impl Resident {
                 None,
             );
         };
-        let d = &ask.descriptor;
+        let d = claim.descriptor;
         let check = AskCheck {
             board: d.board.clone(),
             row: d.row.clone(),
@@ -258,8 +314,8 @@ impl Resident {
             generation: d.generation,
             token: d.token.clone(),
             margin_ms: self.settings.margin_ms,
-            action: ask.action.clone(),
-            session: ask.caller.session.clone().unwrap_or_default(),
+            action: claim.action.to_string(),
+            session: claim.session.unwrap_or_default().to_string(),
             ..AskCheck::default()
         };
         let located = self.location.as_ref().map(|fence| Located {
@@ -344,8 +400,19 @@ impl Resident {
             recent_refusals_omitted,
             ledger_dropped: self.refusals.dropped(),
             location_fence: self.location.as_ref().map(|fence| fence.status()),
+            broker: self.broker.get().map(|stats| stats.status()),
         }
     }
+}
+
+/// What is judged: a lane's descriptor, the fenced action and the caller's session.
+pub struct Claim<'a> {
+    /// The descriptor (sent by the asker, or read by the daemon for a bound lane).
+    pub descriptor: &'a row_fence_contract::descriptor::Descriptor,
+    /// The fenced action, as recorded in the asks stream and the ledger.
+    pub action: &'a str,
+    /// The caller's session (the key broker puts the peer's uid and pid here).
+    pub session: Option<&'a str>,
 }
 
 /// Counts an ask in flight for as long as it lives, also when its task is torn down.
@@ -372,5 +439,12 @@ fn ledger_record(ask: &Ask, gated: &Gated, located: Option<&AskLocation>) -> Led
             ask.caller.cwd.as_deref(),
             &ask.action,
         )
+        .with_location(located.map(|l| (l.location.as_str(), l.epoch)))
+}
+
+fn claim_record(claim: &Claim<'_>, gated: &Gated, located: Option<&AskLocation>) -> LedgerRecord {
+    LedgerRecord::new(DecidedBy::Daemon, gated.verdict, gated.detail.clone())
+        .with_descriptor(Some(claim.descriptor))
+        .with_caller(claim.session, None, claim.action)
         .with_location(located.map(|l| (l.location.as_str(), l.epoch)))
 }

@@ -94,6 +94,9 @@ pub enum StartError {
     /// The location fence could not be built.
     #[error("the location fence: {0}")]
     Fence(#[from] location::map::MapError),
+    /// The key broker was asked for and could not start.
+    #[error(transparent)]
+    Broker(#[from] crate::broker::BrokerError),
 }
 
 /// What the daemon needs beyond the common settings.
@@ -107,6 +110,8 @@ pub struct Options {
     pub extra_uids: Vec<u32>,
     /// The location fence's settings; `None` (the default) keeps it inert.
     pub location: Option<location::Settings>,
+    /// The key broker's settings; `None` (the default) serves no agent socket.
+    pub broker: Option<crate::broker::Settings>,
     /// The binary's build digest (`row_fence_stamp::BUILD_DIGEST`), the build half of
     /// the daemon's code stamp.
     pub build: &'static str,
@@ -150,6 +155,7 @@ struct Prepared {
     store: Arc<Monotonic>,
     listener: tokio::net::UnixListener,
     guard: socket::SocketGuard,
+    broker: Option<crate::broker::Prepared>,
     /// Held until the process exits: this home's one daemon.
     _home_lock: nix::fcntl::Flock<std::fs::File>,
 }
@@ -205,17 +211,37 @@ fn prepare(options: &Options) -> Result<Prepared, StartError> {
     }
     let store = settings.open_monotonic(false).map_err(StartError::Store)?;
     let fence = location_fence(options.location.as_ref())?;
-    let (listener, guard) = socket::bind(&settings.socket).map_err(|e| match e {
-        SocketError::AlreadyRunning(path) => StartError::AlreadyRunning(path),
-        other => StartError::Socket(other),
+    // The broker first: its keys must be loaded into a process that cannot be dumped,
+    // and a broker that cannot start stops the daemon before the ask socket is taken.
+    let broker = options
+        .broker
+        .as_ref()
+        .map(crate::broker::prepare)
+        .transpose()?;
+    // A start refused after the broker bound its socket takes that socket back.
+    let drop_broker = || {
+        if let Some(broker) = &broker {
+            broker.guard.remove_if_ours();
+        }
+    };
+    let (listener, guard) = socket::bind(&settings.socket).map_err(|e| {
+        drop_broker();
+        match e {
+            SocketError::AlreadyRunning(path) => StartError::AlreadyRunning(path),
+            other => StartError::Socket(other),
+        }
     })?;
     // After the socket: a second daemon on the same socket hears "already running".
-    let home_lock = lock_home(&settings.home).inspect_err(|_| guard.remove_if_ours())?;
+    let home_lock = lock_home(&settings.home).inspect_err(|_| {
+        guard.remove_if_ours();
+        drop_broker();
+    })?;
     let listener = listener
         .set_nonblocking(true)
         .and_then(|_| tokio::net::UnixListener::from_std(listener))
         .map_err(|source| {
             guard.remove_if_ours();
+            drop_broker();
             StartError::Listen {
                 path: settings.socket.clone(),
                 source,
@@ -228,6 +254,7 @@ fn prepare(options: &Options) -> Result<Prepared, StartError> {
         store,
         listener,
         guard,
+        broker,
         _home_lock: home_lock,
     })
 }
@@ -258,6 +285,7 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
         heartbeat_interval,
         extra_uids,
         location: _,
+        broker: _,
         build: _,
     } = options;
     let Prepared {
@@ -267,6 +295,7 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
         store,
         listener,
         guard,
+        broker,
         _home_lock,
     } = prepared;
     let mut uids = vec![paths::euid()];
@@ -298,6 +327,41 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
     ));
     tokio::spawn(flush_marks(marks.clone(), resident.shutdown.clone()));
     tokio::spawn(stop_on_signal(resident.clone()));
+    let broker_guard = broker.map(|prepared| {
+        let crate::broker::Prepared {
+            keys,
+            read_keys,
+            lanes,
+            listener,
+            guard,
+        } = prepared;
+        tracing::info!(
+            socket = %guard.path().display(),
+            lanes = lanes.len(),
+            "the key broker is serving"
+        );
+        let stats = Arc::new(crate::broker::BrokerStats {
+            socket: guard.path().to_path_buf(),
+            keys: keys.len() as u64,
+            lanes: lanes.len() as u64,
+            ..Default::default()
+        });
+        let _ = resident.broker.set(stats.clone());
+        let broker = Arc::new(crate::broker::Broker {
+            keys,
+            read_keys,
+            lanes,
+            resident: resident.clone(),
+            own_uid: paths::euid(),
+            stats,
+        });
+        tokio::spawn(crate::broker::run(
+            listener,
+            broker,
+            resident.shutdown.clone(),
+        ));
+        guard
+    });
     // Bound and about to accept: only now may systemd count the daemon as started.
     crate::supervisor::ready(&settings.socket);
     server::run(listener, resident.clone(), resident.shutdown.clone()).await;
@@ -307,6 +371,9 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
         tracing::warn!(error = %e, "cannot write the revisions seen");
     }
     guard.remove_if_ours();
+    if let Some(guard) = broker_guard {
+        guard.remove_if_ours();
+    }
     let code = resident.exit_code();
     tracing::info!(code, "row-fence-resident stopped");
     code

@@ -510,6 +510,10 @@ impl LeaseStore for FileStore {
         format!("file:{}", self.dir.display())
     }
 
+    fn identity(&self) -> String {
+        format!("file:{}", crate::spec::canonical_path(&self.dir).display())
+    }
+
     fn calls_in_flight(&self) -> u64 {
         self.in_flight.load(Ordering::Relaxed)
     }

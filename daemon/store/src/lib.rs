@@ -12,6 +12,9 @@
 //! - [`redis`]: Redis: per-record keys (the `records` layout, Lua scripts) and, for boards
 //!   not yet migrated, the whole document (the `document` layout); the records scripts
 //!   guard the layout atomically and hand a document board to its document.
+//! - [`etcd`]: etcd (`etcd://…`): per-record keys and a per-board head key, every batch
+//!   one transaction fenced on the head's `mod_revision`, quorum writes and linearizable
+//!   reads.
 //! - [`file`], [`file_log`], [`file_cache`]: the embedded default, one JSON document per
 //!   board under `$ROW_FENCE_HOME/store/`, written atomically under an exclusive lock, its
 //!   fence log, and the parsed documents readers keep while a file is unchanged.
@@ -27,6 +30,7 @@
 //! - [`lease`]: row leases (acquire, renew, release, list) as fenced writes.
 //! - [`controller`]: the board controller's lease and epoch.
 //! - [`judge`]: the one rule that judges a row lease, and the sentences that explain it.
+//! - [`copy`]: boards copied between any two stores, revisions carried.
 //! - [`meta`]: the board's scalars' keys and its [`Layout`], spelled once.
 //! - [`expected`]: what a write expects of its record's revision ([`Expected`]).
 //!
@@ -36,7 +40,9 @@
 
 pub mod atomic_file;
 pub mod controller;
+pub mod copy;
 pub mod document;
+pub mod etcd;
 pub mod expected;
 pub mod fencing;
 pub mod file;
@@ -433,6 +439,11 @@ pub enum StoreError {
     /// acknowledged; read the board to find out.
     #[error("the write may have committed but was not acknowledged: {0}")]
     Indeterminate(String),
+    /// This home's floors (`revisions.json`) could not be written: a full or read-only
+    /// home. A write that committed says at which revision; an ask is not judged (a floor
+    /// no restart would see protects nothing). The sentence names the file and the fix.
+    #[error("{0}")]
+    HomeUnwritable(String),
     /// A stored record or document is not what row-fence writes.
     #[error("the store holds malformed data: {0}")]
     Corrupt(String),
@@ -465,7 +476,9 @@ impl StoreError {
     pub fn may_have_committed(&self) -> bool {
         matches!(
             self,
-            StoreError::Unacknowledged { .. } | StoreError::Indeterminate(_)
+            StoreError::Unacknowledged { .. }
+                | StoreError::Indeterminate(_)
+                | StoreError::HomeUnwritable(_)
         )
     }
 
@@ -485,6 +498,7 @@ impl StoreError {
             | StoreError::NotDurable(_)
             | StoreError::Unacknowledged { .. }
             | StoreError::Moved(_)
+            | StoreError::HomeUnwritable(_)
             | StoreError::NotThisLayout(_) => Reason::StoreError,
         }
     }
@@ -551,6 +565,15 @@ pub trait LeaseStore: Send + Sync + fmt::Debug {
     /// Where this store is, for status and logs, with any password redacted.
     fn describe(&self) -> String;
 
+    /// Which store this is, whatever its spelling (ARCHITECTURE.md, "The lease store"):
+    /// the key of the home's history floors. The file store: its canonical directory;
+    /// Redis: the resolved address, database and key prefix (Sentinel: the master name,
+    /// database and prefix). Two processes naming one store any two ways must get one
+    /// identity, or one's floors are invisible to the other. No password in it.
+    fn identity(&self) -> String {
+        self.describe()
+    }
+
     /// How many times the store connection was found lost (each loss makes it
     /// reconnect); 0 for stores without a connection.
     fn connection_losses(&self) -> u64 {
@@ -576,7 +599,7 @@ pub trait LeaseStore: Send + Sync + fmt::Debug {
 }
 
 /// Opens the store `spec` names: the file store under `home` for `file`, a lazily
-/// connected Redis store (keys under `prefix`) for a Redis URL. Never connects here, so a
+/// connected Redis or etcd store (keys under `prefix`) for a Redis or etcd URL. Never connects here, so a
 /// daemon starts while its store is down.
 pub fn open(
     spec: &StoreSpec,
@@ -589,6 +612,7 @@ pub fn open(
         )),
         StoreSpec::File(Some(dir)) => std::sync::Arc::new(file::FileStore::new(dir.clone())),
         StoreSpec::Redis(url) => std::sync::Arc::new(redis::RedisStore::open(url, prefix)?),
+        StoreSpec::Etcd(url) => std::sync::Arc::new(etcd::EtcdStore::open(url, prefix)?),
     })
 }
 

@@ -91,8 +91,12 @@ impl Version {
 pub struct Marks {
     /// `$ROW_FENCE_HOME/revisions.json`; `None` keeps them in memory only.
     path: Option<PathBuf>,
-    /// The store they belong to (its redacted description).
+    /// The store they belong to: its identity ([`crate::LeaseStore::identity`]), the
+    /// same for every spelling of it.
     store: String,
+    /// Keys older versions kept the same store's floors under (its spelling): read and
+    /// merged, so an upgrade keeps them; written under `store` only.
+    legacy: Vec<String>,
     /// Board → floors, as this process knows them.
     seen: Mutex<BTreeMap<String, Mark>>,
     /// True when `seen` holds something the file may not.
@@ -103,6 +107,9 @@ pub struct Marks {
     on_disk: Mutex<BTreeMap<String, Mark>>,
     /// One flush at a time, so a flush that waits knows what the one before wrote.
     flushing: Mutex<()>,
+    /// Why the last flush failed, until one succeeds: floors this process holds that no
+    /// restart would see, so nothing may be judged on them (fail closed).
+    failed: Mutex<Option<String>>,
 }
 
 type MarksFile = BTreeMap<String, BTreeMap<String, Mark>>;
@@ -117,9 +124,18 @@ impl Marks {
     /// The marks of `store` kept in `path` (loaded now; a missing or unreadable file
     /// starts empty).
     pub fn load(path: Option<PathBuf>, store: &str) -> Marks {
+        Marks::load_with_legacy(path, store, &[])
+    }
+
+    /// As [`Marks::load`], also reading the floors kept under `legacy` keys (the store's
+    /// spelling, as older versions keyed it): merged into `store`'s and written under
+    /// `store` at the next flush.
+    pub fn load_with_legacy(path: Option<PathBuf>, store: &str, legacy: &[String]) -> Marks {
         let marks = Marks {
             path,
             store: store.to_string(),
+            legacy: legacy.iter().filter(|k| *k != store).cloned().collect(),
+            failed: Mutex::new(None),
             seen: Mutex::new(BTreeMap::new()),
             dirty: AtomicBool::new(false),
             loaded: Mutex::new(None),
@@ -136,8 +152,10 @@ impl Marks {
         let Some(path) = &self.path else {
             return;
         };
-        let Ok(meta) = std::fs::metadata(path) else {
-            return;
+        let meta = match std::fs::metadata(path) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(e) => return self.cannot_read(path, e),
         };
         let version = Version::of(&meta);
         if *lock(&self.loaded) == Some(version) {
@@ -145,11 +163,25 @@ impl Marks {
         }
         // Read after the stat: a newer file read under an older version is read again
         // next time, never the other way round.
-        let boards = read_file(path).remove(&self.store).unwrap_or_default();
+        let mut file = match read_file(path) {
+            Ok(file) => file,
+            Err(e) => return self.cannot_read(path, e),
+        };
+        let boards = file.remove(&self.store).unwrap_or_default();
         {
             let mut seen = lock(&self.seen);
             for (board, mark) in &boards {
                 seen.entry(board.clone()).or_default().merge(*mark);
+            }
+            for key in &self.legacy {
+                for (board, mark) in file.remove(key).unwrap_or_default() {
+                    let on_disk = boards.get(&board).copied().unwrap_or_default();
+                    seen.entry(board).or_default().merge(mark);
+                    let mut written = on_disk;
+                    if written.merge(mark) {
+                        self.dirty.store(true, Ordering::Relaxed);
+                    }
+                }
             }
         }
         {
@@ -159,6 +191,12 @@ impl Marks {
             }
         }
         *lock(&self.loaded) = Some(version);
+    }
+
+    /// A file that exists but cannot be read (or parsed) holds floors this process does
+    /// not know: nothing is judged until it can be ([`Marks::unwritten`]).
+    fn cannot_read(&self, path: &Path, e: std::io::Error) {
+        *lock(&self.failed) = Some(format!("{} could not be read: {e}", path.display()));
     }
 
     /// The floors known for `board` now (call [`Marks::refresh`] first to include what
@@ -213,21 +251,49 @@ impl Marks {
         match merge_into(path, &self.store, &seen) {
             Ok(merged) => {
                 *lock(&self.on_disk) = merged;
+                *lock(&self.failed) = None;
                 Ok(())
             }
             Err(e) => {
                 self.dirty.store(true, Ordering::Relaxed);
+                *lock(&self.failed) = Some(format!("{} could not be written: {e}", path.display()));
                 Err(e)
             }
         }
     }
+
+    /// Why floors this process holds are not in the file (the last flush failed and none
+    /// succeeded since), after trying once more: `None` when the file holds them all.
+    /// A caller judges nothing while it is `Some`: a restarted process would not see them.
+    pub fn unwritten(&self) -> Option<String> {
+        lock(&self.failed).as_ref()?;
+        // Through the file whatever is dirty: a flush reads it first, so it also tells
+        // whether a file that could not be read can be now.
+        self.dirty.store(true, Ordering::Relaxed);
+        match self.flush() {
+            Ok(()) => {
+                *lock(&self.loaded) = None;
+                self.refresh();
+                lock(&self.failed).clone()
+            }
+            Err(_) => lock(&self.failed).clone(),
+        }
+    }
 }
 
-fn read_file(path: &Path) -> MarksFile {
-    std::fs::read(path)
-        .ok()
-        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-        .unwrap_or_default()
+/// The file's floors; a missing file holds none. One that cannot be read or parsed is an
+/// error: judged or merged as empty, it would drop every floor in it.
+fn read_file(path: &Path) -> std::io::Result<MarksFile> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("not JSON floors: {e}"),
+            )
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(MarksFile::new()),
+        Err(e) => Err(e),
+    }
 }
 
 /// Merges `seen` into the file's floors for `store`, under the file's lock; returns what
@@ -257,7 +323,13 @@ fn merge_into(
     for leftover in crate::atomic_file::leftovers(path) {
         let _ = std::fs::remove_file(leftover);
     }
-    let mut all = read_file(path);
+    let mut all = match read_file(path) {
+        Ok(all) => all,
+        Err(e) => {
+            let _ = lock.unlock();
+            return Err(e);
+        }
+    };
     let boards = all.entry(store.to_string()).or_default();
     for (board, mark) in seen {
         boards.entry(board.clone()).or_default().merge(*mark);
@@ -320,6 +392,6 @@ mod tests {
         daemon.refresh();
         assert_eq!(daemon.get("b"), mark(7, 10_000, 1));
         daemon.flush().unwrap();
-        assert_eq!(read_file(&path)["s"]["b"], mark(7, 10_000, 1));
+        assert_eq!(read_file(&path).unwrap()["s"]["b"], mark(7, 10_000, 1));
     }
 }

@@ -57,7 +57,13 @@ impl Monotonic {
     /// flushes revisions on its own schedule ([`Monotonic::marks`]). A lease expiry found
     /// passed is written at once by both.
     pub fn new(inner: Arc<dyn LeaseStore>, marks_path: Option<PathBuf>, eager: bool) -> Monotonic {
-        let marks = Arc::new(Marks::load(marks_path, &inner.describe()));
+        // Keyed by which store this is; floors an older version kept under the spelling
+        // (its description) are read too, so an upgrade keeps them.
+        let marks = Arc::new(Marks::load_with_legacy(
+            marks_path,
+            &inner.identity(),
+            &[inner.describe()],
+        ));
         Monotonic {
             inner,
             marks,
@@ -77,9 +83,17 @@ impl Monotonic {
 
     /// The board's floors as this home knows them now (the file read again if another
     /// process changed it): taken before a call reads the store.
-    fn floor(&self, board: &str) -> Mark {
+    ///
+    /// Fails while floors this process holds could not be written (a full or read-only
+    /// home): a restarted process would not see them, so nothing is judged on them.
+    fn floor(&self, board: &str) -> Result<Mark, StoreError> {
         self.marks.refresh();
-        self.marks.get(board)
+        if let Some(why) = self.marks.unwritten() {
+            return Err(StoreError::HomeUnwritable(format!(
+                "this home's floors cannot be kept ({why}), so board {board} is not judged: a restart would forget what was seen; free space on the home's file system, make revisions.json readable and writable, or restore it"
+            )));
+        }
+        Ok(self.marks.get(board))
     }
 
     /// Refuses a store clock below the latest lease expiry this home found passed on the
@@ -135,9 +149,17 @@ impl Monotonic {
     /// Records that a lease expiring at `expired_ms` was found passed (in the clock era
     /// of `floor`: an accept made meanwhile wins), and waits until the home's file holds
     /// it, so no restart or cold command judges that lease live again.
-    async fn found_expired(&self, board: &str, floor: Mark, expired_ms: Option<u64>) {
+    ///
+    /// Fails when the file cannot be written: the answer that found the lease passed is
+    /// then not given (fail closed), since a restarted process could judge it live again.
+    async fn found_expired(
+        &self,
+        board: &str,
+        floor: Mark,
+        expired_ms: Option<u64>,
+    ) -> Result<(), StoreError> {
         let Some(expired_ms) = expired_ms else {
-            return;
+            return Ok(());
         };
         self.marks.observe(
             board,
@@ -148,16 +170,28 @@ impl Monotonic {
             },
         );
         let (marks, board) = (self.marks.clone(), board.to_string());
-        let persisted = tokio::task::spawn_blocking(move || marks.persist_expiry(&board)).await;
-        if let Ok(Err(e)) = persisted {
-            tracing::warn!(error = %e, "cannot write the lease expiry found passed");
-        }
+        let board_name = board.clone();
+        let persisted = tokio::task::spawn_blocking(move || marks.persist_expiry(&board))
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        persisted.map_err(|e| {
+            StoreError::HomeUnwritable(format!(
+                "a lease on board {board_name} was found expired, but this home's floors could not be written ({e}): a restart could judge it live again, so nothing is judged; free space on the home's file system or make it writable"
+            ))
+        })
     }
 
-    fn flush_if_eager(&self) {
-        if self.eager {
-            let _ = self.marks.flush();
+    /// A writer records what it committed before it reports success: a committed write
+    /// this home's floors do not hold would let a restore from before it go unseen.
+    fn flush_if_eager(&self, board: &str, revision: u64) -> Result<(), StoreError> {
+        if !self.eager {
+            return Ok(());
         }
+        self.marks.flush().map_err(|e| {
+            StoreError::HomeUnwritable(format!(
+                "the write committed at revision {revision} in the store, but this home's floors could not be written ({e}): nothing was handed out; free space on the home's file system or make it writable, then run `row-fence show {board}` (it records the revision) and repeat the command"
+            ))
+        })
     }
 
     /// A read's checks: its clock and history against the floor taken before it, then
@@ -172,8 +206,7 @@ impl Monotonic {
         self.clock(board, floor, snapshot.now_ms)?;
         self.history(board, floor, snapshot.revision, epoch)?;
         self.found_expired(board, floor, latest_passed(snapshot))
-            .await;
-        Ok(())
+            .await
     }
 }
 
@@ -216,7 +249,7 @@ impl LeaseStore for Monotonic {
     }
 
     async fn sections(&self, board: &str, names: &[&str]) -> Result<Snapshot, StoreError> {
-        let floor = self.floor(board);
+        let floor = self.floor(board)?;
         let snapshot = self.inner.sections(board, names).await?;
         let epoch = names.contains(&META).then(|| epoch_of(&snapshot));
         self.judge_snapshot(board, floor, &snapshot, epoch).await?;
@@ -224,7 +257,7 @@ impl LeaseStore for Monotonic {
     }
 
     async fn read_records(&self, board: &str, reads: &ReadSet) -> Result<Snapshot, StoreError> {
-        let floor = self.floor(board);
+        let floor = self.floor(board)?;
         let snapshot = self.inner.read_records(board, reads).await?;
         // The epoch counter is compared only when meta was read whole: a keyed read of
         // other meta records does not show it.
@@ -263,12 +296,12 @@ impl LeaseStore for Monotonic {
                 ..Mark::default()
             },
         );
-        self.flush_if_eager();
+        self.flush_if_eager(board, revision)?;
         Ok(revision)
     }
 
     async fn ask(&self, check: &AskCheck) -> Result<Judgement, StoreError> {
-        let floor = self.floor(&check.board);
+        let floor = self.floor(&check.board)?;
         let judgement = self.inner.ask(check).await?;
         self.clock(&check.board, floor, judgement.now_ms)?;
         if check.generation > judgement.revision {
@@ -288,7 +321,7 @@ impl LeaseStore for Monotonic {
             .as_ref()
             .map(|l| l.expires_at_ms)
             .filter(|expiry| *expiry <= judgement.now_ms);
-        self.found_expired(&check.board, floor, passed).await;
+        self.found_expired(&check.board, floor, passed).await?;
         Ok(judgement)
     }
 
@@ -310,6 +343,10 @@ impl LeaseStore for Monotonic {
 
     fn describe(&self) -> String {
         self.inner.describe()
+    }
+
+    fn identity(&self) -> String {
+        self.inner.identity()
     }
 
     fn connection_losses(&self) -> u64 {
@@ -351,7 +388,7 @@ pub struct Accepted {
 pub async fn accept_regression(store: &Monotonic, board: &str) -> Result<Accepted, StoreError> {
     let inner = store.inner();
     for _ in 0..crate::fencing::MAX_ATTEMPTS {
-        let seen = store.floor(board);
+        let seen = store.floor(board)?;
         let snapshot = inner.sections(board, &[META, CLAIMS]).await?;
         let claims = snapshot.sections.get(CLAIMS).cloned().unwrap_or_default();
         let highest_generation = claims
@@ -440,7 +477,7 @@ pub struct AcceptedClock {
 pub async fn accept_clock(store: &Monotonic, board: &str) -> Result<AcceptedClock, StoreError> {
     let inner = store.inner();
     for _ in 0..crate::fencing::MAX_ATTEMPTS {
-        let seen = store.floor(board);
+        let seen = store.floor(board)?;
         let snapshot = inner.sections(board, &[META, CLAIMS]).await?;
         let now = snapshot.now_ms;
         let revived = |expires_at_ms: u64| expires_at_ms > now && expires_at_ms <= seen.expired_ms;

@@ -2,8 +2,9 @@
 //! `$ROW_FENCE_HOME/store/`), `file:DIR`, or a Redis URL: `redis://…`, `rediss://…`
 //! (TLS), `redis+unix://…` / `unix://…`, a Redis Cluster node: `redis+cluster://…`,
 //! `rediss+cluster://…`, or the sentinels that elect the primary:
-//! `redis+sentinel://host:port[,host:port…]/<master-name>`. Redis URLs also carry
-//! row-fence's own options (`redis::url`).
+//! `redis+sentinel://host:port[,host:port…]/<master-name>`, or an etcd cluster:
+//! `etcd://host:port[,host:port…]`, `etcds://…` (TLS). Redis and etcd URLs also carry
+//! row-fence's own options (`redis::url`, `etcd::url`).
 
 use std::fmt;
 use std::path::PathBuf;
@@ -13,7 +14,7 @@ use std::path::PathBuf;
 pub enum SpecError {
     /// Not `file`, `file:DIR` or a Redis URL (the text, password redacted).
     #[error(
-        "store {0:?} is not one of: file, file:DIR, redis://…, rediss://…, redis+unix://…, redis+cluster://…, rediss+cluster://…, redis+sentinel://…"
+        "store {0:?} is not one of: file, file:DIR, redis://…, rediss://…, redis+unix://…, redis+cluster://…, rediss+cluster://…, redis+sentinel://…, etcd://…, etcds://…"
     )]
     NotAStore(String),
     /// A Redis URL whose options or address cannot be read (the URL redacted, and why):
@@ -30,6 +31,9 @@ pub enum StoreSpec {
     /// A Redis URL, kept verbatim (it may hold a password: print it with
     /// [`StoreSpec::redacted`]).
     Redis(String),
+    /// An etcd URL (`etcd://…`, `etcds://…`), kept verbatim (it may hold a password:
+    /// print it with [`StoreSpec::redacted`]).
+    Etcd(String),
 }
 
 impl StoreSpec {
@@ -68,6 +72,9 @@ impl StoreSpec {
             }
             return Ok(StoreSpec::Redis(text.to_string()));
         }
+        if text.starts_with("etcd://") || text.starts_with("etcds://") {
+            return Ok(StoreSpec::Etcd(text.to_string()));
+        }
         Err(SpecError::NotAStore(redact(text)))
     }
 
@@ -76,7 +83,7 @@ impl StoreSpec {
         match self {
             StoreSpec::File(None) => "file".to_string(),
             StoreSpec::File(Some(dir)) => format!("file:{}", dir.display()),
-            StoreSpec::Redis(url) => redact(url),
+            StoreSpec::Redis(url) | StoreSpec::Etcd(url) => redact(url),
         }
     }
 }
@@ -171,6 +178,10 @@ mod tests {
             StoreSpec::Redis(_)
         ));
         assert!(StoreSpec::parse("postgres://x").is_err());
+        assert_eq!(
+            StoreSpec::parse("etcd://h1:2379,h2:2379").unwrap(),
+            StoreSpec::Etcd("etcd://h1:2379,h2:2379".into())
+        );
     }
 
     #[test]
@@ -206,8 +217,83 @@ mod tests {
             "redis+sentinel://h1:26379,h2/mymaster"
         );
         assert_eq!(
+            redact("etcds://root:s3cret@h1:2379,h2:2379?cacert=/ca.pem"),
+            "etcds://***@h1:2379,h2:2379?cacert=/ca.pem"
+        );
+        assert_eq!(redact("etcd://u:s3cret@h1:2379/"), "etcd://u:***@h1:2379/");
+        assert_eq!(
             redact("redis+unix:///tmp/r.sock"),
             "redis+unix:///tmp/r.sock"
+        );
+    }
+}
+
+/// `path` made absolute with symlinks, `.` and `..` resolved as far as it exists (the
+/// rest appended as written, without empty or `.` parts): one directory named with or
+/// without a trailing slash, through a symlink or relative to another working directory
+/// is one path (the key of a file store's floors, ARCHITECTURE.md "The lease store").
+pub fn canonical_path(path: &std::path::Path) -> std::path::PathBuf {
+    use std::path::{Component, PathBuf};
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(path)
+    };
+    // Lexically first (`..` after a missing part has nothing to resolve against).
+    let mut parts: Vec<Component> = Vec::new();
+    for part in absolute.components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if matches!(parts.last(), Some(Component::Normal(_))) {
+                    parts.pop();
+                }
+            }
+            other => parts.push(other),
+        }
+    }
+    let lexical: PathBuf = parts.iter().collect();
+    let mut existing = lexical.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            return rest
+                .iter()
+                .rev()
+                .fold(real, |p: PathBuf, name| p.join(name));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => return lexical,
+        }
+    }
+}
+
+#[cfg(test)]
+mod canonical_tests {
+    use super::canonical_path;
+
+    #[test]
+    fn one_directory_spelled_many_ways_is_one_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("store");
+        std::fs::create_dir(&store).unwrap();
+        std::os::unix::fs::symlink(&store, dir.path().join("link")).unwrap();
+        let want = std::fs::canonicalize(&store).unwrap();
+        for spelling in ["store", "store/", "./store/.", "link/", "store/../store"] {
+            assert_eq!(
+                canonical_path(&dir.path().join(spelling)),
+                want,
+                "{spelling}"
+            );
+        }
+        let missing = dir.path().join("not-yet/");
+        assert_eq!(
+            canonical_path(&missing),
+            std::fs::canonicalize(dir.path()).unwrap().join("not-yet")
         );
     }
 }

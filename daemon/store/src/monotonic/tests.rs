@@ -192,10 +192,10 @@ async fn an_expiry_found_passed_is_a_floor_for_every_later_judge_of_the_home() {
     let expiry = judged.lease.unwrap().expires_at_ms;
     // A new process of the home (a restarted daemon, a cold check) reads the floor.
     let restarted = Monotonic::new(Arc::new(FileStore::new(&store_dir)), marks, false);
-    assert_eq!(restarted.floor("b").expired_ms, expiry);
+    assert_eq!(restarted.floor("b").unwrap().expired_ms, expiry);
     let behind = Mark {
         expired_ms: expiry + 3_000,
-        ..restarted.floor("b")
+        ..restarted.floor("b").unwrap()
     };
     restarted.marks.observe("b", behind);
     let e = restarted

@@ -254,4 +254,8 @@ impl LeaseStore for RedisDocument {
     fn describe(&self) -> String {
         self.shared.redacted.clone()
     }
+
+    fn identity(&self) -> String {
+        self.shared.identity.clone()
+    }
 }

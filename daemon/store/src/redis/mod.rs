@@ -38,6 +38,7 @@ pub mod barrier;
 pub mod conn;
 mod document;
 pub mod durability;
+pub mod identity;
 pub mod keys;
 pub mod migrate;
 pub mod names;
@@ -71,6 +72,9 @@ pub struct Shared {
     wait_ms: u64,
     /// The URL with any password redacted, for status and logs.
     redacted: String,
+    /// Which store this is, whatever the URL's spelling, prefix included: the key of the
+    /// home's floors ([`identity::identity`]).
+    identity: String,
     /// The key prefix `P`.
     prefix: String,
     /// Which verdicts an ask records (`?asks=`).
@@ -154,6 +158,7 @@ impl Shared {
             conn,
             wait_ms: parsed.wait_ms,
             redacted,
+            identity: identity::identity(url, prefix),
             prefix: prefix.to_string(),
             asks: parsed.asks,
             batch: Script::new(&FENCED_BATCH_LUA),
@@ -652,6 +657,10 @@ impl LeaseStore for RedisStore {
 
     fn describe(&self) -> String {
         self.shared.redacted.clone()
+    }
+
+    fn identity(&self) -> String {
+        self.shared.identity.clone()
     }
 
     fn connection_losses(&self) -> u64 {

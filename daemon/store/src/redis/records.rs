@@ -416,4 +416,8 @@ impl LeaseStore for RedisRecords {
     fn describe(&self) -> String {
         self.shared.redacted.clone()
     }
+
+    fn identity(&self) -> String {
+        self.shared.identity.clone()
+    }
 }

@@ -1,0 +1,202 @@
+//! The lane bindings: which uid is which lane, and where that lane's descriptor is
+//! (ARCHITECTURE.md, "Key broker"). Who asks is not the lane's word: the broker takes the
+//! peer's uid from the socket and reads the bound descriptor itself. The bindings file is
+//! an operator's act, so it must be the daemon's own (or root's) and writable by no one
+//! else; a file a lane could write would let it bind itself to another lane.
+//!
+//! ```toml
+//! [[lane]]
+//! uid = 1001
+//! descriptor = "/srv/lanes/a/.git/row-fence.json"
+//! ```
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// A bindings file is refused above this size (a thousand lanes is under 100 KiB).
+pub const MAX_LANES_FILE_BYTES: u64 = 1024 * 1024;
+
+/// Why the bindings were not loaded; the daemon does not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LanesError {
+    /// The file could not be opened, stat'ed or read.
+    #[error("lane bindings {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Someone other than the daemon's uid or root owns it, or others may write it.
+    #[error(
+        "lane bindings {path}: owned by uid {owner} with mode {mode:03o}; it must be owned by the daemon's uid {uid} or root and writable by no one else"
+    )]
+    Untrusted {
+        /// The file.
+        path: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// Its mode bits.
+        mode: u32,
+        /// The daemon's uid.
+        uid: u32,
+    },
+    /// The file is not valid bindings.
+    #[error("lane bindings {path}: {reason}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// One lane bound to a uid.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Binding {
+    /// The lane's uid: sign requests from this uid are judged as this lane.
+    pub uid: u32,
+    /// The lane's descriptor (absolute), read by the daemon at every sign request.
+    pub descriptor: PathBuf,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    lane: Vec<Binding>,
+}
+
+/// The bindings by uid.
+#[derive(Clone, Debug, Default)]
+pub struct Lanes {
+    by_uid: BTreeMap<u32, Binding>,
+}
+
+impl Lanes {
+    /// Parses bindings text; a uid bound twice, a relative descriptor path or an unknown
+    /// field is an error (never a guess at which binding was meant).
+    pub fn parse(text: &str) -> Result<Lanes, String> {
+        let file: File = toml::from_str(text).map_err(|e| e.to_string())?;
+        let mut by_uid = BTreeMap::new();
+        for binding in file.lane {
+            if !binding.descriptor.is_absolute() {
+                return Err(format!(
+                    "uid {}: the descriptor path {} is not absolute",
+                    binding.uid,
+                    binding.descriptor.display()
+                ));
+            }
+            if let Some(earlier) = by_uid.insert(binding.uid, binding.clone()) {
+                return Err(format!(
+                    "uid {} is bound twice ({} and {})",
+                    binding.uid,
+                    earlier.descriptor.display(),
+                    binding.descriptor.display()
+                ));
+            }
+        }
+        Ok(Lanes { by_uid })
+    }
+
+    /// Loads `path`, checking that only the daemon's uid (or root) can have written it.
+    pub fn load(path: &Path, uid: u32) -> Result<Lanes, LanesError> {
+        let read_error = |source| LanesError::Read {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = fs::File::open(path).map_err(read_error)?;
+        let meta = file.metadata().map_err(read_error)?;
+        let mode = meta.mode() & 0o777;
+        if (meta.uid() != uid && meta.uid() != 0) || mode & 0o022 != 0 {
+            return Err(LanesError::Untrusted {
+                path: path.to_path_buf(),
+                owner: meta.uid(),
+                mode,
+                uid,
+            });
+        }
+        let mut text = String::new();
+        file.take(MAX_LANES_FILE_BYTES)
+            .read_to_string(&mut text)
+            .map_err(read_error)?;
+        Lanes::parse(&text).map_err(|reason| LanesError::Invalid {
+            path: path.to_path_buf(),
+            reason,
+        })
+    }
+
+    /// The lane bound to `uid`, if any.
+    pub fn lane_of(&self, uid: u32) -> Option<&Binding> {
+        self.by_uid.get(&uid)
+    }
+
+    /// How many uids are bound.
+    pub fn len(&self) -> usize {
+        self.by_uid.len()
+    }
+
+    /// True when no uid is bound.
+    pub fn is_empty(&self) -> bool {
+        self.by_uid.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_uid_names_its_descriptor() {
+        let lanes = Lanes::parse(
+            "[[lane]]\nuid = 1001\ndescriptor = \"/a/row-fence.json\"\n\
+             [[lane]]\nuid = 1002\ndescriptor = \"/b/row-fence.json\"\n",
+        )
+        .unwrap();
+        assert_eq!(lanes.len(), 2);
+        assert_eq!(
+            lanes.lane_of(1002).unwrap().descriptor,
+            PathBuf::from("/b/row-fence.json")
+        );
+        assert!(lanes.lane_of(1003).is_none());
+    }
+
+    #[test]
+    fn a_uid_bound_twice_is_an_error() {
+        let err = Lanes::parse(
+            "[[lane]]\nuid = 1\ndescriptor = \"/a\"\n[[lane]]\nuid = 1\ndescriptor = \"/b\"\n",
+        )
+        .unwrap_err();
+        assert!(err.contains("bound twice"), "{err}");
+    }
+
+    #[test]
+    fn a_relative_descriptor_or_an_unknown_field_is_an_error() {
+        assert!(Lanes::parse("[[lane]]\nuid = 1\ndescriptor = \"a.json\"\n").is_err());
+        assert!(Lanes::parse("[[lane]]\nuid = 1\ndescriptor = \"/a\"\nlane = \"x\"\n").is_err());
+        assert!(Lanes::parse("[[lanes]]\nuid = 1\n").is_err());
+    }
+
+    #[test]
+    fn a_file_others_may_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lanes.toml");
+        fs::write(&path, "").unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o666)).unwrap();
+        let err = Lanes::load(&path, row_fence_contract::paths::euid()).unwrap_err();
+        assert!(matches!(err, LanesError::Untrusted { .. }), "{err}");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(
+            Lanes::load(&path, row_fence_contract::paths::euid())
+                .unwrap()
+                .is_empty()
+        );
+    }
+}

@@ -1,0 +1,266 @@
+//! The key broker: the daemon as the lanes' ssh agent (ARCHITECTURE.md, "Key broker").
+//! It holds the push keys in memory and signs only for a lane whose verdict is ALLOWED at
+//! the moment of signing; the lane is the one bound to the peer's uid, never what the
+//! peer says. A lane that is refused has no signature to push with, whatever command it
+//! runs, because no route it can take holds the key.
+//!
+//! # Layout
+//! - [`keys`]: the push keys, loaded once from files private to the daemon's uid.
+//! - [`lanes`]: the uid → lane bindings (an operator's file).
+//! - [`agent`]: one connection's ssh-agent session, deciding by the peer's uid.
+//! - here: the flags, the process hardening, the socket and the serving loop.
+
+pub mod agent;
+pub mod keys;
+pub mod lanes;
+
+use crate::resident::Resident;
+use crate::socket::{self, SocketError, SocketGuard};
+use keys::{KeyError, PushKeys};
+use lanes::{Lanes, LanesError};
+use row_fence_contract::paths;
+use std::fs;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use tokio_util::sync::CancellationToken;
+
+/// A sign request's judging budget, in ms: ssh waits for its agent, so this is as long
+/// as an ask may take, not the asker's few-ms hot path.
+pub const SIGN_DEADLINE_MS: u64 = 5_000;
+
+/// The broker's flags (off unless `--broker-socket` is given).
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct BrokerArgs {
+    /// Serve the ssh-agent protocol on this socket, signing only for ALLOWED lanes [env: ROW_FENCE_BROKER_SOCKET]
+    #[arg(long, value_name = "PATH")]
+    pub broker_socket: Option<PathBuf>,
+    /// A push key (OpenSSH Ed25519 private key, mode 600, owned by the daemon's uid); repeatable [env: ROW_FENCE_BROKER_KEYS, comma-separated]
+    #[arg(long = "broker-key", value_name = "FILE")]
+    pub broker_keys: Vec<PathBuf>,
+    /// A read key (same rules), signed for any peer so a refused lane can still fetch: the forge must let it only fetch; repeatable [env: ROW_FENCE_BROKER_READ_KEYS, comma-separated]
+    #[arg(long = "broker-read-key", value_name = "FILE")]
+    pub broker_read_keys: Vec<PathBuf>,
+    /// The uid → lane bindings (TOML `[[lane]] uid, descriptor`) [env: ROW_FENCE_BROKER_LANES]
+    #[arg(long, value_name = "FILE")]
+    pub broker_lanes: Option<PathBuf>,
+}
+
+impl BrokerArgs {
+    /// The broker's settings, or `None` when no broker socket is set (the broker is off).
+    pub fn settings(&self) -> Option<Settings> {
+        let socket = crate::config::flag_or_env(&self.broker_socket, "ROW_FENCE_BROKER_SOCKET")?;
+        let list = |flag: &Vec<PathBuf>, var: &str| -> Vec<PathBuf> {
+            if !flag.is_empty() {
+                return flag.clone();
+            }
+            std::env::var(var)
+                .unwrap_or_default()
+                .split(',')
+                .filter(|k| !k.is_empty())
+                .map(PathBuf::from)
+                .collect()
+        };
+        Some(Settings {
+            socket,
+            keys: list(&self.broker_keys, "ROW_FENCE_BROKER_KEYS"),
+            read_keys: list(&self.broker_read_keys, "ROW_FENCE_BROKER_READ_KEYS"),
+            lanes: crate::config::flag_or_env(&self.broker_lanes, "ROW_FENCE_BROKER_LANES"),
+        })
+    }
+}
+
+/// Where the broker's socket, keys and bindings are.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The agent socket lanes point `SSH_AUTH_SOCK` / `IdentityAgent` at.
+    pub socket: PathBuf,
+    /// The push key files.
+    pub keys: Vec<PathBuf>,
+    /// The read key files (fetch only, enforced by the forge).
+    pub read_keys: Vec<PathBuf>,
+    /// The bindings file; without one no uid is a lane and nothing is signed.
+    pub lanes: Option<PathBuf>,
+}
+
+/// Why the broker did not start; the daemon does not start either (a broker that is
+/// asked for and not there would leave lanes pushing with whatever else they have).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BrokerError {
+    /// The process could not be made undumpable or its core files turned off.
+    #[error("the key broker cannot protect its memory: {0}")]
+    Harden(std::io::Error),
+    /// A key file was refused.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    /// The bindings were refused.
+    #[error(transparent)]
+    Lanes(#[from] LanesError),
+    /// The socket's directory or path is refused, or binding failed.
+    #[error("the key broker's socket: {0}")]
+    Socket(#[from] SocketError),
+    /// The socket could not be opened to the lanes or listened on.
+    #[error("the key broker's socket {path}: {source}")]
+    Listen {
+        /// The socket.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// What `status` shows of the broker: its socket, what it holds, counters since start.
+#[derive(Debug, Default)]
+pub struct BrokerStats {
+    /// The agent socket.
+    pub socket: PathBuf,
+    /// Push keys held.
+    pub keys: u64,
+    /// Uids bound to lanes.
+    pub lanes: u64,
+    /// Connections accepted.
+    pub connections: AtomicU64,
+    /// Signatures made.
+    pub signed: AtomicU64,
+    /// Sign requests refused (not ALLOWED, no lane, or a key the broker does not hold).
+    pub refused: AtomicU64,
+}
+
+impl BrokerStats {
+    /// The status object's broker part.
+    pub fn status(&self) -> row_fence_contract::status::BrokerStatus {
+        use std::sync::atomic::Ordering::Relaxed;
+        row_fence_contract::status::BrokerStatus {
+            socket: self.socket.display().to_string(),
+            keys: self.keys,
+            lanes: self.lanes,
+            connections: self.connections.load(Relaxed),
+            signed: self.signed.load(Relaxed),
+            sign_refused: self.refused.load(Relaxed),
+        }
+    }
+}
+
+/// What every broker session shares.
+pub struct Broker {
+    /// The push keys.
+    pub keys: PushKeys,
+    /// The read keys: listed and signed for every peer, ALLOWED or not.
+    pub read_keys: PushKeys,
+    /// The uid → lane bindings.
+    pub lanes: Lanes,
+    /// The daemon's judge, counters and ledger: a sign request is judged as an ask is.
+    pub resident: Arc<Resident>,
+    /// The daemon's own uid (the operator's; no lane).
+    pub own_uid: u32,
+    /// Counters, shared with the daemon's `status`.
+    pub stats: Arc<BrokerStats>,
+}
+
+/// The broker before the daemon serves: keys and bindings loaded, socket bound.
+pub struct Prepared {
+    /// The push keys.
+    pub keys: PushKeys,
+    /// The read keys.
+    pub read_keys: PushKeys,
+    /// The bindings.
+    pub lanes: Lanes,
+    /// The bound socket.
+    pub listener: std::os::unix::net::UnixListener,
+    /// Unlinks the socket at exit if it is still ours.
+    pub guard: SocketGuard,
+}
+
+/// Hardens the process, loads keys and bindings, binds the socket. Called before the
+/// daemon serves anything, so a refusal here starts nothing.
+pub fn prepare(settings: &Settings) -> Result<Prepared, BrokerError> {
+    harden().map_err(BrokerError::Harden)?;
+    let uid = paths::euid();
+    let keys = PushKeys::load(&settings.keys, uid)?;
+    let read_keys = PushKeys::load(&settings.read_keys, uid)?;
+    if keys.is_empty() {
+        tracing::warn!("the key broker holds no push key: it signs nothing");
+    }
+    let lanes = match &settings.lanes {
+        Some(path) => Lanes::load(path, uid)?,
+        None => Lanes::default(),
+    };
+    prepare_dir(&settings.socket)?;
+    let (listener, guard) = socket::bind(&settings.socket)?;
+    // Lanes run under other uids: the socket is open to all, and the peer's uid decides
+    // every request (agent.rs). Its directory is the daemon's and no one else can write it.
+    let opened = fs::set_permissions(&settings.socket, fs::Permissions::from_mode(0o666))
+        .and_then(|_| listener.set_nonblocking(true));
+    if let Err(source) = opened {
+        guard.remove_if_ours();
+        return Err(BrokerError::Listen {
+            path: settings.socket.clone(),
+            source,
+        });
+    }
+    Ok(Prepared {
+        keys,
+        read_keys,
+        lanes,
+        listener,
+        guard,
+    })
+}
+
+/// Creates the socket's directory 0711 if missing (lanes must reach the socket, not list
+/// the directory), then checks it is the daemon's and writable by no one else.
+fn prepare_dir(socket: &Path) -> Result<(), SocketError> {
+    paths::check_socket_length(socket).map_err(SocketError::TooLong)?;
+    let dir = socket.parent().unwrap_or(Path::new("."));
+    if !dir.exists() {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .and_then(|_| fs::set_permissions(dir, fs::Permissions::from_mode(0o711)))
+            .map_err(|source| SocketError::CreateDir {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+    }
+    paths::check_socket_dir(socket, paths::euid(), false).map_err(SocketError::Untrusted)
+}
+
+/// Makes the process undumpable (no ptrace, no `/proc/<pid>/mem` for its own uid's other
+/// processes) and turns core files off, as OpenSSH's ssh-agent does: the keys are in
+/// this process's memory and nowhere else.
+pub fn harden() -> std::io::Result<()> {
+    use nix::sys::resource::{Resource, setrlimit};
+    setrlimit(Resource::RLIMIT_CORE, 0, 0).map_err(std::io::Error::from)?;
+    #[cfg(target_os = "linux")]
+    nix::sys::prctl::set_dumpable(false).map_err(std::io::Error::from)?;
+    Ok(())
+}
+
+/// Serves the broker socket until `shutdown` is cancelled.
+pub async fn run(
+    listener: std::os::unix::net::UnixListener,
+    broker: Arc<Broker>,
+    shutdown: CancellationToken,
+) {
+    let listener = match tokio::net::UnixListener::from_std(listener) {
+        Ok(listener) => listener,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot poll the key broker's socket");
+            broker.resident.stop(crate::startup::EXIT_START_FAILED);
+            return;
+        }
+    };
+    let resident = broker.resident.clone();
+    tokio::select! {
+        _ = shutdown.cancelled() => {}
+        served = ssh_agent_lib::agent::listen(listener, agent::Sessions(broker)) => {
+            // The accept loop only ends on an accept error: the daemon stops with it, so
+            // its supervisor restarts it rather than leave an ask socket with no broker.
+            tracing::error!(error = ?served.err(), "the key broker stopped accepting; stopping the daemon");
+            resident.stop(crate::startup::EXIT_START_FAILED);
+        }
+    }
+}

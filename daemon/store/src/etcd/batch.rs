@@ -1,0 +1,272 @@
+//! A fenced batch as one etcd transaction (ARCHITECTURE.md, "The etcd store"): the rules are
+//! the document model's (the lease fence, then the expected board revision, then every
+//! non-blind expected record revision, absent = 0), judged on what one read transaction
+//! found; the commit compares the head's `mod_revision` with the one read, so it lands only
+//! on exactly that state, and puts the head, the records and the log entry and trims the
+//! log at once. A batch past one transaction's size is refused before anything is read.
+
+use super::head::Head;
+use super::keys::{BoardKeys, prefix_end};
+use super::{MAX_TXN_OPS, lease_key};
+use crate::document::validate_batch;
+use crate::{FencedBatch, LOG_CAP, LogEntry, Record, StoreError, WriteKind, check_lease_fence};
+use etcd_client::{Compare, CompareOp, DeleteOptions, Txn, TxnOp};
+use std::collections::BTreeMap;
+
+/// Operations a commit adds to the batch's writes: the head, the log entry, the log's trim.
+pub const OVERHEAD_OPS: usize = 3;
+
+/// The most writes one batch may hold on etcd: its commit stays within
+/// [`MAX_TXN_OPS`], etcd's default `--max-txn-ops`.
+pub const MAX_WRITES: usize = MAX_TXN_OPS - OVERHEAD_OPS;
+
+/// A batch checked for shape and size.
+#[derive(Debug)]
+pub struct Plan;
+
+/// What a judged batch commits.
+#[derive(Debug)]
+pub struct Commit {
+    /// The revision it commits at.
+    pub revision: u64,
+    head: Head,
+    /// Record key (section, key) → its value after the batch (`None`: deleted).
+    records: BTreeMap<(String, String), Option<serde_json::Value>>,
+    entry: LogEntry,
+}
+
+impl Plan {
+    /// Checks the batch's names and its size (`Invalid` past [`MAX_WRITES`]: nothing is
+    /// read or written).
+    pub fn new(batch: &FencedBatch) -> Result<Plan, StoreError> {
+        validate_batch(batch)?;
+        if batch.writes.len() > MAX_WRITES {
+            return Err(StoreError::Invalid(format!(
+                "a batch of {} writes is more than one etcd transaction holds ({MAX_WRITES} writes within --max-txn-ops {MAX_TXN_OPS}); nothing was written",
+                batch.writes.len()
+            )));
+        }
+        Ok(Plan)
+    }
+
+    /// The reads the batch is judged on, after the head: the controller lease (when
+    /// fenced), then each write's record, in order.
+    pub fn reads(&self, keys: &BoardKeys, batch: &FencedBatch) -> Vec<TxnOp> {
+        let lease = batch
+            .lease
+            .as_ref()
+            .map(|_| TxnOp::get(lease_key(keys), None));
+        lease
+            .into_iter()
+            .chain(
+                batch
+                    .writes
+                    .iter()
+                    .map(|w| TxnOp::get(keys.record(&w.section, &w.key), None)),
+            )
+            .collect()
+    }
+
+    /// Judges the batch on what [`Plan::reads`] found (`found` in the same order) at the
+    /// store clock `now_ms`; `StaleLease` or `RevisionConflict` when it must not commit.
+    pub fn judge(
+        &self,
+        batch: &FencedBatch,
+        head: &Head,
+        found: &[Option<Record>],
+        now_ms: u64,
+    ) -> Result<Commit, StoreError> {
+        let (lease, records) = match &batch.lease {
+            Some(fence) => {
+                check_lease_fence(found.first().and_then(Option::as_ref), fence)?;
+                (Some(fence), &found[1..])
+            }
+            None => (None, found),
+        };
+        if let Some(expected) = batch.expected_revision
+            && expected != head.revision
+        {
+            return Err(StoreError::RevisionConflict {
+                key: "revision".into(),
+            });
+        }
+        for (write, have) in batch.writes.iter().zip(records) {
+            let have = have.as_ref().map_or(0, |r| r.revision);
+            if !write.expectation()?.holds(have) {
+                return Err(StoreError::RevisionConflict {
+                    key: format!("{}/{}", write.section, write.key),
+                });
+            }
+        }
+        let revision = (head.revision + 1).max(batch.min_revision.unwrap_or(0));
+        // An operator accepting a regression accepts this clock as it is now.
+        let clock_ms = if batch.min_revision.is_some() {
+            now_ms
+        } else {
+            head.clock_ms.max(now_ms)
+        };
+        let mut out = BTreeMap::new();
+        for write in &batch.writes {
+            let key = (write.section.clone(), write.key.clone());
+            match write.kind {
+                WriteKind::Put => {
+                    out.insert(key, Some(write.value.clone()));
+                }
+                WriteKind::Delete => {
+                    out.insert(key, None);
+                }
+                WriteKind::Check => {}
+            }
+        }
+        Ok(Commit {
+            revision,
+            head: Head { revision, clock_ms },
+            records: out,
+            entry: LogEntry {
+                revision,
+                owner: lease.map(|l| l.owner.clone()).unwrap_or_default(),
+                records: batch.writes.len(),
+            },
+        })
+    }
+}
+
+impl Commit {
+    /// The commit transaction: lands only while the head's `mod_revision` is still
+    /// `head_mod_revision` (0: the board has no head yet).
+    pub fn txn(&self, keys: &BoardKeys, head_mod_revision: i64) -> Txn {
+        let mut ops = vec![TxnOp::put(keys.head(), json(&self.head), None)];
+        for ((section, key), value) in &self.records {
+            let full = keys.record(section, key);
+            ops.push(match value {
+                Some(value) => TxnOp::put(
+                    full,
+                    json(&Record {
+                        revision: self.revision,
+                        value: value.clone(),
+                    }),
+                    None,
+                ),
+                None => TxnOp::delete(full, None),
+            });
+        }
+        ops.push(TxnOp::put(
+            keys.log_entry(self.revision),
+            json(&self.entry),
+            None,
+        ));
+        if self.revision > LOG_CAP as u64 {
+            // Keeps exactly the newest LOG_CAP revisions' entries.
+            let start = keys.log();
+            let end = keys.log_entry(self.revision - LOG_CAP as u64 + 1);
+            debug_assert!(end.as_bytes() < prefix_end(&start).as_slice());
+            ops.push(TxnOp::delete(
+                start,
+                Some(DeleteOptions::new().with_range(end)),
+            ));
+        }
+        Txn::new()
+            .when(vec![Compare::mod_revision(
+                keys.head(),
+                CompareOp::Equal,
+                head_mod_revision,
+            )])
+            .and_then(ops)
+    }
+}
+
+/// A stored value's JSON text (records, heads, log entries: plain data, which always
+/// serializes).
+fn json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{LeaseFence, RecordWrite};
+    use serde_json::json;
+
+    fn put(key: &str, expected: i64) -> RecordWrite {
+        RecordWrite {
+            kind: WriteKind::Put,
+            section: "s".into(),
+            key: key.into(),
+            expected,
+            value: json!(1),
+        }
+    }
+
+    #[test]
+    fn a_batch_past_one_transaction_is_refused_before_anything_is_read() {
+        let batch = FencedBatch {
+            writes: (0..=MAX_WRITES).map(|i| put(&i.to_string(), 0)).collect(),
+            ..Default::default()
+        };
+        let err = Plan::new(&batch).unwrap_err();
+        assert!(matches!(err, StoreError::Invalid(_)), "{err}");
+        assert!(err.to_string().contains("--max-txn-ops"));
+        let fits = FencedBatch {
+            writes: batch.writes[..MAX_WRITES].to_vec(),
+            ..Default::default()
+        };
+        assert!(Plan::new(&fits).is_ok());
+    }
+
+    #[test]
+    fn the_rules_are_the_documents() {
+        let head = Head {
+            revision: 4,
+            clock_ms: 50,
+        };
+        let stored = Some(Record {
+            revision: 3,
+            value: json!(1),
+        });
+        let batch = FencedBatch {
+            writes: vec![put("a", 3), put("b", 0)],
+            ..Default::default()
+        };
+        let commit = Plan
+            .judge(&batch, &head, &[stored.clone(), None], 40)
+            .unwrap();
+        assert_eq!((commit.revision, commit.head.clock_ms), (5, 50));
+        let conflict = Plan.judge(&batch, &head, &[stored.clone(), stored.clone()], 40);
+        assert_eq!(
+            conflict.unwrap_err(),
+            StoreError::RevisionConflict { key: "s/b".into() }
+        );
+        let fenced = FencedBatch {
+            lease: Some(LeaseFence {
+                owner: "c".into(),
+                epoch: 1,
+                now_ms: 10,
+            }),
+            ..batch.clone()
+        };
+        assert!(
+            Plan.judge(&fenced, &head, &[None, stored, None], 40)
+                .unwrap_err()
+                .is_stale_lease()
+        );
+        let raised = FencedBatch {
+            min_revision: Some(100),
+            ..batch
+        };
+        let commit = Plan
+            .judge(
+                &raised,
+                &head,
+                &[
+                    Some(Record {
+                        revision: 3,
+                        value: json!(0),
+                    }),
+                    None,
+                ],
+                40,
+            )
+            .unwrap();
+        assert_eq!((commit.revision, commit.head.clock_ms), (100, 40));
+    }
+}

@@ -1,0 +1,81 @@
+//! etcd's errors as [`StoreError`]s (ARCHITECTURE.md, "Fail closed"): no member reached is
+//! `store_unreachable`; an error a member answered (no leader, a permission, a request too
+//! large, too many operations) is `store_error`; a write whose answer was lost may have
+//! committed (`Indeterminate`). `store_not_primary` has no meaning here: any member serves,
+//! and a member cut off from the quorum answers no linearizable read.
+
+use crate::StoreError;
+use etcd_client::Error;
+use tonic::Code;
+
+/// Whether the call wrote: a write whose answer was lost may have committed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Call {
+    /// Reads only: a lost answer changed nothing.
+    Read,
+    /// A transaction that writes.
+    Write,
+}
+
+/// Maps a client error of a `call`.
+pub fn map(e: Error, call: Call) -> StoreError {
+    match e {
+        Error::GRpcStatus(status) => {
+            let detail = status.message().to_string();
+            // A status etcd itself sent names its server ("etcdserver: no leader").
+            let answered = detail.starts_with("etcdserver:") || detail.starts_with("etcd");
+            match status.code() {
+                Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown
+                    if call == Call::Write =>
+                {
+                    StoreError::Indeterminate(format!(
+                        "the etcd transaction's answer was lost ({detail}); it may have committed"
+                    ))
+                }
+                Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown
+                    if !answered =>
+                {
+                    StoreError::Unreachable(format!("no etcd member answered: {detail}"))
+                }
+                code => StoreError::Failed(format!("etcd answered {code:?}: {detail}")),
+            }
+        }
+        Error::TransportError(e) if call == Call::Write => StoreError::Indeterminate(format!(
+            "the connection to etcd broke with a transaction in flight: {e}"
+        )),
+        Error::TransportError(e) => StoreError::Unreachable(format!("etcd: {e}")),
+        Error::IoError(e) => StoreError::Unreachable(format!("etcd: {e}")),
+        Error::InvalidArgs(e) | Error::EndpointError(e) => {
+            StoreError::Invalid(format!("etcd: {e}"))
+        }
+        Error::InvalidUri(e) => StoreError::Invalid(format!("etcd endpoint: {e}")),
+        other => StoreError::Failed(format!("etcd: {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tonic::Status;
+
+    #[test]
+    fn answered_errors_are_store_errors_and_lost_writes_are_indeterminate() {
+        let no_leader = || Error::GRpcStatus(Status::unavailable("etcdserver: no leader"));
+        assert!(matches!(
+            map(no_leader(), Call::Read),
+            StoreError::Failed(_)
+        ));
+        assert!(map(no_leader(), Call::Write).may_have_committed());
+        let refused = || Error::GRpcStatus(Status::unavailable("tcp connect error"));
+        assert!(matches!(
+            map(refused(), Call::Read),
+            StoreError::Unreachable(_)
+        ));
+        let too_many = Error::GRpcStatus(Status::invalid_argument(
+            "etcdserver: too many operations in txn request",
+        ));
+        assert!(matches!(map(too_many, Call::Write), StoreError::Failed(_)));
+        let denied = Error::GRpcStatus(Status::permission_denied("etcdserver: permission denied"));
+        assert!(matches!(map(denied, Call::Read), StoreError::Failed(_)));
+    }
+}

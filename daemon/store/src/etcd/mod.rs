@@ -1,0 +1,575 @@
+//! The etcd store (`etcd://host:port[,host:port…]`, ARCHITECTURE.md, "The etcd store"): the
+//! lease store on a consensus cluster, for fences that must stay right across machines and
+//! failovers. Every write is acknowledged by a majority of members and every read is
+//! linearizable (a member cut off from the quorum answers nothing), so what was
+//! acknowledged is never lost and never read back older.
+//!
+//! - Per-record keys under the key prefix, and a per-board head key ([`head`]) holding the
+//!   board revision and a time floor.
+//! - A fenced batch is one `Txn`: it compares the head's `mod_revision` with the one it read
+//!   (so nothing on the board changed since: every batch rewrites the head), then puts the
+//!   head, the records, the log entry and trims the log, all or nothing ([`batch`]).
+//! - An ask is one `Txn` of two reads (the head and the row lease), judged by the shared
+//!   [`crate::judge()`] with the etcd store's clock (the daemon's plus the skew bound).
+//!   An ALLOWED ask writes nothing; a refusal is recorded in the asks ring afterwards.
+//! - [`url`]: the URL and its options; [`keys`]: the key layout; [`errors`]: etcd's errors
+//!   as the port's.
+
+pub mod batch;
+pub mod errors;
+pub mod head;
+pub mod keys;
+pub mod url;
+
+use crate::document::parse_row_lease;
+use crate::{
+    AskCheck, CLAIMS, FencedBatch, Judgement, Keys, LeaseStore, LogEntry, META, ReadSet, Record,
+    Snapshot, StoreCheck, StoreError, meta,
+};
+use async_trait::async_trait;
+use errors::Call;
+use etcd_client::{
+    Certificate, Client, ConnectOptions, GetOptions, Identity, KeyValue, SortOrder, SortTarget,
+    TlsOptions, Txn, TxnOp, TxnOpResponse,
+};
+use head::Head;
+use keys::{BoardKeys, prefix_end};
+use row_fence_contract::Verdict;
+use row_fence_contract::descriptor::validate_board;
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+use url::EtcdUrl;
+
+/// etcd's default `--max-txn-ops`: the most operations one transaction may hold.
+pub const MAX_TXN_OPS: usize = 128;
+
+/// How often a batch that met a concurrent write on its board reads again and retries
+/// before it reports the conflict (the caller's deadline usually ends it first).
+const BATCH_ATTEMPTS: usize = 32;
+
+/// The lease store on an etcd cluster. Cheap to share: one warm client, connected on first
+/// use, its channel balanced over the URL's members.
+pub struct EtcdStore {
+    url: EtcdUrl,
+    /// The key prefix (`ROW_FENCE_KEY_PREFIX`), without a trailing `/`.
+    prefix: String,
+    /// The client once connected (dropped after a connection failure, so the next call
+    /// connects afresh).
+    client: tokio::sync::Mutex<Option<Client>>,
+    /// Connection failures seen.
+    losses: AtomicU64,
+    /// The next slot of the asks ring a refusal is written to.
+    next_ask: AtomicUsize,
+    /// The last [`LeaseStore::check`].
+    last_check: Mutex<Option<StoreCheck>>,
+}
+
+impl std::fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdStore")
+            .field("url", &self.url)
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one read transaction found of a key: its value and `mod_revision` (0: absent).
+type Found = Option<KeyValue>;
+
+impl EtcdStore {
+    /// Opens the store a URL names (keys under `prefix`). Never connects here, so a daemon
+    /// starts while its store is down; a bad URL is `Invalid` and names what is wrong.
+    pub fn open(url: &str, prefix: &str) -> Result<EtcdStore, StoreError> {
+        let url = EtcdUrl::parse(url).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let prefix = prefix.trim_end_matches('/');
+        if prefix.is_empty() {
+            return Err(StoreError::Invalid(
+                "the etcd store needs a key prefix".into(),
+            ));
+        }
+        Ok(EtcdStore {
+            url,
+            prefix: prefix.to_string(),
+            client: tokio::sync::Mutex::new(None),
+            losses: AtomicU64::new(0),
+            next_ask: AtomicUsize::new(rand::random::<u16>() as usize % crate::ASKS_CAP),
+            last_check: Mutex::new(None),
+        })
+    }
+
+    /// The skew bound, in ms.
+    pub fn max_skew_ms(&self) -> u64 {
+        self.url.max_skew_ms
+    }
+
+    /// The etcd store's clock: this machine's plus the skew bound, ms since the Unix epoch
+    /// ([`head`]).
+    pub fn clock_ms(&self) -> u64 {
+        crate::file::system_now_ms().saturating_add(self.url.max_skew_ms)
+    }
+
+    fn keys(&self, board: &str) -> BoardKeys {
+        BoardKeys::new(&self.prefix, board)
+    }
+
+    async fn options(&self) -> Result<ConnectOptions, StoreError> {
+        let timeout = Duration::from_millis(self.url.timeout_ms);
+        let mut options = ConnectOptions::new()
+            .with_timeout(timeout)
+            .with_connect_timeout(timeout.min(Duration::from_secs(2)))
+            .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2))
+            .with_keep_alive_while_idle(true)
+            // A member without a leader answers "no leader" at once rather than waiting.
+            .with_require_leader(true);
+        if let Some((user, password)) = &self.url.user {
+            options = options.with_user(user, password);
+        }
+        if self.url.tls {
+            let mut tls = TlsOptions::new();
+            if let Some(ca) = &self.url.cacert {
+                tls = tls.ca_certificate(Certificate::from_pem(read_pem(ca).await?));
+            }
+            if let Some((cert, key)) = &self.url.identity {
+                tls = tls.identity(Identity::from_pem(
+                    read_pem(cert).await?,
+                    read_pem(key).await?,
+                ));
+            }
+            options = options.with_tls(tls);
+        }
+        Ok(options)
+    }
+
+    /// The warm client, connected now if it is not.
+    async fn client(&self) -> Result<Client, StoreError> {
+        let mut slot = self.client.lock().await;
+        if let Some(client) = slot.as_ref() {
+            return Ok(client.clone());
+        }
+        crate::tls::install_crypto_provider();
+        let client = Client::connect(self.url.uris(), Some(self.options().await?))
+            .await
+            .map_err(|e| self.lost(errors::map(e, Call::Read)))?;
+        *slot = Some(client.clone());
+        Ok(client)
+    }
+
+    /// Counts a connection failure (the client reconnects by itself).
+    fn lost(&self, e: StoreError) -> StoreError {
+        if matches!(e, StoreError::Unreachable(_) | StoreError::Indeterminate(_)) {
+            self.losses.fetch_add(1, Ordering::Relaxed);
+        }
+        e
+    }
+
+    /// Runs one transaction.
+    async fn txn(&self, txn: Txn, call: Call) -> Result<etcd_client::TxnResponse, StoreError> {
+        let mut client = self.client().await?;
+        client
+            .txn(txn)
+            .await
+            .map_err(|e| self.lost(errors::map(e, call)))
+    }
+
+    /// Reads `ops` (gets) in one linearizable transaction; one answer per op.
+    async fn read(&self, ops: Vec<TxnOp>) -> Result<Vec<Vec<KeyValue>>, StoreError> {
+        let response = self.txn(Txn::new().and_then(ops), Call::Read).await?;
+        response
+            .op_responses()
+            .into_iter()
+            .map(|r| match r {
+                TxnOpResponse::Get(get) => Ok(get.kvs().to_vec()),
+                other => Err(StoreError::Corrupt(format!(
+                    "etcd answered a read with {other:?}"
+                ))),
+            })
+            .collect()
+    }
+
+    /// The head and the listed keys, read at once.
+    async fn head_and(
+        &self,
+        board: &str,
+        ops: Vec<TxnOp>,
+    ) -> Result<(Head, Found, Vec<Vec<KeyValue>>), StoreError> {
+        let keys = self.keys(board);
+        let mut all = vec![TxnOp::get(keys.head(), None)];
+        all.extend(ops);
+        let mut answers = self.read(all).await?.into_iter();
+        let head_kv = answers.next().and_then(|kvs| kvs.into_iter().next());
+        let head = Head::parse(head_kv.as_ref().map(|kv| kv.value()))?;
+        Ok((head, head_kv, answers.collect()))
+    }
+
+    /// The records of `kvs` into `section`.
+    fn collect(
+        &self,
+        keys: &BoardKeys,
+        kvs: &[KeyValue],
+        into: &mut crate::Section,
+    ) -> Result<(), StoreError> {
+        for kv in kvs {
+            let full = kv
+                .key_str()
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let Some((_, key)) = keys.parse_record(full) else {
+                continue;
+            };
+            into.insert(key.to_string(), parse_record(kv)?);
+        }
+        Ok(())
+    }
+
+    /// Records a refusal in the board's asks ring (by the Redis stream's rule: refusals
+    /// and could-not-read, the location fence's verdict when it fenced the ask, nothing for
+    /// the probe). The ring holds [`crate::ASKS_CAP`] keys by construction.
+    async fn record_ask(&self, check: &AskCheck, judgement: &Judgement) {
+        if check.probe {
+            return;
+        }
+        let lease = match judgement.refusal {
+            None => (Verdict::Allowed.wire_name(), ""),
+            Some(r) => (Verdict::Refused(r).wire_name(), r.as_str()),
+        };
+        let fenced = check.location.as_ref().and_then(|l| l.fenced);
+        let (verdict, reason) =
+            fenced.map_or(lease, |r| (Verdict::from_reason(r).wire_name(), r.as_str()));
+        if verdict == Verdict::Allowed.wire_name() {
+            return;
+        }
+        let mut entry = serde_json::json!({
+            "at_ms": judgement.now_ms,
+            "row": check.row,
+            "lane": check.lane,
+            "generation": check.generation,
+            "verdict": verdict,
+            "reason": reason,
+            "action": check.action,
+            "session": check.session,
+        });
+        if let Some(at) = &check.location {
+            entry["location"] = at.location.clone().into();
+            entry["epoch"] = at.epoch.into();
+        }
+        let slot = self.next_ask.fetch_add(1, Ordering::Relaxed) % crate::ASKS_CAP;
+        let put = TxnOp::put(
+            self.keys(&check.board).ask_slot(slot),
+            entry.to_string(),
+            None,
+        );
+        // The verdict stands whether or not its record is written.
+        let _ = self.txn(Txn::new().and_then(vec![put]), Call::Write).await;
+    }
+
+    /// One attempt at a batch: read what it checks, judge it, commit it if the head is
+    /// still the one read. `Ok(None)`: the board changed meanwhile (read again).
+    async fn try_batch(
+        &self,
+        board: &str,
+        fenced: &FencedBatch,
+    ) -> Result<Option<u64>, StoreError> {
+        let keys = self.keys(board);
+        let plan = batch::Plan::new(fenced)?;
+        let reads = plan.reads(&keys, fenced);
+        let (head, head_kv, answers) = self.head_and(board, reads).await?;
+        let found: Vec<Option<Record>> = answers
+            .iter()
+            .map(|kvs| kvs.first().map(parse_record).transpose())
+            .collect::<Result<_, _>>()?;
+        let now = self.clock_ms();
+        if fenced.min_revision.is_none() {
+            head.check_clock(board, now, self.url.max_skew_ms)?;
+        }
+        let commit = plan.judge(fenced, &head, &found, now)?;
+        let txn = commit.txn(&keys, head_kv.as_ref().map_or(0, |kv| kv.mod_revision()));
+        let response = self.txn(txn, Call::Write).await?;
+        Ok(response.succeeded().then_some(commit.revision))
+    }
+}
+
+/// A record stored as JSON.
+fn parse_record(kv: &KeyValue) -> Result<Record, StoreError> {
+    serde_json::from_slice(kv.value()).map_err(|e| {
+        StoreError::Corrupt(format!(
+            "{} is not a row-fence record: {e}",
+            String::from_utf8_lossy(kv.key())
+        ))
+    })
+}
+
+/// A PEM file the URL names (read once, at connect: small, local).
+async fn read_pem(path: &std::path::Path) -> Result<Vec<u8>, StoreError> {
+    std::fs::read(path).map_err(|e| StoreError::Invalid(format!("{}: {e}", path.display())))
+}
+
+fn check_board(board: &str) -> Result<(), StoreError> {
+    validate_board(board).map_err(|e| StoreError::Invalid(e.to_string()))
+}
+
+#[async_trait]
+impl LeaseStore for EtcdStore {
+    async fn layout(&self, board: &str) -> Result<meta::Layout, StoreError> {
+        check_board(board)?;
+        Ok(meta::Layout::Records)
+    }
+
+    async fn sections(&self, board: &str, names: &[&str]) -> Result<Snapshot, StoreError> {
+        self.read_records(board, &ReadSet::whole(names))
+            .await
+            .map(|s| Snapshot {
+                complete: true,
+                ..s
+            })
+    }
+
+    async fn read_records(&self, board: &str, reads: &ReadSet) -> Result<Snapshot, StoreError> {
+        check_board(board)?;
+        let keys = self.keys(board);
+        // Keyed reads past one transaction's size read their sections whole.
+        let keyed: usize = reads
+            .sections
+            .values()
+            .map(|k| k.keys().map_or(1, BTreeSet::len))
+            .sum();
+        let whole = keyed + 1 > MAX_TXN_OPS;
+        let mut ops = Vec::new();
+        let mut shape = Vec::new();
+        for (section, wanted) in &reads.sections {
+            match (wanted.keys(), whole) {
+                (Some(list), false) => {
+                    for key in list {
+                        ops.push(TxnOp::get(keys.record(section, key), None));
+                    }
+                    shape.push((section.clone(), list.len()));
+                }
+                _ => {
+                    let start = keys.section(section);
+                    let end = prefix_end(&start);
+                    ops.push(TxnOp::get(start, Some(GetOptions::new().with_range(end))));
+                    shape.push((section.clone(), 1));
+                }
+            }
+        }
+        let (head, _, answers) = self.head_and(board, ops).await?;
+        let mut answers = answers.into_iter();
+        let mut snapshot = Snapshot {
+            revision: head.revision,
+            now_ms: self.clock_ms(),
+            sections: Default::default(),
+            complete: reads.sections.values().all(|k| matches!(k, Keys::Whole)) || whole,
+        };
+        for (section, count) in shape {
+            let into = snapshot.sections.entry(section).or_default();
+            for _ in 0..count {
+                let kvs = answers.next().unwrap_or_default();
+                self.collect(&keys, &kvs, into)?;
+            }
+        }
+        Ok(snapshot)
+    }
+
+    async fn record(
+        &self,
+        board: &str,
+        section: &str,
+        key: &str,
+    ) -> Result<Option<Record>, StoreError> {
+        check_board(board)?;
+        let op = TxnOp::get(self.keys(board).record(section, key), None);
+        let kvs = self
+            .read(vec![op])
+            .await?
+            .into_iter()
+            .next()
+            .unwrap_or_default();
+        kvs.first().map(parse_record).transpose()
+    }
+
+    async fn fenced_batch(&self, board: &str, batch: &FencedBatch) -> Result<u64, StoreError> {
+        check_board(board)?;
+        for attempt in 0..BATCH_ATTEMPTS {
+            if let Some(revision) = self.try_batch(board, batch).await? {
+                return Ok(revision);
+            }
+            // Another batch on the board committed first: a short random pause before
+            // reading again, so racing writers do not all propose again at once (every
+            // losing attempt is a proposal the cluster agrees on).
+            let ceiling = (1 + attempt as u64 * 2).min(20);
+            tokio::time::sleep(Duration::from_millis(rand::random_range(0..=ceiling))).await;
+        }
+        Err(StoreError::RevisionConflict {
+            key: "revision".into(),
+        })
+    }
+
+    async fn ask(&self, check: &AskCheck) -> Result<Judgement, StoreError> {
+        check_board(&check.board)?;
+        let claim = TxnOp::get(self.keys(&check.board).record(CLAIMS, &check.row), None);
+        let (head, _, answers) = self.head_and(&check.board, vec![claim]).await?;
+        let now = head.check_clock(&check.board, self.clock_ms(), self.url.max_skew_ms)?;
+        let lease = match answers.first().and_then(|kvs| kvs.first()) {
+            None => None,
+            Some(kv) => Some(parse_row_lease(&parse_record(kv)?.value)?),
+        };
+        let judgement = Judgement {
+            refusal: crate::judge(lease.as_ref(), check, now),
+            lease,
+            now_ms: now,
+            revision: head.revision,
+        };
+        self.record_ask(check, &judgement).await;
+        Ok(judgement)
+    }
+
+    async fn section_names(&self, board: &str) -> Result<Vec<String>, StoreError> {
+        check_board(board)?;
+        let keys = self.keys(board);
+        let start = keys.records();
+        let op = TxnOp::get(
+            start.clone(),
+            Some(
+                GetOptions::new()
+                    .with_range(prefix_end(&start))
+                    .with_keys_only(),
+            ),
+        );
+        let kvs = self
+            .read(vec![op])
+            .await?
+            .into_iter()
+            .next()
+            .unwrap_or_default();
+        let mut names = BTreeSet::new();
+        for kv in &kvs {
+            if let Some((section, _)) = kv.key_str().ok().and_then(|k| keys.parse_record(k)) {
+                names.insert(section.to_string());
+            }
+        }
+        Ok(names.into_iter().collect())
+    }
+
+    async fn log(&self, board: &str, count: usize) -> Result<Vec<LogEntry>, StoreError> {
+        check_board(board)?;
+        if count == 0 {
+            return Ok(Vec::new());
+        }
+        let start = self.keys(board).log();
+        let op = TxnOp::get(
+            start.clone(),
+            Some(
+                GetOptions::new()
+                    .with_range(prefix_end(&start))
+                    .with_sort(SortTarget::Key, SortOrder::Descend)
+                    .with_limit(count.min(crate::LOG_CAP) as i64),
+            ),
+        );
+        let kvs = self
+            .read(vec![op])
+            .await?
+            .into_iter()
+            .next()
+            .unwrap_or_default();
+        kvs.iter()
+            .map(|kv| {
+                serde_json::from_slice(kv.value())
+                    .map_err(|e| StoreError::Corrupt(format!("a fence log entry: {e}")))
+            })
+            .collect()
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        // A linearizable read: answered only through a member that has the quorum.
+        let op = TxnOp::get(
+            format!("{}/ping", self.prefix),
+            Some(GetOptions::new().with_count_only()),
+        );
+        self.read(vec![op]).await.map(|_| ())
+    }
+
+    async fn now_ms(&self) -> Result<u64, StoreError> {
+        Ok(self.clock_ms())
+    }
+
+    fn describe(&self) -> String {
+        let scheme = if self.url.tls { "etcds" } else { "etcd" };
+        format!("{scheme}://{}", self.url.endpoints.join(","))
+    }
+
+    fn connection_losses(&self) -> u64 {
+        self.losses.load(Ordering::Relaxed)
+    }
+
+    async fn check(&self) -> Result<StoreCheck, StoreError> {
+        let mut client = self.client().await?;
+        let members = client
+            .member_list()
+            .await
+            .map_err(|e| self.lost(errors::map(e, Call::Read)))?;
+        let status = client
+            .status()
+            .await
+            .map_err(|e| self.lost(errors::map(e, Call::Read)))?;
+        // The quorum proof: a linearizable read.
+        self.ping().await?;
+        let names: Vec<String> = members
+            .members()
+            .iter()
+            .map(|m| {
+                let name = if m.name().is_empty() {
+                    "(unstarted)"
+                } else {
+                    m.name()
+                };
+                if m.id() == status.leader() {
+                    format!("{name} (leader)")
+                } else {
+                    name.to_string()
+                }
+            })
+            .collect();
+        let count = names.len() as u64;
+        let mut problems: Vec<String> = status
+            .errors()
+            .iter()
+            .map(|e| format!("a member reports: {e}"))
+            .collect();
+        if status.leader() == 0 {
+            problems.push("the cluster has no leader: writes and reads wait for one".into());
+        }
+        let check = StoreCheck {
+            role: "etcd".into(),
+            replicas: count.saturating_sub(1),
+            // A write is acknowledged once a majority holds it: the leader and these.
+            min_replicas: count / 2,
+            durable: problems.is_empty(),
+            problems,
+            notes: vec![
+                format!("members: {}", names.join(", ")),
+                format!("quorum: {} of {count}", count / 2 + 1),
+                format!("etcd {}", status.version()),
+                format!("key prefix: {}/", self.prefix),
+                format!(
+                    "clock: this machine's + max_skew_ms {}",
+                    self.url.max_skew_ms
+                ),
+            ],
+            checked_at_ms: row_fence_contract::ledger::now_ms(),
+        };
+        *self.last_check.lock().unwrap_or_else(|p| p.into_inner()) = Some(check.clone());
+        Ok(check)
+    }
+
+    fn last_check(&self) -> Option<StoreCheck> {
+        self.last_check
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+/// The controller lease record's key of a board, for [`batch`].
+fn lease_key(keys: &BoardKeys) -> String {
+    keys.record(META, meta::LEASE)
+}

@@ -1,0 +1,126 @@
+//! Which Redis store a URL and key prefix name, whatever their spelling: the key of this
+//! home's history floors (ARCHITECTURE.md, "The lease store"). `redis://localhost:P` and
+//! `redis://127.0.0.1:P/0?wait_ms=500` are one store; prefixes `a` and `b` on one server
+//! are two. A floor keyed by spelling would let one process record a revision another
+//! never sees (a restore then answered ALLOWED), and one keyed without the prefix would
+//! make one store's boards look regressed in another.
+//!
+//! - one server or a Cluster seed node: the addresses its host resolves to (any loopback
+//!   address is `localhost`: one machine), the port, the database number;
+//! - a Unix socket: its canonical path and the database number;
+//! - Sentinel: the master (service) name and the database number (the sentinels that
+//!   elect it may be named in any order or set);
+//!
+//! each with the key prefix. Options, their order, user, password, scheme case and
+//! trailing slashes do not matter.
+
+use super::url::{Location, StoreUrl};
+use redis::{ConnectionAddr, IntoConnectionInfo};
+use std::net::{IpAddr, ToSocketAddrs};
+
+/// The identity of the store `url` names under `prefix` (no password in it). A URL that
+/// does not parse keeps its spelling (it connects nowhere, so it judges nothing).
+pub fn identity(url: &str, prefix: &str) -> String {
+    let Ok(parsed) = StoreUrl::parse(url) else {
+        return format!("redis {} prefix={prefix}", super::super::spec::redact(url));
+    };
+    let place = match &parsed.location {
+        Location::Server(server) => server_identity(server, "redis"),
+        Location::Cluster(node) => server_identity(node, "redis-cluster"),
+        Location::Sentinel(target) => {
+            format!("redis-sentinel master={} db={}", target.master, target.db)
+        }
+    };
+    format!("{place} prefix={prefix}")
+}
+
+fn server_identity(server: &str, kind: &str) -> String {
+    let Ok(info) = server.into_connection_info() else {
+        return format!("{kind} {}", super::super::spec::redact(server));
+    };
+    let db = info.redis_settings().db();
+    match info.addr() {
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+            format!(
+                "{kind} host={} port={port} db={db}",
+                host_identity(host, *port)
+            )
+        }
+        ConnectionAddr::Unix(path) => format!("{kind} unix={} db={db}", canonical(path)),
+        _ => format!("{kind} {}", super::super::spec::redact(server)),
+    }
+}
+
+/// The addresses `host` resolves to, sorted, loopback ones as `localhost`; the host name
+/// in lower case when it does not resolve now (a store whose name does not resolve
+/// answers nothing until it does).
+fn host_identity(host: &str, port: u16) -> String {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let resolved: Result<Vec<IpAddr>, _> = match host.parse::<IpAddr>() {
+        Ok(ip) => Ok(vec![ip]),
+        Err(_) => (host, port)
+            .to_socket_addrs()
+            .map(|addrs| addrs.map(|a| a.ip()).collect()),
+    };
+    let mut names: Vec<String> = match resolved {
+        Ok(ips) if !ips.is_empty() => ips
+            .into_iter()
+            .map(|ip| {
+                if ip.is_loopback() || ip.to_canonical().is_loopback() {
+                    "localhost".to_string()
+                } else {
+                    ip.to_canonical().to_string()
+                }
+            })
+            .collect(),
+        _ => vec![host.trim_end_matches('.').to_ascii_lowercase()],
+    };
+    names.sort();
+    names.dedup();
+    names.join(",")
+}
+
+/// `path` with symlinks, `.` and `..` resolved, as far as it exists.
+pub(crate) fn canonical(path: &std::path::Path) -> String {
+    crate::spec::canonical_path(path).display().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::identity;
+
+    #[test]
+    fn one_store_spelled_many_ways_is_one_identity() {
+        let a = identity("redis://127.0.0.1:6390", "rowfence");
+        for spelling in [
+            "redis://localhost:6390",
+            "redis://LOCALHOST:6390/",
+            "redis://127.0.0.1:6390/0",
+            "redis://user:secret@127.0.0.1:6390/?wait_ms=500&min_replicas=0",
+            "redis://127.0.0.1:6390?min_replicas=0&wait_ms=500",
+            "redis://[::1]:6390",
+        ] {
+            assert_eq!(identity(spelling, "rowfence"), a, "{spelling}");
+        }
+        assert!(!a.contains("secret"));
+    }
+
+    #[test]
+    fn another_prefix_db_or_port_is_another_store() {
+        let a = identity("redis://127.0.0.1:6390", "a");
+        assert_ne!(identity("redis://127.0.0.1:6390", "b"), a);
+        assert_ne!(identity("redis://127.0.0.1:6390/1", "a"), a);
+        assert_ne!(identity("redis://127.0.0.1:6391", "a"), a);
+    }
+
+    #[test]
+    fn sentinels_in_any_order_name_one_master() {
+        let a = identity("redis+sentinel://h1:1,h2:2/mymaster", "p");
+        assert_eq!(
+            identity("redis+sentinel://h2:2,h1:1/mymaster/?wait_ms=9", "p"),
+            a
+        );
+        assert_ne!(identity("redis+sentinel://h1:1,h2:2/other", "p"), a);
+        assert_ne!(identity("redis+sentinel://h1:1,h2:2/mymaster?db=2", "p"), a);
+    }
+}

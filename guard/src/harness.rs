@@ -1,0 +1,280 @@
+//! Agent harnesses other than Claude Code (ARCHITECTURE.md, "Agent hooks"): each one's
+//! documented pre-tool hook input is turned into Claude Code's `PreToolUse` shape before
+//! it is read, and the guard's exit is answered in the harness's blocking convention.
+//!
+//! - `claude`: Claude Code's `PreToolUse` (hooks reference, Claude Code 2.x): as is.
+//! - `codex`: Codex CLI's `PreToolUse` (Codex 0.124+, `hooks.json` or `[hooks]` in
+//!   `config.toml`): Claude Code's shape; its shell tool (`Bash`, `shell`,
+//!   `exec_command`, `local_shell`, with `command` a string or an argv) becomes Bash, and
+//!   `apply_patch` stays a tool of its own (the quarantine reads the patch's paths).
+//!   Exit 2 blocks, stderr the reason.
+//! - `gemini`: Gemini CLI's `BeforeTool` (`settings.json`): `session_id`, `cwd`,
+//!   `tool_name`, `tool_input`; `run_shell_command` becomes Bash and its file tools the
+//!   matching Claude Code tools. Exit 2 blocks, stderr the reason.
+//! - `cursor`: Cursor's `beforeShellExecution` (`command`, `cwd`, `conversation_id`) and
+//!   `beforeMCPExecution` (`tool_name`, `tool_input` as a JSON string): the conversation
+//!   is the session. The answer is `{"permission":"allow"|"deny",…}` on stdout; a denial
+//!   also exits 2. Cursor has no hook before a file edit.
+//!
+//! An input without a session id is judged by its cwd (see `judge`).
+
+use serde_json::{Map, Value, json};
+
+/// The harnesses the guard reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Harness {
+    /// Claude Code.
+    Claude,
+    /// OpenAI's Codex CLI.
+    Codex,
+    /// Google's Gemini CLI.
+    Gemini,
+    /// Cursor.
+    Cursor,
+}
+
+impl Harness {
+    /// From `--harness NAME`.
+    pub fn from_name(name: &str) -> Option<Harness> {
+        match name {
+            "claude" => Some(Harness::Claude),
+            "codex" => Some(Harness::Codex),
+            "gemini" => Some(Harness::Gemini),
+            "cursor" => Some(Harness::Cursor),
+            _ => None,
+        }
+    }
+}
+
+/// The input in Claude Code's shape. A member of the wrong type is left for the reader
+/// to reject.
+pub fn normalize(harness: Harness, input: Value) -> Value {
+    let Value::Object(mut m) = input else {
+        return input;
+    };
+    match harness {
+        Harness::Claude => Value::Object(m),
+        Harness::Codex => {
+            let tool = m.get("tool_name").and_then(Value::as_str).unwrap_or("Bash");
+            if matches!(tool, "Bash" | "shell" | "exec_command" | "local_shell")
+                && let Some(command) = m.get("tool_input").and_then(|t| t.get("command"))
+            {
+                let command = shell_text(command);
+                m.insert("tool_name".into(), json!("Bash"));
+                m.insert("tool_input".into(), json!({ "command": command }));
+            }
+            Value::Object(m)
+        }
+        Harness::Gemini => {
+            let tool = m
+                .get("tool_name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let renamed = match tool.as_str() {
+                "run_shell_command" => Some("Bash"),
+                "write_file" => Some("Write"),
+                "replace" => Some("Edit"),
+                "read_file" => Some("Read"),
+                "read_many_files" => Some("Read"),
+                "list_directory" => Some("LS"),
+                "glob" => Some("Glob"),
+                "search_file_content" => Some("Grep"),
+                "web_fetch" => Some("WebFetch"),
+                "google_web_search" => Some("WebSearch"),
+                _ => None,
+            };
+            if let Some(name) = renamed {
+                m.insert("tool_name".into(), json!(name));
+                // Gemini names a read file `absolute_path` in some versions.
+                if let Some(Value::Object(ti)) = m.get_mut("tool_input")
+                    && !ti.contains_key("file_path")
+                    && let Some(p) = ti.get("absolute_path").cloned()
+                {
+                    ti.insert("file_path".into(), p);
+                }
+            }
+            Value::Object(m)
+        }
+        Harness::Cursor => {
+            let mut out = Map::new();
+            if let Some(id) = m.remove("conversation_id") {
+                out.insert("session_id".into(), id);
+            }
+            if let Some(cwd) = m.remove("cwd") {
+                out.insert("cwd".into(), cwd);
+            } else if let Some(Value::Array(roots)) = m.get("workspace_roots")
+                && let Some(first) = roots.first()
+            {
+                out.insert("cwd".into(), first.clone());
+            }
+            if let Some(command) = m.remove("command")
+                && !m.contains_key("tool_name")
+            {
+                out.insert("tool_name".into(), json!("Bash"));
+                out.insert("tool_input".into(), json!({ "command": command }));
+            } else if let Some(name) = m.remove("tool_name") {
+                // Cursor names MCP tools by the tool alone; the guard's rules read
+                // `mcp__SERVER__TOOL`.
+                let name = name.as_str().map(|n| {
+                    if n.starts_with("mcp__") {
+                        n.to_string()
+                    } else {
+                        format!("mcp__cursor__{n}")
+                    }
+                });
+                out.insert("tool_name".into(), json!(name));
+                let input = match m.remove("tool_input") {
+                    Some(Value::String(text)) => {
+                        serde_json::from_str(&text).unwrap_or(Value::String(text))
+                    }
+                    Some(other) => other,
+                    None => Value::Null,
+                };
+                out.insert("tool_input".into(), input);
+            }
+            Value::Object(out)
+        }
+    }
+}
+
+/// A shell tool's `command`: a string as is; an argv `["bash", "-lc", TEXT]` as its
+/// TEXT; any other argv quoted word by word.
+fn shell_text(command: &Value) -> Value {
+    let Value::Array(argv) = command else {
+        return command.clone();
+    };
+    let words: Option<Vec<&str>> = argv.iter().map(Value::as_str).collect();
+    let Some(words) = words else {
+        return command.clone();
+    };
+    if let [shell, flag, text] = words.as_slice()
+        && matches!(
+            shell.rsplit('/').next(),
+            Some("bash" | "sh" | "zsh" | "dash")
+        )
+        && matches!(*flag, "-c" | "-lc" | "-ic")
+    {
+        return json!(text);
+    }
+    let quoted: Vec<String> = words
+        .iter()
+        .map(|w| format!("'{}'", w.replace('\'', "'\\''")))
+        .collect();
+    json!(quoted.join(" "))
+}
+
+/// What the guard prints on stdout for its answer (`None`: nothing; stderr carries the
+/// reasons), and the exit code.
+pub fn answer(harness: Harness, code: i32) -> (Option<String>, i32) {
+    match harness {
+        Harness::Cursor => {
+            let line = if code == crate::judge::ALLOW {
+                json!({"permission": "allow"})
+            } else {
+                json!({
+                    "permission": "deny",
+                    "user_message": "row-fence guard denied this call (see the hook's output).",
+                    "agent_message": "row-fence guard denied this call: your lane may not write now. Stop and report; do not try another way.",
+                })
+            };
+            (Some(line.to_string()), code)
+        }
+        _ => (None, code),
+    }
+}
+
+/// The paths an `apply_patch` patch touches (`*** Add File:`, `*** Update File:`,
+/// `*** Delete File:`, `*** Move to:`).
+pub fn patch_paths(patch: &str) -> Vec<String> {
+    patch
+        .lines()
+        .filter_map(|line| {
+            let line = line.trim_end();
+            [
+                "*** Add File: ",
+                "*** Update File: ",
+                "*** Delete File: ",
+                "*** Move to: ",
+            ]
+            .iter()
+            .find_map(|p| line.strip_prefix(p))
+            .map(str::to_string)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::{self, Tool};
+
+    fn read(harness: Harness, raw: Value) -> input::Hook {
+        let normal = normalize(harness, raw);
+        input::parse(serde_json::to_vec(&normal).unwrap().as_slice()).unwrap()
+    }
+
+    #[test]
+    fn each_harness_documented_input_reads_as_the_same_call() {
+        let codex = read(
+            Harness::Codex,
+            json!({"session_id": "c1", "cwd": "/w", "hook_event_name": "PreToolUse",
+                   "tool_name": "shell", "tool_input": {"command": ["bash", "-lc", "git push"]}}),
+        );
+        assert_eq!(codex.command, "git push");
+        assert_eq!(codex.session.as_deref(), Some("c1"));
+        let patch = read(
+            Harness::Codex,
+            json!({"session_id": "c1", "cwd": "/w", "tool_name": "apply_patch",
+                   "tool_input": {"command": "*** Begin Patch\n*** Add File: .gitattributes\n+x\n*** End Patch"}}),
+        );
+        assert_eq!(patch.tool.name(), "apply_patch");
+        let gemini = read(
+            Harness::Gemini,
+            json!({"session_id": "g1", "cwd": "/w", "hook_event_name": "BeforeTool",
+                   "timestamp": "2026-01-01T00:00:00Z", "tool_name": "run_shell_command",
+                   "tool_input": {"command": "ls", "description": "list"}}),
+        );
+        assert_eq!(gemini.command, "ls");
+        let write = read(
+            Harness::Gemini,
+            json!({"session_id": "g1", "cwd": "/w", "tool_name": "write_file",
+                   "tool_input": {"file_path": "/w/x", "content": "y"}}),
+        );
+        assert_eq!(write.tool.name(), "Write");
+        let cursor = read(
+            Harness::Cursor,
+            json!({"conversation_id": "k1", "generation_id": "g", "hook_event_name": "beforeShellExecution",
+                   "command": "git status", "cwd": "/w", "workspace_roots": ["/w"]}),
+        );
+        assert_eq!(cursor.command, "git status");
+        assert_eq!(cursor.session.as_deref(), Some("k1"));
+        let mcp = read(
+            Harness::Cursor,
+            json!({"conversation_id": "k1", "hook_event_name": "beforeMCPExecution",
+                   "tool_name": "merge_pull_request", "tool_input": "{\"pull_number\": 1}",
+                   "workspace_roots": ["/w"]}),
+        );
+        assert!(
+            matches!(&mcp.tool, Tool::Other { name, input } if name == "mcp__cursor__merge_pull_request" && input["pull_number"] == 1)
+        );
+        assert_eq!(mcp.cwd.as_deref(), Some(std::path::Path::new("/w")));
+    }
+
+    #[test]
+    fn cursor_is_answered_in_json_and_the_others_by_exit_code() {
+        let (out, code) = answer(Harness::Cursor, 2);
+        let v: Value = serde_json::from_str(&out.unwrap()).unwrap();
+        assert_eq!(v["permission"], "deny");
+        assert_eq!(code, 2);
+        let (out, code) = answer(Harness::Cursor, 0);
+        let v: Value = serde_json::from_str(&out.unwrap()).unwrap();
+        assert_eq!(v["permission"], "allow");
+        assert_eq!(code, 0);
+        assert_eq!(answer(Harness::Gemini, 2), (None, 2));
+        assert_eq!(
+            patch_paths("*** Update File: a.rs\n*** Move to: .git/hooks/x\n"),
+            vec!["a.rs", ".git/hooks/x"]
+        );
+    }
+}

@@ -1,0 +1,106 @@
+//! A session's quarantine, remembered: `$ROW_FENCE_HOME/quarantine/<session>.json` (0600,
+//! in a 0700 directory; the file name is the binding's), written when an ask for the
+//! session is REFUSED and removed when one is ALLOWED. A record that is there but cannot
+//! be read counts as quarantined (fail closed).
+
+use serde::{Deserialize, Serialize};
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// One quarantine.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Quarantine {
+    /// The session id.
+    pub session: String,
+    /// The descriptor whose ask was refused.
+    pub descriptor: PathBuf,
+    /// The refusal's verdict line, as the agent was shown it.
+    pub refusal: String,
+    /// When, in ms since the Unix epoch.
+    pub since_ms: u64,
+}
+
+/// The directory of quarantine records under the home.
+pub fn dir(home: &Path) -> PathBuf {
+    home.join("quarantine")
+}
+
+/// The record of `session` (named as its binding file is).
+pub fn path(home: &Path, session: &str) -> PathBuf {
+    let binding = crate::binding::path(home, session);
+    dir(home).join(binding.file_name().unwrap_or_default())
+}
+
+/// True when the session is quarantined, or its record cannot be read.
+pub fn is_quarantined(home: &Path, session: &str) -> bool {
+    match fs::symlink_metadata(path(home, session)) {
+        Ok(_) => true,
+        Err(e) => e.kind() != io::ErrorKind::NotFound,
+    }
+}
+
+/// Records the quarantine (replacing an older record): a temporary file renamed into
+/// place, so a reader never sees half a file.
+pub fn mark(home: &Path, q: &Quarantine) -> io::Result<()> {
+    let dir = dir(home);
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)?;
+    let target = path(home, &q.session);
+    let temp = dir.join(format!(
+        ".{}.{}.tmp",
+        std::process::id(),
+        row_fence_contract::ledger::now_ms()
+    ));
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&temp)?;
+    let mut line = serde_json::to_vec(q).map_err(io::Error::other)?;
+    line.push(b'\n');
+    let done = file
+        .write_all(&line)
+        .and_then(|()| file.sync_all())
+        .and_then(|()| fs::rename(&temp, &target));
+    if done.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    done
+}
+
+/// Lifts the quarantine (an ask was ALLOWED): no record is the same as lifted.
+pub fn lift(home: &Path, session: &str) -> io::Result<()> {
+    match fs::remove_file(path(home, session)) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quarantine_is_marked_lifted_and_an_unreadable_one_counts() {
+        let home = std::env::temp_dir().join(format!("rf-quarantine-{}", std::process::id()));
+        assert!(!is_quarantined(&home, "s-1"));
+        let q = Quarantine {
+            session: "s-1".into(),
+            descriptor: "/d.json".into(),
+            refusal: "REFUSED".into(),
+            since_ms: 1,
+        };
+        mark(&home, &q).unwrap();
+        assert!(is_quarantined(&home, "s-1"));
+        assert!(!is_quarantined(&home, "s-2"));
+        mark(&home, &q).unwrap();
+        lift(&home, "s-1").unwrap();
+        assert!(!is_quarantined(&home, "s-1"));
+        lift(&home, "s-1").unwrap();
+        fs::remove_dir_all(&home).unwrap();
+    }
+}

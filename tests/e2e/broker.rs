@@ -1,0 +1,826 @@
+//! The key broker with real parts (ARCHITECTURE.md, "Key broker"): lanes as real uids
+//! made with `useradd`, a real `sshd` on a loopback port serving a bare repository
+//! through `git-shell` with a forced command the way forges do, and the daemon as the
+//! lanes' ssh agent holding the only push key. As root (CI runs as root) these tests run
+//! and fail when they cannot make users or start sshd: they never pass by skipping.
+
+use crate::util::{Daemon, Home, Ran, free_port, run};
+use row_fence_contract::ledger::{self, LedgerRecord};
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Users made for one test, removed (`userdel`) when dropped.
+struct Users {
+    names: Vec<String>,
+}
+
+/// One made user.
+#[derive(Clone, Debug)]
+struct User {
+    name: String,
+    uid: u32,
+    gid: u32,
+    /// A private HOME in the test's temp dir, owned by the user.
+    home: PathBuf,
+}
+
+impl Users {
+    fn new() -> Users {
+        assert_eq!(
+            nix::unistd::geteuid().as_raw(),
+            0,
+            "the key broker's tests make users and run sshd: run them as root (CI does)"
+        );
+        Users { names: Vec::new() }
+    }
+
+    /// Makes a user `rfb<pid><tag>` whose HOME is `<dir>/<tag>-home`. The password field
+    /// is `*` (no password, not locked), so sshd lets it log in with a key.
+    fn add(&mut self, dir: &Path, tag: &str) -> User {
+        let name = format!("rfb{}{tag}", std::process::id());
+        let home = dir.join(format!("{tag}-home"));
+        let made = Command::new("useradd")
+            .args(["-M", "-N", "-p", "*", "-s", "/bin/sh", "-d"])
+            .arg(&home)
+            .arg(&name)
+            .output()
+            .expect("useradd runs");
+        assert!(
+            made.status.success(),
+            "useradd {name} failed: {}",
+            String::from_utf8_lossy(&made.stderr)
+        );
+        self.names.push(name.clone());
+        let entry = nix::unistd::User::from_name(&name)
+            .expect("getpwnam")
+            .expect("the new user exists");
+        fs::create_dir(&home).expect("user home");
+        fs::set_permissions(&home, fs::Permissions::from_mode(0o700)).expect("chmod home");
+        chown(&home, entry.uid.as_raw(), entry.gid.as_raw());
+        User {
+            name,
+            uid: entry.uid.as_raw(),
+            gid: entry.gid.as_raw(),
+            home,
+        }
+    }
+}
+
+impl Drop for Users {
+    fn drop(&mut self) {
+        for name in &self.names {
+            let _ = Command::new("userdel").arg(name).output();
+        }
+    }
+}
+
+fn chown(path: &Path, uid: u32, gid: u32) {
+    let ran = run(Command::new("chown")
+        .arg("-R")
+        .arg(format!("{uid}:{gid}"))
+        .arg(path));
+    assert_eq!(ran.code, 0, "chown {}: {}", path.display(), ran.stderr);
+}
+
+/// A real sshd on 127.0.0.1, its own host key and config, serving `user`'s forced
+/// `git-shell`; killed when dropped.
+struct Sshd {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Sshd {
+    fn start(dir: &Path, user: &User, authorized: &str) -> Sshd {
+        let sshd = ["/usr/sbin/sshd", "/usr/local/sbin/sshd", "/sbin/sshd"]
+            .into_iter()
+            .map(PathBuf::from)
+            .find(|p| p.exists())
+            .expect("sshd is installed (openssh-server): the broker's tests need it");
+        // sshd's privilege separation directory (a system path, as the package makes it).
+        fs::create_dir_all("/run/sshd").expect("/run/sshd");
+        fs::create_dir(dir).expect("sshd dir");
+        let host = dir.join("host_key");
+        ssh_keygen(&host, "host");
+        let keys = dir.join("authorized_keys");
+        fs::write(&keys, authorized).expect("authorized_keys");
+        let port = free_port();
+        let config = dir.join("sshd_config");
+        fs::write(
+            &config,
+            format!(
+                "Port {port}\nListenAddress 127.0.0.1\nHostKey {host}\nPidFile {pid}\n\
+                 AuthorizedKeysFile {keys}\nStrictModes no\nUsePAM no\n\
+                 PasswordAuthentication no\nKbdInteractiveAuthentication no\n\
+                 PubkeyAuthentication yes\nAllowUsers {user}\nMaxAuthTries 20\n\
+                 LogLevel VERBOSE\n",
+                host = host.display(),
+                pid = dir.join("pid").display(),
+                keys = keys.display(),
+                user = user.name,
+            ),
+        )
+        .expect("sshd_config");
+        let log = dir.join("sshd.log");
+        let child = Command::new(&sshd)
+            .arg("-D")
+            .arg("-e")
+            .arg("-f")
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(&log).expect("sshd log"))
+            .spawn()
+            .expect("sshd starts");
+        let sshd = Sshd { child, port, log };
+        let until = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < until,
+                "sshd did not listen on {port} within 10 s: {}",
+                fs::read_to_string(&sshd.log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        sshd
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn ssh_keygen(path: &Path, comment: &str) {
+    let ran = run(Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", comment, "-f"])
+        .arg(path));
+    assert_eq!(ran.code, 0, "ssh-keygen: {}", ran.stderr);
+}
+
+/// Everything one broker scenario runs on.
+struct Site {
+    home: Home,
+    users: Users,
+    server: User,
+    sshd: Sshd,
+    /// The bare repository sshd serves (owned by `server`).
+    remote: PathBuf,
+    /// `ssh://server@127.0.0.1:port/<remote>`.
+    url: String,
+    /// The broker's agent socket.
+    agent: PathBuf,
+    /// The push key's private half, root's and 0600: no lane can read it.
+    key: PathBuf,
+    /// The uid → lane bindings.
+    lanes: PathBuf,
+}
+
+/// The ssh a lane runs: no config, no known hosts kept, never a prompt.
+const SSH: &str = "ssh -F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR";
+
+impl Site {
+    fn new() -> Site {
+        let home = Home::file();
+        let root = home.dir.path().to_path_buf();
+        // Lanes traverse the temp dir to reach their worktrees and the broker's socket.
+        fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).expect("chmod temp dir");
+        let mut users = Users::new();
+        let server = users.add(&root, "s");
+        let keys = root.join("keys");
+        fs::create_dir(&keys).expect("keys dir");
+        fs::set_permissions(&keys, fs::Permissions::from_mode(0o700)).expect("chmod keys");
+        let key = keys.join("push");
+        ssh_keygen(&key, "push");
+        let public = fs::read_to_string(keys.join("push.pub")).expect("push.pub");
+        let read_key = keys.join("read");
+        ssh_keygen(&read_key, "read");
+        let read_public = fs::read_to_string(keys.join("read.pub")).expect("read.pub");
+        let git_shell = which("git-shell");
+        // The forge's rule for the read key: git-upload-pack (fetch) only.
+        let fetch_only = root.join("fetch-only.sh");
+        fs::write(
+            &fetch_only,
+            format!(
+                "#!/bin/sh\ncase \"$SSH_ORIGINAL_COMMAND\" in\n  \"git-upload-pack \"*) exec {} -c \"$SSH_ORIGINAL_COMMAND\" ;;\nesac\necho 'this key may only fetch' >&2\nexit 1\n",
+                git_shell.display()
+            ),
+        )
+        .expect("fetch-only.sh");
+        fs::set_permissions(&fetch_only, fs::Permissions::from_mode(0o755)).expect("chmod");
+        let options = "no-port-forwarding,no-agent-forwarding,no-X11-forwarding,no-pty";
+        let authorized = format!(
+            "command=\"{} -c \\\"$SSH_ORIGINAL_COMMAND\\\"\",{options} {public}command=\"{}\",{options} {read_public}",
+            git_shell.display(),
+            fetch_only.display()
+        );
+        let sshd = Sshd::start(&root.join("sshd"), &server, &authorized);
+        let remote = root.join("remote.git");
+        as_root_git(&root, &["init", "-q", "--bare", "-b", "main"], &remote);
+        chown(&remote, server.uid, server.gid);
+        let url = format!(
+            "ssh://{}@127.0.0.1:{}{}",
+            server.name,
+            sshd.port,
+            remote.display()
+        );
+        let lanes = root.join("lanes.toml");
+        Site {
+            agent: root.join("broker").join("agent.sock"),
+            home,
+            users,
+            server,
+            sshd,
+            remote,
+            url,
+            key,
+            lanes,
+        }
+    }
+
+    /// Makes a lane's user with a worktree of one commit whose `origin` is the remote.
+    fn lane(&mut self, tag: &str) -> (User, PathBuf) {
+        let root = self.home.dir.path().to_path_buf();
+        let user = self.users.add(&root, tag);
+        let worktree = root.join(format!("{tag}-worktree"));
+        fs::create_dir(&worktree).expect("worktree");
+        chown(&worktree, user.uid, user.gid);
+        let site = &*self;
+        site.as_lane(&user, &worktree, "git", &["init", "-q", "-b", "main"])
+            .expect_ok("git init");
+        site.as_lane(
+            &user,
+            &worktree,
+            "git",
+            &["remote", "add", "origin", &site.url],
+        )
+        .expect_ok("git remote add");
+        site.commit(&user, &worktree, "first");
+        (user, worktree)
+    }
+
+    /// Binds each (uid, descriptor) and starts the daemon with the broker on.
+    fn daemon(&self, bindings: &[(&User, &Path)]) -> Daemon {
+        let text: String = bindings
+            .iter()
+            .map(|(user, descriptor)| {
+                format!(
+                    "[[lane]]\nuid = {}\ndescriptor = \"{}\"\n",
+                    user.uid,
+                    descriptor.display()
+                )
+            })
+            .collect();
+        fs::write(&self.lanes, text).expect("lanes.toml");
+        let daemon = self.home.daemon_with(
+            &[
+                "--broker-socket",
+                &self.agent.display().to_string(),
+                "--broker-key",
+                &self.key.display().to_string(),
+                "--broker-read-key",
+                &self.key.with_file_name("read").display().to_string(),
+                "--broker-lanes",
+                &self.lanes.display().to_string(),
+            ],
+            &[],
+        );
+        assert!(
+            self.agent.exists(),
+            "no broker socket: {}",
+            daemon.log_text()
+        );
+        daemon
+    }
+
+    /// Runs `program args` as `user` in `dir` with a clean environment whose
+    /// `SSH_AUTH_SOCK` is the broker's.
+    fn as_lane(&self, user: &User, dir: &Path, program: &str, args: &[&str]) -> Ran {
+        self.as_lane_env(user, dir, program, args, &[])
+    }
+
+    fn as_lane_env(
+        &self,
+        user: &User,
+        dir: &Path,
+        program: &str,
+        args: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Ran {
+        let mut cmd = Command::new(program);
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &user.home)
+            .env("USER", &user.name)
+            .env("SSH_AUTH_SOCK", &self.agent)
+            .env("GIT_SSH_COMMAND", SSH)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", &user.name)
+            .env("GIT_AUTHOR_EMAIL", "lane@example.invalid")
+            .env("GIT_COMMITTER_NAME", &user.name)
+            .env("GIT_COMMITTER_EMAIL", "lane@example.invalid")
+            .envs(envs.iter().copied())
+            .current_dir(dir)
+            .args(args)
+            .uid(user.uid)
+            // std drops root's supplementary groups when it sets the uid.
+            .gid(user.gid);
+        run(&mut cmd)
+    }
+
+    fn commit(&self, user: &User, worktree: &Path, message: &str) -> String {
+        fs::write(worktree.join(format!("{message}.txt")), message).expect("file");
+        chown(worktree, user.uid, user.gid);
+        self.as_lane(user, worktree, "git", &["add", "-A"])
+            .expect_ok("git add");
+        self.as_lane(user, worktree, "git", &["commit", "-q", "-m", message])
+            .expect_ok("git commit");
+        self.as_lane(user, worktree, "git", &["rev-parse", "HEAD"])
+            .stdout
+            .trim()
+            .to_string()
+    }
+
+    /// The remote's `branch`, or `None` when it does not exist.
+    fn remote_ref(&self, branch: &str) -> Option<String> {
+        let ran = run(Command::new("git")
+            .args(["-c", "safe.directory=*", "--git-dir"])
+            .arg(&self.remote)
+            .args(["rev-parse", "--verify", "-q"])
+            .arg(format!("refs/heads/{branch}")));
+        (ran.code == 0).then(|| ran.stdout.trim().to_string())
+    }
+
+    /// The ledger's records for `lane` whose action names ssh, waiting (≤ 5 s) for at
+    /// least `at_least` of them: the ledger is written off the hot path.
+    fn ssh_refusals(&self, lane: &str, at_least: usize) -> Vec<LedgerRecord> {
+        let path = row_fence_contract::paths::ledger(&self.home.home);
+        let until = Instant::now() + Duration::from_secs(5);
+        loop {
+            let found: Vec<LedgerRecord> = ledger::read(&path)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|r| r.lane.as_deref() == Some(lane) && r.action.starts_with("ssh "))
+                .collect();
+            if found.len() >= at_least || Instant::now() > until {
+                return found;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+trait ExpectOk {
+    fn expect_ok(self, what: &str) -> Ran;
+}
+
+impl ExpectOk for Ran {
+    fn expect_ok(self, what: &str) -> Ran {
+        assert_eq!(
+            self.code, 0,
+            "{what} failed: {}{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+}
+
+fn which(program: &str) -> PathBuf {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .map(|dir| dir.join(program))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("{program} is not on PATH"))
+}
+
+fn as_root_git(dir: &Path, args: &[&str], target: &Path) {
+    let ran = run(Command::new("git").current_dir(dir).args(args).arg(target));
+    assert_eq!(ran.code, 0, "git {args:?}: {}", ran.stderr);
+}
+
+/// Sends one SSH2_AGENTC_SIGN_REQUEST (13) for the key in argv[2] (a `.pub` file) to the
+/// agent socket argv[1]; exits 0 on SSH2_AGENT_SIGN_RESPONSE (14), 1 otherwise.
+const RAW_SIGN_REQUEST: &str = r#"
+import base64, socket, struct, sys
+blob = base64.b64decode(open(sys.argv[2]).read().split()[1])
+pack = lambda b: struct.pack(">I", len(b)) + b
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(pack(bytes([13]) + pack(blob) + pack(b"data to sign") + struct.pack(">I", 0)))
+head = b""
+while len(head) < 4:
+    more = s.recv(4 - len(head))
+    if not more:
+        sys.exit(1)
+    head += more
+n = struct.unpack(">I", head)[0]
+body = b""
+while len(body) < n:
+    more = s.recv(n - len(body))
+    if not more:
+        sys.exit(1)
+    body += more
+sys.exit(0 if body[:1] == bytes([14]) else 1)
+"#;
+
+#[test]
+fn a_lane_pushes_while_allowed_and_after_a_takeover_no_route_gets_a_signature() {
+    let mut site = Site::new();
+    let (a, a_tree) = site.lane("a");
+    let (b, b_tree) = site.lane("b");
+    let (_, a_descriptor) = site.home.acquire("board-1", "row-1", "lane-a", &[]);
+    let b_descriptor = site.home.path("lane-b.json");
+    let _daemon = site.daemon(&[(&a, &a_descriptor), (&b, &b_descriptor)]);
+
+    // ALLOWED: lane A's push is signed and lands.
+    let first = site
+        .as_lane(&a, &a_tree, "git", &["rev-parse", "HEAD"])
+        .stdout
+        .trim()
+        .to_string();
+    site.as_lane(
+        &a,
+        &a_tree,
+        "git",
+        &["push", "-q", "origin", "HEAD:refs/heads/main"],
+    )
+    .expect_ok("lane A's push while ALLOWED");
+    assert_eq!(site.remote_ref("main").as_deref(), Some(first.as_str()));
+    // A script of the lane's own that opens its own connection to the agent socket and
+    // sends a sign request for the push key (its public half is public) without listing
+    // first: signed while ALLOWED.
+    let public = a.home.join("push.pub");
+    fs::copy(site.key.with_extension("pub"), &public).expect("copy push.pub");
+    chown(&public, a.uid, a.gid);
+    let agent = site.agent.display().to_string();
+    let public_text = public.display().to_string();
+    let sign_direct = |site: &Site| {
+        site.as_lane(
+            &a,
+            &a.home,
+            "python3",
+            &["-c", RAW_SIGN_REQUEST, &agent, &public_text],
+        )
+    };
+    sign_direct(&site).expect_ok("a raw sign request while ALLOWED");
+
+    // Lane B takes the row over; lane A's next push has no signature by any route.
+    site.home
+        .acquire("board-1", "row-1", "lane-b", &["--takeover"]);
+    site.commit(&a, &a_tree, "second");
+    let receive = format!("git-receive-pack '{}'", site.remote.display());
+    let target = format!("{}@127.0.0.1", site.server.name);
+    let port = site.sshd.port.to_string();
+    let key = site.key.display().to_string();
+    let ssh_args = |extra: &[&str]| -> Vec<String> {
+        let mut args: Vec<String> = SSH.split(' ').skip(1).map(String::from).collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args.extend(["-p".into(), port.clone(), target.clone(), receive.clone()]);
+        args
+    };
+    let direct = ssh_args(&[]);
+    let with_key = ssh_args(&["-i", &key]);
+    let attempts: Vec<(&str, Ran)> = vec![
+        (
+            "git push",
+            site.as_lane(
+                &a,
+                &a_tree,
+                "git",
+                &["push", "origin", "HEAD:refs/heads/main"],
+            ),
+        ),
+        (
+            "git push --no-verify --force",
+            site.as_lane(
+                &a,
+                &a_tree,
+                "git",
+                &["push", "--no-verify", "--force", "origin", "HEAD:main"],
+            ),
+        ),
+        (
+            "git send-pack",
+            site.as_lane(
+                &a,
+                &a_tree,
+                "git",
+                &["send-pack", &site.url, "HEAD:refs/heads/main"],
+            ),
+        ),
+        (
+            "git -c core.sshCommand=ssh push (no GIT_SSH_COMMAND)",
+            site.as_lane_env(
+                &a,
+                &a_tree,
+                "env",
+                &[
+                    "-u",
+                    "GIT_SSH_COMMAND",
+                    "git",
+                    "-c",
+                    &format!("core.sshCommand={SSH}"),
+                    "push",
+                    "origin",
+                    "HEAD:main",
+                ],
+                &[],
+            ),
+        ),
+        (
+            "ssh git-receive-pack directly",
+            site.as_lane(
+                &a,
+                &a_tree,
+                "ssh",
+                &direct.iter().map(String::as_str).collect::<Vec<_>>(),
+            ),
+        ),
+        (
+            "ssh -i the broker's key file",
+            site.as_lane(
+                &a,
+                &a_tree,
+                "ssh",
+                &with_key.iter().map(String::as_str).collect::<Vec<_>>(),
+            ),
+        ),
+    ];
+    for (what, ran) in &attempts {
+        assert_ne!(
+            ran.code, 0,
+            "{what} as refused lane A succeeded: {}",
+            ran.stderr
+        );
+        assert_eq!(
+            site.remote_ref("main").as_deref(),
+            Some(first.as_str()),
+            "{what} moved the remote ref"
+        );
+    }
+    let signed = sign_direct(&site);
+    assert_ne!(
+        signed.code, 0,
+        "a direct sign request was answered after the takeover"
+    );
+    let refused = site.ssh_refusals("lane-a", 1);
+    assert!(
+        !refused.is_empty() && refused.iter().all(|r| r.verdict.is_denial()),
+        "no refusal of lane A's signing in the ledger: {refused:?}"
+    );
+
+    // Refused, lane A still fetches: the broker signs with the read key, which the
+    // forge lets only fetch.
+    site.as_lane(&a, &a_tree, "git", &["fetch", "-q", "origin"])
+        .expect_ok("lane A's fetch with the read key after the takeover");
+
+    // Lane A cannot change what the broker holds: remove-all and add are refused.
+    let own_key = a.home.join("own");
+    site.as_lane(
+        &a,
+        &a_tree,
+        "ssh-keygen",
+        &[
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-f",
+            &own_key.display().to_string(),
+        ],
+    )
+    .expect_ok("lane A's own key");
+    let removed = site.as_lane(&a, &a_tree, "ssh-add", &["-D"]);
+    assert_ne!(
+        removed.code, 0,
+        "ssh-add -D was accepted: {}",
+        removed.stderr
+    );
+    let added = site.as_lane(&a, &a_tree, "ssh-add", &[&own_key.display().to_string()]);
+    assert_ne!(
+        added.code, 0,
+        "ssh-add of a lane's key was accepted: {}",
+        added.stderr
+    );
+
+    // Lane B, ALLOWED now, still pushes through the same broker.
+    let b_head = site
+        .as_lane(&b, &b_tree, "git", &["rev-parse", "HEAD"])
+        .stdout
+        .trim()
+        .to_string();
+    site.as_lane(
+        &b,
+        &b_tree,
+        "git",
+        &["push", "-q", "origin", "HEAD:refs/heads/lane-b"],
+    )
+    .expect_ok("lane B's push after its takeover");
+    assert_eq!(site.remote_ref("lane-b").as_deref(), Some(b_head.as_str()));
+
+    // `status` counts what the broker signed and refused.
+    let status = crate::util::status(&site.home.socket());
+    let broker = &status["broker"];
+    assert!(broker["signed"].as_u64().unwrap_or(0) >= 3, "{status}");
+    assert!(
+        broker["sign_refused"].as_u64().unwrap_or(0) >= 1,
+        "{status}"
+    );
+    assert_eq!(broker["lanes"], 2, "{status}");
+}
+
+#[test]
+fn a_uid_with_no_lane_gets_no_push_key_and_a_stopped_daemon_signs_nothing() {
+    let mut site = Site::new();
+    let (a, a_tree) = site.lane("a");
+    let (c, c_tree) = site.lane("c");
+    let (_, a_descriptor) = site.home.acquire("board-1", "row-1", "lane-a", &[]);
+    let mut daemon = site.daemon(&[(&a, &a_descriptor)]);
+
+    // Uid C is bound to no lane: the broker lists it the read key at most and signs
+    // nothing it could push with.
+    let push_public = fs::read_to_string(site.key.with_extension("pub")).expect("push.pub");
+    let push_blob = push_public.split_whitespace().nth(1).expect("key blob");
+    let listed = site.as_lane(&c, &c_tree, "ssh-add", &["-L"]);
+    assert!(
+        !listed.stdout.contains(push_blob),
+        "uid C was listed the push key: {}",
+        listed.stdout
+    );
+    let pushed = site.as_lane(&c, &c_tree, "git", &["push", "origin", "HEAD:refs/heads/c"]);
+    assert_ne!(pushed.code, 0, "uid C pushed: {}", pushed.stderr);
+    assert_eq!(site.remote_ref("c"), None);
+
+    // Lane A is ALLOWED and lists the push key; once the daemon is down it pushes nothing.
+    let listed = site.as_lane(&a, &a_tree, "ssh-add", &["-L"]);
+    assert!(
+        listed.stdout.contains(push_blob),
+        "lane A was not listed the push key: {}{}",
+        listed.stdout,
+        listed.stderr
+    );
+    daemon.stop();
+    assert!(
+        !site.agent.exists(),
+        "the broker socket outlived the daemon"
+    );
+    let pushed = site.as_lane(&a, &a_tree, "git", &["push", "origin", "HEAD:refs/heads/a"]);
+    assert_ne!(
+        pushed.code, 0,
+        "lane A pushed with the daemon down: {}",
+        pushed.stderr
+    );
+    assert_eq!(site.remote_ref("a"), None);
+}
+
+/// A daemon started as `user` with the broker on, stopped (SIGTERM) when dropped.
+struct UserDaemon {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Drop for UserDaemon {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = self.child.wait();
+    }
+}
+
+/// True when `user` can open `path` for reading.
+fn can_open(site: &Site, user: &User, path: &Path) -> bool {
+    let script = format!("exec 3<'{}'", path.display());
+    site.as_lane(user, &user.home, "sh", &["-c", &script]).code == 0
+}
+
+#[test]
+fn a_daemon_under_its_own_uid_holds_the_key_where_neither_a_lane_nor_its_own_uid_can_read_it() {
+    let mut site = Site::new();
+    let (a, a_tree) = site.lane("a");
+    let root = site.home.dir.path().to_path_buf();
+    let fence = site.users.add(&root, "f");
+    // Lanes traverse the daemon's HOME to its broker socket; they cannot list it.
+    fs::set_permissions(&fence.home, fs::Permissions::from_mode(0o711)).expect("chmod");
+    let key = fence.home.join("push");
+    fs::copy(&site.key, &key).expect("copy the push key");
+    chown(&key, fence.uid, fence.gid);
+    let rf_home = fence.home.join("rf");
+    let agent = fence.home.join("broker").join("agent.sock");
+    let env = |cmd: &mut Command| {
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &fence.home)
+            .env("ROW_FENCE_HOME", &rf_home)
+            .env("ROW_FENCE_STORE", "file")
+            .current_dir(&fence.home)
+            .uid(fence.uid)
+            .gid(fence.gid);
+    };
+    // The operator (the daemon's uid) grants lane A its row.
+    let descriptor = fence.home.join("lane-a.json");
+    let mut acquire = Command::new(crate::util::bin("row-fence"));
+    env(&mut acquire);
+    acquire.args([
+        "acquire",
+        "board-1",
+        "row-1",
+        "--lane",
+        "lane-a",
+        "--write-descriptor",
+    ]);
+    acquire.arg(&descriptor);
+    run(&mut acquire).expect_ok("acquire as the daemon's uid");
+    fs::write(
+        &site.lanes,
+        format!(
+            "[[lane]]\nuid = {}\ndescriptor = \"{}\"\n",
+            a.uid,
+            descriptor.display()
+        ),
+    )
+    .expect("lanes.toml");
+    let log = root.join("fence-daemon.log");
+    let mut cmd = Command::new(crate::util::bin("row-fence-resident"));
+    env(&mut cmd);
+    cmd.arg("--broker-socket")
+        .arg(&agent)
+        .arg("--broker-key")
+        .arg(&key)
+        .arg("--broker-lanes")
+        .arg(&site.lanes)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(&log).expect("log"));
+    let daemon = UserDaemon {
+        child: cmd.spawn().expect("spawn the daemon as its own uid"),
+        log,
+    };
+    let until = Instant::now() + Duration::from_secs(10);
+    while !agent.exists() {
+        assert!(
+            Instant::now() < until,
+            "no broker socket within 10 s: {}",
+            fs::read_to_string(&daemon.log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // The broker works under its own uid: ALLOWED lane A pushes.
+    let head = site
+        .as_lane(&a, &a_tree, "git", &["rev-parse", "HEAD"])
+        .stdout
+        .trim()
+        .to_string();
+    site.as_lane_env(
+        &a,
+        &a_tree,
+        "git",
+        &["push", "-q", "origin", "HEAD:refs/heads/main"],
+        &[("SSH_AUTH_SOCK", &agent.display().to_string())],
+    )
+    .expect_ok("lane A's push through a broker under its own uid");
+    assert_eq!(site.remote_ref("main").as_deref(), Some(head.as_str()));
+
+    // Undumpable: its /proc files are root's, so neither a lane's uid nor the daemon's own
+    // uid can open its memory; and it writes no core file.
+    let proc = PathBuf::from(format!("/proc/{}", daemon.child.id()));
+    use std::os::unix::fs::MetadataExt;
+    let mem = proc.join("mem");
+    assert_eq!(
+        fs::metadata(&mem).expect("stat mem").uid(),
+        0,
+        "the daemon is dumpable: its memory is its uid's"
+    );
+    assert!(
+        !can_open(&site, &fence, &mem),
+        "the daemon's own uid opened its memory"
+    );
+    assert!(
+        !can_open(&site, &a, &mem),
+        "a lane's uid opened the daemon's memory"
+    );
+    assert!(
+        !can_open(&site, &a, &key),
+        "a lane's uid opened the push key file"
+    );
+    let limits = fs::read_to_string(proc.join("limits")).expect("limits");
+    let core = limits
+        .lines()
+        .find(|l| l.starts_with("Max core file size"))
+        .expect("core limit line");
+    assert_eq!(
+        core.split_whitespace().nth(4),
+        Some("0"),
+        "core files are on: {core}"
+    );
+}

@@ -1,0 +1,260 @@
+//! The home's floors (`revisions.json`) are keyed by which store it is, not how it is
+//! spelled, and a floor that cannot be written fails closed (ARCHITECTURE.md, "The lease
+//! store"). Real processes: the daemon, the CLI, the asker, a real redis-server, a real
+//! tmpfs for a full home.
+//!
+//! - one store named two ways by one home (`redis://127.0.0.1:P` and
+//!   `redis://localhost:P/?wait_ms=…`; `file` and `file:$HOME/store/`): a takeover made
+//!   while the daemon was down, then lost by a restore, is `store_regressed`, never ALLOWED;
+//! - two key prefixes on one Redis are two stores: a first acquire under one is not
+//!   `store_regressed` because of the other's revisions;
+//! - a full home: a takeover that committed but whose floor could not be written exits 1
+//!   saying so (no descriptor), and a daemon that cannot write the expiry it found passed
+//!   answers COULD NOT READ until it can.
+
+use crate::util::{Home, Ran, Redis, bin, run};
+use std::path::Path;
+
+/// `row-fence ARGS` with `ROW_FENCE_STORE=store` (and extra environment).
+fn cli_on(home: &Home, store: &str, envs: &[(&str, &str)], args: &[&str]) -> Ran {
+    run(home
+        .command(bin("row-fence"))
+        .env("ROW_FENCE_STORE", store)
+        .envs(envs.iter().copied())
+        .args(args))
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// lane-a holds the row (granted under `daemon_store`), lane-b takes it over under
+/// `cli_store` with the daemon down, then `restore` puts the store back to before the
+/// takeover: lane-a's ask through a daemon started again is `store_regressed`.
+fn takeover_spelled_otherwise_then_restored(
+    home: &Home,
+    cli_store: &str,
+    snapshot: impl FnOnce(),
+    restore: impl FnOnce(),
+) {
+    let (g1, a) = home.acquire("b", "r", "lane-a", &[]);
+    let mut daemon = home.daemon();
+    home.ask_with(&a, &[]).expect(0, "row-fence: ALLOWED");
+    snapshot();
+    assert_eq!(daemon.stop(), Some(0));
+    let b = home.path("lane-b.json");
+    let ran = cli_on(
+        home,
+        cli_store,
+        &[],
+        &[
+            "acquire",
+            "b",
+            "r",
+            "--lane",
+            "lane-b",
+            "--takeover",
+            "--write-descriptor",
+            b.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    restore();
+    let _daemon = home.daemon();
+    let ran = home.ask_with(&a, &[]);
+    ran.expect(1, "row-fence: COULD NOT READ (store_regressed)");
+    assert!(
+        ran.stderr
+            .contains(&format!("revision {g1} but revision {}", g1 + 1)),
+        "{}",
+        ran.stderr
+    );
+}
+
+#[test]
+fn a_redis_store_spelled_two_ways_by_one_home_keeps_one_floor() {
+    let mut redis = Redis::start_tcp(&[]);
+    let port = redis.port.unwrap();
+    let home = Home::with_store(redis.tcp_url());
+    let aof = redis.dir.path().join("appendonlydir");
+    let before = redis.dir.path().join("aof-before-takeover");
+    let cli_store = format!("redis://LocalHost:{port}/0?wait_ms=1500");
+    takeover_spelled_otherwise_then_restored(
+        &home,
+        &cli_store,
+        || copy_dir(&aof, &before),
+        || {
+            redis.stop();
+            std::fs::remove_dir_all(&aof).unwrap();
+            copy_dir(&before, &aof);
+            redis.restart();
+        },
+    );
+}
+
+#[test]
+fn a_file_store_spelled_two_ways_by_one_home_keeps_one_floor() {
+    let home = Home::file();
+    let store = home.home.join("store");
+    let before = home.path("store-before-takeover");
+    let cli_store = format!("file:{}/", store.display());
+    takeover_spelled_otherwise_then_restored(
+        &home,
+        &cli_store,
+        || copy_dir(&store, &before),
+        || {
+            std::fs::remove_dir_all(&store).unwrap();
+            copy_dir(&before, &store);
+        },
+    );
+}
+
+#[test]
+fn two_key_prefixes_on_one_redis_are_two_stores() {
+    let redis = Redis::start();
+    let home = Home::on(Some(&redis));
+    let url = redis.url();
+    for row in ["r1", "r2", "r3", "r4", "r5"] {
+        let ran = cli_on(
+            &home,
+            &url,
+            &[("ROW_FENCE_KEY_PREFIX", "a")],
+            &["acquire", "b", row, "--lane", "lane-a"],
+        );
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+    }
+    let x = home.path("x.json");
+    let ran = cli_on(
+        &home,
+        &url,
+        &[("ROW_FENCE_KEY_PREFIX", "b")],
+        &[
+            "acquire",
+            "b",
+            "r1",
+            "--lane",
+            "lane-x",
+            "--write-descriptor",
+            x.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        ran.code, 0,
+        "a first acquire under prefix b: {}",
+        ran.stderr
+    );
+    cli_on(
+        &home,
+        &url,
+        &[("ROW_FENCE_KEY_PREFIX", "b")],
+        &["check", "--descriptor", x.to_str().unwrap()],
+    )
+    .expect(0, "row-fence: ALLOWED");
+}
+
+/// A tmpfs of a few pages mounted on a home, unmounted when dropped.
+struct SmallFs {
+    at: std::path::PathBuf,
+}
+
+impl SmallFs {
+    fn mount(at: &Path) -> SmallFs {
+        std::fs::create_dir_all(at).unwrap();
+        let ran = run(std::process::Command::new("mount").args([
+            "-t",
+            "tmpfs",
+            "-o",
+            "size=256k,mode=700",
+            "tmpfs",
+            at.to_str().unwrap(),
+        ]));
+        assert_eq!(
+            ran.code, 0,
+            "mounting a tmpfs needs root (CI runs as root): {}",
+            ran.stderr
+        );
+        SmallFs { at: at.into() }
+    }
+
+    /// Fills it up (what a full disk leaves).
+    fn fill(&self) {
+        use std::io::Write;
+        let mut filler = std::fs::File::create(self.at.join("filler")).unwrap();
+        let page = [0u8; 4096];
+        while filler.write_all(&page).is_ok() {}
+        let _ = filler.sync_all();
+    }
+
+    fn free(&self) {
+        std::fs::remove_file(self.at.join("filler")).unwrap();
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.at)
+            .status();
+    }
+}
+
+#[test]
+fn a_floor_the_full_home_cannot_hold_fails_closed() {
+    let mut home = Home::file();
+    // The store is outside the home: only the home is full.
+    home.store = format!("file:{}", home.path("store").display());
+    let fs = SmallFs::mount(&home.home);
+    let (g1, _a) = home.acquire("b", "r", "lane-a", &[]);
+    let mut daemon = home.daemon();
+    let (_, c) = home.acquire("b", "r2", "lane-c", &["--ttl", "1s"]);
+
+    fs.fill();
+    // The takeover commits in the store, but the home cannot record it: exit 1, said so,
+    // no descriptor.
+    let b = home.path("lane-b.json");
+    let ran = home.cli(&[
+        "acquire",
+        "b",
+        "r",
+        "--lane",
+        "lane-b",
+        "--takeover",
+        "--write-descriptor",
+        b.to_str().unwrap(),
+    ]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert!(
+        ran.stderr
+            .contains(&format!("committed at revision {} in the store", g1 + 2))
+            && ran.stderr.contains("floors could not be written"),
+        "{}",
+        ran.stderr
+    );
+    assert!(
+        !b.exists(),
+        "no descriptor for a write the home did not record"
+    );
+
+    // lane-c's lease expires; the daemon cannot write that it found it passed.
+    std::thread::sleep(std::time::Duration::from_millis(1_200));
+    let ran = home.ask_with(&c, &[]);
+    ran.expect(1, "row-fence: COULD NOT READ");
+    assert!(ran.stderr.contains("could not be"), "{}", ran.stderr);
+
+    fs.free();
+    home.ask_with(&c, &[])
+        .expect(3, "row-fence: REFUSED (lease_expired)");
+    let floors = std::fs::read_to_string(home.home.join("revisions.json")).unwrap();
+    assert!(floors.contains("expired_ms"), "{floors}");
+    assert_eq!(daemon.stop(), Some(0));
+}
