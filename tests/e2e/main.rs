@@ -43,6 +43,7 @@ mod guard_quarantine;
 mod guard_round_two;
 mod history;
 mod http_git;
+mod install_json;
 mod lease_token;
 mod location;
 mod margin;

@@ -256,8 +256,12 @@ fn the_migrate_command_needs_the_writer_rollout_and_prints_what_it_wrote() {
     );
     let ran = home.cli(&["migrate", "b", "--writers-upgraded"]);
     assert_eq!((ran.code, ran.stdout.trim()), (0, "7"), "{}", ran.stderr);
-    let ran = home.cli(&["migrate", "b", "--writers-upgraded"]);
-    assert_eq!((ran.code, ran.stdout.trim()), (0, "0"), "{}", ran.stderr);
+    let ran = home.cli(&["migrate", "b", "--writers-upgraded", "--json"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(
+        ran.json(),
+        serde_json::json!({"board": "b", "written": 0, "from": "document", "to": "records"})
+    );
     // A file store has nothing to migrate in place.
     let file_home = Home::file();
     let ran = file_home.cli(&["migrate", "b", "--writers-upgraded"]);
@@ -333,8 +337,13 @@ fn a_board_grows_from_the_file_store_into_redis_and_the_file_refuses_afterwards(
         "--to",
         &url,
         "--writers-upgraded",
+        "--json",
     ]);
-    assert_eq!((ran.code, ran.stdout.trim()), (0, "0"), "{}", ran.stderr);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(
+        ran.json(),
+        serde_json::json!({"board": "b", "written": 0, "from": "file", "to": "records"})
+    );
     // The daemon still on the file refuses with a clear message instead of stale leases.
     let ran = file_home.ask_with(&a, &[]);
     ran.expect(1, "row-fence: COULD NOT READ");

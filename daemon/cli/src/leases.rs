@@ -113,6 +113,9 @@ pub struct ReleaseArgs {
     /// The holder's descriptor, whose lease token proves it is the holder [default: this worktree's <git dir>/row-fence.json]
     #[arg(long, value_name = "PATH")]
     descriptor: Option<PathBuf>,
+    /// Print {"board","row","lane","generation","released":true} as one JSON object
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     fence: FenceArgs,
 }
@@ -338,6 +341,13 @@ pub async fn release(args: ReleaseArgs, settings: &Settings) -> Outcome {
     lease::release(store.as_ref(), &d, args.fence.controller().as_ref())
         .await
         .map_err(lease_failure)?;
+    if args.json {
+        out(&json!({
+            "board": d.board, "row": d.row, "lane": d.lane,
+            "generation": d.generation, "released": true,
+        })
+        .to_string());
+    }
     say!(
         "row-fence: released {}/{} (generation {}) by {}",
         d.board,

@@ -17,6 +17,7 @@
 //! - `migrate`: document → records, file → Redis.
 //! - `store`: the store itself: its check, and accepting a store that went back in time.
 //! - `render`, `install`, `doctor`: the `row-fence-install` crate's.
+//! - `help`: every subcommand's example, `completion` and `man`, from the clap definitions.
 //!
 //! What they share:
 //! - `open`: the store a command opens, checked against the daemon's on this home.
@@ -28,6 +29,7 @@
 mod check;
 mod controller;
 mod flags;
+mod help;
 mod leases;
 mod liveness;
 mod migrate;
@@ -35,7 +37,7 @@ mod open;
 mod records;
 mod store;
 
-use clap::{Parser, Subcommand};
+use clap::{FromArgMatches, Parser, Subcommand};
 use flags::parse_duration;
 use row_fence_contract::exit::{self, Failure, Outcome};
 use row_fence_contract::report::out;
@@ -98,6 +100,10 @@ enum Command {
     Doctor(doctor::DoctorArgs),
     /// The store itself: check its role and settings, accept a store that went back in time
     Store(store::StoreArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) generated from these definitions
+    Completion(help::CompletionArgs),
+    /// Print the man page, or write every command's page into DIR
+    Man(help::ManArgs),
 }
 
 fn main() {
@@ -106,10 +112,21 @@ fn main() {
 
 /// Parses the command line, runs the command and returns the exit code.
 fn run_cli() -> i32 {
-    let cli = match Cli::try_parse() {
+    let cli = match help::command::<Cli>()
+        .try_get_matches()
+        .and_then(|matches| Cli::from_arg_matches(&matches))
+    {
         Ok(cli) => cli,
         Err(e) => return parse_failed(e),
     };
+    // Generated from the definitions alone: no home, store or daemon is needed.
+    match cli.command {
+        Some(Command::Completion(args)) => {
+            return report(help::completion(args, help::command::<Cli>()));
+        }
+        Some(Command::Man(args)) => return report(help::man(args, help::command::<Cli>())),
+        _ => {}
+    }
     let settings = match Settings::resolve(&cli.common) {
         Ok(settings) => settings,
         Err(e) => {
@@ -162,6 +179,11 @@ fn run_cli() -> i32 {
                 )))
             })
     });
+    report(outcome)
+}
+
+/// The exit code of a finished command; a failure's sentence, or a lost stdout, on stderr.
+fn report(outcome: Outcome) -> i32 {
     match outcome {
         Ok(code) if reads_only && row_fence_contract::report::stdout_lost().is_some() => {
             let why = row_fence_contract::report::stdout_lost().unwrap_or_default();
@@ -230,5 +252,7 @@ async fn run(command: Command, settings: &Settings) -> Outcome {
         Command::Install(args) => install::run(args, settings),
         Command::Doctor(args) => doctor::run(args),
         Command::Store(args) => store::run(args, settings).await,
+        Command::Completion(args) => help::completion(args, help::command::<Cli>()),
+        Command::Man(args) => help::man(args, help::command::<Cli>()),
     }
 }

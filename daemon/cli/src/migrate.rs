@@ -24,6 +24,9 @@ pub struct MigrateArgs {
     /// …into this Redis (with --from)
     #[arg(long, requires = "from", value_name = "URL")]
     to: Option<String>,
+    /// Print {"board","written","from":"document"|"file","to":"records"} as one JSON object instead of the bare count
+    #[arg(long)]
+    json: bool,
 }
 
 fn failure(e: row_fence_store::StoreError) -> Failure {
@@ -75,7 +78,17 @@ pub async fn run(args: MigrateArgs, settings: &Settings) -> Outcome {
                 .map_err(failure)?
         }
     };
-    out(&written.to_string());
+    if args.json {
+        // Layouts, never the URL: it may carry the store's password.
+        let from = if args.from.is_some() {
+            "file"
+        } else {
+            "document"
+        };
+        out(&serde_json::json!({"board": args.board, "written": written, "from": from, "to": "records"}).to_string());
+    } else {
+        out(&written.to_string());
+    }
     Ok(exit::ALLOWED)
 }
 

@@ -20,6 +20,9 @@ pub struct BatchArgs {
     /// The batch: a JSON array of {"kind":"put|delete|check","section","key","expected":<int, -1 = blind>,"value"}; - for stdin
     #[arg(long, value_name = "BATCH.json")]
     file: PathBuf,
+    /// Print {"board","revision","writes"} as one JSON object instead of the bare revision
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     fence: FenceArgs,
 }
@@ -193,6 +196,7 @@ pub async fn batch(args: BatchArgs, settings: &Settings) -> Outcome {
         epoch: c.epoch,
         now_ms,
     });
+    let count = writes.len();
     let batch = row_fence_store::FencedBatch {
         writes,
         lease,
@@ -202,7 +206,14 @@ pub async fn batch(args: BatchArgs, settings: &Settings) -> Outcome {
         .fenced_batch(&args.board, &batch)
         .await
         .map_err(store_failure)?;
-    out(&revision.to_string());
+    if args.json {
+        out(
+            &serde_json::json!({"board": args.board, "revision": revision, "writes": count})
+                .to_string(),
+        );
+    } else {
+        out(&revision.to_string());
+    }
     Ok(exit::ALLOWED)
 }
 

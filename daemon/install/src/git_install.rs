@@ -13,11 +13,13 @@
 //! does not run in some worktree after it is written (a later `core.sshCommand`, say) is
 //! taken out again and named.
 
+use crate::daemon_answers::Daemon;
 use crate::git_gate::{self, Plan};
 use crate::git_hook::{self, Baked, Done};
 use crate::git_repo::{self, Repository};
 use crate::render::bin_dir;
 use row_fence_contract::exit::{self, Failure, Outcome};
+use row_fence_contract::report::out;
 use row_fence_resident::config::Settings;
 use std::path::PathBuf;
 
@@ -40,20 +42,37 @@ pub struct GitHookArgs {
     rollback: bool,
 }
 
-pub fn run(args: GitHookArgs, settings: &Settings) -> Outcome {
+/// `install git-hook`: installs (or with `--rollback` removes) the hooks and the gate; on
+/// an install, warns when no daemon answers for the home; with `json`, prints
+/// `{"rollback","repositories":[config…],"hooks_dirs":[dir…],"daemon"}` once done.
+pub fn run(args: GitHookArgs, settings: &Settings, json: bool) -> Outcome {
     let repos =
         git_repo::discover(&args.repo, args.recurse_submodules).map_err(Failure::could_not)?;
     let (dirs, gone) = hooks_dirs(&repos);
-    if args.rollback {
-        rollback(&repos, &dirs)
+    let code = if args.rollback {
+        rollback(&repos, &dirs)?
     } else {
         let baked = Baked {
             bin_dir: bin_dir(args.bin_dir.as_ref())?,
             home: settings.home.clone(),
             socket: settings.socket.clone(),
         };
-        install(&repos, &dirs, gone, &baked, args.chain)
+        install(&repos, &dirs, gone, &baked, args.chain)?
+    };
+    let daemon = (!args.rollback).then(|| Daemon::ask(settings));
+    if let Some(daemon) = &daemon {
+        daemon.warn(settings, "fenced pushes");
     }
+    if json {
+        out(&serde_json::json!({
+            "rollback": args.rollback,
+            "repositories": repos.iter().map(|r| r.config().display().to_string()).collect::<Vec<_>>(),
+            "hooks_dirs": dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>(),
+            "daemon": daemon.as_ref().map(Daemon::word),
+        })
+        .to_string());
+    }
+    Ok(code)
 }
 
 /// Every distinct hooks directory (worktrees without `core.hooksPath` share one), and

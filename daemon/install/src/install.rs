@@ -13,6 +13,7 @@
 
 use crate::claude_settings::{self, Edit};
 use crate::created_files::Created;
+use crate::daemon_answers::Daemon;
 use crate::deploy::{self, Job, JobSpec};
 use crate::render::{JobArgs, bin_dir};
 use crate::shell::sh_quote;
@@ -31,6 +32,9 @@ use std::process::{Command, Stdio};
 pub struct InstallArgs {
     #[command(subcommand)]
     what: What,
+    /// Print what was done as one JSON object on stdout (the sentences stay on stderr)
+    #[arg(long, global = true)]
+    json: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -72,14 +76,14 @@ struct ClaudeHookArgs {
 
 pub fn run(args: InstallArgs, settings: &Settings) -> Outcome {
     match args.what {
-        What::Launchd(args) => job(Job::Launchd, args, settings),
-        What::Systemd(args) => job(Job::Systemd, args, settings),
-        What::ClaudeHook(args) => claude_hook(args, settings),
-        What::GitHook(args) => crate::git_install::run(args, settings),
+        What::Launchd(a) => job(Job::Launchd, a, settings, args.json),
+        What::Systemd(a) => job(Job::Systemd, a, settings, args.json),
+        What::ClaudeHook(a) => claude_hook(a, settings, args.json),
+        What::GitHook(a) => crate::git_install::run(a, settings, args.json),
     }
 }
 
-fn job(job: Job, args: JobInstallArgs, settings: &Settings) -> Outcome {
+fn job(job: Job, args: JobInstallArgs, settings: &Settings, json: bool) -> Outcome {
     let spec = args.spec.spec(settings)?;
     for name in ["row-fence-resident", "row-fence-ask", GUARD] {
         let path = spec.bin_dir.join(name);
@@ -126,7 +130,7 @@ fn job(job: Job, args: JobInstallArgs, settings: &Settings) -> Outcome {
     write_private(&path, text.as_bytes())
         .map_err(|e| Failure::could_not(format!("cannot write {}: {e}", path.display())))?;
     let hook = HookSwitch::new(&spec, settings, args.settings.as_deref())?;
-    let (load, rollback) = match job {
+    let (load, rollback, state) = match job {
         Job::Launchd => launchd_commands(&spec.label, &path, &hook),
         Job::Systemd => systemd_commands(&spec.label, &path, &hook),
     };
@@ -134,8 +138,24 @@ fn job(job: Job, args: JobInstallArgs, settings: &Settings) -> Outcome {
         "row-fence: wrote {}; nothing is loaded yet. Run the load command yourself: it loads the job first, then switches the agent hook on. The rollback switches the hook off first, then unloads the job.",
         path.display()
     );
-    out(&format!("load:     {load}"));
-    out(&format!("rollback: {rollback}"));
+    if let UnitState::Unknown(why) = &state {
+        say!(
+            "row-fence: warning: the job's state is unknown: no user service manager answered ({why}; over ssh or su there is often no XDG_RUNTIME_DIR). The load line restarts the job in case it runs; run it in the user's own login session"
+        );
+    }
+    if json {
+        out(&serde_json::json!({
+            "job": clap::ValueEnum::to_possible_value(&job).map(|v| v.get_name().to_string()),
+            "path": path.display().to_string(),
+            "load": load,
+            "rollback": rollback,
+            "job_state": state.word(),
+        })
+        .to_string());
+    } else {
+        out(&format!("load:     {load}"));
+        out(&format!("rollback: {rollback}"));
+    }
     Ok(exit::ALLOWED)
 }
 
@@ -192,12 +212,13 @@ impl HookSwitch {
 /// Load: `bootstrap` (after a `bootout` when the label is loaded already: bootstrap
 /// refuses a loaded label), then the hook. Rollback: the hook, then `bootout`, then the
 /// plist's removal.
-fn launchd_commands(label: &str, plist: &Path, hook: &HookSwitch) -> (String, String) {
+fn launchd_commands(label: &str, plist: &Path, hook: &HookSwitch) -> (String, String, UnitState) {
     let domain = format!("gui/{}", paths::euid());
     let target = format!("{domain}/{label}");
     let plist = sh_quote(&plist.display().to_string());
     let mut load = String::new();
-    if probe("launchctl", &["print", &target]) {
+    let loaded = probe("launchctl", &["print", &target]);
+    if loaded {
         load.push_str(&format!("launchctl bootout {target} && "));
     }
     load.push_str(&format!(
@@ -205,15 +226,26 @@ fn launchd_commands(label: &str, plist: &Path, hook: &HookSwitch) -> (String, St
         hook.on
     ));
     let rollback = format!("{} && launchctl bootout {target} && rm {plist}", hook.off);
-    (load, rollback)
+    let state = if loaded {
+        UnitState::Running
+    } else {
+        UnitState::NotRunning
+    };
+    (load, rollback, state)
 }
 
 /// Load: `daemon-reload`, `enable --now` (and a `restart` when the unit is running
 /// already, so it picks up the new file), then the hook; a unit written outside the user
 /// unit directory is first `link`ed into it, or systemd would not find it. Rollback: the
 /// hook, then `disable --now` (which also undoes a `link`), the unit's removal and a
-/// `daemon-reload`.
-fn systemd_commands(label: &str, unit_path: &Path, hook: &HookSwitch) -> (String, String) {
+/// `daemon-reload`. When no user manager answers, the state is unknown and the restart
+/// stays in (restarting a unit `enable --now` just started costs one restart; leaving it
+/// out would leave a running unit on the old file).
+fn systemd_commands(
+    label: &str,
+    unit_path: &Path,
+    hook: &HookSwitch,
+) -> (String, String, UnitState) {
     let unit = sh_quote(&format!("{label}.service"));
     let in_unit_path = deploy::default_job_dir(Job::Systemd)
         .is_ok_and(|dir| unit_path.parent() == Some(dir.as_path()));
@@ -227,15 +259,8 @@ fn systemd_commands(label: &str, unit_path: &Path, hook: &HookSwitch) -> (String
     load.push_str(&format!(
         "systemctl --user daemon-reload && systemctl --user enable --now {unit}"
     ));
-    if probe(
-        "systemctl",
-        &[
-            "--user",
-            "is-active",
-            "--quiet",
-            &format!("{label}.service"),
-        ],
-    ) {
+    let state = systemd_state(&format!("{label}.service"));
+    if state != UnitState::NotRunning {
         load.push_str(&format!(" && systemctl --user restart {unit}"));
     }
     load.push_str(&format!(" && {}", hook.on));
@@ -244,7 +269,59 @@ fn systemd_commands(label: &str, unit_path: &Path, hook: &HookSwitch) -> (String
         hook.off,
         sh_quote(&unit_path.display().to_string())
     );
-    (load, rollback)
+    (load, rollback, state)
+}
+
+/// What the service manager said of the job before the install.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum UnitState {
+    /// Loaded (launchd) or active (systemd).
+    Running,
+    /// Not loaded, or inactive, failed, unknown to the manager.
+    NotRunning,
+    /// The manager could not be asked (why).
+    Unknown(String),
+}
+
+impl UnitState {
+    /// The word `--json` reports as `job_state`.
+    fn word(&self) -> &'static str {
+        match self {
+            UnitState::Running => "running",
+            UnitState::NotRunning => "not_running",
+            UnitState::Unknown(_) => "unknown",
+        }
+    }
+}
+
+/// Asks the user manager whether `unit` is active. `systemctl is-active` prints the state
+/// on stdout (`active`, `inactive`, `failed`, …) and exits 0 when active, 3 when not (the
+/// LSB status codes) whenever the manager answered; anything else (exit 1 with "Failed to
+/// connect to bus", no systemctl) is unknown, never "not running".
+fn systemd_state(unit: &str) -> UnitState {
+    let output = Command::new("systemctl")
+        .args(["--user", "is-active", unit])
+        .stdin(Stdio::null())
+        .output();
+    let output = match output {
+        Ok(output) => output,
+        Err(e) => return UnitState::Unknown(format!("systemctl: {e}")),
+    };
+    let said = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    match said.as_str() {
+        "active" | "reloading" | "activating" | "deactivating" | "refreshing" => UnitState::Running,
+        "inactive" | "failed" | "unknown" | "maintenance" => UnitState::NotRunning,
+        _ if output.status.code() == Some(0) => UnitState::Running,
+        _ if output.status.code() == Some(3) => UnitState::NotRunning,
+        _ => {
+            let err = String::from_utf8_lossy(&output.stderr).trim().to_string();
+            UnitState::Unknown(if err.is_empty() {
+                format!("systemctl --user is-active said {said:?}")
+            } else {
+                err
+            })
+        }
+    }
 }
 
 /// Says so when the job is for another OS's service manager (the file is still written:
@@ -272,7 +349,7 @@ fn probe(program: &str, args: &[&str]) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-fn claude_hook(args: ClaudeHookArgs, settings: &Settings) -> Outcome {
+fn claude_hook(args: ClaudeHookArgs, settings: &Settings, json: bool) -> Outcome {
     let file = match args.settings {
         Some(path) => path,
         None => default_claude_settings()?,
@@ -321,6 +398,7 @@ fn claude_hook(args: ClaudeHookArgs, settings: &Settings) -> Outcome {
         claude_settings::install(before.as_deref(), &entry, &command)
     }
     .map_err(|e| Failure::could_not(format!("{}: {e}", file.display())))?;
+    let edit_changed = matches!(edit, Edit::Changed(_));
     let done = match (&edit, args.rollback) {
         (Edit::Unchanged, false) => "the agent hook was already on",
         (Edit::Unchanged, true) => "the agent hook was not on",
@@ -352,6 +430,20 @@ fn claude_hook(args: ClaudeHookArgs, settings: &Settings) -> Outcome {
         Edit::Unchanged => {}
     }
     say!("row-fence: {done} in {} ({command})", file.display());
+    let daemon = (!args.rollback).then(|| Daemon::ask(settings));
+    if let Some(daemon) = &daemon {
+        daemon.warn(settings, "the agent's fenced commands");
+    }
+    if json {
+        out(&serde_json::json!({
+            "settings": file.display().to_string(),
+            "hook": if args.rollback { "off" } else { "on" },
+            "changed": edit_changed,
+            "command": command,
+            "daemon": daemon.as_ref().map(Daemon::word),
+        })
+        .to_string());
+    }
     Ok(exit::ALLOWED)
 }
 

@@ -22,10 +22,12 @@
 //! - [`git_gate`]: git's transport gate in a repository's config (ssh command, credential
 //!   helper, git:// proxy); [`gate_lines`]: the lines that include it, byte-for-byte removable.
 //! - [`git_repo`]: a repository's worktrees, hooks directories and submodules, asked of git.
+//! - [`daemon_answers`]: whether a daemon answers for the home a hook is installed for.
 //! - [`shell`]: words quoted for `sh -c`, as every installer writes them.
 
 pub mod claude_settings;
 pub mod created_files;
+pub mod daemon_answers;
 pub mod deploy;
 pub mod doctor;
 pub mod gate_lines;

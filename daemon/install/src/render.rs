@@ -22,6 +22,9 @@ pub struct RenderArgs {
     /// Write the job here (mode 0600: it may hold the store's password) instead of printing it
     #[arg(long, value_name = "PATH")]
     out: Option<PathBuf>,
+    /// Print {"job","label","path","text"} as one JSON object (path: where it was written, or null)
+    #[arg(long)]
+    json: bool,
 }
 
 /// The flags that describe a job (shared with `install launchd|systemd`).
@@ -75,13 +78,21 @@ pub fn run(args: RenderArgs, settings: &Settings) -> Outcome {
         );
     }
     let text = deploy::render(args.job, &spec).map_err(Failure::could_not)?;
-    match args.out {
-        Some(path) => {
-            write_private(&path, text.as_bytes())
-                .map_err(|e| Failure::could_not(format!("cannot write {}: {e}", path.display())))?;
-            say!("row-fence: wrote {}", path.display());
-        }
-        None => out(text.trim_end_matches('\n')),
+    if let Some(path) = &args.out {
+        write_private(path, text.as_bytes())
+            .map_err(|e| Failure::could_not(format!("cannot write {}: {e}", path.display())))?;
+        say!("row-fence: wrote {}", path.display());
+    }
+    if args.json {
+        out(&serde_json::json!({
+            "job": clap::ValueEnum::to_possible_value(&args.job).map(|v| v.get_name().to_string()),
+            "label": spec.label,
+            "path": args.out.as_ref().map(|p| p.display().to_string()),
+            "text": text,
+        })
+        .to_string());
+    } else if args.out.is_none() {
+        out(text.trim_end_matches('\n'));
     }
     Ok(exit::ALLOWED)
 }

@@ -1,0 +1,144 @@
+//! `install … --json` prints one JSON object; `install claude-hook|git-hook` warn while
+//! no daemon answers for their home (README, "Install", Order); `install systemd` where
+//! no user manager answers says the job's state is unknown and keeps the restart in the
+//! load line.
+
+use crate::util::{Home, bin, bin_dir, run};
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+
+const NO_DAEMON: &str = "no daemon answers for";
+
+#[test]
+fn hook_installs_warn_until_a_daemon_answers_for_their_home() {
+    let home = Home::file();
+    let settings = home.path("claude/settings.json");
+    let settings_s = settings.display().to_string();
+    let bins = bin_dir().display().to_string();
+    let claude = |extra: &[&str]| {
+        let mut args = vec!["install", "claude-hook", "--settings", &settings_s];
+        args.extend(["--bin-dir", &bins, "--json"]);
+        args.extend_from_slice(extra);
+        home.cli(&args)
+    };
+    let ran = claude(&[]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let v = ran.json();
+    assert_eq!(
+        (v["hook"].as_str(), v["changed"].as_bool()),
+        (Some("on"), Some(true))
+    );
+    assert_eq!(v["daemon"], "silent");
+    assert!(ran.stderr.contains(NO_DAEMON), "{}", ran.stderr);
+
+    let repo = home.path("repo");
+    let init = run(home.command("git").args(["init", "-q"]).arg(&repo));
+    assert_eq!(init.code, 0, "{}", init.stderr);
+    let repo_s = repo.display().to_string();
+    let git_hook = |extra: &[&str]| {
+        let mut args = vec!["install", "git-hook", "--repo", &repo_s, "--bin-dir", &bins];
+        args.extend_from_slice(extra);
+        args.push("--json");
+        home.cli(&args)
+    };
+    let ran = git_hook(&[]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(ran.json()["daemon"], "silent");
+    assert!(ran.stderr.contains(NO_DAEMON), "{}", ran.stderr);
+
+    // Another home's daemon on this home's socket is not this home's daemon.
+    let other = Home::file();
+    let socket = home.socket().display().to_string();
+    let _foreign = other.daemon_with(&["--socket", &socket], &[("ROW_FENCE_SOCKET", &socket)]);
+    let ran = claude(&[]);
+    assert_eq!(ran.json()["daemon"], "other_home");
+    assert!(
+        ran.stderr.contains(&other.home.display().to_string()),
+        "{}",
+        ran.stderr
+    );
+    drop(_foreign);
+
+    let _daemon = home.daemon();
+    let ran = claude(&[]);
+    let v = ran.json();
+    assert_eq!(
+        (v["daemon"].as_str(), v["changed"].as_bool()),
+        (Some("answers"), Some(false))
+    );
+    assert!(!ran.stderr.contains(NO_DAEMON), "{}", ran.stderr);
+    let ran = git_hook(&[]);
+    assert_eq!(ran.json()["daemon"], "answers");
+    assert!(!ran.stderr.contains(NO_DAEMON), "{}", ran.stderr);
+    assert_eq!(ran.json()["hooks_dirs"][0], format!("{repo_s}/.git/hooks"));
+
+    // Rollback asks nothing of the daemon.
+    let ran = git_hook(&["--rollback"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let v = ran.json();
+    assert_eq!(
+        (v["rollback"].as_bool(), v["daemon"].is_null()),
+        (Some(true), true)
+    );
+    let ran = claude(&["--rollback"]);
+    assert_eq!(ran.json()["hook"], "off");
+}
+
+/// `install systemd --json` with a `systemctl` that says `stdout`, `stderr` and exits
+/// `code` for `is-active`: the JSON and stderr.
+fn install_systemd(stdout: &str, stderr: &str, code: i32) -> (serde_json::Value, String) {
+    let home = Home::file();
+    let manager = home.path("manager");
+    fs::create_dir_all(&manager).unwrap();
+    let systemctl = manager.join("systemctl");
+    fs::write(
+        &systemctl,
+        format!("#!/bin/sh\necho '{stdout}'\necho '{stderr}' >&2\nexit {code}\n"),
+    )
+    .unwrap();
+    fs::set_permissions(&systemctl, fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        manager.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let ran = run(home
+        .command(bin("row-fence"))
+        .env("PATH", path)
+        .args(["install", "systemd", "--json", "--bin-dir"])
+        .arg(bin_dir()));
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let v = ran.json();
+    let unit = home
+        .dir
+        .path()
+        .join(".config/systemd/user/row-fence-resident.service");
+    assert_eq!(v["path"], unit.display().to_string());
+    assert_eq!(v["job"], "systemd");
+    (v, ran.stderr)
+}
+
+#[test]
+fn install_systemd_says_the_state_is_unknown_when_no_user_manager_answers() {
+    let restart = "systemctl --user restart row-fence-resident.service";
+    let (v, stderr) = install_systemd("", "Failed to connect to bus: No medium found", 1);
+    assert_eq!(v["job_state"], "unknown");
+    assert!(v["load"].as_str().unwrap().contains(restart), "{v}");
+    assert!(
+        stderr.contains("state is unknown") && stderr.contains("Failed to connect to bus"),
+        "{stderr}"
+    );
+
+    let (v, stderr) = install_systemd("inactive", "", 3);
+    assert_eq!(v["job_state"], "not_running");
+    assert!(!v["load"].as_str().unwrap().contains(restart), "{v}");
+    assert!(!stderr.contains("unknown"), "{stderr}");
+
+    let (v, _) = install_systemd("active", "", 0);
+    assert_eq!(v["job_state"], "running");
+    assert!(v["load"].as_str().unwrap().contains(restart), "{v}");
+    assert!(
+        v["rollback"].as_str().unwrap().contains("disable --now"),
+        "{v}"
+    );
+}
