@@ -122,9 +122,9 @@ fn run_cli() -> i32 {
     // Generated from the definitions alone: no home, store or daemon is needed.
     match cli.command {
         Some(Command::Completion(args)) => {
-            return report(help::completion(args, help::command::<Cli>()));
+            return report(help::completion(args, help::command::<Cli>()), true);
         }
-        Some(Command::Man(args)) => return report(help::man(args, help::command::<Cli>())),
+        Some(Command::Man(args)) => return report(help::man(args, help::command::<Cli>()), true),
         _ => {}
     }
     let settings = match Settings::resolve(&cli.common) {
@@ -168,7 +168,7 @@ fn run_cli() -> i32 {
         }
     };
     let timeout = cli.timeout;
-    let reads_only = reads_only(&command);
+    let only_reads = reads_only(&command);
     let outcome = runtime.block_on(async {
         tokio::time::timeout(timeout, run(command, &settings))
             .await
@@ -179,13 +179,14 @@ fn run_cli() -> i32 {
                 )))
             })
     });
-    report(outcome)
+    report(outcome, only_reads)
 }
 
 /// The exit code of a finished command; a failure's sentence, or a lost stdout, on stderr.
-fn report(outcome: Outcome) -> i32 {
+/// A lost stdout fails only a command that `only_reads` ([`reads_only`]).
+fn report(outcome: Outcome, only_reads: bool) -> i32 {
     match outcome {
-        Ok(code) if reads_only && row_fence_contract::report::stdout_lost().is_some() => {
+        Ok(code) if only_reads && row_fence_contract::report::stdout_lost().is_some() => {
             let why = row_fence_contract::report::stdout_lost().unwrap_or_default();
             say!("row-fence: cannot write the output: {why}");
             code.max(exit::COULD_NOT_READ)
@@ -213,6 +214,8 @@ fn reads_only(command: &Command) -> bool {
             | Command::Log(_)
             | Command::Render(_)
             | Command::Doctor(_)
+            | Command::Completion(_)
+            | Command::Man(_)
     )
 }
 
