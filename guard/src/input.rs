@@ -165,19 +165,7 @@ pub fn from_value(value: serde_json::Value) -> Result<Hook, InputError> {
     };
     let bash = name.as_deref().is_none_or(|n| n == "Bash");
     if !bash {
-        let string = |v: Option<serde_json::Value>, field: &'static str| match v {
-            None | Some(serde_json::Value::Null) => Ok(None),
-            Some(serde_json::Value::String(s)) if s.is_empty() => Ok(None),
-            Some(serde_json::Value::String(s)) => Ok(Some(s)),
-            Some(_) => Err(InputError::NotString { field }),
-        };
-        let session = string(raw.session_id, "session_id")?;
-        let cwd = string(raw.cwd, "cwd")?.map(PathBuf::from);
-        if let Some(cwd) = &cwd
-            && !cwd.is_absolute()
-        {
-            return Err(InputError::CwdNotAbsolute { cwd: cwd.clone() });
-        }
+        let (session, cwd) = session_and_cwd(raw.session_id, raw.cwd)?;
         return Ok(Hook {
             session,
             cwd,
@@ -198,19 +186,7 @@ pub fn from_value(value: serde_json::Value) -> Result<Hook, InputError> {
             bytes: command.len(),
         });
     }
-    let string = |v: Option<serde_json::Value>, field: &'static str| match v {
-        None | Some(serde_json::Value::Null) => Ok(None),
-        Some(serde_json::Value::String(s)) if s.is_empty() => Ok(None),
-        Some(serde_json::Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(InputError::NotString { field }),
-    };
-    let session = string(raw.session_id, "session_id")?;
-    let cwd = string(raw.cwd, "cwd")?.map(PathBuf::from);
-    if let Some(cwd) = &cwd
-        && !cwd.is_absolute()
-    {
-        return Err(InputError::CwdNotAbsolute { cwd: cwd.clone() });
-    }
+    let (session, cwd) = session_and_cwd(raw.session_id, raw.cwd)?;
     Ok(Hook {
         session,
         cwd,
@@ -219,6 +195,29 @@ pub fn from_value(value: serde_json::Value) -> Result<Hook, InputError> {
         },
         command,
     })
+}
+
+/// The hook input's `session_id` and `cwd`, each absent when missing, null or empty; a
+/// value that is not a string, or a relative `cwd`, is an error (the guard cannot tell
+/// which worktree, and so which lane, a relative directory means).
+fn session_and_cwd(
+    session: Option<serde_json::Value>,
+    cwd: Option<serde_json::Value>,
+) -> Result<(Option<String>, Option<PathBuf>), InputError> {
+    let string = |v: Option<serde_json::Value>, field: &'static str| match v {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(s)) if s.is_empty() => Ok(None),
+        Some(serde_json::Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(InputError::NotString { field }),
+    };
+    let session = string(session, "session_id")?;
+    let cwd = string(cwd, "cwd")?.map(PathBuf::from);
+    if let Some(cwd) = &cwd
+        && !cwd.is_absolute()
+    {
+        return Err(InputError::CwdNotAbsolute { cwd: cwd.clone() });
+    }
+    Ok((session, cwd))
 }
 
 #[cfg(test)]
