@@ -142,3 +142,24 @@ fn install_systemd_says_the_state_is_unknown_when_no_user_manager_answers() {
         "{v}"
     );
 }
+
+/// launchd cannot be asked where there is no `launchctl` (Linux, a job written for a Mac):
+/// the state is unknown, not "not running", and the load line does not boot a label out.
+#[test]
+fn install_launchd_says_the_state_is_unknown_without_launchctl() {
+    let home = Home::file();
+    let empty = home.path("no-launchctl");
+    fs::create_dir_all(&empty).unwrap();
+    let path = format!("{}:/usr/bin:/bin", empty.display());
+    let ran = run(home
+        .command(bin("row-fence"))
+        .env("PATH", path)
+        .args(["install", "launchd", "--json", "--bin-dir"])
+        .arg(bin_dir()));
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let v = ran.json();
+    assert_eq!(v["job"], "launchd");
+    assert_eq!(v["job_state"], "unknown");
+    assert!(!v["load"].as_str().unwrap().contains("bootout"), "{v}");
+    assert!(ran.stderr.contains("state is unknown"), "{}", ran.stderr);
+}

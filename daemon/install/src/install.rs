@@ -138,10 +138,14 @@ fn job(job: Job, args: JobInstallArgs, settings: &Settings, json: bool) -> Outco
         "row-fence: wrote {}; nothing is loaded yet. Run the load command yourself: it loads the job first, then switches the agent hook on. The rollback switches the hook off first, then unloads the job.",
         path.display()
     );
-    if let UnitState::Unknown(why) = &state {
-        say!(
+    match (&state, job) {
+        (UnitState::Unknown(why), Job::Systemd) => say!(
             "row-fence: warning: the job's state is unknown: no user service manager answered ({why}; over ssh or su there is often no XDG_RUNTIME_DIR). The load line restarts the job in case it runs; run it in the user's own login session"
-        );
+        ),
+        (UnitState::Unknown(why), Job::Launchd) => say!(
+            "row-fence: warning: the job's state is unknown: launchd could not be asked ({why}). If the label is loaded already, run `launchctl bootout` for it before the load line"
+        ),
+        _ => {}
     }
     if json {
         out(&serde_json::json!({
@@ -217,8 +221,8 @@ fn launchd_commands(label: &str, plist: &Path, hook: &HookSwitch) -> (String, St
     let target = format!("{domain}/{label}");
     let plist = sh_quote(&plist.display().to_string());
     let mut load = String::new();
-    let loaded = probe("launchctl", &["print", &target]);
-    if loaded {
+    let state = launchd_state(&target);
+    if state == UnitState::Running {
         load.push_str(&format!("launchctl bootout {target} && "));
     }
     load.push_str(&format!(
@@ -226,12 +230,24 @@ fn launchd_commands(label: &str, plist: &Path, hook: &HookSwitch) -> (String, St
         hook.on
     ));
     let rollback = format!("{} && launchctl bootout {target} && rm {plist}", hook.off);
-    let state = if loaded {
-        UnitState::Running
-    } else {
-        UnitState::NotRunning
-    };
     (load, rollback, state)
+}
+
+/// Asks launchd whether `target` is loaded: `launchctl print` exits 0 for a loaded label
+/// and non-zero (113) for one it does not know. No launchctl to run (Linux, where the job
+/// is written for another machine) is unknown, never "not running".
+fn launchd_state(target: &str) -> UnitState {
+    match Command::new("launchctl")
+        .args(["print", target])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+    {
+        Ok(status) if status.success() => UnitState::Running,
+        Ok(_) => UnitState::NotRunning,
+        Err(e) => UnitState::Unknown(format!("launchctl: {e}")),
+    }
 }
 
 /// Load: `daemon-reload`, `enable --now` (and a `restart` when the unit is running
@@ -336,17 +352,6 @@ fn warn_if_foreign(job: Job) {
         "row-fence: warning: {ours} is not this machine's service manager ({}); the printed commands will not run here (row-fence install {theirs} is the job for this machine)",
         std::env::consts::OS
     );
-}
-
-/// Runs a read-only query of the service manager; false when it fails or is not there.
-fn probe(program: &str, args: &[&str]) -> bool {
-    Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 fn claude_hook(args: ClaudeHookArgs, settings: &Settings, json: bool) -> Outcome {
