@@ -121,7 +121,8 @@ pub struct Member {
     pub name: String,
     pub client_port: u16,
     peer_port: u16,
-    proxy: PeerProxy,
+    /// The proxy in front of the peer port (`None`: peers talk directly).
+    proxy: Option<PeerProxy>,
     /// Its ID as etcd writes it in `X-Server-From` (hex), once the cluster is up.
     id: Arc<Mutex<String>>,
     pub data: PathBuf,
@@ -132,6 +133,11 @@ impl Member {
     /// `http://127.0.0.1:<client port>`.
     pub fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.client_port)
+    }
+
+    /// The port other members reach it on: its proxy's, or its own peer port.
+    fn peer_address(&self) -> u16 {
+        self.proxy.as_ref().map_or(self.peer_port, |p| p.port)
     }
 
     /// The member's process id while it runs.
@@ -158,8 +164,19 @@ fn temp_dir() -> TempDir {
 }
 
 impl EtcdCluster {
-    /// Starts three members and waits (≤ 20 s) until every one answers healthy.
+    /// Starts three members, each peer port behind a [`PeerProxy`] (for
+    /// [`EtcdCluster::partition`]), and waits (≤ 20 s) until every one answers healthy.
     pub fn start() -> EtcdCluster {
+        EtcdCluster::start_with(true)
+    }
+
+    /// Starts three members whose peers talk directly (no proxy: a round trip between
+    /// members costs no relay threads; [`EtcdCluster::partition`] is not available).
+    pub fn start_direct() -> EtcdCluster {
+        EtcdCluster::start_with(false)
+    }
+
+    fn start_with(proxied: bool) -> EtcdCluster {
         let dir = temp_dir();
         let cut = Arc::new(Mutex::new(Cut::default()));
         let mut members = Vec::new();
@@ -170,7 +187,7 @@ impl EtcdCluster {
                 name: format!("m{i}"),
                 client_port: free_port(),
                 peer_port,
-                proxy: PeerProxy::start(peer_port, id.clone(), cut.clone()),
+                proxy: proxied.then(|| PeerProxy::start(peer_port, id.clone(), cut.clone())),
                 id,
                 data: dir.path().join(format!("m{i}.data")),
                 child: None,
@@ -188,7 +205,7 @@ impl EtcdCluster {
     fn initial_cluster(&self) -> String {
         self.members
             .iter()
-            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.proxy.port))
+            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer_address()))
             .collect::<Vec<_>>()
             .join(",")
     }
@@ -214,7 +231,7 @@ impl EtcdCluster {
             ])
             .args([
                 "--initial-advertise-peer-urls",
-                &format!("http://127.0.0.1:{}", m.proxy.port),
+                &format!("http://127.0.0.1:{}", m.peer_address()),
             ])
             .args(["--initial-cluster", &initial])
             .args(["--initial-cluster-state", state])
@@ -354,6 +371,10 @@ impl EtcdCluster {
 
     /// Cuts member `i` off from the others (clients still reach it).
     pub fn partition(&self, i: usize) {
+        assert!(
+            self.members[i].proxy.is_some(),
+            "a partition needs the peer proxies (EtcdCluster::start)"
+        );
         let id = self.members[i].id.lock().unwrap().clone();
         let mut cut = self.cut.lock().unwrap();
         cut.isolated.insert(id);
