@@ -116,6 +116,18 @@ fn relay(mut client: TcpStream, target: u16, member_id: &Mutex<String>, cut: &Mu
     let _ = back.join();
 }
 
+/// The TLS files of a cluster serving clients over `https` with client certificates
+/// (`--client-cert-auth`); the peers stay plain.
+#[derive(Clone, Debug)]
+pub struct ClusterTls {
+    /// The CA that signed the server's and the client's certificates (PEM).
+    pub ca: PathBuf,
+    pub server_cert: PathBuf,
+    pub server_key: PathBuf,
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+}
+
 /// One member.
 pub struct Member {
     pub name: String,
@@ -127,12 +139,14 @@ pub struct Member {
     id: Arc<Mutex<String>>,
     pub data: PathBuf,
     child: Option<Child>,
+    /// `https` for a cluster with [`ClusterTls`], else `http`.
+    scheme: &'static str,
 }
 
 impl Member {
     /// `http://127.0.0.1:<client port>`.
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client_port)
+        format!("{}://127.0.0.1:{}", self.scheme, self.client_port)
     }
 
     /// The port other members reach it on: its proxy's, or its own peer port.
@@ -151,6 +165,7 @@ pub struct EtcdCluster {
     pub dir: TempDir,
     pub members: Vec<Member>,
     cut: Arc<Mutex<Cut>>,
+    tls: Option<ClusterTls>,
 }
 
 fn temp_dir() -> TempDir {
@@ -167,16 +182,22 @@ impl EtcdCluster {
     /// Starts three members, each peer port behind a [`PeerProxy`] (for
     /// [`EtcdCluster::partition`]), and waits (≤ 20 s) until every one answers healthy.
     pub fn start() -> EtcdCluster {
-        EtcdCluster::start_with(true)
+        EtcdCluster::start_with(true, None)
     }
 
     /// Starts three members whose peers talk directly (no proxy: a round trip between
     /// members costs no relay threads; [`EtcdCluster::partition`] is not available).
     pub fn start_direct() -> EtcdCluster {
-        EtcdCluster::start_with(false)
+        EtcdCluster::start_with(false, None)
     }
 
-    fn start_with(proxied: bool) -> EtcdCluster {
+    /// Starts three members (peers direct) that serve clients over TLS only and require a
+    /// client certificate signed by `tls.ca`.
+    pub fn start_tls(tls: ClusterTls) -> EtcdCluster {
+        EtcdCluster::start_with(false, Some(tls))
+    }
+
+    fn start_with(proxied: bool, tls: Option<ClusterTls>) -> EtcdCluster {
         let dir = temp_dir();
         let cut = Arc::new(Mutex::new(Cut::default()));
         let mut members = Vec::new();
@@ -191,9 +212,15 @@ impl EtcdCluster {
                 id,
                 data: dir.path().join(format!("m{i}.data")),
                 child: None,
+                scheme: if tls.is_some() { "https" } else { "http" },
             });
         }
-        let mut cluster = EtcdCluster { dir, members, cut };
+        let mut cluster = EtcdCluster {
+            dir,
+            members,
+            cut,
+            tls,
+        };
         for i in 0..MEMBERS {
             cluster.spawn(i, "new");
         }
@@ -219,7 +246,17 @@ impl EtcdCluster {
             .unwrap();
         let m = &self.members[i];
         let client = m.endpoint();
-        let child = Command::new("etcd")
+        let mut etcd = Command::new("etcd");
+        if let Some(tls) = &self.tls {
+            etcd.arg("--cert-file")
+                .arg(&tls.server_cert)
+                .arg("--key-file")
+                .arg(&tls.server_key)
+                .arg("--trusted-ca-file")
+                .arg(&tls.ca)
+                .arg("--client-cert-auth");
+        }
+        let child = etcd
             .args(["--name", &m.name])
             .arg("--data-dir")
             .arg(&m.data)
@@ -256,6 +293,24 @@ impl EtcdCluster {
         format!("etcd://{}", hosts.join(","))
     }
 
+    /// The `etcds://` store URL naming every member, with the cluster's CA and the
+    /// client's certificate.
+    pub fn tls_url(&self) -> String {
+        let tls = self.tls.as_ref().expect("a TLS cluster");
+        let hosts: Vec<String> = self
+            .members
+            .iter()
+            .map(|m| format!("127.0.0.1:{}", m.client_port))
+            .collect();
+        format!(
+            "etcds://{}?cacert={}&cert={}&key={}",
+            hosts.join(","),
+            tls.ca.display(),
+            tls.client_cert.display(),
+            tls.client_key.display()
+        )
+    }
+
     /// The store URL naming one member only.
     pub fn url_of(&self, i: usize) -> String {
         format!("etcd://127.0.0.1:{}", self.members[i].client_port)
@@ -271,6 +326,14 @@ impl EtcdCluster {
             .env("ETCDCTL_API", "3")
             .args(["--endpoints", &eps.join(",")])
             .args(["--dial-timeout", "1s", "--command-timeout", "2s"]);
+        if let Some(tls) = &self.tls {
+            cmd.arg("--cacert")
+                .arg(&tls.ca)
+                .arg("--cert")
+                .arg(&tls.client_cert)
+                .arg("--key")
+                .arg(&tls.client_key);
+        }
         cmd
     }
 
@@ -340,6 +403,61 @@ impl EtcdCluster {
     /// The index of the leader.
     pub fn leader(&self) -> usize {
         self.leader_among(&[0, 1, 2])
+    }
+
+    /// Saves a snapshot of the cluster's keyspace (through member 0) to `to`.
+    pub fn snapshot_save(&self, to: &Path) {
+        let out = self
+            .ctl(&[0])
+            .args(["snapshot", "save"])
+            .arg(to)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "etcdctl snapshot save: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The whole cluster restored from `snapshot`: every member killed, its data dir
+    /// replaced by `etcdctl snapshot restore` (a new cluster on the same ports, as an
+    /// operator restoring a backup makes it), then started and healthy again.
+    pub fn restore_all(&mut self, snapshot: &Path) {
+        for i in 0..MEMBERS {
+            self.kill9(i);
+        }
+        let initial = self.initial_cluster();
+        for i in 0..MEMBERS {
+            let m = &self.members[i];
+            std::fs::remove_dir_all(&m.data).unwrap();
+            let out = Command::new("etcdctl")
+                .env_clear()
+                .env("ETCDCTL_API", "3")
+                .args(["snapshot", "restore"])
+                .arg(snapshot)
+                .args(["--name", &m.name])
+                .arg("--data-dir")
+                .arg(&m.data)
+                .args(["--initial-cluster", &initial])
+                .args(["--initial-cluster-token", "row-fence-test"])
+                .args([
+                    "--initial-advertise-peer-urls",
+                    &format!("http://127.0.0.1:{}", m.peer_address()),
+                ])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "etcdctl snapshot restore: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        for i in 0..MEMBERS {
+            self.spawn(i, "new");
+        }
+        self.wait_healthy(&[0, 1, 2], Duration::from_secs(20));
+        self.learn_ids();
     }
 
     /// `kill -9` of a member.

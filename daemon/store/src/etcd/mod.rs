@@ -163,12 +163,29 @@ impl EtcdStore {
         Ok(client)
     }
 
-    /// Counts a connection failure (the client reconnects by itself).
+    /// Counts a connection failure (the client reconnects by itself). Over TLS it says
+    /// which setting to look at: a members' certificate that does not verify names the
+    /// CA; without a client certificate, members that require one close the connection
+    /// after the handshake, which the client sees only as a closed connection or an alert.
     fn lost(&self, e: StoreError) -> StoreError {
         if matches!(e, StoreError::Unreachable(_) | StoreError::Indeterminate(_)) {
             self.losses.fetch_add(1, Ordering::Relaxed);
         }
-        e
+        match e {
+            StoreError::Unreachable(why)
+                if self.url.tls && why.contains("invalid peer certificate") =>
+            {
+                StoreError::Unreachable(format!(
+                    "{why} (the members' certificate does not verify against this URL's cacert=PATH)"
+                ))
+            }
+            StoreError::Unreachable(why) if self.url.tls && self.url.identity.is_none() => {
+                StoreError::Unreachable(format!(
+                    "{why} (this etcds:// URL presents no client certificate; members started with --client-cert-auth close such connections: add cert=PATH&key=PATH)"
+                ))
+            }
+            e => e,
+        }
     }
 
     /// Runs one transaction.
