@@ -116,22 +116,42 @@ fn relay(mut client: TcpStream, target: u16, member_id: &Mutex<String>, cut: &Mu
     let _ = back.join();
 }
 
+/// The TLS files of a cluster serving clients over `https` with client certificates
+/// (`--client-cert-auth`); the peers stay plain.
+#[derive(Clone, Debug)]
+pub struct ClusterTls {
+    /// The CA that signed the server's and the client's certificates (PEM).
+    pub ca: PathBuf,
+    pub server_cert: PathBuf,
+    pub server_key: PathBuf,
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+}
+
 /// One member.
 pub struct Member {
     pub name: String,
     pub client_port: u16,
     peer_port: u16,
-    proxy: PeerProxy,
+    /// The proxy in front of the peer port (`None`: peers talk directly).
+    proxy: Option<PeerProxy>,
     /// Its ID as etcd writes it in `X-Server-From` (hex), once the cluster is up.
     id: Arc<Mutex<String>>,
     pub data: PathBuf,
     child: Option<Child>,
+    /// `https` for a cluster with [`ClusterTls`], else `http`.
+    scheme: &'static str,
 }
 
 impl Member {
     /// `http://127.0.0.1:<client port>`.
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client_port)
+        format!("{}://127.0.0.1:{}", self.scheme, self.client_port)
+    }
+
+    /// The port other members reach it on: its proxy's, or its own peer port.
+    fn peer_address(&self) -> u16 {
+        self.proxy.as_ref().map_or(self.peer_port, |p| p.port)
     }
 
     /// The member's process id while it runs.
@@ -145,6 +165,7 @@ pub struct EtcdCluster {
     pub dir: TempDir,
     pub members: Vec<Member>,
     cut: Arc<Mutex<Cut>>,
+    tls: Option<ClusterTls>,
 }
 
 fn temp_dir() -> TempDir {
@@ -158,8 +179,25 @@ fn temp_dir() -> TempDir {
 }
 
 impl EtcdCluster {
-    /// Starts three members and waits (≤ 20 s) until every one answers healthy.
+    /// Starts three members, each peer port behind a [`PeerProxy`] (for
+    /// [`EtcdCluster::partition`]), and waits (≤ 20 s) until every one answers healthy.
     pub fn start() -> EtcdCluster {
+        EtcdCluster::start_with(true, None)
+    }
+
+    /// Starts three members whose peers talk directly (no proxy: a round trip between
+    /// members costs no relay threads; [`EtcdCluster::partition`] is not available).
+    pub fn start_direct() -> EtcdCluster {
+        EtcdCluster::start_with(false, None)
+    }
+
+    /// Starts three members (peers direct) that serve clients over TLS only and require a
+    /// client certificate signed by `tls.ca`.
+    pub fn start_tls(tls: ClusterTls) -> EtcdCluster {
+        EtcdCluster::start_with(false, Some(tls))
+    }
+
+    fn start_with(proxied: bool, tls: Option<ClusterTls>) -> EtcdCluster {
         let dir = temp_dir();
         let cut = Arc::new(Mutex::new(Cut::default()));
         let mut members = Vec::new();
@@ -170,13 +208,19 @@ impl EtcdCluster {
                 name: format!("m{i}"),
                 client_port: free_port(),
                 peer_port,
-                proxy: PeerProxy::start(peer_port, id.clone(), cut.clone()),
+                proxy: proxied.then(|| PeerProxy::start(peer_port, id.clone(), cut.clone())),
                 id,
                 data: dir.path().join(format!("m{i}.data")),
                 child: None,
+                scheme: if tls.is_some() { "https" } else { "http" },
             });
         }
-        let mut cluster = EtcdCluster { dir, members, cut };
+        let mut cluster = EtcdCluster {
+            dir,
+            members,
+            cut,
+            tls,
+        };
         for i in 0..MEMBERS {
             cluster.spawn(i, "new");
         }
@@ -188,7 +232,7 @@ impl EtcdCluster {
     fn initial_cluster(&self) -> String {
         self.members
             .iter()
-            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.proxy.port))
+            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer_address()))
             .collect::<Vec<_>>()
             .join(",")
     }
@@ -202,7 +246,17 @@ impl EtcdCluster {
             .unwrap();
         let m = &self.members[i];
         let client = m.endpoint();
-        let child = Command::new("etcd")
+        let mut etcd = Command::new("etcd");
+        if let Some(tls) = &self.tls {
+            etcd.arg("--cert-file")
+                .arg(&tls.server_cert)
+                .arg("--key-file")
+                .arg(&tls.server_key)
+                .arg("--trusted-ca-file")
+                .arg(&tls.ca)
+                .arg("--client-cert-auth");
+        }
+        let child = etcd
             .args(["--name", &m.name])
             .arg("--data-dir")
             .arg(&m.data)
@@ -214,7 +268,7 @@ impl EtcdCluster {
             ])
             .args([
                 "--initial-advertise-peer-urls",
-                &format!("http://127.0.0.1:{}", m.proxy.port),
+                &format!("http://127.0.0.1:{}", m.peer_address()),
             ])
             .args(["--initial-cluster", &initial])
             .args(["--initial-cluster-state", state])
@@ -239,6 +293,24 @@ impl EtcdCluster {
         format!("etcd://{}", hosts.join(","))
     }
 
+    /// The `etcds://` store URL naming every member, with the cluster's CA and the
+    /// client's certificate.
+    pub fn tls_url(&self) -> String {
+        let tls = self.tls.as_ref().expect("a TLS cluster");
+        let hosts: Vec<String> = self
+            .members
+            .iter()
+            .map(|m| format!("127.0.0.1:{}", m.client_port))
+            .collect();
+        format!(
+            "etcds://{}?cacert={}&cert={}&key={}",
+            hosts.join(","),
+            tls.ca.display(),
+            tls.client_cert.display(),
+            tls.client_key.display()
+        )
+    }
+
     /// The store URL naming one member only.
     pub fn url_of(&self, i: usize) -> String {
         format!("etcd://127.0.0.1:{}", self.members[i].client_port)
@@ -254,6 +326,14 @@ impl EtcdCluster {
             .env("ETCDCTL_API", "3")
             .args(["--endpoints", &eps.join(",")])
             .args(["--dial-timeout", "1s", "--command-timeout", "2s"]);
+        if let Some(tls) = &self.tls {
+            cmd.arg("--cacert")
+                .arg(&tls.ca)
+                .arg("--cert")
+                .arg(&tls.client_cert)
+                .arg("--key")
+                .arg(&tls.client_key);
+        }
         cmd
     }
 
@@ -325,6 +405,61 @@ impl EtcdCluster {
         self.leader_among(&[0, 1, 2])
     }
 
+    /// Saves a snapshot of the cluster's keyspace (through member 0) to `to`.
+    pub fn snapshot_save(&self, to: &Path) {
+        let out = self
+            .ctl(&[0])
+            .args(["snapshot", "save"])
+            .arg(to)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "etcdctl snapshot save: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The whole cluster restored from `snapshot`: every member killed, its data dir
+    /// replaced by `etcdctl snapshot restore` (a new cluster on the same ports, as an
+    /// operator restoring a backup makes it), then started and healthy again.
+    pub fn restore_all(&mut self, snapshot: &Path) {
+        for i in 0..MEMBERS {
+            self.kill9(i);
+        }
+        let initial = self.initial_cluster();
+        for i in 0..MEMBERS {
+            let m = &self.members[i];
+            std::fs::remove_dir_all(&m.data).unwrap();
+            let out = Command::new("etcdctl")
+                .env_clear()
+                .env("ETCDCTL_API", "3")
+                .args(["snapshot", "restore"])
+                .arg(snapshot)
+                .args(["--name", &m.name])
+                .arg("--data-dir")
+                .arg(&m.data)
+                .args(["--initial-cluster", &initial])
+                .args(["--initial-cluster-token", "row-fence-test"])
+                .args([
+                    "--initial-advertise-peer-urls",
+                    &format!("http://127.0.0.1:{}", m.peer_address()),
+                ])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "etcdctl snapshot restore: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        for i in 0..MEMBERS {
+            self.spawn(i, "new");
+        }
+        self.wait_healthy(&[0, 1, 2], Duration::from_secs(20));
+        self.learn_ids();
+    }
+
     /// `kill -9` of a member.
     pub fn kill9(&mut self, i: usize) {
         if let Some(mut child) = self.members[i].child.take() {
@@ -354,6 +489,10 @@ impl EtcdCluster {
 
     /// Cuts member `i` off from the others (clients still reach it).
     pub fn partition(&self, i: usize) {
+        assert!(
+            self.members[i].proxy.is_some(),
+            "a partition needs the peer proxies (EtcdCluster::start)"
+        );
         let id = self.members[i].id.lock().unwrap().clone();
         let mut cut = self.cut.lock().unwrap();
         cut.isolated.insert(id);

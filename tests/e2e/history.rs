@@ -13,8 +13,9 @@
 //!
 //! On the file store (daemon kill -9, writers killed mid-write, renews racing asks), a
 //! standalone Redis (kill -9 and restart, SIGSTOP past the asks' deadlines) and a Sentinel
-//! deployment (a partition of the primary, then a pause of the next one). Each run is
-//! bounded: a few seconds of traffic around each fault.
+//! deployment (a partition of the primary, then a pause of the next one) and a 3-member
+//! etcd cluster (the leader killed, then the next leader paused). Each run is bounded: a
+//! few seconds of traffic around each fault.
 
 use crate::split_brain::{Deployment, wait};
 use crate::util::{Home, Redis};
@@ -189,8 +190,12 @@ impl History {
         );
     }
 
-    /// One `renew` of `lane` at `generation`, recorded.
+    /// One `renew` of `lane` at `generation` with the descriptor its grant wrote (its
+    /// lease token proves the holder), recorded.
     pub fn renew(&self, home: &Home, lane: &str, generation: u64) {
+        let Some(descriptor) = lock(&self.descriptors).get(lane).map(|(_, p)| p.clone()) else {
+            return;
+        };
         let invoked = Instant::now();
         let ran = home.cli(&[
             "renew",
@@ -200,6 +205,8 @@ impl History {
             lane,
             "--generation",
             &generation.to_string(),
+            "--descriptor",
+            descriptor.to_str().unwrap(),
             "--timeout",
             "8s",
         ]);
@@ -508,4 +515,31 @@ fn sentinel_history_under_a_partition_and_a_pause_has_no_wrong_allowed() {
         std::thread::sleep(Duration::from_secs(3));
     });
     history.assert_sound(&home, "sentinel");
+}
+
+/// etcd (3 members; the writes from another home than the daemon's, so only the cluster
+/// keeps the daemon right): the leader killed (-9) and restarted, then the next leader
+/// paused past the asks' deadlines and continued.
+#[test]
+fn etcd_history_under_a_leader_kill_and_a_leader_pause_has_no_wrong_allowed() {
+    let mut cluster = crate::etcd_cluster::EtcdCluster::start_direct();
+    let home = Arc::new(Home::with_store(cluster.url()));
+    let writers = Arc::new(Home::with_store(cluster.url()));
+    let _daemon = home.daemon();
+    let history = recorded(&home, &writers, |_| {
+        std::thread::sleep(Duration::from_secs(2));
+        let killed = cluster.leader();
+        cluster.kill9(killed);
+        std::thread::sleep(Duration::from_millis(1_500));
+        cluster.restart(killed);
+        cluster.wait_healthy(&[0, 1, 2], Duration::from_secs(20));
+        std::thread::sleep(Duration::from_millis(1_500));
+        let paused = cluster.leader();
+        cluster.signal(paused, Signal::SIGSTOP);
+        std::thread::sleep(Duration::from_secs(3));
+        cluster.signal(paused, Signal::SIGCONT);
+        std::thread::sleep(Duration::from_secs(2));
+    });
+    history.assert_sound(&home, "etcd");
+    assert!(history.check().renews > 0, "no renew was acknowledged");
 }

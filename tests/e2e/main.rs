@@ -32,6 +32,7 @@ mod descriptor;
 mod durability;
 mod etcd;
 mod etcd_cluster;
+mod etcd_daemon;
 mod failover;
 mod fencing;
 mod file_store;

@@ -1,6 +1,7 @@
 //! A model-based property test (proptest state machine): random sequences of fenced
 //! batches against each adapter and against a deliberately simple in-memory model agree
-//! on every result and on the state after every step.
+//! on every result and on the state after every step. On etcd every case runs under its
+//! own key prefix of one 3-member cluster (a cluster per case would cost seconds each).
 
 use crate::contract::runtime;
 use crate::util::Redis;
@@ -12,6 +13,8 @@ use row_fence_store::{FencedBatch, LeaseFence, LeaseStore, RecordWrite, StoreErr
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 const SECTIONS: &[&str] = &["s", "t", "meta"];
 const KEYS: &[&str] = &["a", "b", "lease"];
@@ -208,6 +211,31 @@ impl Adapter for RedisDocumentAdapter {
     }
 }
 
+/// The etcd cluster's URL while [`etcd_agrees_with_the_model`] runs.
+static ETCD_URL: Mutex<Option<String>> = Mutex::new(None);
+
+/// The next case's key prefix on etcd.
+static ETCD_CASE: AtomicUsize = AtomicUsize::new(0);
+
+pub struct EtcdAdapter;
+
+impl Adapter for EtcdAdapter {
+    fn open() -> Sut {
+        let url = ETCD_URL
+            .lock()
+            .unwrap()
+            .clone()
+            .expect("the etcd cluster is up");
+        let prefix = format!("model{}", ETCD_CASE.fetch_add(1, Ordering::Relaxed));
+        let store = row_fence_store::etcd::EtcdStore::open(&url, &prefix).unwrap();
+        Sut {
+            rt: runtime(),
+            store: Box::new(store),
+            _keep: Box::new(()),
+        }
+    }
+}
+
 pub struct AgreesWithTheModel<A>(PhantomData<A>);
 
 impl<A: Adapter> StateMachineTest for AgreesWithTheModel<A> {
@@ -257,4 +285,36 @@ prop_state_machine! {
 
     #[test]
     fn the_redis_document_agrees_with_the_model(sequential 1..24 => AgreesWithTheModel<RedisDocumentAdapter>);
+}
+
+/// The model test on a real 3-member etcd cluster, one cluster for every case (16 cases of
+/// up to 24 batches: a few seconds).
+#[test]
+fn etcd_agrees_with_the_model() {
+    let cluster = crate::etcd_cluster::EtcdCluster::start_direct();
+    *ETCD_URL.lock().unwrap() = Some(cluster.url());
+    let config = ProptestConfig {
+        cases: 16,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    let mut runner = proptest::test_runner::TestRunner::new(config.clone());
+    let result = runner.run(
+        &BatchMachine::sequential_strategy(1..24),
+        |(initial, transitions, seen)| {
+            AgreesWithTheModel::<EtcdAdapter>::test_sequential(
+                config.clone(),
+                initial,
+                transitions,
+                seen,
+            );
+            Ok(())
+        },
+    );
+    if let Err(e) = result {
+        panic!("etcd disagrees with the model: {e}");
+    }
+    let cases = ETCD_CASE.load(Ordering::Relaxed);
+    eprintln!("etcd: {cases} cases agreed with the model");
+    assert!(cases >= 16, "{cases} cases ran");
 }

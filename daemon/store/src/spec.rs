@@ -101,7 +101,7 @@ impl fmt::Display for StoreSpec {
 }
 
 /// Replaces the password of a URL's userinfo (`user:pass@`; a lone `token@` is taken as
-/// a password) and any `pass=` or `password=` query value with `***`, parsed with the `url`
+/// a password) and any `pass=`, `password=` or `key=` query value with `***`, parsed with the `url`
 /// crate. A text it cannot parse as one URL (a sentinel URL's host list,
 /// `h1:26379,h2:26379`) is redacted by [`redact_unparsed`].
 pub fn redact(text: &str) -> String {
@@ -124,12 +124,13 @@ pub fn redact(text: &str) -> String {
     url.to_string()
 }
 
-/// `pass=` and `password=` values replaced by `***`, every other pair kept as written.
+/// `pass=` and `password=` values, and an etcd URL's client key path (`key=`), replaced
+/// by `***`; every other pair kept as written.
 fn redact_query(query: &str) -> String {
     query
         .split('&')
         .map(|pair| match pair.split_once('=') {
-            Some((k, _)) if k == "pass" || k == "password" => format!("{k}=***"),
+            Some((k, _)) if ["pass", "password", "key"].contains(&k) => format!("{k}=***"),
             _ => pair.to_string(),
         })
         .collect::<Vec<_>>()
@@ -200,6 +201,10 @@ mod tests {
             "redis+unix:///tmp/r.sock?db=1&pass=***"
         );
         assert_eq!(redact("redis://host:6379"), "redis://host:6379");
+        assert_eq!(
+            redact("etcds://u:s3cret@h1:2379,h2:2379?cacert=/ca.pem&cert=/c.pem&key=/k.pem"),
+            "etcds://***@h1:2379,h2:2379?cacert=/ca.pem&cert=/c.pem&key=***"
+        );
         let err = StoreSpec::parse("mysql://u:s3cret@h")
             .unwrap_err()
             .to_string();

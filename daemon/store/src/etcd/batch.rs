@@ -5,11 +5,13 @@
 //! on exactly that state, and puts the head, the records and the log entry and trims the
 //! log at once. A batch past one transaction's size is refused before anything is read.
 
+use super::MAX_TXN_OPS;
 use super::head::Head;
 use super::keys::{BoardKeys, prefix_end};
-use super::{MAX_TXN_OPS, lease_key};
 use crate::document::validate_batch;
-use crate::{FencedBatch, LOG_CAP, LogEntry, Record, StoreError, WriteKind, check_lease_fence};
+use crate::{
+    FencedBatch, LOG_CAP, LogEntry, META, Record, StoreError, WriteKind, check_lease_fence, meta,
+};
 use etcd_client::{Compare, CompareOp, DeleteOptions, Txn, TxnOp};
 use std::collections::BTreeMap;
 
@@ -49,20 +51,28 @@ impl Plan {
         Ok(Plan)
     }
 
-    /// The reads the batch is judged on, after the head: the controller lease (when
+    /// The records the batch is judged on, as (section, key): the controller lease (when
     /// fenced), then each write's record, in order.
-    pub fn reads(&self, keys: &BoardKeys, batch: &FencedBatch) -> Vec<TxnOp> {
-        let lease = batch
-            .lease
-            .as_ref()
-            .map(|_| TxnOp::get(lease_key(keys), None));
+    pub fn wanted<'a>(&self, batch: &'a FencedBatch) -> Vec<(&'a str, &'a str)> {
+        let lease = batch.lease.as_ref().map(|_| (META, meta::LEASE));
         lease
             .into_iter()
             .chain(
                 batch
                     .writes
                     .iter()
-                    .map(|w| TxnOp::get(keys.record(&w.section, &w.key), None)),
+                    .map(|w| (w.section.as_str(), w.key.as_str())),
+            )
+            .collect()
+    }
+
+    /// The reads the batch is judged on: the head, then [`Plan::wanted`] in order.
+    pub fn reads(&self, keys: &BoardKeys, batch: &FencedBatch) -> Vec<TxnOp> {
+        std::iter::once(TxnOp::get(keys.head(), None))
+            .chain(
+                self.wanted(batch)
+                    .into_iter()
+                    .map(|(section, key)| TxnOp::get(keys.record(section, key), None)),
             )
             .collect()
     }
@@ -133,8 +143,10 @@ impl Plan {
 
 impl Commit {
     /// The commit transaction: lands only while the head's `mod_revision` is still
-    /// `head_mod_revision` (0: the board has no head yet).
-    pub fn txn(&self, keys: &BoardKeys, head_mod_revision: i64) -> Txn {
+    /// `head_mod_revision` (0: the board has no head yet); when it does not, it runs
+    /// `reads_back` instead ([`Plan::reads`]), so the caller judges again on what the
+    /// board holds now without another round trip.
+    pub fn txn(&self, keys: &BoardKeys, head_mod_revision: i64, reads_back: Vec<TxnOp>) -> Txn {
         let mut ops = vec![TxnOp::put(keys.head(), json(&self.head), None)];
         for ((section, key), value) in &self.records {
             let full = keys.record(section, key);
@@ -172,6 +184,7 @@ impl Commit {
                 head_mod_revision,
             )])
             .and_then(ops)
+            .or_else(reads_back)
     }
 }
 

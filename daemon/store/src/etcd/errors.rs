@@ -21,7 +21,7 @@ pub enum Call {
 pub fn map(e: Error, call: Call) -> StoreError {
     match e {
         Error::GRpcStatus(status) => {
-            let detail = status.message().to_string();
+            let detail = with_causes(status.message(), std::error::Error::source(&status));
             // A status etcd itself sent names its server ("etcdserver: no leader").
             let answered = detail.starts_with("etcdserver:") || detail.starts_with("etcd");
             match status.code() {
@@ -41,9 +41,13 @@ pub fn map(e: Error, call: Call) -> StoreError {
             }
         }
         Error::TransportError(e) if call == Call::Write => StoreError::Indeterminate(format!(
-            "the connection to etcd broke with a transaction in flight: {e}"
+            "the connection to etcd broke with a transaction in flight: {}",
+            with_causes(&e.to_string(), std::error::Error::source(&e))
         )),
-        Error::TransportError(e) => StoreError::Unreachable(format!("etcd: {e}")),
+        Error::TransportError(e) => StoreError::Unreachable(format!(
+            "etcd: {}",
+            with_causes(&e.to_string(), std::error::Error::source(&e))
+        )),
         Error::IoError(e) => StoreError::Unreachable(format!("etcd: {e}")),
         Error::InvalidArgs(e) | Error::EndpointError(e) => {
             StoreError::Invalid(format!("etcd: {e}"))
@@ -51,6 +55,21 @@ pub fn map(e: Error, call: Call) -> StoreError {
         Error::InvalidUri(e) => StoreError::Invalid(format!("etcd endpoint: {e}")),
         other => StoreError::Failed(format!("etcd: {other}")),
     }
+}
+
+/// `message` followed by each cause the error carries: a transport error's own text is
+/// only "transport error", the reason (a TLS alert, a refused connection) is in its causes.
+fn with_causes(message: &str, mut cause: Option<&(dyn std::error::Error + 'static)>) -> String {
+    let mut text = message.to_string();
+    while let Some(e) = cause {
+        let part = e.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        cause = e.source();
+    }
+    text
 }
 
 #[cfg(test)]

@@ -12,6 +12,9 @@
 //! - An ask is one `Txn` of two reads (the head and the row lease), judged by the shared
 //!   [`crate::judge()`] with the etcd store's clock (the daemon's plus the skew bound).
 //!   An ALLOWED ask writes nothing; a refusal is recorded in the asks ring afterwards.
+//! - A fenced write's batch is judged on the read the write just made ([`seen`]) and
+//!   commits if the head is unchanged since; a commit that finds it changed reads the
+//!   board back in the same transaction. An uncontended write is two round trips.
 //! - [`url`]: the URL and its options; [`keys`]: the key layout; [`errors`]: etcd's errors
 //!   as the port's.
 
@@ -19,11 +22,12 @@ pub mod batch;
 pub mod errors;
 pub mod head;
 pub mod keys;
+pub mod seen;
 pub mod url;
 
 use crate::document::parse_row_lease;
 use crate::{
-    AskCheck, CLAIMS, FencedBatch, Judgement, Keys, LeaseStore, LogEntry, META, ReadSet, Record,
+    AskCheck, CLAIMS, FencedBatch, Judgement, Keys, LeaseStore, LogEntry, ReadSet, Record,
     Snapshot, StoreCheck, StoreError, meta,
 };
 use async_trait::async_trait;
@@ -64,6 +68,8 @@ pub struct EtcdStore {
     next_ask: AtomicUsize,
     /// The last [`LeaseStore::check`].
     last_check: Mutex<Option<StoreCheck>>,
+    /// Each board's last read, for the batch that follows it.
+    kept: seen::Kept,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -96,6 +102,7 @@ impl EtcdStore {
             losses: AtomicU64::new(0),
             next_ask: AtomicUsize::new(rand::random::<u16>() as usize % crate::ASKS_CAP),
             last_check: Mutex::new(None),
+            kept: seen::Kept::default(),
         })
     }
 
@@ -156,12 +163,29 @@ impl EtcdStore {
         Ok(client)
     }
 
-    /// Counts a connection failure (the client reconnects by itself).
+    /// Counts a connection failure (the client reconnects by itself). Over TLS it says
+    /// which setting to look at: a members' certificate that does not verify names the
+    /// CA; without a client certificate, members that require one close the connection
+    /// after the handshake, which the client sees only as a closed connection or an alert.
     fn lost(&self, e: StoreError) -> StoreError {
         if matches!(e, StoreError::Unreachable(_) | StoreError::Indeterminate(_)) {
             self.losses.fetch_add(1, Ordering::Relaxed);
         }
-        e
+        match e {
+            StoreError::Unreachable(why)
+                if self.url.tls && why.contains("invalid peer certificate") =>
+            {
+                StoreError::Unreachable(format!(
+                    "{why} (the members' certificate does not verify against this URL's cacert=PATH)"
+                ))
+            }
+            StoreError::Unreachable(why) if self.url.tls && self.url.identity.is_none() => {
+                StoreError::Unreachable(format!(
+                    "{why} (this etcds:// URL presents no client certificate; members started with --client-cert-auth close such connections: add cert=PATH&key=PATH)"
+                ))
+            }
+            e => e,
+        }
     }
 
     /// Runs one transaction.
@@ -263,29 +287,110 @@ impl EtcdStore {
         let _ = self.txn(Txn::new().and_then(vec![put]), Call::Write).await;
     }
 
-    /// One attempt at a batch: read what it checks, judge it, commit it if the head is
-    /// still the one read. `Ok(None)`: the board changed meanwhile (read again).
-    async fn try_batch(
+    /// What the batch is judged on, read now: the head, then each of `wanted`'s records.
+    async fn read_board(
         &self,
         board: &str,
+        plan: &batch::Plan,
         fenced: &FencedBatch,
-    ) -> Result<Option<u64>, StoreError> {
-        let keys = self.keys(board);
-        let plan = batch::Plan::new(fenced)?;
-        let reads = plan.reads(&keys, fenced);
-        let (head, head_kv, answers) = self.head_and(board, reads).await?;
-        let found: Vec<Option<Record>> = answers
+    ) -> Result<Board, StoreError> {
+        let answers = self.read(plan.reads(&self.keys(board), fenced)).await?;
+        Ok(Board::from_answers(answers))
+    }
+
+    /// Judges the batch on `board` as read: the commit, or why it must not commit.
+    fn judge(
+        &self,
+        name: &str,
+        plan: &batch::Plan,
+        fenced: &FencedBatch,
+        board: &Board,
+    ) -> Result<batch::Commit, StoreError> {
+        let head = Head::parse(board.head.as_ref().map(|kv| kv.value()))?;
+        let found: Vec<Option<Record>> = board
+            .found
             .iter()
-            .map(|kvs| kvs.first().map(parse_record).transpose())
+            .map(|kv| kv.as_ref().map(parse_record).transpose())
             .collect::<Result<_, _>>()?;
         let now = self.clock_ms();
         if fenced.min_revision.is_none() {
-            head.check_clock(board, now, self.url.max_skew_ms)?;
+            head.check_clock(name, now, self.url.max_skew_ms)?;
         }
-        let commit = plan.judge(fenced, &head, &found, now)?;
-        let txn = commit.txn(&keys, head_kv.as_ref().map_or(0, |kv| kv.mod_revision()));
+        plan.judge(fenced, &head, &found, now)
+    }
+
+    /// Commits a judged batch if the head is still the one `board` was read with; if it
+    /// is not, what the board holds now (read in the same transaction).
+    async fn commit(
+        &self,
+        name: &str,
+        plan: &batch::Plan,
+        fenced: &FencedBatch,
+        board: &Board,
+        commit: &batch::Commit,
+    ) -> Result<Result<u64, Board>, StoreError> {
+        let keys = self.keys(name);
+        let head_mod = board.head.as_ref().map_or(0, |kv| kv.mod_revision());
+        let txn = commit.txn(&keys, head_mod, plan.reads(&keys, fenced));
         let response = self.txn(txn, Call::Write).await?;
-        Ok(response.succeeded().then_some(commit.revision))
+        if response.succeeded() {
+            return Ok(Ok(commit.revision));
+        }
+        let answers = response
+            .op_responses()
+            .into_iter()
+            .map(|r| match r {
+                TxnOpResponse::Get(get) => Ok(get.kvs().to_vec()),
+                other => Err(StoreError::Corrupt(format!(
+                    "etcd answered a read with {other:?}"
+                ))),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Err(Board::from_answers(answers)))
+    }
+
+    /// Keeps what `read_records` read of `board` for the batch that may follow it, when it
+    /// is small enough ([`seen::MAX_KEPT_RECORDS`]).
+    fn keep_read(
+        &self,
+        board: &str,
+        keys: &BoardKeys,
+        head: Found,
+        covered: ReadSet,
+        answers: &[Vec<KeyValue>],
+    ) {
+        let count: usize = answers.iter().map(Vec::len).sum();
+        if count > seen::MAX_KEPT_RECORDS {
+            return;
+        }
+        let mut records = std::collections::BTreeMap::new();
+        for kv in answers.iter().flatten() {
+            if let Some((section, key)) = kv.key_str().ok().and_then(|k| keys.parse_record(k)) {
+                records.insert((section.to_string(), key.to_string()), kv.clone());
+            }
+        }
+        self.kept
+            .keep(board, seen::Seen::new(head, covered, records));
+    }
+}
+
+/// A board as one read transaction found it: its head and the records a batch is judged
+/// on ([`batch::Plan::wanted`], in order).
+#[derive(Debug)]
+struct Board {
+    head: Found,
+    found: Vec<Found>,
+}
+
+impl Board {
+    /// From the answers to [`batch::Plan::reads`].
+    fn from_answers(answers: Vec<Vec<KeyValue>>) -> Board {
+        let mut answers = answers.into_iter().map(|kvs| kvs.into_iter().next());
+        let head = answers.next().flatten();
+        Board {
+            head,
+            found: answers.collect(),
+        }
     }
 }
 
@@ -352,7 +457,19 @@ impl LeaseStore for EtcdStore {
                 }
             }
         }
-        let (head, _, answers) = self.head_and(board, ops).await?;
+        let (head, head_kv, answers) = self.head_and(board, ops).await?;
+        let covered = if whole {
+            ReadSet {
+                sections: reads
+                    .sections
+                    .keys()
+                    .map(|s| (s.clone(), Keys::Whole))
+                    .collect(),
+            }
+        } else {
+            reads.clone()
+        };
+        self.keep_read(board, &keys, head_kv, covered, &answers);
         let mut answers = answers.into_iter();
         let mut snapshot = Snapshot {
             revision: head.revision,
@@ -389,13 +506,38 @@ impl LeaseStore for EtcdStore {
 
     async fn fenced_batch(&self, board: &str, batch: &FencedBatch) -> Result<u64, StoreError> {
         check_board(board)?;
+        let plan = batch::Plan::new(batch)?;
+        // The read the caller just made, when it covered what the batch is judged on. An
+        // older read is harmless: the commit lands only on the head it saw. What it says
+        // against the batch is not trusted (a newer read may say otherwise): read again.
+        let wanted = plan.wanted(batch);
+        let mut read = self.kept.take(board).and_then(|seen| {
+            Some(Board {
+                found: seen.found(&wanted)?,
+                head: seen.head,
+            })
+        });
         for attempt in 0..BATCH_ATTEMPTS {
-            if let Some(revision) = self.try_batch(board, batch).await? {
-                return Ok(revision);
+            let board_now = match read.take() {
+                Some(kept) if self.judge(board, &plan, batch, &kept).is_ok() => kept,
+                _ => self.read_board(board, &plan, batch).await?,
+            };
+            let commit = self.judge(board, &plan, batch, &board_now)?;
+            match self
+                .commit(board, &plan, batch, &board_now, &commit)
+                .await?
+            {
+                Ok(revision) => return Ok(revision),
+                Err(changed) => {
+                    // Another batch on the board committed first. What the board holds
+                    // now came back with the refusal: a batch it already refuses (its
+                    // records changed) is refused at once.
+                    self.judge(board, &plan, batch, &changed)?;
+                }
             }
-            // Another batch on the board committed first: a short random pause before
-            // reading again, so racing writers do not all propose again at once (every
-            // losing attempt is a proposal the cluster agrees on).
+            // A short random pause before reading again, so racing writers do not all
+            // propose again at once (every losing attempt is a proposal the cluster
+            // agrees on).
             let ceiling = (1 + attempt as u64 * 2).min(20);
             tokio::time::sleep(Duration::from_millis(rand::random_range(0..=ceiling))).await;
         }
@@ -597,9 +739,4 @@ impl LeaseStore for EtcdStore {
             .unwrap_or_else(|p| p.into_inner())
             .clone()
     }
-}
-
-/// The controller lease record's key of a board, for [`batch`].
-fn lease_key(keys: &BoardKeys) -> String {
-    keys.record(META, meta::LEASE)
 }
