@@ -112,7 +112,8 @@ impl LocationArgs {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// Neither `--home`, `ROW_FENCE_HOME` nor `HOME` names a home.
+    /// Neither `--home`, `ROW_FENCE_HOME` nor `HOME` names a home, or the home or the
+    /// socket was given relative.
     #[error("{0}")]
     Home(row_fence_contract::paths::HomeError),
     /// A path cannot be made absolute.
@@ -156,7 +157,8 @@ impl Settings {
         // The home and socket variables are read by the contract crate, as the asker reads them.
         let home = paths::home(args.home.as_deref()).map_err(ConfigError::Home)?;
         let home = absolute(home)?;
-        let socket = absolute(paths::socket(args.socket.as_deref(), &home))?;
+        let socket =
+            absolute(paths::socket(args.socket.as_deref(), &home).map_err(ConfigError::Home)?)?;
         let store = flag_or_env(&args.store, "ROW_FENCE_STORE");
         let store =
             StoreSpec::parse(store.as_deref().unwrap_or("file")).map_err(ConfigError::Store)?;
