@@ -9,7 +9,7 @@
 //!
 //! A file that does not parse stops the daemon at start, naming the line.
 
-use row_fence_contract::descriptor::validate_board;
+use row_fence_contract::descriptor::{validate_board, validate_tenant};
 use row_fence_contract::paths;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -93,8 +93,11 @@ impl Registry {
         let file: RegistryFile = toml::from_str(text)
             // TOML's own lines, kept: its caret points under the column on the line above.
             .map_err(|e| invalid(format!("\n{}", e.to_string().trim_end())))?;
-        for board in file.boards.keys() {
+        for (board, entry) in &file.boards {
             validate_board(board).map_err(|e| invalid(e.to_string()))?;
+            if let Some(tenant) = entry.tenant.as_deref().filter(|t| !t.trim().is_empty()) {
+                validate_tenant(tenant).map_err(|e| invalid(format!("board {board}: {e}")))?;
+            }
         }
         Ok(Registry {
             boards: file
@@ -135,5 +138,12 @@ mod tests {
             .to_string();
         assert!(err.contains("line 2"), "{err}");
         assert!(Registry::parse("[boards.\"Bad Board\"]\ntenant = \"x\"\n").is_err());
+        // A tenant has the rows' one spelling: no zero-width, bidi or non-ASCII character.
+        for tenant in ["acme\u{200b}", "ac\u{202e}me", "\u{430}cme", "acme corp"] {
+            let err = Registry::parse(&format!("[boards.b1]\ntenant = \"{tenant}\"\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("tenant"), "{err}");
+        }
     }
 }
