@@ -84,6 +84,8 @@ pub enum Unasked {
     /// No home: neither `ROW_FENCE_HOME` nor `HOME` is set, or it cannot be made
     /// absolute ([`HomeError`]'s sentence).
     NoHome(String),
+    /// The socket was given relative ([`HomeError::RelativeSocket`]'s sentence).
+    NoSocket(String),
     /// The socket path is over the platform's limit.
     SocketPath(SocketPathTooLong),
     /// The socket's directory is not to be trusted.
@@ -96,6 +98,7 @@ impl std::fmt::Display for Unasked {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Unasked::NoHome(e) => write!(f, "cannot find the row-fence home: {e}"),
+            Unasked::NoSocket(e) => write!(f, "cannot find the daemon's socket: {e}"),
             Unasked::SocketPath(e) => e.fmt(f),
             Unasked::Untrusted(e) => write!(f, "refusing to ask: {e}"),
             Unasked::Stamp(e) => e.fmt(f),
@@ -133,7 +136,7 @@ pub struct Prepared {
 /// every client must before it connects, and makes the code stamp of the build `build`
 /// (the binary's `row_fence_stamp::BUILD_DIGEST`) with the registry under `home`.
 ///
-/// Errors: [`Unasked`], in this order: no home, a socket path over the limit, a socket
+/// Errors: [`Unasked`], in this order: no home, a relative socket, a socket path over the limit, a socket
 /// directory another uid (not root) can write, a registry that cannot be read.
 pub fn prepare(
     home: Result<&Path, &HomeError>,
@@ -141,7 +144,7 @@ pub fn prepare(
     build: &str,
 ) -> Result<Prepared, Unasked> {
     let home = home.map_err(|e| Unasked::NoHome(e.to_string()))?;
-    let socket = paths::socket(socket_flag, home);
+    let socket = paths::socket(socket_flag, home).map_err(|e| Unasked::NoSocket(e.to_string()))?;
     paths::check_socket_length(&socket).map_err(Unasked::SocketPath)?;
     paths::check_socket_dir(&socket, paths::euid(), true).map_err(Unasked::Untrusted)?;
     let stamp = stamp::code_stamp(home, build).map_err(Unasked::Stamp)?;

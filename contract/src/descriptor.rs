@@ -83,22 +83,11 @@ pub fn validate_lane(lane: &str) -> Result<(), InvalidName> {
     crate::spelling::check_name("lane", lane, true).map_err(InvalidName)
 }
 
-fn validate_printable(what: &str, value: &str, forbid_slash: bool) -> Result<(), InvalidName> {
-    let count = value.chars().count();
-    if count == 0 || count > 128 {
-        return Err(InvalidName(format!(
-            "{what} must be 1-128 characters, got {count}"
-        )));
-    }
-    if value.chars().any(char::is_control) {
-        return Err(InvalidName(format!(
-            "{what} {value:?} holds a control character"
-        )));
-    }
-    if forbid_slash && value.contains('/') {
-        return Err(InvalidName(format!("{what} {value:?} holds a '/'")));
-    }
-    Ok(())
+/// Checks a tenant id: 1–128 of ASCII letters, digits, `-`, `_`, `.` — the rows' rule
+/// (ARCHITECTURE.md, "One spelling"), so a tenant in the registry, a lease, a descriptor
+/// and the tenant map has one spelling; the error names the character refused.
+pub fn validate_tenant(tenant: &str) -> Result<(), InvalidName> {
+    crate::spelling::check_name("tenant", tenant, false).map_err(InvalidName)
 }
 
 /// Why a descriptor file cannot be read, parsed or validated (`descriptor_unreadable`;
@@ -186,7 +175,7 @@ impl Descriptor {
             return Err(InvalidName("generation must be at least 1".into()));
         }
         if let Some(tenant) = &self.tenant {
-            validate_printable("tenant", tenant, false)?;
+            validate_tenant(tenant)?;
         }
         if self.token.as_ref().is_some_and(|t| !t.is_well_formed()) {
             return Err(InvalidName(

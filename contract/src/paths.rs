@@ -21,14 +21,18 @@ pub const SOCKET_PATH_LIMIT: usize = 108;
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 pub const SOCKET_PATH_LIMIT: usize = 104;
 
-/// Why there is no usable home.
+/// Why there is no usable home (or socket: both are placed by [`absolute_path`]).
 #[derive(Debug)]
 pub enum HomeError {
-    /// Neither `--home`, `ROW_FENCE_HOME` nor `HOME` is set.
+    /// Neither `--home`, `ROW_FENCE_HOME` nor `HOME` is set (or a leading `~` needs a
+    /// `HOME` that is not set or not absolute).
     Unset,
     /// The home was given relative (other than a leading `~/`): two worktrees would each
     /// get a home, and a store, of their own.
     Relative(PathBuf),
+    /// The socket was given relative (other than a leading `~/`): programs run from
+    /// two directories would ask two sockets, and a daemon would bind one no client finds.
+    RelativeSocket(PathBuf),
     /// The home cannot be made absolute (the working directory is gone).
     NotAbsolute {
         /// The home as given.
@@ -47,6 +51,11 @@ impl fmt::Display for HomeError {
                 "the row-fence home {} is relative: give an absolute path (a leading ~/ is expanded), or each directory it is used from gets its own home and store",
                 path.display()
             ),
+            HomeError::RelativeSocket(path) => write!(
+                f,
+                "the row-fence socket {} is relative: give an absolute path (a leading ~/ is expanded), or each directory it is used from asks another socket",
+                path.display()
+            ),
             HomeError::NotAbsolute { path, source } => write!(f, "{}: {source}", path.display()),
         }
     }
@@ -60,10 +69,10 @@ impl std::error::Error for HomeError {}
 /// every program run from any directory finds the same home. Errors when none is set.
 pub fn home(flag: Option<&Path>) -> Result<PathBuf, HomeError> {
     if let Some(path) = flag {
-        return absolute_home(path);
+        return absolute_path(path, HomeError::Relative);
     }
     if let Some(value) = std::env::var_os(HOME_ENV).filter(|v| !v.is_empty()) {
-        return absolute_home(Path::new(&value));
+        return absolute_path(Path::new(&value), HomeError::Relative);
     }
     match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
         Some(user_home) => Ok(PathBuf::from(user_home).join(".row-fence")),
@@ -71,7 +80,14 @@ pub fn home(flag: Option<&Path>) -> Result<PathBuf, HomeError> {
     }
 }
 
-fn absolute_home(path: &Path) -> Result<PathBuf, HomeError> {
+/// The one rule for a path the operator gives row-fence (the home, the socket): absolute
+/// as given, or a leading `~/` (or a lone `~`) expanded from an absolute `$HOME`, as git
+/// does for its paths; anything else relative is `relative(path)` (a `~user/` form too:
+/// no program should depend on the user database to find the fence).
+pub fn absolute_path(
+    path: &Path,
+    relative: fn(PathBuf) -> HomeError,
+) -> Result<PathBuf, HomeError> {
     if path.is_absolute() {
         return Ok(path.to_path_buf());
     }
@@ -92,19 +108,23 @@ fn absolute_home(path: &Path) -> Result<PathBuf, HomeError> {
             })
         }
         (Some(_), _) => Err(HomeError::Unset),
-        (None, _) => Err(HomeError::Relative(path.to_path_buf())),
+        (None, _) => Err(relative(path.to_path_buf())),
     }
 }
 
-/// The socket: `flag`, else `ROW_FENCE_SOCKET` (non-empty), else `<home>/sock`.
-pub fn socket(flag: Option<&Path>, home: &Path) -> PathBuf {
-    flag.map(Path::to_path_buf)
-        .or_else(|| {
-            std::env::var_os(SOCKET_ENV)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        })
-        .unwrap_or_else(|| home.join("sock"))
+/// The socket: `flag`, else `ROW_FENCE_SOCKET` (non-empty), else `<home>/sock`. A socket
+/// given relative is refused ([`HomeError::RelativeSocket`]) by the same rule as the home
+/// ([`absolute_path`]), in every program that resolves it.
+pub fn socket(flag: Option<&Path>, home: &Path) -> Result<PathBuf, HomeError> {
+    let given = flag.map(Path::to_path_buf).or_else(|| {
+        std::env::var_os(SOCKET_ENV)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    });
+    match given {
+        Some(path) => absolute_path(&path, HomeError::RelativeSocket),
+        None => Ok(home.join("sock")),
+    }
 }
 
 /// The refusal ledger, `<home>/refusals.jsonl`.
@@ -247,6 +267,25 @@ mod tests {
             assert_eq!(
                 home(Some(Path::new("~/x"))).unwrap(),
                 Path::new(&user).join("x")
+            );
+        }
+    }
+
+    #[test]
+    fn a_relative_socket_is_refused_by_the_home_rule() {
+        let home = Path::new("/h");
+        assert!(matches!(
+            socket(Some(Path::new("rf/sock")), home),
+            Err(HomeError::RelativeSocket(_))
+        ));
+        assert_eq!(
+            socket(Some(Path::new("/s/sock")), home).unwrap(),
+            PathBuf::from("/s/sock")
+        );
+        if let Some(user) = std::env::var_os("HOME").filter(|h| Path::new(h).is_absolute()) {
+            assert_eq!(
+                socket(Some(Path::new("~/s")), home).unwrap(),
+                Path::new(&user).join("s")
             );
         }
     }

@@ -95,6 +95,36 @@ pub fn escape(value: &str) -> String {
     out
 }
 
+/// The name [`escape`] printed, back: each `\u{HEX}` is that character, every other
+/// character itself. How an operator names a spelling stored before the allowlist
+/// (`row-fence release … --stored-name`) with only printable ASCII on the command line.
+/// A `\` not starting a well-formed `\u{…}` of a Unicode scalar value is an error.
+pub fn unescape(text: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('\\') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        let scalar = tail
+            .strip_prefix("\\u{")
+            .and_then(|t| t.split_once('}'))
+            .and_then(|(hex, after)| {
+                let c = u32::from_str_radix(hex, 16).ok().and_then(char::from_u32)?;
+                (!hex.is_empty() && hex.len() <= 6).then_some((c, after))
+            });
+        let Some((c, after)) = scalar else {
+            return Err(format!(
+                "\"{}\" has a '\\' that does not start \\u{{HEX}}",
+                escape(text)
+            ));
+        };
+        out.push(c);
+        rest = after;
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
 /// True for a character that can change how a line looks without being seen as itself:
 /// C0 and C1 controls, DEL, bidi controls, zero-width characters, line and paragraph
 /// separators.
@@ -149,6 +179,29 @@ mod tests {
         }
         assert!(check_name("row", "", false).is_err());
         assert!(check_name("row", &"a".repeat(129), false).is_err());
+    }
+
+    #[test]
+    fn unescape_reads_back_what_escape_wrote() {
+        for name in [
+            "row-1\u{200b}",
+            "r\u{e9}sum\u{e9}",
+            "a\\b",
+            "lane-\u{202e}a",
+            "row-1",
+        ] {
+            assert_eq!(unescape(&escape(name)).unwrap(), name, "{name:?}");
+        }
+        for bad in [
+            "row\\",
+            "row\\x",
+            "row\\u{}",
+            "row\\u{d800}",
+            "row\\u{110000}",
+            "r\\u{41",
+        ] {
+            assert!(unescape(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -24,6 +24,8 @@ enum Answer {
     Status(u16),
     Html,
     Hang(Duration),
+    /// 302 to this URL.
+    Redirect(String),
 }
 
 /// A tiny HTTP/1.1 server on 127.0.0.1 that answers `GET /api/tenants` as told and
@@ -113,6 +115,14 @@ fn serve(
         ),
         Answer::Hang(d) => {
             std::thread::sleep(d);
+            return;
+        }
+        Answer::Redirect(to) => {
+            let mut stream = stream;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 302 Found\r\nlocation: {to}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            );
             return;
         }
     };
@@ -257,6 +267,58 @@ fn the_map_contract_decides_each_verdict_through_the_daemon_and_the_secret_never
         );
         assert_eq!(status["location_fence"]["location"], "here");
     }
+}
+
+/// A map URL answering 302 to another origin (another port on loopback): the access
+/// headers never reach it, and its map is not trusted (COULD NOT READ) unless the operator
+/// allowed that origin — and then it is still not sent the headers.
+#[test]
+fn a_redirect_to_another_origin_gets_no_secret_and_is_trusted_only_when_allowed() {
+    let redis = Redis::start();
+    let other = MapServer::start(map(json!([acme("here", 3, "active")])));
+    let first = MapServer::start(Answer::Redirect(format!("{}/api/tenants", other.url())));
+    let (home, d) = fenced_home(&redis);
+    let (first_url, other_url) = (first.url(), other.url());
+    {
+        let daemon = home.daemon_with(&[], &fence_env("here", &first_url));
+        let ran = home.ask_with(&d, &[]);
+        ran.expect(1, "row-fence: COULD NOT READ (map_unreachable)");
+        assert_eq!(other.requests(), 0, "the other origin was never asked");
+        let status = crate::util::status(&daemon.socket).to_string();
+        assert!(
+            status.contains("ROW_FENCE_TENANT_MAP_ALLOWED_ORIGINS"),
+            "{status}"
+        );
+        let first_headers = first
+            .headers
+            .lock()
+            .unwrap()
+            .join("\n")
+            .to_ascii_lowercase();
+        assert!(
+            first_headers.contains("cf-access-client-secret"),
+            "{first_headers}"
+        );
+        for output in [&ran.stderr, &status, &daemon.log_text()] {
+            assert!(!output.contains(SECRET), "the secret leaked into {output}");
+        }
+    }
+    // Allowed: the map is trusted, and still no access header went to that origin.
+    let mut env = fence_env("here", &first_url);
+    env.push(("ROW_FENCE_TENANT_MAP_ALLOWED_ORIGINS", &other_url));
+    let _daemon = home.daemon_with(&[], &env);
+    home.ask_with(&d, &[]).expect(0, "row-fence: ALLOWED");
+    assert!(other.requests() >= 1);
+    let other_headers = other
+        .headers
+        .lock()
+        .unwrap()
+        .join("\n")
+        .to_ascii_lowercase();
+    assert!(
+        !other_headers.contains("cf-access-client"),
+        "the other origin got an access header: {other_headers}"
+    );
 }
 
 #[test]
@@ -544,6 +606,7 @@ fn fence_at(server: &MapServer, clock: Arc<ManualClock>) -> Arc<LocationFence> {
             url: server.url(),
             client_id: None,
             client_secret: None,
+            allowed_origins: Vec::new(),
         }),
         refresh_ms: row_fence_resident::location::REFRESH_MS,
     };

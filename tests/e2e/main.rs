@@ -56,6 +56,7 @@ mod paths_options;
 mod push;
 mod readme;
 mod records_cli;
+mod refusal_log;
 mod shim_walk;
 mod spelling;
 mod split_brain;

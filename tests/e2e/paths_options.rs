@@ -1,8 +1,11 @@
 //! Paths are absolute (ARCHITECTURE.md, "Invariants"): a relative `ROW_FENCE_HOME` or
 //! `--home` is refused by every program (else each directory gets its own home and store,
 //! and two worktrees are both granted the row); a leading `~/` is expanded, as git does.
+//! The socket follows the same rule: a relative `ROW_FENCE_SOCKET` or `--socket` is
+//! refused by the asker, the guard, the CLI and the daemon.
 
-use crate::util::{Home, bin, run};
+use crate::guard::run_with_stdin;
+use crate::util::{Home, bin, git, ping, run};
 
 #[test]
 fn a_relative_home_is_refused_and_a_leading_tilde_is_expanded() {
@@ -70,4 +73,99 @@ fn every_store_url_mistake_exits_2_and_an_unknown_option_is_named() {
         assert_eq!(ran.code, 2, "{url}: {}", ran.stderr);
         assert!(ran.stderr.contains(says), "{url}: {}", ran.stderr);
     }
+}
+
+/// A relative socket would be bound by a daemon in its own working directory and asked by
+/// each client in its own: refused everywhere, by the home's rule; `~/` is `$HOME/`.
+#[test]
+fn a_relative_socket_is_refused_by_every_program_and_a_leading_tilde_is_expanded() {
+    let home = Home::file();
+    let worktree = home.path("wt");
+    std::fs::create_dir(&worktree).unwrap();
+    git(&home, &worktree, &["init", "-q"]);
+    let descriptor = worktree.join(".git/row-fence.json");
+    let descriptor_text = descriptor.display().to_string();
+    let granted = home.cli(&[
+        "acquire",
+        "board-1",
+        "row-1",
+        "--lane",
+        "lane-a",
+        "--write-descriptor",
+        &descriptor_text,
+    ]);
+    assert_eq!(granted.code, 0, "{}", granted.stderr);
+    let relative = "s/sock";
+    // The daemon refuses to start, and binds nothing under its working directory.
+    let mut daemon = home.command(bin("row-fence-resident"));
+    daemon
+        .current_dir(&worktree)
+        .env("ROW_FENCE_SOCKET", relative);
+    let resident = run(&mut daemon);
+    assert_ne!(resident.code, 0, "{}", resident.stderr);
+    assert!(resident.stderr.contains("relative"), "{}", resident.stderr);
+    let flagged = run(home
+        .command(bin("row-fence-resident"))
+        .current_dir(&worktree)
+        .args(["--socket", relative]));
+    assert_ne!(flagged.code, 0, "{}", flagged.stderr);
+    assert!(!worktree.join("s").exists(), "the daemon made nothing");
+    // The CLI: a usage error, as for a relative home.
+    let cli = run(home
+        .command(bin("row-fence"))
+        .current_dir(&worktree)
+        .env("ROW_FENCE_SOCKET", relative)
+        .args(["status"]));
+    assert_eq!(cli.code, 2, "{}", cli.stderr);
+    assert!(cli.stderr.contains("relative"), "{}", cli.stderr);
+    // The asker: COULD NOT READ, never ALLOWED, by the env and by the flag.
+    for args in [vec![], vec!["--socket", relative]] {
+        let asked = run(home
+            .command(bin("row-fence-ask"))
+            .current_dir(&worktree)
+            .env("ROW_FENCE_SOCKET", relative)
+            .args(&args));
+        assert_eq!(asked.code, 1, "{args:?}: {}", asked.stderr);
+        assert!(asked.stderr.contains("COULD NOT READ"), "{}", asked.stderr);
+        assert!(asked.stderr.contains("relative"), "{}", asked.stderr);
+    }
+    // The guard: a row-bound push it cannot ask about is blocked (exit 2).
+    let input = serde_json::json!({
+        "session_id": "s-1",
+        "cwd": worktree,
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "git push origin HEAD"},
+    })
+    .to_string();
+    for args in [vec![], vec!["--socket", relative]] {
+        let guarded = run_with_stdin(
+            home.command(bin("row-fence-guard"))
+                .current_dir(&worktree)
+                .env("ROW_FENCE_SOCKET", relative)
+                .args(&args),
+            &input,
+        );
+        assert_eq!(guarded.code, 2, "{args:?}: {}", guarded.stderr);
+        assert!(guarded.stderr.contains("relative"), "{}", guarded.stderr);
+    }
+    // `~/s/sock` (quoted, so no shell expanded it) is $HOME/s/sock for the daemon and the
+    // asker alike.
+    let tilde = "~/s/sock";
+    std::fs::create_dir(home.path("s")).unwrap();
+    std::fs::set_permissions(
+        home.path("s"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let mut daemon = home.spawn_daemon(&[], &[("ROW_FENCE_SOCKET", tilde)]);
+    daemon.socket = home.path("s/sock");
+    daemon.wait_ready();
+    assert!(ping(&home.path("s/sock")).is_some());
+    let asked = run(home
+        .command(bin("row-fence-ask"))
+        .current_dir(&worktree)
+        .env("ROW_FENCE_SOCKET", tilde));
+    assert_eq!(asked.code, 0, "{}", asked.stderr);
+    assert!(asked.stderr.contains("ALLOWED"), "{}", asked.stderr);
 }

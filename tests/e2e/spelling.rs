@@ -109,6 +109,7 @@ fn store_check_reports_spellings_stored_before_the_allowlist() {
             .value;
         let mut other = held.clone();
         other["holder"] = "l\u{430}ne-a".into();
+        let zero_width = held.clone();
         fencing::write(
             store,
             "b",
@@ -116,6 +117,8 @@ fn store_check_reports_spellings_stored_before_the_allowlist() {
             |view| {
                 view.section("claims").insert("Row-1", held.clone());
                 view.section("claims").insert("row-2", other.clone());
+                view.section("claims")
+                    .insert("row-3\u{200b}", zero_width.clone());
                 Ok::<_, ()>(())
             },
             None,
@@ -136,6 +139,116 @@ fn store_check_reports_spellings_stored_before_the_allowlist() {
     // Nothing was merged: both spellings are still there.
     let shown = home.cli(&["show", "b"]);
     assert!(shown.stdout.contains("Row-1") && shown.stdout.contains("row-1"));
+
+    // A lease under a pre-rule name: no descriptor can name it, so its holder cannot renew
+    // or release it; `store check` prints the escaped name and the command that releases it.
+    let generation = shown
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("row-1 "))
+        .and_then(|l| l.split_whitespace().nth(2))
+        .unwrap()
+        .to_string();
+    let release = format!(
+        "release it with: row-fence release b 'row-3\\u{{200b}}' --lane 'lane-a' --generation {generation} --stored-name"
+    );
+    assert!(found.stdout.contains(&release), "{}", found.stdout);
+    let by_rule = home.cli(&[
+        "release",
+        "b",
+        "row-3\u{200b}",
+        "--lane",
+        "lane-a",
+        "--generation",
+        &generation,
+    ]);
+    assert_eq!(by_rule.code, 2, "{}", by_rule.stderr);
+    // A wrong generation or holder is refused, a name the rule allows is not a stored name.
+    let wrong = home.cli(&[
+        "release",
+        "b",
+        "row-3\\u{200b}",
+        "--lane",
+        "lane-a",
+        "--generation",
+        "999",
+        "--stored-name",
+    ]);
+    assert_eq!(wrong.code, 3, "{}", wrong.stderr);
+    let clean = home.cli(&[
+        "release",
+        "b",
+        "row-1",
+        "--lane",
+        "lane-a",
+        "--generation",
+        &generation,
+        "--stored-name",
+    ]);
+    assert_eq!(clean.code, 2, "{}", clean.stderr);
+    let released = home.cli(&[
+        "release",
+        "b",
+        "row-3\\u{200b}",
+        "--lane",
+        "lane-a",
+        "--generation",
+        &generation,
+        "--stored-name",
+    ]);
+    assert_eq!(released.code, 0, "{}", released.stderr);
+    assert!(
+        released.stderr.contains("released b/row-3\\u{200b}"),
+        "{}",
+        released.stderr
+    );
+    let shown = home.cli(&["show", "b", "--json"]);
+    assert!(!shown.stdout.contains("row-3"), "{}", shown.stdout);
+    assert!(
+        shown.stdout.contains("row-1"),
+        "the others stay: {}",
+        shown.stdout
+    );
+}
+
+/// A tenant has the rows' one spelling wherever it enters: `acquire --tenant`, a
+/// descriptor, the registry (the daemon does not start on it), a batch's claim.
+#[test]
+fn a_tenant_has_one_spelling_wherever_it_enters() {
+    let home = Home::file();
+    for (tenant, named) in [
+        ("acme\u{200b}", "\\u{200b}"),
+        ("ac\u{202e}me", "\\u{202e}"),
+        ("\u{430}cme", "\\u{430}"),
+        ("acme\u{2028}", "\\u{2028}"),
+        ("caf\u{e9}", "\\u{e9}"),
+    ] {
+        let ran = home.cli(&[
+            "acquire", "b", "row-1", "--lane", "lane-a", "--tenant", tenant,
+        ]);
+        assert_eq!(ran.code, 2, "{tenant:?}: {}", ran.stderr);
+        assert!(ran.stderr.contains(named), "{tenant:?}: {}", ran.stderr);
+    }
+    let (_, descriptor) = home.acquire("b", "row-1", "lane-a", &["--tenant", "acme"]);
+    let mut d: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&descriptor).unwrap()).unwrap();
+    d["tenant"] = "acme\u{200b}".into();
+    std::fs::write(&descriptor, d.to_string()).unwrap();
+    let _daemon = home.daemon();
+    let asked = home.ask_with(&descriptor, &[]);
+    assert_eq!(asked.code, 1, "{}", asked.stderr);
+    assert!(asked.stderr.contains("\\u{200b}"), "{}", asked.stderr);
+    drop(_daemon);
+    let registry = home.home.join("registry");
+    std::fs::create_dir_all(&registry).unwrap();
+    std::fs::write(
+        registry.join("boards.toml"),
+        "[boards.b]\ntenant = \"ac\u{202e}me\"\n",
+    )
+    .unwrap();
+    let started = crate::util::run(&mut home.command(crate::util::bin("row-fence-resident")));
+    assert_ne!(started.code, 0, "{}", started.stderr);
+    assert!(started.stderr.contains("tenant"), "{}", started.stderr);
 }
 
 /// A lane's action text with ESC, BEL, CR, a newline and a bidi override reaches the

@@ -582,3 +582,89 @@ fn a_helper_reset_with_git_config_after_install_cannot_clear_the_gate() {
         )
     );
 }
+
+const TOKEN_MISMATCH: &str = "row-fence: REFUSED (token_mismatch)";
+
+impl Lane {
+    /// The issue's forged descriptor, through git's transport gate (every route past the
+    /// hook, and a plain push through hook and gate) and the agent guard: lane-a, refused
+    /// after lane-b took the row over, writes what the refusal told it into its own
+    /// descriptor and pushes. Every route is REFUSED `token_mismatch` and the remote ref
+    /// stays. A copy of lane-b's real descriptor (token included) is ALLOWED: the
+    /// documented limit of one uid (README, "Lease token and margin"), which separate
+    /// uids close.
+    fn forged_descriptor_pushes_nowhere(&self, remote: &std::path::Path, url: &str, http: bool) {
+        assert_eq!(self.git(&["push", "-q", "origin", "main"]).code, 0);
+        let before = self.world.main_of(remote);
+        let (generation, lane_b) =
+            self.world
+                .home
+                .acquire("board-1", "row-1", "lane-b", &["--takeover"]);
+        self.world.commit(&self.clone, "after the takeover");
+        let descriptor = self.clone.join(".git/row-fence.json");
+        fs::write(
+            &descriptor,
+            format!(
+                r#"{{"board":"board-1","row":"row-1","lane":"lane-b","generation":{generation}}}"#
+            ),
+        )
+        .unwrap();
+        let mut pushes = self.pushes_past_the_hook(url);
+        pushes.push((
+            "git push (hook and gate)",
+            self.git(&["push", "origin", "main"]),
+        ));
+        for (route, push) in pushes {
+            eprintln!("route: {route}");
+            if http && route == "git send-pack" {
+                // send-pack speaks no http at all: nothing can move.
+                assert_ne!(push.code, 0);
+                assert_eq!(self.world.main_of(remote), before);
+                continue;
+            }
+            refused(&push, &before, &self.world.main_of(remote), TOKEN_MISMATCH);
+        }
+        // The agent guard, as Claude Code runs it for `git push` in the lane's clone.
+        let input = serde_json::json!({
+            "session_id": "forger",
+            "cwd": self.clone,
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": "git push origin main"},
+        })
+        .to_string();
+        let guarded = crate::guard::run_with_stdin(
+            &mut self.world.command(bin("row-fence-guard"), &self.clone),
+            &input,
+        );
+        assert_eq!(guarded.code, 2, "{}", guarded.stderr);
+        assert!(
+            guarded.stderr.contains("token_mismatch"),
+            "{}",
+            guarded.stderr
+        );
+        assert_eq!(self.world.main_of(remote), before);
+        // Another worktree's descriptor without its token (as `show` or a refusal prints
+        // it) is the same forgery; with it, the copy is the holder's own.
+        let mut copied: serde_json::Value =
+            serde_json::from_slice(&fs::read(&lane_b).unwrap()).unwrap();
+        copied.as_object_mut().unwrap().remove("token");
+        fs::write(&descriptor, copied.to_string()).unwrap();
+        let push = self.git(&["push", "--no-verify", "origin", "main"]);
+        refused(&push, &before, &self.world.main_of(remote), TOKEN_MISMATCH);
+        fs::copy(&lane_b, &descriptor).unwrap();
+        allowed(&self.git(&["push", "--no-verify", "origin", "main"]));
+    }
+}
+
+#[test]
+fn a_forged_descriptor_pushes_nowhere_over_ssh_through_the_gate_or_the_guard() {
+    let (lane, remote, url) = ssh_lane();
+    lane.forged_descriptor_pushes_nowhere(&remote, &url, false);
+}
+
+#[test]
+fn a_forged_descriptor_pushes_nowhere_over_http_through_the_gate_or_the_guard() {
+    let (lane, _server, remote, url) = http_lane();
+    lane.forged_descriptor_pushes_nowhere(&remote, &url, true);
+}

@@ -121,13 +121,18 @@ async fn ask_store(
         Err(e) => return (cnr(Reason::StoreUnreachable, e), None),
     };
     let action = args.action.as_str();
+    // The registry names the board's margin (and its tenant), as it does for the daemon.
+    let registry = match Registry::load(&settings.home) {
+        Ok(registry) => registry,
+        Err(e) => return (cnr(Reason::FenceError, e), None),
+    };
     let check = AskCheck {
         board: d.board.clone(),
         row: d.row.clone(),
         lane: d.lane.clone(),
         generation: d.generation,
         token: d.token.clone(),
-        margin_ms: settings.margin_ms,
+        margin_ms: registry.margin_ms(&d.board, settings.margin_ms),
         action: action.to_string(),
         session: std::env::var(SESSION_ENV).unwrap_or_default(),
         ..AskCheck::default()
@@ -136,10 +141,6 @@ async fn ask_store(
         return (gate::gate(store.as_ref(), &check, deadline).await, None);
     };
     // The same location fence as the daemon's, fetched once for this one check.
-    let registry = match Registry::load(&settings.home) {
-        Ok(registry) => registry,
-        Err(e) => return (cnr(Reason::FenceError, e), None),
-    };
     let fence = match LocationFence::new(location, Arc::new(SystemClock)) {
         Ok(fence) => fence,
         Err(e) => return (cnr(Reason::FenceError, e), None),

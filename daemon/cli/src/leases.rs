@@ -3,7 +3,7 @@
 use crate::flags::parse_ttl;
 use crate::open::{board_revision, no_board, no_board_elsewhere, store_for_write, store_to_look};
 use row_fence_contract::descriptor::{
-    self, DESCRIPTOR_FILE, validate_board, validate_lane, validate_row,
+    self, DESCRIPTOR_FILE, validate_board, validate_lane, validate_row, validate_tenant,
 };
 use row_fence_contract::exit::{Failure, Outcome};
 use row_fence_contract::report::out;
@@ -116,6 +116,9 @@ pub struct ReleaseArgs {
     /// Print {"board","row","lane","generation","released":true} as one JSON object
     #[arg(long)]
     json: bool,
+    /// ROW and --lane name a lease stored before the spelling rule, written as `store check --board` prints them (each non-ASCII or invisible character as \u{HEX}); released by holder and generation without a lease token, as a takeover would end it
+    #[arg(long, conflicts_with = "descriptor")]
+    stored_name: bool,
     #[command(flatten)]
     fence: FenceArgs,
 }
@@ -221,6 +224,9 @@ pub async fn acquire(args: AcquireArgs, settings: &Settings) -> Outcome {
     validate_board(&args.board).map_err(Failure::usage)?;
     validate_row(&args.row).map_err(Failure::usage)?;
     validate_lane(&args.lane).map_err(Failure::usage)?;
+    if let Some(tenant) = &args.tenant {
+        validate_tenant(tenant).map_err(Failure::usage)?;
+    }
     let target = match &args.write_descriptor {
         None => None,
         Some(None) => Some(worktree_descriptor()?),
@@ -330,6 +336,9 @@ pub async fn renew(args: RenewArgs, settings: &Settings) -> Outcome {
 }
 
 pub async fn release(args: ReleaseArgs, settings: &Settings) -> Outcome {
+    if args.stored_name {
+        return release_stored(args, settings).await;
+    }
     let d = held(
         &args.board,
         &args.row,
@@ -354,6 +363,47 @@ pub async fn release(args: ReleaseArgs, settings: &Settings) -> Outcome {
         d.row,
         d.generation,
         d.lane
+    );
+    Ok(exit::ALLOWED)
+}
+
+/// `release --stored-name`: the lease under a spelling from before the rule, named in the
+/// escaped form `store check` prints (ARCHITECTURE.md, "One spelling").
+async fn release_stored(args: ReleaseArgs, settings: &Settings) -> Outcome {
+    use row_fence_contract::spelling::{escape, unescape};
+    validate_board(&args.board).map_err(Failure::usage)?;
+    let row = unescape(&args.row).map_err(|e| Failure::usage(format!("row {e}")))?;
+    let lane = unescape(&args.lane).map_err(|e| Failure::usage(format!("lane {e}")))?;
+    if !lease::stored_only(&row, &lane) {
+        return Err(Failure::usage(format!(
+            "{}/{} held by {} is spelled by the rule: its holder releases it with its descriptor, without --stored-name",
+            args.board, row, lane
+        )));
+    }
+    let d = Descriptor {
+        board: args.board.clone(),
+        row,
+        lane,
+        generation: args.generation,
+        tenant: None,
+        token: None,
+    };
+    let store = store_for_write(settings)?;
+    lease::release_stored(store.as_ref(), &d, args.fence.controller().as_ref())
+        .await
+        .map_err(lease_failure)?;
+    let (row, lane) = (escape(&d.row), escape(&d.lane));
+    if args.json {
+        out(&json!({
+            "board": d.board, "row": row, "lane": lane,
+            "generation": d.generation, "released": true,
+        })
+        .to_string());
+    }
+    say!(
+        "row-fence: released {}/{row} (generation {}) held by {lane}, stored before the spelling rule",
+        d.board,
+        d.generation,
     );
     Ok(exit::ALLOWED)
 }

@@ -146,7 +146,6 @@ struct Claim {
     #[allow(dead_code)]
     generation: u64,
     expires_at_ms: u64,
-    #[allow(dead_code)]
     tenant: Option<String>,
 }
 
@@ -169,6 +168,10 @@ fn check_claims(writes: &[RecordWrite], now_ms: u64) -> Result<(), Failure> {
             .map_err(|e| Failure::usage(format!("{at}: {e}")))?;
         row_fence_contract::descriptor::validate_lane(&claim.holder)
             .map_err(|e| Failure::usage(format!("{at}: {e}")))?;
+        if let Some(tenant) = &claim.tenant {
+            row_fence_contract::descriptor::validate_tenant(tenant)
+                .map_err(|e| Failure::usage(format!("{at}: {e}")))?;
+        }
         if claim.expires_at_ms > latest {
             return Err(Failure::usage(format!(
                 "{at}: expires_at_ms {} is beyond the longest lease, 366 days from the store's now",

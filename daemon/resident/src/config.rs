@@ -76,6 +76,9 @@ pub struct LocationArgs {
     /// Sent as CF-Access-Client-Secret, never printed [env: ROW_FENCE_TENANT_MAP_ACCESS_CLIENT_SECRET]
     #[arg(long, value_name = "SECRET")]
     pub tenant_map_access_client_secret: Option<String>,
+    /// Origins (scheme://host[:port], comma-separated) other than the map URL's whose answer to a redirect is trusted; they are never sent the access headers [env: ROW_FENCE_TENANT_MAP_ALLOWED_ORIGINS]
+    #[arg(long, value_name = "ORIGINS")]
+    pub tenant_map_allowed_origins: Option<String>,
     /// How long a fetched map is served from memory, in ms (tests shorten it)
     #[arg(long, env = "ROW_FENCE_TENANT_MAP_REFRESH_MS", default_value_t = crate::location::REFRESH_MS, hide = true)]
     pub tenant_map_refresh_ms: u64,
@@ -101,6 +104,18 @@ impl LocationArgs {
                         &self.tenant_map_access_client_secret,
                         "ROW_FENCE_TENANT_MAP_ACCESS_CLIENT_SECRET",
                     ),
+                    allowed_origins: nonblank(
+                        &self.tenant_map_allowed_origins,
+                        "ROW_FENCE_TENANT_MAP_ALLOWED_ORIGINS",
+                    )
+                    .map(|list| {
+                        list.split(',')
+                            .map(str::trim)
+                            .filter(|o| !o.is_empty())
+                            .map(str::to_string)
+                            .collect()
+                    })
+                    .unwrap_or_default(),
                 }
             }),
             refresh_ms: self.tenant_map_refresh_ms,
@@ -112,7 +127,8 @@ impl LocationArgs {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// Neither `--home`, `ROW_FENCE_HOME` nor `HOME` names a home.
+    /// Neither `--home`, `ROW_FENCE_HOME` nor `HOME` names a home, or the home or the
+    /// socket was given relative.
     #[error("{0}")]
     Home(row_fence_contract::paths::HomeError),
     /// A path cannot be made absolute.
@@ -156,7 +172,8 @@ impl Settings {
         // The home and socket variables are read by the contract crate, as the asker reads them.
         let home = paths::home(args.home.as_deref()).map_err(ConfigError::Home)?;
         let home = absolute(home)?;
-        let socket = absolute(paths::socket(args.socket.as_deref(), &home))?;
+        let socket =
+            absolute(paths::socket(args.socket.as_deref(), &home).map_err(ConfigError::Home)?)?;
         let store = flag_or_env(&args.store, "ROW_FENCE_STORE");
         let store =
             StoreSpec::parse(store.as_deref().unwrap_or("file")).map_err(ConfigError::Store)?;

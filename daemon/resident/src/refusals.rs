@@ -1,14 +1,18 @@
 //! What the daemon does with every REFUSED and COULD NOT READ it decides: appends it to
 //! the refusal ledger under the caller's session, lane, row, cwd and action (on a writer
 //! thread, so an ask never waits on the disk), keeps the last 100 for `status`, and logs
-//! at most one line a minute per (board, action, reason). A request may be 64 KiB: the
+//! at most one line a minute per (board, action, reason), and of those at most
+//! [`LANE_LINES`] a minute per lane and [`ALL_LINES`] a minute in all, so one lane's
+//! distinct refusals cannot grow the log without bound; what is over is counted and
+//! reported in one "N refusal log lines suppressed" line (the ledger, which rotates, keeps
+//! every refusal). A request may be 64 KiB: the
 //! ledger gets each text field up to 4 KiB, and what is kept for `status` and the log is
 //! cut to 240 bytes ([`budget`]). The writer's queue is bounded: a flood of refusals
 //! faster than the disk takes them cannot grow the daemon without limit; records it had
 //! no room for are counted (`status`'s `ledger_dropped`) and logged once a minute.
 
 use crate::budget;
-use crate::log_limit::LogLimit;
+use crate::log_limit::{LineQuota, LogLimit, Quota};
 use crate::sync::lock;
 use row_fence_contract::ledger::{self, LedgerRecord};
 use std::collections::VecDeque;
@@ -28,6 +32,12 @@ pub const LEDGER_QUEUE: usize = 1024;
 /// A log line per (board, action, reason) at most this often.
 pub const LOG_EVERY: Duration = Duration::from_secs(60);
 
+/// Refusal log lines per lane (its descriptor's lane, else its session) a minute at most.
+pub const LANE_LINES: u32 = 20;
+
+/// Refusal log lines a minute at most, all lanes together.
+pub const ALL_LINES: u32 = 200;
+
 /// Records refusals; see the module docs.
 pub struct Refusals {
     /// To the ledger writer thread; `None` once closed.
@@ -40,6 +50,8 @@ pub struct Refusals {
     recent: Mutex<VecDeque<LedgerRecord>>,
     /// One log line per (board, action, reason) a minute, in bounded memory.
     logged: LogLimit,
+    /// Of those, [`LANE_LINES`] per lane and [`ALL_LINES`] in all a minute.
+    quota: LineQuota,
 }
 
 impl Refusals {
@@ -62,6 +74,7 @@ impl Refusals {
             writer: Mutex::new(Some(writer)),
             recent: Mutex::new(VecDeque::with_capacity(RECENT)),
             logged: LogLimit::new(LOG_EVERY),
+            quota: LineQuota::new(LOG_EVERY, LANE_LINES, ALL_LINES),
         }
     }
 
@@ -97,6 +110,11 @@ impl Refusals {
         {
             return;
         }
+        let who = r.lane.as_deref().or(r.session.as_deref()).unwrap_or("");
+        match self.quota.allow(who) {
+            Quota::Suppress => return,
+            Quota::Log { suppressed } => log_suppressed(suppressed),
+        }
         tracing::warn!(
             verdict = r.verdict.wire_name(),
             reason,
@@ -125,12 +143,24 @@ impl Refusals {
         self.dropped.load(Ordering::Relaxed)
     }
 
-    /// Stops taking records and waits until every one is written.
+    /// Stops taking records and waits until every one is written; logs how many refusal
+    /// lines were suppressed since the last summary.
     pub fn close(&self) {
+        log_suppressed(self.quota.take_unreported());
         drop(lock(&self.ledger).take());
         if let Some(writer) = lock(&self.writer).take() {
             let _ = writer.join();
         }
+    }
+}
+
+/// The summary of refusal log lines the quota suppressed (nothing when none were).
+fn log_suppressed(suppressed: u64) {
+    if suppressed > 0 {
+        tracing::warn!(
+            suppressed,
+            "{suppressed} refusal log lines suppressed (over {LANE_LINES} a minute from one lane or {ALL_LINES} in all); the refusal ledger has each refusal"
+        );
     }
 }
 

@@ -1,15 +1,18 @@
 //! The board registry, `$ROW_FENCE_HOME/registry/boards.toml`: which tenant each board
-//! belongs to, for the location fence. Part of the code stamp (the whole registry
+//! belongs to, for the location fence, and a board's own margin (ARCHITECTURE.md,
+//! "Margin"), in place of the install's. Part of the code stamp (the whole registry
 //! directory is), so a daemon that loaded an older registry restarts on the new one.
 //!
 //! ```toml
 //! [boards.board-1]
 //! tenant = "acme"
+//! margin = "30s"
 //! ```
 //!
 //! A file that does not parse stops the daemon at start, naming the line.
 
-use row_fence_contract::descriptor::validate_board;
+use crate::config::parse_margin;
+use row_fence_contract::descriptor::{validate_board, validate_tenant};
 use row_fence_contract::paths;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -41,10 +44,16 @@ pub enum RegistryError {
 /// The registry file's name inside the registry directory.
 pub const FILE: &str = "boards.toml";
 
-/// Board → tenant.
+/// Board → its tenant and margin.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Registry {
-    boards: BTreeMap<String, Option<String>>,
+    boards: BTreeMap<String, Board>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Board {
+    tenant: Option<String>,
+    margin_ms: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -58,6 +67,8 @@ struct RegistryFile {
 #[serde(deny_unknown_fields)]
 struct BoardEntry {
     tenant: Option<String>,
+    /// A duration (`30s`, `2m`), as `--margin` takes it.
+    margin: Option<String>,
 }
 
 /// `<home>/registry/boards.toml`.
@@ -93,21 +104,36 @@ impl Registry {
         let file: RegistryFile = toml::from_str(text)
             // TOML's own lines, kept: its caret points under the column on the line above.
             .map_err(|e| invalid(format!("\n{}", e.to_string().trim_end())))?;
-        for board in file.boards.keys() {
-            validate_board(board).map_err(|e| invalid(e.to_string()))?;
+        let mut boards = BTreeMap::new();
+        for (board, entry) in file.boards {
+            validate_board(&board).map_err(|e| invalid(e.to_string()))?;
+            let tenant = entry.tenant.filter(|t| !t.trim().is_empty());
+            if let Some(tenant) = &tenant {
+                validate_tenant(tenant).map_err(|e| invalid(format!("board {board}: {e}")))?;
+            }
+            let margin_ms = entry
+                .margin
+                .as_deref()
+                .map(parse_margin)
+                .transpose()
+                .map_err(|e| invalid(format!("board {board}: {e}")))?;
+            boards.insert(board, Board { tenant, margin_ms });
         }
-        Ok(Registry {
-            boards: file
-                .boards
-                .into_iter()
-                .map(|(board, entry)| (board, entry.tenant.filter(|t| !t.trim().is_empty())))
-                .collect(),
-        })
+        Ok(Registry { boards })
     }
 
     /// The board's tenant, if the registry names one.
     pub fn tenant(&self, board: &str) -> Option<&str> {
-        self.boards.get(board)?.as_deref()
+        self.boards.get(board)?.tenant.as_deref()
+    }
+
+    /// The margin in ms an ask on `board` is judged with: the board's own `margin`, else
+    /// `install` (`--margin`, `ROW_FENCE_MARGIN`, or the default).
+    pub fn margin_ms(&self, board: &str, install: u64) -> u64 {
+        self.boards
+            .get(board)
+            .and_then(|b| b.margin_ms)
+            .unwrap_or(install)
     }
 }
 
@@ -122,6 +148,15 @@ mod tests {
         assert_eq!(r.tenant("b2"), None);
         assert_eq!(r.tenant("b3"), None);
         assert_eq!(Registry::parse("").unwrap(), Registry::default());
+        let r = Registry::parse("[boards.b1]\nmargin = \"30s\"\n").unwrap();
+        assert_eq!(r.margin_ms("b1", 5000), 30_000);
+        assert_eq!(r.margin_ms("b2", 5000), 5000);
+        for margin in ["soon", "2h"] {
+            let err = Registry::parse(&format!("[boards.b1]\nmargin = \"{margin}\"\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("board b1: margin"), "{err}");
+        }
     }
 
     #[test]
@@ -135,5 +170,12 @@ mod tests {
             .to_string();
         assert!(err.contains("line 2"), "{err}");
         assert!(Registry::parse("[boards.\"Bad Board\"]\ntenant = \"x\"\n").is_err());
+        // A tenant has the rows' one spelling: no zero-width, bidi or non-ASCII character.
+        for tenant in ["acme\u{200b}", "ac\u{202e}me", "\u{430}cme", "acme corp"] {
+            let err = Registry::parse(&format!("[boards.b1]\ntenant = \"{tenant}\"\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("tenant"), "{err}");
+        }
     }
 }

@@ -124,7 +124,8 @@ impl Resident {
         }
     }
 
-    /// Turns the location fence on (with the registry that names each board's tenant).
+    /// Sets the registry (each board's tenant and margin) and turns the location fence on
+    /// when `fence` is given.
     pub fn with_location(
         mut self,
         registry: Registry,
@@ -313,7 +314,7 @@ impl Resident {
             lane: d.lane.clone(),
             generation: d.generation,
             token: d.token.clone(),
-            margin_ms: self.settings.margin_ms,
+            margin_ms: self.registry.margin_ms(&d.board, self.settings.margin_ms),
             action: claim.action.to_string(),
             session: claim.session.unwrap_or_default().to_string(),
             ..AskCheck::default()

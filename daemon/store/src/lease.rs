@@ -243,6 +243,48 @@ pub async fn release(
     Ok(written.value)
 }
 
+/// Releases a lease stored under a name from before the spelling rule (ARCHITECTURE.md,
+/// "One spelling"), which no descriptor can name any more and so no holder can renew or
+/// release: `held` names it exactly as stored (row and lane unchecked). The holder and
+/// generation must match; no lease token is asked, as for a takeover: an operator's act,
+/// which only ever removes a lease. A name the rule allows is refused here (`None` from
+/// [`stored_only`]): such a lease is released by its holder, with its token.
+pub async fn release_stored(
+    store: &dyn LeaseStore,
+    held: &Descriptor,
+    fence: Option<&Controller>,
+) -> Result<RowLease, LeaseError> {
+    let written = fencing::write_reading(
+        store,
+        &held.board,
+        row_read(&held.row),
+        |view| {
+            let now = view.now_ms();
+            let lease = read_lease(view.section(CLAIMS).get(&held.row))?;
+            let lease = match owned(lease, held, now, true) {
+                Ok(lease) => lease,
+                Err(LeaseError::NotYours {
+                    reason: Reason::TokenMismatch,
+                    ..
+                }) => read_lease(view.section(CLAIMS).get(&held.row))?.expect("judged present"),
+                Err(e) => return Err(e),
+            };
+            view.section(CLAIMS).remove(&held.row);
+            Ok(lease)
+        },
+        fence,
+    )
+    .await?;
+    Ok(written.value)
+}
+
+/// True when `row` or `lane` is a spelling the allowlist refuses: one only
+/// [`release_stored`] acts on.
+pub fn stored_only(row: &str, lane: &str) -> bool {
+    row_fence_contract::descriptor::validate_row(row).is_err()
+        || row_fence_contract::descriptor::validate_lane(lane).is_err()
+}
+
 /// One row lease as listed by `show`.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Listed {
@@ -319,9 +361,10 @@ fn look_alike(
 /// one sentence each: a row or holder outside the name allowlist (stored before it), two
 /// rows with one look-alike skeleton, two holders of live leases with one. Found and
 /// reported by `row-fence store check --board`, never merged: which spelling a lane means
-/// is the operator's call.
+/// is the operator's call. A lease under a name outside the allowlist is reported with the
+/// command that releases it (`release --stored-name`, in the escaped form printed).
 pub async fn spellings(store: &dyn LeaseStore, board: &str) -> Result<Vec<String>, StoreError> {
-    use row_fence_contract::descriptor::{validate_lane, validate_row};
+    use row_fence_contract::descriptor::{validate_lane, validate_row, validate_tenant};
     use row_fence_contract::spelling::{escape, skeleton};
     use std::collections::BTreeMap;
     let (leases, _) = list(store, board, None).await?;
@@ -333,6 +376,17 @@ pub async fn spellings(store: &dyn LeaseStore, board: &str) -> Result<Vec<String
             out.push(format!("{board}: stored {e}"));
         }
         if let Err(e) = validate_lane(&l.lease.holder) {
+            out.push(format!("{board}: stored {e}"));
+        }
+        if stored_only(&l.row, &l.lease.holder) {
+            out.push(format!(
+                "{board}: release it with: row-fence release {board} '{}' --lane '{}' --generation {} --stored-name",
+                escape(&l.row),
+                escape(&l.lease.holder),
+                l.lease.generation
+            ));
+        }
+        if let Some(Err(e)) = l.lease.tenant.as_deref().map(validate_tenant) {
             out.push(format!("{board}: stored {e}"));
         }
         if let Some(other) = rows.insert(skeleton(&l.row), &l.row) {

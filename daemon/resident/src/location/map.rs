@@ -47,6 +47,10 @@ pub enum MapError {
     /// Any other transport failure.
     #[error("the map fetch failed: {0}")]
     Fetch(String),
+    /// A redirect not followed: to an origin the operator did not allow (its answer is
+    /// not trusted, and it is never sent the access headers), too many, or unusable.
+    #[error("the map redirected {0}")]
+    Redirect(String),
     /// The access secret cannot be sent as a header.
     #[error("the access secret is not a valid header value")]
     Secret,
