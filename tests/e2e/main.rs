@@ -16,6 +16,7 @@ macro_rules! on_both_stores {
     };
 }
 
+mod agent_hooks;
 mod architecture;
 mod asker;
 mod bench_smoke;
