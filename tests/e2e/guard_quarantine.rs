@@ -329,3 +329,56 @@ fn every_harness_is_answered_in_its_own_convention() {
         assert_eq!(lane.remote_head(), before, "{state}: nothing was pushed");
     }
 }
+
+/// Quarantines and their denials are counted where the operator looks: `status` (text and
+/// `--json`) and `health --prometheus`, from the home the daemon serves.
+#[test]
+fn quarantines_and_their_denials_are_counted_in_status_and_health() {
+    let lane = Lane::refused();
+    let counts = || {
+        let ran = lane.home.cli(&["status", "--json"]);
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+        let v: serde_json::Value = serde_json::from_str(ran.stdout.trim()).unwrap();
+        (
+            v["quarantine"]["sessions"].as_u64().unwrap(),
+            v["quarantine"]["denials"].as_u64().unwrap(),
+        )
+    };
+    assert_eq!(counts(), (0, 0));
+    let write = json!({"command": "echo hi > notes.txt"});
+    for session in ["s-count-1", "s-count-1", "s-count-2"] {
+        assert_eq!(call(&lane, session, "Bash", write.clone()).code, 2);
+    }
+    // A read-only call in quarantine runs and is not a denial.
+    assert_eq!(
+        call(&lane, "s-count-1", "Bash", json!({"command": "ls"})).code,
+        0
+    );
+    assert_eq!(
+        call(
+            &lane,
+            "s-count-2",
+            "mcp__github__merge_pull_request",
+            json!({})
+        )
+        .code,
+        2
+    );
+    assert_eq!(counts(), (2, 4));
+    let text = lane.home.cli(&["status"]);
+    assert!(
+        text.stdout
+            .contains("2 sessions quarantined now; 4 calls denied in quarantine"),
+        "{}",
+        text.stdout
+    );
+    let prom = lane.home.cli(&["health", "--prometheus"]).stdout;
+    assert!(
+        prom.contains("\nrow_fence_quarantined_sessions 2\n"),
+        "{prom}"
+    );
+    assert!(
+        prom.contains("\nrow_fence_quarantine_denials_total 4\n"),
+        "{prom}"
+    );
+}
