@@ -54,6 +54,7 @@ mod one_client;
 mod partition;
 mod paths_options;
 mod push;
+mod quarantine_shapes;
 mod readme;
 mod records_cli;
 mod shim_walk;
