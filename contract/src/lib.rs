@@ -18,6 +18,7 @@
 //! - [`client`]: one exchange with the daemon within one deadline.
 //! - [`paths`]: the home directory's files; socket path and directory checks.
 //! - [`stamp`]: the code stamp's run-time half (registry digest, combine, foreign detail).
+//! - [`quarantine`]: the quarantine's records and denial log, counted.
 //! - [`ledger`]: the refusal ledger, one JSON line per denial ([`ledger::LedgerRecord`]).
 //! - [`status`]: the daemon's status object ([`status::Status`]).
 //! - [`report`]: the verdict line and the `--json` object.
@@ -31,6 +32,7 @@ pub mod lease_token;
 pub mod ledger;
 pub mod paths;
 pub mod protocol;
+pub mod quarantine;
 pub mod report;
 pub mod spelling;
 pub mod stamp;

@@ -84,6 +84,17 @@ pub fn normalize(harness: Harness, input: Value) -> Value {
                 "google_web_search" => Some("WebSearch"),
                 _ => None,
             };
+            // Gemini CLI names an MCP tool `mcp_<server>_<tool>` (hooks reference); the
+            // guard's rules read `mcp__SERVER__TOOL`. A server name with `_` in it splits
+            // early, which only ever makes the tool look less read-only (fails closed).
+            if renamed.is_none()
+                && !tool.starts_with("mcp__")
+                && let Some((server, name)) = tool
+                    .strip_prefix("mcp_")
+                    .and_then(|rest| rest.split_once('_'))
+            {
+                m.insert("tool_name".into(), json!(format!("mcp__{server}__{name}")));
+            }
             if let Some(name) = renamed {
                 m.insert("tool_name".into(), json!(name));
                 // Gemini names a read file `absolute_path` in some versions.
@@ -119,6 +130,11 @@ pub fn normalize(harness: Harness, input: Value) -> Value {
                 let name = name.as_str().map(|n| {
                     if n.starts_with("mcp__") {
                         n.to_string()
+                    } else if let Some((server, tool)) =
+                        n.strip_prefix("MCP:").and_then(|r| r.split_once(':'))
+                    {
+                        // Newer Cursor releases name it `MCP:server:tool`.
+                        format!("mcp__{server}__{tool}")
                     } else {
                         format!("mcp__cursor__{n}")
                     }
@@ -259,6 +275,18 @@ mod tests {
             matches!(&mcp.tool, Tool::Other { name, input } if name == "mcp__cursor__merge_pull_request" && input["pull_number"] == 1)
         );
         assert_eq!(mcp.cwd.as_deref(), Some(std::path::Path::new("/w")));
+        let gemini_mcp = read(
+            Harness::Gemini,
+            json!({"session_id": "g1", "cwd": "/w", "hook_event_name": "BeforeTool",
+                   "tool_name": "mcp_github_get_pull_request", "tool_input": {}}),
+        );
+        assert_eq!(gemini_mcp.tool.name(), "mcp__github__get_pull_request");
+        let cursor_mcp = read(
+            Harness::Cursor,
+            json!({"conversation_id": "k1", "hook_event_name": "beforeMCPExecution",
+                   "tool_name": "MCP:github:merge_pull_request", "tool_input": {}}),
+        );
+        assert_eq!(cursor_mcp.tool.name(), "mcp__github__merge_pull_request");
     }
 
     #[test]

@@ -588,7 +588,21 @@ impl Judge<'_> {
             }
             Err(why) => {
                 // Not a verdict of its own: the refusal that quarantined the session is
-                // in the ledger already (the daemon's), and the record file counts it.
+                // in the ledger already (the daemon's); the denial is counted in the
+                // home's denial log, which status and health read. A count that cannot
+                // be written does not change the answer.
+                if let Some(home) = home {
+                    let denial = row_fence_contract::quarantine::Denial {
+                        ts_ms: ledger::now_ms(),
+                        session: self.hook.session.clone().unwrap_or_default(),
+                        tool: self.hook.tool.name().to_string(),
+                    };
+                    if let Err(e) = row_fence_contract::quarantine::record_denial(home, &denial) {
+                        report::say(&format!(
+                            "row-fence guard: cannot count this denial in the home ({e})."
+                        ));
+                    }
+                }
                 report::say(&format!(
                     "row-fence guard: QUARANTINED: this session no longer holds its row ({why_quarantined}). Only calls known to be read-only run now, and this one is not: {why}. Stop, do not try another way, and report to whoever started you that the row is gone. Denied: the call did not run."
                 ));

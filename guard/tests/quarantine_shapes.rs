@@ -224,6 +224,13 @@ fn attack_shapes() -> Vec<(&'static str, String)> {
         "ls ?",
         "cat {a,--pre=x}",
         "ls [a]*",
+        // Bash opens these names as network connections in a redirection.
+        "cat < /dev/tcp/127.0.0.1/80",
+        "head -c1 </dev/udp/127.0.0.1/53",
+        "wc -c 0</dev/tcp/h/1",
+        "git status </dev/tcp/127.0.0.1/80",
+        "ls 3</dev/tc''p/127.0.0.1/80",
+        "cat < /dev/stdin",
     ] {
         add("syntax", shape.to_string());
     }
@@ -291,6 +298,8 @@ fn the_reads_beside_them_pass() {
         "cat f.txt 2>&1 | head",
         "cd src && ls",
         "ls src/*.rs",
+        "wc -l < f.txt",
+        "cat < /dev/null",
     ] {
         assert!(
             !denied(shape),

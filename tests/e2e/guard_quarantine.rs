@@ -236,96 +236,278 @@ fn configuration_planted_before_the_refusal_does_not_run_in_quarantine() {
     assert!(!proof.exists(), "no planted program ran");
 }
 
-/// Each harness's documented hook input (pinned: Codex CLI 0.124 `PreToolUse`, Gemini CLI
-/// `BeforeTool` hooks reference, Cursor 1.7 `beforeShellExecution`/`beforeMCPExecution`),
-/// fed to the guard as that harness runs it (`--harness NAME`), for a lane that holds its
-/// row, a refused one and an unbound one; the answer checked in the harness's blocking
-/// convention (Cursor's read with a JSON parser).
-#[test]
-fn every_harness_is_answered_in_its_own_convention() {
-    // (harness, a write, an allowlisted read, an MCP write, an MCP read): each input a
-    // function of (session, cwd).
-    type Shape = fn(&str, &str, &str) -> serde_json::Value;
-    let shapes: [(&str, [Shape; 4]); 4] = [
-        (
-            "claude",
-            [
-                |s, cwd, remote| json!({"session_id": s, "cwd": cwd, "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": format!("git push -q {remote} HEAD:main")}}),
-                |s, cwd, _| json!({"session_id": s, "cwd": cwd, "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": "git log --oneline -n 1"}}),
-                |s, cwd, _| json!({"session_id": s, "cwd": cwd, "hook_event_name": "PreToolUse", "tool_name": "mcp__github__create_pull_request", "tool_input": {"title": "x"}}),
-                |s, cwd, _| json!({"session_id": s, "cwd": cwd, "hook_event_name": "PreToolUse", "tool_name": "mcp__github__list_pull_requests", "tool_input": {}}),
-            ],
-        ),
-        (
-            "codex",
-            [
-                |s, cwd, remote| json!({"session_id": s, "cwd": cwd, "hook_event_name": "PreToolUse", "model": "gpt-5-codex", "tool_name": "Bash", "tool_input": {"command": ["bash", "-lc", format!("git push -q {remote} HEAD:main")]}}),
-                |s, cwd, _| json!({"session_id": s, "cwd": cwd, "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": "git status --short"}}),
-                |s, cwd, _| json!({"session_id": s, "cwd": cwd, "hook_event_name": "PreToolUse", "tool_name": "mcp__github__push_files", "tool_input": {}}),
-                |s, cwd, _| json!({"session_id": s, "cwd": cwd, "hook_event_name": "PreToolUse", "tool_name": "mcp__github__get_file_contents", "tool_input": {}}),
-            ],
-        ),
-        (
-            "gemini",
-            [
-                |s, cwd, remote| json!({"session_id": s, "transcript_path": "/nonexistent", "cwd": cwd, "hook_event_name": "BeforeTool", "timestamp": "2026-12-02T00:00:00Z", "tool_name": "run_shell_command", "tool_input": {"command": format!("git push -q {remote} HEAD:main"), "description": "push"}}),
-                |s, cwd, _| json!({"session_id": s, "transcript_path": "/nonexistent", "cwd": cwd, "hook_event_name": "BeforeTool", "timestamp": "2026-12-02T00:00:00Z", "tool_name": "run_shell_command", "tool_input": {"command": "ls -la"}}),
-                |s, cwd, _| json!({"session_id": s, "cwd": cwd, "hook_event_name": "BeforeTool", "tool_name": "mcp__github__merge_pull_request", "tool_input": {}}),
-                |s, cwd, _| json!({"session_id": s, "cwd": cwd, "hook_event_name": "BeforeTool", "tool_name": "mcp__github__search_code", "tool_input": {}}),
-            ],
-        ),
-        (
-            "cursor",
-            [
-                |s, cwd, remote| json!({"conversation_id": s, "generation_id": "g-1", "hook_event_name": "beforeShellExecution", "command": format!("git push -q {remote} HEAD:main"), "cwd": cwd, "workspace_roots": [cwd]}),
-                |s, cwd, _| json!({"conversation_id": s, "generation_id": "g-1", "hook_event_name": "beforeShellExecution", "command": "git diff --stat", "cwd": cwd, "workspace_roots": [cwd]}),
-                |s, cwd, _| json!({"conversation_id": s, "generation_id": "g-1", "hook_event_name": "beforeMCPExecution", "tool_name": "merge_pull_request", "tool_input": "{\"pull_number\": 1}", "command": "github-mcp-server", "workspace_roots": [cwd]}),
-                |s, cwd, _| json!({"conversation_id": s, "generation_id": "g-1", "hook_event_name": "beforeMCPExecution", "tool_name": "get_pull_request", "tool_input": "{}", "command": "github-mcp-server", "workspace_roots": [cwd]}),
-            ],
-        ),
-    ];
-    // Exits per state: held, refused, unbound.
-    let expected: [[i32; 4]; 3] = [[0, 0, 0, 0], [2, 0, 2, 0], [0, 0, 0, 0]];
-    for (state, exits) in ["held", "refused", "unbound"].into_iter().zip(expected) {
-        let lane = if state == "refused" {
-            Lane::refused()
-        } else {
-            Lane::held()
-        };
-        if state == "unbound" {
-            std::fs::remove_file(lane.repo.descriptor()).unwrap();
+/// The calls of the harness table, one per kind.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Call {
+    /// A git push in the shell tool.
+    BashWrite,
+    /// An allowlisted read in the shell tool.
+    BashRead,
+    /// A harmless command that is not on the quarantine's allowlist.
+    BashHarmless,
+    /// An MCP tool that writes (merges a pull request).
+    McpWrite,
+    /// An MCP tool that reads.
+    McpRead,
+    /// The harness's built-in file tool writing `.gitattributes` (a git file).
+    BuiltIn,
+}
+
+/// Each harness's documented hook input for `call`, pinned to a named version: Claude
+/// Code 2.x `PreToolUse`; Codex CLI 0.124 `PreToolUse` (its shell tool's `command` an
+/// argv, `apply_patch` its file edits); Gemini CLI 0.26 `BeforeTool` (MCP tools named
+/// `mcp_<server>_<tool>`); Cursor 1.7 `beforeShellExecution`/`beforeMCPExecution`
+/// (`tool_input` a JSON string). `None`: the harness has no hook for it (Cursor's edits).
+fn harness_input(
+    harness: &str,
+    call: Call,
+    session: &str,
+    cwd: &str,
+    remote: &str,
+) -> Option<serde_json::Value> {
+    let shell = match call {
+        Call::BashWrite => Some(format!("git push -q {remote} HEAD:main")),
+        Call::BashRead => Some("git status --short".to_string()),
+        Call::BashHarmless => Some("echo hi > notes.txt".to_string()),
+        _ => None,
+    };
+    let mcp = match call {
+        Call::McpWrite => Some("merge_pull_request"),
+        Call::McpRead => Some("get_pull_request"),
+        _ => None,
+    };
+    let patch = "*** Begin Patch\n*** Add File: .gitattributes\n+* diff=x\n*** End Patch\n";
+    let claude_like = |event: &str, tool: String, input: serde_json::Value| {
+        json!({"session_id": session, "transcript_path": "/nonexistent/t.jsonl", "cwd": cwd,
+               "hook_event_name": event, "tool_name": tool, "tool_input": input})
+    };
+    Some(match harness {
+        "claude" => match (shell, mcp) {
+            (Some(c), _) => claude_like("PreToolUse", "Bash".into(), json!({"command": c})),
+            (_, Some(t)) => claude_like(
+                "PreToolUse",
+                format!("mcp__github__{t}"),
+                json!({"pull_number": 1}),
+            ),
+            _ => claude_like(
+                "PreToolUse",
+                "Write".into(),
+                json!({"file_path": format!("{cwd}/.gitattributes"), "content": "* diff=x"}),
+            ),
+        },
+        "codex" => {
+            let mut v = match (shell, mcp) {
+                (Some(c), _) => claude_like(
+                    "PreToolUse",
+                    "Bash".into(),
+                    json!({"command": ["bash", "-lc", c]}),
+                ),
+                (_, Some(t)) => claude_like(
+                    "PreToolUse",
+                    format!("mcp__github__{t}"),
+                    json!({"pull_number": 1}),
+                ),
+                _ => claude_like(
+                    "PreToolUse",
+                    "apply_patch".into(),
+                    json!({"command": patch}),
+                ),
+            };
+            v["model"] = json!("gpt-5-codex");
+            v["turn_id"] = json!("t-1");
+            v["tool_use_id"] = json!("call-1");
+            v
         }
+        "gemini" => {
+            let mut v = match (shell, mcp) {
+                (Some(c), _) => claude_like(
+                    "BeforeTool",
+                    "run_shell_command".into(),
+                    json!({"command": c, "description": "x"}),
+                ),
+                (_, Some(t)) => claude_like(
+                    "BeforeTool",
+                    format!("mcp_github_{t}"),
+                    json!({"pull_number": 1}),
+                ),
+                _ => claude_like(
+                    "BeforeTool",
+                    "write_file".into(),
+                    json!({"file_path": format!("{cwd}/.gitattributes"), "content": "* diff=x"}),
+                ),
+            };
+            v["timestamp"] = json!("2026-12-02T00:00:00Z");
+            v
+        }
+        _ => {
+            let base = json!({"conversation_id": session, "generation_id": "g-1",
+                              "workspace_roots": [cwd], "cursor_version": "1.7.0"});
+            let mut v = base;
+            match (shell, mcp) {
+                (Some(c), _) => {
+                    v["hook_event_name"] = json!("beforeShellExecution");
+                    v["command"] = json!(c);
+                    v["cwd"] = json!(cwd);
+                }
+                (_, Some(t)) => {
+                    v["hook_event_name"] = json!("beforeMCPExecution");
+                    v["tool_name"] = json!(t);
+                    v["tool_input"] = json!("{\"pull_number\": 1}");
+                    v["command"] = json!("github-mcp-server");
+                }
+                _ => return None,
+            }
+            v
+        }
+    })
+}
+
+/// The table: per harness × session state × call, the installed command (from
+/// `row-fence install agent-hook --agent NAME`, read back from the file it wrote) fed the
+/// harness's documented input, answered in the harness's blocking convention (exit 2 and
+/// stderr; Cursor's `{"permission": …}` read with a JSON parser), and the remote unmoved.
+#[test]
+fn every_harness_in_every_session_state_answers_every_call_in_its_own_convention() {
+    let states = [
+        State::Held,
+        State::Refused,
+        State::RefusedThenUnreadable,
+        State::UnreadableNeverRefused,
+        State::Unbound,
+    ];
+    // (call, the exit per state, in `states`' order)
+    let table: [(Call, [i32; 5]); 6] = [
+        (Call::BashWrite, [0, 2, 2, 2, 0]),
+        (Call::BashRead, [0, 0, 0, 0, 0]),
+        (Call::BashHarmless, [0, 2, 2, 0, 0]),
+        (Call::McpWrite, [0, 2, 2, 2, 0]),
+        (Call::McpRead, [0, 0, 0, 0, 0]),
+        (Call::BuiltIn, [0, 2, 2, 0, 0]),
+    ];
+    let harnesses = ["claude", "codex", "gemini", "cursor"];
+    let mut checked = 0;
+    for (k, state) in states.into_iter().enumerate() {
+        let mut lane = match state {
+            State::Refused | State::RefusedThenUnreadable => Lane::refused(),
+            _ => Lane::held(),
+        };
         let cwd = lane.repo.clone.display().to_string();
         let remote = lane.repo.remote.display().to_string();
-        let before = lane.remote_head();
-        for (harness, calls) in &shapes {
-            let hook = lane.hook.replacen(
-                "row-fence-guard;",
-                &format!("row-fence-guard --harness {harness};"),
-                1,
-            );
-            assert_ne!(hook, lane.hook, "the installed command names the guard");
-            for (k, shape) in calls.iter().enumerate() {
-                let session = format!("{harness}-{state}");
-                let input = shape(&session, &cwd, &remote).to_string();
-                let mut cmd = lane.home.command("sh");
-                cmd.arg("-c").arg(&hook).current_dir(&lane.repo.clone);
-                let ran = run_with_stdin(&mut cmd, &input);
-                assert_eq!(
-                    ran.code, exits[k],
-                    "{state} {harness} call {k}: {}",
-                    ran.stderr
+        let hooks: Vec<(&str, String)> = harnesses
+            .iter()
+            .map(|h| {
+                let file = lane.home.path(&format!("{h}-hooks.json"));
+                let ran = crate::util::run(
+                    lane.home
+                        .command(crate::util::bin("row-fence"))
+                        .args(["install", "agent-hook", "--agent", h, "--bin-dir"])
+                        .arg(crate::util::bin_dir())
+                        .arg("--settings")
+                        .arg(&file),
                 );
-                if *harness == "cursor" {
+                assert_eq!(ran.code, 0, "{}", ran.stderr);
+                let commands = crate::agent_hooks::installed_commands(h, &file);
+                (*h, commands[0].1.clone())
+            })
+            .collect();
+        let hook_run = |hook: &str, input: &serde_json::Value| {
+            let mut cmd = lane.home.command("sh");
+            cmd.arg("-c").arg(hook).current_dir(&lane.repo.clone);
+            run_with_stdin(&mut cmd, &input.to_string())
+        };
+        let session = |h: &str| format!("{h}-{state:?}");
+        if matches!(
+            state,
+            State::RefusedThenUnreadable | State::UnreadableNeverRefused
+        ) {
+            // Each session asks once while the fence answers; then the daemon is gone.
+            for (h, hook) in &hooks {
+                let input = harness_input(h, Call::BashRead, &session(h), &cwd, &remote).unwrap();
+                assert_eq!(hook_run(hook, &input).code, 0);
+            }
+            lane.daemon.take().unwrap().stop();
+        }
+        if state == State::Unbound {
+            std::fs::remove_file(lane.repo.descriptor()).unwrap();
+        }
+        let before = lane.remote_head();
+        for (h, hook) in &hooks {
+            for (call, exits) in table {
+                let Some(input) = harness_input(h, call, &session(h), &cwd, &remote) else {
+                    continue;
+                };
+                let ran = hook_run(hook, &input);
+                let want = exits[k];
+                assert_eq!(ran.code, want, "{state:?} {h} {call:?}: {}", ran.stderr);
+                if *h == "cursor" {
                     let answer: serde_json::Value = serde_json::from_str(ran.stdout.trim())
-                        .unwrap_or_else(|e| panic!("{harness}: {e}: {:?}", ran.stdout));
-                    let want = if exits[k] == 0 { "allow" } else { "deny" };
-                    assert_eq!(answer["permission"], want, "{state} {harness} call {k}");
+                        .unwrap_or_else(|e| panic!("{h}: {e}: {:?}", ran.stdout));
+                    let permission = if want == 0 { "allow" } else { "deny" };
+                    assert_eq!(answer["permission"], permission, "{state:?} {h} {call:?}");
                 } else {
-                    assert!(ran.stdout.trim().is_empty(), "{harness}: {}", ran.stdout);
+                    assert!(ran.stdout.trim().is_empty(), "{h}: {}", ran.stdout);
                 }
+                if want == 2 {
+                    assert!(ran.stderr.contains("row-fence"), "a denial says why");
+                }
+                checked += 1;
             }
         }
-        assert_eq!(lane.remote_head(), before, "{state}: nothing was pushed");
+        assert_eq!(lane.remote_head(), before, "{state:?}: nothing was pushed");
     }
+    // 4 harnesses × 5 states × 6 calls, less Cursor's missing file-edit hook.
+    assert_eq!(checked, 5 * (6 * 4 - 1));
+}
+
+/// Quarantines and their denials are counted where the operator looks: `status` (text and
+/// `--json`) and `health --prometheus`, from the home the daemon serves.
+#[test]
+fn quarantines_and_their_denials_are_counted_in_status_and_health() {
+    let lane = Lane::refused();
+    let counts = || {
+        let ran = lane.home.cli(&["status", "--json"]);
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+        let v: serde_json::Value = serde_json::from_str(ran.stdout.trim()).unwrap();
+        (
+            v["quarantine"]["sessions"].as_u64().unwrap(),
+            v["quarantine"]["denials"].as_u64().unwrap(),
+        )
+    };
+    assert_eq!(counts(), (0, 0));
+    let write = json!({"command": "echo hi > notes.txt"});
+    for session in ["s-count-1", "s-count-1", "s-count-2"] {
+        assert_eq!(call(&lane, session, "Bash", write.clone()).code, 2);
+    }
+    // A read-only call in quarantine runs and is not a denial.
+    assert_eq!(
+        call(&lane, "s-count-1", "Bash", json!({"command": "ls"})).code,
+        0
+    );
+    assert_eq!(
+        call(
+            &lane,
+            "s-count-2",
+            "mcp__github__merge_pull_request",
+            json!({})
+        )
+        .code,
+        2
+    );
+    assert_eq!(counts(), (2, 4));
+    let text = lane.home.cli(&["status"]);
+    assert!(
+        text.stdout
+            .contains("2 sessions quarantined now; 4 calls denied in quarantine"),
+        "{}",
+        text.stdout
+    );
+    let prom = lane.home.cli(&["health", "--prometheus"]).stdout;
+    assert!(
+        prom.contains("\nrow_fence_quarantined_sessions 2\n"),
+        "{prom}"
+    );
+    assert!(
+        prom.contains("\nrow_fence_quarantine_denials_total 4\n"),
+        "{prom}"
+    );
 }

@@ -16,6 +16,7 @@ macro_rules! on_both_stores {
     };
 }
 
+mod agent_hooks;
 mod architecture;
 mod asker;
 mod bench_smoke;
@@ -54,6 +55,7 @@ mod one_client;
 mod partition;
 mod paths_options;
 mod push;
+mod quarantine_shapes;
 mod readme;
 mod records_cli;
 mod refusal_log;

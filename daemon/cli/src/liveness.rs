@@ -7,7 +7,7 @@ use row_fence_contract::exit::{Failure, Outcome};
 use row_fence_contract::protocol::{Op, PROTOCOL_VERSION, Request};
 use row_fence_contract::report::out;
 use row_fence_contract::status::{LocationStatus, Status};
-use row_fence_contract::{exit, ledger, paths, say};
+use row_fence_contract::{exit, ledger, paths, quarantine, say};
 use row_fence_resident::config::Settings;
 use row_fence_resident::heartbeat;
 use row_fence_store::judge::{rfc3339, span};
@@ -38,9 +38,33 @@ pub struct HealthArgs {
 }
 
 pub fn status(args: StatusArgs, settings: &Settings) -> Outcome {
+    // The guard runs as a process per tool call: its quarantines and their denials are
+    // counted in the home this daemon serves, read here beside the daemon's answer.
+    let quarantine = quarantine::counts(&settings.home);
     match ask_status(&args, settings) {
-        Ok(status) if args.json => out(&serde_json::to_string(&status).unwrap_or_default()),
-        Ok(status) => print_status(&status),
+        Ok(status) if args.json => {
+            let mut v = serde_json::to_value(&status).unwrap_or_default();
+            v["quarantine"] = match &quarantine {
+                Ok(c) => json!(c),
+                Err(e) => {
+                    json!({"error": format!("{}: {e}", quarantine::dir(&settings.home).display())})
+                }
+            };
+            out(&v.to_string())
+        }
+        Ok(status) => {
+            print_status(&status);
+            out(&match &quarantine {
+                Ok(c) => format!(
+                    "quarantine {} sessions quarantined now; {} calls denied in quarantine",
+                    c.sessions, c.denials
+                ),
+                Err(e) => format!(
+                    "quarantine cannot be read ({}: {e})",
+                    quarantine::dir(&settings.home).display()
+                ),
+            });
+        }
         Err(failure) => {
             if args.json {
                 // A monitor reading stdout gets an object either way.
@@ -274,6 +298,25 @@ pub fn health(args: HealthArgs, settings: &Settings) -> Outcome {
     let problem = problem(&beat, &path, &settings.socket, now, args.max_age);
     let healthy = problem.is_none();
     if args.prometheus {
+        // First, so row_fence_healthy stays the last line. Unreadable counts are NaN,
+        // never 0: "could not find out" is not "none".
+        let counts = quarantine::counts(&settings.home).ok();
+        out(
+            "# HELP row_fence_quarantined_sessions Agent sessions quarantined now (their row was refused; only read-only calls run).",
+        );
+        out("# TYPE row_fence_quarantined_sessions gauge");
+        out(&format!(
+            "row_fence_quarantined_sessions {}",
+            counts.map_or("NaN".to_string(), |c| c.sessions.to_string())
+        ));
+        out(
+            "# HELP row_fence_quarantine_denials_total Tool calls the agent guard denied in quarantine.",
+        );
+        out("# TYPE row_fence_quarantine_denials_total counter");
+        out(&format!(
+            "row_fence_quarantine_denials_total {}",
+            counts.map_or("NaN".to_string(), |c| c.denials.to_string())
+        ));
         out(
             "# HELP row_fence_heartbeat_age_seconds Age of the row-fence daemon's heartbeat (written only after a store call succeeded).",
         );

@@ -1,6 +1,11 @@
-//! The agent hook's entry in a Claude Code settings file: adds it, finds it, removes it.
+//! The agent hook's entry in a harness's JSON hook file: adds it, finds it, removes it.
+//! Claude Code's settings file is the first such file; Codex's `hooks.json`, Gemini CLI's
+//! `settings.json` and Cursor's `hooks.json` have the same outline (`hooks.<EVENT>` an
+//! array of entries) and are edited by the same code through a [`Layout`]: the event's
+//! name, and whether an entry nests its commands (`{"hooks": [{"command": …}]}`, Claude
+//! Code, Codex, Gemini CLI) or is one command itself (`{"command": …}`, Cursor).
 //!
-//! The entry is `hooks/claude-settings.json`'s `PreToolUse` entry (matcher `*`: every tool, an
+//! Claude Code's entry is `hooks/claude-settings.json`'s `PreToolUse` entry (matcher `*`: every tool, an
 //! explicit `timeout` longer than the guard's deadline for the whole hook) with the
 //! command running `row-fence-guard`, and the installed `guard-bash.sh` shim only when
 //! the guard cannot answer.
@@ -34,6 +39,22 @@ pub const GUARD_BASH: &str = include_str!("../../../hooks/guard-bash.sh");
 /// What a missing settings file is taken to be when install creates it.
 pub const EMPTY: &str = "{}\n";
 
+/// Where a harness's hook entries live in its JSON file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// The event's member of `hooks` (`PreToolUse`, `BeforeTool`, `beforeShellExecution`).
+    pub event: &'static str,
+    /// True when an entry holds its commands in a `hooks` array (Claude Code's shape);
+    /// false when the entry is one command (`{"command": …}`, Cursor's shape).
+    pub nested: bool,
+}
+
+/// Claude Code's `PreToolUse` (and Codex's, which reads the same shape).
+pub const CLAUDE: Layout = Layout {
+    event: "PreToolUse",
+    nested: true,
+};
+
 /// What install or rollback did to the text.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Edit {
@@ -56,9 +77,9 @@ pub enum SettingsError {
     /// `hooks` is there but not an object.
     #[error("the settings' \"hooks\" is not an object")]
     HooksNotAnObject,
-    /// `hooks.PreToolUse` is there but not an array.
-    #[error("the settings' \"hooks\".\"PreToolUse\" is not an array")]
-    PreToolUseNotAnArray,
+    /// `hooks.<EVENT>` is there but not an array (the event's name).
+    #[error("the settings' \"hooks\".\"{0}\" is not an array")]
+    EventNotAnArray(&'static str),
     /// The shipped snippet is not the shape this module writes (a build error).
     #[error("the settings snippet has no PreToolUse entry with a timeout")]
     Snippet,
@@ -95,21 +116,32 @@ pub fn timeout_s() -> Option<u64> {
 /// Adds `entry` (from [`entry`]) to the settings `text` (`None`: no file yet, taken as
 /// [`EMPTY`]) unless an entry whose hook command is `command` is there already.
 pub fn install(text: Option<&str>, entry: &str, command: &str) -> Result<Edit, SettingsError> {
-    let text = text.unwrap_or(EMPTY);
-    let doc = Doc::parse(text)?;
+    install_in(CLAUDE, text.unwrap_or(EMPTY), entry, command)
+}
+
+/// [`install`] for any harness's [`Layout`]; `text` is the file as it is (a missing file
+/// is the caller's empty text).
+pub fn install_in(
+    layout: Layout,
+    text: &str,
+    entry: &str,
+    command: &str,
+) -> Result<Edit, SettingsError> {
+    let event = layout.event;
+    let doc = Doc::parse(text, layout)?;
     if doc.find_ours(command)?.is_some() {
         return Ok(Edit::Unchanged);
     }
     let top = Container::object(&doc.root);
     let (at, chunk) = match top.last("hooks") {
-        None => doc.insert(&top, &format!("\"hooks\": {{\"PreToolUse\": [{entry}]}}")),
+        None => doc.insert(&top, &format!("\"hooks\": {{\"{event}\": [{entry}]}}")),
         Some(i) => {
             let hooks = as_object(&doc.root.properties[i].value)?;
             let hooks_c = Container::object(hooks);
-            match hooks_c.last("PreToolUse") {
-                None => doc.insert(&hooks_c, &format!("\"PreToolUse\": [{entry}]")),
+            match hooks_c.last(event) {
+                None => doc.insert(&hooks_c, &format!("\"{event}\": [{entry}]")),
                 Some(j) => {
-                    let pre = as_array(&hooks.properties[j].value)?;
+                    let pre = as_array(&hooks.properties[j].value, event)?;
                     doc.insert(&Container::array(pre), entry)
                 }
             }
@@ -123,17 +155,27 @@ pub fn install(text: Option<&str>, entry: &str, command: &str) -> Result<Edit, S
 /// Removes the entry whose hook command is `command` from the settings `text`, with
 /// whatever install created around it. `None` text, or no such entry: unchanged.
 pub fn rollback(text: Option<&str>, command: &str) -> Result<Edit, SettingsError> {
+    rollback_in(CLAUDE, text, command)
+}
+
+/// [`rollback`] for any harness's [`Layout`].
+pub fn rollback_in(
+    layout: Layout,
+    text: Option<&str>,
+    command: &str,
+) -> Result<Edit, SettingsError> {
     let Some(text) = text else {
         return Ok(Edit::Unchanged);
     };
-    let doc = Doc::parse(text)?;
+    let event = layout.event;
+    let doc = Doc::parse(text, layout)?;
     let Some(ours) = doc.find_ours(command)? else {
         return Ok(Edit::Unchanged);
     };
     let entry = doc.slice(ours.array.children[ours.index]);
     let (container, child) = if doc.slice(ours.pre_tool_use) != format!("[{entry}]") {
         (&ours.array, ours.index)
-    } else if doc.slice(ours.hooks) != format!("{{\"PreToolUse\": [{entry}]}}") {
+    } else if doc.slice(ours.hooks) != format!("{{\"{event}\": [{entry}]}}") {
         (&ours.hooks_object, ours.pre_tool_use_index)
     } else {
         (&ours.top, ours.hooks_index)
@@ -206,10 +248,24 @@ fn as_object<'v, 'a>(v: &'v ast::Value<'a>) -> Result<&'v ast::Object<'a>, Setti
     }
 }
 
-fn as_array<'v, 'a>(v: &'v ast::Value<'a>) -> Result<&'v ast::Array<'a>, SettingsError> {
+fn as_array<'v, 'a>(
+    v: &'v ast::Value<'a>,
+    event: &'static str,
+) -> Result<&'v ast::Array<'a>, SettingsError> {
     match v {
         ast::Value::Array(a) => Ok(a),
-        _ => Err(SettingsError::PreToolUseNotAnArray),
+        _ => Err(SettingsError::EventNotAnArray(event)),
+    }
+}
+
+/// True when the parsed entry runs exactly `command`, in `layout`'s shape.
+pub fn entry_runs(layout: Layout, entry: &Value, command: &str) -> bool {
+    if layout.nested {
+        entry["hooks"]
+            .as_array()
+            .is_some_and(|hooks| hooks.iter().any(|h| h["command"].as_str() == Some(command)))
+    } else {
+        entry["command"].as_str() == Some(command)
     }
 }
 
@@ -229,6 +285,7 @@ struct Ours {
 struct Doc<'a> {
     text: &'a str,
     root: ast::Object<'a>,
+    layout: Layout,
 }
 
 /// Claude Code reads the settings as JSON: comments, trailing commas and the like are
@@ -249,11 +306,11 @@ fn strict_json() -> ParseOptions {
 }
 
 impl<'a> Doc<'a> {
-    fn parse(text: &'a str) -> Result<Doc<'a>, SettingsError> {
+    fn parse(text: &'a str, layout: Layout) -> Result<Doc<'a>, SettingsError> {
         let parsed = parse_to_ast(text, &CollectOptions::default(), &strict_json())
             .map_err(|e| SettingsError::NotJson(e.to_string()))?;
         match parsed.value {
-            Some(ast::Value::Object(root)) => Ok(Doc { text, root }),
+            Some(ast::Value::Object(root)) => Ok(Doc { text, root, layout }),
             Some(_) => Err(SettingsError::NotAnObject),
             None => Err(SettingsError::NotJson("the file holds no value".into())),
         }
@@ -263,7 +320,7 @@ impl<'a> Doc<'a> {
         &self.text[span.start..span.end]
     }
 
-    /// The entry of `hooks.PreToolUse` one of whose hooks runs exactly `command`.
+    /// The entry of `hooks.<EVENT>` that runs exactly `command`.
     fn find_ours(&self, command: &str) -> Result<Option<Ours>, SettingsError> {
         let top = Container::object(&self.root);
         let Some(hooks_index) = top.last("hooks") else {
@@ -272,18 +329,15 @@ impl<'a> Doc<'a> {
         let hooks = &self.root.properties[hooks_index].value;
         let hooks_obj = as_object(hooks)?;
         let hooks_object = Container::object(hooks_obj);
-        let Some(pre_tool_use_index) = hooks_object.last("PreToolUse") else {
+        let event = self.layout.event;
+        let Some(pre_tool_use_index) = hooks_object.last(event) else {
             return Ok(None);
         };
         let pre_tool_use = &hooks_obj.properties[pre_tool_use_index].value;
-        let array = Container::array(as_array(pre_tool_use)?);
-        let runs_command = |entry: &Value| {
-            entry["hooks"]
-                .as_array()
-                .is_some_and(|hooks| hooks.iter().any(|h| h["command"].as_str() == Some(command)))
-        };
+        let array = Container::array(as_array(pre_tool_use, event)?);
         let found = array.children.iter().position(|span| {
-            serde_json::from_str::<Value>(self.slice(*span)).is_ok_and(|v| runs_command(&v))
+            serde_json::from_str::<Value>(self.slice(*span))
+                .is_ok_and(|v| entry_runs(self.layout, &v, command))
         });
         Ok(found.map(|index| Ours {
             index,

@@ -5,6 +5,7 @@
 //! something lacks the fence (a worktree added after install, a submodule initialized
 //! after it, a later `core.sshCommand`, credentials in a remote's URL), 0 otherwise.
 
+use crate::agent_doctor::{self, AgentReport};
 use crate::git_gate;
 use crate::git_hook::{self, State};
 use crate::git_repo::{self, Repository, Worktree, git};
@@ -61,12 +62,26 @@ pub fn run(args: DoctorArgs) -> Outcome {
     let repos = git_repo::discover(&args.repo, true).map_err(Failure::could_not)?;
     let reports: Vec<Report> = repos.iter().map(examine).collect();
     let environment = environment_overrides(&args.repo);
-    let problems: usize =
-        reports.iter().map(|r| r.problems.len()).sum::<usize>() + environment.len();
+    let user_home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let top = repos
+        .iter()
+        .find(|r| !r.submodule)
+        .and_then(|r| r.worktrees.iter().find(|w| args_in(&args.repo, &w.path)))
+        .map(|w| w.path.clone());
+    let agents = user_home
+        .as_deref()
+        .map(|h| agent_doctor::examine(h, top.as_deref()))
+        .unwrap_or_default();
+    let problems: usize = reports.iter().map(|r| r.problems.len()).sum::<usize>()
+        + environment.len()
+        + agents.iter().map(|a| a.problems.len()).sum::<usize>();
     if args.json {
         out(&serde_json::json!({
             "repositories": reports,
             "environment": environment,
+            "agents": agents,
             "problems": problems
         })
         .to_string());
@@ -77,9 +92,12 @@ pub fn run(args: DoctorArgs) -> Outcome {
         for problem in &environment {
             out(&format!("!! {problem}"));
         }
+        for agent in &agents {
+            print_agent(agent);
+        }
         out(&match problems {
             0 => "every worktree and submodule is fenced".to_string(),
-            n => format!("{n} problem(s): git can push past the fence where marked !!"),
+            n => format!("{n} problem(s): git or an agent can get past the fence where marked !!"),
         });
     }
     Ok(if problems == 0 {
@@ -348,6 +366,31 @@ fn extra_headers(dir: &Path) -> std::io::Result<Vec<String>> {
         .lines()
         .map(|l| l.split('\t').next().unwrap_or(l).to_string())
         .collect())
+}
+
+/// True when `dir` (doctor's `--repo`) is inside the worktree at `path`.
+fn args_in(dir: &Path, path: &Path) -> bool {
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    dir.starts_with(path)
+}
+
+fn print_agent(report: &AgentReport) {
+    out(&format!(
+        "agent {} hook: {} in {}",
+        report.agent.name(),
+        report.hook,
+        report.file.display()
+    ));
+    for guard in &report.guards {
+        out(&format!("  runs {}", guard.display()));
+    }
+    for problem in &report.problems {
+        out(&format!("  !! {problem}"));
+    }
+    for note in &report.notes {
+        out(&format!("  note: {note}"));
+    }
 }
 
 fn print(report: &Report) {

@@ -7,10 +7,13 @@
 //! before the daemon answers refuses every row-bound write COULD NOT READ, and so does a
 //! daemon unloaded before the hook is switched off.
 //!
-//! `claude-hook` writes the `guard-bash.sh` shim under the home and adds (or removes) the
-//! entry running `row-fence-guard` (the shim only when the guard cannot answer) in a
-//! Claude Code settings file; `git-hook` fences git itself (`crate::git_install`).
+//! `agent-hook --agent claude|codex|gemini|cursor` writes the `guard-bash.sh` shim under
+//! the home and adds (or removes) the entries running `row-fence-guard` (the shim only
+//! when the guard cannot answer) in that harness's own hook file and format
+//! (`crate::agent_hooks`); `claude-hook` is `agent-hook --agent claude`. `git-hook` fences
+//! git itself (`crate::git_install`).
 
+use crate::agent_hooks::{self, Agent};
 use crate::claude_settings::{self, Edit};
 use crate::created_files::Created;
 use crate::daemon_answers::Daemon;
@@ -45,6 +48,8 @@ enum What {
     Systemd(JobInstallArgs),
     /// Add the agent hook (row-fence-guard and its guard-bash.sh shim) to a Claude Code settings file, or remove it
     ClaudeHook(ClaudeHookArgs),
+    /// Add the agent hook to an agent harness's own hook file (Claude Code, Codex, Gemini CLI, Cursor), every tool it lets a hook see, or remove it
+    AgentHook(AgentHookArgs),
     /// Fence git itself in a repository: the pre-push hook in every worktree and git's transport gate (ssh command, credential helper), or remove them
     GitHook(crate::git_install::GitHookArgs),
 }
@@ -74,11 +79,37 @@ struct ClaudeHookArgs {
     rollback: bool,
 }
 
+#[derive(clap::Args, Debug)]
+struct AgentHookArgs {
+    /// The harness
+    #[arg(long, value_enum)]
+    agent: Agent,
+    /// The harness's hook file [default: ~/.claude/settings.json, ~/.codex/hooks.json (a *.toml is Codex's config.toml), ~/.gemini/settings.json, ~/.cursor/hooks.json]
+    #[arg(long, value_name = "PATH")]
+    settings: Option<PathBuf>,
+    /// The directory holding the row-fence-guard the hook runs [default: this program's directory]
+    #[arg(long, value_name = "DIR")]
+    bin_dir: Option<PathBuf>,
+    /// Remove the entries instead (the hook script stays: another file may run it)
+    #[arg(long)]
+    rollback: bool,
+}
+
 pub fn run(args: InstallArgs, settings: &Settings) -> Outcome {
     match args.what {
         What::Launchd(a) => job(Job::Launchd, a, settings, args.json),
         What::Systemd(a) => job(Job::Systemd, a, settings, args.json),
-        What::ClaudeHook(a) => claude_hook(a, settings, args.json),
+        What::ClaudeHook(a) => agent_hook(
+            AgentHookArgs {
+                agent: Agent::Claude,
+                settings: a.settings,
+                bin_dir: a.bin_dir,
+                rollback: a.rollback,
+            },
+            settings,
+            args.json,
+        ),
+        What::AgentHook(a) => agent_hook(a, settings, args.json),
         What::GitHook(a) => crate::git_install::run(a, settings, args.json),
     }
 }
@@ -354,10 +385,11 @@ fn warn_if_foreign(job: Job) {
     );
 }
 
-fn claude_hook(args: ClaudeHookArgs, settings: &Settings, json: bool) -> Outcome {
+fn agent_hook(args: AgentHookArgs, settings: &Settings, json: bool) -> Outcome {
+    let agent = args.agent;
     let file = match args.settings {
         Some(path) => path,
-        None => default_claude_settings()?,
+        None => agent.default_file(&user_home()?),
     };
     // Edit the file a symlink points at, not the symlink (settings kept in a dotfiles repo);
     // a file not there yet by its absolute path, as the record of created files keeps it.
@@ -366,9 +398,10 @@ fn claude_hook(args: ClaudeHookArgs, settings: &Settings, json: bool) -> Outcome
         Err(_) => std::path::absolute(&file)
             .map_err(|e| Failure::could_not(format!("{}: {e}", file.display())))?,
     };
+    let format = agent.format(&file);
     let hook_path = settings.home.join("hooks").join("guard-bash.sh");
     let bins = bin_dir(args.bin_dir.as_ref())?;
-    let command = hook_command(&bins, settings, &hook_path);
+    let command = hook_command(&bins, settings, &hook_path, agent.harness_flag());
     let before = match fs::read_to_string(&file) {
         Ok(text) => Some(text),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -384,11 +417,12 @@ fn claude_hook(args: ClaudeHookArgs, settings: &Settings, json: bool) -> Outcome
         Failure::could_not(format!("the record of settings files install created: {e}"))
     };
     let edit = if args.rollback {
-        match claude_settings::rollback(before.as_deref(), &command) {
-            Ok(Edit::Unchanged) => claude_settings::rollback(
+        match agent_hooks::rollback(agent, &file, before.as_deref(), &command) {
+            Ok(Edit::Unchanged) if agent == Agent::Claude => claude_settings::rollback(
                 before.as_deref(),
                 &legacy_hook_command(&bins, settings, &hook_path),
-            ),
+            )
+            .map_err(|e| e.to_string()),
             other => other,
         }
     } else {
@@ -399,8 +433,7 @@ fn claude_hook(args: ClaudeHookArgs, settings: &Settings, json: bool) -> Outcome
             )));
         }
         write_hook_script(&hook_path)?;
-        let entry = claude_settings::entry(&command).map_err(Failure::could_not)?;
-        claude_settings::install(before.as_deref(), &entry, &command)
+        agent_hooks::install(agent, &file, before.as_deref(), &command)
     }
     .map_err(|e| Failure::could_not(format!("{}: {e}", file.display())))?;
     let edit_changed = matches!(edit, Edit::Changed(_));
@@ -415,7 +448,7 @@ fn claude_hook(args: ClaudeHookArgs, settings: &Settings, json: bool) -> Outcome
         // added since: recorded at install, never inferred from the content.
         Edit::Changed(text)
             if args.rollback
-                && text == claude_settings::EMPTY
+                && text == agent.empty(format)
                 && created.contains(&file).map_err(recorded)? =>
         {
             fs::remove_file(&file).map_err(|e| {
@@ -435,12 +468,18 @@ fn claude_hook(args: ClaudeHookArgs, settings: &Settings, json: bool) -> Outcome
         Edit::Unchanged => {}
     }
     say!("row-fence: {done} in {} ({command})", file.display());
+    if !args.rollback {
+        for note in crate::agent_doctor::install_notes(agent, &file) {
+            say!("row-fence: warning: {note}");
+        }
+    }
     let daemon = (!args.rollback).then(|| Daemon::ask(settings));
     if let Some(daemon) = &daemon {
         daemon.warn(settings, "the agent's fenced commands");
     }
     if json {
         out(&serde_json::json!({
+            "agent": agent,
             "settings": file.display().to_string(),
             "hook": if args.rollback { "off" } else { "on" },
             "changed": edit_changed,
@@ -457,8 +496,14 @@ fn claude_hook(args: ClaudeHookArgs, settings: &Settings, json: bool) -> Outcome
 /// same daemon from the same binaries whatever environment Claude Code was started with.
 /// The normal path runs `row-fence-guard` alone (its exit 0 or 2 is the answer); only
 /// another exit (missing, not executable, killed) runs `guard-bash.sh`, which keeps NEVER
-/// RAN and CUT OFF MID-ASK, and a shim that cannot run either denies.
-pub fn hook_command(bin_dir: &Path, settings: &Settings, hook: &Path) -> String {
+/// RAN and CUT OFF MID-ASK, and a shim that cannot run either denies. `harness` is the
+/// guard's `--harness` for a harness other than Claude Code.
+pub fn hook_command(
+    bin_dir: &Path,
+    settings: &Settings,
+    hook: &Path,
+    harness: Option<&str>,
+) -> String {
     let mut exports = vec![
         format!(
             "ROW_FENCE_BIN_DIR={}",
@@ -475,8 +520,9 @@ pub fn hook_command(bin_dir: &Path, settings: &Settings, hook: &Path) -> String 
             sh_quote(&settings.socket.display().to_string())
         ));
     }
+    let harness = harness.map_or(String::new(), |h| format!(" --harness {h}"));
     format!(
-        "export {}; {}; s=$?; case $s in 0|2) exit $s;; esac; sh {} --guard-exit $s --guard-parent $$ || exit 2",
+        "export {}; {}{harness}; s=$?; case $s in 0|2) exit $s;; esac; sh {} --guard-exit $s --guard-parent $$ || exit 2",
         exports.join(" "),
         sh_quote(&bin_dir.join(GUARD).display().to_string()),
         sh_quote(&hook.display().to_string())
@@ -509,10 +555,11 @@ fn legacy_hook_command(bin_dir: &Path, settings: &Settings, hook: &Path) -> Stri
 /// The agent guard's binary name.
 const GUARD: &str = "row-fence-guard";
 
-fn default_claude_settings() -> Result<PathBuf, Failure> {
+/// The user's `$HOME`, under which each harness keeps its usual hook file.
+fn user_home() -> Result<PathBuf, Failure> {
     std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
-        .map(|h| PathBuf::from(h).join(".claude").join("settings.json"))
+        .map(PathBuf::from)
         .ok_or_else(|| Failure::could_not("HOME is not set; give --settings"))
 }
 

@@ -9,14 +9,17 @@
 //! # Layout
 //!
 //! The commands:
-//! - [`install`]: `install launchd|systemd|claude-hook|git-hook`.
+//! - [`install`]: `install launchd|systemd|claude-hook|agent-hook|git-hook`.
 //! - [`render`]: `render launchd|systemd`, and the job settings `install` shares.
 //! - [`git_install`]: `install git-hook`, git's layer in every worktree of a repository.
-//! - [`doctor`]: where git is fenced in a repository and where it is not.
+//! - [`doctor`]: where git is fenced in a repository and where it is not;
+//!   [`agent_doctor`]: whether each agent harness's hook is there and can run.
 //!
 //! What they write:
 //! - [`deploy`]: the launchd and systemd jobs, rendered from `deploy/` with tera.
-//! - [`claude_settings`]: the agent hook's entry in a Claude Code settings file;
+//! - [`agent_hooks`]: each agent harness's hook file, format and entries;
+//!   [`claude_settings`]: the agent hook's entries in a JSON hook file (Claude Code's
+//!   settings and its likes); [`codex_toml`]: the entry in Codex's `config.toml`;
 //!   [`created_files`]: which settings files install created (only those may rollback remove).
 //! - [`git_hook`]: the pre-push hook in a hooks directory, chained or alone, baked.
 //! - [`git_gate`]: git's transport gate in a repository's config (ssh command, credential
@@ -25,7 +28,10 @@
 //! - [`daemon_answers`]: whether a daemon answers for the home a hook is installed for.
 //! - [`shell`]: words quoted for `sh -c`, as every installer writes them.
 
+pub mod agent_doctor;
+pub mod agent_hooks;
 pub mod claude_settings;
+pub mod codex_toml;
 pub mod created_files;
 pub mod daemon_answers;
 pub mod deploy;

@@ -921,7 +921,13 @@ impl Checker {
                 (K::DuplicateOutput | K::DuplicateInput, T::Duplicate(w)) => {
                     w.value.bytes().all(|b| b.is_ascii_digit() || b == b'-')
                 }
-                (K::Read, T::Filename(w)) => matches!(self.word(&w.value), Ok(Word::Literal(_))),
+                // Bash opens `/dev/tcp/HOST/PORT` and `/dev/udp/…` as network connections
+                // in a redirection (by the name, not the file): of `/dev`, only
+                // `/dev/null` is read.
+                (K::Read, T::Filename(w)) => match self.word(&w.value) {
+                    Ok(Word::Literal(path)) => !path.starts_with("/dev/") || path == "/dev/null",
+                    _ => false,
+                },
                 (K::Write | K::Append | K::Clobber, T::Filename(w)) => w.value == "/dev/null",
                 _ => false,
             },

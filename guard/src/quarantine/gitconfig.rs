@@ -145,6 +145,13 @@ pub fn key_denies(key: &str, value: &str) -> Option<String> {
         // the external diff run programs; the two-part settings do not.
         "diff" => has_subsection || var == "external",
         "merge" => has_subsection,
+        // `gpg.program` and `gpg.<format>.program` run whenever git verifies a
+        // signature (`--show-signature`, the `%G` placeholders of `--format`): only the
+        // settings that name no program are known to run nothing.
+        "gpg" => !matches!(
+            rest,
+            "format" | "mintrustlevel" | "ssh.allowedsignersfile" | "ssh.revocationfile"
+        ),
         // `log.showSignature` runs gpg for every commit shown.
         "log" => {
             var == "showsignature"
@@ -230,6 +237,11 @@ mod tests {
             ("core.hooksPath", "hooks"),
             ("trace2.eventTarget", "af_unix:/tmp/s"),
             ("log.showSignature", "true"),
+            ("gpg.program", "x"),
+            ("gpg.openpgp.program", "x"),
+            ("gpg.ssh.program", "x"),
+            ("gpg.x509.program", "x"),
+            ("gpg.ssh.defaultKeyCommand", "x"),
             ("interactive.diffFilter", "x"),
             ("core.alternateRefsCommand", "x"),
             ("novel.key", "x"),
@@ -246,6 +258,8 @@ mod tests {
             ("credential.helper", "store"),
             ("core.sshCommand", "row-fence-ssh"),
             ("log.showSignature", "false"),
+            ("gpg.format", "ssh"),
+            ("gpg.ssh.allowedSignersFile", "/x"),
             ("includeIf.gitdir:/x/.path", "/y"),
         ] {
             assert_eq!(key_denies(key, value), None, "{key}={value}");

@@ -24,7 +24,7 @@ pub struct Quarantine {
 
 /// The directory of quarantine records under the home.
 pub fn dir(home: &Path) -> PathBuf {
-    home.join("quarantine")
+    row_fence_contract::quarantine::dir(home)
 }
 
 /// The record of `session` (named as its binding file is).

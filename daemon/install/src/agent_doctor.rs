@@ -1,0 +1,257 @@
+//! `row-fence doctor`'s agent section: for each harness whose hook file holds a row-fence
+//! entry, whether the entry is whole (every event the harness needs), whether the guard
+//! it runs is there, and whether the harness's own settings let the hook run (Codex's
+//! hooks feature flag, its hook trust and project trust; Gemini CLI's hooks switch and
+//! disabled list; Cursor's file version). A harness with no row-fence entry is reported
+//! as not installed, which is not a problem: the operator may not run it.
+
+use crate::agent_hooks::{self, Agent, Format};
+use serde::Serialize;
+use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// What doctor found for one harness file.
+#[derive(Debug, Serialize)]
+pub struct AgentReport {
+    /// The harness.
+    pub agent: Agent,
+    /// The file read.
+    pub file: PathBuf,
+    /// `on` (every event has the entry), `partial`, `off` (no entry, or no file).
+    pub hook: &'static str,
+    /// The guard binaries the entries run.
+    pub guards: Vec<PathBuf>,
+    /// What keeps the hook from fencing (each a sentence).
+    pub problems: Vec<String>,
+    /// What the operator must check by hand (each a sentence).
+    pub notes: Vec<String>,
+}
+
+/// Every harness's usual user-level files under `home`, and Codex's and Gemini CLI's
+/// project files under `project` (a repository's top), each file that holds a row-fence
+/// entry or exists reported.
+pub fn examine(home: &Path, project: Option<&Path>) -> Vec<AgentReport> {
+    let mut files: Vec<(Agent, PathBuf)> = Agent::ALL
+        .iter()
+        .map(|a| (*a, a.default_file(home)))
+        .collect();
+    files.push((Agent::Codex, home.join(".codex").join("config.toml")));
+    if let Some(project) = project {
+        files.push((Agent::Claude, project.join(".claude").join("settings.json")));
+        files.push((Agent::Codex, project.join(".codex").join("hooks.json")));
+        files.push((Agent::Codex, project.join(".codex").join("config.toml")));
+        files.push((Agent::Gemini, project.join(".gemini").join("settings.json")));
+        files.push((Agent::Cursor, project.join(".cursor").join("hooks.json")));
+    }
+    files
+        .into_iter()
+        .filter(|(_, f)| f.exists())
+        .map(|(agent, file)| check(agent, &file, home, project))
+        .filter(|r| r.hook != "off" || !r.problems.is_empty())
+        .collect()
+}
+
+fn check(agent: Agent, file: &Path, home: &Path, project: Option<&Path>) -> AgentReport {
+    let format = agent.format(file);
+    let mut report = AgentReport {
+        agent,
+        file: file.to_path_buf(),
+        hook: "off",
+        guards: Vec::new(),
+        problems: Vec::new(),
+        notes: Vec::new(),
+    };
+    let text = match std::fs::read_to_string(file) {
+        Ok(text) => text,
+        Err(e) => {
+            report
+                .problems
+                .push(format!("{} cannot be read: {e}", file.display()));
+            return report;
+        }
+    };
+    let found = match agent_hooks::find(agent, format, &text) {
+        Ok(found) => found,
+        Err(e) => {
+            report.problems.push(format!(
+                "{} does not parse ({e}): {} ignores it, hooks and all",
+                file.display(),
+                agent.name()
+            ));
+            return report;
+        }
+    };
+    if found.events.is_empty() {
+        return report;
+    }
+    report.hook = if found.missing.is_empty() || format == Format::CodexToml {
+        "on"
+    } else {
+        "partial"
+    };
+    if report.hook == "partial" {
+        report.problems.push(format!(
+            "{} runs the guard for {} but not for {}: those tools are not fenced (row-fence install agent-hook --agent {})",
+            file.display(),
+            found.events.join(", "),
+            found.missing.join(", "),
+            agent.name()
+        ));
+    }
+    for guard in &found.guards {
+        let runs = std::fs::metadata(guard)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+        if !runs {
+            report.problems.push(format!(
+                "the hook runs {}, which is not an executable file: every call falls to the shim, which lets an unbound session run UNFENCED",
+                guard.display()
+            ));
+        }
+    }
+    report.guards = found.guards;
+    let (problems, notes) = settings_checks(agent, file, home, project);
+    report.problems.extend(problems);
+    report.notes.extend(notes);
+    report
+}
+
+/// The harness's own switches for its hooks: (problems, notes). Also printed by
+/// `install agent-hook` right after it writes the entry.
+fn settings_checks(
+    agent: Agent,
+    file: &Path,
+    home: &Path,
+    project: Option<&Path>,
+) -> (Vec<String>, Vec<String>) {
+    let mut problems = Vec::new();
+    let mut notes = Vec::new();
+    match agent {
+        Agent::Claude => {
+            if let Some(v) = json_file(file)
+                && v["disableAllHooks"] == true
+            {
+                problems.push(format!(
+                    "{} sets disableAllHooks: Claude Code runs no hook",
+                    file.display()
+                ));
+            }
+        }
+        Agent::Codex => {
+            let config = home.join(".codex").join("config.toml");
+            if let Some(table) = toml_file(&config) {
+                let features = table.get("features");
+                for key in ["hooks", "codex_hooks"] {
+                    if features
+                        .and_then(|f| f.get(key))
+                        .and_then(toml::Value::as_bool)
+                        == Some(false)
+                    {
+                        problems.push(format!(
+                            "{} sets [features] {key} = false: Codex runs no hook",
+                            config.display()
+                        ));
+                    }
+                }
+                if let Some(project) = project
+                    && file.starts_with(project.join(".codex"))
+                {
+                    let trusted = table
+                        .get("projects")
+                        .and_then(|p| p.get(project.to_string_lossy().as_ref()))
+                        .and_then(|p| p.get("trust_level"))
+                        .and_then(toml::Value::as_str)
+                        == Some("trusted");
+                    if !trusted {
+                        problems.push(format!(
+                            "{} is a project hook file and {} is not a trusted project in {}: Codex loads no project hook (trust the project, or install into ~/.codex/hooks.json)",
+                            file.display(),
+                            project.display(),
+                            config.display()
+                        ));
+                    }
+                }
+            }
+            notes.push(format!(
+                "Codex runs a hook it does not manage only after you review and trust it (/hooks in Codex); trust follows the hook's definition, so trust it again after each install into {}",
+                file.display()
+            ));
+        }
+        Agent::Gemini => {
+            if let Some(v) = json_file(file) {
+                for (at, value) in [
+                    ("hooks.enabled", &v["hooks"]["enabled"]),
+                    ("hooksConfig.enabled", &v["hooksConfig"]["enabled"]),
+                    ("tools.enableHooks", &v["tools"]["enableHooks"]),
+                ] {
+                    if *value == false {
+                        problems.push(format!(
+                            "{} sets {at} false: Gemini CLI runs no hook",
+                            file.display()
+                        ));
+                    }
+                }
+                for at in ["hooks", "hooksConfig"] {
+                    let disabled = v[at]["disabled"].as_array().is_some_and(|d| {
+                        d.iter().any(|n| {
+                            n.as_str().is_some_and(|n| {
+                                n == "row-fence-guard" || n.contains("row-fence-guard")
+                            })
+                        })
+                    });
+                    if disabled {
+                        problems.push(format!(
+                            "{} lists the row-fence hook in {at}.disabled: Gemini CLI skips it",
+                            file.display()
+                        ));
+                    }
+                }
+                if v["hooks"]["enabled"] != true && v["hooksConfig"]["enabled"] != true {
+                    notes.push(format!(
+                        "Gemini CLI releases whose hooks are off by default run none until hooks are switched on (hooksConfig.enabled, or hooks.enabled in older releases, in {})",
+                        file.display()
+                    ));
+                }
+            }
+        }
+        Agent::Cursor => {
+            if let Some(v) = json_file(file)
+                && v["version"] != 1
+            {
+                problems.push(format!(
+                    "{} has no \"version\": 1: Cursor does not load it",
+                    file.display()
+                ));
+            }
+            notes.push(
+                "Cursor has no hook before a file edit: its edits in a row-bound worktree are fenced only at push (git's layer)"
+                    .to_string(),
+            );
+        }
+    }
+    (problems, notes)
+}
+
+/// What `install agent-hook` warns right after writing `file`: the harness's switches
+/// that keep the hook from running, and what must be done by hand.
+pub fn install_notes(agent: Agent, file: &Path) -> Vec<String> {
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let project = file
+        .parent()
+        .and_then(Path::parent)
+        .filter(|p| *p != home.as_path());
+    let (mut problems, notes) = settings_checks(agent, file, &home, project);
+    problems.extend(notes);
+    problems
+}
+
+fn json_file(file: &Path) -> Option<Value> {
+    serde_json::from_slice(&std::fs::read(file).ok()?).ok()
+}
+
+fn toml_file(file: &Path) -> Option<toml::Table> {
+    std::fs::read_to_string(file).ok()?.parse().ok()
+}

@@ -1,0 +1,395 @@
+//! Each agent harness's hook file (ARCHITECTURE.md, "Agent hooks"): where it usually is,
+//! its format, the entries that run the guard for every tool the harness lets a hook
+//! see, and the edits that add and remove them byte for byte. The JSON files are edited
+//! by [`crate::claude_settings`] (one [`Layout`] per event), Codex's `config.toml` by
+//! [`crate::codex_toml`].
+//!
+//! Pinned to each harness's documented hook configuration:
+//! - Claude Code 2.x (hooks reference): `~/.claude/settings.json`, `hooks.PreToolUse`,
+//!   matcher `*` (every tool), `timeout` in seconds.
+//! - Codex CLI 0.124+ (developers.openai.com/codex/hooks, the first release with hooks on
+//!   by default and run for `apply_patch` and MCP tools): `~/.codex/hooks.json` (Claude
+//!   Code's outline) or inline `[[hooks.PreToolUse]]` in `~/.codex/config.toml`; no
+//!   matcher (every tool); `timeout` in seconds.
+//! - Gemini CLI 0.26+ (geminicli.com/docs/hooks/reference): `~/.gemini/settings.json`,
+//!   `hooks.BeforeTool`, no matcher (every tool), `timeout` in milliseconds, a `name`.
+//! - Cursor 1.7+ (cursor.com/docs/agent/hooks): `~/.cursor/hooks.json` with
+//!   `"version": 1`, flat `{"command": …}` entries under `hooks.beforeShellExecution` and
+//!   `hooks.beforeMCPExecution`, `failClosed` so a hook that crashes or times out blocks.
+//!   Cursor has no hook before a file edit.
+
+use crate::claude_settings::{self, Edit, Layout};
+use crate::codex_toml;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// The harnesses `install agent-hook` writes for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Agent {
+    /// Claude Code.
+    Claude,
+    /// OpenAI's Codex CLI.
+    Codex,
+    /// Google's Gemini CLI.
+    Gemini,
+    /// Cursor.
+    Cursor,
+}
+
+/// The guard's deadline for one hook is 8 s; every harness is given 10 s so the guard's
+/// own deny reaches it before the harness gives up on the hook.
+pub const TIMEOUT_S: u64 = 10;
+
+/// The file formats a hook is written in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// A JSON file with `hooks.<EVENT>` arrays.
+    Json,
+    /// Codex's `config.toml`.
+    CodexToml,
+}
+
+impl Agent {
+    /// Every harness, in the order `doctor` reports them.
+    pub const ALL: [Agent; 4] = [Agent::Claude, Agent::Codex, Agent::Gemini, Agent::Cursor];
+
+    /// The name `--agent` and the guard's `--harness` take.
+    pub fn name(self) -> &'static str {
+        match self {
+            Agent::Claude => "claude",
+            Agent::Codex => "codex",
+            Agent::Gemini => "gemini",
+            Agent::Cursor => "cursor",
+        }
+    }
+
+    /// The harness's usual user-level hook file under `home` (the user's `$HOME`).
+    pub fn default_file(self, home: &Path) -> PathBuf {
+        match self {
+            Agent::Claude => home.join(".claude").join("settings.json"),
+            Agent::Codex => home.join(".codex").join("hooks.json"),
+            Agent::Gemini => home.join(".gemini").join("settings.json"),
+            Agent::Cursor => home.join(".cursor").join("hooks.json"),
+        }
+    }
+
+    /// How `file` is written: Codex's `*.toml` is its `config.toml`, everything else JSON.
+    pub fn format(self, file: &Path) -> Format {
+        if self == Agent::Codex && file.extension().is_some_and(|e| e == "toml") {
+            Format::CodexToml
+        } else {
+            Format::Json
+        }
+    }
+
+    /// What a missing file is taken to be (and what rollback compares with before it
+    /// removes a file install created): Cursor's file needs its `version`.
+    pub fn empty(self, format: Format) -> &'static str {
+        match (self, format) {
+            (_, Format::CodexToml) => "",
+            (Agent::Cursor, _) => "{\"version\": 1}\n",
+            _ => claude_settings::EMPTY,
+        }
+    }
+
+    /// The `--harness` words the hook command passes the guard (none for Claude Code, so
+    /// `install claude-hook` keeps writing, and finding, the command it always wrote).
+    pub fn harness_flag(self) -> Option<&'static str> {
+        (self != Agent::Claude).then(|| self.name())
+    }
+
+    /// The JSON entries that run `command`, each with the layout it goes into, in the
+    /// order install adds them (rollback removes them in reverse).
+    pub fn entries(self, command: &str) -> Result<Vec<(Layout, String)>, String> {
+        let quoted = Value::String(command.to_string()).to_string();
+        Ok(match self {
+            Agent::Claude => vec![(
+                claude_settings::CLAUDE,
+                claude_settings::entry(command).map_err(|e| e.to_string())?,
+            )],
+            Agent::Codex => vec![(
+                claude_settings::CLAUDE,
+                format!(
+                    "{{\"hooks\": [{{\"type\": \"command\", \"command\": {quoted}, \"timeout\": {TIMEOUT_S}}}]}}"
+                ),
+            )],
+            Agent::Gemini => vec![(
+                GEMINI,
+                format!(
+                    "{{\"hooks\": [{{\"name\": \"row-fence-guard\", \"type\": \"command\", \"command\": {quoted}, \"timeout\": {}}}]}}",
+                    TIMEOUT_S * 1000
+                ),
+            )],
+            Agent::Cursor => CURSOR
+                .iter()
+                .map(|layout| {
+                    (
+                        *layout,
+                        format!("{{\"command\": {quoted}, \"failClosed\": true}}"),
+                    )
+                })
+                .collect(),
+        })
+    }
+
+    /// The layouts whose entries run the guard (what `doctor` looks for).
+    pub fn layouts(self) -> Vec<Layout> {
+        match self {
+            Agent::Claude | Agent::Codex => vec![claude_settings::CLAUDE],
+            Agent::Gemini => vec![GEMINI],
+            Agent::Cursor => CURSOR.to_vec(),
+        }
+    }
+}
+
+/// Gemini CLI's `BeforeTool`.
+pub const GEMINI: Layout = Layout {
+    event: "BeforeTool",
+    nested: true,
+};
+
+/// Cursor's two pre-tool events: its shell tool and its MCP tools.
+pub const CURSOR: [Layout; 2] = [
+    Layout {
+        event: "beforeShellExecution",
+        nested: false,
+    },
+    Layout {
+        event: "beforeMCPExecution",
+        nested: false,
+    },
+];
+
+/// Adds the entries running `command` to `text` (`None`: no file yet). Unchanged when
+/// every entry is there already.
+pub fn install(
+    agent: Agent,
+    file: &Path,
+    text: Option<&str>,
+    command: &str,
+) -> Result<Edit, String> {
+    let format = agent.format(file);
+    let start = text.unwrap_or(agent.empty(format));
+    if format == Format::CodexToml {
+        return codex_toml::install(Some(start), command, TIMEOUT_S).map_err(|e| e.to_string());
+    }
+    let mut now = start.to_string();
+    let mut changed = false;
+    for (layout, entry) in agent.entries(command)? {
+        if let Edit::Changed(next) =
+            claude_settings::install_in(layout, &now, &entry, command).map_err(|e| e.to_string())?
+        {
+            now = next;
+            changed = true;
+        }
+    }
+    Ok(if changed || text.is_none() {
+        Edit::Changed(now)
+    } else {
+        Edit::Unchanged
+    })
+}
+
+/// Removes the entries running `command` from `text`, last added first.
+pub fn rollback(
+    agent: Agent,
+    file: &Path,
+    text: Option<&str>,
+    command: &str,
+) -> Result<Edit, String> {
+    if agent.format(file) == Format::CodexToml {
+        return codex_toml::rollback(text, command, TIMEOUT_S).map_err(|e| e.to_string());
+    }
+    let Some(text) = text else {
+        return Ok(Edit::Unchanged);
+    };
+    let mut now = text.to_string();
+    let mut changed = false;
+    for layout in agent.layouts().into_iter().rev() {
+        if let Edit::Changed(next) =
+            claude_settings::rollback_in(layout, Some(&now), command).map_err(|e| e.to_string())?
+        {
+            now = next;
+            changed = true;
+        }
+    }
+    Ok(if changed {
+        Edit::Changed(now)
+    } else {
+        Edit::Unchanged
+    })
+}
+
+/// What `doctor` reads of one harness's file: the entry running the guard, and the
+/// guard binary that command names.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Found {
+    /// The events (or `config.toml`'s `PreToolUse`) holding a row-fence entry.
+    pub events: Vec<String>,
+    /// The events the harness needs and the file lacks.
+    pub missing: Vec<String>,
+    /// Every `row-fence-guard` path the entries' commands name.
+    pub guards: Vec<PathBuf>,
+}
+
+/// Finds the row-fence entries in a parsed hook file: any entry whose command runs a
+/// program named `row-fence-guard` (whatever home and binaries it names).
+pub fn find(agent: Agent, format: Format, text: &str) -> Result<Found, String> {
+    let mut found = Found {
+        events: Vec::new(),
+        missing: Vec::new(),
+        guards: Vec::new(),
+    };
+    let commands_of = |event: &str, entries: Vec<Vec<String>>, found: &mut Found| {
+        let ours: Vec<String> = entries
+            .into_iter()
+            .flatten()
+            .filter(|c| c.contains(GUARD))
+            .collect();
+        if ours.is_empty() {
+            found.missing.push(event.to_string());
+        } else {
+            found.events.push(event.to_string());
+            for c in ours {
+                found.guards.extend(guard_paths(&c));
+            }
+        }
+    };
+    match format {
+        Format::CodexToml => {
+            let config: toml::Table = text.parse().map_err(|e: toml::de::Error| e.to_string())?;
+            let entries = config
+                .get("hooks")
+                .and_then(|h| h.get("PreToolUse"))
+                .and_then(toml::Value::as_array)
+                .map(|entries| {
+                    entries
+                        .iter()
+                        .map(|e| {
+                            e.get("hooks")
+                                .and_then(toml::Value::as_array)
+                                .map(|hs| {
+                                    hs.iter()
+                                        .filter_map(|h| h.get("command")?.as_str())
+                                        .map(str::to_string)
+                                        .collect()
+                                })
+                                .unwrap_or_default()
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            commands_of("PreToolUse", entries, &mut found);
+        }
+        Format::Json => {
+            let v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+            for layout in agent.layouts() {
+                let entries = v["hooks"][layout.event]
+                    .as_array()
+                    .map(|entries| {
+                        entries
+                            .iter()
+                            .map(|e| {
+                                if layout.nested {
+                                    e["hooks"]
+                                        .as_array()
+                                        .map(|hs| {
+                                            hs.iter()
+                                                .filter_map(|h| h["command"].as_str())
+                                                .map(str::to_string)
+                                                .collect()
+                                        })
+                                        .unwrap_or_default()
+                                } else {
+                                    e["command"]
+                                        .as_str()
+                                        .map(str::to_string)
+                                        .into_iter()
+                                        .collect()
+                                }
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                commands_of(layout.event, entries, &mut found);
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// The guard binary's name.
+const GUARD: &str = "row-fence-guard";
+
+/// The `…/row-fence-guard` paths a hook command runs: each shell word ending in the
+/// guard's name (the installer writes it quoted, as one word).
+fn guard_paths(command: &str) -> Vec<PathBuf> {
+    command
+        .split([';', '&', '|'])
+        .filter_map(|part| shlex::split(part.trim()))
+        .flatten()
+        .filter(|w| w.ends_with(&format!("/{GUARD}")) && !w.contains('='))
+        .map(PathBuf::from)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const COMMAND: &str = "export ROW_FENCE_HOME='/h'; '/b/row-fence-guard' --harness x; s=$?";
+
+    #[test]
+    fn each_harness_round_trips_byte_for_byte_and_reads_back_with_a_real_parser() {
+        for agent in Agent::ALL {
+            for before in [
+                None,
+                Some("{}\n"),
+                Some("{\n  \"version\": 1,\n  \"hooks\": {\n    \"stop\": []\n  }\n}\n"),
+                Some("{\"hooks\": {\"PreToolUse\": [], \"BeforeTool\": []}}"),
+            ] {
+                let file = agent.default_file(Path::new("/u"));
+                let Edit::Changed(after) = install(agent, &file, before, COMMAND).unwrap() else {
+                    panic!("{agent:?}: nothing installed into {before:?}");
+                };
+                let v: Value = serde_json::from_str(&after).unwrap();
+                let found = find(agent, Format::Json, &after).unwrap();
+                assert!(found.missing.is_empty(), "{agent:?} {after}");
+                assert_eq!(found.guards[0], Path::new("/b/row-fence-guard"));
+                if agent == Agent::Cursor && before.is_none() {
+                    assert_eq!(v["version"], 1);
+                }
+                assert_eq!(
+                    install(agent, &file, Some(&after), COMMAND).unwrap(),
+                    Edit::Unchanged
+                );
+                let back = rollback(agent, &file, Some(&after), COMMAND).unwrap();
+                assert_eq!(
+                    back,
+                    Edit::Changed(before.unwrap_or(agent.empty(Format::Json)).to_string()),
+                    "{agent:?} from:\n{after}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn codex_toml_is_found_and_the_guard_paths_read() {
+        let file = Path::new("/u/.codex/config.toml");
+        assert_eq!(Agent::Codex.format(file), Format::CodexToml);
+        let Edit::Changed(after) = install(Agent::Codex, file, None, COMMAND).unwrap() else {
+            panic!()
+        };
+        let found = find(Agent::Codex, Format::CodexToml, &after).unwrap();
+        assert_eq!(found.events, vec!["PreToolUse"]);
+        assert_eq!(
+            rollback(Agent::Codex, file, Some(&after), COMMAND).unwrap(),
+            Edit::Changed(String::new())
+        );
+        assert_eq!(
+            guard_paths("export A='x y'; '/a b/row-fence-guard' --harness codex; s=$?"),
+            vec![PathBuf::from("/a b/row-fence-guard")]
+        );
+    }
+}
