@@ -76,15 +76,17 @@ pub struct AcquireArgs {
 #[derive(clap::Args, Debug)]
 pub struct RenewArgs {
     /// Board slug
-    board: String,
+    #[arg(required_unless_present = "via_daemon")]
+    board: Option<String>,
     /// Row id
-    row: String,
+    #[arg(required_unless_present = "via_daemon")]
+    row: Option<String>,
     /// The lane holding the row
-    #[arg(long)]
-    lane: String,
+    #[arg(long, required_unless_present = "via_daemon")]
+    lane: Option<String>,
     /// The generation it holds
-    #[arg(long)]
-    generation: u64,
+    #[arg(long, required_unless_present = "via_daemon")]
+    generation: Option<u64>,
     /// The holder's descriptor, whose lease token proves it is the holder [default: this worktree's <git dir>/row-fence.json]
     #[arg(long, value_name = "PATH")]
     descriptor: Option<PathBuf>,
@@ -94,6 +96,12 @@ pub struct RenewArgs {
     /// Print the lease as JSON
     #[arg(long)]
     json: bool,
+    /// Ask the daemon to renew this uid's bound lane's lease, with the token of the descriptor the daemon reads itself (a lane with no store credentials; README, "Key broker")
+    #[arg(long, conflicts_with_all = ["board", "row", "lane", "generation", "descriptor", "owner", "epoch"])]
+    via_daemon: bool,
+    /// The key broker's socket (with --via-daemon) [default: $SSH_AUTH_SOCK]
+    #[arg(long, requires = "via_daemon", value_name = "PATH")]
+    agent: Option<PathBuf>,
     #[command(flatten)]
     fence: FenceArgs,
 }
@@ -101,21 +109,29 @@ pub struct RenewArgs {
 #[derive(clap::Args, Debug)]
 pub struct ReleaseArgs {
     /// Board slug
-    board: String,
+    #[arg(required_unless_present = "via_daemon")]
+    board: Option<String>,
     /// Row id
-    row: String,
+    #[arg(required_unless_present = "via_daemon")]
+    row: Option<String>,
     /// The lane holding the row
-    #[arg(long)]
-    lane: String,
+    #[arg(long, required_unless_present = "via_daemon")]
+    lane: Option<String>,
     /// The generation it holds
-    #[arg(long)]
-    generation: u64,
+    #[arg(long, required_unless_present = "via_daemon")]
+    generation: Option<u64>,
     /// The holder's descriptor, whose lease token proves it is the holder [default: this worktree's <git dir>/row-fence.json]
     #[arg(long, value_name = "PATH")]
     descriptor: Option<PathBuf>,
     /// Print {"board","row","lane","generation","released":true} as one JSON object
     #[arg(long)]
     json: bool,
+    /// Ask the daemon to release this uid's bound lane's lease, with the token of the descriptor the daemon reads itself (a lane with no store credentials; README, "Key broker")
+    #[arg(long, conflicts_with_all = ["board", "row", "lane", "generation", "descriptor", "owner", "epoch"])]
+    via_daemon: bool,
+    /// The key broker's socket (with --via-daemon) [default: $SSH_AUTH_SOCK]
+    #[arg(long, requires = "via_daemon", value_name = "PATH")]
+    agent: Option<PathBuf>,
     #[command(flatten)]
     fence: FenceArgs,
 }
@@ -308,14 +324,30 @@ fn worktree_descriptor() -> Result<PathBuf, Failure> {
     }
 }
 
+/// The named lease's parts; clap makes them present without `--via-daemon`.
+fn named(
+    board: &Option<String>,
+    row: &Option<String>,
+    lane: &Option<String>,
+    generation: Option<u64>,
+) -> Result<(String, String, String, u64), Failure> {
+    match (board, row, lane, generation) {
+        (Some(board), Some(row), Some(lane), Some(generation)) => {
+            Ok((board.clone(), row.clone(), lane.clone(), generation))
+        }
+        _ => Err(Failure::usage(
+            "BOARD, ROW, --lane and --generation are needed (or --via-daemon)",
+        )),
+    }
+}
+
 pub async fn renew(args: RenewArgs, settings: &Settings) -> Outcome {
-    let d = held(
-        &args.board,
-        &args.row,
-        &args.lane,
-        args.generation,
-        args.descriptor.as_ref(),
-    )?;
+    if args.via_daemon {
+        return crate::via_daemon::renew(args.agent, ttl_ms(args.ttl), args.json).await;
+    }
+    let (board, row, lane, generation) =
+        named(&args.board, &args.row, &args.lane, args.generation)?;
+    let d = held(&board, &row, &lane, generation, args.descriptor.as_ref())?;
     let store = store_for_write(settings)?;
     let lease = lease::renew(
         store.as_ref(),
@@ -330,13 +362,12 @@ pub async fn renew(args: RenewArgs, settings: &Settings) -> Outcome {
 }
 
 pub async fn release(args: ReleaseArgs, settings: &Settings) -> Outcome {
-    let d = held(
-        &args.board,
-        &args.row,
-        &args.lane,
-        args.generation,
-        args.descriptor.as_ref(),
-    )?;
+    if args.via_daemon {
+        return crate::via_daemon::release(args.agent, args.json).await;
+    }
+    let (board, row, lane, generation) =
+        named(&args.board, &args.row, &args.lane, args.generation)?;
+    let d = held(&board, &row, &lane, generation, args.descriptor.as_ref())?;
     let store = store_for_write(settings)?;
     lease::release(store.as_ref(), &d, args.fence.controller().as_ref())
         .await
