@@ -107,6 +107,20 @@ struct LaneRemoveArgs {
     lane: String,
 }
 
+impl KeysArgs {
+    /// True for `keys list`, whose output is its whole result.
+    pub fn only_reads(&self) -> bool {
+        matches!(self.command, KeysCommand::List(_))
+    }
+}
+
+impl LaneArgs {
+    /// True for `lane list`, whose output is its whole result.
+    pub fn only_reads(&self) -> bool {
+        matches!(self.command, LaneCommand::List(_))
+    }
+}
+
 /// Runs a `keys` command.
 pub fn keys(args: KeysArgs, settings: &Settings) -> Outcome {
     match args.command {

@@ -224,7 +224,11 @@ fn reads_only(command: &Command) -> bool {
             | Command::Doctor(_)
             | Command::Completion(_)
             | Command::Man(_)
-    )
+    ) || match command {
+        Command::Keys(args) => args.only_reads(),
+        Command::Lane(args) => args.only_reads(),
+        _ => false,
+    }
 }
 
 /// Words a newcomer tries for running the daemon, which is its own binary.
