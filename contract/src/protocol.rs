@@ -14,7 +14,7 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// A request or an answer line is at most this many bytes, newline included (64 KiB).
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 
-/// A request line: `{"v":1,"op":"ask"|"ping"|"status",…}`.
+/// A request line: `{"v":1,"op":"ask"|"ping"|"status"|"keys_add"|…,…}`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Request {
     /// Must be `PROTOCOL_VERSION`.
@@ -34,6 +34,53 @@ pub enum Op {
     Ping,
     /// The daemon's status object.
     Status,
+    /// Loads a key into the key broker; the daemon's own uid only (ARCHITECTURE.md, "Key
+    /// broker"). Answered with `keys` (what it holds after the change) or `error`.
+    KeysAdd(KeysAdd),
+    /// Lists the key broker's keys (fingerprints, never key material); the daemon's own uid only.
+    KeysList,
+    /// Drops the key broker's key with this fingerprint; the daemon's own uid only.
+    KeysRemove {
+        /// `SHA256:…`, as `row-fence keys list` and `ssh-keygen -l` print it.
+        fingerprint: String,
+    },
+    /// Makes the key broker read its lane bindings again (after `row-fence lane add` or
+    /// `remove`); the daemon's own uid only. Answered with `lanes` or `error`.
+    LanesReload,
+}
+
+/// A key to load into the key broker.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct KeysAdd {
+    /// The OpenSSH private key file's text (unencrypted).
+    pub key: String,
+    /// A read key (signed for every peer, fetch only as the forge enforces) rather than a
+    /// push key (signed only for ALLOWED lanes).
+    #[serde(default)]
+    pub read: bool,
+}
+
+/// Key material never reaches a log or a panic message through `{:?}`.
+impl std::fmt::Debug for KeysAdd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeysAdd")
+            .field("key", &"<private key>")
+            .field("read", &self.read)
+            .finish()
+    }
+}
+
+/// One key the broker holds, as `keys list` shows it: never the key itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerKey {
+    /// `SHA256:…` of the public half.
+    pub fingerprint: String,
+    /// `ssh-ed25519`, `ssh-rsa`, …
+    pub algorithm: String,
+    /// The key's comment.
+    pub comment: String,
+    /// `push` (ALLOWED lanes only) or `read` (every peer).
+    pub kind: String,
 }
 
 /// An ask: the asker's code stamp, its time left, what it read from its descriptor, the
@@ -120,6 +167,15 @@ pub struct Answer {
     /// A status answer's object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Box<crate::status::Status>>,
+    /// A key operation's answer: the keys the broker holds after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<Vec<BrokerKey>>,
+    /// A lanes reload's answer: how many uids are bound now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lanes: Option<u64>,
+    /// Why a key or lane operation changed nothing (refused peer, bad key, no broker…).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// What a ping returns: enough to tell which daemon answered.

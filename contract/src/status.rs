@@ -75,6 +75,9 @@ pub struct BrokerStatus {
     pub socket: String,
     /// Push keys held.
     pub keys: u64,
+    /// Read keys held.
+    #[serde(default)]
+    pub read_keys: u64,
     /// Uids bound to lanes.
     pub lanes: u64,
     /// Connections accepted since start.

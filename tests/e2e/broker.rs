@@ -158,8 +158,13 @@ impl Drop for Sshd {
 }
 
 fn ssh_keygen(path: &Path, comment: &str) {
+    ssh_keygen_of(path, comment, &["-t", "ed25519"]);
+}
+
+fn ssh_keygen_of(path: &Path, comment: &str, kind: &[&str]) {
     let ran = run(Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-C", comment, "-f"])
+        .args(kind)
+        .args(["-q", "-N", "", "-C", comment, "-f"])
         .arg(path));
     assert_eq!(ran.code, 0, "ssh-keygen: {}", ran.stderr);
 }
@@ -178,6 +183,8 @@ struct Site {
     agent: PathBuf,
     /// The push key's private half, root's and 0600: no lane can read it.
     key: PathBuf,
+    /// An RSA push key (root's, 0600), for the operator to load with `row-fence keys add`.
+    rsa_key: PathBuf,
     /// The uid → lane bindings.
     lanes: PathBuf,
 }
@@ -202,6 +209,9 @@ impl Site {
         let read_key = keys.join("read");
         ssh_keygen(&read_key, "read");
         let read_public = fs::read_to_string(keys.join("read.pub")).expect("read.pub");
+        let rsa_key = keys.join("rsa");
+        ssh_keygen_of(&rsa_key, "rsa-push", &["-t", "rsa", "-b", "2048"]);
+        let rsa_public = fs::read_to_string(keys.join("rsa.pub")).expect("rsa.pub");
         let git_shell = which("git-shell");
         // The forge's rule for the read key: git-upload-pack (fetch) only.
         let fetch_only = root.join("fetch-only.sh");
@@ -215,9 +225,12 @@ impl Site {
         .expect("fetch-only.sh");
         fs::set_permissions(&fetch_only, fs::Permissions::from_mode(0o755)).expect("chmod");
         let options = "no-port-forwarding,no-agent-forwarding,no-X11-forwarding,no-pty";
+        let push = format!(
+            "command=\"{} -c \\\"$SSH_ORIGINAL_COMMAND\\\"\",{options}",
+            git_shell.display()
+        );
         let authorized = format!(
-            "command=\"{} -c \\\"$SSH_ORIGINAL_COMMAND\\\"\",{options} {public}command=\"{}\",{options} {read_public}",
-            git_shell.display(),
+            "{push} {public}{push} {rsa_public}command=\"{}\",{options} {read_public}",
             fetch_only.display()
         );
         let sshd = Sshd::start(&root.join("sshd"), &server, &authorized);
@@ -240,6 +253,7 @@ impl Site {
             remote,
             url,
             key,
+            rsa_key,
             lanes,
         }
     }
@@ -291,6 +305,20 @@ impl Site {
             ],
             &[],
         );
+        assert!(
+            self.agent.exists(),
+            "no broker socket: {}",
+            daemon.log_text()
+        );
+        daemon
+    }
+
+    /// Starts the daemon with the broker on and nothing loaded: no key, no binding (the
+    /// operator adds them with `row-fence keys add` and `row-fence lane add`).
+    fn bare_daemon(&self) -> Daemon {
+        let daemon = self
+            .home
+            .daemon_with(&["--broker-socket", &self.agent.display().to_string()], &[]);
         assert!(
             self.agent.exists(),
             "no broker socket: {}",
@@ -406,14 +434,15 @@ fn as_root_git(dir: &Path, args: &[&str], target: &Path) {
 }
 
 /// Sends one SSH2_AGENTC_SIGN_REQUEST (13) for the key in argv[2] (a `.pub` file) to the
-/// agent socket argv[1]; exits 0 on SSH2_AGENT_SIGN_RESPONSE (14), 1 otherwise.
+/// agent socket argv[1], flags rsa-sha2-512 (4; Ed25519 ignores them); exits 0 on
+/// SSH2_AGENT_SIGN_RESPONSE (14), 1 otherwise.
 const RAW_SIGN_REQUEST: &str = r#"
 import base64, socket, struct, sys
 blob = base64.b64decode(open(sys.argv[2]).read().split()[1])
 pack = lambda b: struct.pack(">I", len(b)) + b
 s = socket.socket(socket.AF_UNIX)
 s.connect(sys.argv[1])
-s.sendall(pack(bytes([13]) + pack(blob) + pack(b"data to sign") + struct.pack(">I", 0)))
+s.sendall(pack(bytes([13]) + pack(blob) + pack(b"data to sign") + struct.pack(">I", 4)))
 head = b""
 while len(head) < 4:
     more = s.recv(4 - len(head))
@@ -430,16 +459,115 @@ while len(body) < n:
 sys.exit(0 if body[:1] == bytes([14]) else 1)
 "#;
 
+/// `row-fence ARGS` as the operator (the daemon's uid), asserting success.
+fn operator(site: &Site, args: &[&str]) -> Ran {
+    site.home
+        .cli(args)
+        .expect_ok(&format!("row-fence {args:?}"))
+}
+
+/// `row-fence acquire` writing the descriptor into a lane's git dir.
+fn grant(site: &Site, lane: &str, tree: &Path, extra: &[&str]) {
+    let path = tree
+        .join(".git")
+        .join("row-fence.json")
+        .display()
+        .to_string();
+    let mut args = vec![
+        "acquire",
+        "board-1",
+        "row-1",
+        "--lane",
+        lane,
+        "--write-descriptor",
+        &path,
+    ];
+    args.extend_from_slice(extra);
+    operator(site, &args);
+}
+
+/// `ssh-keygen -lf` of a key: its `SHA256:…` fingerprint.
+fn fingerprint_of(key: &Path) -> String {
+    let ran = run(Command::new("ssh-keygen").arg("-lf").arg(key));
+    assert_eq!(ran.code, 0, "ssh-keygen -lf: {}", ran.stderr);
+    ran.stdout
+        .split_whitespace()
+        .nth(1)
+        .expect("fingerprint")
+        .to_string()
+}
+
 #[test]
 fn a_lane_pushes_while_allowed_and_after_a_takeover_no_route_gets_a_signature() {
     let mut site = Site::new();
     let (a, a_tree) = site.lane("a");
     let (b, b_tree) = site.lane("b");
-    let (_, a_descriptor) = site.home.acquire("board-1", "row-1", "lane-a", &[]);
-    let b_descriptor = site.home.path("lane-b.json");
-    let _daemon = site.daemon(&[(&a, &a_descriptor), (&b, &b_descriptor)]);
+    grant(&site, "lane-a", &a_tree, &[]);
+    // The operator's acts on a running daemon: keys into its memory (an RSA push key from
+    // its file, the read key on stdin), lanes bound by uid and worktree.
+    let _daemon = site.bare_daemon();
+    let rsa = site.rsa_key.display().to_string();
+    let added = operator(&site, &["keys", "add", &rsa]);
+    let rsa_print = fingerprint_of(&site.rsa_key);
+    assert!(added.stderr.contains(&rsa_print), "{}", added.stderr);
+    let ran = run(site
+        .home
+        .command("sh")
+        .args(["-c", "exec \"$0\" keys add --read - < \"$1\""])
+        .arg(crate::util::bin("row-fence"))
+        .arg(site.key.with_file_name("read")));
+    ran.expect_ok("keys add --read - (stdin)");
+    let a_tree_text = a_tree.display().to_string();
+    operator(
+        &site,
+        &[
+            "lane",
+            "add",
+            "lane-a",
+            "--uid",
+            &a.name,
+            "--worktree",
+            &a_tree_text,
+        ],
+    );
+    let b_uid = b.uid.to_string();
+    let b_tree_text = b_tree.display().to_string();
+    operator(
+        &site,
+        &[
+            "lane",
+            "add",
+            "lane-b",
+            "--uid",
+            &b_uid,
+            "--worktree",
+            &b_tree_text,
+        ],
+    );
+    let listed = operator(&site, &["keys", "list", "--json"]).json();
+    let kinds: Vec<(&str, &str, &str)> = listed
+        .as_array()
+        .expect("a key list")
+        .iter()
+        .map(|k| {
+            (
+                k["fingerprint"].as_str().unwrap_or(""),
+                k["algorithm"].as_str().unwrap_or(""),
+                k["kind"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(kinds.len(), 2, "{listed}");
+    assert_eq!(
+        kinds[0],
+        (rsa_print.as_str(), "ssh-rsa", "push"),
+        "{listed}"
+    );
+    assert_eq!(kinds[1].2, "read", "{listed}");
+    let lanes = operator(&site, &["lane", "list", "--json"]).json();
+    assert_eq!(lanes.as_array().map(Vec::len), Some(2), "{lanes}");
 
-    // ALLOWED: lane A's push is signed and lands.
+    // ALLOWED: lane A's push is signed (RSA, rsa-sha2-512) and lands.
     let first = site
         .as_lane(&a, &a_tree, "git", &["rev-parse", "HEAD"])
         .stdout
@@ -453,11 +581,50 @@ fn a_lane_pushes_while_allowed_and_after_a_takeover_no_route_gets_a_signature() 
     )
     .expect_ok("lane A's push while ALLOWED");
     assert_eq!(site.remote_ref("main").as_deref(), Some(first.as_str()));
+    // The operator removes the push key: ALLOWED or not, nothing is signed; added again,
+    // lane A pushes again.
+    operator(&site, &["keys", "remove", &rsa_print]);
+    site.commit(&a, &a_tree, "while-keyless");
+    let keyless = site.as_lane(
+        &a,
+        &a_tree,
+        "git",
+        &["push", "origin", "HEAD:refs/heads/main"],
+    );
+    assert_ne!(
+        keyless.code, 0,
+        "pushed with the key removed: {}",
+        keyless.stderr
+    );
+    assert_eq!(site.remote_ref("main").as_deref(), Some(first.as_str()));
+    operator(&site, &["keys", "add", &rsa]);
+    site.as_lane(
+        &a,
+        &a_tree,
+        "git",
+        &["push", "-q", "origin", "HEAD:refs/heads/main"],
+    )
+    .expect_ok("lane A's push once the key is back");
+    let first = site
+        .as_lane(&a, &a_tree, "git", &["rev-parse", "HEAD"])
+        .stdout
+        .trim()
+        .to_string();
+    assert_eq!(site.remote_ref("main").as_deref(), Some(first.as_str()));
+    // Lane A renews its own lease through the daemon: no store credentials, no token in
+    // the request (the daemon reads lane A's descriptor itself).
+    let renewed = site.as_lane(
+        &a,
+        &a_tree,
+        &crate::util::bin("row-fence").display().to_string(),
+        &["renew", "--via-daemon", "--ttl", "1h", "--json"],
+    );
+    renewed.expect_ok("lane A's renew --via-daemon");
     // A script of the lane's own that opens its own connection to the agent socket and
     // sends a sign request for the push key (its public half is public) without listing
     // first: signed while ALLOWED.
     let public = a.home.join("push.pub");
-    fs::copy(site.key.with_extension("pub"), &public).expect("copy push.pub");
+    fs::copy(site.rsa_key.with_extension("pub"), &public).expect("copy rsa.pub");
     chown(&public, a.uid, a.gid);
     let agent = site.agent.display().to_string();
     let public_text = public.display().to_string();
@@ -472,8 +639,7 @@ fn a_lane_pushes_while_allowed_and_after_a_takeover_no_route_gets_a_signature() 
     sign_direct(&site).expect_ok("a raw sign request while ALLOWED");
 
     // Lane B takes the row over; lane A's next push has no signature by any route.
-    site.home
-        .acquire("board-1", "row-1", "lane-b", &["--takeover"]);
+    grant(&site, "lane-b", &b_tree, &["--takeover"]);
     site.commit(&a, &a_tree, "second");
     let receive = format!("git-receive-pack '{}'", site.remote.display());
     let target = format!("{}@127.0.0.1", site.server.name);
@@ -610,6 +776,39 @@ fn a_lane_pushes_while_allowed_and_after_a_takeover_no_route_gets_a_signature() 
         "ssh-add of a lane's key was accepted: {}",
         added.stderr
     );
+    let askpass = a.home.join("askpass");
+    fs::write(&askpass, "#!/bin/sh\necho lock-password\n").expect("askpass");
+    fs::set_permissions(&askpass, fs::Permissions::from_mode(0o755)).expect("chmod");
+    chown(&askpass, a.uid, a.gid);
+    let askpass_text = askpass.display().to_string();
+    let locked = site.as_lane_env(
+        &a,
+        &a_tree,
+        "ssh-add",
+        &["-x"],
+        &[
+            ("SSH_ASKPASS", &askpass_text),
+            ("SSH_ASKPASS_REQUIRE", "force"),
+            ("DISPLAY", ":0"),
+        ],
+    );
+    assert_ne!(
+        locked.code, 0,
+        "ssh-add -x (lock) was accepted: {}",
+        locked.stderr
+    );
+    // Refused, lane A cannot renew through the daemon either: the store says no.
+    let renewed = site.as_lane(
+        &a,
+        &a_tree,
+        &crate::util::bin("row-fence").display().to_string(),
+        &["renew", "--via-daemon"],
+    );
+    assert_eq!(
+        renewed.code, 3,
+        "lane A renewed after the takeover: {}",
+        renewed.stderr
+    );
 
     // Lane B, ALLOWED now, still pushes through the same broker.
     let b_head = site
@@ -625,6 +824,63 @@ fn a_lane_pushes_while_allowed_and_after_a_takeover_no_route_gets_a_signature() 
     )
     .expect_ok("lane B's push after its takeover");
     assert_eq!(site.remote_ref("lane-b").as_deref(), Some(b_head.as_str()));
+    // Lane B releases its row through the daemon; its next push is refused at signing.
+    site.as_lane(
+        &b,
+        &b_tree,
+        &crate::util::bin("row-fence").display().to_string(),
+        &["release", "--via-daemon"],
+    )
+    .expect_ok("lane B's release --via-daemon");
+    site.commit(&b, &b_tree, "after-release");
+    let pushed = site.as_lane(
+        &b,
+        &b_tree,
+        "git",
+        &["push", "origin", "HEAD:refs/heads/lane-b"],
+    );
+    assert_ne!(
+        pushed.code, 0,
+        "lane B pushed after its release: {}",
+        pushed.stderr
+    );
+    assert_eq!(site.remote_ref("lane-b").as_deref(), Some(b_head.as_str()));
+
+    // The audit log has every key and lane change, by fingerprint, and no key material.
+    let audit = fs::read_to_string(site.home.home.join("audit.jsonl")).expect("audit log");
+    let acts: Vec<serde_json::Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("an audit line is JSON"))
+        .collect();
+    let did = |act: &str| {
+        acts.iter()
+            .filter(|r| r["act"] == act && r["ok"] == true)
+            .count()
+    };
+    assert_eq!(
+        (did("keys add"), did("keys remove"), did("lane add")),
+        (3, 1, 2),
+        "{audit}"
+    );
+    assert!(
+        acts.iter()
+            .any(|r| r["act"] == "keys remove" && r["fingerprint"] == rsa_print.as_str()),
+        "{audit}"
+    );
+    let private = fs::read_to_string(&site.rsa_key).expect("rsa key");
+    let body_line = private.lines().nth(1).expect("a key body line");
+    assert!(
+        !audit.contains("PRIVATE KEY") && !audit.contains(body_line),
+        "{audit}"
+    );
+    // Refused signatures are counted for Prometheus too.
+    let metrics = site.home.cli(&["health", "--prometheus"]).stdout;
+    let refused: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("row_fence_broker_sign_refused_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no refused-signature counter: {metrics}"));
+    assert!(refused >= 1, "{metrics}");
 
     // `status` counts what the broker signed and refused.
     let status = crate::util::status(&site.home.socket());

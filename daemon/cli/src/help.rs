@@ -87,6 +87,23 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "store accept-regression",
         "row-fence store accept-regression board-1",
     ),
+    ("keys", "row-fence keys add ~/.row-fence/push"),
+    ("keys add", "row-fence keys add ~/.row-fence/push"),
+    ("keys list", "row-fence keys list --json"),
+    (
+        "keys remove",
+        "row-fence keys remove SHA256:3lwEbdg2cOpBPzJyBDiDQC1s2V3ZALqM3cStsvBWkKM",
+    ),
+    (
+        "lane",
+        "row-fence lane add lane-a --uid lane-a --worktree /srv/lanes/a",
+    ),
+    (
+        "lane add",
+        "row-fence lane add lane-a --uid lane-a --worktree /srv/lanes/a",
+    ),
+    ("lane list", "row-fence lane list --json"),
+    ("lane remove", "row-fence lane remove lane-a"),
     (
         "completion",
         "row-fence completion bash > ~/.local/share/bash-completion/completions/row-fence",

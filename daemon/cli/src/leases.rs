@@ -76,15 +76,17 @@ pub struct AcquireArgs {
 #[derive(clap::Args, Debug)]
 pub struct RenewArgs {
     /// Board slug
-    board: String,
+    #[arg(required_unless_present = "via_daemon")]
+    board: Option<String>,
     /// Row id
-    row: String,
+    #[arg(required_unless_present = "via_daemon")]
+    row: Option<String>,
     /// The lane holding the row
-    #[arg(long)]
-    lane: String,
+    #[arg(long, required_unless_present = "via_daemon")]
+    lane: Option<String>,
     /// The generation it holds
-    #[arg(long)]
-    generation: u64,
+    #[arg(long, required_unless_present = "via_daemon")]
+    generation: Option<u64>,
     /// The holder's descriptor, whose lease token proves it is the holder [default: this worktree's <git dir>/row-fence.json]
     #[arg(long, value_name = "PATH")]
     descriptor: Option<PathBuf>,
@@ -94,6 +96,12 @@ pub struct RenewArgs {
     /// Print the lease as JSON
     #[arg(long)]
     json: bool,
+    /// Ask the daemon to renew this uid's bound lane's lease, with the token of the descriptor the daemon reads itself (a lane with no store credentials; README, "Key broker")
+    #[arg(long, conflicts_with_all = ["board", "row", "lane", "generation", "descriptor", "owner", "epoch"])]
+    via_daemon: bool,
+    /// The key broker's socket (with --via-daemon) [default: $SSH_AUTH_SOCK]
+    #[arg(long, requires = "via_daemon", value_name = "PATH")]
+    agent: Option<PathBuf>,
     #[command(flatten)]
     fence: FenceArgs,
 }
@@ -101,15 +109,17 @@ pub struct RenewArgs {
 #[derive(clap::Args, Debug)]
 pub struct ReleaseArgs {
     /// Board slug
-    board: String,
+    #[arg(required_unless_present = "via_daemon")]
+    board: Option<String>,
     /// Row id
-    row: String,
+    #[arg(required_unless_present = "via_daemon")]
+    row: Option<String>,
     /// The lane holding the row
-    #[arg(long)]
-    lane: String,
+    #[arg(long, required_unless_present = "via_daemon")]
+    lane: Option<String>,
     /// The generation it holds
-    #[arg(long)]
-    generation: u64,
+    #[arg(long, required_unless_present = "via_daemon")]
+    generation: Option<u64>,
     /// The holder's descriptor, whose lease token proves it is the holder [default: this worktree's <git dir>/row-fence.json]
     #[arg(long, value_name = "PATH")]
     descriptor: Option<PathBuf>,
@@ -119,6 +129,12 @@ pub struct ReleaseArgs {
     /// ROW and --lane name a lease stored before the spelling rule, written as `store check --board` prints them (each non-ASCII or invisible character as \u{HEX}); released by holder and generation without a lease token, as a takeover would end it
     #[arg(long, conflicts_with = "descriptor")]
     stored_name: bool,
+    /// Ask the daemon to release this uid's bound lane's lease, with the token of the descriptor the daemon reads itself (a lane with no store credentials; README, "Key broker")
+    #[arg(long, conflicts_with_all = ["board", "row", "lane", "generation", "descriptor", "owner", "epoch"])]
+    via_daemon: bool,
+    /// The key broker's socket (with --via-daemon) [default: $SSH_AUTH_SOCK]
+    #[arg(long, requires = "via_daemon", value_name = "PATH")]
+    agent: Option<PathBuf>,
     #[command(flatten)]
     fence: FenceArgs,
 }
@@ -314,14 +330,30 @@ fn worktree_descriptor() -> Result<PathBuf, Failure> {
     }
 }
 
+/// The named lease's parts; clap makes them present without `--via-daemon`.
+fn named(
+    board: &Option<String>,
+    row: &Option<String>,
+    lane: &Option<String>,
+    generation: Option<u64>,
+) -> Result<(String, String, String, u64), Failure> {
+    match (board, row, lane, generation) {
+        (Some(board), Some(row), Some(lane), Some(generation)) => {
+            Ok((board.clone(), row.clone(), lane.clone(), generation))
+        }
+        _ => Err(Failure::usage(
+            "BOARD, ROW, --lane and --generation are needed (or --via-daemon)",
+        )),
+    }
+}
+
 pub async fn renew(args: RenewArgs, settings: &Settings) -> Outcome {
-    let d = held(
-        &args.board,
-        &args.row,
-        &args.lane,
-        args.generation,
-        args.descriptor.as_ref(),
-    )?;
+    if args.via_daemon {
+        return crate::via_daemon::renew(args.agent, ttl_ms(args.ttl), args.json).await;
+    }
+    let (board, row, lane, generation) =
+        named(&args.board, &args.row, &args.lane, args.generation)?;
+    let d = held(&board, &row, &lane, generation, args.descriptor.as_ref())?;
     let store = store_for_write(settings)?;
     let lease = lease::renew(
         store.as_ref(),
@@ -336,16 +368,15 @@ pub async fn renew(args: RenewArgs, settings: &Settings) -> Outcome {
 }
 
 pub async fn release(args: ReleaseArgs, settings: &Settings) -> Outcome {
-    if args.stored_name {
-        return release_stored(args, settings).await;
+    if args.via_daemon {
+        return crate::via_daemon::release(args.agent, args.json).await;
     }
-    let d = held(
-        &args.board,
-        &args.row,
-        &args.lane,
-        args.generation,
-        args.descriptor.as_ref(),
-    )?;
+    let (board, row, lane, generation) =
+        named(&args.board, &args.row, &args.lane, args.generation)?;
+    if args.stored_name {
+        return release_stored(&board, &row, &lane, generation, &args, settings).await;
+    }
+    let d = held(&board, &row, &lane, generation, args.descriptor.as_ref())?;
     let store = store_for_write(settings)?;
     lease::release(store.as_ref(), &d, args.fence.controller().as_ref())
         .await
@@ -369,22 +400,29 @@ pub async fn release(args: ReleaseArgs, settings: &Settings) -> Outcome {
 
 /// `release --stored-name`: the lease under a spelling from before the rule, named in the
 /// escaped form `store check` prints (ARCHITECTURE.md, "One spelling").
-async fn release_stored(args: ReleaseArgs, settings: &Settings) -> Outcome {
+async fn release_stored(
+    board: &str,
+    row: &str,
+    lane: &str,
+    generation: u64,
+    args: &ReleaseArgs,
+    settings: &Settings,
+) -> Outcome {
     use row_fence_contract::spelling::{escape, unescape};
-    validate_board(&args.board).map_err(Failure::usage)?;
-    let row = unescape(&args.row).map_err(|e| Failure::usage(format!("row {e}")))?;
-    let lane = unescape(&args.lane).map_err(|e| Failure::usage(format!("lane {e}")))?;
+    validate_board(board).map_err(Failure::usage)?;
+    let row = unescape(row).map_err(|e| Failure::usage(format!("row {e}")))?;
+    let lane = unescape(lane).map_err(|e| Failure::usage(format!("lane {e}")))?;
     if !lease::stored_only(&row, &lane) {
         return Err(Failure::usage(format!(
             "{}/{} held by {} is spelled by the rule: its holder releases it with its descriptor, without --stored-name",
-            args.board, row, lane
+            board, row, lane
         )));
     }
     let d = Descriptor {
-        board: args.board.clone(),
+        board: board.to_string(),
         row,
         lane,
-        generation: args.generation,
+        generation,
         tenant: None,
         token: None,
     };

@@ -145,8 +145,8 @@ fn print_status(s: &Status) {
     }
     if let Some(b) = &s.broker {
         out(&format!(
-            "broker     {} ({} keys, {} lanes): {} signed, {} sign requests refused, {} connections",
-            b.socket, b.keys, b.lanes, b.signed, b.sign_refused, b.connections
+            "broker     {} ({} push keys, {} read keys, {} lanes): {} signed, {} sign requests refused, {} connections",
+            b.socket, b.keys, b.read_keys, b.lanes, b.signed, b.sign_refused, b.connections
         ));
     }
     if !s.recent_refusals.is_empty() {
@@ -287,6 +287,34 @@ fn socket_problem(socket: &std::path::Path, pid: u32) -> Option<String> {
     }
 }
 
+/// The key broker's counters as Prometheus counters, when the daemon answers and its
+/// broker is on (a daemon that does not answer is already `row_fence_healthy 0`).
+fn broker_counters(settings: &Settings) {
+    let deadline = Instant::now() + Duration::from_millis(PING_MS);
+    let Ok(status) = client::status(&settings.socket, deadline) else {
+        return;
+    };
+    let Some(broker) = status.broker else {
+        return;
+    };
+    for (name, help, value) in [
+        (
+            "row_fence_broker_signed_total",
+            "Signatures the key broker made since the daemon started.",
+            broker.signed,
+        ),
+        (
+            "row_fence_broker_sign_refused_total",
+            "Sign requests the key broker refused since the daemon started (not ALLOWED, no lane, or a key it does not hold).",
+            broker.sign_refused,
+        ),
+    ] {
+        out(&format!("# HELP {name} {help}"));
+        out(&format!("# TYPE {name} counter"));
+        out(&format!("{name} {value}"));
+    }
+}
+
 pub fn health(args: HealthArgs, settings: &Settings) -> Outcome {
     let path = paths::heartbeat(&settings.home);
     let now = ledger::now_ms();
@@ -333,6 +361,7 @@ pub fn health(args: HealthArgs, settings: &Settings) -> Outcome {
         );
         out("# TYPE row_fence_healthy gauge");
         out(&format!("row_fence_healthy {}", u8::from(healthy)));
+        broker_counters(settings);
     } else if args.json {
         out(&json!({
             "healthy": healthy,

@@ -22,10 +22,12 @@
 //! - [`heartbeat`]: the liveness file. [`refusals`]: the ledger writer, recent refusals,
 //!   rate-limited log lines ([`log_limit`]: one line per key a minute, bounded);
 //!   [`sync`]: locks that survive a panicked holder.
+//! - [`broker`]: the key broker (the lanes' ssh agent); [`audit`]: its audit log.
 //!
 //! The store and its domain come from `row-fence-store`; the protocol, verdicts and
 //! reasons from the contract crate `row-fence-contract`.
 
+pub mod audit;
 pub mod broker;
 pub mod budget;
 pub mod config;

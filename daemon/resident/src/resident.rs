@@ -72,8 +72,8 @@ pub struct Resident {
     /// The location fence; `None` unless `ROW_FENCE_LOCATION` is set (inert: no fetch,
     /// no check, no extra field).
     location: Option<Arc<LocationFence>>,
-    /// The key broker's counters, set once when the broker is on.
-    pub broker: std::sync::OnceLock<Arc<crate::broker::BrokerStats>>,
+    /// The key broker's keys, bindings and counters, set once when the broker is on.
+    pub broker: std::sync::OnceLock<Arc<crate::broker::Shared>>,
 }
 
 /// Counters, all since start.
@@ -152,8 +152,13 @@ impl Resident {
         self.allowed_uids.contains(&uid)
     }
 
-    /// Answers one parsed request from a peer we serve.
-    pub async fn answer(&self, request: Request) -> Answer {
+    /// Answers one parsed request from a peer we serve, whose uid is `uid` (the key
+    /// broker's operations answer only the daemon's own uid).
+    pub async fn answer(&self, request: Request, uid: u32) -> Answer {
+        if crate::broker::admin::is_admin(&request.op) {
+            let shared = self.broker.get().map(|shared| shared.as_ref());
+            return crate::broker::admin::answer(shared, request.op, uid);
+        }
         match request.op {
             Op::Ask(ask) => self.ask(*ask).await,
             Op::Ping => Answer {
@@ -169,6 +174,9 @@ impl Resident {
                 status: Some(Box::new(self.status())),
                 ..Answer::default()
             },
+            Op::KeysAdd(_) | Op::KeysList | Op::KeysRemove { .. } | Op::LanesReload => {
+                unreachable!("answered above (broker::admin::is_admin)")
+            }
         }
     }
 
@@ -401,7 +409,7 @@ impl Resident {
             recent_refusals_omitted,
             ledger_dropped: self.refusals.dropped(),
             location_fence: self.location.as_ref().map(|fence| fence.status()),
-            broker: self.broker.get().map(|stats| stats.status()),
+            broker: self.broker.get().map(|shared| shared.status()),
         }
     }
 }

@@ -9,7 +9,7 @@ use crate::budget;
 use crate::connection::{Connection, ReadError};
 use crate::log_limit::LogLimit;
 use crate::resident::Resident;
-use row_fence_contract::protocol::{Answer, MAX_MESSAGE_BYTES, Request};
+use row_fence_contract::protocol::{Answer, MAX_MESSAGE_BYTES, Op, Request};
 use row_fence_contract::verdict::Reason;
 use std::io;
 use std::os::unix::net::{UnixListener as StdListener, UnixStream as StdStream};
@@ -21,6 +21,7 @@ use tokio::net::UnixListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use zeroize::Zeroize;
 
 /// At most this many connections are served at once; the next accept waits for one to
 /// finish. 4096 is well above the 1,000 simultaneous connections the benchmark opens and
@@ -113,7 +114,7 @@ async fn accept(listener: &AsyncFd<StdListener>) -> io::Result<StdStream> {
 async fn serve(stream: StdStream, resident: &Resident) {
     let mut conn = Connection::new(stream);
     let peer = conn.peer().await;
-    let line = match tokio::time::timeout(READ_DEADLINE, conn.read_request()).await {
+    let mut line = match tokio::time::timeout(READ_DEADLINE, conn.read_request()).await {
         Ok(Ok(line)) => line,
         Ok(Err(ReadError::TooLong)) => {
             let answer =
@@ -127,10 +128,23 @@ async fn serve(stream: StdStream, resident: &Resident) {
         }
     };
     let answer = match peer {
-        Some(peer) if resident.serves(peer.uid) => match Request::parse(&line) {
-            Ok(request) => resident.answer(request).await,
-            Err(e) => resident.malformed(e.to_string()),
-        },
+        Some(peer) if resident.serves(peer.uid) => {
+            let parsed = Request::parse(&line);
+            if matches!(
+                &parsed,
+                Ok(Request {
+                    op: Op::KeysAdd(_),
+                    ..
+                })
+            ) {
+                // The line holds a private key: wiped now, the parsed text once used.
+                line.zeroize();
+            }
+            match parsed {
+                Ok(request) => resident.answer(request, peer.uid).await,
+                Err(e) => resident.malformed(e.to_string()),
+            }
+        }
         _ => resident.refuse_peer(peer.map(|p| p.uid), peer.and_then(|p| p.pid), &line),
     };
     reply(conn, &answer).await;

@@ -216,7 +216,7 @@ fn prepare(options: &Options) -> Result<Prepared, StartError> {
     let broker = options
         .broker
         .as_ref()
-        .map(crate::broker::prepare)
+        .map(|broker| crate::broker::prepare(broker, &settings.home))
         .transpose()?;
     // A start refused after the broker bound its socket takes that socket back.
     let drop_broker = || {
@@ -329,31 +329,20 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
     tokio::spawn(stop_on_signal(resident.clone()));
     let broker_guard = broker.map(|prepared| {
         let crate::broker::Prepared {
-            keys,
-            read_keys,
-            lanes,
+            shared,
             listener,
             guard,
         } = prepared;
         tracing::info!(
             socket = %guard.path().display(),
-            lanes = lanes.len(),
+            lanes = %shared.lanes_path.display(),
             "the key broker is serving"
         );
-        let stats = Arc::new(crate::broker::BrokerStats {
-            socket: guard.path().to_path_buf(),
-            keys: keys.len() as u64,
-            lanes: lanes.len() as u64,
-            ..Default::default()
-        });
-        let _ = resident.broker.set(stats.clone());
+        let _ = resident.broker.set(shared.clone());
         let broker = Arc::new(crate::broker::Broker {
-            keys,
-            read_keys,
-            lanes,
+            shared,
             resident: resident.clone(),
             own_uid: paths::euid(),
-            stats,
         });
         tokio::spawn(crate::broker::run(
             listener,

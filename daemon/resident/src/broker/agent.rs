@@ -3,17 +3,20 @@
 //! broker"). A lane's uid may list and sign, and only while its lane is ALLOWED, judged
 //! by the same gate as every ask at the moment of each request. Read keys (fetch only, as
 //! the forge enforces) are listed after the push keys and signed for every peer, so a
-//! refused lane still fetches. Every other request
-//! (adding, removing, locking keys) is refused to everyone, so no peer can change what
-//! the broker holds. The daemon's own uid may list the keys (`ssh-add -l`) but signs
-//! nothing: it is no lane.
+//! refused lane still fetches. A bound lane may also renew and release its own lease
+//! ([`super::lease`]). Every other request (adding, removing, locking keys) is refused
+//! to everyone on this socket, so no peer can change what the broker holds; the daemon's
+//! own uid changes keys on the control socket ([`super::admin`]). The daemon's own uid may
+//! list the keys here (`ssh-add -l`) but signs nothing: it is no lane.
 
 use super::Broker;
 use super::keys::{self, fingerprint};
 use super::lanes::Binding;
+use super::lease::{self, LeaseAnswer, LeaseRequest};
 use crate::gate::Gated;
 use crate::resident::Claim;
-use row_fence_contract::descriptor;
+use crate::sync::read;
+use row_fence_contract::descriptor::{self, Descriptor};
 use row_fence_contract::{Reason, Verdict};
 use ssh_agent_lib::agent::{Agent, Session};
 use ssh_agent_lib::error::AgentError;
@@ -34,7 +37,11 @@ pub struct Sessions(pub Arc<Broker>);
 impl Agent<UnixListener> for Sessions {
     fn new_session(&mut self, socket: &UnixStream) -> impl Session {
         let cred = socket.peer_cred().ok();
-        self.0.stats.connections.fetch_add(1, Ordering::Relaxed);
+        self.0
+            .shared
+            .stats
+            .connections
+            .fetch_add(1, Ordering::Relaxed);
         PeerSession {
             broker: self.0.clone(),
             uid: cred.map(|c| c.uid()),
@@ -57,24 +64,23 @@ pub struct PeerSession {
     host: Option<String>,
 }
 
-/// Who the peer is to the broker.
-enum Peer<'a> {
+/// Who the peer is to the broker, as the bindings say at the moment of the request.
+enum Peer {
     /// The daemon's own uid: the operator.
     Own,
     /// A uid bound to a lane.
-    Lane(&'a Binding),
+    Lane(Binding),
     /// Anyone else, or a uid that could not be read.
     Stranger,
 }
 
 impl PeerSession {
-    fn peer(&self) -> Peer<'_> {
+    fn peer(&self) -> Peer {
         match self.uid {
             Some(uid) if uid == self.broker.own_uid => Peer::Own,
-            Some(uid) => self
-                .broker
-                .lanes
+            Some(uid) => read(&self.broker.shared.lanes)
                 .lane_of(uid)
+                .cloned()
                 .map_or(Peer::Stranger, Peer::Lane),
             None => Peer::Stranger,
         }
@@ -89,29 +95,50 @@ impl PeerSession {
         }
     }
 
+    /// Reads the bound lane's own descriptor now, off the daemon's serving thread (a stuck
+    /// disk holds up this request only). A descriptor naming another lane than the
+    /// binding's is refused: a lane's uid cannot become another lane.
+    async fn read_descriptor(&self, binding: &Binding) -> Result<Descriptor, Gated> {
+        let path = binding.descriptor.clone();
+        let read = tokio::task::spawn_blocking(move || descriptor::read(&path))
+            .await
+            .unwrap_or_else(|e| {
+                Err(descriptor::DescriptorError::Open(std::io::Error::other(
+                    format!("the read did not finish: {e}"),
+                )))
+            });
+        let path = &binding.descriptor;
+        let unreadable = |verdict: Verdict, detail: String| Gated { verdict, detail };
+        match read {
+            Ok(Some(d)) => match &binding.lane {
+                Some(lane) if *lane != d.lane => Err(unreadable(
+                    Verdict::CouldNotRead(Reason::PeerRefused),
+                    format!(
+                        "the descriptor {} names lane {}, but uid {} is bound to lane {lane}",
+                        path.display(),
+                        d.lane,
+                        binding.uid
+                    ),
+                )),
+                _ => Ok(d),
+            },
+            Ok(None) => Err(unreadable(
+                Verdict::CouldNotRead(Reason::DescriptorMissing),
+                format!("the lane's descriptor {} does not exist", path.display()),
+            )),
+            Err(e) => Err(unreadable(
+                Verdict::CouldNotRead(Reason::DescriptorUnreadable),
+                format!("the lane's descriptor {}: {e}", path.display()),
+            )),
+        }
+    }
+
     /// Judges the bound lane's own descriptor, read now by the daemon, for `action`.
     async fn judge(&self, binding: &Binding, action: &str) -> Gated {
         let who = self.who();
         let resident = &self.broker.resident;
-        let unreadable = |verdict: Verdict, detail: String| {
-            let gated = Gated { verdict, detail };
-            resident.record_denial(None, &format!("{action} ({who})"), &gated);
-            gated
-        };
-        let path = &binding.descriptor;
-        // A file read off the daemon's one serving thread: a stuck disk holds up this
-        // request only (its ssh waits; nothing is signed meanwhile).
-        let read = {
-            let path = path.clone();
-            tokio::task::spawn_blocking(move || descriptor::read(&path)).await
-        };
-        let read = read.unwrap_or_else(|e| {
-            Err(descriptor::DescriptorError::Open(std::io::Error::other(
-                format!("the read did not finish: {e}"),
-            )))
-        });
-        match read {
-            Ok(Some(d)) => {
+        match self.read_descriptor(binding).await {
+            Ok(d) => {
                 let claim = Claim {
                     descriptor: &d,
                     action,
@@ -119,15 +146,73 @@ impl PeerSession {
                 };
                 resident.gate_claim(&claim, super::SIGN_DEADLINE_MS).await
             }
-            Ok(None) => unreadable(
-                Verdict::CouldNotRead(Reason::DescriptorMissing),
-                format!("the lane's descriptor {} does not exist", path.display()),
-            ),
-            Err(e) => unreadable(
-                Verdict::CouldNotRead(Reason::DescriptorUnreadable),
-                format!("the lane's descriptor {}: {e}", path.display()),
-            ),
+            Err(gated) => {
+                resident.record_denial(None, &format!("{action} ({who})"), &gated);
+                gated
+            }
         }
+    }
+
+    /// Renews or releases the bound lane's own lease, with the token of the descriptor
+    /// the daemon read itself ([`super::lease`]).
+    async fn lease_act(&self, name: &str, request: LeaseRequest) -> LeaseAnswer {
+        let Peer::Lane(binding) = self.peer() else {
+            let who = self
+                .uid
+                .map_or("an unknown uid".to_string(), |u| format!("uid {u}"));
+            return LeaseAnswer::could_not(format!(
+                "the key broker binds no lane to {who}: only a bound lane renews or releases through it"
+            ));
+        };
+        let d = match self.read_descriptor(&binding).await {
+            Ok(d) => d,
+            Err(gated) => return LeaseAnswer::could_not(gated.detail),
+        };
+        if let Err(e) = d.validate() {
+            return LeaseAnswer::could_not(format!("the lane's descriptor is invalid: {e}"));
+        }
+        let store = self.broker.resident.store.as_ref();
+        let deadline = std::time::Duration::from_millis(super::SIGN_DEADLINE_MS);
+        let done = if name == lease::RENEW {
+            if request.ttl_ms == 0 || request.ttl_ms > lease::MAX_TTL_MS {
+                return LeaseAnswer::could_not(format!(
+                    "a lease time of {} ms is not within 1 ms and 366 days",
+                    request.ttl_ms
+                ));
+            }
+            tokio::time::timeout(
+                deadline,
+                row_fence_store::lease::renew(store, &d, request.ttl_ms, None),
+            )
+            .await
+        } else {
+            tokio::time::timeout(deadline, row_fence_store::lease::release(store, &d, None)).await
+        };
+        let mut answer = LeaseAnswer {
+            board: Some(d.board.clone()),
+            row: Some(d.row.clone()),
+            lane: Some(d.lane.clone()),
+            generation: Some(d.generation),
+            ..LeaseAnswer::default()
+        };
+        match done {
+            Ok(Ok(lease)) => {
+                answer.ok = true;
+                answer.expires_at_ms = (name == lease::RENEW).then_some(lease.expires_at_ms);
+                tracing::info!(lane = %d.lane, row = %d.row, act = name, "a bound lane's lease act");
+            }
+            Ok(Err(e)) => {
+                answer.refused = e.is_refusal();
+                answer.error = e.to_string();
+            }
+            Err(_) => {
+                answer.error = format!(
+                    "the store did not answer within {} ms; the lease may or may not have changed (row-fence show tells)",
+                    super::SIGN_DEADLINE_MS
+                );
+            }
+        }
+        answer
     }
 
     /// Records a request from a peer that is no lane (counted and in the ledger).
@@ -152,16 +237,16 @@ impl PeerSession {
 #[ssh_agent_lib::async_trait]
 impl Session for PeerSession {
     async fn request_identities(&mut self) -> Result<Vec<Identity>, AgentError> {
-        let keys = &self.broker.keys;
+        let held = &self.broker.shared.held;
         // Push keys first: ssh offers keys in the agent's order, and a forge that accepts
         // the read key first would give an ALLOWED lane a fetch-only session.
         let mut listed = match self.peer() {
-            Peer::Own => keys.identities(),
+            Peer::Own => read(held).push.identities(),
             Peer::Lane(binding) => {
                 let action = format!("ssh list identities, {}", self.host());
-                let gated = self.judge(binding, &action).await;
+                let gated = self.judge(&binding, &action).await;
                 if gated.verdict == Verdict::Allowed {
-                    keys.identities()
+                    read(held).push.identities()
                 } else {
                     Vec::new()
                 }
@@ -171,27 +256,32 @@ impl Session for PeerSession {
                 Vec::new()
             }
         };
-        listed.extend(self.broker.read_keys.identities());
+        listed.extend(read(held).read.identities());
         Ok(listed)
     }
 
     async fn sign(&mut self, request: SignRequest) -> Result<Signature, AgentError> {
-        let stats = &self.broker.stats;
+        let shared = &self.broker.shared;
+        let stats = &shared.stats;
         let public = request.credential.key_data();
-        if let Some(key) = self.broker.read_keys.find(public) {
+        let read_key = read(&shared.held)
+            .read
+            .find(public)
+            .map(|key| keys::sign(key, &request.data, request.flags));
+        if let Some(signed) = read_key {
             // A read key fetches only (the forge's forced command): no verdict needed.
-            let signature = keys::sign(key, &request.data).map_err(AgentError::other)?;
+            let signature = signed.map_err(AgentError::other)?;
             stats.signed.fetch_add(1, Ordering::Relaxed);
             return Ok(signature);
         }
-        let Some(key) = self.broker.keys.find(public) else {
+        if read(&shared.held).push.find(public).is_none() {
             // Not a key the broker holds: nothing to judge, nothing it could sign.
             stats.refused.fetch_add(1, Ordering::Relaxed);
             return Err(AgentError::Failure);
-        };
+        }
         let action = format!("ssh sign with {}, {}", fingerprint(public), self.host());
         let allowed = match self.peer() {
-            Peer::Lane(binding) => self.judge(binding, &action).await.verdict == Verdict::Allowed,
+            Peer::Lane(binding) => self.judge(&binding, &action).await.verdict == Verdict::Allowed,
             Peer::Own => {
                 let gated = Gated {
                     verdict: Verdict::CouldNotRead(Reason::PeerRefused),
@@ -211,12 +301,37 @@ impl Session for PeerSession {
             stats.refused.fetch_add(1, Ordering::Relaxed);
             return Err(AgentError::Failure);
         }
-        let signature = keys::sign(key, &request.data).map_err(AgentError::other)?;
+        // Found again after the verdict: a key the operator removed meanwhile signs nothing.
+        let signed = read(&shared.held)
+            .push
+            .find(public)
+            .map(|key| keys::sign(key, &request.data, request.flags));
+        let Some(signed) = signed else {
+            stats.refused.fetch_add(1, Ordering::Relaxed);
+            return Err(AgentError::Failure);
+        };
+        let signature = signed.map_err(|e| {
+            stats.refused.fetch_add(1, Ordering::Relaxed);
+            AgentError::other(e)
+        })?;
         stats.signed.fetch_add(1, Ordering::Relaxed);
         Ok(signature)
     }
 
     async fn extension(&mut self, extension: Extension) -> Result<Option<Extension>, AgentError> {
+        if extension.name == lease::RENEW || extension.name == lease::RELEASE {
+            let answer = match serde_json::from_slice::<LeaseRequest>(extension.details.as_ref()) {
+                Ok(request) => self.lease_act(&extension.name, request).await,
+                Err(e) => {
+                    LeaseAnswer::could_not(format!("the request is not a lease request: {e}"))
+                }
+            };
+            let body = serde_json::to_vec(&answer).map_err(AgentError::other)?;
+            return Ok(Some(Extension {
+                name: extension.name,
+                details: body.into(),
+            }));
+        }
         if extension.name != SESSION_BIND {
             return Err(AgentError::Failure);
         }

@@ -1,9 +1,12 @@
-//! The push keys: OpenSSH private key files loaded once at start into the daemon's memory
-//! (ARCHITECTURE.md, "Key broker"). A key file must be the daemon's own and private to it
-//! (no group or other bits), the way OpenSSH refuses a private key others can read: a key
-//! a lane's uid could read would be a push route the broker never sees. Nothing here
-//! writes a key anywhere; the parsed keys wipe themselves when dropped (ssh-key zeroizes
-//! private key material), and the file's bytes are wiped once parsed.
+//! The broker's keys: OpenSSH private keys held only in the daemon's memory
+//! (ARCHITECTURE.md, "Key broker"), loaded at start from files (`--broker-key`) or at run
+//! time by the operator (`row-fence keys add`, over the control socket). A key file must be
+//! the daemon's own and private to it (no group or other bits), the way OpenSSH refuses a
+//! private key others can read: a key a lane's uid could read would be a push route the
+//! broker never sees. Nothing here writes a key anywhere; the parsed keys wipe themselves
+//! when dropped (ssh-key zeroizes private key material), and the text's bytes are wiped
+//! once parsed. Ed25519 and RSA keys are held (an allowlist of algorithms); RSA signs with
+//! SHA-2 only, as the client's flags ask.
 
 use ssh_agent_lib::proto::{Identity, PublicCredential};
 use ssh_key::public::KeyData;
@@ -14,8 +17,15 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use zeroize::Zeroizing;
 
-/// A key file is refused above this size: an OpenSSH Ed25519 key is under 1 KiB.
+/// A key file is refused above this size: an OpenSSH Ed25519 key is under 1 KiB, an RSA
+/// 8192-bit one under 7 KiB.
 pub const MAX_KEY_FILE_BYTES: u64 = 64 * 1024;
+
+/// The agent protocol's sign flag asking for an `rsa-sha2-256` signature.
+pub const RSA_SHA2_256: u32 = 2;
+
+/// The agent protocol's sign flag asking for an `rsa-sha2-512` signature.
+pub const RSA_SHA2_512: u32 = 4;
 
 /// Why a key file was not loaded; the daemon does not start.
 #[derive(Debug, thiserror::Error)]
@@ -49,20 +59,109 @@ pub enum KeyError {
         /// The key file.
         path: PathBuf,
     },
-    /// The file is not an OpenSSH private key, is encrypted, or is not Ed25519.
+    /// The file is not an OpenSSH private key, is encrypted, or is of an algorithm the
+    /// broker does not hold.
     #[error("push key {path}: {reason}")]
     Unusable {
-        /// The key file.
+        /// The key file (`-` for a key sent by `row-fence keys add`).
         path: PathBuf,
         /// What is wrong with it.
         reason: String,
     },
 }
 
-/// The keys the broker signs with for ALLOWED lanes.
+/// What changing the held keys at run time answers.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChangeError {
+    /// The text is no key the broker can hold (its reason).
+    #[error("{0}")]
+    Unusable(String),
+    /// The key is held already (as a push key or a read key).
+    #[error("the broker holds {0} already")]
+    Held(String),
+    /// No key with this fingerprint is held.
+    #[error("the broker holds no key {0}")]
+    NotHeld(String),
+}
+
+/// A set of keys the broker signs with: the push keys (ALLOWED lanes only) or the read
+/// keys (every peer).
 #[derive(Default)]
 pub struct PushKeys {
     keys: Vec<PrivateKey>,
+}
+
+/// Everything the broker holds, changed only by the daemon's own uid.
+#[derive(Default)]
+pub struct Held {
+    /// Signed with only for a lane judged ALLOWED at the moment of signing.
+    pub push: PushKeys,
+    /// Signed with for every peer (fetch only, as the forge enforces).
+    pub read: PushKeys,
+}
+
+impl Held {
+    /// Adds a key parsed from OpenSSH text; one held already (in either set) is refused,
+    /// so a key is never both a push and a read key. Returns its fingerprint.
+    pub fn add(&mut self, text: &str, read: bool) -> Result<String, ChangeError> {
+        let key = parse(text).map_err(ChangeError::Unusable)?;
+        self.add_key(key, read)
+    }
+
+    /// [`Held::add`] of a parsed key.
+    pub fn add_key(&mut self, key: PrivateKey, read: bool) -> Result<String, ChangeError> {
+        let print = fingerprint(key.public_key().key_data());
+        if self.holds(&print) {
+            return Err(ChangeError::Held(print));
+        }
+        if read {
+            self.read.keys.push(key);
+        } else {
+            self.push.keys.push(key);
+        }
+        Ok(print)
+    }
+
+    /// True when a key with this fingerprint is held (push or read).
+    pub fn holds(&self, print: &str) -> bool {
+        [&self.push, &self.read]
+            .iter()
+            .flat_map(|set| set.keys.iter())
+            .any(|key| fingerprint(key.public_key().key_data()) == print)
+    }
+
+    /// Drops the key whose fingerprint is `print` (its memory is wiped as it drops);
+    /// returns whether it was a read key.
+    pub fn remove(&mut self, print: &str) -> Result<bool, ChangeError> {
+        for (set, read) in [(&mut self.push, false), (&mut self.read, true)] {
+            let before = set.keys.len();
+            set.keys
+                .retain(|key| fingerprint(key.public_key().key_data()) != print);
+            if set.keys.len() != before {
+                return Ok(read);
+            }
+        }
+        Err(ChangeError::NotHeld(print.to_string()))
+    }
+
+    /// What `keys list` shows: fingerprints, algorithms, comments, push or read.
+    pub fn listed(&self) -> Vec<row_fence_contract::protocol::BrokerKey> {
+        let listed = |set: &PushKeys, kind: &str| -> Vec<row_fence_contract::protocol::BrokerKey> {
+            set.keys
+                .iter()
+                .map(|key| row_fence_contract::protocol::BrokerKey {
+                    fingerprint: fingerprint(key.public_key().key_data()),
+                    algorithm: key.algorithm().as_str().to_string(),
+                    comment: key.comment().to_string(),
+                    kind: kind.to_string(),
+                })
+                .collect()
+        };
+        let mut all = listed(&self.push, "push");
+        all.extend(listed(&self.read, "read"));
+        all
+    }
 }
 
 impl PushKeys {
@@ -105,10 +204,62 @@ impl PushKeys {
     }
 }
 
-/// Signs `data` with `key` (Ed25519: the agent's flags do not apply).
-pub fn sign(key: &PrivateKey, data: &[u8]) -> Result<Signature, signature::Error> {
-    use signature::Signer;
-    key.try_sign(data)
+/// Signs `data` with `key`. Ed25519 ignores `flags`; RSA signs `rsa-sha2-512` or
+/// `rsa-sha2-256` as `flags` ask ([`RSA_SHA2_512`], [`RSA_SHA2_256`]) and refuses a
+/// request for neither: an `ssh-rsa` (SHA-1) signature is one OpenSSH servers no longer
+/// accept by default, and the broker makes none.
+pub fn sign(key: &PrivateKey, data: &[u8], flags: u32) -> Result<Signature, signature::Error> {
+    use signature::{SignatureEncoding, Signer};
+    let ssh_key::private::KeypairData::Rsa(pair) = key.key_data() else {
+        return key.try_sign(data);
+    };
+    let private = rsa_private(pair).map_err(signature::Error::from_source)?;
+    let (hash, bytes) = if flags & RSA_SHA2_512 != 0 {
+        let signer = rsa::pkcs1v15::SigningKey::<rsa::sha2::Sha512>::new(private);
+        (HashAlg::Sha512, signer.try_sign(data)?.to_vec())
+    } else if flags & RSA_SHA2_256 != 0 {
+        let signer = rsa::pkcs1v15::SigningKey::<rsa::sha2::Sha256>::new(private);
+        (HashAlg::Sha256, signer.try_sign(data)?.to_vec())
+    } else {
+        return Err(signature::Error::from_source(
+            "an ssh-rsa (SHA-1) signature was asked for; the broker signs RSA with SHA-2 only",
+        ));
+    };
+    Signature::new(Algorithm::Rsa { hash: Some(hash) }, bytes)
+        .map_err(signature::Error::from_source)
+}
+
+/// The `rsa` crate's private key from ssh-key's RSA keypair, built from its parts: ssh-key
+/// 0.6.7's own conversion passes the prime `p` twice where `p, q` are meant, which makes
+/// every signature fail (as does its own RSA `Signer`, which goes through it).
+fn rsa_private(pair: &ssh_key::private::RsaKeypair) -> Result<rsa::RsaPrivateKey, String> {
+    let big = |m: &ssh_key::Mpint| rsa::BigUint::try_from(m).map_err(|e| e.to_string());
+    rsa::RsaPrivateKey::from_components(
+        big(&pair.public.n)?,
+        big(&pair.public.e)?,
+        big(&pair.private.d)?,
+        vec![big(&pair.private.p)?, big(&pair.private.q)?],
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// Parses an unencrypted OpenSSH private key of an algorithm the broker holds (Ed25519,
+/// RSA); the error is the reason, for the operator.
+pub fn parse(text: &str) -> Result<PrivateKey, String> {
+    let key = PrivateKey::from_openssh(text.as_bytes())
+        .map_err(|e| format!("not an OpenSSH private key ({e})"))?;
+    if key.is_encrypted() {
+        return Err(
+            "encrypted; the broker loads unencrypted keys only (it cannot ask for a passphrase)"
+                .into(),
+        );
+    }
+    match key.algorithm() {
+        Algorithm::Ed25519 | Algorithm::Rsa { .. } => Ok(key),
+        other => Err(format!(
+            "{other} key; the broker holds Ed25519 and RSA keys only (ssh-keygen -t ed25519)"
+        )),
+    }
 }
 
 /// The SHA-256 fingerprint of a public key, as `ssh-keygen -l` prints it.
@@ -141,25 +292,10 @@ fn load_one(path: &Path, uid: u32) -> Result<PrivateKey, KeyError> {
     file.take(MAX_KEY_FILE_BYTES + 1)
         .read_to_string(&mut text)
         .map_err(read_error)?;
-    let unusable = |reason: String| KeyError::Unusable {
+    parse(&text).map_err(|reason| KeyError::Unusable {
         path: path.to_path_buf(),
         reason,
-    };
-    let key = PrivateKey::from_openssh(text.as_bytes())
-        .map_err(|e| unusable(format!("not an OpenSSH private key ({e})")))?;
-    if key.is_encrypted() {
-        return Err(unusable(
-            "encrypted; the daemon loads unencrypted keys only (it cannot ask for a passphrase)"
-                .into(),
-        ));
-    }
-    if key.algorithm() != Algorithm::Ed25519 {
-        return Err(unusable(format!(
-            "{} key; the broker signs with Ed25519 keys only (ssh-keygen -t ed25519)",
-            key.algorithm()
-        )));
-    }
-    Ok(key)
+    })
 }
 
 #[cfg(test)]
@@ -169,9 +305,14 @@ mod tests {
 
     /// A fresh Ed25519 key made by the system's ssh-keygen (no key is kept in the source).
     fn key_file(dir: &Path, mode: u32) -> PathBuf {
+        key_file_of(dir, mode, &["-t", "ed25519"])
+    }
+
+    fn key_file_of(dir: &Path, mode: u32, kind: &[&str]) -> PathBuf {
         let path = dir.join("push");
         let made = std::process::Command::new("ssh-keygen")
-            .args(["-q", "-t", "ed25519", "-N", "", "-C", "push", "-f"])
+            .args(kind)
+            .args(["-q", "-N", "", "-C", "push", "-f"])
             .arg(&path)
             .status()
             .expect("ssh-keygen runs");
@@ -189,7 +330,7 @@ mod tests {
         assert_eq!(listed.len(), 1);
         let public = listed[0].credential.key_data();
         let key = keys.find(public).expect("found by its public half");
-        let signature = sign(key, b"data").unwrap();
+        let signature = sign(key, b"data", 0).unwrap();
         assert_eq!(signature.algorithm(), Algorithm::Ed25519);
         assert!(fingerprint(public).starts_with("SHA256:"));
     }
@@ -226,5 +367,50 @@ mod tests {
             .err()
             .expect("refused");
         assert!(matches!(err, KeyError::Unusable { .. }), "{err}");
+    }
+
+    #[test]
+    fn an_rsa_key_signs_with_the_sha2_hash_asked_for_and_never_sha1() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = key_file_of(dir.path(), 0o600, &["-t", "rsa", "-b", "2048"]);
+        let keys = PushKeys::load(&[path], row_fence_contract::paths::euid()).unwrap();
+        let public = keys.identities()[0].credential.key_data().clone();
+        let key = keys.find(&public).unwrap();
+        for (flags, hash) in [
+            (RSA_SHA2_256, HashAlg::Sha256),
+            (RSA_SHA2_512, HashAlg::Sha512),
+        ] {
+            let signature = sign(key, b"data", flags).unwrap();
+            assert_eq!(signature.algorithm(), Algorithm::Rsa { hash: Some(hash) });
+            use signature::Verifier;
+            public.verify(b"data", &signature).expect("verifies");
+        }
+        assert!(
+            sign(key, b"data", 0).is_err(),
+            "an ssh-rsa (SHA-1) signature was made"
+        );
+    }
+
+    #[test]
+    fn held_keys_are_added_once_listed_by_fingerprint_and_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = fs::read_to_string(key_file(dir.path(), 0o600)).unwrap();
+        let mut held = Held::default();
+        let print = held.add(&text, false).unwrap();
+        assert!(matches!(held.add(&text, true), Err(ChangeError::Held(p)) if p == print));
+        let listed = held.listed();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(
+            (listed[0].fingerprint.as_str(), listed[0].kind.as_str()),
+            (print.as_str(), "push")
+        );
+        assert!(!listed[0].algorithm.is_empty());
+        assert!(matches!(
+            held.add("not a key", false),
+            Err(ChangeError::Unusable(_))
+        ));
+        assert_eq!(held.remove(&print), Ok(false));
+        assert!(held.push.is_empty());
+        assert!(matches!(held.remove(&print), Err(ChangeError::NotHeld(_))));
     }
 }

@@ -1,16 +1,20 @@
 //! The lane bindings: which uid is which lane, and where that lane's descriptor is
 //! (ARCHITECTURE.md, "Key broker"). Who asks is not the lane's word: the broker takes the
 //! peer's uid from the socket and reads the bound descriptor itself. The bindings file is
-//! an operator's act, so it must be the daemon's own (or root's) and writable by no one
-//! else; a file a lane could write would let it bind itself to another lane.
+//! an operator's act (`row-fence lane add`, or written by hand), so it must be the
+//! daemon's own (or root's) and writable by no one else; a file a lane could write would
+//! let it bind itself to another lane. A binding that names its lane also refuses a
+//! descriptor naming another one.
 //!
 //! ```toml
 //! [[lane]]
+//! lane = "lane-a"                              # optional: the descriptor must name it
 //! uid = 1001
+//! worktree = "/srv/lanes/a"                    # optional: what `lane list` shows
 //! descriptor = "/srv/lanes/a/.git/row-fence.json"
 //! ```
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Read;
@@ -19,6 +23,13 @@ use std::path::{Path, PathBuf};
 
 /// A bindings file is refused above this size (a thousand lanes is under 100 KiB).
 pub const MAX_LANES_FILE_BYTES: u64 = 1024 * 1024;
+
+/// The bindings `row-fence lane add` keeps and the daemon reads when no `--broker-lanes`
+/// names another file: `<home>/broker/lanes.toml` (the directory 0700, the file 0600,
+/// both the daemon's).
+pub fn default_path(home: &Path) -> PathBuf {
+    home.join("broker").join("lanes.toml")
+}
 
 /// Why the bindings were not loaded; the daemon does not start.
 #[derive(Debug, thiserror::Error)]
@@ -57,16 +68,22 @@ pub enum LanesError {
 }
 
 /// One lane bound to a uid.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Binding {
+    /// The lane's name; when set, a descriptor naming another lane is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
     /// The lane's uid: sign requests from this uid are judged as this lane.
     pub uid: u32,
+    /// The lane's worktree, as the operator named it (shown, not read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<PathBuf>,
     /// The lane's descriptor (absolute), read by the daemon at every sign request.
     pub descriptor: PathBuf,
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
     #[serde(default)]
@@ -84,25 +101,71 @@ impl Lanes {
     /// field is an error (never a guess at which binding was meant).
     pub fn parse(text: &str) -> Result<Lanes, String> {
         let file: File = toml::from_str(text).map_err(|e| e.to_string())?;
-        let mut by_uid = BTreeMap::new();
+        let mut lanes = Lanes::default();
         for binding in file.lane {
-            if !binding.descriptor.is_absolute() {
+            lanes.add(binding)?;
+        }
+        Ok(lanes)
+    }
+
+    /// Adds a binding. Refused: a relative descriptor path, an invalid lane name, a uid
+    /// bound already, a lane name bound already (one lane, one uid).
+    pub fn add(&mut self, binding: Binding) -> Result<(), String> {
+        if !binding.descriptor.is_absolute() {
+            return Err(format!(
+                "uid {}: the descriptor path {} is not absolute",
+                binding.uid,
+                binding.descriptor.display()
+            ));
+        }
+        if let Some(lane) = &binding.lane {
+            row_fence_contract::descriptor::validate_lane(lane).map_err(|e| e.to_string())?;
+            if let Some(other) = self.by_lane(lane) {
                 return Err(format!(
-                    "uid {}: the descriptor path {} is not absolute",
-                    binding.uid,
-                    binding.descriptor.display()
-                ));
-            }
-            if let Some(earlier) = by_uid.insert(binding.uid, binding.clone()) {
-                return Err(format!(
-                    "uid {} is bound twice ({} and {})",
-                    binding.uid,
-                    earlier.descriptor.display(),
-                    binding.descriptor.display()
+                    "lane {lane} is bound twice (uids {} and {})",
+                    other.uid, binding.uid
                 ));
             }
         }
-        Ok(Lanes { by_uid })
+        if let Some(earlier) = self.by_uid.get(&binding.uid) {
+            return Err(format!(
+                "uid {} is bound twice ({} and {})",
+                binding.uid,
+                earlier.descriptor.display(),
+                binding.descriptor.display()
+            ));
+        }
+        self.by_uid.insert(binding.uid, binding);
+        Ok(())
+    }
+
+    /// Removes the binding of `lane` (a lane name, or a uid as digits); the removed one.
+    pub fn remove(&mut self, lane: &str) -> Option<Binding> {
+        let uid = self
+            .by_lane(lane)
+            .map(|b| b.uid)
+            .or_else(|| lane.parse().ok())?;
+        self.by_uid.remove(&uid)
+    }
+
+    /// The binding named `lane`.
+    pub fn by_lane(&self, lane: &str) -> Option<&Binding> {
+        self.by_uid
+            .values()
+            .find(|b| b.lane.as_deref() == Some(lane))
+    }
+
+    /// Every binding, by uid.
+    pub fn bindings(&self) -> impl Iterator<Item = &Binding> {
+        self.by_uid.values()
+    }
+
+    /// The bindings as the file holds them (what [`Lanes::parse`] reads back).
+    pub fn to_toml(&self) -> String {
+        let file = File {
+            lane: self.by_uid.values().cloned().collect(),
+        };
+        toml::to_string(&file).expect("bindings always serialize")
     }
 
     /// Loads `path`, checking that only the daemon's uid (or root) can have written it.
@@ -179,7 +242,7 @@ mod tests {
     #[test]
     fn a_relative_descriptor_or_an_unknown_field_is_an_error() {
         assert!(Lanes::parse("[[lane]]\nuid = 1\ndescriptor = \"a.json\"\n").is_err());
-        assert!(Lanes::parse("[[lane]]\nuid = 1\ndescriptor = \"/a\"\nlane = \"x\"\n").is_err());
+        assert!(Lanes::parse("[[lane]]\nuid = 1\ndescriptor = \"/a\"\nlanes = \"x\"\n").is_err());
         assert!(Lanes::parse("[[lanes]]\nuid = 1\n").is_err());
     }
 
@@ -198,5 +261,36 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn a_named_binding_round_trips_and_is_removed_by_name_or_uid() {
+        let mut lanes = Lanes::default();
+        let binding = Binding {
+            lane: Some("lane-a".into()),
+            uid: 1001,
+            worktree: Some("/w/a".into()),
+            descriptor: "/w/a/.git/row-fence.json".into(),
+        };
+        lanes.add(binding.clone()).unwrap();
+        let again = Binding {
+            uid: 1002,
+            ..binding.clone()
+        };
+        assert!(lanes.add(again).unwrap_err().contains("bound twice"));
+        let bad = Binding {
+            lane: Some("a b".into()),
+            uid: 1003,
+            ..binding.clone()
+        };
+        assert!(lanes.add(bad).is_err());
+        let back = Lanes::parse(&lanes.to_toml()).unwrap();
+        assert_eq!(back.lane_of(1001), Some(&binding));
+        let mut back2 = back.clone();
+        assert_eq!(back2.remove("lane-a"), Some(binding.clone()));
+        assert!(back2.is_empty());
+        let mut back3 = back;
+        assert_eq!(back3.remove("1001"), Some(binding));
+        assert_eq!(back3.remove("lane-a"), None);
     }
 }

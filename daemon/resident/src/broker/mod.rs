@@ -5,25 +5,30 @@
 //! runs, because no route it can take holds the key.
 //!
 //! # Layout
-//! - [`keys`]: the push keys, loaded once from files private to the daemon's uid.
-//! - [`lanes`]: the uid → lane bindings (an operator's file).
+//! - [`keys`]: the keys, from files private to the daemon's uid or `row-fence keys add`.
+//! - [`lanes`]: the uid → lane bindings (an operator's file, `row-fence lane add`).
 //! - [`agent`]: one connection's ssh-agent session, deciding by the peer's uid.
+//! - [`lease`]: a bound lane's renew and release, asked on the broker socket.
+//! - [`admin`]: the daemon's own uid's key and lane changes, asked on the control socket.
 //! - here: the flags, the process hardening, the socket and the serving loop.
 
+pub mod admin;
 pub mod agent;
 pub mod keys;
 pub mod lanes;
+pub mod lease;
 
 use crate::resident::Resident;
 use crate::socket::{self, SocketError, SocketGuard};
-use keys::{KeyError, PushKeys};
+use crate::sync::{lock, read, write};
+use keys::{Held, KeyError, PushKeys};
 use lanes::{Lanes, LanesError};
 use row_fence_contract::paths;
 use std::fs;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, RwLock};
 use tokio_util::sync::CancellationToken;
 
 /// A sign request's judging budget, in ms: ssh waits for its agent, so this is as long
@@ -42,7 +47,7 @@ pub struct BrokerArgs {
     /// A read key (same rules), signed for any peer so a refused lane can still fetch: the forge must let it only fetch; repeatable [env: ROW_FENCE_BROKER_READ_KEYS, comma-separated]
     #[arg(long = "broker-read-key", value_name = "FILE")]
     pub broker_read_keys: Vec<PathBuf>,
-    /// The uid → lane bindings (TOML `[[lane]] uid, descriptor`) [env: ROW_FENCE_BROKER_LANES]
+    /// The uid → lane bindings (TOML `[[lane]] uid, descriptor`), as `row-fence lane add` writes them [env: ROW_FENCE_BROKER_LANES] [default: $ROW_FENCE_HOME/broker/lanes.toml]
     #[arg(long, value_name = "FILE")]
     pub broker_lanes: Option<PathBuf>,
 }
@@ -80,7 +85,8 @@ pub struct Settings {
     pub keys: Vec<PathBuf>,
     /// The read key files (fetch only, enforced by the forge).
     pub read_keys: Vec<PathBuf>,
-    /// The bindings file; without one no uid is a lane and nothing is signed.
+    /// The bindings file; `None`: the home's ([`lanes::default_path`]), where a missing
+    /// file binds no uid (nothing is signed until `row-fence lane add`).
     pub lanes: Option<PathBuf>,
 }
 
@@ -111,15 +117,9 @@ pub enum BrokerError {
     },
 }
 
-/// What `status` shows of the broker: its socket, what it holds, counters since start.
+/// Counters since start, for `status` and `health --prometheus`.
 #[derive(Debug, Default)]
 pub struct BrokerStats {
-    /// The agent socket.
-    pub socket: PathBuf,
-    /// Push keys held.
-    pub keys: u64,
-    /// Uids bound to lanes.
-    pub lanes: u64,
     /// Connections accepted.
     pub connections: AtomicU64,
     /// Signatures made.
@@ -128,45 +128,85 @@ pub struct BrokerStats {
     pub refused: AtomicU64,
 }
 
-impl BrokerStats {
+/// What the broker holds and whom it binds, shared by its sessions and the daemon's
+/// control socket (where the daemon's own uid changes them, [`admin`]).
+pub struct Shared {
+    /// The keys. Held only here; written by nothing.
+    pub held: RwLock<Held>,
+    /// The uid → lane bindings, read again on `row-fence lane add|remove`.
+    pub lanes: RwLock<Lanes>,
+    /// Where the bindings are read from.
+    pub lanes_path: PathBuf,
+    /// True when the file was named (`--broker-lanes`): then a missing file is an error,
+    /// not "no lanes yet".
+    pub lanes_named: bool,
+    /// The agent socket.
+    pub socket: PathBuf,
+    /// The daemon's home, where the audit log is.
+    pub home: PathBuf,
+    /// Counters.
+    pub stats: BrokerStats,
+    /// Serializes key and lane changes, so each audit record is in the order of its change.
+    pub changing: Mutex<()>,
+}
+
+impl Shared {
     /// The status object's broker part.
     pub fn status(&self) -> row_fence_contract::status::BrokerStatus {
         use std::sync::atomic::Ordering::Relaxed;
+        let held = read(&self.held);
         row_fence_contract::status::BrokerStatus {
             socket: self.socket.display().to_string(),
-            keys: self.keys,
-            lanes: self.lanes,
-            connections: self.connections.load(Relaxed),
-            signed: self.signed.load(Relaxed),
-            sign_refused: self.refused.load(Relaxed),
+            keys: held.push.len() as u64,
+            read_keys: held.read.len() as u64,
+            lanes: read(&self.lanes).len() as u64,
+            connections: self.stats.connections.load(Relaxed),
+            signed: self.stats.signed.load(Relaxed),
+            sign_refused: self.stats.refused.load(Relaxed),
+        }
+    }
+
+    /// Reads the bindings again. A file that cannot be read or is refused binds no uid
+    /// (a binding the operator removed must not outlive a bad edit: fail closed).
+    pub fn reload_lanes(&self) -> Result<u64, LanesError> {
+        let _changing = lock(&self.changing);
+        let loaded = load_lanes(&self.lanes_path, self.lanes_named, paths::euid());
+        let mut lanes = write(&self.lanes);
+        match loaded {
+            Ok(new) => {
+                *lanes = new;
+                Ok(lanes.len() as u64)
+            }
+            Err(e) => {
+                *lanes = Lanes::default();
+                Err(e)
+            }
         }
     }
 }
 
+/// Loads the bindings at `path`; a missing file that was not named binds no uid.
+fn load_lanes(path: &Path, named: bool, uid: u32) -> Result<Lanes, LanesError> {
+    if !named && !path.exists() {
+        return Ok(Lanes::default());
+    }
+    Lanes::load(path, uid)
+}
+
 /// What every broker session shares.
 pub struct Broker {
-    /// The push keys.
-    pub keys: PushKeys,
-    /// The read keys: listed and signed for every peer, ALLOWED or not.
-    pub read_keys: PushKeys,
-    /// The uid → lane bindings.
-    pub lanes: Lanes,
+    /// The keys and bindings.
+    pub shared: Arc<Shared>,
     /// The daemon's judge, counters and ledger: a sign request is judged as an ask is.
     pub resident: Arc<Resident>,
     /// The daemon's own uid (the operator's; no lane).
     pub own_uid: u32,
-    /// Counters, shared with the daemon's `status`.
-    pub stats: Arc<BrokerStats>,
 }
 
 /// The broker before the daemon serves: keys and bindings loaded, socket bound.
 pub struct Prepared {
-    /// The push keys.
-    pub keys: PushKeys,
-    /// The read keys.
-    pub read_keys: PushKeys,
-    /// The bindings.
-    pub lanes: Lanes,
+    /// The keys and bindings.
+    pub shared: Arc<Shared>,
     /// The bound socket.
     pub listener: std::os::unix::net::UnixListener,
     /// Unlinks the socket at exit if it is still ours.
@@ -175,18 +215,24 @@ pub struct Prepared {
 
 /// Hardens the process, loads keys and bindings, binds the socket. Called before the
 /// daemon serves anything, so a refusal here starts nothing.
-pub fn prepare(settings: &Settings) -> Result<Prepared, BrokerError> {
+pub fn prepare(settings: &Settings, home: &Path) -> Result<Prepared, BrokerError> {
     harden().map_err(BrokerError::Harden)?;
     let uid = paths::euid();
-    let keys = PushKeys::load(&settings.keys, uid)?;
-    let read_keys = PushKeys::load(&settings.read_keys, uid)?;
-    if keys.is_empty() {
-        tracing::warn!("the key broker holds no push key: it signs nothing");
-    }
-    let lanes = match &settings.lanes {
-        Some(path) => Lanes::load(path, uid)?,
-        None => Lanes::default(),
+    let held = Held {
+        push: PushKeys::load(&settings.keys, uid)?,
+        read: PushKeys::load(&settings.read_keys, uid)?,
     };
+    if held.push.is_empty() {
+        tracing::warn!(
+            "the key broker holds no push key: it signs nothing until `row-fence keys add`"
+        );
+    }
+    let lanes_named = settings.lanes.is_some();
+    let lanes_path = settings
+        .lanes
+        .clone()
+        .unwrap_or_else(|| lanes::default_path(home));
+    let lanes = load_lanes(&lanes_path, lanes_named, uid)?;
     prepare_dir(&settings.socket)?;
     let (listener, guard) = socket::bind(&settings.socket)?;
     // Lanes run under other uids: the socket is open to all, and the peer's uid decides
@@ -200,10 +246,18 @@ pub fn prepare(settings: &Settings) -> Result<Prepared, BrokerError> {
             source,
         });
     }
+    let shared = Arc::new(Shared {
+        held: RwLock::new(held),
+        lanes: RwLock::new(lanes),
+        lanes_path,
+        lanes_named,
+        socket: settings.socket.clone(),
+        home: home.to_path_buf(),
+        stats: BrokerStats::default(),
+        changing: Mutex::new(()),
+    });
     Ok(Prepared {
-        keys,
-        read_keys,
-        lanes,
+        shared,
         listener,
         guard,
     })
