@@ -4,6 +4,8 @@
 //! transport gate there, and each remote's transport with what gates it. Exits 1 when
 //! something lacks the fence (a worktree added after install, a submodule initialized
 //! after it, a later `core.sshCommand`, credentials in a remote's URL), 0 otherwise.
+//! With the key broker's bindings (`--broker-lanes`), each lane's uid too: a private key
+//! it can read, another agent in its environment, ssh multiplexing ([`crate::lane_reach`]).
 
 use crate::git_gate;
 use crate::git_hook::{self, State};
@@ -22,6 +24,40 @@ pub struct DoctorArgs {
     /// Print the findings as one JSON object
     #[arg(long)]
     json: bool,
+    /// The key broker's uid → lane bindings: each lane's uid is checked for a way to push past the broker (a key it can read, another agent, ssh multiplexing)
+    #[arg(long, value_name = "FILE", env = "ROW_FENCE_BROKER_LANES")]
+    broker_lanes: Option<PathBuf>,
+    /// The broker's agent socket (a lane's SSH_AUTH_SOCK may name it) [env: ROW_FENCE_BROKER_SOCKET]
+    #[arg(long, value_name = "PATH", env = "ROW_FENCE_BROKER_SOCKET")]
+    broker_socket: Option<PathBuf>,
+}
+
+/// What a lane's uid can push with past the key broker.
+#[derive(Debug, Serialize)]
+struct LaneReport {
+    uid: u32,
+    descriptor: PathBuf,
+    warnings: Vec<String>,
+}
+
+/// Each bound lane's warnings ([`crate::lane_reach`]); a bindings file that cannot be
+/// read is an error (doctor was asked to check the lanes and cannot).
+fn lanes(args: &DoctorArgs) -> Result<Vec<LaneReport>, Failure> {
+    let Some(path) = &args.broker_lanes else {
+        return Ok(Vec::new());
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::could_not(format!("lane bindings {}: {e}", path.display())))?;
+    let lanes = row_fence_resident::broker::lanes::Lanes::parse(&text)
+        .map_err(|e| Failure::could_not(format!("lane bindings {}: {e}", path.display())))?;
+    Ok(lanes
+        .bindings()
+        .map(|b| LaneReport {
+            uid: b.uid,
+            descriptor: b.descriptor.clone(),
+            warnings: crate::lane_reach::warnings(b.uid, args.broker_socket.as_deref()),
+        })
+        .collect())
 }
 
 /// What doctor found in one repository.
@@ -61,12 +97,15 @@ pub fn run(args: DoctorArgs) -> Outcome {
     let repos = git_repo::discover(&args.repo, true).map_err(Failure::could_not)?;
     let reports: Vec<Report> = repos.iter().map(examine).collect();
     let environment = environment_overrides(&args.repo);
-    let problems: usize =
-        reports.iter().map(|r| r.problems.len()).sum::<usize>() + environment.len();
+    let lanes = lanes(&args)?;
+    let problems: usize = reports.iter().map(|r| r.problems.len()).sum::<usize>()
+        + environment.len()
+        + lanes.iter().map(|l| l.warnings.len()).sum::<usize>();
     if args.json {
         out(&serde_json::json!({
             "repositories": reports,
             "environment": environment,
+            "lanes": lanes,
             "problems": problems
         })
         .to_string());
@@ -76,6 +115,21 @@ pub fn run(args: DoctorArgs) -> Outcome {
         }
         for problem in &environment {
             out(&format!("!! {problem}"));
+        }
+        for lane in &lanes {
+            out(&format!(
+                "lane uid {} ({}): {}",
+                lane.uid,
+                lane.descriptor.display(),
+                if lane.warnings.is_empty() {
+                    "no way past the key broker found"
+                } else {
+                    "!! can push past the key broker"
+                }
+            ));
+            for warning in &lane.warnings {
+                out(&format!("  !! {warning}"));
+            }
         }
         out(&match problems {
             0 => "every worktree and submodule is fenced".to_string(),
