@@ -1181,3 +1181,31 @@ fn doctor_warns_of_each_way_a_lane_uid_reaches_a_push_without_the_broker() {
         "{warned:?}"
     );
 }
+
+/// `scripts/demo --hard` on the debug binaries: its own users, sshd and broker; every
+/// step as the demo says, and nothing left behind.
+#[test]
+fn the_hard_demo_runs_on_the_debug_binaries_and_leaves_no_user_behind() {
+    let _root = Users::new();
+    let ran = run(Command::new(crate::util::repo_root().join("scripts/demo"))
+        .arg("--hard")
+        .env("ROW_FENCE_BIN_DIR", crate::util::bin_dir()));
+    assert_eq!(
+        ran.code, 0,
+        "scripts/demo --hard failed:\n{}\n{}",
+        ran.stdout, ran.stderr
+    );
+    assert!(
+        ran.stdout.contains(
+            "the hard boundary held: lane-a's pushes landed, none of lane-b's got a signature"
+        ),
+        "{}",
+        ran.stdout
+    );
+    assert!(!ran.stdout.contains("FAIL"), "{}", ran.stdout);
+    let passwd = fs::read_to_string("/etc/passwd").expect("passwd");
+    assert!(
+        !passwd.lines().any(|l| l.starts_with("rfh")),
+        "the demo left a user behind"
+    );
+}
