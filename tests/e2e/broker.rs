@@ -1006,6 +1006,16 @@ fn the_broker_and_the_transport_gate_compose_and_each_rolls_back_alone() {
     // Broker, then gate: one ssh command carries both; the gate's helper is there.
     broker(false);
     let broker_only = fs::read(&include).expect("include");
+    let broker_config = fs::read(&config).expect("config");
+    let doctor = cli(&["doctor", "--json"]).json();
+    assert_eq!(
+        doctor["repositories"][0]["broker"]["agent"], agent,
+        "doctor does not show the broker: {doctor}"
+    );
+    // The gate's rollback finds no gate, and leaves the broker's wiring as it is.
+    gate(true);
+    assert_eq!(fs::read(&include).expect("include"), broker_only);
+    assert_eq!(fs::read(&config).expect("config"), broker_config);
     assert!(
         ssh_command().contains("IdentityAgent="),
         "{}",

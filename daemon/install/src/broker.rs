@@ -462,9 +462,15 @@ fn rollback(repo: &Repository) -> Result<Done, Failure> {
         }
         return Ok(Done::RolledBack);
     }
+    // The broker's alone: without its wiring the gate's rollback takes the lines and the
+    // included file out; the wiring comes back if that fails.
     git_gate::rollback_refusal(common).map_err(|e| failed(e.to_string()))?;
-    git_gate::rollback(common).map_err(|e| failed(e.to_string()))?;
+    let before = Snapshot::take(common);
     fs::remove_file(&wiring_path).map_err(|e| failed(e.to_string()))?;
+    if let Err(e) = git_gate::rollback(common) {
+        let _ = before.restore(common);
+        return Err(failed(e.to_string()));
+    }
     Ok(Done::RolledBack)
 }
 

@@ -66,6 +66,8 @@ struct Report {
     common_dir: PathBuf,
     submodule: bool,
     gate: bool,
+    /// The key broker wired in by `install broker`, if any.
+    broker: Option<crate::broker::Wiring>,
     worktrees: Vec<WorktreeReport>,
     remotes: Vec<Remote>,
     problems: Vec<String>,
@@ -199,10 +201,15 @@ fn examine(repo: &Repository) -> Report {
         .collect();
     let remotes = remotes(repo, &mut problems);
     let notes = git_gate::drift(&repo.common_dir).into_iter().collect();
+    let broker = crate::broker::Wiring::read(&repo.common_dir).unwrap_or_else(|e| {
+        problems.push(e.to_string());
+        None
+    });
     Report {
         common_dir: repo.common_dir.clone(),
         submodule: repo.submodule,
         gate,
+        broker,
         worktrees,
         remotes,
         problems,
@@ -422,6 +429,13 @@ fn print(report: &Report) {
             "!! off (row-fence install git-hook)"
         }
     ));
+    if let Some(wiring) = &report.broker {
+        out(&format!(
+            "  key broker: git's ssh signs through {} (key {})",
+            wiring.agent.display(),
+            wiring.identity_file.display()
+        ));
+    }
     for w in &report.worktrees {
         let bound = w
             .descriptor

@@ -596,10 +596,15 @@ pub fn rollback_refusal(common_dir: &Path) -> Result<(), GateError> {
 /// gate's `[credential]`) and the included file.
 ///
 /// When the key broker is wired in (`row-fence install broker`), its ssh command stays:
-/// the included file is written again with the broker's part alone and the lines stay.
+/// the included file is written again with the broker's part alone and the lines stay
+/// (`Done::NotInstalled` when the file was the broker's alone).
 pub fn rollback(common_dir: &Path) -> Result<Done, GateError> {
-    if crate::broker::Wiring::read(common_dir)?.is_some() && gate_in(common_dir) {
-        return broker_only(common_dir);
+    if crate::broker::Wiring::read(common_dir)?.is_some() {
+        // The included file is the broker's alone when it holds no gate: nothing to take.
+        return match gate_in(common_dir) {
+            true => broker_only(common_dir),
+            false => Ok(Done::NotInstalled),
+        };
     }
     let config_path = common_dir.join("config");
     let config = read_config(&config_path)?;
