@@ -46,6 +46,9 @@ pub enum Case {
     /// The ask on a standalone durable Redis (a pure read) and on a primary with one
     /// replica (with its read barrier), one client and 16 at once.
     ReadBarrier,
+    /// A `git push` over loopback ssh signed by the key broker ÷ by a plain ssh-agent
+    /// holding the same key (`--only broker`, as root).
+    Broker,
 }
 
 /// Whether a case is measured by this build.
@@ -53,6 +56,11 @@ pub enum Case {
 pub enum Status {
     /// Measured; its figures are in the report.
     Measured,
+    /// Measured in a run of its own, with its own report.
+    Alone {
+        /// The command that measures it.
+        by: &'static str,
+    },
     /// Named among the cases, not built yet.
     Planned {
         /// What will measure it, e.g. `the etcd store`.
@@ -62,7 +70,7 @@ pub enum Status {
 
 impl Case {
     /// Every case, in report order.
-    pub const ALL: [Case; 16] = [
+    pub const ALL: [Case; 17] = [
         Case::Floor,
         Case::Warm,
         Case::ColdRust,
@@ -79,6 +87,7 @@ impl Case {
         Case::Profile,
         Case::FileStoreBoards,
         Case::ReadBarrier,
+        Case::Broker,
     ];
 
     /// One line saying what the case measures.
@@ -115,6 +124,9 @@ impl Case {
                 "CPU profile of the daemon's ask path (`perf record -g`), by kind of work"
             }
             Case::FileStoreBoards => "file store ask p50 on boards of 10, 1,000 and 10,000 rows",
+            Case::Broker => {
+                "key broker: `git push` over loopback ssh signed by the daemon's agent ÷ by a plain `ssh-agent`, p50 ≤ 1.2×"
+            }
             Case::ReadBarrier => {
                 "read barrier: the ask on a standalone durable Redis and on a primary with one replica, 1 and 16 clients"
             }
@@ -141,6 +153,10 @@ impl Case {
             | Case::Profile
             | Case::FileStoreBoards
             | Case::ReadBarrier => Status::Measured,
+            // It needs root (sshd, a daemon under a uid of its own): a run of its own.
+            Case::Broker => Status::Alone {
+                by: "scripts/bench --only broker (as root; report broker.md)",
+            },
         }
     }
 }

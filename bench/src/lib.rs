@@ -34,6 +34,8 @@
 //!   board sizes, records vs document layout; fenced batches per second with 1 and 16
 //!   writers.
 //! - [`file_boards`]: the file store's ask on boards of 10, 1,000 and 10,000 rows.
+//! - [`broker`]: the key broker's case (`--only broker`): a push signed by the daemon's
+//!   agent ÷ by a plain ssh-agent.
 //! - [`barrier`]: the ask with and without the read barrier of a replicated Redis.
 //! - [`stores`]: the store's ask on a 3-member etcd beside a durable Redis.
 //! - [`profile`]: the daemon's CPU profile (`perf`), summarised by kind of work.
@@ -46,6 +48,7 @@
 
 pub mod barrier;
 pub mod bounds;
+pub mod broker;
 pub mod capture;
 pub mod cases;
 pub mod certs;

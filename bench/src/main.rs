@@ -4,7 +4,7 @@
 //! `scripts/bench` builds the release binaries and runs this.
 
 use clap::Parser;
-use row_fence_bench::options::Options;
+use row_fence_bench::options::{Only, Options};
 use row_fence_bench::run::Runner;
 use row_fence_bench::{load, plots, report};
 use std::time::Duration;
@@ -20,6 +20,10 @@ fn main() {
         .clone()
         .unwrap_or_else(|| Options::target_dir().join("bench/report.md"));
     let command = command_line(&options);
+    if options.only == Some(Only::Broker) {
+        only_broker(&options, &out, &command);
+        return;
+    }
     let mut runner = Runner::new(options, row_fence_stamp::VERSION);
     runner.run();
     let dir = out.parent().map_or_else(
@@ -45,6 +49,45 @@ fn main() {
     }
 }
 
+/// `--only broker`: the key broker's case alone, its report `broker.md` beside `out`.
+fn only_broker(options: &Options, out: &std::path::Path, command: &str) {
+    // Absolute: the case runs the binaries from directories of its own.
+    let bin_dir = options
+        .bin_dir
+        .clone()
+        .or_else(|| {
+            std::env::current_exe()
+                .ok()
+                .and_then(|exe| exe.parent().map(std::path::Path::to_path_buf))
+        })
+        .and_then(|dir| std::path::absolute(dir).ok());
+    let measured = match &bin_dir {
+        Some(dir) => row_fence_bench::broker::run(options, dir),
+        None => Err("cannot tell where this program is; pass --bin-dir".to_string()),
+    };
+    let text = match &measured {
+        Ok(figures) => row_fence_bench::broker::report(Some(figures), None, command),
+        Err(e) => row_fence_bench::broker::report(None, Some(e), command),
+    };
+    let path = out.with_file_name("broker.md");
+    let written = path
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|_| std::fs::write(&path, &text));
+    println!("{text}");
+    match written {
+        Ok(()) => eprintln!("row-fence-bench: report written to {}", path.display()),
+        Err(e) => {
+            eprintln!("row-fence-bench: cannot write {}: {e}", path.display());
+            std::process::exit(1);
+        }
+    }
+    if let Err(e) = measured {
+        eprintln!("row-fence-bench: the broker case did not run: {e}");
+        std::process::exit(1);
+    }
+}
+
 /// The command that reproduces this run, for the report.
 fn command_line(options: &Options) -> String {
     let mut command = "scripts/bench".to_string();
@@ -56,6 +99,9 @@ fn command_line(options: &Options) -> String {
     }
     if options.no_python {
         command.push_str(" --no-python");
+    }
+    if options.only == Some(Only::Broker) {
+        command.push_str(" --only broker");
     }
     command
 }

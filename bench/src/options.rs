@@ -6,7 +6,7 @@ use crate::clients::{Client, Route};
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// `row-fence-bench [--quick] [--smoke] [--out FILE] [--bin-dir DIR] [--venv DIR] [--no-python]`
+/// `row-fence-bench [--quick] [--smoke] [--out FILE] [--bin-dir DIR] [--venv DIR] [--no-python] [--only broker]`
 #[derive(clap::Parser, Debug)]
 #[command(
     name = "row-fence-bench",
@@ -34,9 +34,19 @@ pub struct Options {
     /// A row-fence-resident built from the same source with symbols kept, for the CPU profile only [default: the daemon under test]
     #[arg(long, value_name = "FILE")]
     pub profile_daemon: Option<PathBuf>,
+    /// Run this one case alone and write its report beside the main one (`broker`: a push through the key broker ÷ through a plain ssh-agent, as root; report `broker.md`)
+    #[arg(long, value_enum, value_name = "CASE")]
+    pub only: Option<Only>,
     /// Internal: be one busy process of the oversubscription case for this many ms
     #[arg(long, hide = true, value_name = "MS")]
     pub busy_for_ms: Option<u64>,
+}
+
+/// A case `--only` runs alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Only {
+    /// The key broker: a push signed by the daemon's agent ÷ by a plain ssh-agent.
+    Broker,
 }
 
 impl Options {

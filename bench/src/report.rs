@@ -394,6 +394,7 @@ fn case_list(md: &mut String) {
     for (i, case) in Case::ALL.iter().enumerate() {
         let status = match case.status() {
             Status::Measured => String::new(),
+            Status::Alone { by } => format!(" — *measured alone: `{by}`*"),
             Status::Planned { by } => format!(" — *not measured yet: {by}*"),
         };
         let _ = writeln!(md, "{}. {}{status}", i + 1, case.title());

@@ -148,3 +148,41 @@ fn the_bench_refuses_binaries_of_another_build() {
         ran.stderr
     );
 }
+
+/// The key broker's case alone (`scripts/bench --only broker`, as root: sshd and a daemon
+/// under a uid of its own): a smoke run measures both arms and writes `broker.md`.
+#[test]
+fn a_smoke_run_of_the_broker_case_pushes_through_both_agents_and_writes_its_report() {
+    assert_eq!(
+        nix::unistd::geteuid().as_raw(),
+        0,
+        "the broker case runs sshd and a daemon under another uid: run it as root (CI does)"
+    );
+    let bins = bin_dir();
+    let dir = tempfile::Builder::new()
+        .prefix("rfsmoke")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
+    let ran = run(Command::new(bins.join("row-fence-bench"))
+        .args(["--smoke", "--only", "broker", "--bin-dir"])
+        .arg(&bins)
+        .arg("--out")
+        .arg(dir.path().join("report.md")));
+    assert_eq!(
+        ran.code, 0,
+        "the broker case failed:\n{}\n{}",
+        ran.stderr, ran.stdout
+    );
+    let text = fs::read_to_string(dir.path().join("broker.md")).expect("broker.md");
+    for part in [
+        "| broker (row-fence-resident) | 5 | 0 |",
+        "| plain ssh-agent | 5 | 0 |",
+        "broker ÷ plain p50",
+    ] {
+        assert!(text.contains(part), "the report lacks {part:?}:\n{text}");
+    }
+    assert!(
+        !dir.path().join("report.md").exists(),
+        "--only wrote the main report"
+    );
+}

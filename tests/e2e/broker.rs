@@ -1080,3 +1080,398 @@ fn a_daemon_under_its_own_uid_holds_the_key_where_neither_a_lane_nor_its_own_uid
         "core files are on: {core}"
     );
 }
+
+/// `row-fence install broker ARGS` run as `user` in `dir`, on the site's home.
+fn install_broker(site: &Site, user: &User, dir: &Path, args: &[&str]) -> Ran {
+    let home = site.home.home.display().to_string();
+    let mut all = vec!["install", "broker", "--repo", "."];
+    all.extend_from_slice(args);
+    site.as_lane_env(
+        user,
+        dir,
+        &crate::util::bin("row-fence").display().to_string(),
+        &all,
+        &[("ROW_FENCE_HOME", &home), ("ROW_FENCE_STORE", "file")],
+    )
+}
+
+#[test]
+fn install_broker_makes_git_sign_through_the_daemon_with_no_agent_in_the_environment() {
+    let mut site = Site::new();
+    let (a, a_tree) = site.lane("a");
+    let (_, a_descriptor) = site.home.acquire("board-1", "row-1", "lane-a", &[]);
+    let _daemon = site.daemon(&[(&a, &a_descriptor)]);
+    // The push key's public half, where lanes can read it; the sshd's host key in the
+    // lane's known_hosts (the broker's ssh runs with the lane's own ssh settings after its
+    // options).
+    let public = site.home.path("push.pub");
+    fs::copy(site.key.with_extension("pub"), &public).expect("push.pub");
+    fs::set_permissions(&public, fs::Permissions::from_mode(0o644)).expect("chmod");
+    let host = fs::read_to_string(site.home.path("sshd/host_key.pub")).expect("host key");
+    let ssh_dir = a.home.join(".ssh");
+    fs::create_dir(&ssh_dir).expect(".ssh");
+    fs::write(
+        ssh_dir.join("known_hosts"),
+        format!("[127.0.0.1]:{} {host}", site.sshd.port),
+    )
+    .expect("known_hosts");
+    chown(&a.home, a.uid, a.gid);
+    let config = a_tree.join(".git/config");
+    let before = fs::read(&config).expect("config");
+
+    let agent = site.agent.display().to_string();
+    let public_text = public.display().to_string();
+    let bin_dir = crate::util::bin_dir().display().to_string();
+    let installed = install_broker(
+        &site,
+        &a,
+        &a_tree,
+        &[
+            "--broker-socket",
+            &agent,
+            "--key-pub",
+            &public_text,
+            "--bin-dir",
+            &bin_dir,
+            "--json",
+        ],
+    )
+    .expect_ok("install broker");
+    assert_eq!(
+        installed.json()["done"],
+        "installed",
+        "{}",
+        installed.stdout
+    );
+    let command = site
+        .as_lane(&a, &a_tree, "git", &["config", "core.sshCommand"])
+        .expect_ok("git config core.sshCommand")
+        .stdout;
+    for option in [
+        format!("-o IdentityAgent={agent}"),
+        "-o IdentitiesOnly=yes".into(),
+        format!("-o IdentityFile={public_text}"),
+        "-o ControlMaster=no".into(),
+        "-o ControlPath=none".into(),
+    ] {
+        assert!(command.contains(&option), "{option} not in {command}");
+    }
+    assert!(
+        command.contains("--git-ssh"),
+        "not the gate's wrapper: {command}"
+    );
+
+    // No SSH_AUTH_SOCK, no GIT_SSH_COMMAND: git runs the config's one ssh command, which
+    // reaches the broker, and the ALLOWED lane's push lands.
+    let push = |site: &Site| {
+        site.as_lane(
+            &a,
+            &a_tree,
+            "env",
+            &[
+                "-u",
+                "SSH_AUTH_SOCK",
+                "-u",
+                "GIT_SSH_COMMAND",
+                "git",
+                "push",
+                "-q",
+                "origin",
+                "HEAD:refs/heads/main",
+            ],
+        )
+    };
+    let first = site.commit(&a, &a_tree, "wired");
+    push(&site).expect_ok("lane A's push through install broker's ssh command");
+    assert_eq!(site.remote_ref("main").as_deref(), Some(first.as_str()));
+
+    // Taken over, the same route gets no signature.
+    site.home
+        .acquire("board-1", "row-1", "lane-b", &["--takeover"]);
+    site.commit(&a, &a_tree, "after takeover");
+    let refused = push(&site);
+    assert_ne!(
+        refused.code, 0,
+        "pushed after the takeover: {}",
+        refused.stderr
+    );
+    assert_eq!(site.remote_ref("main").as_deref(), Some(first.as_str()));
+
+    // Rollback: the config byte for byte, the broker's files gone.
+    let rolled = install_broker(&site, &a, &a_tree, &["--rollback", "--json"])
+        .expect_ok("install broker --rollback");
+    assert_eq!(rolled.json()["done"], "rolled back", "{}", rolled.stdout);
+    assert_eq!(fs::read(&config).expect("config"), before);
+    assert!(!a_tree.join(".git/row-fence.gitconfig").exists());
+    assert!(!a_tree.join(".git/row-fence-broker.json").exists());
+}
+
+#[test]
+fn the_broker_and_the_transport_gate_compose_and_each_rolls_back_alone() {
+    let home = Home::file();
+    let repo = home.path("repo");
+    let git = |args: &[&str]| run(home.command("git").current_dir(&repo).args(args));
+    fs::create_dir(&repo).expect("repo dir");
+    git(&["init", "-q", "-b", "main"]).expect_ok("git init");
+    let key = home.path("push");
+    ssh_keygen(&key, "push");
+    let config = repo.join(".git/config");
+    let include = repo.join(".git/row-fence.gitconfig");
+    let bin_dir = crate::util::bin_dir().display().to_string();
+    let agent = home.path("agent.sock").display().to_string();
+    let public = home.path("push.pub").display().to_string();
+    let cli = |args: &[&str]| {
+        run(home
+            .command(crate::util::bin("row-fence"))
+            .current_dir(&repo)
+            .args(args))
+    };
+    let broker = |rollback: bool| {
+        let mut args = vec!["install", "broker", "--repo", "."];
+        if rollback {
+            args.push("--rollback");
+        } else {
+            args.extend([
+                "--broker-socket",
+                &agent,
+                "--key-pub",
+                &public,
+                "--bin-dir",
+                &bin_dir,
+            ]);
+        }
+        cli(&args).expect_ok("install broker");
+    };
+    let gate = |rollback: bool| {
+        let mut args = vec!["install", "git-hook", "--repo", "."];
+        if rollback {
+            args.push("--rollback");
+        } else {
+            args.extend(["--bin-dir", &bin_dir]);
+        }
+        cli(&args).expect_ok("install git-hook");
+    };
+    let ssh_command = || git(&["config", "core.sshCommand"]).stdout;
+    let gate_helper = || {
+        git(&["config", "--get-all", "credential.helper"])
+            .stdout
+            .contains("--git-credential")
+    };
+    let original = fs::read(&config).expect("config");
+
+    // Broker, then gate: one ssh command carries both; the gate's helper is there.
+    broker(false);
+    let broker_only = fs::read(&include).expect("include");
+    let broker_config = fs::read(&config).expect("config");
+    let doctor = cli(&["doctor", "--json"]).json();
+    assert_eq!(
+        doctor["repositories"][0]["broker"]["agent"], agent,
+        "doctor does not show the broker: {doctor}"
+    );
+    // The gate's rollback finds no gate, and leaves the broker's wiring as it is.
+    gate(true);
+    assert_eq!(fs::read(&include).expect("include"), broker_only);
+    assert_eq!(fs::read(&config).expect("config"), broker_config);
+    assert!(
+        ssh_command().contains("IdentityAgent="),
+        "{}",
+        ssh_command()
+    );
+    assert!(!gate_helper());
+    gate(false);
+    assert!(ssh_command().contains("IdentityAgent=") && ssh_command().contains("--git-ssh"));
+    assert!(gate_helper());
+    // The gate goes, the broker stays: the included file is the broker's alone again.
+    gate(true);
+    assert_eq!(fs::read(&include).expect("include"), broker_only);
+    assert!(ssh_command().contains("IdentityAgent="));
+    broker(true);
+    assert_eq!(fs::read(&config).expect("config"), original);
+    assert!(!include.exists());
+    assert!(!repo.join(".git/row-fence-broker.json").exists());
+
+    // Gate, then broker: the broker goes, the gate stays as it was.
+    gate(false);
+    let gate_only = fs::read(&include).expect("include");
+    broker(false);
+    assert!(ssh_command().contains("IdentityAgent=") && gate_helper());
+    broker(true);
+    assert_eq!(fs::read(&include).expect("include"), gate_only);
+    gate(true);
+    assert_eq!(fs::read(&config).expect("config"), original);
+
+    // A repository with an ssh command of its own is refused, and nothing is written.
+    git(&["config", "core.sshCommand", "ssh -i /nowhere"]).expect_ok("git config");
+    let own = fs::read(&config).expect("config");
+    let refused = cli(&[
+        "install",
+        "broker",
+        "--repo",
+        ".",
+        "--broker-socket",
+        &agent,
+        "--key-pub",
+        &public,
+        "--bin-dir",
+        &bin_dir,
+    ]);
+    assert_ne!(refused.code, 0, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("own ssh command"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(fs::read(&config).expect("config"), own);
+    assert!(!include.exists());
+    assert!(!repo.join(".git/row-fence-broker.json").exists());
+    // A private key given as --key-pub is refused before anything is written.
+    let refused = cli(&[
+        "install",
+        "broker",
+        "--broker-socket",
+        &agent,
+        "--key-pub",
+        &key.display().to_string(),
+    ]);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(refused.stderr.contains("private key"), "{}", refused.stderr);
+}
+
+#[test]
+fn doctor_warns_of_each_way_a_lane_uid_reaches_a_push_without_the_broker() {
+    let home = Home::file();
+    let root = home.dir.path().to_path_buf();
+    fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).expect("chmod temp dir");
+    let mut users = Users::new();
+    let a = users.add(&root, "d");
+    let repo = root.join("repo");
+    fs::create_dir(&repo).expect("repo");
+    run(home.command("git").current_dir(&repo).args(["init", "-q"])).expect_ok("git init");
+    let lanes = root.join("lanes.toml");
+    fs::write(
+        &lanes,
+        format!(
+            "[[lane]]\nuid = {}\ndescriptor = \"{}\"\n",
+            a.uid,
+            root.join("lane-d.json").display()
+        ),
+    )
+    .expect("lanes.toml");
+    let broker_socket = root.join("agent.sock");
+    let _broker = std::os::unix::net::UnixListener::bind(&broker_socket).expect("broker socket");
+    let doctor = || {
+        let ran = run(home
+            .command(crate::util::bin("row-fence"))
+            .current_dir(&repo)
+            .args(["doctor", "--json", "--broker-lanes"])
+            .arg(&lanes)
+            .arg("--broker-socket")
+            .arg(&broker_socket));
+        let json = ran.json();
+        assert_eq!(
+            json["lanes"][0]["uid"], a.uid,
+            "{}{}",
+            ran.stdout, ran.stderr
+        );
+        json["lanes"][0]["warnings"]
+            .as_array()
+            .expect("warnings")
+            .iter()
+            .map(|w| w.as_str().unwrap_or("").to_string())
+            // The machine's own /etc/ssh settings are not this test's to change.
+            .filter(|w| !w.contains("/etc/ssh"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        doctor(),
+        Vec::<String>::new(),
+        "a clean lane uid has warnings"
+    );
+
+    // A private key the lane's uid can read.
+    let ssh_dir = a.home.join(".ssh");
+    fs::create_dir(&ssh_dir).expect(".ssh");
+    let key = ssh_dir.join("id_ed25519");
+    ssh_keygen(&key, "own");
+    chown(&a.home, a.uid, a.gid);
+    let warned = doctor();
+    assert!(
+        warned.len() == 1 && warned[0].contains(&key.display().to_string()),
+        "{warned:?}"
+    );
+    // The same file, root's and 0600: not the lane's to read.
+    chown(&key, 0, 0);
+    assert_eq!(doctor(), Vec::<String>::new());
+
+    // A process of the lane's uid whose SSH_AUTH_SOCK names another agent; one naming the
+    // broker's is fine.
+    let other = root.join("other-agent.sock");
+    let _other = std::os::unix::net::UnixListener::bind(&other).expect("other agent socket");
+    let spawn_sleep = |socket: &Path| {
+        Command::new("sleep")
+            .arg("30")
+            .env_clear()
+            .env("SSH_AUTH_SOCK", socket)
+            .uid(a.uid)
+            .gid(a.gid)
+            .spawn()
+            .expect("sleep as the lane")
+    };
+    let mut with_broker = spawn_sleep(&broker_socket);
+    assert_eq!(doctor(), Vec::<String>::new());
+    let mut with_other = spawn_sleep(&other);
+    let warned = doctor();
+    let _ = with_other.kill();
+    let _ = with_other.wait();
+    let _ = with_broker.kill();
+    let _ = with_broker.wait();
+    assert!(
+        warned.len() == 1
+            && warned[0].contains(&format!("SSH_AUTH_SOCK={}", other.display()))
+            && warned[0].contains(&with_other.id().to_string()),
+        "{warned:?}"
+    );
+
+    // Multiplexing in the lane's ssh config: one warning a line.
+    fs::write(
+        ssh_dir.join("config"),
+        "Host *\n    ControlMaster auto\n    ControlPersist=10m\n    ControlPath ~/.ssh/%C\n",
+    )
+    .expect("ssh config");
+    let warned = doctor();
+    assert!(
+        warned.len() == 2
+            && warned[0].contains("ControlMaster auto")
+            && warned[1].contains("ControlPersist=10m")
+            && warned.iter().all(|w| w.contains("MaxSessions 1")),
+        "{warned:?}"
+    );
+}
+
+/// `scripts/demo --hard` on the debug binaries: its own users, sshd and broker; every
+/// step as the demo says, and nothing left behind.
+#[test]
+fn the_hard_demo_runs_on_the_debug_binaries_and_leaves_no_user_behind() {
+    let _root = Users::new();
+    let ran = run(Command::new(crate::util::repo_root().join("scripts/demo"))
+        .arg("--hard")
+        .env("ROW_FENCE_BIN_DIR", crate::util::bin_dir()));
+    assert_eq!(
+        ran.code, 0,
+        "scripts/demo --hard failed:\n{}\n{}",
+        ran.stdout, ran.stderr
+    );
+    assert!(
+        ran.stdout.contains(
+            "the hard boundary held: lane-a's pushes landed, none of lane-b's got a signature"
+        ),
+        "{}",
+        ran.stdout
+    );
+    assert!(!ran.stdout.contains("FAIL"), "{}", ran.stdout);
+    let passwd = fs::read_to_string("/etc/passwd").expect("passwd");
+    assert!(
+        !passwd.lines().any(|l| l.starts_with("rfh")),
+        "the demo left a user behind"
+    );
+}

@@ -4,6 +4,8 @@
 //! transport gate there, and each remote's transport with what gates it. Exits 1 when
 //! something lacks the fence (a worktree added after install, a submodule initialized
 //! after it, a later `core.sshCommand`, credentials in a remote's URL), 0 otherwise.
+//! With the key broker's bindings (`--broker-lanes`), each lane's uid too: a private key
+//! it can read, another agent in its environment, ssh multiplexing ([`crate::lane_reach`]).
 
 use crate::agent_doctor::{self, AgentReport};
 use crate::git_gate;
@@ -23,6 +25,40 @@ pub struct DoctorArgs {
     /// Print the findings as one JSON object
     #[arg(long)]
     json: bool,
+    /// The key broker's uid → lane bindings: each lane's uid is checked for a way to push past the broker (a key it can read, another agent, ssh multiplexing)
+    #[arg(long, value_name = "FILE", env = "ROW_FENCE_BROKER_LANES")]
+    broker_lanes: Option<PathBuf>,
+    /// The broker's agent socket (a lane's SSH_AUTH_SOCK may name it) [env: ROW_FENCE_BROKER_SOCKET]
+    #[arg(long, value_name = "PATH", env = "ROW_FENCE_BROKER_SOCKET")]
+    broker_socket: Option<PathBuf>,
+}
+
+/// What a lane's uid can push with past the key broker.
+#[derive(Debug, Serialize)]
+struct LaneReport {
+    uid: u32,
+    descriptor: PathBuf,
+    warnings: Vec<String>,
+}
+
+/// Each bound lane's warnings ([`crate::lane_reach`]); a bindings file that cannot be
+/// read is an error (doctor was asked to check the lanes and cannot).
+fn lanes(args: &DoctorArgs) -> Result<Vec<LaneReport>, Failure> {
+    let Some(path) = &args.broker_lanes else {
+        return Ok(Vec::new());
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::could_not(format!("lane bindings {}: {e}", path.display())))?;
+    let lanes = row_fence_resident::broker::lanes::Lanes::parse(&text)
+        .map_err(|e| Failure::could_not(format!("lane bindings {}: {e}", path.display())))?;
+    Ok(lanes
+        .bindings()
+        .map(|b| LaneReport {
+            uid: b.uid,
+            descriptor: b.descriptor.clone(),
+            warnings: crate::lane_reach::warnings(b.uid, args.broker_socket.as_deref()),
+        })
+        .collect())
 }
 
 /// What doctor found in one repository.
@@ -31,6 +67,8 @@ struct Report {
     common_dir: PathBuf,
     submodule: bool,
     gate: bool,
+    /// The key broker wired in by `install broker`, if any.
+    broker: Option<crate::broker::Wiring>,
     worktrees: Vec<WorktreeReport>,
     remotes: Vec<Remote>,
     problems: Vec<String>,
@@ -74,14 +112,17 @@ pub fn run(args: DoctorArgs) -> Outcome {
         .as_deref()
         .map(|h| agent_doctor::examine(h, top.as_deref()))
         .unwrap_or_default();
+    let lanes = lanes(&args)?;
     let problems: usize = reports.iter().map(|r| r.problems.len()).sum::<usize>()
         + environment.len()
-        + agents.iter().map(|a| a.problems.len()).sum::<usize>();
+        + agents.iter().map(|a| a.problems.len()).sum::<usize>()
+        + lanes.iter().map(|l| l.warnings.len()).sum::<usize>();
     if args.json {
         out(&serde_json::json!({
             "repositories": reports,
             "environment": environment,
             "agents": agents,
+            "lanes": lanes,
             "problems": problems
         })
         .to_string());
@@ -94,6 +135,21 @@ pub fn run(args: DoctorArgs) -> Outcome {
         }
         for agent in &agents {
             print_agent(agent);
+        }
+        for lane in &lanes {
+            out(&format!(
+                "lane uid {} ({}): {}",
+                lane.uid,
+                lane.descriptor.display(),
+                if lane.warnings.is_empty() {
+                    "no way past the key broker found"
+                } else {
+                    "!! can push past the key broker"
+                }
+            ));
+            for warning in &lane.warnings {
+                out(&format!("  !! {warning}"));
+            }
         }
         out(&match problems {
             0 => "every worktree and submodule is fenced".to_string(),
@@ -163,10 +219,15 @@ fn examine(repo: &Repository) -> Report {
         .collect();
     let remotes = remotes(repo, &mut problems);
     let notes = git_gate::drift(&repo.common_dir).into_iter().collect();
+    let broker = crate::broker::Wiring::read(&repo.common_dir).unwrap_or_else(|e| {
+        problems.push(e.to_string());
+        None
+    });
     Report {
         common_dir: repo.common_dir.clone(),
         submodule: repo.submodule,
         gate,
+        broker,
         worktrees,
         remotes,
         problems,
@@ -411,6 +472,13 @@ fn print(report: &Report) {
             "!! off (row-fence install git-hook)"
         }
     ));
+    if let Some(wiring) = &report.broker {
+        out(&format!(
+            "  key broker: git's ssh signs through {} (key {})",
+            wiring.agent.display(),
+            wiring.identity_file.display()
+        ));
+    }
     for w in &report.worktrees {
         let bound = w
             .descriptor

@@ -131,6 +131,31 @@ pub enum GateError {
         /// Why.
         source: io::Error,
     },
+    /// The key broker's wiring file cannot be read.
+    #[error(transparent)]
+    Broker(#[from] crate::broker::WiringError),
+    /// The key broker is wired into a repository that runs an ssh command of its own: the
+    /// broker's options must be the first ssh reads, and a command of the repository's
+    /// may be anything (a script, plink).
+    #[error(
+        "the repository runs its own ssh command {command:?} ({origin}); the key broker needs git to run OpenSSH with its options: remove that core.sshCommand first"
+    )]
+    OwnSshCommand {
+        /// The command.
+        command: String,
+        /// Where git read it.
+        origin: String,
+    },
+    /// The included file's `core.sshCommand` is not the wrapper as install writes it, so
+    /// the asker, home and socket it was written with cannot be read back.
+    #[error(
+        "{}: its core.sshCommand is not the fence's as install writes it; fix or remove it by hand",
+        include.display()
+    )]
+    NotBaked {
+        /// The included file.
+        include: PathBuf,
+    },
     /// A file cannot be removed.
     #[error("cannot remove {}: {source}", path.display())]
     Remove {
@@ -157,7 +182,7 @@ pub struct Entry {
 impl Entry {
     /// Read from the gate's included file (git names it relative to the directory it ran
     /// in when that is the git dir).
-    fn is_the_gates(&self) -> bool {
+    pub fn is_the_gates(&self) -> bool {
         let file = self.origin.strip_prefix("file:").unwrap_or(&self.origin);
         Path::new(file).file_name() == Some(std::ffi::OsStr::new(INCLUDE_FILE))
     }
@@ -225,6 +250,8 @@ pub fn entries(dir: &Path) -> Result<Vec<Entry>, GateError> {
 pub struct Previous {
     /// The ssh command git would run.
     pub ssh_command: Option<String>,
+    /// Where git read [`Previous::ssh_command`].
+    pub ssh_command_origin: String,
     /// `ssh.variant`, when set.
     pub ssh_variant: Option<String>,
     /// The `git://` proxy git would run (`core.gitProxy`), when set.
@@ -252,7 +279,10 @@ pub fn previous(entries: &[Entry]) -> Result<Previous, GateError> {
             });
         };
         match e.key.as_str() {
-            "core.sshcommand" => prev.ssh_command = Some(value).filter(|v| !v.is_empty()),
+            "core.sshcommand" => {
+                prev.ssh_command = Some(value).filter(|v| !v.is_empty());
+                prev.ssh_command_origin = e.origin.clone();
+            }
             "ssh.variant" => prev.ssh_variant = Some(value),
             "core.gitproxy" => prev.git_proxy = Some(value).filter(|v| !v.is_empty()),
             _ if e.is_helper() => match (e.helper_url(), value.is_empty()) {
@@ -282,13 +312,41 @@ pub struct Plan {
 }
 
 /// Plans the gate for the repository at `common_dir`, baked with the daemon's asker,
-/// home and socket.
+/// home and socket (with the key broker's ssh options when it is wired in).
 pub fn plan(common_dir: &Path, baked: &Baked) -> Result<Plan, GateError> {
+    plan_parts(common_dir, baked, true)
+}
+
+/// True when the included file in `common_dir` holds the transport gate's own parts (its
+/// credential helper), not only the key broker's ssh command.
+pub fn gate_in(common_dir: &Path) -> bool {
+    fs::read_to_string(common_dir.join(INCLUDE_FILE))
+        .is_ok_and(|text| text.contains("--git-credential"))
+}
+
+/// Plans the one included file of `common_dir`: one `core.sshCommand` (the gate's
+/// wrapper, carrying the key broker's ssh options when `row-fence install broker` wired
+/// it in) and, with `gate`, the transport gate's `git://` proxy and credential helpers.
+/// Without `gate` the file is the broker's alone.
+pub fn plan_parts(common_dir: &Path, baked: &Baked, with_gate: bool) -> Result<Plan, GateError> {
     let asker = baked.bin_dir.join("row-fence-ask");
     if !fs::metadata(&asker).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0) {
         return Err(GateError::NoAsker { asker });
     }
     let previous = previous(&entries(common_dir)?)?;
+    let broker = crate::broker::Wiring::read(common_dir)?;
+    // The ssh the wrapper runs once the fence says yes: the broker's OpenSSH with its
+    // options first, else what the repository ran before.
+    let then = match (&broker, &previous.ssh_command) {
+        (Some(_), Some(own)) => {
+            return Err(GateError::OwnSshCommand {
+                command: own.clone(),
+                origin: previous.ssh_command_origin.clone(),
+            });
+        }
+        (Some(wiring), None) => Some(wiring.ssh_line()),
+        (None, own) => own.clone(),
+    };
     let base = |mode: &str| {
         let mut words = vec![
             asker.display().to_string(),
@@ -301,7 +359,7 @@ pub fn plan(common_dir: &Path, baked: &Baked) -> Result<Plan, GateError> {
             common_dir.display().to_string(),
         ];
         if mode == "--git-ssh"
-            && let Some(then) = &previous.ssh_command
+            && let Some(then) = &then
         {
             words.extend(["--then".to_string(), then.clone()]);
         }
@@ -314,6 +372,7 @@ pub fn plan(common_dir: &Path, baked: &Baked) -> Result<Plan, GateError> {
     let ssh_command = base("--git-ssh");
     let proxy_path = common_dir.join(PROXY_FILE);
     let proxy = match &previous.git_proxy {
+        _ if !with_gate => None,
         Some(_) => None,
         None if proxy_path.to_string_lossy().contains(" for ") => {
             return Err(GateError::ProxyPath { proxy: proxy_path });
@@ -329,18 +388,32 @@ pub fn plan(common_dir: &Path, baked: &Baked) -> Result<Plan, GateError> {
         "!f() {{ {} \"$@\" || echo quit=1; }}; f",
         base("--git-credential")
     );
-    let mut include = String::from(
-        "# Written by `row-fence install git-hook`; `row-fence install git-hook --rollback` removes it.\n\
-         # Git's transport gate: a push over ssh asks the row fence first (core.sshCommand), so\n\
-         # does one over git:// (core.gitProxy) and every request for credentials over http(s)\n\
-         # (the first credential helper).\n\
-         # The repository's own ssh command and credential helpers, as they were at install,\n\
-         # run after the fence's.\n",
-    );
+    let mut include = String::new();
+    if with_gate {
+        include.push_str(
+            "# Written by `row-fence install git-hook`; `row-fence install git-hook --rollback` removes it.\n\
+             # Git's transport gate: a push over ssh asks the row fence first (core.sshCommand), so\n\
+             # does one over git:// (core.gitProxy) and every request for credentials over http(s)\n\
+             # (the first credential helper).\n\
+             # The repository's own ssh command and credential helpers, as they were at install,\n\
+             # run after the fence's.\n",
+        );
+    }
+    if broker.is_some() {
+        include.push_str(crate::broker::INCLUDE_NOTE);
+    }
     include.push_str(&format!(
         "[core]\n\tsshCommand = {}\n",
         config_value(&ssh_command)
     ));
+    if !with_gate {
+        return Ok(Plan {
+            common_dir: common_dir.to_path_buf(),
+            include,
+            proxy,
+            previous,
+        });
+    }
     if proxy.is_some() {
         include.push_str(&format!(
             "\tgitProxy = {}\n",
@@ -391,7 +464,7 @@ pub fn drift(common_dir: &Path) -> Option<String> {
     let Some(baked) = baked_in(common_dir) else {
         return said("its core.sshCommand is not the gate's as install writes it; rerun row-fence install git-hook".into());
     };
-    match plan(common_dir, &baked) {
+    match plan_parts(common_dir, &baked, gate_in(common_dir)) {
         Ok(plan) if plan.include == text => None,
         Ok(_) => said(
             "it is not what install writes now: the repository moved, or its ssh command, git:// proxy or credential helpers changed since install, and the gate still runs the ones it saw then; rerun row-fence install git-hook".into(),
@@ -402,7 +475,7 @@ pub fn drift(common_dir: &Path) -> Option<String> {
 
 /// The asker directory, home and socket the gate in `common_dir` was written with, read
 /// back from its `core.sshCommand`.
-fn baked_in(common_dir: &Path) -> Option<Baked> {
+pub fn baked_in(common_dir: &Path) -> Option<Baked> {
     let out = git(common_dir)
         .args(["config", "--file", INCLUDE_FILE, "core.sshCommand"])
         .output()
@@ -521,7 +594,18 @@ pub fn rollback_refusal(common_dir: &Path) -> Result<(), GateError> {
 /// Removes the gate: the appended lines ([`gate_lines::without_gate`]: the config comes
 /// back byte for byte, whatever else was edited since, but for what git wrote into the
 /// gate's `[credential]`) and the included file.
+///
+/// When the key broker is wired in (`row-fence install broker`), its ssh command stays:
+/// the included file is written again with the broker's part alone and the lines stay
+/// (`Done::NotInstalled` when the file was the broker's alone).
 pub fn rollback(common_dir: &Path) -> Result<Done, GateError> {
+    if crate::broker::Wiring::read(common_dir)?.is_some() {
+        // The included file is the broker's alone when it holds no gate: nothing to take.
+        return match gate_in(common_dir) {
+            true => broker_only(common_dir),
+            false => Ok(Done::NotInstalled),
+        };
+    }
     let config_path = common_dir.join("config");
     let config = read_config(&config_path)?;
     let back =
@@ -549,6 +633,31 @@ pub fn rollback(common_dir: &Path) -> Result<Done, GateError> {
         }
     }
     Ok(done)
+}
+
+/// Writes the included file again with the key broker's ssh command alone (the gate's
+/// proxy script removed), baked as it was.
+fn broker_only(common_dir: &Path) -> Result<Done, GateError> {
+    let include_path = common_dir.join(INCLUDE_FILE);
+    let Some(baked) = baked_in(common_dir) else {
+        return Err(GateError::NotBaked {
+            include: include_path,
+        });
+    };
+    let plan = plan_parts(common_dir, &baked, false)?;
+    let mode = fs::metadata(&include_path).map_or(0o644, |m| m.permissions().mode() & 0o7777);
+    row_fence_store::atomic_file::write(&include_path, plan.include.as_bytes(), mode, false)
+        .map_err(|source| GateError::Write {
+            path: include_path,
+            source,
+        })?;
+    match fs::remove_file(common_dir.join(PROXY_FILE)) {
+        Err(source) if source.kind() != io::ErrorKind::NotFound => Err(GateError::Remove {
+            path: common_dir.join(PROXY_FILE),
+            source,
+        }),
+        _ => Ok(Done::RolledBack),
+    }
 }
 
 /// What keeps the gate from being the one git runs in `dir` (a worktree, or a bare

@@ -52,6 +52,8 @@ enum What {
     AgentHook(AgentHookArgs),
     /// Fence git itself in a repository: the pre-push hook in every worktree and git's transport gate (ssh command, credential helper), or remove them
     GitHook(crate::git_install::GitHookArgs),
+    /// Make git in a repository sign through the daemon's key broker: the transport gate's ssh command runs OpenSSH with the broker's agent socket and push key only, no multiplexing; or take it out
+    Broker(crate::broker::BrokerArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -111,6 +113,7 @@ pub fn run(args: InstallArgs, settings: &Settings) -> Outcome {
         ),
         What::AgentHook(a) => agent_hook(a, settings, args.json),
         What::GitHook(a) => crate::git_install::run(a, settings, args.json),
+        What::Broker(a) => crate::broker::run(a, settings, args.json),
     }
 }
 

@@ -9,11 +9,12 @@
 //! # Layout
 //!
 //! The commands:
-//! - [`install`]: `install launchd|systemd|claude-hook|agent-hook|git-hook`.
+//! - [`install`]: `install launchd|systemd|claude-hook|agent-hook|git-hook|broker`.
 //! - [`render`]: `render launchd|systemd`, and the job settings `install` shares.
 //! - [`git_install`]: `install git-hook`, git's layer in every worktree of a repository.
 //! - [`doctor`]: where git is fenced in a repository and where it is not;
 //!   [`agent_doctor`]: whether each agent harness's hook is there and can run.
+//! - [`broker`]: `install broker`, git's ssh through the daemon's key broker.
 //!
 //! What they write:
 //! - [`deploy`]: the launchd and systemd jobs, rendered from `deploy/` with tera.
@@ -26,10 +27,12 @@
 //!   helper, git:// proxy); [`gate_lines`]: the lines that include it, byte-for-byte removable.
 //! - [`git_repo`]: a repository's worktrees, hooks directories and submodules, asked of git.
 //! - [`daemon_answers`]: whether a daemon answers for the home a hook is installed for.
+//! - [`lane_reach`]: what a lane's uid can push with past the key broker (doctor's warnings).
 //! - [`shell`]: words quoted for `sh -c`, as every installer writes them.
 
 pub mod agent_doctor;
 pub mod agent_hooks;
+pub mod broker;
 pub mod claude_settings;
 pub mod codex_toml;
 pub mod created_files;
@@ -42,5 +45,6 @@ pub mod git_hook;
 pub mod git_install;
 pub mod git_repo;
 pub mod install;
+pub mod lane_reach;
 pub mod render;
 pub mod shell;
