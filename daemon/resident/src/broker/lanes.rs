@@ -200,11 +200,6 @@ impl Lanes {
         self.by_uid.get(&uid)
     }
 
-    /// Every binding, by uid.
-    pub fn bindings(&self) -> impl Iterator<Item = &Binding> {
-        self.by_uid.values()
-    }
-
     /// How many uids are bound.
     pub fn len(&self) -> usize {
         self.by_uid.len()
