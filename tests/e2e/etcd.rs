@@ -132,7 +132,7 @@ fn transactions(cluster: &EtcdCluster) -> u64 {
 /// its own before it. A write that loses a race learns the board's state from its failed
 /// commit, in the same transaction.
 #[test]
-fn an_uncontended_fenced_write_is_two_transactions() {
+fn a_fenced_writes_commit_is_one_transaction_with_no_read_of_its_own() {
     let cluster = EtcdCluster::start_direct();
     runtime().block_on(async {
         let store = EtcdStore::open(&cluster.url(), "rowfence").unwrap();
