@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn the_records_contract_holds_on_etcd() {
-    let cluster = EtcdCluster::start();
+    let cluster = EtcdCluster::start_direct();
     runtime().block_on(async {
         for (i, (name, scenario)) in crate::contract::scenarios().into_iter().enumerate() {
             eprintln!("scenario {name}");
@@ -31,7 +31,7 @@ fn the_records_contract_holds_on_etcd() {
 
 #[test]
 fn a_batch_past_one_transaction_is_refused_and_a_copied_board_keeps_its_revision() {
-    let cluster = EtcdCluster::start();
+    let cluster = EtcdCluster::start_direct();
     runtime().block_on(async {
         let store = EtcdStore::open(&cluster.url(), "rowfence").unwrap();
         let writes = (0..=MAX_WRITES)
@@ -102,6 +102,81 @@ fn a_batch_past_one_transaction_is_refused_and_a_copied_board_keeps_its_revision
             row_fence_contract::Reason::StoreUnreachable,
             "{err}"
         );
+    });
+}
+
+/// Transactions the members answered so far (etcd's `grpc_server_handled_total` for
+/// `Txn`, every code, summed over the members' `/metrics`).
+fn transactions(cluster: &EtcdCluster) -> u64 {
+    use std::io::{Read, Write};
+    let mut total = 0;
+    for m in &cluster.members {
+        let mut conn = std::net::TcpStream::connect(("127.0.0.1", m.client_port)).unwrap();
+        conn.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        conn.read_to_string(&mut text).unwrap();
+        total += text
+            .lines()
+            .filter(|l| {
+                l.starts_with("grpc_server_handled_total{") && l.contains(r#"grpc_method="Txn""#)
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64;
+    }
+    total
+}
+
+/// A fenced write's commit on etcd is one transaction when no other write races it: it is
+/// judged on the write's last read (ARCHITECTURE.md, "The etcd store"), with no read of
+/// its own before it. A write that loses a race learns the board's state from its failed
+/// commit, in the same transaction.
+#[test]
+fn a_fenced_writes_commit_is_one_transaction_with_no_read_of_its_own() {
+    let cluster = EtcdCluster::start_direct();
+    runtime().block_on(async {
+        let store = EtcdStore::open(&cluster.url(), "rowfence").unwrap();
+        let increment = || async {
+            row_fence_store::fencing::write(
+                &store,
+                "b",
+                &["counts"],
+                |view| {
+                    let counts = view.section("counts");
+                    let n = counts
+                        .get("n")
+                        .and_then(serde_json::Value::as_u64)
+                        .unwrap_or(0);
+                    counts.insert("n", json!(n + 1));
+                    Ok::<_, ()>(())
+                },
+                None,
+            )
+            .await
+            .unwrap()
+        };
+        increment().await;
+        let before = transactions(&cluster);
+        let mut reads = 0;
+        for _ in 0..10 {
+            let written = increment().await;
+            assert_eq!(written.attempts, 1);
+            reads += written.reads as u64;
+        }
+        let used = transactions(&cluster) - before;
+        eprintln!("10 fenced writes: {reads} reads, {used} etcd transactions");
+        assert_eq!(
+            used,
+            reads + 10,
+            "one transaction per commit, no read of its own"
+        );
+        let value = store
+            .record("b", "counts", "n")
+            .await
+            .unwrap()
+            .unwrap()
+            .value;
+        assert_eq!(value, json!(11));
     });
 }
 

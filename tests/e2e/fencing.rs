@@ -448,7 +448,7 @@ struct Increments {
 }
 
 /// `writers` tasks, each with its own connection, each adding 1 to its record `times`
-/// times through `fencing::write`.
+/// times through `fencing::write_reading`, the key read at once.
 fn increments(kind: &Kind, writers: usize, times: usize, same_record: bool) -> Increments {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
@@ -471,10 +471,14 @@ fn increments(kind: &Kind, writers: usize, times: usize, same_record: bool) -> I
                     };
                     let mut committed = 0;
                     while committed < times {
-                        let written = fencing::write(
+                        // The key is known: one read, not a read of the section's
+                        // names and then one of the key.
+                        let mut reads = ReadSet::default();
+                        reads.add_key("counts", &key);
+                        let written = fencing::write_reading(
                             store.as_ref(),
                             "b",
-                            &["counts"],
+                            reads,
                             |view| {
                                 let counts = view.section("counts");
                                 let n = counts.get(&key).and_then(Value::as_u64).unwrap_or(0);

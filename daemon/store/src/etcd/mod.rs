@@ -14,7 +14,8 @@
 //!   An ALLOWED ask writes nothing; a refusal is recorded in the asks ring afterwards.
 //! - A fenced write's batch is judged on the read the write just made ([`seen`]) and
 //!   commits if the head is unchanged since; a commit that finds it changed reads the
-//!   board back in the same transaction. An uncontended write is two round trips.
+//!   board back in the same transaction: the commit adds one round trip to the write's
+//!   reads, and a lost race costs no extra read.
 //! - [`url`]: the URL and its options; [`keys`]: the key layout; [`errors`]: etcd's errors
 //!   as the port's.
 
