@@ -77,6 +77,14 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "row-fence install claude-hook --settings ~/.claude/settings.json",
     ),
     (
+        "install agent-hook",
+        "row-fence install agent-hook --agent codex --bin-dir ~/.local/bin",
+    ),
+    (
+        "install broker",
+        "row-fence install broker --repo /srv/lanes/a --broker-socket /run/row-fence/agent.sock --key-pub /etc/row-fence/push.pub",
+    ),
+    (
         "install git-hook",
         "row-fence install git-hook --repo ~/src/app --recurse-submodules",
     ),
