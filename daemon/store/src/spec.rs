@@ -101,7 +101,7 @@ impl fmt::Display for StoreSpec {
 }
 
 /// Replaces the password of a URL's userinfo (`user:pass@`; a lone `token@` is taken as
-/// a password) and any `pass=` or `password=` query value with `***`, parsed with the `url`
+/// a password) and any `pass=`, `password=` or `sentinel_password=` query value with `***`, parsed with the `url`
 /// crate. A text it cannot parse as one URL (a sentinel URL's host list,
 /// `h1:26379,h2:26379`) is redacted by [`redact_unparsed`].
 pub fn redact(text: &str) -> String {
@@ -124,12 +124,15 @@ pub fn redact(text: &str) -> String {
     url.to_string()
 }
 
-/// `pass=` and `password=` values replaced by `***`, every other pair kept as written.
+/// `pass=`, `password=` and `sentinel_password=` values replaced by `***`, every other
+/// pair kept as written.
 fn redact_query(query: &str) -> String {
     query
         .split('&')
         .map(|pair| match pair.split_once('=') {
-            Some((k, _)) if k == "pass" || k == "password" => format!("{k}=***"),
+            Some((k, _)) if matches!(k, "pass" | "password" | "sentinel_password") => {
+                format!("{k}=***")
+            }
             _ => pair.to_string(),
         })
         .collect::<Vec<_>>()
@@ -200,6 +203,10 @@ mod tests {
             "redis+unix:///tmp/r.sock?db=1&pass=***"
         );
         assert_eq!(redact("redis://host:6379"), "redis://host:6379");
+        assert_eq!(
+            redact("redis+sentinel://h1:26379,h2:26380/m?sentinel_password=s3cret&db=1"),
+            "redis+sentinel://h1:26379,h2:26380/m?sentinel_password=***&db=1"
+        );
         let err = StoreSpec::parse("mysql://u:s3cret@h")
             .unwrap_err()
             .to_string();
