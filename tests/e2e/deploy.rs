@@ -646,3 +646,42 @@ fn install_git_hook_into_a_repository_without_one_fences_pushes_and_rolls_back_t
     assert!(!hook.exists());
     git(&home, &repo.clone, &["status", "--short"]);
 }
+
+/// The second reproduction: a chained pre-push hook that takes 3 s, behind which
+/// a push would land after the lease's time. The fence asks after the chained hook, so a
+/// lease with 7 s left when the push starts has about 4 s when the fence asks: less than
+/// the 5 s margin, REFUSED `lease_expiring`, the remote unmoved (asked before the hook, it
+/// would have been ALLOWED with the hook's 3 s then spent from the lease).
+#[test]
+fn a_slow_chained_hook_is_not_spent_from_the_lease_the_fence_asks_after_it() {
+    let home = Home::file();
+    let repo = Repo::new(&home, "slow-hook");
+    let hook = repo.clone.join(".git/hooks/pre-push");
+    fs::write(&hook, "#!/bin/sh\ncat >/dev/null\nsleep 3\nexit 0\n").unwrap();
+    fs::set_permissions(&hook, fs::Permissions::from_mode(0o750)).unwrap();
+    let chained = install_git_hook(&home, &repo, &["--chain"]);
+    assert_eq!(chained.code, 0, "{}", chained.stderr);
+    let _daemon = home.daemon();
+    let before = repo.remote_head(&home);
+    let descriptor = repo.descriptor().display().to_string();
+    let acquired = home.cli(&[
+        "acquire",
+        "board-1",
+        "row-1",
+        "--lane",
+        "lane-a",
+        "--ttl",
+        "7s",
+        "--write-descriptor",
+        &descriptor,
+    ]);
+    assert_eq!(acquired.code, 0, "{}", acquired.stderr);
+    let push = repo.commit_and_push(&home, "slow");
+    assert_ne!(push.code, 0, "{}", push.stderr);
+    assert!(
+        push.stderr.contains("row-fence: REFUSED (lease_expiring)"),
+        "{}",
+        push.stderr
+    );
+    assert_eq!(repo.remote_head(&home), before);
+}

@@ -398,3 +398,60 @@ fn a_forced_failover_and_a_killed_primary_lose_no_grant_and_never_allow_two_lane
         record.accepts.len()
     );
 }
+
+/// A sentinel with its own password (`requirepass` in sentinel.conf) beside the data
+/// nodes' (`redis+sentinel://:DATA@…`): `?sentinel_password=` reaches it, a grant and an
+/// ALLOWED go through it, and neither password is printed anywhere the URL is.
+#[test]
+fn a_sentinel_with_its_own_password_is_reached_and_neither_password_prints() {
+    const DATA: &str = "data-s3cret";
+    const SENTINEL: &str = "sentinel-s3cret";
+    let primary = Redis::start_tcp(&[]);
+    primary.cli(&["CONFIG", "SET", "requirepass", DATA]);
+    let port = primary.port.unwrap();
+    let sentinel = Sentinel::watching_with(
+        port,
+        &format!("sentinel auth-pass {SENTINEL_MASTER} {DATA}\n"),
+        Some(SENTINEL),
+    );
+    assert_eq!(sentinel.master_port(), Some(port));
+    let base = format!(
+        "redis+sentinel://:{DATA}@127.0.0.1:{}/{SENTINEL_MASTER}",
+        sentinel.port
+    );
+    // Without it (or with a wrong one) the sentinel does not answer: nothing is granted.
+    for url in [base.clone(), format!("{base}?sentinel_password=wrong")] {
+        let home = Home::with_store(url.clone());
+        let ran = home.cli(&["acquire", "b", "r", "--lane", "lane-a"]);
+        assert_eq!(ran.code, 1, "{url}: {}", ran.stderr);
+        assert!(!ran.stderr.contains(DATA), "{}", ran.stderr);
+    }
+    let home = Home::with_store(format!("{base}?sentinel_password={SENTINEL}"));
+    let daemon = home.daemon();
+    let (_, a) = home.acquire("b", "r", "lane-a", &[]);
+    let asked = home.ask_with(&a, &[]);
+    asked.expect(0, "row-fence: ALLOWED");
+    let check = home.cli(&["store", "check"]);
+    assert_eq!(check.code, 0, "{}", check.stderr);
+    let status = home.cli(&["status"]);
+    let shown = home.cli(&["show", "b"]);
+    for output in [
+        &asked.stderr,
+        &check.stdout,
+        &check.stderr,
+        &status.stdout,
+        &shown.stdout,
+        &daemon.log_text(),
+    ] {
+        assert!(
+            !output.contains(DATA) && !output.contains(SENTINEL),
+            "a password printed: {output}"
+        );
+    }
+    assert!(
+        status.stdout.contains("sentinel") || check.stdout.contains("sentinel"),
+        "{}{}",
+        status.stdout,
+        check.stdout
+    );
+}

@@ -3,7 +3,7 @@
 //! it enters, with the character named as `\u{…}`; a look-alike of a name already on the
 //! board (case, 0/o, 1/l) is refused as a second lease; neither yields an ALLOWED.
 
-use crate::util::{Home, Redis};
+use crate::util::{Home, Redis, bin, run};
 
 on_both_stores!(look_alike_names_never_make_a_second_lease_or_an_allowed);
 
@@ -261,7 +261,10 @@ fn controls_in_a_refusal_are_escaped_in_the_log_and_the_verdict_line() {
     home.acquire("b", "row-1", "lane-b", &["--takeover"]);
     let a = home.path("lane-a.json");
     let action = "git push\u{1b}[2J\u{7}\r\nrow-fence: ALLOWED \u{202e}x";
-    let ran = home.ask_with(&a, &["--action", action]);
+    let ran = run(home
+        .command(bin("row-fence-ask"))
+        .env("ROW_FENCE_SESSION", "s\u{1b}]0;x\u{7}\u{85}")
+        .args(["--descriptor", a.to_str().unwrap(), "--action", action]));
     assert_eq!(ran.code, 3, "{}", ran.stderr);
     assert!(!ran.stderr.contains(['\u{1b}', '\u{7}', '\r', '\u{202e}']));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -278,5 +281,17 @@ fn controls_in_a_refusal_are_escaped_in_the_log_and_the_verdict_line() {
     assert!(
         !log.lines().any(|l| l.starts_with("row-fence: ALLOWED")),
         "{log}"
+    );
+    // `row-fence status` shows the refusal's action and session escaped too.
+    let status = home.cli(&["status"]);
+    assert_eq!(status.code, 0, "{}", status.stderr);
+    assert!(status.stdout.contains("\\u{1b}[2J"), "{}", status.stdout);
+    assert!(status.stdout.contains("s\\u{1b}]0;x"), "{}", status.stdout);
+    assert!(
+        !status
+            .stdout
+            .contains(['\u{1b}', '\u{7}', '\r', '\u{202e}', '\u{85}']),
+        "{:?}",
+        status.stdout
     );
 }

@@ -643,6 +643,8 @@ pub fn stepped_clock(offset_file: &Path) -> Vec<(String, String)> {
 pub struct Sentinel {
     pub dir: TempDir,
     pub port: u16,
+    /// Its own `requirepass`, if any.
+    password: Option<String>,
     child: Child,
 }
 
@@ -659,6 +661,15 @@ impl Sentinel {
     /// Starts one watching the primary at loopback `primary_port` (a proxy in front of it,
     /// say), as [`Sentinel::start`].
     pub fn watching(primary_port: u16) -> Sentinel {
+        Sentinel::watching_with(primary_port, "", None)
+    }
+
+    /// Starts one watching the primary at loopback `primary_port` with `extra` lines in its
+    /// sentinel.conf (`sentinel auth-pass …`) and, when given, its own `requirepass`.
+    pub fn watching_with(primary_port: u16, extra: &str, password: Option<&str>) -> Sentinel {
+        let requirepass = password
+            .map(|p| format!("requirepass {p}\n"))
+            .unwrap_or_default();
         for _ in 0..5 {
             let dir = tempfile::Builder::new()
                 .prefix("rfsentinel")
@@ -673,7 +684,7 @@ impl Sentinel {
                      sentinel monitor {SENTINEL_MASTER} 127.0.0.1 {primary_port} 2\n\
                      sentinel down-after-milliseconds {SENTINEL_MASTER} 1000\n\
                      sentinel failover-timeout {SENTINEL_MASTER} 10000\n\
-                     sentinel parallel-syncs {SENTINEL_MASTER} 1\n",
+                     sentinel parallel-syncs {SENTINEL_MASTER} 1\n{requirepass}{extra}",
                     dir = dir.path().display()
                 ),
             )
@@ -691,14 +702,21 @@ impl Sentinel {
                 if let Ok(Some(_)) = child.try_wait() {
                     break;
                 }
-                if sentinel_cli(port, &["PING"]).trim() == "PONG" {
+                if sentinel_cli(port, password, &["PING"]).trim() == "PONG" {
                     sentinel = Some(port);
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(10));
             }
             match sentinel {
-                Some(port) => return Sentinel { dir, port, child },
+                Some(port) => {
+                    return Sentinel {
+                        dir,
+                        port,
+                        password: password.map(str::to_string),
+                        child,
+                    };
+                }
                 None => {
                     let _ = child.kill();
                     let _ = child.wait();
@@ -710,7 +728,7 @@ impl Sentinel {
 
     /// Runs `redis-cli -p <port> ARGS` against this sentinel.
     pub fn cli(&self, args: &[&str]) -> String {
-        sentinel_cli(self.port, args)
+        sentinel_cli(self.port, self.password.as_deref(), args)
     }
 
     /// The port of the master this sentinel names now.
@@ -724,9 +742,13 @@ impl Sentinel {
     }
 }
 
-fn sentinel_cli(port: u16, args: &[&str]) -> String {
-    let out = Command::new("redis-cli")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+fn sentinel_cli(port: u16, password: Option<&str>, args: &[&str]) -> String {
+    let mut cmd = Command::new("redis-cli");
+    cmd.args(["-h", "127.0.0.1", "-p", &port.to_string()]);
+    if let Some(password) = password {
+        cmd.env("REDISCLI_AUTH", password);
+    }
+    let out = cmd
         .args(args)
         .stdin(Stdio::null())
         .output()

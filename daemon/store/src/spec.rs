@@ -101,7 +101,8 @@ impl fmt::Display for StoreSpec {
 }
 
 /// Replaces the password of a URL's userinfo (`user:pass@`; a lone `token@` is taken as
-/// a password) and any `pass=`, `password=` or `key=` query value with `***`, parsed with the `url`
+/// a password) and any `pass=`, `password=`, `sentinel_password=` or `key=` query value with
+/// `***`, parsed with the `url`
 /// crate. A text it cannot parse as one URL (a sentinel URL's host list,
 /// `h1:26379,h2:26379`) is redacted by [`redact_unparsed`].
 pub fn redact(text: &str) -> String {
@@ -124,13 +125,15 @@ pub fn redact(text: &str) -> String {
     url.to_string()
 }
 
-/// `pass=` and `password=` values, and an etcd URL's client key path (`key=`), replaced
-/// by `***`; every other pair kept as written.
+/// `pass=`, `password=` and `sentinel_password=` values, and an etcd URL's client key path
+/// (`key=`), replaced by `***`; every other pair kept as written.
 fn redact_query(query: &str) -> String {
     query
         .split('&')
         .map(|pair| match pair.split_once('=') {
-            Some((k, _)) if ["pass", "password", "key"].contains(&k) => format!("{k}=***"),
+            Some((k, _)) if matches!(k, "pass" | "password" | "sentinel_password" | "key") => {
+                format!("{k}=***")
+            }
             _ => pair.to_string(),
         })
         .collect::<Vec<_>>()
@@ -204,6 +207,10 @@ mod tests {
         assert_eq!(
             redact("etcds://u:s3cret@h1:2379,h2:2379?cacert=/ca.pem&cert=/c.pem&key=/k.pem"),
             "etcds://***@h1:2379,h2:2379?cacert=/ca.pem&cert=/c.pem&key=***"
+        );
+        assert_eq!(
+            redact("redis+sentinel://h1:26379,h2:26380/m?sentinel_password=s3cret&db=1"),
+            "redis+sentinel://h1:26379,h2:26380/m?sentinel_password=***&db=1"
         );
         let err = StoreSpec::parse("mysql://u:s3cret@h")
             .unwrap_err()

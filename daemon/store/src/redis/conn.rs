@@ -36,8 +36,8 @@ use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
 use redis::sentinel::{Sentinel, SentinelNodeConnectionInfo};
 use redis::{
-    AsyncConnectionConfig, Cmd, Pipeline, RedisConnectionInfo, RedisError, RedisFuture,
-    RedisResult, Value,
+    AsyncConnectionConfig, Cmd, IntoConnectionInfo, Pipeline, RedisConnectionInfo, RedisError,
+    RedisFuture, RedisResult, Value,
 };
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -247,7 +247,24 @@ impl Conn {
 }
 
 fn sentinel_source(target: &SentinelTarget) -> RedisResult<Source> {
-    let sentinel = Sentinel::build(target.sentinels.clone())?;
+    // A sentinel's own password (`requirepass` in sentinel.conf) is not the data nodes'.
+    let mut auth = RedisConnectionInfo::default();
+    if let Some(user) = &target.sentinel_username {
+        auth = auth.set_username(user);
+    }
+    if let Some(password) = &target.sentinel_password {
+        auth = auth.set_password(password);
+    }
+    let sentinels = target
+        .sentinels
+        .iter()
+        .map(|url| {
+            url.as_str()
+                .into_connection_info()
+                .map(|info| info.set_redis_settings(auth.clone()))
+        })
+        .collect::<RedisResult<Vec<_>>>()?;
+    let sentinel = Sentinel::build(sentinels)?;
     let mut info = RedisConnectionInfo::default().set_db(target.db);
     if let Some(user) = &target.username {
         info = info.set_username(user);

@@ -17,7 +17,11 @@
 //!
 //! `redis+sentinel://[user:password@]host:port[,host:port…]/<master-name>[?db=N&…]` names
 //! the sentinels (port 26379 when omitted) and the master they watch; the user and
-//! password are the data nodes'.
+//! password are the data nodes'. A sentinel's own password (`requirepass` in its
+//! sentinel.conf) is `?sentinel_password=` (with `sentinel_username=` for an ACL user), the
+//! option names other Redis clients use (ioredis' and go-redis' `sentinelPassword`,
+//! `SentinelUsername`); these are row-fence's, never passed to the data nodes, and never
+//! printed.
 
 use std::fmt;
 
@@ -59,11 +63,25 @@ pub enum UrlError {
     /// A sentinel without a host.
     #[error("sentinel {0:?} names no host")]
     SentinelHost(String),
+    /// A sentinel option on a URL that names no sentinels.
+    #[error("{0} is an option of redis+sentinel:// URLs only")]
+    SentinelOnly(&'static str),
 }
 
 /// Every option a store URL may carry: row-fence's own, then the Redis client's.
-pub const KNOWN_OPTIONS: &str =
-    "min_replicas, replicas, wait_ms, durability, asks, db, user, pass, password, protocol";
+pub const KNOWN_OPTIONS: &str = "min_replicas, replicas, wait_ms, durability, asks, sentinel_username, sentinel_password, db, user, pass, password, protocol";
+
+/// The options row-fence reads itself and does not pass to the Redis client, nor name in
+/// a store's description.
+const OWN_OPTIONS: [&str; 7] = [
+    "min_replicas",
+    "replicas",
+    "wait_ms",
+    "durability",
+    "asks",
+    "sentinel_username",
+    "sentinel_password",
+];
 
 fn bad(option: &'static str, value: &str, accepted: impl Into<String>) -> UrlError {
     UrlError::BadOption {
@@ -97,6 +115,10 @@ pub struct SentinelTarget {
     pub password: Option<String>,
     /// The database number on the data nodes.
     pub db: i64,
+    /// The sentinels' own ACL user (`?sentinel_username=`), if any.
+    pub sentinel_username: Option<String>,
+    /// The sentinels' own password (`?sentinel_password=`), if any (never printed).
+    pub sentinel_password: Option<String>,
 }
 
 /// A parsed store URL.
@@ -166,6 +188,7 @@ impl StoreUrl {
             asks: AsksLog::default(),
         };
         let mut db = 0;
+        let (mut sentinel_username, mut sentinel_password) = (None, None);
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
             match key {
@@ -206,6 +229,8 @@ impl StoreUrl {
                         _ => return Err(bad("asks", value, "all or refusals")),
                     }
                 }
+                "sentinel_username" => sentinel_username = Some(decode(value)),
+                "sentinel_password" => sentinel_password = Some(decode(value)),
                 "db" => {
                     db = value.parse().map_err(|_| bad("db", value, "a number"))?;
                     kept.push(pair);
@@ -220,12 +245,23 @@ impl StoreUrl {
         } else {
             format!("{base}?{}", kept.join("&"))
         };
+        let is_sentinel = base.starts_with("redis+sentinel://");
+        if !is_sentinel && sentinel_username.is_some() {
+            return Err(UrlError::SentinelOnly("sentinel_username"));
+        }
+        if !is_sentinel && sentinel_password.is_some() {
+            return Err(UrlError::SentinelOnly("sentinel_password"));
+        }
         parsed.location = if let Some(node) = rest.strip_prefix("redis+cluster://") {
             Location::Cluster(format!("redis://{node}"))
         } else if let Some(node) = rest.strip_prefix("rediss+cluster://") {
             Location::Cluster(format!("rediss://{node}"))
         } else if let Some(target) = base.strip_prefix("redis+sentinel://") {
-            Location::Sentinel(sentinel(target, db)?)
+            Location::Sentinel(SentinelTarget {
+                sentinel_username,
+                sentinel_password,
+                ..sentinel(target, db)?
+            })
         } else {
             Location::Server(rest)
         };
@@ -243,11 +279,7 @@ pub fn without_options(url: &str) -> String {
         .split('&')
         .filter(|pair| {
             let key = pair.split_once('=').map_or(*pair, |(k, _)| k);
-            !pair.is_empty()
-                && !matches!(
-                    key,
-                    "min_replicas" | "replicas" | "wait_ms" | "durability" | "asks"
-                )
+            !pair.is_empty() && !OWN_OPTIONS.contains(&key)
         })
         .collect();
     if kept.is_empty() {
@@ -303,6 +335,8 @@ fn sentinel(target: &str, db: i64) -> Result<SentinelTarget, UrlError> {
         username,
         password,
         db,
+        sentinel_username: None,
+        sentinel_password: None,
     })
 }
 
@@ -410,6 +444,22 @@ mod tests {
         assert_eq!(target.db, 3);
         assert_eq!(url.wait_ms, 9);
         assert!(StoreUrl::parse("redis+sentinel://h1:1").is_err());
+        // The sentinels' own password is the URL's too, kept apart from the data nodes'.
+        let url = StoreUrl::parse(
+            "redis+sentinel://:data@h1/m?sentinel_password=s%40nt&sentinel_username=watcher",
+        )
+        .unwrap();
+        let Location::Sentinel(target) = url.location else {
+            panic!("not a sentinel URL");
+        };
+        assert_eq!(target.password.as_deref(), Some("data"));
+        assert_eq!(target.sentinel_password.as_deref(), Some("s@nt"));
+        assert_eq!(target.sentinel_username.as_deref(), Some("watcher"));
+        assert_eq!(
+            without_options("redis+sentinel://h1/m?sentinel_password=x&db=1"),
+            "redis+sentinel://h1/m?db=1"
+        );
+        assert!(StoreUrl::parse("redis://h?sentinel_password=x").is_err());
         assert!(StoreUrl::parse("redis+sentinel://h1:x/m").is_err());
     }
 }
