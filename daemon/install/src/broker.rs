@@ -222,6 +222,7 @@ fn public_key(path: &Path) -> Result<(), WiringError> {
     Ok(())
 }
 
+/// `row-fence install broker`'s flags.
 #[derive(clap::Args, Debug)]
 pub struct BrokerArgs {
     /// The repository (any directory in it)
