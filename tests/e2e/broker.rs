@@ -1183,6 +1183,29 @@ fn doctor_warns_of_each_way_a_lane_uid_reaches_a_push_without_the_broker() {
     )
     .expect("ssh config");
     let warned = doctor();
+    // Doctor run by a uid that cannot look (not root, not the lane): it says so, and never
+    // reports a clean lane.
+    let other = users.add(&root, "o");
+    // Git reads a repository of another uid only when told it is safe.
+    fs::write(other.home.join(".gitconfig"), "[safe]\n\tdirectory = *\n").expect("gitconfig");
+    let unseen = run(home
+        .command(crate::util::bin("row-fence"))
+        .current_dir(&repo)
+        .env("HOME", &other.home)
+        .args(["doctor", "--json", "--broker-lanes"])
+        .arg(&lanes)
+        .uid(other.uid)
+        .gid(other.gid));
+    assert!(unseen.stdout.starts_with('{'), "{}", unseen.stderr);
+    let unseen_text = unseen.json()["lanes"][0]["warnings"].to_string();
+    assert!(
+        unseen_text.contains(&format!("cannot read {}", ssh_dir.display()))
+            && unseen_text.contains("run doctor as root"),
+        "{}{}",
+        unseen.stdout,
+        unseen.stderr
+    );
+    assert_ne!(unseen.code, 0);
     assert!(
         warned.len() == 2
             && warned[0].contains("ControlMaster auto")
