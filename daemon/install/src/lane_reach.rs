@@ -172,12 +172,13 @@ fn other_agents(uid: u32, broker_socket: Option<&Path>) -> (Vec<(u32, PathBuf)>,
         }
         let environ = match fs::read(dir.join("environ")) {
             Ok(environ) => environ,
-            // Gone since it was listed: nothing to say.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(_) => {
+            // Not allowed to look: said. Anything else (the process ended since it was
+            // listed: ENOENT, ESRCH) has nothing to say.
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
                 hidden.get_or_insert(pid);
                 continue;
             }
+            Err(_) => continue,
         };
         let Some(socket) = environ
             .split(|b| *b == 0)
