@@ -1378,8 +1378,9 @@ fn doctor_warns_of_each_way_a_lane_uid_reaches_a_push_without_the_broker() {
             .expect("warnings")
             .iter()
             .map(|w| w.as_str().unwrap_or("").to_string())
-            // The machine's own /etc/ssh settings are not this test's to change.
-            .filter(|w| !w.contains("/etc/ssh"))
+            // Only what this test made: the machine's own /etc/ssh settings are not its to
+            // change, and a process another test left with a uid since reused is not its.
+            .filter(|w| w.contains(&root.display().to_string()))
             .collect::<Vec<_>>()
     };
     assert_eq!(
@@ -1439,6 +1440,29 @@ fn doctor_warns_of_each_way_a_lane_uid_reaches_a_push_without_the_broker() {
     )
     .expect("ssh config");
     let warned = doctor();
+    // Doctor run by a uid that cannot look (not root, not the lane): it says so, and never
+    // reports a clean lane.
+    let other = users.add(&root, "o");
+    // Git reads a repository of another uid only when told it is safe.
+    fs::write(other.home.join(".gitconfig"), "[safe]\n\tdirectory = *\n").expect("gitconfig");
+    let unseen = run(home
+        .command(crate::util::bin("row-fence"))
+        .current_dir(&repo)
+        .env("HOME", &other.home)
+        .args(["doctor", "--json", "--broker-lanes"])
+        .arg(&lanes)
+        .uid(other.uid)
+        .gid(other.gid));
+    assert!(unseen.stdout.starts_with('{'), "{}", unseen.stderr);
+    let unseen_text = unseen.json()["lanes"][0]["warnings"].to_string();
+    assert!(
+        unseen_text.contains(&format!("cannot read {}", ssh_dir.display()))
+            && unseen_text.contains("run doctor as root"),
+        "{}{}",
+        unseen.stdout,
+        unseen.stderr
+    );
+    assert_ne!(unseen.code, 0);
     assert!(
         warned.len() == 2
             && warned[0].contains("ControlMaster auto")

@@ -88,6 +88,10 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "install git-hook",
         "row-fence install git-hook --repo ~/src/app --recurse-submodules",
     ),
+    (
+        "install broker",
+        "row-fence install broker --repo /srv/lanes/a --broker-socket /run/row-fence/agent.sock --key-pub /etc/row-fence/push.pub",
+    ),
     ("doctor", "row-fence doctor --repo ~/src/app --json"),
     ("store", "row-fence store check"),
     ("store check", "row-fence store check --json"),

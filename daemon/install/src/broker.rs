@@ -222,6 +222,7 @@ fn public_key(path: &Path) -> Result<(), WiringError> {
     Ok(())
 }
 
+/// `row-fence install broker`'s flags.
 #[derive(clap::Args, Debug)]
 pub struct BrokerArgs {
     /// The repository (any directory in it)
@@ -499,7 +500,7 @@ mod tests {
     }
 
     #[test]
-    fn the_ssh_line_puts_the_brokers_options_first_and_reads_back_through_sh() {
+    fn the_ssh_line_is_openssh_with_the_brokers_options_in_order() {
         let wiring = Wiring {
             agent: "/run/rf/agent.sock".into(),
             identity_file: "/etc/rf/push.pub".into(),

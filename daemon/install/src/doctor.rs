@@ -28,7 +28,7 @@ pub struct DoctorArgs {
     /// The key broker's uid → lane bindings: each lane's uid is checked for a way to push past the broker (a key it can read, another agent, ssh multiplexing)
     #[arg(long, value_name = "FILE", env = "ROW_FENCE_BROKER_LANES")]
     broker_lanes: Option<PathBuf>,
-    /// The broker's agent socket (a lane's SSH_AUTH_SOCK may name it) [env: ROW_FENCE_BROKER_SOCKET]
+    /// The broker's agent socket (a lane's SSH_AUTH_SOCK may name it)
     #[arg(long, value_name = "PATH", env = "ROW_FENCE_BROKER_SOCKET")]
     broker_socket: Option<PathBuf>,
 }

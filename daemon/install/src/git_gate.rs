@@ -326,8 +326,8 @@ pub fn gate_in(common_dir: &Path) -> bool {
 
 /// Plans the one included file of `common_dir`: one `core.sshCommand` (the gate's
 /// wrapper, carrying the key broker's ssh options when `row-fence install broker` wired
-/// it in) and, with `gate`, the transport gate's `git://` proxy and credential helpers.
-/// Without `gate` the file is the broker's alone.
+/// it in) and, with `with_gate`, the transport gate's `git://` proxy and credential
+/// helpers. Without it the file is the broker's alone.
 pub fn plan_parts(common_dir: &Path, baked: &Baked, with_gate: bool) -> Result<Plan, GateError> {
     let asker = baked.bin_dir.join("row-fence-ask");
     if !fs::metadata(&asker).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0) {

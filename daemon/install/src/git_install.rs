@@ -233,7 +233,14 @@ fn install_gate(repo: &Repository, plan: &Plan) -> Result<Undo, GateNotWritten> 
         undo.apply(&repo.common_dir)?;
         return Err(GateNotWritten::NotRun { config, problems });
     }
-    let ssh = plan.previous.ssh_command.as_deref().unwrap_or("ssh");
+    let broker = crate::broker::Wiring::read(&repo.common_dir)
+        .ok()
+        .flatten()
+        .map(|w| w.ssh_line());
+    let ssh = broker
+        .as_deref()
+        .or(plan.previous.ssh_command.as_deref())
+        .unwrap_or("ssh");
     Ok(Undo {
         said: format!(
             "{} git's transport gate in {} (then ssh: {ssh}; {} credential helper(s) after the fence's; git://: {})",

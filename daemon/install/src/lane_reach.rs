@@ -47,7 +47,15 @@ pub fn warnings(uid: u32, broker_socket: Option<&Path>) -> Vec<String> {
     let who = format!("lane uid {uid} ({})", user.name);
     let groups = groups_of(&user);
     let ssh_dir = user.dir.join(".ssh");
-    for key in private_keys(&ssh_dir) {
+    // What could not be read is said, never taken for "nothing there".
+    let (keys, unread) = private_keys(&ssh_dir);
+    for path in unread {
+        found.push(format!(
+            "{who}: cannot read {} to tell whether it holds a private key (run doctor as root)",
+            path.display()
+        ));
+    }
+    for key in keys {
         if let Ok(meta) = fs::metadata(&key)
             && readable_by(&meta, uid, &groups)
         {
@@ -57,7 +65,13 @@ pub fn warnings(uid: u32, broker_socket: Option<&Path>) -> Vec<String> {
             ));
         }
     }
-    for (pid, socket) in other_agents(uid, broker_socket) {
+    let (agents, hidden) = other_agents(uid, broker_socket);
+    if let Some(pid) = hidden {
+        found.push(format!(
+            "{who}: cannot read the environment of its process {pid} to look for another agent (run doctor as root)"
+        ));
+    }
+    for (pid, socket) in agents {
         found.push(format!(
             "{who} runs process {pid} with SSH_AUTH_SOCK={}, another agent than the broker's: any key it holds pushes without the fence; stop it or unset SSH_AUTH_SOCK",
             socket.display()
@@ -94,18 +108,26 @@ pub fn readable_by(meta: &fs::Metadata, uid: u32, groups: &[u32]) -> bool {
         || (meta.uid() != uid && !groups.contains(&meta.gid()) && mode & 0o004 != 0)
 }
 
-/// The files directly in `dir` that hold a PEM or OpenSSH private key.
-fn private_keys(dir: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return Vec::new();
+/// The files directly in `dir` that hold a PEM or OpenSSH private key, and the paths that
+/// could not be read to tell (`dir` itself when it exists but cannot be listed).
+fn private_keys(dir: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (Vec::new(), Vec::new()),
+        Err(_) => return (Vec::new(), vec![dir.to_path_buf()]),
     };
-    let mut keys: Vec<PathBuf> = entries
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.is_file() && head(p).is_some_and(|text| is_private_key(&text)))
-        .collect();
+    let mut keys = Vec::new();
+    let mut unread = Vec::new();
+    for path in entries.flatten().map(|e| e.path()).filter(|p| p.is_file()) {
+        match head(&path) {
+            Some(text) if is_private_key(&text) => keys.push(path),
+            Some(_) => {}
+            None => unread.push(path),
+        }
+    }
     keys.sort();
-    keys
+    unread.sort();
+    (keys, unread)
 }
 
 /// True for text with a `-----BEGIN … PRIVATE KEY-----` line (OpenSSH, PEM, PKCS#8).
@@ -126,12 +148,14 @@ fn head(path: &Path) -> Option<String> {
     Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-/// `(pid, socket)` for each process whose real uid is `uid` and whose environment names an
-/// `SSH_AUTH_SOCK` that exists and is not the broker's.
-fn other_agents(uid: u32, broker_socket: Option<&Path>) -> Vec<(u32, PathBuf)> {
+/// `(pid, socket)` for each process of `uid` (the owner of its `/proc` entry) whose
+/// environment names an `SSH_AUTH_SOCK` that exists and is not the broker's; and the first
+/// such process whose environment could not be read.
+fn other_agents(uid: u32, broker_socket: Option<&Path>) -> (Vec<(u32, PathBuf)>, Option<u32>) {
     let Ok(entries) = fs::read_dir("/proc") else {
-        return Vec::new();
+        return (Vec::new(), None);
     };
+    let mut hidden = None;
     let broker = broker_socket.and_then(|s| fs::canonicalize(s).ok());
     let mut found = Vec::new();
     for entry in entries.flatten() {
@@ -146,8 +170,15 @@ fn other_agents(uid: u32, broker_socket: Option<&Path>) -> Vec<(u32, PathBuf)> {
         if fs::metadata(&dir).map(|m| m.uid()).ok() != Some(uid) {
             continue;
         }
-        let Ok(environ) = fs::read(dir.join("environ")) else {
-            continue;
+        let environ = match fs::read(dir.join("environ")) {
+            Ok(environ) => environ,
+            // Not allowed to look: said. Anything else (the process ended since it was
+            // listed: ENOENT, ESRCH) has nothing to say.
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                hidden.get_or_insert(pid);
+                continue;
+            }
+            Err(_) => continue,
         };
         let Some(socket) = environ
             .split(|b| *b == 0)
@@ -164,7 +195,7 @@ fn other_agents(uid: u32, broker_socket: Option<&Path>) -> Vec<(u32, PathBuf)> {
             found.push((pid, socket));
         }
     }
-    found
+    (found, hidden)
 }
 
 /// The `*.conf` files in `dir`, sorted (the order ssh includes them).
