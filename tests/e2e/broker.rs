@@ -736,6 +736,19 @@ fn a_lane_pushes_while_allowed_and_after_a_takeover_no_route_gets_a_signature() 
         signed.code, 0,
         "a direct sign request was answered after the takeover"
     );
+    // Even lane B's whole descriptor, token included (as if it had leaked), put where lane
+    // A's binding points makes lane A no other lane: the binding names lane-a.
+    let a_descriptor = a_tree.join(".git").join("row-fence.json");
+    let own = fs::read(&a_descriptor).expect("lane A's descriptor");
+    fs::copy(b_tree.join(".git").join("row-fence.json"), &a_descriptor).expect("copy");
+    let borrowed = site.as_lane(&a, &a_tree, "git", &["push", "origin", "HEAD:main"]);
+    assert_ne!(
+        borrowed.code, 0,
+        "lane A pushed as lane B: {}",
+        borrowed.stderr
+    );
+    assert_eq!(site.remote_ref("main").as_deref(), Some(first.as_str()));
+    fs::write(&a_descriptor, own).expect("lane A's descriptor back");
     let refused = site.ssh_refusals("lane-a", 1);
     assert!(
         !refused.is_empty() && refused.iter().all(|r| r.verdict.is_denial()),
