@@ -1093,3 +1093,137 @@ fn a_daemon_under_its_own_uid_holds_the_key_where_neither_a_lane_nor_its_own_uid
         "core files are on: {core}"
     );
 }
+
+#[test]
+fn lane_and_key_commands_refuse_bad_input_and_change_nothing() {
+    let home = Home::file();
+    let tree = home.path("tree");
+    fs::create_dir(&tree).expect("tree");
+    let tree_text = tree.display().to_string();
+    let lanes = home.home.join("broker").join("lanes.toml");
+    // Not a worktree, a bad lane name, root's uid, no such user, no such directory.
+    for args in [
+        vec![
+            "lane",
+            "add",
+            "lane-x",
+            "--uid",
+            "54321",
+            "--worktree",
+            &tree_text,
+        ],
+        vec![
+            "lane",
+            "add",
+            "a b",
+            "--uid",
+            "54321",
+            "--worktree",
+            &tree_text,
+        ],
+        vec![
+            "lane",
+            "add",
+            "lane-x",
+            "--uid",
+            "0",
+            "--worktree",
+            &tree_text,
+        ],
+        vec![
+            "lane",
+            "add",
+            "lane-x",
+            "--uid",
+            "no-such-user-rf",
+            "--worktree",
+            &tree_text,
+        ],
+        vec![
+            "lane",
+            "add",
+            "lane-x",
+            "--uid",
+            "54321",
+            "--worktree",
+            "/no/such/dir",
+        ],
+    ] {
+        let ran = home.cli(&args);
+        assert_eq!(ran.code, 2, "{args:?}: {}{}", ran.stdout, ran.stderr);
+        assert!(!lanes.exists(), "{args:?} wrote the bindings");
+    }
+    let ran = run(Command::new("git").args(["init", "-q"]).arg(&tree));
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    // No daemon runs: the binding is written and the command says the daemon reads it
+    // when it starts.
+    let added = home
+        .cli(&[
+            "lane",
+            "add",
+            "lane-x",
+            "--uid",
+            "54321",
+            "--worktree",
+            &tree_text,
+        ])
+        .expect_ok("lane add");
+    assert!(
+        added.stderr.contains("reads them when it starts"),
+        "{}",
+        added.stderr
+    );
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(fs::metadata(&lanes).expect("lanes").mode() & 0o777, 0o600);
+    assert_eq!(
+        fs::metadata(lanes.parent().unwrap()).expect("dir").mode() & 0o777,
+        0o700
+    );
+    let written = fs::read(&lanes).expect("lanes");
+    let listed = home
+        .cli(&["lane", "list", "--json"])
+        .expect_ok("lane list")
+        .json();
+    assert_eq!(listed[0]["lane"], "lane-x", "{listed}");
+    assert_eq!(listed[0]["uid"], 54321, "{listed}");
+    let descriptor = listed[0]["descriptor"].as_str().unwrap_or("");
+    assert!(descriptor.ends_with(".git/row-fence.json"), "{listed}");
+    // The same uid or lane again: refused, the file as it was.
+    for args in [
+        vec![
+            "lane",
+            "add",
+            "lane-y",
+            "--uid",
+            "54321",
+            "--worktree",
+            &tree_text,
+        ],
+        vec![
+            "lane",
+            "add",
+            "lane-x",
+            "--uid",
+            "54322",
+            "--worktree",
+            &tree_text,
+        ],
+    ] {
+        assert_eq!(home.cli(&args).code, 2, "{args:?}");
+        assert_eq!(fs::read(&lanes).expect("lanes"), written, "{args:?}");
+    }
+    home.cli(&["lane", "remove", "lane-x"])
+        .expect_ok("lane remove");
+    assert_eq!(home.cli(&["lane", "remove", "lane-x"]).code, 2);
+    let audit = fs::read_to_string(home.home.join("audit.jsonl")).expect("audit log");
+    assert_eq!(audit.lines().count(), 2, "{audit}");
+    // A key others may read is refused before anything is sent; no daemon is exit 1.
+    let key = home.path("key");
+    ssh_keygen(&key, "k");
+    fs::set_permissions(&key, fs::Permissions::from_mode(0o640)).expect("chmod");
+    let key_text = key.display().to_string();
+    assert_eq!(home.cli(&["keys", "add", &key_text]).code, 2);
+    fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).expect("chmod");
+    let ran = home.cli(&["keys", "add", &key_text]);
+    assert_eq!(ran.code, 1, "keys add with no daemon: {}", ran.stderr);
+}

@@ -443,6 +443,18 @@ fn reload(settings: &Settings) {
 /// Bindings are the operator's act: only the home's owner (the daemon's user) changes
 /// them, so the audit log and the file stay that user's.
 fn own_home(settings: &Settings) -> Result<(), Failure> {
+    if !settings.home.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&settings.home)
+            .map_err(|e| {
+                Failure::could_not(format!(
+                    "cannot create the home {}: {e}",
+                    settings.home.display()
+                ))
+            })?;
+    }
     let meta = std::fs::metadata(&settings.home)
         .map_err(|e| Failure::could_not(format!("the home {}: {e}", settings.home.display())))?;
     let uid = paths::euid();
