@@ -154,6 +154,9 @@ pub fn keys(args: KeysArgs, settings: &Settings) -> Outcome {
 }
 
 fn keys_add(args: KeysAddArgs, settings: &Settings) -> Outcome {
+    // This process holds the key too, briefly: no core file, no ptrace by its own uid.
+    row_fence_resident::broker::harden()
+        .map_err(|e| Failure::could_not(format!("cannot protect this process's memory: {e}")))?;
     let key = read_key(&args.file)?;
     let mut request = Request {
         v: PROTOCOL_VERSION,
