@@ -566,6 +566,12 @@ fn a_lane_pushes_while_allowed_and_after_a_takeover_no_route_gets_a_signature() 
     assert_eq!(kinds[1].2, "read", "{listed}");
     let lanes = operator(&site, &["lane", "list", "--json"]).json();
     assert_eq!(lanes.as_array().map(Vec::len), Some(2), "{lanes}");
+    let reloaded = operator(&site, &["lane", "reload"]);
+    assert!(
+        reloaded.stderr.contains("2 lane bindings"),
+        "{}",
+        reloaded.stderr
+    );
 
     // ALLOWED: lane A's push is signed (RSA, rsa-sha2-512) and lands.
     let first = site

@@ -84,6 +84,8 @@ enum LaneCommand {
     List(JsonArgs),
     /// Remove a lane's binding (by lane name or uid)
     Remove(LaneRemoveArgs),
+    /// Make the running daemon read the bindings file again (after editing it by hand)
+    Reload,
 }
 
 #[derive(clap::Args, Debug)]
@@ -304,6 +306,17 @@ pub fn lane(args: LaneArgs, settings: &Settings) -> Outcome {
                 lanes.add(binding.clone()).map_err(Failure::usage)?;
                 Ok(record)
             })
+        }
+        LaneCommand::Reload => {
+            let answer = ask(
+                settings,
+                &Request {
+                    v: PROTOCOL_VERSION,
+                    op: Op::LanesReload,
+                },
+            )?;
+            say!("row-fence: {}", answer.detail);
+            Ok(exit::ALLOWED)
         }
         LaneCommand::Remove(remove) => change(settings, &path, "lane remove", |lanes| {
             lanes
