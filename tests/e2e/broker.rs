@@ -518,7 +518,7 @@ fn a_lane_pushes_while_allowed_and_after_a_takeover_no_route_gets_a_signature() 
         .arg(site.key.with_file_name("read")));
     ran.expect_ok("keys add --read - (stdin)");
     let a_tree_text = a_tree.display().to_string();
-    operator(
+    let bound = operator(
         &site,
         &[
             "lane",
@@ -529,6 +529,13 @@ fn a_lane_pushes_while_allowed_and_after_a_takeover_no_route_gets_a_signature() 
             "--worktree",
             &a_tree_text,
         ],
+    );
+    assert!(
+        bound
+            .stderr
+            .contains("the daemon read them: 1 lane bindings"),
+        "{}",
+        bound.stderr
     );
     let b_uid = b.uid.to_string();
     let b_tree_text = b_tree.display().to_string();

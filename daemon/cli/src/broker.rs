@@ -434,20 +434,23 @@ fn change(
         lanes.len(),
         path.display()
     );
-    reload(settings);
+    reload(settings, path);
     Ok(exit::ALLOWED)
 }
 
 /// Asks the daemon to read the bindings again; a daemon that is not running reads them
-/// when it starts, so that is said, not failed.
-fn reload(settings: &Settings) {
-    match ask(
-        settings,
-        &Request {
-            v: PROTOCOL_VERSION,
-            op: Op::LanesReload,
-        },
-    ) {
+/// when it starts, so that is said, not failed. A daemon reading another file is named.
+fn reload(settings: &Settings, path: &Path) {
+    let request = Request {
+        v: PROTOCOL_VERSION,
+        op: Op::LanesReload,
+    };
+    match ask(settings, &request) {
+        Ok(answer) if !answer.detail.ends_with(&format!(" {}", path.display())) => say!(
+            "row-fence: warning: the daemon reads another bindings file ({}), not {}: set --lanes or ROW_FENCE_BROKER_LANES to the daemon's --broker-lanes",
+            answer.detail,
+            path.display()
+        ),
         Ok(answer) => say!("row-fence: the daemon read them: {}", answer.detail),
         Err(failure) => say!(
             "row-fence: warning: the daemon did not read them ({}); it reads them when it starts",
