@@ -1057,6 +1057,20 @@ fn a_daemon_under_its_own_uid_holds_the_key_where_neither_a_lane_nor_its_own_uid
         std::thread::sleep(Duration::from_millis(20));
     }
 
+    // The daemon's own uid lists the key it holds over the control socket; root, another
+    // uid, is refused before anything is sent (the socket's directory is not root's).
+    let mut list = Command::new(crate::util::bin("row-fence"));
+    env(&mut list);
+    list.args(["keys", "list", "--json"]);
+    let listed = run(&mut list)
+        .expect_ok("keys list as the daemon's uid")
+        .json();
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    let as_root = run(Command::new(crate::util::bin("row-fence"))
+        .env("ROW_FENCE_HOME", &rf_home)
+        .args(["keys", "list"]));
+    assert_eq!(as_root.code, 1, "keys list as root: {}", as_root.stderr);
+
     // The broker works under its own uid: ALLOWED lane A pushes.
     let head = site
         .as_lane(&a, &a_tree, "git", &["rev-parse", "HEAD"])
