@@ -518,7 +518,7 @@ fn a_lane_pushes_while_allowed_and_after_a_takeover_no_route_gets_a_signature() 
         .arg(site.key.with_file_name("read")));
     ran.expect_ok("keys add --read - (stdin)");
     let a_tree_text = a_tree.display().to_string();
-    operator(
+    let bound = operator(
         &site,
         &[
             "lane",
@@ -529,6 +529,13 @@ fn a_lane_pushes_while_allowed_and_after_a_takeover_no_route_gets_a_signature() 
             "--worktree",
             &a_tree_text,
         ],
+    );
+    assert!(
+        bound
+            .stderr
+            .contains("the daemon read them: 1 lane bindings"),
+        "{}",
+        bound.stderr
     );
     let b_uid = b.uid.to_string();
     let b_tree_text = b_tree.display().to_string();
@@ -566,6 +573,12 @@ fn a_lane_pushes_while_allowed_and_after_a_takeover_no_route_gets_a_signature() 
     assert_eq!(kinds[1].2, "read", "{listed}");
     let lanes = operator(&site, &["lane", "list", "--json"]).json();
     assert_eq!(lanes.as_array().map(Vec::len), Some(2), "{lanes}");
+    let reloaded = operator(&site, &["lane", "reload"]);
+    assert!(
+        reloaded.stderr.contains("2 lane bindings"),
+        "{}",
+        reloaded.stderr
+    );
 
     // ALLOWED: lane A's push is signed (RSA, rsa-sha2-512) and lands.
     let first = site
@@ -736,6 +749,19 @@ fn a_lane_pushes_while_allowed_and_after_a_takeover_no_route_gets_a_signature() 
         signed.code, 0,
         "a direct sign request was answered after the takeover"
     );
+    // Even lane B's whole descriptor, token included (as if it had leaked), put where lane
+    // A's binding points makes lane A no other lane: the binding names lane-a.
+    let a_descriptor = a_tree.join(".git").join("row-fence.json");
+    let own = fs::read(&a_descriptor).expect("lane A's descriptor");
+    fs::copy(b_tree.join(".git").join("row-fence.json"), &a_descriptor).expect("copy");
+    let borrowed = site.as_lane(&a, &a_tree, "git", &["push", "origin", "HEAD:main"]);
+    assert_ne!(
+        borrowed.code, 0,
+        "lane A pushed as lane B: {}",
+        borrowed.stderr
+    );
+    assert_eq!(site.remote_ref("main").as_deref(), Some(first.as_str()));
+    fs::write(&a_descriptor, own).expect("lane A's descriptor back");
     let refused = site.ssh_refusals("lane-a", 1);
     assert!(
         !refused.is_empty() && refused.iter().all(|r| r.verdict.is_denial()),
@@ -1030,6 +1056,20 @@ fn a_daemon_under_its_own_uid_holds_the_key_where_neither_a_lane_nor_its_own_uid
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+
+    // The daemon's own uid lists the key it holds over the control socket; root, another
+    // uid, is refused before anything is sent (the socket's directory is not root's).
+    let mut list = Command::new(crate::util::bin("row-fence"));
+    env(&mut list);
+    list.args(["keys", "list", "--json"]);
+    let listed = run(&mut list)
+        .expect_ok("keys list as the daemon's uid")
+        .json();
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    let as_root = run(Command::new(crate::util::bin("row-fence"))
+        .env("ROW_FENCE_HOME", &rf_home)
+        .args(["keys", "list"]));
+    assert_eq!(as_root.code, 1, "keys list as root: {}", as_root.stderr);
 
     // The broker works under its own uid: ALLOWED lane A pushes.
     let head = site
@@ -1498,4 +1538,138 @@ fn the_hard_demo_runs_on_the_debug_binaries_and_leaves_no_user_behind() {
         !passwd.lines().any(|l| l.starts_with("rfh")),
         "the demo left a user behind"
     );
+}
+
+#[test]
+fn lane_and_key_commands_refuse_bad_input_and_change_nothing() {
+    let home = Home::file();
+    let tree = home.path("tree");
+    fs::create_dir(&tree).expect("tree");
+    let tree_text = tree.display().to_string();
+    let lanes = home.home.join("broker").join("lanes.toml");
+    // Not a worktree, a bad lane name, root's uid, no such user, no such directory.
+    for args in [
+        vec![
+            "lane",
+            "add",
+            "lane-x",
+            "--uid",
+            "54321",
+            "--worktree",
+            &tree_text,
+        ],
+        vec![
+            "lane",
+            "add",
+            "a b",
+            "--uid",
+            "54321",
+            "--worktree",
+            &tree_text,
+        ],
+        vec![
+            "lane",
+            "add",
+            "lane-x",
+            "--uid",
+            "0",
+            "--worktree",
+            &tree_text,
+        ],
+        vec![
+            "lane",
+            "add",
+            "lane-x",
+            "--uid",
+            "no-such-user-rf",
+            "--worktree",
+            &tree_text,
+        ],
+        vec![
+            "lane",
+            "add",
+            "lane-x",
+            "--uid",
+            "54321",
+            "--worktree",
+            "/no/such/dir",
+        ],
+    ] {
+        let ran = home.cli(&args);
+        assert_eq!(ran.code, 2, "{args:?}: {}{}", ran.stdout, ran.stderr);
+        assert!(!lanes.exists(), "{args:?} wrote the bindings");
+    }
+    let ran = run(Command::new("git").args(["init", "-q"]).arg(&tree));
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    // No daemon runs: the binding is written and the command says the daemon reads it
+    // when it starts.
+    let added = home
+        .cli(&[
+            "lane",
+            "add",
+            "lane-x",
+            "--uid",
+            "54321",
+            "--worktree",
+            &tree_text,
+        ])
+        .expect_ok("lane add");
+    assert!(
+        added.stderr.contains("reads them when it starts"),
+        "{}",
+        added.stderr
+    );
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(fs::metadata(&lanes).expect("lanes").mode() & 0o777, 0o600);
+    assert_eq!(
+        fs::metadata(lanes.parent().unwrap()).expect("dir").mode() & 0o777,
+        0o700
+    );
+    let written = fs::read(&lanes).expect("lanes");
+    let listed = home
+        .cli(&["lane", "list", "--json"])
+        .expect_ok("lane list")
+        .json();
+    assert_eq!(listed[0]["lane"], "lane-x", "{listed}");
+    assert_eq!(listed[0]["uid"], 54321, "{listed}");
+    let descriptor = listed[0]["descriptor"].as_str().unwrap_or("");
+    assert!(descriptor.ends_with(".git/row-fence.json"), "{listed}");
+    // The same uid or lane again: refused, the file as it was.
+    for args in [
+        vec![
+            "lane",
+            "add",
+            "lane-y",
+            "--uid",
+            "54321",
+            "--worktree",
+            &tree_text,
+        ],
+        vec![
+            "lane",
+            "add",
+            "lane-x",
+            "--uid",
+            "54322",
+            "--worktree",
+            &tree_text,
+        ],
+    ] {
+        assert_eq!(home.cli(&args).code, 2, "{args:?}");
+        assert_eq!(fs::read(&lanes).expect("lanes"), written, "{args:?}");
+    }
+    home.cli(&["lane", "remove", "lane-x"])
+        .expect_ok("lane remove");
+    assert_eq!(home.cli(&["lane", "remove", "lane-x"]).code, 2);
+    let audit = fs::read_to_string(home.home.join("audit.jsonl")).expect("audit log");
+    assert_eq!(audit.lines().count(), 2, "{audit}");
+    // A key others may read is refused before anything is sent; no daemon is exit 1.
+    let key = home.path("key");
+    ssh_keygen(&key, "k");
+    fs::set_permissions(&key, fs::Permissions::from_mode(0o640)).expect("chmod");
+    let key_text = key.display().to_string();
+    assert_eq!(home.cli(&["keys", "add", &key_text]).code, 2);
+    fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).expect("chmod");
+    let ran = home.cli(&["keys", "add", &key_text]);
+    assert_eq!(ran.code, 1, "keys add with no daemon: {}", ran.stderr);
 }

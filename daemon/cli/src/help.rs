@@ -116,6 +116,7 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     ),
     ("lane list", "row-fence lane list --json"),
     ("lane remove", "row-fence lane remove lane-a"),
+    ("lane reload", "row-fence lane reload"),
     (
         "completion",
         "row-fence completion bash > ~/.local/share/bash-completion/completions/row-fence",

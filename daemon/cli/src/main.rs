@@ -16,8 +16,8 @@
 //! - `check`: the gate, cold, in this process. `liveness`: status and health.
 //! - `migrate`: document → records, file → Redis.
 //! - `store`: the store itself: its check, and accepting a store that went back in time.
-//! - `broker`: the key broker's keys and lane bindings; `via_daemon`: a lane's renew and
-//!   release asked of the daemon (`--via-daemon`).
+//! - `keys`, `lanes`: the key broker's keys and lane bindings; `via_daemon`: a lane's
+//!   renew and release asked of the daemon (`--via-daemon`).
 //! - `render`, `install`, `doctor`: the `row-fence-install` crate's.
 //! - `help`: every subcommand's example, `completion` and `man`, from the clap definitions.
 //!
@@ -28,11 +28,12 @@
 //! The store and its domain come from `row-fence-store`; the gate, the configuration and
 //! the heartbeat format from `row-fence-resident`; the contract from `row-fence-contract`.
 
-mod broker;
 mod check;
 mod controller;
 mod flags;
 mod help;
+mod keys;
+mod lanes;
 mod leases;
 mod liveness;
 mod migrate;
@@ -105,9 +106,9 @@ enum Command {
     /// The store itself: check its role and settings, accept a store that went back in time
     Store(store::StoreArgs),
     /// The key broker's keys, held in the running daemon's memory: add, list, remove
-    Keys(broker::KeysArgs),
+    Keys(keys::KeysArgs),
     /// Which uid is which lane for the key broker: add, list, remove
-    Lane(broker::LaneArgs),
+    Lane(lanes::LaneArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) generated from these definitions
     Completion(help::CompletionArgs),
     /// Print the man page, or write every command's page into DIR
@@ -267,8 +268,8 @@ async fn run(command: Command, settings: &Settings) -> Outcome {
         Command::Install(args) => install::run(args, settings),
         Command::Doctor(args) => doctor::run(args),
         Command::Store(args) => store::run(args, settings).await,
-        Command::Keys(args) => broker::keys(args, settings),
-        Command::Lane(args) => broker::lane(args, settings),
+        Command::Keys(args) => keys::keys(args, settings),
+        Command::Lane(args) => lanes::lane(args, settings),
         Command::Completion(args) => help::completion(args, help::command::<Cli>()),
         Command::Man(args) => help::man(args, help::command::<Cli>()),
     }

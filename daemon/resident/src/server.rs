@@ -130,14 +130,9 @@ async fn serve(stream: StdStream, resident: &Resident) {
     let answer = match peer {
         Some(peer) if resident.serves(peer.uid) => {
             let parsed = Request::parse(&line);
-            if matches!(
-                &parsed,
-                Ok(Request {
-                    op: Op::KeysAdd(_),
-                    ..
-                })
-            ) {
-                // The line holds a private key: wiped now, the parsed text once used.
+            if !matches!(&parsed, Ok(Request { op: Op::Ask(_), .. })) {
+                // The line may hold a private key (`keys_add`, also a malformed one): wiped
+                // now, the parsed text once used. Asks, the hot path, carry none.
                 line.zeroize();
             }
             match parsed {
