@@ -269,11 +269,7 @@ fn agent_table(md: &mut String, r: &Results) {
         md,
         "| harness | unbound p50 ms | ÷ floor | row-bound ALLOWED p50 ms | ÷ floor | 100 KB command p50 ms (max) |\n| --- | ---: | ---: | ---: | ---: | ---: |"
     );
-    let cell = |h, c| {
-        phase
-            .row(Client::Agent(h, c))
-            .map(|row| row.summary.clone())
-    };
+    let cell = |h, c| phase.row(Client::Agent(h, c)).map(|row| row.summary);
     for harness in Harness::ALL {
         let (Some(unbound), Some(allowed), Some(large)) = (
             cell(harness, Call::Unbound),
