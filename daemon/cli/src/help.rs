@@ -77,6 +77,10 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "row-fence install claude-hook --settings ~/.claude/settings.json",
     ),
     (
+        "install agent-hook",
+        "row-fence install agent-hook --agent codex --settings ~/.codex/hooks.json",
+    ),
+    (
         "install git-hook",
         "row-fence install git-hook --repo ~/src/app --recurse-submodules",
     ),
