@@ -152,6 +152,8 @@ fallback() {
   fi
   read_input
   session=$(member session_id)
+  # Cursor names the session conversation_id.
+  [ -n "$session" ] || session=$(member conversation_id)
   cwd=$(member cwd)
   [ -n "$cwd" ] || cwd=$(pwd)
   why="row-fence-guard exited $status without a verdict"

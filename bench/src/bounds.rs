@@ -26,7 +26,12 @@ fn why(r: &Results, target: Target) -> Option<String> {
         Target::GuardHarmless | Target::GuardPush => guard(r),
         Target::BytesPerChange => bytes(r),
         Target::FileStoreFlat => file_store(r),
-        Target::WarmVsPython | Target::IdleRss | Target::ConnectionsRss | Target::AskerRss => None,
+        Target::WarmVsPython
+        | Target::IdleRss
+        | Target::ConnectionsRss
+        | Target::AskerRss
+        | Target::AgentUnbound(_)
+        | Target::AgentAllowed(_) => None,
     }
 }
 

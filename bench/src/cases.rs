@@ -35,6 +35,9 @@ pub enum Case {
     /// The agent guard as Claude Code runs it (`sh -c '<installed command>'`, the JSON on
     /// stdin) against `sh -c true`: a harmless command, and a fenced ALLOWED push.
     Guard,
+    /// Every harness's hook (`install agent-hook --agent NAME`) run the way that harness
+    /// runs it, against `sh -c /bin/true`: unbound, row-bound ALLOWED, a 100 KB command.
+    AgentHooks,
     /// `etcdctl get` against a private etcd: a lease service's own client, cold.
     Etcd,
     /// The daemon's and redis-server's CPU per ask with one in-process client.
@@ -82,6 +85,7 @@ impl Case {
         Case::BytesPerChange,
         Case::FencedBatchRate,
         Case::Guard,
+        Case::AgentHooks,
         Case::Etcd,
         Case::CpuPerAsk,
         Case::Profile,
@@ -118,6 +122,9 @@ impl Case {
             Case::Guard => {
                 "agent guard via `sh -c '<installed command>'`: harmless command and fenced ALLOWED push, against `sh -c true`"
             }
+            Case::AgentHooks => {
+                "agent hooks of Claude Code, Codex, Gemini CLI and Cursor as each runs them, against `sh -c /bin/true`: unbound, row-bound ALLOWED, a 100 KB command"
+            }
             Case::Etcd => "lease service: `etcdctl get` against a private etcd, cold",
             Case::CpuPerAsk => "CPU per ask of the daemon and redis-server, one in-process client",
             Case::Profile => {
@@ -148,6 +155,7 @@ impl Case {
             | Case::BytesPerChange
             | Case::FencedBatchRate
             | Case::Guard
+            | Case::AgentHooks
             | Case::Etcd
             | Case::CpuPerAsk
             | Case::Profile

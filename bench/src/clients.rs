@@ -1,6 +1,7 @@
 //! The command one latency sample spawns, for each client and each route to the store.
 //! Every sample is a new process, as a hook starts one per fenced write.
 
+use crate::agent_hooks::{AgentHook, Call, Harness};
 use crate::capture::AskScript;
 use crate::fixture::{self, ACTION, Binaries};
 use crate::python_client::PythonClient;
@@ -44,6 +45,29 @@ pub enum Client {
     /// The installed agent guard for `git push origin main` in a row-bound worktree whose
     /// lane holds its row: parse, bind, one ask, ALLOWED.
     GuardPush,
+    /// A harness's installed hook (`install agent-hook --agent NAME`) run the way that
+    /// harness runs it, for one of [`Call`]'s calls.
+    Agent(Harness, Call),
+}
+
+/// The report's name of an agent hook sample.
+fn agent_label(harness: Harness, call: Call) -> &'static str {
+    use Call::{Allowed, Large, Unbound};
+    use Harness::{Claude, Codex, Cursor, Gemini};
+    match (harness, call) {
+        (Claude, Unbound) => "agent hook claude: unbound",
+        (Claude, Allowed) => "agent hook claude: row-bound ALLOWED",
+        (Claude, Large) => "agent hook claude: 100 KB command",
+        (Codex, Unbound) => "agent hook codex: unbound",
+        (Codex, Allowed) => "agent hook codex: row-bound ALLOWED",
+        (Codex, Large) => "agent hook codex: 100 KB command",
+        (Gemini, Unbound) => "agent hook gemini: unbound",
+        (Gemini, Allowed) => "agent hook gemini: row-bound ALLOWED",
+        (Gemini, Large) => "agent hook gemini: 100 KB command",
+        (Cursor, Unbound) => "agent hook cursor: unbound",
+        (Cursor, Allowed) => "agent hook cursor: row-bound ALLOWED",
+        (Cursor, Large) => "agent hook cursor: 100 KB command",
+    }
 }
 
 impl Client {
@@ -63,6 +87,7 @@ impl Client {
             Client::HookExecTrue => "hook floor: sh -c /bin/true",
             Client::GuardHarmless => "guard: harmless command",
             Client::GuardPush => "guard: fenced ALLOWED push",
+            Client::Agent(h, c) => agent_label(h, c),
         }
     }
 
@@ -82,6 +107,7 @@ impl Client {
             Client::HookExecTrue => "sh -c /bin/true",
             Client::GuardHarmless => "guard harmless",
             Client::GuardPush => "guard push",
+            Client::Agent(h, c) => agent_label(h, c),
         }
     }
 
@@ -92,6 +118,8 @@ impl Client {
             Client::HookExecTrue => "1 (sh, which execs /bin/true)",
             Client::GuardHarmless => "2 (sh, row-fence-guard)",
             Client::GuardPush => "2 (sh, row-fence-guard; the ask is in process)",
+            Client::Agent(_, Call::Unbound) => "2 (sh, row-fence-guard; no ask)",
+            Client::Agent(..) => "2 (sh, row-fence-guard; the standing ask is in process)",
             _ => "1",
         }
     }
@@ -101,7 +129,11 @@ impl Client {
     pub fn is_product(self) -> bool {
         matches!(
             self,
-            Client::Warm | Client::ColdRust | Client::GuardHarmless | Client::GuardPush
+            Client::Warm
+                | Client::ColdRust
+                | Client::GuardHarmless
+                | Client::GuardPush
+                | Client::Agent(..)
         )
     }
 }
@@ -207,6 +239,8 @@ pub struct Clients {
     pub python: Option<PythonClient>,
     /// The agent guard as installed (`None`: not set up yet).
     pub guard: Option<crate::fixture::GuardHook>,
+    /// Every harness's installed hook (empty: not set up yet).
+    pub agents: Vec<AgentHook>,
 }
 
 impl Clients {
@@ -285,11 +319,22 @@ impl Clients {
                 cmd.arg("-c").arg(script).current_dir(&guard.cwd);
                 Some(cmd)
             }
+            Client::Agent(harness, call) => {
+                let hook = self.agents.iter().find(|a| a.harness == harness)?;
+                let (_, dir) = hook.input(call)?;
+                let mut cmd = fixture::clean_command("sh", daemon_home, &[]);
+                cmd.arg("-c").arg(&hook.command).current_dir(dir);
+                Some(cmd)
+            }
         }
     }
 
     /// The file a sample of `client` reads on stdin (the hook JSON), if any.
     pub fn input(&self, client: Client) -> Option<&Path> {
+        if let Client::Agent(harness, call) = client {
+            let hook = self.agents.iter().find(|a| a.harness == harness)?;
+            return hook.input(call).map(|(input, _)| input);
+        }
         let guard = self.guard.as_ref()?;
         match client {
             Client::GuardPush => Some(&guard.push),
@@ -333,6 +378,12 @@ impl Clients {
             // A row-bound session asks on every call (its standing ask): ALLOWED.
             Client::Warm | Client::ColdRust | Client::GuardHarmless | Client::GuardPush => {
                 stderr.lines().any(|l| l.starts_with("row-fence: ALLOWED"))
+            }
+            // Unbound: nothing to ask, the call runs (Cursor's answer is JSON on stdout).
+            Client::Agent(h, Call::Unbound) => h != Harness::Cursor || stdout.contains("allow"),
+            Client::Agent(h, _) => {
+                stderr.lines().any(|l| l.starts_with("row-fence: ALLOWED"))
+                    && (h != Harness::Cursor || stdout.contains("\"allow\""))
             }
             Client::RedisCli | Client::Python => stdout.lines().next() == Some("allowed"),
             Client::Etcdctl => stdout.lines().next() == Some(crate::etcd::KEY),

@@ -46,6 +46,7 @@
 //! - [`plots`]: the report's SVG pictures (latency per phase, cost vs board size).
 //! - [`report`]: the Markdown report.
 
+pub mod agent_hooks;
 pub mod barrier;
 pub mod bounds;
 pub mod broker;

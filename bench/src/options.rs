@@ -2,6 +2,7 @@
 //! minutes), `--quick` (under 2 minutes) and `--smoke` (a handful of samples per case, to
 //! show the bench works; it judges nothing).
 
+use crate::agent_hooks::{Call, Harness};
 use crate::clients::{Client, Route};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -78,6 +79,9 @@ pub struct Plan {
     /// cold Rust, redis-cli, Python, etcdctl, sh -c true, sh -c /bin/true, guard
     /// harmless, guard push].
     pub local: [usize; 12],
+    /// Per agent hook sample, on the Unix-socket route, unloaded: [unbound, row-bound
+    /// ALLOWED, 100 KB command], for every harness alike.
+    pub agent: [usize; 3],
     /// Per client on each network route (TLS, +5 ms): [warm, cold Rust, redis-cli,
     /// Python, echo over the link (on the delayed routes only)].
     pub network: [usize; 5],
@@ -119,6 +123,7 @@ impl Plan {
         local: [
             3000, 3000, 3000, 3000, 1000, 1000, 200, 1000, 1000, 1000, 1000, 1000,
         ],
+        agent: [1000, 1000, 100],
         network: [1000, 400, 400, 60, 1000],
         loaded: [300, 300, 300, 300],
         phase_cap: Duration::from_secs(150),
@@ -140,6 +145,7 @@ impl Plan {
     pub const QUICK: Plan = Plan {
         name: "quick",
         local: [500, 500, 500, 500, 200, 200, 30, 200, 300, 300, 300, 300],
+        agent: [200, 200, 20],
         network: [150, 60, 60, 10, 150],
         loaded: [40, 40, 40, 40],
         phase_cap: Duration::from_secs(20),
@@ -162,6 +168,7 @@ impl Plan {
     pub const SMOKE: Plan = Plan {
         name: "smoke",
         local: [5, 5, 5, 5, 5, 5, 2, 3, 3, 3, 3, 3],
+        agent: [3, 3, 2],
         network: [5, 3, 3, 2, 3],
         loaded: [3, 3, 3, 3],
         phase_cap: Duration::from_secs(20),
@@ -183,6 +190,11 @@ impl Plan {
     pub fn samples(&self, client: Client, route: Route, loaded: bool) -> usize {
         let index = |order: &[Client]| order.iter().position(|c| *c == client);
         match (loaded, route) {
+            (false, Route::Unix) if matches!(client, Client::Agent(..)) => match client {
+                Client::Agent(_, Call::Unbound) => self.agent[0],
+                Client::Agent(_, Call::Allowed) => self.agent[1],
+                _ => self.agent[2],
+            },
             (true, _) => index(&LOADED_CLIENTS).map_or(0, |i| self.loaded[i]),
             (false, Route::Unix) => index(&LOCAL_CLIENTS).map_or(0, |i| self.local[i]),
             // One round trip over the link means something only where there is distance.
@@ -207,6 +219,18 @@ pub const LOCAL_CLIENTS: [Client; 12] = [
     Client::GuardHarmless,
     Client::GuardPush,
 ];
+
+/// The agent hook samples, measured in the unloaded Unix-socket phase beside its
+/// yardstick `sh -c /bin/true` (interleaved with it).
+pub fn agent_clients() -> Vec<Client> {
+    let mut clients = vec![Client::HookExecTrue];
+    for harness in Harness::ALL {
+        for call in [Call::Unbound, Call::Allowed, Call::Large] {
+            clients.push(Client::Agent(harness, call));
+        }
+    }
+    clients
+}
 
 /// The clients of each network phase, in [`Plan::network`]'s order.
 pub const NETWORK_CLIENTS: [Client; 5] = [

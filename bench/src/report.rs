@@ -53,6 +53,7 @@ pub fn render(results: &Results, plots: &Plots, command: &str) -> String {
         }
     }
     guard_table(&mut md, r);
+    agent_table(&mut md, r);
     daemon_table(&mut md, r);
     profile_section(&mut md, r);
     records_table(&mut md, r);
@@ -234,6 +235,60 @@ fn guard_table(md: &mut String, r: &Results) {
                 row.summary.p50_ms
             );
         }
+    }
+    let _ = writeln!(md);
+}
+
+/// Every harness's hook beside the one-program floor `sh -c /bin/true`, measured the same
+/// way in the same phase.
+fn agent_table(md: &mut String, r: &Results) {
+    use crate::agent_hooks::{Call, Harness, LARGE_BYTES};
+    let Some(phase) = r.agent_phase() else {
+        return;
+    };
+    let Some(floor) = phase.row(Client::HookExecTrue).map(|b| b.summary.p50_ms) else {
+        return;
+    };
+    let _ = writeln!(
+        md,
+        "## Agent hooks
+"
+    );
+    let _ = writeln!(
+        md,
+        "Each harness's hook as `row-fence install agent-hook --agent NAME` wrote it, run the way \
+         that harness runs a hook (`sh -c '<command>'`, its documented input on stdin: Claude Code \
+         2.x `PreToolUse`, Codex CLI 0.124 `PreToolUse`, Gemini CLI 0.26 `BeforeTool`, Cursor 1.7 \
+         `beforeShellExecution`), interleaved with `sh -c /bin/true` ({floor:.3} ms p50), the floor \
+         of any hook that runs one program. Unbound: `git status --short` where no lane is bound \
+         (no ask). Row-bound ALLOWED: the same in the worktree of a lane that holds its row (the \
+         standing ask). 100 KB: a {} KB harmless command there.\n",
+        LARGE_BYTES / 1024
+    );
+    let _ = writeln!(
+        md,
+        "| harness | unbound p50 ms | ÷ floor | row-bound ALLOWED p50 ms | ÷ floor | 100 KB command p50 ms (max) |\n| --- | ---: | ---: | ---: | ---: | ---: |"
+    );
+    let cell = |h, c| phase.row(Client::Agent(h, c)).map(|row| row.summary);
+    for harness in Harness::ALL {
+        let (Some(unbound), Some(allowed), Some(large)) = (
+            cell(harness, Call::Unbound),
+            cell(harness, Call::Allowed),
+            cell(harness, Call::Large),
+        ) else {
+            continue;
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {:.3} | {:.2}× | {:.3} | {:.2}× | {:.3} ({:.3}) |",
+            harness.name(),
+            unbound.p50_ms,
+            unbound.p50_ms / floor,
+            allowed.p50_ms,
+            allowed.p50_ms / floor,
+            large.p50_ms,
+            large.max_ms
+        );
     }
     let _ = writeln!(md);
 }

@@ -13,7 +13,9 @@ use crate::etcd::Etcd;
 use crate::fixture::{self, Binaries, Daemon, ask_line};
 use crate::load::Oversubscription;
 use crate::machine::{self, Machine};
-use crate::options::{LOADED_CLIENTS, LOCAL_CLIENTS, NETWORK_CLIENTS, Options, Plan};
+use crate::options::{
+    LOADED_CLIENTS, LOCAL_CLIENTS, NETWORK_CLIENTS, Options, Plan, agent_clients,
+};
 use crate::python_client::PythonClient;
 use crate::redis_server::RedisServer;
 use crate::sample::Sampler;
@@ -131,6 +133,15 @@ impl Results {
             .iter()
             .find(|p| p.route == route && (p.busy > 0) == loaded)
     }
+
+    /// The phase of the agent hooks (each harness's hook beside `sh -c /bin/true`).
+    pub fn agent_phase(&self) -> Option<&Phase> {
+        self.phases.iter().find(|p| {
+            p.rows
+                .iter()
+                .any(|r| matches!(r.client, crate::clients::Client::Agent(..)))
+        })
+    }
 }
 
 /// A run in progress: the options and what has been measured so far.
@@ -244,6 +255,7 @@ impl Runner {
             ask_script: None,
             python,
             guard: None,
+            agents: Vec::new(),
         };
 
         // Unix socket, unloaded: the floor, warm, cold, generic, interleaved.
@@ -257,6 +269,15 @@ impl Runner {
             work.path(),
         )?);
         self.phase(&clients, &unix, &daemon, &LOCAL_CLIENTS, None)?;
+        // Every harness's hook, in a phase of its own beside its yardstick.
+        let lane = clients
+            .guard
+            .as_ref()
+            .map(|g| g.cwd.clone())
+            .unwrap_or_default();
+        clients.agents =
+            crate::agent_hooks::install(&bins, &daemon.home, &lane, &work.path().join("agents"))?;
+        self.phase(&clients, &unix, &daemon, &agent_clients(), None)?;
         drop(etcd);
         daemon.check_alive()?;
         std::thread::sleep(Duration::from_secs(1));

@@ -42,6 +42,11 @@ pub const GUARD_HARMLESS_MAX: f64 = 1.5;
 /// The agent guard on a fenced ALLOWED push ÷ `sh -c true` at p50.
 pub const GUARD_PUSH_MAX: f64 = 2.5;
 
+/// A harness's hook for an unbound call ÷ `sh -c /bin/true` at p50 (the same phase).
+pub const AGENT_UNBOUND_MAX: f64 = 1.1;
+/// A harness's hook for a row-bound ALLOWED call (with its ask) ÷ `sh -c /bin/true`.
+pub const AGENT_ALLOWED_MAX: f64 = 1.5;
+
 /// One target of the report's table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Target {
@@ -77,6 +82,10 @@ pub enum Target {
     GuardHarmless,
     /// The agent guard on a push it asks about and the fence allows.
     GuardPush,
+    /// A harness's hook where no lane is bound, against the one-program floor.
+    AgentUnbound(crate::agent_hooks::Harness),
+    /// A harness's hook in a row-bound worktree, ALLOWED, against the same floor.
+    AgentAllowed(crate::agent_hooks::Harness),
 }
 
 impl Target {
@@ -129,6 +138,14 @@ impl Target {
             ),
             Target::GuardPush => format!(
                 "agent guard, fenced ALLOWED push: p50 ≤ {GUARD_PUSH_MAX}× `sh -c true` p50"
+            ),
+            Target::AgentUnbound(h) => format!(
+                "agent hook {}, unbound call: p50 ≤ {AGENT_UNBOUND_MAX}× `sh -c /bin/true` p50",
+                h.name()
+            ),
+            Target::AgentAllowed(h) => format!(
+                "agent hook {}, row-bound ALLOWED call (with its ask): p50 ≤ {AGENT_ALLOWED_MAX}× `sh -c /bin/true` p50",
+                h.name()
             ),
         }
     }
@@ -203,6 +220,7 @@ pub fn judge(results: &Results) -> Vec<Judgement> {
             |r| r <= GUARD_PUSH_MAX,
         ),
     ];
+    out.extend(agents(results));
     out.extend(oversubscribed(results));
     out.extend(cpu(results));
     out.extend(daemon(results));
@@ -246,6 +264,38 @@ fn ratio(
         }
         _ => unjudged(target, "not measured (see the notes)"),
     }
+}
+
+/// Every harness's hook against `sh -c /bin/true`, both from the agent phase.
+fn agents(results: &Results) -> Vec<Judgement> {
+    use crate::agent_hooks::{Call, Harness};
+    let mut out = Vec::new();
+    for h in Harness::ALL {
+        for (target, call, max) in [
+            (Target::AgentUnbound(h), Call::Unbound, AGENT_UNBOUND_MAX),
+            (Target::AgentAllowed(h), Call::Allowed, AGENT_ALLOWED_MAX),
+        ] {
+            let client = Client::Agent(h, call);
+            let rows = results
+                .agent_phase()
+                .and_then(|p| Some((p.row(client)?, p.row(Client::HookExecTrue)?)));
+            out.push(match rows {
+                Some((a, floor)) if floor.summary.p50_ms > 0.0 && a.summary.count > 0 => {
+                    let r = a.summary.p50_ms / floor.summary.p50_ms;
+                    Judgement {
+                        target,
+                        measured: format!(
+                            "{r:.2}× ({:.3} ms ÷ {:.3} ms)",
+                            a.summary.p50_ms, floor.summary.p50_ms
+                        ),
+                        outcome: Outcome::of(r <= max),
+                    }
+                }
+                _ => unjudged(target, "not measured (see the notes)"),
+            });
+        }
+    }
+    out
 }
 
 /// Warm over TLS + 5 ms against the echo client's round trip over the same delayed link

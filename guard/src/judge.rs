@@ -157,7 +157,13 @@ pub fn judge(
     // An input without a session is judged by its cwd (ARCHITECTURE.md, "Quarantine").
     judge.standing = if bound.is_empty() && hook.session.is_none() {
         match resolve(cwd, None) {
-            Resolution::Found(path, _) => vec![path],
+            Resolution::Found(path, _) => {
+                report::say(&format!(
+                    "row-fence guard: the hook input carries no session id, so this call is judged by its directory's descriptor ({}) and no quarantine is remembered between calls.",
+                    path.display()
+                ));
+                vec![path]
+            }
             _ => Vec::new(),
         }
     } else {

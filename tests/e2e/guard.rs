@@ -1239,6 +1239,29 @@ fn a_guard_that_never_ran_blocks_a_row_bound_lane_and_warns_an_unbound_one() {
     assert_eq!(lane.remote_head(), "");
 }
 
+/// Cursor names the session `conversation_id`: a bound conversation is row-bound to the
+/// shim too, from a directory that is not, when the guard never ran.
+#[test]
+fn a_guard_that_never_ran_reads_cursors_conversation_as_the_session() {
+    let lane = Lane::new();
+    let unbound = lane.tmp().join("plain");
+    fs::create_dir_all(&unbound).unwrap();
+    let sessions = lane.home.home.join("sessions");
+    fs::create_dir_all(&sessions).unwrap();
+    fs::write(sessions.join("k-bound.json"), "{}").unwrap();
+    let (_, bins, breakage) = never_running(&lane.tmp()).remove(0);
+    let hook = install(&lane.home, &bins);
+    breakage(&bins);
+    let input = json!({"conversation_id": "k-bound", "generation_id": "g",
+                       "hook_event_name": "beforeShellExecution", "command": "ls",
+                       "cwd": unbound, "workspace_roots": [unbound]});
+    let mut cmd = lane.home.command("sh");
+    cmd.arg("-c").arg(&hook).current_dir(&unbound);
+    let ran = run_with_stdin(&mut cmd, &input.to_string());
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(ran.stderr.contains("k-bound.json"), "{}", ran.stderr);
+}
+
 #[test]
 fn a_guard_killed_mid_ask_is_cut_off_and_says_retry() {
     let lane = Lane::new();

@@ -511,3 +511,40 @@ fn quarantines_and_their_denials_are_counted_in_status_and_health() {
         "{prom}"
     );
 }
+
+/// A harness whose input has no session id is judged by its cwd, and the guard says so.
+#[test]
+fn an_input_without_a_session_id_is_judged_by_its_cwd_and_says_so() {
+    let lane = Lane::held();
+    let cwd = &lane.repo.clone;
+    let input = json!({
+        "cwd": cwd,
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "ls"},
+    });
+    let mut cmd = lane.home.command("sh");
+    cmd.arg("-c").arg(&lane.hook).current_dir(cwd);
+    let ran = run_with_stdin(&mut cmd, &input.to_string());
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("no session id") && ran.stderr.contains("row-fence: ALLOWED"),
+        "{}",
+        ran.stderr
+    );
+    lane.lose();
+    let ran = run_with_stdin(&mut cmd, &input.to_string());
+    assert_eq!(ran.code, 0, "ls is read-only: {}", ran.stderr);
+    let push = json!({
+        "cwd": cwd,
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "echo hi > notes.txt"},
+    });
+    let ran = run_with_stdin(&mut cmd, &push.to_string());
+    assert_eq!(
+        ran.code, 2,
+        "quarantined by its cwd's refusal: {}",
+        ran.stderr
+    );
+}

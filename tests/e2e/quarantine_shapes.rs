@@ -436,7 +436,8 @@ fn fixtures(lane: &Lane, fill: &dyn Fn(&str) -> String) {
     };
     script(
         &tmp.join("evil.sh"),
-        "#!/bin/sh\ntouch {tmp}/proof\n(exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null\ncd {clone} && {push}\ncat\n",
+        // Its own PATH: the fake programs in `{tmp}/fakebin` run it, and must not again.
+        "#!/bin/sh\nPATH=/usr/local/bin:/usr/bin:/bin\ntouch {tmp}/proof\n(exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null\ncd {clone} && {push}\ncat\n",
     );
     for (key, _) in RUNNING_KEYS {
         let (section, var) = key.rsplit_once('.').unwrap();
@@ -525,17 +526,15 @@ fn hook(lane: &Lane, session: &str, command: &str) -> crate::util::Ran {
     run_with_stdin(&mut cmd, &input.to_string())
 }
 
-#[test]
-fn new_shapes_of_every_kind_are_denied_in_quarantine_and_nothing_moves() {
-    let lane = Lane::refused();
-    let server = Counter::start();
+/// The placeholders of a lane's shapes, filled in.
+fn filler(lane: &Lane, server: &Counter) -> impl Fn(&str) -> String {
     let clone = lane.repo.clone.display().to_string();
     let remote = lane.repo.remote.display().to_string();
     let tmp = lane.tmp().display().to_string();
     let push = format!("git push -q --no-verify {remote} HEAD:main");
     let url = format!("http://127.0.0.1:{}/r", server.port);
     let port = server.port.to_string();
-    let fill = |s: &str| {
+    move |s: &str| {
         s.replace("{push}", &push)
             .replace("{evilrepo}", &format!("{tmp}/evilrepo"))
             .replace("{evil}", &format!("{tmp}/evil.sh"))
@@ -544,7 +543,14 @@ fn new_shapes_of_every_kind_are_denied_in_quarantine_and_nothing_moves() {
             .replace("{tmp}", &tmp)
             .replace("{url}", &url)
             .replace("{port}", &port)
-    };
+    }
+}
+
+#[test]
+fn new_shapes_of_every_kind_are_denied_in_quarantine_and_nothing_moves() {
+    let lane = Lane::refused();
+    let server = Counter::start();
+    let fill = filler(&lane, &server);
     fixtures(&lane, &fill);
     let before = lane.remote_head();
     let proof = lane.tmp().join("proof");
@@ -606,4 +612,48 @@ fn new_shapes_of_every_kind_are_denied_in_quarantine_and_nothing_moves() {
     assert_eq!(server.hits(), 0, "no request reached the server");
     assert!(shapes.len() >= 150, "{} shapes: {per_kind:?}", shapes.len());
     eprintln!("{} shapes: {per_kind:?}", shapes.len());
+}
+
+/// The corpus tests something: a shape of each kind, run for real without the guard (in
+/// bash, bounded by `timeout`), moves the remote, runs the planted program or reaches the
+/// server.
+#[test]
+fn a_shape_of_each_kind_really_writes_without_the_guard() {
+    let lane = Lane::refused();
+    let server = Counter::start();
+    let fill = filler(&lane, &server);
+    fixtures(&lane, &fill);
+    let proof = lane.tmp().join("proof");
+    for shape in [
+        "c=push; git $c -q --no-verify {remote} HEAD:main",
+        "eval \"git push -q --no-verify {remote} HEAD:main\"",
+        "git ${X:-push} -q --no-verify {remote} HEAD:main",
+        "shopt -s expand_aliases; alias l='git push -q --no-verify {remote} HEAD:main'\nl",
+        "cat < /dev/tcp/127.0.0.1/{port}",
+        "ls 3<>/dev/tcp/127.0.0.1/{port}",
+        "git -c core.fsmonitor='{evil}' status --short",
+        "GIT_CONFIG_PARAMETERS=\"'core.fsmonitor'='{evil}'\" git status",
+        "HOME={tmp}/h git status",
+        "git -C {evilrepo} status",
+        "PATH={tmp}/fakebin:$PATH ls",
+        "tar --checkpoint=1 --checkpoint-act=exec={evil} -cf /dev/null file.txt",
+        "BASH_ENV={evil} bash -c ls",
+    ] {
+        lane.reset_remote();
+        let _ = fs::remove_file(&proof);
+        let hits = server.hits();
+        let command = fill(shape);
+        let ran = run(lane
+            .home
+            .command("timeout")
+            .args(["20", "bash", "-c"])
+            .arg(&command)
+            .current_dir(&lane.repo.clone));
+        let moved = lane.remote_head() == lane.repo.local_head(&lane.home);
+        assert!(
+            moved || proof.exists() || server.hits() > hits,
+            "{command:?} did nothing without the guard: the case tests nothing ({})",
+            ran.stderr
+        );
+    }
 }

@@ -78,7 +78,7 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     ),
     (
         "install agent-hook",
-        "row-fence install agent-hook --agent codex --bin-dir ~/.local/bin",
+        "row-fence install agent-hook --agent codex --settings ~/.codex/hooks.json",
     ),
     (
         "install broker",
@@ -87,10 +87,6 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     (
         "install git-hook",
         "row-fence install git-hook --repo ~/src/app --recurse-submodules",
-    ),
-    (
-        "install broker",
-        "row-fence install broker --repo /srv/lanes/a --broker-socket /run/row-fence/agent.sock --key-pub /etc/row-fence/push.pub",
     ),
     ("doctor", "row-fence doctor --repo ~/src/app --json"),
     ("store", "row-fence store check"),

@@ -1,0 +1,191 @@
+//! The agent hook of every harness, as `row-fence install agent-hook --agent NAME` writes
+//! it, run the way each harness runs a hook (`sh -c '<the command>'`, the harness's
+//! documented input on stdin), for three calls: a harmless command in a directory no
+//! lane is bound to (no ask), the same in the row-bound worktree of a lane that holds its
+//! row (the standing ask, ALLOWED), and a 100 KB harmless command there. The inputs are
+//! pinned to the documented shapes of Claude Code 2.x (`PreToolUse`), Codex CLI 0.124
+//! (`PreToolUse`, the shell tool's `command` an argv), Gemini CLI 0.26 (`BeforeTool`,
+//! `run_shell_command`) and Cursor 1.7 (`beforeShellExecution`).
+
+use crate::fixture::{Binaries, clean_command};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+/// A harness whose hook the bench runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Harness {
+    /// Claude Code.
+    Claude,
+    /// Codex CLI.
+    Codex,
+    /// Gemini CLI.
+    Gemini,
+    /// Cursor.
+    Cursor,
+}
+
+impl Harness {
+    /// Every harness, in report order.
+    pub const ALL: [Harness; 4] = [
+        Harness::Claude,
+        Harness::Codex,
+        Harness::Gemini,
+        Harness::Cursor,
+    ];
+
+    /// `--agent`'s name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Harness::Claude => "claude",
+            Harness::Codex => "codex",
+            Harness::Gemini => "gemini",
+            Harness::Cursor => "cursor",
+        }
+    }
+}
+
+/// Which call a sample makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Call {
+    /// A harmless command where no lane is bound: no ask.
+    Unbound,
+    /// A harmless command in the row-bound worktree of a lane that holds its row: the
+    /// standing ask, ALLOWED.
+    Allowed,
+    /// A 100 KB harmless command there.
+    Large,
+}
+
+/// The size of [`Call::Large`]'s command, in bytes (at least).
+pub const LARGE_BYTES: usize = 100 * 1024;
+
+/// One harness's installed hook and its inputs.
+#[derive(Clone, Debug)]
+pub struct AgentHook {
+    /// The harness.
+    pub harness: Harness,
+    /// The command the harness runs through `sh -c`.
+    pub command: String,
+    /// Per call: the input file and the directory the harness runs the hook in.
+    pub inputs: Vec<(Call, PathBuf, PathBuf)>,
+}
+
+impl AgentHook {
+    /// The input file and directory of `call`.
+    pub fn input(&self, call: Call) -> Option<(&Path, &Path)> {
+        self.inputs
+            .iter()
+            .find(|(c, ..)| *c == call)
+            .map(|(_, input, dir)| (input.as_path(), dir.as_path()))
+    }
+}
+
+/// The harness's documented input for the shell tool running `command` in `cwd`.
+fn input(harness: Harness, session: &str, cwd: &Path, command: &str) -> serde_json::Value {
+    use serde_json::json;
+    match harness {
+        Harness::Claude => json!({
+            "session_id": session, "transcript_path": "/nonexistent/t.jsonl", "cwd": cwd,
+            "permission_mode": "default", "hook_event_name": "PreToolUse",
+            "tool_name": "Bash", "tool_input": {"command": command, "description": "bench"},
+        }),
+        Harness::Codex => json!({
+            "session_id": session, "transcript_path": null, "cwd": cwd,
+            "hook_event_name": "PreToolUse", "model": "gpt-5-codex", "turn_id": "t-1",
+            "tool_name": "Bash", "tool_use_id": "call-1",
+            "tool_input": {"command": ["bash", "-lc", command]},
+        }),
+        Harness::Gemini => json!({
+            "session_id": session, "transcript_path": "/nonexistent/t.json", "cwd": cwd,
+            "hook_event_name": "BeforeTool", "timestamp": "2026-12-02T00:00:00.000Z",
+            "tool_name": "run_shell_command", "tool_input": {"command": command},
+        }),
+        Harness::Cursor => json!({
+            "conversation_id": session, "generation_id": "g-1",
+            "hook_event_name": "beforeShellExecution", "command": command, "cwd": cwd,
+            "workspace_roots": [cwd], "cursor_version": "1.7.0",
+        }),
+    }
+}
+
+/// The hook's command as `install agent-hook` wrote it into `file`.
+fn installed_command(harness: Harness, file: &Path) -> Result<String, String> {
+    let text = fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+    let command = match harness {
+        Harness::Claude | Harness::Codex => &v["hooks"]["PreToolUse"][0]["hooks"][0]["command"],
+        Harness::Gemini => &v["hooks"]["BeforeTool"][0]["hooks"][0]["command"],
+        Harness::Cursor => &v["hooks"]["beforeShellExecution"][0]["command"],
+    };
+    command
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| format!("{} holds no hook command", file.display()))
+}
+
+/// A harmless command of at least [`LARGE_BYTES`]: generated lines a build script might
+/// hold.
+pub fn large_command() -> String {
+    let mut text = String::with_capacity(LARGE_BYTES + 64);
+    let mut n = 0;
+    while text.len() < LARGE_BYTES {
+        text.push_str(&format!(
+            "echo 'step {n}: checking the generated files' >/dev/null\n"
+        ));
+        n += 1;
+    }
+    text
+}
+
+/// Installs every harness's hook for the daemon at `home` and writes its inputs; `lane` is
+/// the row-bound worktree, `work` the bench's scratch directory.
+pub fn install(
+    bins: &Binaries,
+    home: &Path,
+    lane: &Path,
+    work: &Path,
+) -> Result<Vec<AgentHook>, String> {
+    let unbound = work.join("unbound");
+    fs::create_dir_all(&unbound).map_err(|e| format!("{}: {e}", unbound.display()))?;
+    let large = large_command();
+    let mut hooks = Vec::new();
+    for harness in Harness::ALL {
+        let name = harness.name();
+        let file = work.join(format!("{name}-hooks.json"));
+        let out = clean_command(bins.path("row-fence"), home, &[])
+            .args(["install", "agent-hook", "--agent", name, "--bin-dir"])
+            .arg(&bins.dir)
+            .arg("--settings")
+            .arg(&file)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run row-fence install agent-hook: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "row-fence install agent-hook --agent {name} failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        let command = installed_command(harness, &file)?;
+        let mut inputs = Vec::new();
+        for (call, dir, text) in [
+            (Call::Unbound, &unbound, "git status --short"),
+            (Call::Allowed, &lane.to_path_buf(), "git status --short"),
+            (Call::Large, &lane.to_path_buf(), large.as_str()),
+        ] {
+            let session = format!("bench-{name}-{call:?}");
+            let path = work.join(format!("{name}-{call:?}.json"));
+            let json = input(harness, &session, dir, text).to_string();
+            fs::write(&path, json).map_err(|e| format!("{}: {e}", path.display()))?;
+            inputs.push((call, path, dir.clone()));
+        }
+        hooks.push(AgentHook {
+            harness,
+            command,
+            inputs,
+        });
+    }
+    Ok(hooks)
+}
