@@ -65,6 +65,16 @@ impl BoardKeys {
         format!("{}log/{revision:0REVISION_DIGITS$}", self.base)
     }
 
+    /// The revision a log entry's key names, if `full` is one of this board's.
+    pub fn parse_log_entry(&self, full: &[u8]) -> Option<u64> {
+        std::str::from_utf8(full)
+            .ok()?
+            .strip_prefix(&self.base)?
+            .strip_prefix("log/")?
+            .parse()
+            .ok()
+    }
+
     /// One slot of the asks ring.
     pub fn ask_slot(&self, slot: usize) -> String {
         format!("{}asks/{slot:04}", self.base)
@@ -95,6 +105,8 @@ mod tests {
         assert_eq!(k.parse_record(&k.record("s", "a/b")), Some(("s", "a/b")));
         assert_eq!(k.parse_record("rf/board/c/rec/s/a"), None);
         assert!(k.log_entry(9) < k.log_entry(10));
+        assert_eq!(k.parse_log_entry(k.log_entry(12).as_bytes()), Some(12));
+        assert_eq!(k.parse_log_entry(b"rf/board/c/log/1"), None);
         assert_eq!(prefix_end("a/"), b"a0");
         // Board `b` and board `bb` never share a prefix.
         assert!(!BoardKeys::new("rf", "bb").head().starts_with(&k.records()));

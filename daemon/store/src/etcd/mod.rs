@@ -295,8 +295,9 @@ impl EtcdStore {
         plan: &batch::Plan,
         fenced: &FencedBatch,
     ) -> Result<Board, StoreError> {
-        let answers = self.read(plan.reads(&self.keys(board), fenced)).await?;
-        Ok(Board::from_answers(answers))
+        let keys = self.keys(board);
+        let answers = self.read(plan.reads(&keys, fenced)).await?;
+        Ok(Board::from_answers(&keys, answers))
     }
 
     /// Judges the batch on `board` as read: the commit, or why it must not commit.
@@ -317,7 +318,8 @@ impl EtcdStore {
         if fenced.min_revision.is_none() {
             head.check_clock(name, now, self.url.max_skew_ms)?;
         }
-        plan.judge(fenced, &head, &found, now)
+        let newest_log = board.newest_log.unwrap_or(0);
+        plan.judge(name, fenced, (&head, newest_log), &found, now)
     }
 
     /// Commits a judged batch if the head is still the one `board` was read with; if it
@@ -331,7 +333,7 @@ impl EtcdStore {
         commit: &batch::Commit,
     ) -> Result<Result<u64, Board>, StoreError> {
         let keys = self.keys(name);
-        let head_mod = board.head.as_ref().map_or(0, |kv| kv.mod_revision());
+        let head_mod = board.head_mod_revision();
         let txn = commit.txn(&keys, head_mod, plan.reads(&keys, fenced));
         let response = self.txn(txn, Call::Write).await?;
         if response.succeeded() {
@@ -347,7 +349,7 @@ impl EtcdStore {
                 ))),
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Err(Board::from_answers(answers)))
+        Ok(Err(Board::from_answers(&keys, answers)))
     }
 
     /// Keeps what `read_records` read of `board` for the batch that may follow it, when it
@@ -375,23 +377,34 @@ impl EtcdStore {
     }
 }
 
-/// A board as one read transaction found it: its head and the records a batch is judged
-/// on ([`batch::Plan::wanted`], in order).
+/// A board as one read transaction found it: its head, its newest log entry's revision
+/// (`None`: not read) and the records a batch is judged on ([`batch::Plan::wanted`], in
+/// order).
 #[derive(Debug)]
 struct Board {
     head: Found,
+    newest_log: Option<u64>,
     found: Vec<Found>,
 }
 
 impl Board {
     /// From the answers to [`batch::Plan::reads`].
-    fn from_answers(answers: Vec<Vec<KeyValue>>) -> Board {
+    fn from_answers(keys: &BoardKeys, answers: Vec<Vec<KeyValue>>) -> Board {
         let mut answers = answers.into_iter().map(|kvs| kvs.into_iter().next());
         let head = answers.next().flatten();
+        let newest_log = answers
+            .next()
+            .flatten()
+            .map_or(Some(0), |kv| keys.parse_log_entry(kv.key()));
         Board {
             head,
+            newest_log,
             found: answers.collect(),
         }
+    }
+
+    fn head_mod_revision(&self) -> i64 {
+        self.head.as_ref().map_or(0, KeyValue::mod_revision)
     }
 }
 
@@ -516,6 +529,7 @@ impl LeaseStore for EtcdStore {
             Some(Board {
                 found: seen.found(&wanted)?,
                 head: seen.head,
+                newest_log: None,
             })
         });
         for attempt in 0..BATCH_ATTEMPTS {
@@ -534,6 +548,15 @@ impl LeaseStore for EtcdStore {
                     // now came back with the refusal: a batch it already refuses (its
                     // records changed) is refused at once.
                     self.judge(board, &plan, batch, &changed)?;
+                    if changed.head_mod_revision() == board_now.head_mod_revision() {
+                        // Nothing committed first: the head is behind a key the reads
+                        // do not show (a record on a board without a head).
+                        return Err(batch::head_behind(
+                            board,
+                            Head::parse(changed.head.as_ref().map(|kv| kv.value()))?.revision,
+                            None,
+                        ));
+                    }
                 }
             }
             // A short random pause before reading again, so racing writers do not all
@@ -554,7 +577,19 @@ impl LeaseStore for EtcdStore {
         let now = head.check_clock(&check.board, self.clock_ms(), self.url.max_skew_ms)?;
         let lease = match answers.first().and_then(|kvs| kvs.first()) {
             None => None,
-            Some(kv) => Some(parse_row_lease(&parse_record(kv)?.value)?),
+            Some(kv) => {
+                let record = parse_record(kv)?;
+                // A lease from a later revision than its head: the head was deleted or
+                // lowered, and the next grant would repeat a generation.
+                if record.revision > head.revision {
+                    return Err(batch::head_behind(
+                        &check.board,
+                        head.revision,
+                        Some(record.revision),
+                    ));
+                }
+                Some(parse_row_lease(&record.value)?)
+            }
         };
         let judgement = Judgement {
             refusal: crate::judge(lease.as_ref(), check, now),
