@@ -109,7 +109,8 @@ fn a_batch_past_one_transaction_is_refused_and_a_copied_board_keeps_its_revision
 /// then lowered, under a granted row lease; a record on a board without a head. Every batch
 /// is `store_regressed` and writes nothing, the ask for the lease above its head too,
 /// rather than handing out a generation again; a batch raising the board (the operator's
-/// accept) commits above every revision the board's log shows.
+/// accept) commits above every revision the board's log shows; a copy into the board
+/// without a head is refused.
 #[test]
 fn a_head_deleted_or_lowered_by_hand_never_hands_out_a_generation_again() {
     let cluster = EtcdCluster::start_direct();
@@ -178,6 +179,13 @@ fn a_head_deleted_or_lowered_by_hand_never_hands_out_a_generation_again() {
         etcdctl(&["put", "rowfence/board/c/rec/other/x", r#"{"r":7,"v":1}"#]);
         let err = store.fenced_batch("c", &next()).await.unwrap_err();
         assert!(matches!(err, StoreError::Regressed(_)), "{err}");
+        assert!(keys("c").lines().count() == 2, "{}", keys("c"));
+        // Nor is a board copied into it: the target holds a record of it.
+        let dir = tempfile::tempdir().unwrap();
+        let file = row_fence_store::file::FileStore::new(dir.path().join("store"));
+        file.fenced_batch("c", &next()).await.unwrap();
+        let copied = row_fence_store::copy::copy_board(&file, &store, "c").await;
+        assert!(matches!(copied, Err(StoreError::Invalid(_))), "{copied:?}");
         assert!(keys("c").lines().count() == 2, "{}", keys("c"));
     });
 }
