@@ -182,7 +182,7 @@ impl EtcdStore {
             }
             StoreError::Unreachable(why) if self.url.tls && self.url.identity.is_none() => {
                 StoreError::Unreachable(format!(
-                    "{why} (this etcds:// URL presents no client certificate; members started with --client-cert-auth close such connections: add cert=PATH&key=PATH)"
+                    "{why} (this etcds:// URL presents no client certificate; members started with --client-cert-auth close such connections: add cert=PATH&key=PATH; or the members do not serve TLS: use etcd://)"
                 ))
             }
             e => e,
