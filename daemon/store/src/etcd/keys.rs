@@ -17,6 +17,10 @@ pub struct BoardKeys {
     base: String,
 }
 
+/// The path segment after the key prefix that starts every board's keys; a key prefix
+/// never holds it as a segment of its own, so two prefixes' keys never nest.
+pub const BOARD_SEGMENT: &str = "board";
+
 /// Digits of a log key's revision: keys sort in revision order.
 const REVISION_DIGITS: usize = 20;
 
@@ -24,7 +28,7 @@ impl BoardKeys {
     /// The keys of `board` under `prefix` (a key prefix without a trailing `/`).
     pub fn new(prefix: &str, board: &str) -> BoardKeys {
         BoardKeys {
-            base: format!("{prefix}/board/{board}/"),
+            base: format!("{prefix}/{BOARD_SEGMENT}/{board}/"),
         }
     }
 

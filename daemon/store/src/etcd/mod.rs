@@ -96,6 +96,17 @@ impl EtcdStore {
                 "the etcd store needs a key prefix".into(),
             ));
         }
+        // Another prefix's keys are `<prefix>/board/…`: a prefix with a `board` segment
+        // could lie inside one of its boards (`rf/board/b/rec/s` under `rf`'s board b).
+        if prefix
+            .split('/')
+            .any(|segment| segment == keys::BOARD_SEGMENT)
+        {
+            return Err(StoreError::Invalid(format!(
+                "etcd key prefix {prefix:?} has a `{}` segment, which could put its keys inside another prefix's boards; choose another",
+                keys::BOARD_SEGMENT
+            )));
+        }
         Ok(EtcdStore {
             url,
             prefix: prefix.to_string(),
@@ -774,5 +785,23 @@ impl LeaseStore for EtcdStore {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_prefix_never_nests_inside_another_prefixs_boards() {
+        let open = |prefix: &str| EtcdStore::open("etcd://h:2379", prefix);
+        for nested in ["rf/board/b/rec/s", "board", "rf/board", "/board/"] {
+            let err = open(nested).unwrap_err();
+            assert!(matches!(err, StoreError::Invalid(_)), "{nested}: {err}");
+        }
+        for fine in ["rowfence", "rowfence2", "rf/boards", "team/rf/"] {
+            assert!(open(fine).is_ok(), "{fine}");
+        }
+        assert!(open("/").is_err());
     }
 }
