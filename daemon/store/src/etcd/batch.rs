@@ -277,9 +277,20 @@ mod tests {
         assert!(err.to_string().contains("--max-txn-ops"));
         let fits = FencedBatch {
             writes: batch.writes[..MAX_WRITES].to_vec(),
+            lease: Some(LeaseFence {
+                owner: "c".into(),
+                epoch: 1,
+                now_ms: 10,
+            }),
             ..Default::default()
         };
         assert!(Plan::new(&fits).is_ok());
+        // Its reads (head, newest log entry, controller lease, records) fit one
+        // transaction too, and so does its commit's failure branch, which runs them.
+        assert_eq!(
+            Plan.reads(&BoardKeys::new("rf", "b"), &fits).len(),
+            MAX_TXN_OPS
+        );
     }
 
     #[test]
