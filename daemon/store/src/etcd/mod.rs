@@ -568,6 +568,9 @@ impl LeaseStore for EtcdStore {
                             None,
                         ));
                     }
+                    // The next attempt is judged on what came back: a lost race costs no
+                    // read of its own.
+                    read = Some(changed);
                 }
             }
             // A short random pause before reading again, so racing writers do not all
