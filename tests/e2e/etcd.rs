@@ -11,7 +11,7 @@ use row_fence_contract::LeaseToken;
 use row_fence_store::etcd::EtcdStore;
 use row_fence_store::etcd::batch::MAX_WRITES;
 use row_fence_store::lease::{self, Grant};
-use row_fence_store::{AskCheck, LeaseStore, StoreError};
+use row_fence_store::{AskCheck, FencedBatch, LeaseStore, StoreError};
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -102,6 +102,91 @@ fn a_batch_past_one_transaction_is_refused_and_a_copied_board_keeps_its_revision
             row_fence_contract::Reason::StoreUnreachable,
             "{err}"
         );
+    });
+}
+
+/// Keys written by hand under the prefix: a board's head (its revision counter) deleted,
+/// then lowered, under a granted row lease; a record on a board without a head. Every batch
+/// is `store_regressed` and writes nothing, the ask for the lease above its head too,
+/// rather than handing out a generation again; a batch raising the board (the operator's
+/// accept) commits above every revision the board's log shows; a copy into the board
+/// without a head is refused.
+#[test]
+fn a_head_deleted_or_lowered_by_hand_never_hands_out_a_generation_again() {
+    let cluster = EtcdCluster::start_direct();
+    let etcdctl = |args: &[&str]| {
+        let out = cluster.ctl(&[0]).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let keys = |board: &str| etcdctl(&["get", "--prefix", &format!("rowfence/board/{board}/")]);
+    runtime().block_on(async {
+        let store = EtcdStore::open(&cluster.url(), "rowfence").unwrap();
+        let token = LeaseToken::generate().unwrap();
+        let grant = Grant {
+            board: "b",
+            row: ROW,
+            lane: "lane-a",
+            ttl_ms: 60_000,
+            takeover: true,
+            tenant: None,
+            token: &token,
+            reissue: false,
+        };
+        for _ in 0..4 {
+            lease::acquire(&store, &grant, None).await.unwrap();
+        }
+        let ask = AskCheck {
+            board: "b".into(),
+            row: ROW.into(),
+            lane: "lane-a".into(),
+            generation: 4,
+            probe: true,
+            token: Some(token.clone()),
+            ..AskCheck::default()
+        };
+        assert_eq!(store.ask(&ask).await.unwrap().refusal, None);
+        let next = || batch(vec![put("s", "k", 0, json!(1))]);
+        for head in [None, Some(r#"{"revision":2,"clock_ms":0}"#)] {
+            match head {
+                None => etcdctl(&["del", "rowfence/board/b/head"]),
+                Some(value) => etcdctl(&["put", "rowfence/board/b/head", value]),
+            };
+            let before = keys("b");
+            let err = store.fenced_batch("b", &next()).await.unwrap_err();
+            assert!(matches!(err, StoreError::Regressed(_)), "{head:?}: {err}");
+            assert!(err.to_string().contains("revision 4"), "{err}");
+            let err = lease::acquire(&store, &grant, None).await.unwrap_err();
+            assert!(
+                matches!(err, lease::LeaseError::Store(StoreError::Regressed(_))),
+                "{head:?}: {err}"
+            );
+            let err = store.ask(&ask).await.unwrap_err();
+            assert!(matches!(err, StoreError::Regressed(_)), "{head:?}: {err}");
+            assert_eq!(keys("b"), before, "nothing was written");
+        }
+        let raised = FencedBatch {
+            min_revision: Some(1),
+            ..next()
+        };
+        assert_eq!(store.fenced_batch("b", &raised).await, Ok(5));
+
+        // A record (in a section the batch does not read) on a board without a head.
+        etcdctl(&["put", "rowfence/board/c/rec/other/x", r#"{"r":7,"v":1}"#]);
+        let err = store.fenced_batch("c", &next()).await.unwrap_err();
+        assert!(matches!(err, StoreError::Regressed(_)), "{err}");
+        assert!(keys("c").lines().count() == 2, "{}", keys("c"));
+        // Nor is a board copied into it: the target holds a record of it.
+        let dir = tempfile::tempdir().unwrap();
+        let file = row_fence_store::file::FileStore::new(dir.path().join("store"));
+        file.fenced_batch("c", &next()).await.unwrap();
+        let copied = row_fence_store::copy::copy_board(&file, &store, "c").await;
+        assert!(matches!(copied, Err(StoreError::Invalid(_))), "{copied:?}");
+        assert!(keys("c").lines().count() == 2, "{}", keys("c"));
     });
 }
 

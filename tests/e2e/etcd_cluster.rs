@@ -316,7 +316,8 @@ impl EtcdCluster {
         format!("etcd://127.0.0.1:{}", self.members[i].client_port)
     }
 
-    fn ctl(&self, endpoints: &[usize]) -> Command {
+    /// `etcdctl` (API v3) against the listed members, with the cluster's TLS files.
+    pub fn ctl(&self, endpoints: &[usize]) -> Command {
         let eps: Vec<String> = endpoints
             .iter()
             .map(|i| self.members[*i].endpoint())

@@ -309,3 +309,44 @@ fn store_check_names_the_quorum_and_health_fails_while_asks_fail() {
     )
     .expect(0, "row-fence: healthy");
 }
+
+/// Every member paused (SIGSTOP), so no call is refused, none answers: an ask through the
+/// daemon and a cold check each answer COULD NOT READ within their own deadline (1 s),
+/// never ALLOWED; continued, the same ask is ALLOWED again.
+#[test]
+fn a_whole_cluster_paused_answers_could_not_read_within_the_asks_deadline() {
+    let cluster = EtcdCluster::start_direct();
+    let home = Home::with_store(cluster.url());
+    let _daemon = home.daemon();
+    let (_, a) = home.acquire("b", "r", "lane-a", &[]);
+    home.ask_with(&a, &[]).expect(0, "row-fence: ALLOWED");
+    for i in 0..crate::etcd_cluster::MEMBERS {
+        cluster.signal(i, nix::sys::signal::Signal::SIGSTOP);
+    }
+    let started = std::time::Instant::now();
+    let asked = home.ask_with(&a, &["--timeout-ms", "1000"]);
+    let asked_in = started.elapsed();
+    let started = std::time::Instant::now();
+    let checked = home.cli(&[
+        "--timeout",
+        "1s",
+        "check",
+        "--descriptor",
+        a.to_str().unwrap(),
+    ]);
+    let checked_in = started.elapsed();
+    for i in 0..crate::etcd_cluster::MEMBERS {
+        cluster.signal(i, nix::sys::signal::Signal::SIGCONT);
+    }
+    eprintln!("paused cluster: the ask answered in {asked_in:?}, the cold check in {checked_in:?}");
+    asked.expect(1, "row-fence: COULD NOT READ");
+    checked.expect(1, "row-fence: COULD NOT READ");
+    assert!(asked_in < Duration::from_millis(1500), "{asked_in:?}");
+    assert!(checked_in < Duration::from_millis(1800), "{checked_in:?}");
+    until(
+        Duration::from_secs(10),
+        || home.ask_with(&a, &[]),
+        |r| r.code == 0,
+    )
+    .expect(0, "row-fence: ALLOWED");
+}

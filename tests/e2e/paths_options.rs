@@ -46,7 +46,9 @@ fn a_relative_home_is_refused_and_a_leading_tilde_is_expanded() {
 
 /// A store URL that cannot be read is a usage error (exit 2) whatever is wrong with it: an
 /// unknown scheme, a port that is not a number, a bad option value, and a typo'd option
-/// name, which is never silently ignored (`min_replica=1` would grant without replicas).
+/// name, which is never silently ignored (`min_replica=1` would grant without replicas);
+/// on etcd too (an empty host list, an empty host), and a password holding an unescaped
+/// `?` or `/` is printed by no part of the message.
 #[test]
 fn every_store_url_mistake_exits_2_and_an_unknown_option_is_named() {
     let home = Home::file();
@@ -65,6 +67,14 @@ fn every_store_url_mistake_exits_2_and_an_unknown_option_is_named() {
             "redis://localhost:6379?durabilty=volatile",
             "min_replicas, replicas",
         ),
+        ("etcd://", "etcd endpoint \"\""),
+        ("etcd://h1:2379,,h2", "etcd endpoint \"\""),
+        ("etcd://h1:x", "\"h1:x\" is not host:port"),
+        ("etcd://h1?max_skew=5", "an etcd URL option"),
+        ("etcd://h1?cacert=/ca.pem", "use etcds://"),
+        // A password with an unescaped `?`: none of it printed, here or by the URL.
+        ("etcd://u:s3c?r3t@h1:2379", "etcd://***@h1:2379"),
+        ("etcd://u:s3/c?r3t@h1:2379", "not shown"),
     ] {
         let ran = run(home
             .command(bin("row-fence"))
@@ -72,6 +82,9 @@ fn every_store_url_mistake_exits_2_and_an_unknown_option_is_named() {
             .args(["acquire", "board-1", "row-1", "--lane", "lane-a"]));
         assert_eq!(ran.code, 2, "{url}: {}", ran.stderr);
         assert!(ran.stderr.contains(says), "{url}: {}", ran.stderr);
+        for piece in ["s3c", "r3t"] {
+            assert!(!ran.stderr.contains(piece), "{url}: {}", ran.stderr);
+        }
     }
 }
 

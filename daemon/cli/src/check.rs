@@ -38,9 +38,16 @@ pub struct CheckArgs {
     location: LocationArgs,
 }
 
-pub async fn run(args: CheckArgs, settings: &Settings) -> Outcome {
+/// How long past the command's `--timeout` the check may take to print its verdict line:
+/// its deadline is never later than `--timeout`, so a store that does not answer still
+/// ends in `COULD NOT READ (timeout)`, not in the command's own timeout sentence.
+pub const VERDICT_SLACK: Duration = Duration::from_millis(500);
+
+/// Runs the check within `--timeout-ms` and the command's `limit` (`--timeout`), whichever
+/// ends first.
+pub async fn run(args: CheckArgs, settings: &Settings, limit: Duration) -> Outcome {
     let started = Instant::now();
-    let deadline = started + Duration::from_millis(timeout_ms(&args)?);
+    let deadline = started + Duration::from_millis(timeout_ms(&args)?).min(limit);
     let ((gated, located), descriptor) = match descriptor::resolve_here(args.descriptor.as_deref())
     {
         Resolution::Unbound(detail) => (

@@ -178,8 +178,14 @@ fn run_cli() -> i32 {
     };
     let timeout = cli.timeout;
     let only_reads = reads_only(&command);
+    // `check` prints a verdict line whatever happens, so its own deadline (within this
+    // one) ends it first; this one stays only as a bound past it.
+    let outer = match command {
+        Command::Check(_) => timeout + check::VERDICT_SLACK,
+        _ => timeout,
+    };
     let outcome = runtime.block_on(async {
-        tokio::time::timeout(timeout, run(command, &settings))
+        tokio::time::timeout(outer, run(command, &settings, timeout))
             .await
             .unwrap_or_else(|_| {
                 Err(Failure::could_not(format!(
@@ -250,13 +256,14 @@ fn parse_failed(e: clap::Error) -> i32 {
     e.exit_code()
 }
 
-async fn run(command: Command, settings: &Settings) -> Outcome {
+/// Runs `command`; `timeout` is the command's `--timeout`.
+async fn run(command: Command, settings: &Settings, timeout: Duration) -> Outcome {
     match command {
         Command::Acquire(args) => leases::acquire(args, settings).await,
         Command::Renew(args) => leases::renew(args, settings).await,
         Command::Release(args) => leases::release(args, settings).await,
         Command::Show(args) => leases::show(args, settings).await,
-        Command::Check(args) => check::run(args, settings).await,
+        Command::Check(args) => check::run(args, settings, timeout).await,
         Command::Status(args) => liveness::status(args, settings),
         Command::Health(args) => liveness::health(args, settings),
         Command::Controller(args) => controller::run(args, settings).await,

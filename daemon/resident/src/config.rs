@@ -17,13 +17,13 @@ pub struct CommonArgs {
     /// Home directory for the socket, heartbeat, ledger, registry and file store [env: ROW_FENCE_HOME] [default: ~/.row-fence]
     #[arg(long, global = true, value_name = "DIR")]
     pub home: Option<PathBuf>,
-    /// Lease store: file (embedded), file:DIR, redis://…, rediss://…, redis+unix://…, redis+cluster://…, redis+sentinel://h:p[,h:p…]/MASTER; Redis URLs take ?min_replicas=N&replicas=N&wait_ms=M&durability=volatile [env: ROW_FENCE_STORE] [default: file]
+    /// Lease store: file (embedded), file:DIR, redis://…, rediss://…, redis+unix://…, redis+cluster://…, redis+sentinel://h:p[,h:p…]/MASTER, etcd://h:p[,h:p…], etcds://…; Redis URLs take ?min_replicas=N&replicas=N&wait_ms=M&durability=volatile [env: ROW_FENCE_STORE] [default: file]
     #[arg(long, global = true, value_name = "URL")]
     pub store: Option<String>,
     /// The daemon's socket [env: ROW_FENCE_SOCKET] [default: $ROW_FENCE_HOME/sock]
     #[arg(long, global = true, value_name = "PATH")]
     pub socket: Option<PathBuf>,
-    /// Prefix of every Redis key [env: ROW_FENCE_KEY_PREFIX] [default: rowfence]
+    /// Prefix of every Redis or etcd key [env: ROW_FENCE_KEY_PREFIX] [default: rowfence]
     #[arg(long, global = true, value_name = "P")]
     pub key_prefix: Option<String>,
     /// The least time a lease must have left for an ALLOWED, e.g. 5s, 30s, 2m; less is REFUSED lease_expiring [env: ROW_FENCE_MARGIN] [default: 5s]

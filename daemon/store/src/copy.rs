@@ -20,7 +20,7 @@ pub struct Copied {
 }
 
 /// Copies `board` from `from` to `to`. Refuses (`Invalid`, nothing written) a board the
-/// source never wrote, or one the target already holds; a failure partway leaves the
+/// source never wrote, or one the target already holds (a revision, or any record); a failure partway leaves the
 /// target's board at or above the source's revision and can be finished by copying again
 /// after dropping it.
 pub async fn copy_board(
@@ -38,10 +38,14 @@ pub async fn copy_board(
         )));
     }
     let there = to.sections(board, &[]).await?.revision;
-    if there != 0 {
+    // A board's revision counter alone does not say it is empty: records may have
+    // outlived it (a counter deleted by hand), and a copy would mix the two boards.
+    let sections_there = to.section_names(board).await?;
+    if there != 0 || !sections_there.is_empty() {
         return Err(StoreError::Invalid(format!(
-            "{} already holds board {board} (revision {there}); nothing was copied",
-            to.describe()
+            "{} already holds board {board} (revision {there}, sections {}); nothing was copied",
+            to.describe(),
+            sections_there.join(", ")
         )));
     }
     let writes: Vec<RecordWrite> = snapshot

@@ -73,6 +73,8 @@ impl StoreSpec {
             return Ok(StoreSpec::Redis(text.to_string()));
         }
         if text.starts_with("etcd://") || text.starts_with("etcds://") {
+            crate::etcd::url::EtcdUrl::parse(text)
+                .map_err(|e| SpecError::BadUrl(redact(text), e.to_string()))?;
             return Ok(StoreSpec::Etcd(text.to_string()));
         }
         Err(SpecError::NotAStore(redact(text)))
@@ -109,6 +111,16 @@ pub fn redact(text: &str) -> String {
     let Ok(mut url) = url::Url::parse(text) else {
         return redact_unparsed(text);
     };
+    // A password holding an unescaped `?`, `/` or `#` ends the authority early: the
+    // rest of it, and its `@`, are then read as the path, query or fragment.
+    let after_authority = [Some(url.path()), url.query(), url.fragment()];
+    if after_authority
+        .into_iter()
+        .flatten()
+        .any(|part| part.contains('@'))
+    {
+        return redact_unparsed(text);
+    }
     let redacted = if url.password().is_some() {
         url.set_password(Some("***"))
     } else if !url.username().is_empty() {
@@ -140,24 +152,23 @@ fn redact_query(query: &str) -> String {
         .join("&")
 }
 
-/// For what the `url` crate cannot parse: everything before the authority's last `@`
-/// becomes `***` (never a password printed, at the price of a user name), and the query as
-/// [`redact_query`] does.
+/// For what the `url` crate cannot parse as written: everything between the scheme and
+/// the text's last `@` becomes `***` (never a password printed, even one holding `?`, `/`
+/// or `#`, at the price of a user name, or of a query path holding an `@`), and the query
+/// as [`redact_query`] does.
 fn redact_unparsed(text: &str) -> String {
+    let text = match text.split_once("://") {
+        Some((scheme, rest)) => match rest.rfind('@') {
+            Some(at) => format!("{scheme}://***{}", &rest[at..]),
+            None => text.to_string(),
+        },
+        None => text.to_string(),
+    };
     let (head, query) = match text.split_once('?') {
         Some((head, query)) => (head, Some(query)),
-        None => (text, None),
+        None => (text.as_str(), None),
     };
-    let mut out = match head.split_once("://") {
-        Some((scheme, rest)) => {
-            let authority_end = rest.find('/').unwrap_or(rest.len());
-            match rest[..authority_end].rfind('@') {
-                Some(at) => format!("{scheme}://***{}", &rest[at..]),
-                None => head.to_string(),
-            }
-        }
-        None => head.to_string(),
-    };
+    let mut out = head.to_string();
     if let Some(query) = query {
         out.push('?');
         out.push_str(&redact_query(query));
@@ -233,6 +244,15 @@ mod tests {
             "etcds://***@h1:2379,h2:2379?cacert=/ca.pem"
         );
         assert_eq!(redact("etcd://u:s3cret@h1:2379/"), "etcd://u:***@h1:2379/");
+        // An unescaped `?`, `/` or `#` in a password: nothing of it prints.
+        for (text, shown) in [
+            ("etcd://u:se?cret@h1:2379", "etcd://***@h1:2379"),
+            ("redis://u:12?cret@h:6379", "redis://***@h:6379"),
+            ("redis://u:12/cr#et@h:6379/0", "redis://***@h:6379/0"),
+            ("etcds://u:a?b@h?key=/k.pem", "etcds://***@h?key=***"),
+        ] {
+            assert_eq!(redact(text), shown, "{text}");
+        }
         assert_eq!(
             redact("redis+unix:///tmp/r.sock"),
             "redis+unix:///tmp/r.sock"

@@ -4,6 +4,12 @@
 //! found; the commit compares the head's `mod_revision` with the one read, so it lands only
 //! on exactly that state, and puts the head, the records and the log entry and trims the
 //! log at once. A batch past one transaction's size is refused before anything is read.
+//!
+//! The head is the only counter, so the commit also proves the head is not behind the
+//! board's own keys (a head deleted or lowered by hand, or a record written without one):
+//! it lands only while no log entry exists at or above its revision and, on a board
+//! without a head, no record exists; a head found behind them is `store_regressed`, so a
+//! generation is never handed out twice.
 
 use super::MAX_TXN_OPS;
 use super::head::Head;
@@ -12,7 +18,9 @@ use crate::document::validate_batch;
 use crate::{
     FencedBatch, LOG_CAP, LogEntry, META, Record, StoreError, WriteKind, check_lease_fence, meta,
 };
-use etcd_client::{Compare, CompareOp, DeleteOptions, Txn, TxnOp};
+use etcd_client::{
+    Compare, CompareOp, DeleteOptions, GetOptions, SortOrder, SortTarget, Txn, TxnOp,
+};
 use std::collections::BTreeMap;
 
 /// Operations a commit adds to the batch's writes: the head, the log entry, the log's trim.
@@ -31,6 +39,9 @@ pub struct Plan;
 pub struct Commit {
     /// The revision it commits at.
     pub revision: u64,
+    /// True when the batch raises the board to a revision (`min_revision`: an operator's
+    /// accept, a copy): it lands on a board whose records outlived its head.
+    raised: bool,
     head: Head,
     /// Record key (section, key) → its value after the batch (`None`: deleted).
     records: BTreeMap<(String, String), Option<serde_json::Value>>,
@@ -66,9 +77,22 @@ impl Plan {
             .collect()
     }
 
-    /// The reads the batch is judged on: the head, then [`Plan::wanted`] in order.
+    /// The reads the batch is judged on: the head, the newest log entry's key, then
+    /// [`Plan::wanted`] in order (at most [`MAX_TXN_OPS`]: head, log, lease and
+    /// [`MAX_WRITES`] records).
     pub fn reads(&self, keys: &BoardKeys, batch: &FencedBatch) -> Vec<TxnOp> {
-        std::iter::once(TxnOp::get(keys.head(), None))
+        let newest_log = TxnOp::get(
+            keys.log(),
+            Some(
+                GetOptions::new()
+                    .with_range(prefix_end(&keys.log()))
+                    .with_sort(SortTarget::Key, SortOrder::Descend)
+                    .with_limit(1)
+                    .with_keys_only(),
+            ),
+        );
+        [TxnOp::get(keys.head(), None), newest_log]
+            .into_iter()
             .chain(
                 self.wanted(batch)
                     .into_iter()
@@ -77,15 +101,27 @@ impl Plan {
             .collect()
     }
 
-    /// Judges the batch on what [`Plan::reads`] found (`found` in the same order) at the
-    /// store clock `now_ms`; `StaleLease` or `RevisionConflict` when it must not commit.
+    /// Judges the batch on what [`Plan::reads`] found (`found` in the same order;
+    /// `newest_log`: the newest log entry's revision, 0 when none or not read) at the
+    /// store clock `now_ms`; `StaleLease` or `RevisionConflict` when it must not commit,
+    /// `Regressed` when the board's keys are ahead of its head (unless the batch raises
+    /// the board: then it commits above them).
     pub fn judge(
         &self,
+        board: &str,
         batch: &FencedBatch,
-        head: &Head,
+        (head, newest_log): (&Head, u64),
         found: &[Option<Record>],
         now_ms: u64,
     ) -> Result<Commit, StoreError> {
+        let ahead = found
+            .iter()
+            .flatten()
+            .map(|r| r.revision)
+            .fold(newest_log, u64::max);
+        if ahead > head.revision && batch.min_revision.is_none() {
+            return Err(head_behind(board, head.revision, Some(ahead)));
+        }
         let (lease, records) = match &batch.lease {
             Some(fence) => {
                 check_lease_fence(found.first().and_then(Option::as_ref), fence)?;
@@ -108,7 +144,7 @@ impl Plan {
                 });
             }
         }
-        let revision = (head.revision + 1).max(batch.min_revision.unwrap_or(0));
+        let revision = (head.revision.max(ahead) + 1).max(batch.min_revision.unwrap_or(0));
         // An operator accepting a regression accepts this clock as it is now.
         let clock_ms = if batch.min_revision.is_some() {
             now_ms
@@ -130,6 +166,7 @@ impl Plan {
         }
         Ok(Commit {
             revision,
+            raised: batch.min_revision.is_some(),
             head: Head { revision, clock_ms },
             records: out,
             entry: LogEntry {
@@ -143,10 +180,23 @@ impl Plan {
 
 impl Commit {
     /// The commit transaction: lands only while the head's `mod_revision` is still
-    /// `head_mod_revision` (0: the board has no head yet); when it does not, it runs
-    /// `reads_back` instead ([`Plan::reads`]), so the caller judges again on what the
-    /// board holds now without another round trip.
+    /// `head_mod_revision` (0: the board has no head yet), no log entry exists at or above
+    /// this revision, and, on a board without a head, no record exists (unless the batch
+    /// raises the board); when it does not, it runs `reads_back` instead ([`Plan::reads`]),
+    /// so the caller judges again on what the board holds now without another round trip.
     pub fn txn(&self, keys: &BoardKeys, head_mod_revision: i64, reads_back: Vec<TxnOp>) -> Txn {
+        // An empty range compares as one absent key (create_revision 0).
+        let mut when = vec![
+            Compare::mod_revision(keys.head(), CompareOp::Equal, head_mod_revision),
+            Compare::create_revision(keys.log_entry(self.revision), CompareOp::Equal, 0)
+                .with_range(prefix_end(&keys.log())),
+        ];
+        if head_mod_revision == 0 && !self.raised {
+            when.push(
+                Compare::create_revision(keys.records(), CompareOp::Equal, 0)
+                    .with_range(prefix_end(&keys.records())),
+            );
+        }
         let mut ops = vec![TxnOp::put(keys.head(), json(&self.head), None)];
         for ((section, key), value) in &self.records {
             let full = keys.record(section, key);
@@ -177,15 +227,21 @@ impl Commit {
                 Some(DeleteOptions::new().with_range(end)),
             ));
         }
-        Txn::new()
-            .when(vec![Compare::mod_revision(
-                keys.head(),
-                CompareOp::Equal,
-                head_mod_revision,
-            )])
-            .and_then(ops)
-            .or_else(reads_back)
+        Txn::new().when(when).and_then(ops).or_else(reads_back)
     }
+}
+
+/// A board whose keys show revision `ahead` (`None`: a key the reads did not show, a
+/// record on a board without a head or a log key at or above the next revision) while its
+/// head says `head`: committing would hand out a generation again.
+pub fn head_behind(board: &str, head: u64, ahead: Option<u64>) -> StoreError {
+    let keys = match ahead {
+        Some(ahead) => format!("keys written at revision {ahead}"),
+        None => "keys it does not account for (a record on a board without a head, or a log entry at or above its next revision)".into(),
+    };
+    StoreError::Regressed(format!(
+        "board {board}'s head (its revision counter) is at revision {head} but the board holds {keys}: the head was deleted or lowered (by hand?), or keys were written without it; nothing was written; an operator runs `row-fence store accept-regression {board}`"
+    ))
 }
 
 /// A stored value's JSON text (records, heads, log entries: plain data, which always
@@ -221,9 +277,20 @@ mod tests {
         assert!(err.to_string().contains("--max-txn-ops"));
         let fits = FencedBatch {
             writes: batch.writes[..MAX_WRITES].to_vec(),
+            lease: Some(LeaseFence {
+                owner: "c".into(),
+                epoch: 1,
+                now_ms: 10,
+            }),
             ..Default::default()
         };
         assert!(Plan::new(&fits).is_ok());
+        // Its reads (head, newest log entry, controller lease, records) fit one
+        // transaction too, and so does its commit's failure branch, which runs them.
+        assert_eq!(
+            Plan.reads(&BoardKeys::new("rf", "b"), &fits).len(),
+            MAX_TXN_OPS
+        );
     }
 
     #[test]
@@ -241,10 +308,16 @@ mod tests {
             ..Default::default()
         };
         let commit = Plan
-            .judge(&batch, &head, &[stored.clone(), None], 40)
+            .judge("b", &batch, (&head, 4), &[stored.clone(), None], 40)
             .unwrap();
         assert_eq!((commit.revision, commit.head.clock_ms), (5, 50));
-        let conflict = Plan.judge(&batch, &head, &[stored.clone(), stored.clone()], 40);
+        let conflict = Plan.judge(
+            "b",
+            &batch,
+            (&head, 4),
+            &[stored.clone(), stored.clone()],
+            40,
+        );
         assert_eq!(
             conflict.unwrap_err(),
             StoreError::RevisionConflict { key: "s/b".into() }
@@ -258,7 +331,7 @@ mod tests {
             ..batch.clone()
         };
         assert!(
-            Plan.judge(&fenced, &head, &[None, stored, None], 40)
+            Plan.judge("b", &fenced, (&head, 4), &[None, stored, None], 40)
                 .unwrap_err()
                 .is_stale_lease()
         );
@@ -268,8 +341,9 @@ mod tests {
         };
         let commit = Plan
             .judge(
+                "b",
                 &raised,
-                &head,
+                (&head, 4),
                 &[
                     Some(Record {
                         revision: 3,
@@ -281,5 +355,37 @@ mod tests {
             )
             .unwrap();
         assert_eq!((commit.revision, commit.head.clock_ms), (100, 40));
+    }
+
+    #[test]
+    fn a_head_behind_its_boards_keys_is_regressed_unless_the_batch_raises_it() {
+        let head = Head {
+            revision: 2,
+            clock_ms: 50,
+        };
+        let batch = FencedBatch {
+            writes: vec![put("a", crate::BLIND)],
+            ..Default::default()
+        };
+        let logged = Plan.judge("b", &batch, (&head, 7), &[None], 40);
+        assert!(
+            matches!(logged, Err(StoreError::Regressed(_))),
+            "{logged:?}"
+        );
+        let stray = Some(Record {
+            revision: 5,
+            value: json!(1),
+        });
+        let recorded = Plan.judge("b", &batch, (&Head::default(), 0), &[stray], 40);
+        assert!(
+            matches!(recorded, Err(StoreError::Regressed(_))),
+            "{recorded:?}"
+        );
+        let raised = FencedBatch {
+            min_revision: Some(3),
+            ..batch
+        };
+        let commit = Plan.judge("b", &raised, (&head, 7), &[None], 40).unwrap();
+        assert_eq!(commit.revision, 8, "raised past every key the board shows");
     }
 }

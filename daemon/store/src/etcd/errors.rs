@@ -37,7 +37,10 @@ pub fn map(e: Error, call: Call) -> StoreError {
                 {
                     StoreError::Unreachable(format!("no etcd member answered: {detail}"))
                 }
-                code => StoreError::Failed(format!("etcd answered {code:?}: {detail}")),
+                code => StoreError::Failed(format!(
+                    "etcd answered {code:?}: {detail}{}",
+                    limit_hint(&detail)
+                )),
             }
         }
         Error::TransportError(e) if call == Call::Write => StoreError::Indeterminate(format!(
@@ -54,6 +57,20 @@ pub fn map(e: Error, call: Call) -> StoreError {
         }
         Error::InvalidUri(e) => StoreError::Invalid(format!("etcd endpoint: {e}")),
         other => StoreError::Failed(format!("etcd: {other}")),
+    }
+}
+
+/// Which cluster setting an answered size limit is, so the operator knows what to raise:
+/// etcd's own text names neither.
+fn limit_hint(detail: &str) -> &'static str {
+    if detail.contains("too many operations in txn request") {
+        " (the cluster's --max-txn-ops is below this call's operations: row-fence's calls need up to 128, etcd's default; nothing was written)"
+    } else if detail.contains("request is too large") {
+        " (the cluster's --max-request-bytes, 1.5 MiB by default, is below this call's size; nothing was written)"
+    } else if detail.contains("message larger than max") {
+        " (an answer or request past the gRPC message limit: a record or batch that large is not stored)"
+    } else {
+        ""
     }
 }
 
@@ -93,7 +110,16 @@ mod tests {
         let too_many = Error::GRpcStatus(Status::invalid_argument(
             "etcdserver: too many operations in txn request",
         ));
-        assert!(matches!(map(too_many, Call::Write), StoreError::Failed(_)));
+        let too_many = map(too_many, Call::Write);
+        assert!(matches!(too_many, StoreError::Failed(_)));
+        assert!(too_many.to_string().contains("--max-txn-ops"), "{too_many}");
+        let too_large =
+            Error::GRpcStatus(Status::invalid_argument("etcdserver: request is too large"));
+        assert!(
+            map(too_large, Call::Write)
+                .to_string()
+                .contains("--max-request-bytes")
+        );
         let denied = Error::GRpcStatus(Status::permission_denied("etcdserver: permission denied"));
         assert!(matches!(map(denied, Call::Read), StoreError::Failed(_)));
     }

@@ -17,6 +17,10 @@ pub struct BoardKeys {
     base: String,
 }
 
+/// The path segment after the key prefix that starts every board's keys; a key prefix
+/// never holds it as a segment of its own, so two prefixes' keys never nest.
+pub const BOARD_SEGMENT: &str = "board";
+
 /// Digits of a log key's revision: keys sort in revision order.
 const REVISION_DIGITS: usize = 20;
 
@@ -24,7 +28,7 @@ impl BoardKeys {
     /// The keys of `board` under `prefix` (a key prefix without a trailing `/`).
     pub fn new(prefix: &str, board: &str) -> BoardKeys {
         BoardKeys {
-            base: format!("{prefix}/board/{board}/"),
+            base: format!("{prefix}/{BOARD_SEGMENT}/{board}/"),
         }
     }
 
@@ -65,6 +69,16 @@ impl BoardKeys {
         format!("{}log/{revision:0REVISION_DIGITS$}", self.base)
     }
 
+    /// The revision a log entry's key names, if `full` is one of this board's.
+    pub fn parse_log_entry(&self, full: &[u8]) -> Option<u64> {
+        std::str::from_utf8(full)
+            .ok()?
+            .strip_prefix(&self.base)?
+            .strip_prefix("log/")?
+            .parse()
+            .ok()
+    }
+
     /// One slot of the asks ring.
     pub fn ask_slot(&self, slot: usize) -> String {
         format!("{}asks/{slot:04}", self.base)
@@ -95,6 +109,8 @@ mod tests {
         assert_eq!(k.parse_record(&k.record("s", "a/b")), Some(("s", "a/b")));
         assert_eq!(k.parse_record("rf/board/c/rec/s/a"), None);
         assert!(k.log_entry(9) < k.log_entry(10));
+        assert_eq!(k.parse_log_entry(k.log_entry(12).as_bytes()), Some(12));
+        assert_eq!(k.parse_log_entry(b"rf/board/c/log/1"), None);
         assert_eq!(prefix_end("a/"), b"a0");
         // Board `b` and board `bb` never share a prefix.
         assert!(!BoardKeys::new("rf", "bb").head().starts_with(&k.records()));

@@ -96,6 +96,17 @@ impl EtcdStore {
                 "the etcd store needs a key prefix".into(),
             ));
         }
+        // Another prefix's keys are `<prefix>/board/…`: a prefix with a `board` segment
+        // could lie inside one of its boards (`rf/board/b/rec/s` under `rf`'s board b).
+        if prefix
+            .split('/')
+            .any(|segment| segment == keys::BOARD_SEGMENT)
+        {
+            return Err(StoreError::Invalid(format!(
+                "etcd key prefix {prefix:?} has a `{}` segment, which could put its keys inside another prefix's boards; choose another",
+                keys::BOARD_SEGMENT
+            )));
+        }
         Ok(EtcdStore {
             url,
             prefix: prefix.to_string(),
@@ -182,7 +193,7 @@ impl EtcdStore {
             }
             StoreError::Unreachable(why) if self.url.tls && self.url.identity.is_none() => {
                 StoreError::Unreachable(format!(
-                    "{why} (this etcds:// URL presents no client certificate; members started with --client-cert-auth close such connections: add cert=PATH&key=PATH)"
+                    "{why} (this etcds:// URL presents no client certificate; members started with --client-cert-auth close such connections: add cert=PATH&key=PATH; or the members do not serve TLS: use etcd://)"
                 ))
             }
             e => e,
@@ -295,8 +306,9 @@ impl EtcdStore {
         plan: &batch::Plan,
         fenced: &FencedBatch,
     ) -> Result<Board, StoreError> {
-        let answers = self.read(plan.reads(&self.keys(board), fenced)).await?;
-        Ok(Board::from_answers(answers))
+        let keys = self.keys(board);
+        let answers = self.read(plan.reads(&keys, fenced)).await?;
+        Ok(Board::from_answers(&keys, answers))
     }
 
     /// Judges the batch on `board` as read: the commit, or why it must not commit.
@@ -317,7 +329,8 @@ impl EtcdStore {
         if fenced.min_revision.is_none() {
             head.check_clock(name, now, self.url.max_skew_ms)?;
         }
-        plan.judge(fenced, &head, &found, now)
+        let newest_log = board.newest_log.unwrap_or(0);
+        plan.judge(name, fenced, (&head, newest_log), &found, now)
     }
 
     /// Commits a judged batch if the head is still the one `board` was read with; if it
@@ -331,7 +344,7 @@ impl EtcdStore {
         commit: &batch::Commit,
     ) -> Result<Result<u64, Board>, StoreError> {
         let keys = self.keys(name);
-        let head_mod = board.head.as_ref().map_or(0, |kv| kv.mod_revision());
+        let head_mod = board.head_mod_revision();
         let txn = commit.txn(&keys, head_mod, plan.reads(&keys, fenced));
         let response = self.txn(txn, Call::Write).await?;
         if response.succeeded() {
@@ -347,7 +360,7 @@ impl EtcdStore {
                 ))),
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Err(Board::from_answers(answers)))
+        Ok(Err(Board::from_answers(&keys, answers)))
     }
 
     /// Keeps what `read_records` read of `board` for the batch that may follow it, when it
@@ -375,23 +388,34 @@ impl EtcdStore {
     }
 }
 
-/// A board as one read transaction found it: its head and the records a batch is judged
-/// on ([`batch::Plan::wanted`], in order).
+/// A board as one read transaction found it: its head, its newest log entry's revision
+/// (`None`: not read) and the records a batch is judged on ([`batch::Plan::wanted`], in
+/// order).
 #[derive(Debug)]
 struct Board {
     head: Found,
+    newest_log: Option<u64>,
     found: Vec<Found>,
 }
 
 impl Board {
     /// From the answers to [`batch::Plan::reads`].
-    fn from_answers(answers: Vec<Vec<KeyValue>>) -> Board {
+    fn from_answers(keys: &BoardKeys, answers: Vec<Vec<KeyValue>>) -> Board {
         let mut answers = answers.into_iter().map(|kvs| kvs.into_iter().next());
         let head = answers.next().flatten();
+        let newest_log = answers
+            .next()
+            .flatten()
+            .map_or(Some(0), |kv| keys.parse_log_entry(kv.key()));
         Board {
             head,
+            newest_log,
             found: answers.collect(),
         }
+    }
+
+    fn head_mod_revision(&self) -> i64 {
+        self.head.as_ref().map_or(0, KeyValue::mod_revision)
     }
 }
 
@@ -516,6 +540,7 @@ impl LeaseStore for EtcdStore {
             Some(Board {
                 found: seen.found(&wanted)?,
                 head: seen.head,
+                newest_log: None,
             })
         });
         for attempt in 0..BATCH_ATTEMPTS {
@@ -534,6 +559,18 @@ impl LeaseStore for EtcdStore {
                     // now came back with the refusal: a batch it already refuses (its
                     // records changed) is refused at once.
                     self.judge(board, &plan, batch, &changed)?;
+                    if changed.head_mod_revision() == board_now.head_mod_revision() {
+                        // Nothing committed first: the head is behind a key the reads
+                        // do not show (a record on a board without a head).
+                        return Err(batch::head_behind(
+                            board,
+                            Head::parse(changed.head.as_ref().map(|kv| kv.value()))?.revision,
+                            None,
+                        ));
+                    }
+                    // The next attempt is judged on what came back: a lost race costs no
+                    // read of its own.
+                    read = Some(changed);
                 }
             }
             // A short random pause before reading again, so racing writers do not all
@@ -554,7 +591,19 @@ impl LeaseStore for EtcdStore {
         let now = head.check_clock(&check.board, self.clock_ms(), self.url.max_skew_ms)?;
         let lease = match answers.first().and_then(|kvs| kvs.first()) {
             None => None,
-            Some(kv) => Some(parse_row_lease(&parse_record(kv)?.value)?),
+            Some(kv) => {
+                let record = parse_record(kv)?;
+                // A lease from a later revision than its head: the head was deleted or
+                // lowered, and the next grant would repeat a generation.
+                if record.revision > head.revision {
+                    return Err(batch::head_behind(
+                        &check.board,
+                        head.revision,
+                        Some(record.revision),
+                    ));
+                }
+                Some(parse_row_lease(&record.value)?)
+            }
         };
         let judgement = Judgement {
             refusal: crate::judge(lease.as_ref(), check, now),
@@ -739,5 +788,23 @@ impl LeaseStore for EtcdStore {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_prefix_never_nests_inside_another_prefixs_boards() {
+        let open = |prefix: &str| EtcdStore::open("etcd://h:2379", prefix);
+        for nested in ["rf/board/b/rec/s", "board", "rf/board", "/board/"] {
+            let err = open(nested).unwrap_err();
+            assert!(matches!(err, StoreError::Invalid(_)), "{nested}: {err}");
+        }
+        for fine in ["rowfence", "rowfence2", "rf/boards", "team/rf/"] {
+            assert!(open(fine).is_ok(), "{fine}");
+        }
+        assert!(open("/").is_err());
     }
 }

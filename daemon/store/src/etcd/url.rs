@@ -51,6 +51,30 @@ pub enum EtcdUrlError {
     Tls(String),
 }
 
+impl EtcdUrlError {
+    /// This error without a quoted part that may be a piece of `secret` (the text before
+    /// the URL's last `@`): one inside it, or one running across its `@`.
+    fn unquoted(self, secret: &str) -> EtcdUrlError {
+        let hidden = |part: &str| secret.contains(part) || part.contains('@');
+        const NOT_SHOWN: &str = "(not shown: it may hold part of the password)";
+        match self {
+            EtcdUrlError::Endpoint(part) if hidden(&part) => {
+                EtcdUrlError::Endpoint(NOT_SHOWN.into())
+            }
+            EtcdUrlError::BadOption {
+                option,
+                value,
+                accepted,
+            } if hidden(&option) || hidden(&value) => EtcdUrlError::BadOption {
+                option: NOT_SHOWN.into(),
+                value: String::new(),
+                accepted,
+            },
+            e => e,
+        }
+    }
+}
+
 /// A parsed etcd store URL. Its `Debug` shows no password.
 #[derive(Clone, PartialEq, Eq)]
 pub struct EtcdUrl {
@@ -83,8 +107,18 @@ impl fmt::Debug for EtcdUrl {
 }
 
 impl EtcdUrl {
-    /// Parses `etcd://…` or `etcds://…`; the error names what is wrong, never a password.
+    /// Parses `etcd://…` or `etcds://…`; the error names what is wrong, never a password:
+    /// a part it would quote that could hold one (anything before the text's last `@`,
+    /// which a password with an unescaped `?` or `/` spreads into the hosts or options)
+    /// is not quoted.
     pub fn parse(text: &str) -> Result<EtcdUrl, EtcdUrlError> {
+        EtcdUrl::parse_quoting(text).map_err(|e| match text.rfind('@') {
+            Some(at) => e.unquoted(&text[..at]),
+            None => e,
+        })
+    }
+
+    fn parse_quoting(text: &str) -> Result<EtcdUrl, EtcdUrlError> {
         let (tls, rest) = if let Some(rest) = text.strip_prefix("etcds://") {
             (true, rest)
         } else if let Some(rest) = text.strip_prefix("etcd://") {
@@ -237,9 +271,22 @@ mod tests {
             ("etcd://h?db=1", "one of"),
             ("etcd://h?cacert=/x", "etcds://"),
             ("etcds://h?cert=/x", "key=PATH"),
+            ("etcd://u:pw@h:x", "\"h:x\""),
         ] {
             let err = EtcdUrl::parse(bad).unwrap_err().to_string();
             assert!(err.contains(says), "{bad}: {err}");
+        }
+        // A password with an unescaped `?` or `,` runs into the hosts and the options.
+        for bad in [
+            "etcd://u:se?cret@h:1",
+            "etcd://u:s/e?cret@h:1",
+            "etcd://u:se?cr=et@h:1",
+        ] {
+            let err = EtcdUrl::parse(bad).unwrap_err().to_string();
+            for piece in ["se", "cret", "cr", "et@"] {
+                assert!(!err.contains(&format!("\"{piece}")), "{bad}: {err}");
+            }
+            assert!(err.contains("not shown"), "{bad}: {err}");
         }
     }
 }
