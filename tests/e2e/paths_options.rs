@@ -138,6 +138,23 @@ fn every_store_url_mistake_exits_2_and_an_unknown_option_is_named() {
             "redis://localhost:6379?durabilty=volatile",
             "min_replicas, replicas",
         ),
+        // Given twice: which one counts would be a guess.
+        (
+            "redis+unix:///tmp/r.sock?min_replicas=1&min_replicas=0",
+            "given twice",
+        ),
+        ("redis+unix:///tmp/r.sock?pass=a&password=b", "given twice"),
+        (
+            "etcd://localhost:2379?max_skew_ms=1&max_skew_ms=0",
+            "given twice",
+        ),
+        // An etcd option typo is a usage error as a Redis one is.
+        ("etcd://localhost:2379?max_skw_ms=1", "max_skew_ms"),
+        // Options the Redis client does not read on this kind of URL: `?db=2` on a TCP URL
+        // was database 0, a second store beside `redis://h/2`.
+        ("redis://localhost:6379/?db=2", "the database is the path"),
+        ("redis://localhost:6379/?pass=x", "userinfo"),
+        ("redis+unix:///tmp/r.sock?password=x", "?pass="),
     ] {
         let ran = run(home
             .command(bin("row-fence"))

@@ -86,6 +86,10 @@ impl StoreSpec {
             return Ok(StoreSpec::Redis(text.to_string()));
         }
         if text.starts_with("etcd://") || text.starts_with("etcds://") {
+            // Read here too, so an etcd URL's mistake is a usage error (exit 2) as a Redis
+            // URL's is, before anything opens.
+            crate::etcd::url::EtcdUrl::parse(text)
+                .map_err(|e| SpecError::BadUrl(redact(text), e.to_string()))?;
             return Ok(StoreSpec::Etcd(text.to_string()));
         }
         Err(SpecError::NotAStore(redact(text)))
