@@ -173,7 +173,7 @@ pub fn run(options: &Options, bin_dir: &Path) -> Result<Figures, String> {
     fs::write(
         &lanes,
         format!(
-            "[[lane]]\nuid = 0\ndescriptor = \"{}\"\n",
+            "[[lane]]\nlane = \"bench\"\nuid = 0\ndescriptor = \"{}\"\n",
             descriptor.display()
         ),
     )

@@ -24,8 +24,9 @@ pub const SOCKET_PATH_LIMIT: usize = 104;
 /// Why there is no usable home (or socket: both are placed by [`absolute_path`]).
 #[derive(Debug)]
 pub enum HomeError {
-    /// Neither `--home`, `ROW_FENCE_HOME` nor `HOME` is set (or a leading `~` needs a
-    /// `HOME` that is not set or not absolute).
+    /// Neither `--home`, `ROW_FENCE_HOME` nor an absolute `HOME` is set: the default home
+    /// (`~/.row-fence`) and a leading `~` both need a `HOME` that is absolute, or each
+    /// directory a program runs from would get a home and a store of its own.
     Unset,
     /// The home was given relative (other than a leading `~/`): two worktrees would each
     /// get a home, and a store, of their own.
@@ -45,7 +46,10 @@ pub enum HomeError {
 impl fmt::Display for HomeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            HomeError::Unset => write!(f, "neither {HOME_ENV} nor HOME is set"),
+            HomeError::Unset => write!(
+                f,
+                "neither {HOME_ENV} nor an absolute HOME is set (a relative HOME would give each directory its own home and store)"
+            ),
             HomeError::Relative(path) => write!(
                 f,
                 "the row-fence home {} is relative: give an absolute path (a leading ~/ is expanded), or each directory it is used from gets its own home and store",
@@ -64,9 +68,11 @@ impl fmt::Display for HomeError {
 impl std::error::Error for HomeError {}
 
 /// Resolves the home directory: `flag`, else `ROW_FENCE_HOME` (non-empty), else
-/// `$HOME/.row-fence`. A leading `~/` (or a lone `~`) is expanded from `$HOME`, as git
+/// `~/.row-fence`. A leading `~/` (or a lone `~`) is expanded from `$HOME`, as git
 /// does for its paths; any other relative home is an error ([`HomeError::Relative`]), so
-/// every program run from any directory finds the same home. Errors when none is set.
+/// every program run from any directory finds the same home. The default is placed by the
+/// same rule, so a relative `HOME` is [`HomeError::Unset`], never a home under the working
+/// directory. Errors when none is set.
 pub fn home(flag: Option<&Path>) -> Result<PathBuf, HomeError> {
     if let Some(path) = flag {
         return absolute_path(path, HomeError::Relative);
@@ -74,10 +80,7 @@ pub fn home(flag: Option<&Path>) -> Result<PathBuf, HomeError> {
     if let Some(value) = std::env::var_os(HOME_ENV).filter(|v| !v.is_empty()) {
         return absolute_path(Path::new(&value), HomeError::Relative);
     }
-    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
-        Some(user_home) => Ok(PathBuf::from(user_home).join(".row-fence")),
-        None => Err(HomeError::Unset),
-    }
+    absolute_path(Path::new("~/.row-fence"), HomeError::Relative)
 }
 
 /// The one rule for a path the operator gives row-fence (the home, the socket): absolute

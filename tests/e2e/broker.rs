@@ -285,7 +285,7 @@ impl Site {
             .iter()
             .map(|(user, descriptor)| {
                 format!(
-                    "[[lane]]\nuid = {}\ndescriptor = \"{}\"\n",
+                    "[[lane]]\nlane = \"lane-a\"\nuid = {}\ndescriptor = \"{}\"\n",
                     user.uid,
                     descriptor.display()
                 )
@@ -1025,7 +1025,7 @@ fn a_daemon_under_its_own_uid_holds_the_key_where_neither_a_lane_nor_its_own_uid
     fs::write(
         &site.lanes,
         format!(
-            "[[lane]]\nuid = {}\ndescriptor = \"{}\"\n",
+            "[[lane]]\nlane = \"lane-a\"\nuid = {}\ndescriptor = \"{}\"\n",
             a.uid,
             descriptor.display()
         ),
@@ -1391,7 +1391,7 @@ fn doctor_warns_of_each_way_a_lane_uid_reaches_a_push_without_the_broker() {
     fs::write(
         &lanes,
         format!(
-            "[[lane]]\nuid = {}\ndescriptor = \"{}\"\n",
+            "[[lane]]\nlane = \"lane-d\"\nuid = {}\ndescriptor = \"{}\"\n",
             a.uid,
             root.join("lane-d.json").display()
         ),

@@ -213,3 +213,47 @@ fn renew_and_release_need_the_holders_token(redis: Option<&Redis>) {
     let shown = home.cli(&["show", "board-1", "--json"]);
     assert_eq!(shown.stdout.trim(), "[]");
 }
+
+/// With `?asks=all` every verdict is in the asks stream, once and as answered: a forged
+/// descriptor's ask is one `refused`/`token_mismatch` entry (the ask script allowed the
+/// holder, generation and expiry, and had recorded an `allowed` entry before the token was
+/// judged), the holder's ask one `allowed`.
+#[test]
+fn the_asks_stream_records_each_ask_once_with_its_final_verdict() {
+    let redis = Redis::start();
+    let home = Home::with_store(format!("{}?asks=all", redis.url()));
+    let _daemon = home.daemon();
+    let (generation, b) = home.acquire("board-1", "row-1", "lane-b", &[]);
+    let forged = home.path("forged.json");
+    fs::write(
+        &forged,
+        format!(r#"{{"board":"board-1","row":"row-1","lane":"lane-b","generation":{generation}}}"#),
+    )
+    .unwrap();
+    let stream = || -> Vec<(String, String)> {
+        let out = redis.cli(&["XRANGE", "rowfence:board:{board-1}:fence:asks", "-", "+"]);
+        let words: Vec<&str> = out.lines().map(str::trim).collect();
+        let field = |at: usize, name: &str| -> String {
+            words[at..]
+                .windows(2)
+                .find(|w| w[0] == name)
+                .map(|w| w[1].to_string())
+                .unwrap_or_default()
+        };
+        words
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| **w == "verdict")
+            .map(|(i, _)| (words[i + 1].to_string(), field(i, "reason")))
+            .collect()
+    };
+    home.ask_with(&forged, &[])
+        .expect(3, "row-fence: REFUSED (token_mismatch)");
+    assert_eq!(
+        stream(),
+        vec![("refused".to_string(), "token_mismatch".to_string())]
+    );
+    home.ask_with(&b, &[]).expect(0, "row-fence: ALLOWED");
+    assert_eq!(stream().len(), 2);
+    assert_eq!(stream()[1].0, "allowed");
+}

@@ -321,6 +321,38 @@ fn a_redirect_to_another_origin_gets_no_secret_and_is_trusted_only_when_allowed(
     );
 }
 
+/// A password in the map URL's userinfo is a secret like the access secret: `status`
+/// shows the URL with `***` for it, and a failed fetch's error (reqwest writes the whole URL
+/// into its message) carries it neither into the verdict, `status` nor the log.
+#[test]
+fn a_password_in_the_map_url_never_shows() {
+    let redis = Redis::start();
+    let closed = crate::util::free_port();
+    let url = format!("http://mapuser:map-url-password@127.0.0.1:{closed}");
+    let (home, d) = fenced_home(&redis);
+    let daemon = home.daemon_with(&[], &fence_env("here", &url));
+    let ran = home.ask_with(&d, &["--json"]);
+    ran.expect(1, "row-fence: COULD NOT READ (map_unreachable)");
+    let status = crate::util::status(&daemon.socket);
+    assert_eq!(
+        status["location_fence"]["map_url"],
+        format!("http://mapuser:***@127.0.0.1:{closed}/api/tenants")
+    );
+    let ledger = std::fs::read_to_string(home.home.join("refusals.jsonl")).unwrap_or_default();
+    for output in [
+        &ran.stdout,
+        &ran.stderr,
+        &status.to_string(),
+        &daemon.log_text(),
+        &ledger,
+    ] {
+        assert!(
+            !output.contains("map-url-password") && !output.contains(SECRET),
+            "a secret leaked into {output}"
+        );
+    }
+}
+
 #[test]
 fn a_map_that_hangs_past_the_fetch_timeout_is_map_unreachable() {
     let redis = Redis::start();

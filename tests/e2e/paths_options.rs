@@ -44,6 +44,79 @@ fn a_relative_home_is_refused_and_a_leading_tilde_is_expanded() {
     );
 }
 
+/// The other ways a relative path placed the home or the store under the working
+/// directory: the default home from a relative `HOME`, and a `file:` store directory
+/// given relative (in any spelling of the URL). Each is refused by the CLI (exit 2), the
+/// daemon does not start, the asker is never ALLOWED, and nothing is made under the
+/// working directory; a `file:~/DIR` is `$HOME/DIR`.
+#[test]
+fn a_relative_user_home_or_file_store_directory_is_refused_everywhere() {
+    let home = Home::file();
+    let worktree = home.path("wt");
+    std::fs::create_dir(&worktree).unwrap();
+    let cases: [(&str, &str, &str); 5] = [
+        ("HOME", "rel", "HOME"),
+        ("ROW_FENCE_STORE", "file:rel", "relative"),
+        ("ROW_FENCE_STORE", "file:./x", "relative"),
+        ("ROW_FENCE_STORE", "file://rel/x", "relative"),
+        ("ROW_FENCE_STORE", "file:~user/x", "relative"),
+    ];
+    for (var, value, says) in cases {
+        let mut cli = home.command(bin("row-fence"));
+        cli.current_dir(&worktree).env(var, value);
+        if var == "HOME" {
+            cli.env_remove("ROW_FENCE_HOME");
+        }
+        let granted = run(cli.args(["acquire", "board-1", "row-1", "--lane", "lane-a"]));
+        assert_eq!(granted.code, 2, "{var}={value}: {}", granted.stderr);
+        assert!(
+            granted.stderr.contains(says),
+            "{var}={value}: {}",
+            granted.stderr
+        );
+        let mut daemon = home.command(bin("row-fence-resident"));
+        daemon.current_dir(&worktree).env(var, value);
+        if var == "HOME" {
+            daemon.env_remove("ROW_FENCE_HOME");
+        }
+        let started = run(&mut daemon);
+        assert_ne!(started.code, 0, "{var}={value}: {}", started.stderr);
+        if var == "HOME" {
+            // The asker reads no store, but places the home (its socket) by the same rule.
+            let descriptor = home.path("d.json");
+            std::fs::write(
+                &descriptor,
+                r#"{"board":"board-1","row":"row-1","lane":"lane-a","generation":1}"#,
+            )
+            .unwrap();
+            let asked = run(home
+                .command(bin("row-fence-ask"))
+                .current_dir(&worktree)
+                .env(var, value)
+                .env_remove("ROW_FENCE_HOME")
+                .arg("--descriptor")
+                .arg(&descriptor));
+            assert_eq!(asked.code, 1, "{}", asked.stderr);
+            assert!(asked.stderr.contains("absolute HOME"), "{}", asked.stderr);
+        }
+        assert_eq!(
+            std::fs::read_dir(&worktree).unwrap().count(),
+            0,
+            "{var}={value}: nothing was made under the working directory"
+        );
+    }
+    let tilde = run(home
+        .command(bin("row-fence"))
+        .current_dir(&worktree)
+        .env("ROW_FENCE_STORE", "file:~/fs")
+        .args(["acquire", "board-1", "row-1", "--lane", "lane-a"]));
+    assert_eq!(tilde.code, 0, "{}", tilde.stderr);
+    assert!(
+        home.path("fs/board-1.json").exists(),
+        "the store is $HOME/fs"
+    );
+}
+
 /// A store URL that cannot be read is a usage error (exit 2) whatever is wrong with it: an
 /// unknown scheme, a port that is not a number, a bad option value, and a typo'd option
 /// name, which is never silently ignored (`min_replica=1` would grant without replicas);
@@ -75,6 +148,23 @@ fn every_store_url_mistake_exits_2_and_an_unknown_option_is_named() {
         // A password with an unescaped `?`: none of it printed, here or by the URL.
         ("etcd://u:s3c?r3t@h1:2379", "etcd://***@h1:2379"),
         ("etcd://u:s3/c?r3t@h1:2379", "not shown"),
+        // Given twice: which one counts would be a guess.
+        (
+            "redis+unix:///tmp/r.sock?min_replicas=1&min_replicas=0",
+            "given twice",
+        ),
+        ("redis+unix:///tmp/r.sock?pass=a&password=b", "given twice"),
+        (
+            "etcd://localhost:2379?max_skew_ms=1&max_skew_ms=0",
+            "given twice",
+        ),
+        // An etcd option typo is a usage error as a Redis one is.
+        ("etcd://localhost:2379?max_skw_ms=1", "max_skew_ms"),
+        // Options the Redis client does not read on this kind of URL: `?db=2` on a TCP URL
+        // was database 0, a second store beside `redis://h/2`.
+        ("redis://localhost:6379/?db=2", "the database is the path"),
+        ("redis://localhost:6379/?pass=x", "userinfo"),
+        ("redis+unix:///tmp/r.sock?password=x", "?pass="),
     ] {
         let ran = run(home
             .command(bin("row-fence"))

@@ -295,3 +295,88 @@ fn controls_in_a_refusal_are_escaped_in_the_log_and_the_verdict_line() {
         status.stdout
     );
 }
+
+/// The look-alike rule holds for the routes around `acquire`: a raw batch's claim beside a
+/// look-alike row (`row-l` beside `row-1`) or under a look-alike holder (`Lane-a` beside
+/// lane-a's live lease) is refused (exit 2, nothing written), and a lease already stored
+/// beside a look-alike is not armed by `acquire --reissue` (exit 3, no descriptor), so the
+/// two never both get an ALLOWED.
+#[test]
+fn a_raw_batch_or_a_reissue_never_arms_a_look_alike() {
+    use row_fence_store::LeaseStore;
+    use row_fence_store::fencing;
+    let home = Home::file();
+    let _daemon = home.daemon();
+    let (_, a) = home.acquire("b", "row-1", "lane-a", &[]);
+    let revision = || {
+        home.cli(&["records", "b", "--json"]).json()["revision"]
+            .as_u64()
+            .unwrap()
+    };
+    let before = revision();
+    let in_an_hour = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        + 3_600_000;
+    for (row, holder, says) in [
+        ("row-l", "lane-c", "looks like row row-1"),
+        ("ROW-1", "lane-c", "looks like row row-1"),
+        ("row-9", "Lane-a", "looks like lane lane-a"),
+    ] {
+        let batch = home.path("batch.json");
+        let claim = serde_json::json!([{"kind": "put", "section": "claims", "key": row,
+            "expected": -1, "value": {"holder": holder, "generation": 1,
+            "expires_at_ms": in_an_hour}}]);
+        std::fs::write(&batch, claim.to_string()).unwrap();
+        let ran = home.cli(&["batch", "b", "--file", batch.to_str().unwrap()]);
+        assert_eq!(ran.code, 2, "{row}/{holder}: {}", ran.stderr);
+        assert!(ran.stderr.contains(says), "{row}/{holder}: {}", ran.stderr);
+    }
+    assert_eq!(revision(), before, "no batch was written");
+    // A look-alike stored anyway (before the rule, or raced past the batch's read): the
+    // reissue that would give it a token is refused in its own fenced write.
+    crate::contract::runtime().block_on(async {
+        let store = row_fence_store::file::FileStore::new(home.home.join("store"));
+        let store: &dyn LeaseStore = &store;
+        let mut held = store
+            .record("b", "claims", "row-1")
+            .await
+            .unwrap()
+            .unwrap()
+            .value;
+        held["holder"] = "lane-c".into();
+        held.as_object_mut().unwrap().remove("token_sha256");
+        fencing::write(
+            store,
+            "b",
+            &["claims"],
+            |view| {
+                view.section("claims").insert("row-l", held.clone());
+                Ok::<_, ()>(())
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    });
+    let descriptor = home.path("c.json");
+    let reissued = home.cli(&[
+        "acquire",
+        "b",
+        "row-l",
+        "--lane",
+        "lane-c",
+        "--reissue",
+        "--write-descriptor",
+        descriptor.to_str().unwrap(),
+    ]);
+    assert_eq!(reissued.code, 3, "{}", reissued.stderr);
+    assert!(
+        reissued.stderr.contains("looks like row row-1"),
+        "{}",
+        reissued.stderr
+    );
+    assert!(!descriptor.exists(), "no token was handed out");
+    assert_eq!(home.ask_with(&a, &[]).code, 0, "lane-a keeps its row");
+}

@@ -182,6 +182,79 @@ fn check_claims(writes: &[RecordWrite], now_ms: u64) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Refuses a batch whose claims would put a row beside a look-alike row of the board, or a
+/// holder beside a look-alike holder of another live lease (ARCHITECTURE.md, "One
+/// spelling"): the rule `acquire` applies, on the claims as they would stand after the
+/// batch. Read before the batch is sent; the store cannot arm such a lease anyway, since a
+/// raw batch writes no lease token and `acquire --reissue` applies the same rule in its own
+/// fenced write.
+async fn check_look_alikes(
+    board: &str,
+    writes: &[RecordWrite],
+    store: &dyn row_fence_store::LeaseStore,
+    now_ms: u64,
+) -> Result<(), Failure> {
+    use row_fence_contract::spelling::skeleton;
+    use std::collections::BTreeMap;
+    let puts: Vec<&RecordWrite> = writes
+        .iter()
+        .filter(|w| w.kind == WriteKind::Put && w.section == CLAIMS)
+        .collect();
+    if puts.is_empty() {
+        return Ok(());
+    }
+    let snapshot = store
+        .sections(board, &[CLAIMS])
+        .await
+        .map_err(store_failure)?;
+    // Row → (holder, expiry) as the claims would stand after the batch.
+    let lease_of = |value: &serde_json::Value| {
+        let holder = value.get("holder").and_then(|h| h.as_str()).unwrap_or("");
+        let expires = value
+            .get("expires_at_ms")
+            .and_then(|e| e.as_u64())
+            .unwrap_or(0);
+        (holder.to_string(), expires)
+    };
+    let mut claims: BTreeMap<String, (String, u64)> = snapshot
+        .sections
+        .get(CLAIMS)
+        .into_iter()
+        .flatten()
+        .map(|(k, r)| (k.clone(), lease_of(&r.value)))
+        .collect();
+    for w in writes.iter().filter(|w| w.section == CLAIMS) {
+        match w.kind {
+            WriteKind::Put => {
+                claims.insert(w.key.clone(), lease_of(&w.value));
+            }
+            WriteKind::Delete => {
+                claims.remove(&w.key);
+            }
+            WriteKind::Check => {}
+        }
+    }
+    for put in puts {
+        let (holder, _) = lease_of(&put.value);
+        let (row_sk, lane_sk) = (skeleton(&put.key), skeleton(&holder));
+        for (row, (other, expires)) in &claims {
+            if *row != put.key && skeleton(row) == row_sk {
+                return Err(Failure::usage(format!(
+                    "claims/{}: looks like row {row} on board {board} (same letters up to case and look-alikes such as 0/o, 1/l); one row has one spelling",
+                    put.key
+                )));
+            }
+            if *expires > now_ms && *other != holder && skeleton(other) == lane_sk {
+                return Err(Failure::usage(format!(
+                    "claims/{}: lane {holder} looks like lane {other}, which holds {board}/{row}; one lane has one spelling",
+                    put.key
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 pub async fn batch(args: BatchArgs, settings: &Settings) -> Outcome {
     validate_board(&args.board).map_err(Failure::usage)?;
     let writes = read_batch(&args.file)?;
@@ -194,6 +267,7 @@ pub async fn batch(args: BatchArgs, settings: &Settings) -> Outcome {
         .map_err(store_failure)?
         .now_ms;
     check_claims(&writes, now_ms)?;
+    check_look_alikes(&args.board, &writes, store.as_ref(), now_ms).await?;
     let lease = args.fence.controller().map(|c| LeaseFence {
         owner: c.owner,
         epoch: c.epoch,

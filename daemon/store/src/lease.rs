@@ -144,6 +144,10 @@ pub async fn acquire(
                     }
                     (None, None) => unreachable!("judge allows only a present lease"),
                 };
+                // A lease stored beside a look-alike (by a raw batch, or before the rule)
+                // is not armed again: reissuing it would make two rows that read as one
+                // both ALLOWED. `store check --board` reports the pair for the operator.
+                look_alike(view.section(CLAIMS), grant, now)?;
                 lease.token_sha256 = Some(grant.token.sha256());
                 view.section(CLAIMS).insert(grant.row, to_value(&lease));
                 return Ok(lease);
@@ -328,7 +332,7 @@ pub async fn list(
 /// spelling"): `Row-1` beside `row-1` would be a second lease on what reads as one row,
 /// and "held by lane-a, not by Lane-a" a refusal that reads as nonsense. Reads the claims
 /// section whole, so a concurrent grant of a look-alike conflicts with this one's batch.
-/// A takeover does not bypass it: a look-alike is never the same lease.
+/// A takeover does not bypass it, nor does a reissue: a look-alike is never the same lease.
 fn look_alike(
     claims: &mut crate::fencing::TrackedSection,
     grant: &Grant<'_>,

@@ -17,6 +17,13 @@ pub enum SpecError {
         "store {0:?} is not one of: file, file:DIR, redis://…, rediss://…, redis+unix://…, redis+cluster://…, rediss+cluster://…, redis+sentinel://…, etcd://…, etcds://…"
     )]
     NotAStore(String),
+    /// `file:DIR` with a relative DIR (other than a leading `~/`, expanded from an absolute
+    /// `HOME` as the home is): each directory a program runs from would open a store of its
+    /// own, and two worktrees would both be granted the row.
+    #[error(
+        "store file:{0}: the directory is relative: give an absolute path (a leading ~/ is expanded), or each directory it is used from gets its own store"
+    )]
+    RelativeDir(String),
     /// A Redis URL whose options or address cannot be read (the URL redacted, and why):
     /// found here, before anything opens, so every such mistake is a usage error (exit 2).
     #[error("store {0}: {1}")]
@@ -48,7 +55,13 @@ impl StoreSpec {
             if dir.is_empty() {
                 return Ok(StoreSpec::File(None));
             }
-            return Ok(StoreSpec::File(Some(PathBuf::from(dir))));
+            // One rule for every path the operator gives (ARCHITECTURE.md, "Invariants").
+            let dir = row_fence_contract::paths::absolute_path(
+                std::path::Path::new(dir),
+                row_fence_contract::paths::HomeError::Relative,
+            )
+            .map_err(|_| SpecError::RelativeDir(dir.to_string()))?;
+            return Ok(StoreSpec::File(Some(dir)));
         }
         const SCHEMES: &[&str] = &[
             "redis://",
@@ -73,6 +86,8 @@ impl StoreSpec {
             return Ok(StoreSpec::Redis(text.to_string()));
         }
         if text.starts_with("etcd://") || text.starts_with("etcds://") {
+            // Read here too, so an etcd URL's mistake is a usage error (exit 2) as a Redis
+            // URL's is, before anything opens.
             crate::etcd::url::EtcdUrl::parse(text)
                 .map_err(|e| SpecError::BadUrl(redact(text), e.to_string()))?;
             return Ok(StoreSpec::Etcd(text.to_string()));
@@ -194,9 +209,31 @@ mod tests {
         ));
         assert!(StoreSpec::parse("postgres://x").is_err());
         assert_eq!(
+            StoreSpec::parse("file:///x/y").unwrap(),
+            StoreSpec::File(Some("/x/y".into()))
+        );
+        assert_eq!(
             StoreSpec::parse("etcd://h1:2379,h2:2379").unwrap(),
             StoreSpec::Etcd("etcd://h1:2379,h2:2379".into())
         );
+    }
+
+    /// A relative `file:` directory would be a store per working directory: refused, in
+    /// every spelling of the URL.
+    #[test]
+    fn a_relative_file_store_directory_is_refused() {
+        for spec in [
+            "file:rel",
+            "file:./x",
+            "file:../x",
+            "file://rel/x",
+            "file:~user/x",
+        ] {
+            assert!(
+                matches!(StoreSpec::parse(spec), Err(SpecError::RelativeDir(_))),
+                "{spec}"
+            );
+        }
     }
 
     #[test]

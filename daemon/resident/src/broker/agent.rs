@@ -110,17 +110,20 @@ impl PeerSession {
         let path = &binding.descriptor;
         let unreadable = |verdict: Verdict, detail: String| Gated { verdict, detail };
         match read {
+            // Only the bound lane's own lease: a binding without a lane never gets here
+            // (refused when the bindings load), and would be refused here too.
             Ok(Some(d)) => match &binding.lane {
-                Some(lane) if *lane != d.lane => Err(unreadable(
+                Some(lane) if *lane == d.lane => Ok(d),
+                lane => Err(unreadable(
                     Verdict::CouldNotRead(Reason::PeerRefused),
                     format!(
-                        "the descriptor {} names lane {}, but uid {} is bound to lane {lane}",
+                        "the descriptor {} names lane {}, but uid {} is bound to lane {}",
                         path.display(),
                         d.lane,
-                        binding.uid
+                        binding.uid,
+                        lane.as_deref().unwrap_or("(none)")
                     ),
                 )),
-                _ => Ok(d),
             },
             Ok(None) => Err(unreadable(
                 Verdict::CouldNotRead(Reason::DescriptorMissing),

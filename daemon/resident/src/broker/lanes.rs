@@ -3,12 +3,14 @@
 //! peer's uid from the socket and reads the bound descriptor itself. The bindings file is
 //! an operator's act (`row-fence lane add`, or written by hand), so it must be the
 //! daemon's own (or root's) and writable by no one else; a file a lane could write would
-//! let it bind itself to another lane. A binding that names its lane also refuses a
-//! descriptor naming another one.
+//! let it bind itself to another lane. Every binding names its lane, and a descriptor
+//! naming another one is refused: the daemon reads the descriptor with its own rights, so
+//! without the name a lane could point its descriptor (a symlink) at another lane's file it
+//! cannot read itself, and be judged as that lane.
 //!
 //! ```toml
 //! [[lane]]
-//! lane = "lane-a"                              # optional: the descriptor must name it
+//! lane = "lane-a"                              # the descriptor must name it
 //! uid = 1001
 //! worktree = "/srv/lanes/a"                    # optional: what `lane list` shows
 //! descriptor = "/srv/lanes/a/.git/row-fence.json"
@@ -71,7 +73,8 @@ pub enum LanesError {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Binding {
-    /// The lane's name; when set, a descriptor naming another lane is refused.
+    /// The lane's name: a descriptor naming another lane is refused. Required (a binding
+    /// without one is refused by [`Lanes::add`]); an `Option` only for the file's shape.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lane: Option<String>,
     /// The lane's uid: sign requests from this uid are judged as this lane.
@@ -118,14 +121,18 @@ impl Lanes {
                 binding.descriptor.display()
             ));
         }
-        if let Some(lane) = &binding.lane {
-            row_fence_contract::descriptor::validate_lane(lane).map_err(|e| e.to_string())?;
-            if let Some(other) = self.by_lane(lane) {
-                return Err(format!(
-                    "lane {lane} is bound twice (uids {} and {})",
-                    other.uid, binding.uid
-                ));
-            }
+        let Some(lane) = &binding.lane else {
+            return Err(format!(
+                "uid {}: the binding names no lane (lane = \"…\"): the daemon reads the descriptor with its own rights, so a descriptor naming any lane (a symlink to another lane's) would be judged as this uid's",
+                binding.uid
+            ));
+        };
+        row_fence_contract::descriptor::validate_lane(lane).map_err(|e| e.to_string())?;
+        if let Some(other) = self.by_lane(lane) {
+            return Err(format!(
+                "lane {lane} is bound twice (uids {} and {})",
+                other.uid, binding.uid
+            ));
         }
         if let Some(earlier) = self.by_uid.get(&binding.uid) {
             return Err(format!(
@@ -218,8 +225,8 @@ mod tests {
     #[test]
     fn each_uid_names_its_descriptor() {
         let lanes = Lanes::parse(
-            "[[lane]]\nuid = 1001\ndescriptor = \"/a/row-fence.json\"\n\
-             [[lane]]\nuid = 1002\ndescriptor = \"/b/row-fence.json\"\n",
+            "[[lane]]\nlane = \"a\"\nuid = 1001\ndescriptor = \"/a/row-fence.json\"\n\
+             [[lane]]\nlane = \"b\"\nuid = 1002\ndescriptor = \"/b/row-fence.json\"\n",
         )
         .unwrap();
         assert_eq!(lanes.len(), 2);
@@ -233,7 +240,7 @@ mod tests {
     #[test]
     fn a_uid_bound_twice_is_an_error() {
         let err = Lanes::parse(
-            "[[lane]]\nuid = 1\ndescriptor = \"/a\"\n[[lane]]\nuid = 1\ndescriptor = \"/b\"\n",
+            "[[lane]]\nlane = \"a\"\nuid = 1\ndescriptor = \"/a\"\n[[lane]]\nlane = \"b\"\nuid = 1\ndescriptor = \"/b\"\n",
         )
         .unwrap_err();
         assert!(err.contains("bound twice"), "{err}");
@@ -244,6 +251,14 @@ mod tests {
         assert!(Lanes::parse("[[lane]]\nuid = 1\ndescriptor = \"a.json\"\n").is_err());
         assert!(Lanes::parse("[[lane]]\nuid = 1\ndescriptor = \"/a\"\nlanes = \"x\"\n").is_err());
         assert!(Lanes::parse("[[lanes]]\nuid = 1\n").is_err());
+    }
+
+    /// A binding without its lane would let the lane's uid be judged as whichever lane its
+    /// descriptor (read with the daemon's rights, through a symlink) names.
+    #[test]
+    fn a_binding_without_its_lane_is_an_error() {
+        let err = Lanes::parse("[[lane]]\nuid = 1\ndescriptor = \"/a\"\n").unwrap_err();
+        assert!(err.contains("names no lane"), "{err}");
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub struct Source {
 impl std::fmt::Debug for Source {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Source")
-            .field("url", &self.url)
+            .field("url", &row_fence_store::spec::redact(&self.url))
             .field("client_id", &self.client_id.as_ref().map(|_| "(set)"))
             .field(
                 "client_secret",
@@ -75,9 +75,10 @@ impl Fetcher {
         Ok(Fetcher { source, client })
     }
 
-    /// The map's URL.
+    /// The map's URL as shown (`status`, logs): a password in its userinfo is `***`, as
+    /// a store URL's is; the requests use the URL as given.
     pub fn endpoint(&self) -> String {
-        self.source.endpoint()
+        row_fence_store::spec::redact(&self.source.endpoint())
     }
 
     /// One fetch, following redirects by the origin rule of the module docs. The error is
@@ -94,7 +95,7 @@ impl Fetcher {
                     .request(url.clone(), own)?
                     .send()
                     .await
-                    .map_err(|e| describe(&e))?;
+                    .map_err(describe)?;
                 if !response.status().is_redirection() {
                     break response;
                 }
@@ -130,7 +131,7 @@ impl Fetcher {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string);
             let mut body = Vec::new();
-            while let Some(chunk) = response.chunk().await.map_err(|e| describe(&e))? {
+            while let Some(chunk) = response.chunk().await.map_err(describe)? {
                 if body.len() + chunk.len() > MAX_BODY_BYTES {
                     return Err(MapError::TooBig(MAX_BODY_BYTES));
                 }
@@ -174,13 +175,22 @@ impl Fetcher {
     }
 }
 
-/// A reqwest error as a sentence: its kind and URL, never headers.
-fn describe(e: &reqwest::Error) -> MapError {
+/// A reqwest error as a sentence: its kind and URL, never headers, and the URL with any
+/// userinfo password as `***` (the map URL's own, or one a redirect's `Location` named:
+/// reqwest writes the whole URL into its message).
+fn describe(e: reqwest::Error) -> MapError {
     if e.is_timeout() {
-        MapError::Timeout(FETCH_TIMEOUT.as_secs())
-    } else if e.is_connect() {
-        MapError::Connect(e.to_string())
+        return MapError::Timeout(FETCH_TIMEOUT.as_secs());
+    }
+    let url = e.url().map(|u| row_fence_store::spec::redact(u.as_str()));
+    let connect = e.is_connect();
+    let text = match url {
+        Some(url) => format!("{} for url ({url})", e.without_url()),
+        None => e.to_string(),
+    };
+    if connect {
+        MapError::Connect(text)
     } else {
-        MapError::Fetch(e.to_string())
+        MapError::Fetch(text)
     }
 }

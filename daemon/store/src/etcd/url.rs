@@ -49,6 +49,9 @@ pub enum EtcdUrlError {
     /// A TLS option on a plain `etcd://` URL, or `cert` without `key`.
     #[error("{0}")]
     Tls(String),
+    /// An option given twice: which one counts would be a guess.
+    #[error("store URL option {0:?} is given twice; give it once")]
+    Repeated(String),
 }
 
 impl EtcdUrlError {
@@ -150,8 +153,13 @@ impl EtcdUrl {
             identity: None,
         };
         let (mut cert, mut key) = (None, None);
+        let mut seen = std::collections::BTreeSet::new();
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (option, value) = pair.split_once('=').unwrap_or((pair, ""));
+            // Twice, which one counts would be a guess (a later max_skew_ms=0 undoing one).
+            if !seen.insert(option) {
+                return Err(EtcdUrlError::Repeated(option.to_string()));
+            }
             let bad = |accepted: &str| EtcdUrlError::BadOption {
                 option: option.to_string(),
                 value: value.to_string(),
@@ -269,6 +277,7 @@ mod tests {
             ("etcd://h?max_skew_ms=-1", "max_skew_ms"),
             ("etcd://h?max_skew_ms=600000", "max_skew_ms"),
             ("etcd://h?db=1", "one of"),
+            ("etcd://h?max_skew_ms=1&max_skew_ms=0", "given twice"),
             ("etcd://h?cacert=/x", "etcds://"),
             ("etcds://h?cert=/x", "key=PATH"),
             ("etcd://u:pw@h:x", "\"h:x\""),

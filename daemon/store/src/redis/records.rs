@@ -154,10 +154,13 @@ impl RedisRecords {
         };
         if judgement.refusal.is_none() {
             // The script judged holder, generation and expiry; the lease token and the
-            // margin are judged by the shared rule, on the lease the script returned, and a
-            // refusal there is recorded in the asks stream as the script would have.
+            // margin are judged by the shared rule, on the lease the script returned, and
+            // this ask's final verdict is recorded here (the script records none it would
+            // allow: an ALLOWED entry followed by a token_mismatch would say a forged
+            // descriptor was allowed). A location refusal the script recorded itself.
             judgement.refusal = crate::judge::judge(judgement.lease.as_ref(), check, now_ms);
-            if judgement.refusal.is_some() {
+            let recorded = check.location.as_ref().is_some_and(|l| l.fenced.is_some());
+            if !recorded {
                 s.record_ask(check, &judgement).await?;
             }
         }

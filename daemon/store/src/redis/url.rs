@@ -54,6 +54,22 @@ pub enum UrlError {
     /// be ignored silently (a `min_replica=1` granting without its replica requirement).
     #[error("unknown store URL option {0:?}; the options are {KNOWN_OPTIONS}")]
     UnknownOption(String),
+    /// An option given twice (or under two of its names, `pass` and `password`): which one
+    /// counts would be a guess, and a later `min_replicas=0` would undo an earlier one.
+    #[error("store URL option {0:?} is given twice; give it once")]
+    Repeated(String),
+    /// A Redis client option this kind of URL does not read: ignored, it would give a
+    /// second store (`redis://h/?db=2` is database 0 to the client, `redis://h/2` is 2) or
+    /// no password at all.
+    #[error("{option} is not read on a {kind} URL: {instead}")]
+    NotOnThisUrl {
+        /// The option's name.
+        option: String,
+        /// The URL's kind, e.g. `redis://`.
+        kind: &'static str,
+        /// Where this kind of URL takes it instead.
+        instead: &'static str,
+    },
     /// A `redis+sentinel://` URL without `/<master-name>`.
     #[error("a redis+sentinel:// URL ends in /<master-name>")]
     NoMasterName,
@@ -189,8 +205,16 @@ impl StoreUrl {
         };
         let mut db = 0;
         let (mut sentinel_username, mut sentinel_password) = (None, None);
+        let kind = UrlKind::of(base);
+        let mut seen = std::collections::BTreeSet::new();
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            // `pass` and `password` are one option under two names.
+            let slot = if key == "password" { "pass" } else { key };
+            if !seen.insert(slot) {
+                return Err(UrlError::Repeated(key.to_string()));
+            }
+            kind.reads(key)?;
             match key {
                 "min_replicas" => {
                     parsed.min_replicas = Some(
@@ -266,6 +290,63 @@ impl StoreUrl {
             Location::Server(rest)
         };
         Ok(parsed)
+    }
+}
+
+/// Which Redis client options a kind of URL is read with (redis-rs reads the database,
+/// user and password of a TCP URL from its path and userinfo only, and of a socket URL from
+/// `?db=`, `?user=` and `?pass=` only; row-fence reads a sentinel URL's `db` itself).
+#[derive(Clone, Copy)]
+enum UrlKind {
+    /// `redis://`, `rediss://`, and a cluster node (`redis+cluster://`, `rediss+cluster://`).
+    Tcp,
+    /// `redis+unix://`, `unix://`.
+    Socket,
+    /// `redis+sentinel://`.
+    Sentinel,
+}
+
+impl UrlKind {
+    fn of(base: &str) -> UrlKind {
+        if base.starts_with("redis+unix://") || base.starts_with("unix://") {
+            UrlKind::Socket
+        } else if base.starts_with("redis+sentinel://") {
+            UrlKind::Sentinel
+        } else {
+            UrlKind::Tcp
+        }
+    }
+
+    /// An error for a client option (`db`, `user`, `pass`, `password`, `protocol`) that
+    /// this kind of URL is not read with; row-fence's own options and unknown ones pass
+    /// (the caller names those).
+    fn reads(self, option: &str) -> Result<(), UrlError> {
+        let not = |kind, instead| {
+            Err(UrlError::NotOnThisUrl {
+                option: option.to_string(),
+                kind,
+                instead,
+            })
+        };
+        match (self, option) {
+            (UrlKind::Tcp, "db") => {
+                not("redis://", "the database is the path (redis://host:port/N)")
+            }
+            (UrlKind::Tcp, "user" | "pass" | "password") => not(
+                "redis://",
+                "the user and password are the userinfo (redis://USER:PASSWORD@host:port)",
+            ),
+            (UrlKind::Socket, "password") => not("redis+unix://", "use ?pass="),
+            (UrlKind::Sentinel, "user" | "pass" | "password") => not(
+                "redis+sentinel://",
+                "the data nodes' user and password are the userinfo, the sentinels' own ?sentinel_username= and ?sentinel_password=",
+            ),
+            (UrlKind::Sentinel, "protocol") => not(
+                "redis+sentinel://",
+                "row-fence does not pass it to the sentinel client",
+            ),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -374,6 +455,47 @@ mod tests {
             let err = StoreUrl::parse(url).unwrap_err();
             assert!(matches!(err, UrlError::UnknownOption(_)), "{url}");
             assert!(err.to_string().contains("min_replicas, replicas"), "{err}");
+        }
+    }
+
+    /// An option given twice, or one the client does not read on this kind of URL, is an
+    /// error: `redis://h/?db=2` beside `redis://h/2` would be two stores, and
+    /// `min_replicas=1&min_replicas=0` a guess.
+    #[test]
+    fn a_repeated_or_unread_option_is_an_error() {
+        for url in [
+            "redis://h?min_replicas=1&min_replicas=0",
+            "redis://h?durability=volatile&durability=durable",
+            "redis+unix:///r.sock?pass=a&password=b",
+            "redis+unix:///r.sock?db=1&db=2",
+            "redis+sentinel://h/m?sentinel_password=a&sentinel_password=b",
+            "redis://h?asks=all&asks=refusals",
+        ] {
+            assert!(
+                matches!(StoreUrl::parse(url), Err(UrlError::Repeated(_))),
+                "{url}"
+            );
+        }
+        for url in [
+            "redis://h?db=2",
+            "rediss://h/?pass=x",
+            "redis://h?user=u",
+            "redis+cluster://h?password=x",
+            "redis+unix:///r.sock?password=x",
+            "redis+sentinel://h/m?pass=x",
+            "redis+sentinel://h/m?protocol=resp3",
+        ] {
+            assert!(
+                matches!(StoreUrl::parse(url), Err(UrlError::NotOnThisUrl { .. })),
+                "{url}"
+            );
+        }
+        for url in [
+            "redis://h/2?protocol=resp3",
+            "redis+unix:///r.sock?db=1&user=u&pass=x",
+            "redis+sentinel://h/m?db=1",
+        ] {
+            assert!(StoreUrl::parse(url).is_ok(), "{url}");
         }
     }
 

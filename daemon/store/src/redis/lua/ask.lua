@@ -1,6 +1,9 @@
 -- The ask (ARCHITECTURE.md, "The lease store"): judges one row lease atomically with the Redis
--- server's clock, never the daemon's, and records refusals (every verdict with
--- `?asks=all`) in the capped asks stream. An ALLOWED ask that records nothing writes
+-- server's clock, never the daemon's, and records the refusals it decides in the capped
+-- asks stream. An ask it would allow is not recorded here: the lease token and the margin
+-- are judged after it, in Rust (store::judge), which records that ask's final verdict
+-- (a refusal, or with `?asks=all` an ALLOWED), so the stream never shows an ALLOWED that a
+-- token or margin refusal followed. An ALLOWED ask that records nothing writes
 -- nothing: it propagates nothing and waits for no AOF fsync, so an ask costs no disk write.
 -- It runs with a `#!lua` shebang (redis/mod.rs), which declares it as writing, so Redis
 -- itself refuses it, before it reads anything and at no extra cost, on a read-only
@@ -16,7 +19,8 @@
 -- hash.
 -- ARGV[1] row, ARGV[2] lane, ARGV[3] generation, ARGV[4] action, ARGV[5] session,
 -- ARGV[6] the stream's cap (0 records nothing: the heartbeat's probe), ARGV[7] the board
--- ('' = no document check), ARGV[8] '1' to record every verdict, '0' refusals only, and
+-- ('' = no document check), ARGV[8] '1' for `?asks=all` (read by the caller, which records
+-- an ask this script would allow), and
 -- only with the location fence on: ARGV[9] location, ARGV[10] epoch, ARGV[11] the fence's
 -- verdict and ARGV[12] its reason ('' when it allowed): recorded with the ask, and the
 -- fence's verdict is the one the stream shows.
@@ -67,7 +71,7 @@ end
 if #ARGV >= 12 and ARGV[12] ~= '' then
   verdict, reason = ARGV[11], ARGV[12]
 end
-if tonumber(ARGV[6]) > 0 and (verdict ~= VERDICT.allowed or ARGV[8] == '1') then
+if tonumber(ARGV[6]) > 0 and verdict ~= VERDICT.allowed then
   local entry = {'row', ARGV[1], 'lane', ARGV[2], 'generation', ARGV[3], 'verdict', verdict,
     'reason', reason, 'action', ARGV[4], 'session', ARGV[5]}
   if #ARGV >= 12 then
