@@ -2,7 +2,8 @@
 //! be presented. A descriptor written from a refusal's words is refused `token_mismatch`,
 //! on both stores (the Redis ask script judges the holder; the shared rule the token);
 //! nothing is granted whose descriptor cannot be written; the token and its hash are never
-//! printed; a lost descriptor is reissued; renew and release need the token.
+//! printed; a token is never reissued (a lost descriptor is a new grant), only a lease
+//! granted before lease tokens is armed; renew and release need the token.
 
 use crate::util::{Home, Redis, Repo, git};
 use std::fs;
@@ -12,7 +13,7 @@ on_both_stores!(
     a_descriptor_forged_from_a_refusal_is_refused_token_mismatch,
     a_grant_whose_descriptor_cannot_be_written_is_not_made,
     neither_the_token_nor_its_hash_is_ever_printed,
-    a_lost_descriptor_is_reissued_and_the_old_one_stops,
+    a_token_is_never_reissued_and_a_lost_descriptor_is_a_new_grant,
     renew_and_release_need_the_holders_token,
 );
 
@@ -30,11 +31,8 @@ fn a_descriptor_forged_from_a_refusal_is_refused_token_mismatch(redis: Option<&R
     .unwrap();
     let refused = home.ask_with(&forged, &[]);
     refused.expect(3, "row-fence: REFUSED (token_mismatch)");
-    assert!(
-        refused.verdict_line().contains("--reissue"),
-        "{}",
-        refused.stderr
-    );
+    // The refusal's words name no command that would arm the forger's descriptor.
+    assert!(!refused.stderr.contains("--reissue"), "{}", refused.stderr);
     // A guessed token is no better.
     let guessed = home.path("guessed.json");
     fs::write(
@@ -164,28 +162,78 @@ fn neither_the_token_nor_its_hash_is_ever_printed(redis: Option<&Redis>) {
     }
 }
 
-fn a_lost_descriptor_is_reissued_and_the_old_one_stops(redis: Option<&Redis>) {
+/// Naming the holder proves nothing, so a lease with a token is never given another one:
+/// `--reissue` by the holder's name (or another's) is refused and the holder's descriptor
+/// keeps working; a holder that lost its descriptor acquires the row again, a new
+/// generation that fences the lost one. Only a lease stored without a token (granted
+/// before lease tokens, or by a raw batch) is armed, at its generation.
+fn a_token_is_never_reissued_and_a_lost_descriptor_is_a_new_grant(redis: Option<&Redis>) {
     let home = Home::on(redis);
     let _daemon = home.daemon();
     let (generation, b) = home.acquire("board-1", "row-1", "lane-b", &[]);
-    let old = home.path("old.json");
-    fs::copy(&b, &old).unwrap();
-    let (reissued, b) = home.acquire("board-1", "row-1", "lane-b", &["--reissue"]);
-    assert_eq!(reissued, generation, "a reissue keeps the generation");
+    for lane in ["lane-b", "lane-a"] {
+        let ran = home.cli(&["acquire", "board-1", "row-1", "--lane", lane, "--reissue"]);
+        assert_eq!(ran.code, 3, "{lane}: {}", ran.stderr);
+        assert!(!ran.stdout.contains("token"), "{lane}: {}", ran.stdout);
+    }
     home.ask_with(&b, &[]).expect(0, "row-fence: ALLOWED");
-    home.ask_with(&old, &[])
-        .expect(3, "row-fence: REFUSED (token_mismatch)");
-    // Only a lane that holds the row can have it reissued.
-    let ran = home.cli(&[
+    let lost = home.path("lost.json");
+    fs::copy(&b, &lost).unwrap();
+    let (again, b) = home.acquire("board-1", "row-1", "lane-b", &[]);
+    assert!(
+        again > generation,
+        "a new grant: {again} after {generation}"
+    );
+    home.ask_with(&b, &[]).expect(0, "row-fence: ALLOWED");
+    home.ask_with(&lost, &[])
+        .expect(3, "row-fence: REFUSED (stale_generation)");
+
+    // A lease stored without a token: refused until its holder arms it, at its generation.
+    let in_an_hour = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        + 3_600_000;
+    let batch = home.path("batch.json");
+    let claim = serde_json::json!([{"kind": "put", "section": "claims", "key": "row-2",
+        "expected": -1, "value": {"holder": "lane-b", "generation": 1,
+        "expires_at_ms": in_an_hour}}]);
+    fs::write(&batch, claim.to_string()).unwrap();
+    let ran = home.cli(&["batch", "board-1", "--file", batch.to_str().unwrap()]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let bare = home.path("bare.json");
+    fs::write(
+        &bare,
+        r#"{"board":"board-1","row":"row-2","lane":"lane-b","generation":1}"#,
+    )
+    .unwrap();
+    let refused = home.ask_with(&bare, &[]);
+    refused.expect(3, "row-fence: REFUSED (token_mismatch)");
+    assert!(refused.stderr.contains("--reissue"), "{}", refused.stderr);
+    let other = home.cli(&[
         "acquire",
         "board-1",
-        "row-1",
+        "row-2",
         "--lane",
         "lane-a",
         "--reissue",
     ]);
-    assert_eq!(ran.code, 3, "{}", ran.stderr);
-    assert!(ran.stderr.contains("different_holder") || ran.stderr.contains("held by"));
+    assert_eq!(other.code, 3, "{}", other.stderr);
+    let (armed, armed_descriptor) = home.acquire("board-1", "row-2", "lane-b", &["--reissue"]);
+    assert_eq!(armed, 1, "armed at its generation");
+    home.ask_with(&armed_descriptor, &[])
+        .expect(0, "row-fence: ALLOWED");
+    let twice = home.cli(&[
+        "acquire",
+        "board-1",
+        "row-2",
+        "--lane",
+        "lane-b",
+        "--reissue",
+    ]);
+    assert_eq!(twice.code, 3, "armed once only: {}", twice.stderr);
+    home.ask_with(&armed_descriptor, &[])
+        .expect(0, "row-fence: ALLOWED");
 }
 
 fn renew_and_release_need_the_holders_token(redis: Option<&Redis>) {

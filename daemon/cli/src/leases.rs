@@ -63,7 +63,7 @@ pub struct AcquireArgs {
     /// Write the descriptor, with its lease token (0600, atomically, staged before the grant: nothing is granted if it cannot be written) here; without a path, to this worktree's <git dir>/row-fence.json. Without this flag the descriptor, token included, is printed on stdout only
     #[arg(long, value_name = "PATH", num_args = 0..=1)]
     write_descriptor: Option<Option<PathBuf>>,
-    /// A lost descriptor: give the lane's live lease a new lease token (the old descriptor stops working), keeping its generation and expiry
+    /// A lease granted before lease tokens: give the lane's live lease a token, keeping its generation and expiry (a lease with a token is never reissued: a lost descriptor is a new grant by acquire)
     #[arg(long, conflicts_with = "takeover")]
     reissue: bool,
     /// Print the grant as JSON (the descriptor plus expires_at_ms and descriptor_path)
@@ -285,7 +285,7 @@ pub async fn acquire(args: AcquireArgs, settings: &Settings) -> Outcome {
         let body = serde_json::to_string(&descriptor).expect("a descriptor serializes");
         staged.commit(format!("{body}\n").as_bytes()).map_err(|e| {
             Failure::could_not(format!(
-                "granted {public}, but cannot write the descriptor {}: {e} (row-fence acquire … --reissue gives the lease a new token)",
+                "granted {public}, but cannot write the descriptor {}: {e} (the row is granted to the lane: row-fence acquire again makes a new generation and token, and fences this one)",
                 path.display()
             ))
         })?;

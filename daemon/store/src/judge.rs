@@ -35,7 +35,7 @@ pub fn judge(lease: Option<&RowLease>, ask: &AskCheck, now_ms: u64) -> Option<Re
 
 /// True when `presented` is the lease's token: its SHA-256 equals the stored
 /// `token_sha256` (constant-time). No token presented, or a lease that stores no hash (granted
-/// before lease tokens), never matches: such a descriptor needs `acquire --reissue`.
+/// before lease tokens), never matches: such a lease is armed by `acquire --reissue`.
 pub fn token_matches(lease: &RowLease, presented: Option<&LeaseToken>) -> bool {
     match (presented, lease.token_sha256.as_deref()) {
         (Some(token), Some(stored)) => token.matches(stored),
@@ -60,9 +60,13 @@ pub fn refusal_detail(
             "{} holds {row} at generation {}, not {}",
             l.holder, l.generation, check.generation
         ),
-        (Reason::TokenMismatch, Some(l)) => format!(
-            "{} holds {row} at generation {}, but this descriptor does not carry that lease's token (only the descriptor written by the grant does; a lost one: row-fence acquire {} {} --lane {} --reissue)",
+        (Reason::TokenMismatch, Some(l)) if l.token_sha256.is_none() => format!(
+            "{} holds {row} at generation {}, granted before lease tokens: its holder arms it with row-fence acquire {} {} --lane {} --reissue --write-descriptor",
             l.holder, l.generation, check.board, check.row, l.holder
+        ),
+        (Reason::TokenMismatch, Some(l)) => format!(
+            "{} holds {row} at generation {}, but this descriptor does not carry that lease's token (only the descriptor written by the grant does)",
+            l.holder, l.generation
         ),
         (Reason::LeaseExpiring, Some(l)) => format!(
             "{}'s lease on {row} at generation {} has {} ms left, less than the {} ms margin a write needs (renew it: row-fence renew)",

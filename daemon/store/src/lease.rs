@@ -96,8 +96,10 @@ pub struct Grant<'a> {
     /// the descriptor it. The caller creates it, so it can save the descriptor before the
     /// grant is made.
     pub token: &'a LeaseToken,
-    /// Give the lane's live lease a new token and keep its generation and expiry (a lost
-    /// descriptor), instead of a new grant: refused unless `lane` holds the row now.
+    /// Give the lane's live lease, granted before lease tokens, a token and keep its
+    /// generation and expiry, instead of a new grant: refused unless `lane` holds the row
+    /// now and the lease stores no token yet (naming the holder proves nothing, so a token
+    /// is never replaced: a lost descriptor is a new grant).
     pub reissue: bool,
 }
 
@@ -144,6 +146,24 @@ pub async fn acquire(
                     }
                     (None, None) => unreachable!("judge allows only a present lease"),
                 };
+                // Only a lease granted before lease tokens is armed: one with a token is
+                // re-armed by nobody, since whoever names the holder is not proof of being
+                // it. A holder that lost its descriptor acquires the row again, which
+                // fences the lost one by a new generation.
+                if lease.token_sha256.is_some() {
+                    return Err(LeaseError::NotYours {
+                        reason: Reason::TokenMismatch,
+                        detail: format!(
+                            "nothing to reissue: {}/{} at generation {} has a lease token; --reissue arms only a lease granted before lease tokens. A holder that lost its descriptor acquires the row again (row-fence acquire {} {} --lane {} --write-descriptor): a new generation and token, and the lost descriptor is refused",
+                            grant.board,
+                            grant.row,
+                            lease.generation,
+                            grant.board,
+                            grant.row,
+                            grant.lane
+                        ),
+                    });
+                }
                 // A lease stored beside a look-alike (by a raw batch, or before the rule)
                 // is not armed again: reissuing it would make two rows that read as one
                 // both ALLOWED. `store check --board` reports the pair for the operator.
