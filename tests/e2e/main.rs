@@ -28,6 +28,7 @@ mod clock_floor;
 mod cluster;
 mod contract;
 mod daemon;
+mod demo;
 mod deploy;
 mod descriptor;
 mod durability;
