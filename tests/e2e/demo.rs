@@ -37,8 +37,8 @@ fn tour(args: &[&str], store: &str) {
     for (pid, _) in &left {
         let _ = Command::new("kill").arg(pid).status();
     }
-    let left_behind = work.as_deref().filter(|w| w.exists());
-    if let Some(dir) = left_behind {
+    let left_behind = work.as_deref().is_some_and(Path::exists);
+    if let Some(dir) = work.as_deref().filter(|_| left_behind) {
         std::thread::sleep(std::time::Duration::from_millis(200));
         let _ = std::fs::remove_dir_all(dir);
     }
@@ -56,7 +56,7 @@ fn tour(args: &[&str], store: &str) {
     );
     let work = work.unwrap_or_else(|| panic!("a home line in {}", ran.stdout));
     assert!(left.is_empty(), "processes left running: {left:?}");
-    assert!(left_behind.is_none(), "{} was left behind", work.display());
+    assert!(!left_behind, "{} was left behind", work.display());
 }
 
 /// The processes whose command line names `dir`: (pid, command line).
