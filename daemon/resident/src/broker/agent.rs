@@ -18,14 +18,14 @@ use crate::resident::Claim;
 use crate::sync::read;
 use row_fence_contract::descriptor::{self, Descriptor};
 use row_fence_contract::{Reason, Verdict};
-use ssh_agent_lib::agent::{Agent, Session};
+use ssh_agent_lib::agent::Session;
 use ssh_agent_lib::error::AgentError;
 use ssh_agent_lib::proto::extension::SessionBind;
 use ssh_agent_lib::proto::{Extension, Identity, SignRequest};
 use ssh_key::Signature;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use tokio::net::{UnixListener, UnixStream};
+use tokio::net::UnixStream;
 
 /// The session-bind extension OpenSSH's client sends with the server's host key.
 pub const SESSION_BIND: &str = "session-bind@openssh.com";
@@ -34,8 +34,10 @@ pub const SESSION_BIND: &str = "session-bind@openssh.com";
 #[derive(Clone)]
 pub struct Sessions(pub Arc<Broker>);
 
-impl Agent<UnixListener> for Sessions {
-    fn new_session(&mut self, socket: &UnixStream) -> impl Session {
+impl Sessions {
+    /// The session of a connection just accepted, with the peer's uid and pid read from
+    /// the socket now.
+    pub fn session(&self, socket: &UnixStream) -> PeerSession {
         let cred = socket.peer_cred().ok();
         self.0
             .shared

@@ -7,6 +7,7 @@
 //! # Layout
 //! - [`keys`]: the keys, from files private to the daemon's uid or `row-fence keys add`.
 //! - [`lanes`]: the uid → lane bindings (an operator's file, `row-fence lane add`).
+//! - [`conn`]: the socket's accept loop and framing, bounded per peer.
 //! - [`agent`]: one connection's ssh-agent session, deciding by the peer's uid.
 //! - [`lease`]: a bound lane's renew and release, asked on the broker socket.
 //! - [`admin`]: the daemon's own uid's key and lane changes, asked on the control socket.
@@ -14,6 +15,7 @@
 
 pub mod admin;
 pub mod agent;
+pub mod conn;
 pub mod keys;
 pub mod lanes;
 pub mod lease;
@@ -307,14 +309,9 @@ pub async fn run(
             return;
         }
     };
-    let resident = broker.resident.clone();
     tokio::select! {
         _ = shutdown.cancelled() => {}
-        served = ssh_agent_lib::agent::listen(listener, agent::Sessions(broker)) => {
-            // The accept loop only ends on an accept error: the daemon stops with it, so
-            // its supervisor restarts it rather than leave an ask socket with no broker.
-            tracing::error!(error = ?served.err(), "the key broker stopped accepting; stopping the daemon");
-            resident.stop(crate::startup::EXIT_START_FAILED);
-        }
+        // Never ends: a failed accept is retried (conn.rs), so no peer can stop the broker.
+        _ = conn::listen(listener, agent::Sessions(broker)) => {}
     }
 }
