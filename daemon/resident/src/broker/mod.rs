@@ -150,6 +150,8 @@ pub struct Shared {
     pub stats: BrokerStats,
     /// Serializes key and lane changes, so each audit record is in the order of its change.
     pub changing: Mutex<()>,
+    /// Bounds the refused attempts the audit log records per uid.
+    pub refused_audit: crate::audit::RefusedThrottle,
 }
 
 impl Shared {
@@ -257,6 +259,7 @@ pub fn prepare(settings: &Settings, home: &Path) -> Result<Prepared, BrokerError
         home: home.to_path_buf(),
         stats: BrokerStats::default(),
         changing: Mutex::new(()),
+        refused_audit: Default::default(),
     });
     Ok(Prepared {
         shared,
