@@ -7,6 +7,7 @@
 //! aborted) is retried, never the end of the broker.
 
 use super::agent::{PeerSession, Sessions};
+use crate::log_limit::LogLimit;
 use ssh_agent_lib::agent::Session;
 use ssh_agent_lib::error::AgentError;
 use ssh_agent_lib::proto::{Request, Response};
@@ -70,27 +71,34 @@ impl Drop for Slot {
 /// Accepts connections for ever, one task each.
 pub async fn listen(listener: UnixListener, sessions: Sessions) {
     let open = Open::default();
+    // A peer can make these happen in a loop: a line a minute per kind, not one each.
+    let said = Arc::new(LogLimit::new(Duration::from_secs(60)));
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
             Err(e) => {
-                tracing::warn!(error = %e, "the key broker could not accept a connection; retrying");
+                if said.allow(("accept", e.kind())) {
+                    tracing::warn!(error = %e, "the key broker could not accept a connection; retrying (logged once a minute while it lasts)");
+                }
                 tokio::time::sleep(ACCEPT_BACKOFF).await;
                 continue;
             }
         };
         let uid = stream.peer_cred().ok().map(|c| c.uid());
         let Some(slot) = Slot::take(&open, uid) else {
-            tracing::warn!(
-                uid = ?uid,
-                "a peer uid holds {MAX_CONNECTIONS_PER_UID} broker connections already; closing one more"
-            );
+            if said.allow(("full", uid)) {
+                tracing::warn!(
+                    uid = ?uid,
+                    "a peer uid holds {MAX_CONNECTIONS_PER_UID} broker connections already; closing one more (logged once a minute per uid)"
+                );
+            }
             continue;
         };
         let session = sessions.session(&stream);
+        let said = said.clone();
         tokio::spawn(async move {
             let _slot = slot;
-            serve(stream, session).await;
+            serve(stream, session, &said).await;
         });
     }
 }
@@ -99,7 +107,7 @@ pub async fn listen(listener: UnixListener, sessions: Sessions) {
 /// framing. A frame that does not decode is answered `FAILURE` (its length is known, so
 /// the next frame is still found); the frame's bytes are wiped after use, since an
 /// `ADD_IDENTITY` (always refused) carries a private key.
-async fn serve(mut stream: UnixStream, mut session: PeerSession) {
+async fn serve(mut stream: UnixStream, mut session: PeerSession, said: &LogLimit) {
     let mut frame = Vec::new();
     loop {
         let mut prefix = [0u8; 4];
@@ -108,10 +116,12 @@ async fn serve(mut stream: UnixStream, mut session: PeerSession) {
         }
         let len = u32::from_be_bytes(prefix) as usize;
         if len == 0 || len > MAX_FRAME_BYTES {
-            tracing::warn!(
-                bytes = len,
-                "a broker peer announced a message outside 1..={MAX_FRAME_BYTES} bytes; disconnecting it"
-            );
+            if said.allow("frame") {
+                tracing::warn!(
+                    bytes = len,
+                    "a broker peer announced a message outside 1..={MAX_FRAME_BYTES} bytes; disconnecting it (logged once a minute)"
+                );
+            }
             return;
         }
         frame.resize(len, 0);
