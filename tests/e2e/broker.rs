@@ -1067,6 +1067,49 @@ fn a_peer_that_floods_the_broker_costs_the_others_no_signature() {
     );
 }
 
+#[test]
+fn a_descriptor_made_a_symlink_to_a_file_only_the_daemon_reads_tells_the_lane_nothing_of_it() {
+    let mut site = Site::new();
+    let (a, a_tree) = site.lane("a");
+    let descriptor = a_tree.join(".git").join("row-fence.json");
+    let _daemon = site.daemon(&[(&a, &descriptor)]);
+    // A file of the daemon's uid (root here) in a directory no lane can enter, shaped so
+    // that parsing it quotes a value.
+    let secret = site.key.with_file_name("secret.json");
+    fs::write(
+        &secret,
+        r#"{"board":"TOPSECRET","row":"r","lane":"lane-a","generation":1}"#,
+    )
+    .expect("secret.json");
+    site.as_lane(
+        &a,
+        &a_tree,
+        "ln",
+        &["-s", &secret.display().to_string(), ".git/row-fence.json"],
+    )
+    .expect_ok("ln -s");
+    let renewed = site.as_lane(
+        &a,
+        &a_tree,
+        &crate::util::bin("row-fence").display().to_string(),
+        &["renew", "--via-daemon"],
+    );
+    let said = format!("{}{}", renewed.stdout, renewed.stderr);
+    assert_ne!(renewed.code, 0, "renewed: {said}");
+    assert!(!said.contains("TOPSECRET"), "the lane was told: {said}");
+    assert!(said.contains("descriptor_unreadable"), "{said}");
+    // The operator's ledger has the detail.
+    let path = row_fence_contract::paths::ledger(&site.home.home);
+    let until = Instant::now() + Duration::from_secs(5);
+    while !fs::read_to_string(&path)
+        .unwrap_or_default()
+        .contains("TOPSECRET")
+    {
+        assert!(Instant::now() < until, "the detail is not in the ledger");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A daemon started as `user` with the broker on, stopped (SIGTERM) when dropped.
 struct UserDaemon {
     child: Child,

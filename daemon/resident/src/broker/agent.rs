@@ -171,7 +171,18 @@ impl PeerSession {
         };
         let d = match self.read_descriptor(&binding).await {
             Ok(d) => d,
-            Err(gated) => return LeaseAnswer::could_not(gated.detail),
+            Err(gated) => {
+                // The detail can quote what the daemon read with its own rights through a
+                // path the lane controls (its descriptor made a symlink to a file only the
+                // daemon may read): it goes to the ledger, and the lane gets the reason.
+                let action = format!("{name} ({})", self.who());
+                self.broker.resident.record_denial(None, &action, &gated);
+                let reason = gated.verdict.reason().map_or("refused", |r| r.as_str());
+                return LeaseAnswer::could_not(format!(
+                    "the daemon could not use the lane's descriptor {} ({reason}; the daemon's refusal ledger has the detail)",
+                    binding.descriptor.display()
+                ));
+            }
         };
         if let Err(e) = d.validate() {
             return LeaseAnswer::could_not(format!("the lane's descriptor is invalid: {e}"));
