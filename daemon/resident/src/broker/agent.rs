@@ -280,10 +280,17 @@ impl Session for PeerSession {
         let shared = &self.broker.shared;
         let stats = &shared.stats;
         let public = request.credential.key_data();
-        let read_key = read(&shared.held)
-            .read
-            .find(public)
-            .map(|key| keys::sign(key, &request.data, request.flags));
+        // A push key is judged whatever else it is: the push set is looked in first.
+        let read_key = {
+            let held = read(&shared.held);
+            match held.push.find(public) {
+                Some(_) => None,
+                None => held
+                    .read
+                    .find(public)
+                    .map(|key| keys::sign(key, &request.data, request.flags)),
+            }
+        };
         if let Some(signed) = read_key {
             // A read key fetches only (the forge's forced command): no verdict needed.
             let signature = signed.map_err(AgentError::other)?;

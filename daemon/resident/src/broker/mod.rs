@@ -222,10 +222,10 @@ pub struct Prepared {
 pub fn prepare(settings: &Settings, home: &Path) -> Result<Prepared, BrokerError> {
     harden().map_err(BrokerError::Harden)?;
     let uid = paths::euid();
-    let held = Held {
-        push: PushKeys::load(&settings.keys, uid)?,
-        read: PushKeys::load(&settings.read_keys, uid)?,
-    };
+    let held = Held::loaded(
+        PushKeys::load(&settings.keys, uid)?,
+        PushKeys::load(&settings.read_keys, uid)?,
+    )?;
     if held.push.is_empty() {
         tracing::warn!(
             "the key broker holds no push key: it signs nothing until `row-fence keys add`"
