@@ -963,6 +963,153 @@ fn a_uid_with_no_lane_gets_no_push_key_and_a_stopped_daemon_signs_nothing() {
     assert_eq!(site.remote_ref("a"), None);
 }
 
+/// An agent message on `stream` (length prefix, then `body`), ignoring a write the
+/// daemon refused by closing.
+fn send_frame(stream: &mut std::os::unix::net::UnixStream, body: &[u8]) {
+    use std::io::Write;
+    let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(body);
+    let _ = stream.write_all(&frame);
+}
+
+/// What the daemon sends back within 5 s: `Some(bytes)` of one read, `None` for a
+/// closed connection (EOF or reset).
+fn answer_of(stream: &mut std::os::unix::net::UnixStream) -> Option<Vec<u8>> {
+    use std::io::Read;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("read timeout");
+    let mut bytes = [0u8; 4096];
+    match stream.read(&mut bytes) {
+        Ok(0) => None,
+        Ok(n) => Some(bytes[..n].to_vec()),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => None,
+        Err(e) => panic!("the daemon neither answered nor closed within 5 s: {e}"),
+    }
+}
+
+/// `SSH_AGENTC_REQUEST_IDENTITIES`.
+const REQUEST_IDENTITIES: [u8; 1] = [11];
+
+#[test]
+fn a_peer_that_floods_the_broker_costs_the_others_no_signature() {
+    use std::os::unix::net::UnixStream;
+    let mut site = Site::new();
+    let (a, a_tree) = site.lane("a");
+    let (_, a_descriptor) = site.home.acquire("board-1", "row-1", "lane-a", &[]);
+    let daemon = site.daemon(&[(&a, &a_descriptor)]);
+
+    // A message announcing 4 GiB is not buffered: the peer is disconnected at once.
+    let mut huge = UnixStream::connect(&site.agent).expect("connect");
+    {
+        use std::io::Write;
+        let _ = huge.write_all(&u32::MAX.to_be_bytes());
+        let _ = huge.write_all(&vec![0u8; 64 * 1024]);
+    }
+    assert_eq!(answer_of(&mut huge), None, "a 4 GiB message was read on");
+    // A frame that does not decode is answered SSH_AGENT_FAILURE (5), and the connection
+    // goes on serving.
+    let mut odd = UnixStream::connect(&site.agent).expect("connect");
+    send_frame(&mut odd, &[200, 1, 2, 3]);
+    assert_eq!(answer_of(&mut odd), Some(vec![0, 0, 0, 1, 5]));
+    send_frame(&mut odd, &REQUEST_IDENTITIES);
+    let listed = answer_of(&mut odd).expect("an identities answer");
+    assert_eq!(
+        listed.get(4),
+        Some(&12),
+        "not an identities answer: {listed:?}"
+    );
+    drop(odd);
+
+    // One uid (here the daemon's own, root) holds at most 32 connections; one more is
+    // closed at accept, and the others' pushes are signed meanwhile.
+    let mut held = Vec::new();
+    for _ in 0..32 {
+        let mut stream = UnixStream::connect(&site.agent).expect("connect");
+        send_frame(&mut stream, &REQUEST_IDENTITIES);
+        assert!(
+            answer_of(&mut stream).is_some(),
+            "connection {} was refused",
+            held.len() + 1
+        );
+        held.push(stream);
+    }
+    let mut extra = UnixStream::connect(&site.agent).expect("connect");
+    send_frame(&mut extra, &REQUEST_IDENTITIES);
+    assert_eq!(
+        answer_of(&mut extra),
+        None,
+        "a 33rd connection of one uid was served"
+    );
+    let pushed = site.as_lane(&a, &a_tree, "git", &["push", "origin", "HEAD:refs/heads/a"]);
+    assert_eq!(pushed.code, 0, "lane A did not push: {}", pushed.stderr);
+    assert!(site.remote_ref("a").is_some());
+
+    // Closed connections give their places back.
+    drop(held);
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut again = UnixStream::connect(&site.agent).expect("connect");
+        send_frame(&mut again, &REQUEST_IDENTITIES);
+        if answer_of(&mut again).is_some() {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "the uid's places were never given back"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !daemon.log_text().contains("panicked"),
+        "{}",
+        daemon.log_text()
+    );
+}
+
+#[test]
+fn a_descriptor_made_a_symlink_to_a_file_only_the_daemon_reads_tells_the_lane_nothing_of_it() {
+    let mut site = Site::new();
+    let (a, a_tree) = site.lane("a");
+    let descriptor = a_tree.join(".git").join("row-fence.json");
+    let _daemon = site.daemon(&[(&a, &descriptor)]);
+    // A file of the daemon's uid (root here) in a directory no lane can enter, shaped so
+    // that parsing it quotes a value.
+    let secret = site.key.with_file_name("secret.json");
+    fs::write(
+        &secret,
+        r#"{"board":"TOPSECRET","row":"r","lane":"lane-a","generation":1}"#,
+    )
+    .expect("secret.json");
+    site.as_lane(
+        &a,
+        &a_tree,
+        "ln",
+        &["-s", &secret.display().to_string(), ".git/row-fence.json"],
+    )
+    .expect_ok("ln -s");
+    let renewed = site.as_lane(
+        &a,
+        &a_tree,
+        &crate::util::bin("row-fence").display().to_string(),
+        &["renew", "--via-daemon"],
+    );
+    let said = format!("{}{}", renewed.stdout, renewed.stderr);
+    assert_ne!(renewed.code, 0, "renewed: {said}");
+    assert!(!said.contains("TOPSECRET"), "the lane was told: {said}");
+    assert!(said.contains("descriptor_unreadable"), "{said}");
+    // The operator's ledger has the detail.
+    let path = row_fence_contract::paths::ledger(&site.home.home);
+    let until = Instant::now() + Duration::from_secs(5);
+    while !fs::read_to_string(&path)
+        .unwrap_or_default()
+        .contains("TOPSECRET")
+    {
+        assert!(Instant::now() < until, "the detail is not in the ledger");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A daemon started as `user` with the broker on, stopped (SIGTERM) when dropped.
 struct UserDaemon {
     child: Child,

@@ -5,10 +5,13 @@
 //! appended is not made, so the log misses no change.
 
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// The audit log, `<home>/audit.jsonl`.
 pub fn path(home: &Path) -> PathBuf {
@@ -91,6 +94,56 @@ pub fn read(home: &Path) -> io::Result<Vec<AuditRecord>> {
         .collect())
 }
 
+/// Refused attempts recorded per uid per [`REFUSED_WINDOW`]; the rest are counted and the
+/// count is named in the next one recorded. Any uid the ask socket serves can ask for a
+/// key change, and the log does not rotate: unbounded, a lane asking in a loop would fill
+/// the disk, and then no change could be recorded, so none made.
+pub const REFUSED_PER_WINDOW: u32 = 20;
+
+/// The window [`REFUSED_PER_WINDOW`] counts in.
+pub const REFUSED_WINDOW: Duration = Duration::from_secs(60);
+
+/// Bounds the refused attempts recorded per uid (changes made are always recorded).
+#[derive(Debug, Default)]
+pub struct RefusedThrottle {
+    by_uid: Mutex<HashMap<u32, Window>>,
+}
+
+#[derive(Debug)]
+struct Window {
+    started: Instant,
+    recorded: u32,
+    /// Attempts left unrecorded since the last one recorded.
+    unrecorded: u64,
+}
+
+impl RefusedThrottle {
+    /// Whether `uid`'s refused attempt now is recorded: `Some(n)` with the `n` attempts
+    /// left unrecorded before it (to name in its record), `None` when it is only counted.
+    pub fn admit(&self, uid: u32) -> Option<u64> {
+        self.admit_at(uid, Instant::now())
+    }
+
+    fn admit_at(&self, uid: u32, now: Instant) -> Option<u64> {
+        let mut by_uid = self.by_uid.lock().unwrap_or_else(|p| p.into_inner());
+        let window = by_uid.entry(uid).or_insert(Window {
+            started: now,
+            recorded: 0,
+            unrecorded: 0,
+        });
+        if now.duration_since(window.started) >= REFUSED_WINDOW {
+            window.started = now;
+            window.recorded = 0;
+        }
+        if window.recorded >= REFUSED_PER_WINDOW {
+            window.unrecorded += 1;
+            return None;
+        }
+        window.recorded += 1;
+        Some(std::mem::take(&mut window.unrecorded))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,5 +160,19 @@ mod tests {
         assert_eq!(back[0], record);
         let mode = std::fs::metadata(path(dir.path())).unwrap().mode() & 0o777;
         assert_eq!(mode, 0o600);
+    }
+
+    #[test]
+    fn a_uid_refused_in_a_loop_is_recorded_a_bounded_number_of_times_and_counted() {
+        let throttle = RefusedThrottle::default();
+        let start = Instant::now();
+        let admitted: Vec<Option<u64>> = (0..100).map(|_| throttle.admit_at(7, start)).collect();
+        assert_eq!(admitted.iter().filter(|a| a.is_some()).count(), 20);
+        assert!(admitted[..20].iter().all(|a| *a == Some(0)));
+        // Another uid has its own bound.
+        assert_eq!(throttle.admit_at(8, start), Some(0));
+        // The next window records again, naming the 80 left out.
+        assert_eq!(throttle.admit_at(7, start + REFUSED_WINDOW), Some(80));
+        assert_eq!(throttle.admit_at(7, start + REFUSED_WINDOW), Some(0));
     }
 }

@@ -36,9 +36,17 @@ pub fn answer(shared: Option<&Shared>, op: Op, uid: u32) -> Answer {
     {
         // The refused attempt is recorded; when the record itself failed, the answer
         // already says so.
-        let mut record = AuditRecord::new(act, uid, false);
-        record.detail = error.clone();
-        let _ = audit::append(&shared.home, &record);
+        if let Some(unrecorded) = shared.refused_audit.admit(uid) {
+            let mut record = AuditRecord::new(act, uid, false);
+            record.detail = if unrecorded == 0 {
+                error.clone()
+            } else {
+                format!(
+                    "{error} (and {unrecorded} earlier refused attempts by uid {uid} not recorded)"
+                )
+            };
+            let _ = audit::append(&shared.home, &record);
+        }
     }
     answer
 }
@@ -171,6 +179,7 @@ mod tests {
             home: home.to_path_buf(),
             stats: BrokerStats::default(),
             changing: Mutex::new(()),
+            refused_audit: Default::default(),
         }
     }
 
@@ -230,6 +239,23 @@ mod tests {
         assert_eq!(log[1].fingerprint.as_deref(), Some(print.as_str()));
         let text_on_disk = std::fs::read_to_string(audit::path(dir.path())).unwrap();
         assert!(!text_on_disk.contains("PRIVATE KEY"));
+    }
+
+    #[test]
+    fn a_uid_refused_in_a_loop_fills_no_disk_and_the_owners_changes_are_still_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = shared(dir.path());
+        let text = key_text(dir.path());
+        let other = paths::euid().wrapping_add(1);
+        for _ in 0..100 {
+            assert!(answer(Some(&shared), add(&text), other).error.is_some());
+        }
+        let added = answer(Some(&shared), add(&text), paths::euid());
+        assert!(added.error.is_none(), "{:?}", added.error);
+        let log = audit::read(dir.path()).unwrap();
+        let refused = log.iter().filter(|r| !r.ok && r.by_uid == other).count();
+        assert_eq!(refused, audit::REFUSED_PER_WINDOW as usize);
+        assert_eq!(log.iter().filter(|r| r.ok).count(), 1);
     }
 
     #[test]

@@ -18,14 +18,14 @@ use crate::resident::Claim;
 use crate::sync::read;
 use row_fence_contract::descriptor::{self, Descriptor};
 use row_fence_contract::{Reason, Verdict};
-use ssh_agent_lib::agent::{Agent, Session};
+use ssh_agent_lib::agent::Session;
 use ssh_agent_lib::error::AgentError;
 use ssh_agent_lib::proto::extension::SessionBind;
 use ssh_agent_lib::proto::{Extension, Identity, SignRequest};
 use ssh_key::Signature;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use tokio::net::{UnixListener, UnixStream};
+use tokio::net::UnixStream;
 
 /// The session-bind extension OpenSSH's client sends with the server's host key.
 pub const SESSION_BIND: &str = "session-bind@openssh.com";
@@ -34,8 +34,10 @@ pub const SESSION_BIND: &str = "session-bind@openssh.com";
 #[derive(Clone)]
 pub struct Sessions(pub Arc<Broker>);
 
-impl Agent<UnixListener> for Sessions {
-    fn new_session(&mut self, socket: &UnixStream) -> impl Session {
+impl Sessions {
+    /// The session of a connection just accepted, with the peer's uid and pid read from
+    /// the socket now.
+    pub fn session(&self, socket: &UnixStream) -> PeerSession {
         let cred = socket.peer_cred().ok();
         self.0
             .shared
@@ -169,7 +171,18 @@ impl PeerSession {
         };
         let d = match self.read_descriptor(&binding).await {
             Ok(d) => d,
-            Err(gated) => return LeaseAnswer::could_not(gated.detail),
+            Err(gated) => {
+                // The detail can quote what the daemon read with its own rights through a
+                // path the lane controls (its descriptor made a symlink to a file only the
+                // daemon may read): it goes to the ledger, and the lane gets the reason.
+                let action = format!("{name} ({})", self.who());
+                self.broker.resident.record_denial(None, &action, &gated);
+                let reason = gated.verdict.reason().map_or("refused", |r| r.as_str());
+                return LeaseAnswer::could_not(format!(
+                    "the daemon could not use the lane's descriptor {} ({reason}; the daemon's refusal ledger has the detail)",
+                    binding.descriptor.display()
+                ));
+            }
         };
         if let Err(e) = d.validate() {
             return LeaseAnswer::could_not(format!("the lane's descriptor is invalid: {e}"));
@@ -267,10 +280,17 @@ impl Session for PeerSession {
         let shared = &self.broker.shared;
         let stats = &shared.stats;
         let public = request.credential.key_data();
-        let read_key = read(&shared.held)
-            .read
-            .find(public)
-            .map(|key| keys::sign(key, &request.data, request.flags));
+        // A push key is judged whatever else it is: the push set is looked in first.
+        let read_key = {
+            let held = read(&shared.held);
+            match held.push.find(public) {
+                Some(_) => None,
+                None => held
+                    .read
+                    .find(public)
+                    .map(|key| keys::sign(key, &request.data, request.flags)),
+            }
+        };
         if let Some(signed) = read_key {
             // A read key fetches only (the forge's forced command): no verdict needed.
             let signature = signed.map_err(AgentError::other)?;

@@ -68,6 +68,15 @@ pub enum KeyError {
         /// What is wrong with it.
         reason: String,
     },
+    /// One key is given both as a push key and as a read key: read keys are signed for
+    /// every peer, so it would push for a refused lane.
+    #[error(
+        "key {fingerprint} is given both as a push key and as a read key; a read key is signed for every lane, so it must be a key the forge lets only fetch"
+    )]
+    BothKinds {
+        /// The key's `SHA256:…` fingerprint.
+        fingerprint: String,
+    },
 }
 
 /// What changing the held keys at run time answers.
@@ -102,6 +111,24 @@ pub struct Held {
 }
 
 impl Held {
+    /// The keys loaded at start; a key that is both a push and a read key is refused, as
+    /// [`Held::add`] refuses it at run time.
+    pub fn loaded(push: PushKeys, read: PushKeys) -> Result<Held, KeyError> {
+        let held = Held {
+            push,
+            read: PushKeys::default(),
+        };
+        if let Some(both) = read
+            .keys
+            .iter()
+            .map(|key| fingerprint(key.public_key().key_data()))
+            .find(|print| held.holds(print))
+        {
+            return Err(KeyError::BothKinds { fingerprint: both });
+        }
+        Ok(Held { read, ..held })
+    }
+
     /// Adds a key parsed from OpenSSH text; one held already (in either set) is refused,
     /// so a key is never both a push and a read key. Returns its fingerprint.
     pub fn add(&mut self, text: &str, read: bool) -> Result<String, ChangeError> {
@@ -319,6 +346,18 @@ mod tests {
         assert!(made.success());
         fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
         path
+    }
+
+    #[test]
+    fn a_key_given_as_both_push_and_read_key_is_refused_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = key_file(dir.path(), 0o600);
+        let uid = row_fence_contract::paths::euid();
+        let load = || PushKeys::load(std::slice::from_ref(&path), uid).unwrap();
+        let refused = Held::loaded(load(), load());
+        assert!(matches!(refused, Err(KeyError::BothKinds { .. })));
+        let held = Held::loaded(load(), PushKeys::default()).unwrap();
+        assert_eq!((held.push.len(), held.read.len()), (1, 0));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! # Layout
 //! - [`keys`]: the keys, from files private to the daemon's uid or `row-fence keys add`.
 //! - [`lanes`]: the uid → lane bindings (an operator's file, `row-fence lane add`).
+//! - [`conn`]: the socket's accept loop and framing, bounded per peer.
 //! - [`agent`]: one connection's ssh-agent session, deciding by the peer's uid.
 //! - [`lease`]: a bound lane's renew and release, asked on the broker socket.
 //! - [`admin`]: the daemon's own uid's key and lane changes, asked on the control socket.
@@ -14,6 +15,7 @@
 
 pub mod admin;
 pub mod agent;
+pub mod conn;
 pub mod keys;
 pub mod lanes;
 pub mod lease;
@@ -148,6 +150,8 @@ pub struct Shared {
     pub stats: BrokerStats,
     /// Serializes key and lane changes, so each audit record is in the order of its change.
     pub changing: Mutex<()>,
+    /// Bounds the refused attempts the audit log records per uid.
+    pub refused_audit: crate::audit::RefusedThrottle,
 }
 
 impl Shared {
@@ -218,10 +222,10 @@ pub struct Prepared {
 pub fn prepare(settings: &Settings, home: &Path) -> Result<Prepared, BrokerError> {
     harden().map_err(BrokerError::Harden)?;
     let uid = paths::euid();
-    let held = Held {
-        push: PushKeys::load(&settings.keys, uid)?,
-        read: PushKeys::load(&settings.read_keys, uid)?,
-    };
+    let held = Held::loaded(
+        PushKeys::load(&settings.keys, uid)?,
+        PushKeys::load(&settings.read_keys, uid)?,
+    )?;
     if held.push.is_empty() {
         tracing::warn!(
             "the key broker holds no push key: it signs nothing until `row-fence keys add`"
@@ -255,6 +259,7 @@ pub fn prepare(settings: &Settings, home: &Path) -> Result<Prepared, BrokerError
         home: home.to_path_buf(),
         stats: BrokerStats::default(),
         changing: Mutex::new(()),
+        refused_audit: Default::default(),
     });
     Ok(Prepared {
         shared,
@@ -307,14 +312,9 @@ pub async fn run(
             return;
         }
     };
-    let resident = broker.resident.clone();
     tokio::select! {
         _ = shutdown.cancelled() => {}
-        served = ssh_agent_lib::agent::listen(listener, agent::Sessions(broker)) => {
-            // The accept loop only ends on an accept error: the daemon stops with it, so
-            // its supervisor restarts it rather than leave an ask socket with no broker.
-            tracing::error!(error = ?served.err(), "the key broker stopped accepting; stopping the daemon");
-            resident.stop(crate::startup::EXIT_START_FAILED);
-        }
+        // Never ends: a failed accept is retried (conn.rs), so no peer can stop the broker.
+        _ = conn::listen(listener, agent::Sessions(broker)) => {}
     }
 }
