@@ -373,6 +373,18 @@ fn two_call_shapes() -> Vec<Shape> {
             "cd sub && git log -1",
             "rm sub/.git",
         ),
+        // A gitlink in the index with no `.gitmodules`: `git status` and `git diff` run
+        // `git status` in the nested repository, with its own fsmonitor.
+        (
+            "git init -q sub/n && git -C sub/n commit -q --allow-empty -m n && git add sub/n && git -C sub/n config core.fsmonitor {evil}",
+            "git status",
+            "rm -rf sub/n; git rm -q --cached sub/n",
+        ),
+        (
+            "git init -q sub/n && git -C sub/n commit -q --allow-empty -m n && git add sub/n && git -C sub/n config core.fsmonitor {evil}",
+            "git diff",
+            "rm -rf sub/n; git rm -q --cached sub/n",
+        ),
         (
             "git config remote.origin.uploadpack {evil}",
             "git ls-remote origin",
