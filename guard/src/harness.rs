@@ -76,7 +76,6 @@ pub fn normalize(harness: Harness, input: Value) -> Value {
                 "write_file" => Some("Write"),
                 "replace" => Some("Edit"),
                 "read_file" => Some("Read"),
-                "read_many_files" => Some("Read"),
                 "list_directory" => Some("LS"),
                 "glob" => Some("Glob"),
                 "search_file_content" => Some("Grep"),
@@ -206,7 +205,9 @@ pub fn patch_paths(patch: &str) -> Vec<String> {
     patch
         .lines()
         .filter_map(|line| {
-            let line = line.trim_end();
+            // Codex's patch reader trims each line before matching a header: so must
+            // the guard, or an indented header names a file it never checks.
+            let line = line.trim();
             [
                 "*** Add File: ",
                 "*** Update File: ",
@@ -245,6 +246,13 @@ mod tests {
                    "tool_input": {"command": "*** Begin Patch\n*** Add File: .gitattributes\n+x\n*** End Patch"}}),
         );
         assert_eq!(patch.tool.name(), "apply_patch");
+        // Codex reads a header with padding around it; so does the guard.
+        assert_eq!(
+            patch_paths(
+                "*** Begin Patch\n*** Update File: a.txt\n  *** Add File: /etc/x \n+x\n*** End Patch"
+            ),
+            vec!["a.txt".to_string(), "/etc/x".to_string()]
+        );
         let gemini = read(
             Harness::Gemini,
             json!({"session_id": "g1", "cwd": "/w", "hook_event_name": "BeforeTool",
