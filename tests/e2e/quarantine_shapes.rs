@@ -217,6 +217,10 @@ fn one_call_shapes() -> Vec<Shape> {
         "trap '{push}' EXIT; ls",
         "ls | while read -r f; do {push}; done",
         "coproc {push}; ls",
+        // `test -v` evaluates an array subscript as arithmetic, running its `$(…)`.
+        "test -v 'a[$({push})]'",
+        "[ -v 'a[$({push})]' ]",
+        "[ -R 'a[$({push})]' ]",
     ] {
         one("word splitting and variables", s.to_string());
     }
@@ -650,6 +654,7 @@ fn a_shape_of_each_kind_really_writes_without_the_guard() {
         "PATH={tmp}/fakebin:$PATH ls",
         "tar --checkpoint=1 --checkpoint-act=exec={evil} -cf /dev/null file.txt",
         "BASH_ENV={evil} bash -c ls",
+        "test -v 'a[$({push})]'",
     ] {
         lane.reset_remote();
         let _ = fs::remove_file(&proof);

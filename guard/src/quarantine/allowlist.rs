@@ -962,7 +962,7 @@ impl Checker {
                     ),
                 };
             }
-            "test" | "[" => return Ok(()),
+            "test" | "[" => return test(args),
             "command" => {
                 return match args {
                     [Word::Literal(flag), rest @ ..]
@@ -1125,6 +1125,27 @@ fn options(name: &str, short: &str, long: &[&str], args: &[Word]) -> Result<Vec<
     Ok(positionals)
 }
 
+/// `test`'s operators known to read only. `-v NAME` and `-R NAME` are not: bash evaluates
+/// an array subscript in NAME as arithmetic, which runs any `$(…)` in it.
+const TEST_OPERATORS: &[&str] = &[
+    "-a", "-b", "-c", "-d", "-e", "-f", "-g", "-h", "-k", "-p", "-r", "-s", "-t", "-u", "-w", "-x",
+    "-G", "-L", "-N", "-O", "-S", "-z", "-n", "-o", "=", "==", "!=", "<", ">", "-eq", "-ne", "-lt",
+    "-le", "-gt", "-ge", "-nt", "-ot", "-ef", "!", "(", ")", "]",
+];
+
+/// `test`/`[`: only operators on [`TEST_OPERATORS`]; any other word starting with `-` denies.
+fn test(args: &[Word]) -> Result<(), Denied> {
+    for arg in args {
+        let text = arg.text();
+        if text.starts_with('-') && !TEST_OPERATORS.contains(&text) {
+            return Err(format!(
+                "`test {text}` is not on the quarantine's allowlist"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn find(args: &[Word]) -> Result<(), Denied> {
     for arg in args {
         let Word::Literal(text) = arg else { continue };
@@ -1223,6 +1244,9 @@ mod tests {
             "pwd; whoami; date +%s",
             "command -v git",
             "sort -n file.txt",
+            "test -f Cargo.toml && echo yes",
+            "[ -d src ] || [ ! -e x ]",
+            "[ a = b -o 1 -lt 2 ]",
         ] {
             assert!(
                 ok(command),
@@ -1283,6 +1307,9 @@ mod tests {
             "ls `id`",
             "ls <(id)",
             "row-fence acquire x",
+            "test -v 'a[$(git push)]'",
+            "[ -v 'a[$(git push)]' ]",
+            "[ -R 'a[$(git push)]' ]",
         ] {
             assert!(!ok(command), "{command} passed the allowlist");
         }
