@@ -1310,6 +1310,16 @@ mod tests {
             "test -v 'a[$(git push)]'",
             "[ -v 'a[$(git push)]' ]",
             "[ -R 'a[$(git push)]' ]",
+            // zsh (a harness may run the text in the user's zsh): glob qualifiers run code.
+            "ls file.txt(e:'git push':)",
+            "ls *(e:'git push':)",
+            "ls file.txt(+x)",
+            "ls 'file.txt'(e:x:)",
+            "ls x(e:x:)y",
+            "ls =(git push)",
+            "ls ~[x]",
+            "ls file.txt(#qe:x:)",
+            "cat file.txt &|",
         ] {
             assert!(!ok(command), "{command} passed the allowlist");
         }
