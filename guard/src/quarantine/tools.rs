@@ -149,8 +149,9 @@ pub fn read_only_servers_file(home: &Path) -> PathBuf {
 
 /// What the quarantine needs to judge a tool.
 pub struct Where<'a> {
-    /// The session's worktree (the top of the working tree it is bound from).
-    pub worktree: &'a Path,
+    /// The session's worktree (the top of the working tree it is bound from); `None`
+    /// when no binding names it, and every file tool denies.
+    pub worktree: Option<&'a Path>,
     /// `$ROW_FENCE_HOME`, never read or written by a quarantined tool.
     pub home: Option<&'a Path>,
     /// The hook's working directory (a relative or missing path is taken from here).
@@ -317,7 +318,12 @@ fn inside(path: &Path, at: &Where, write: bool) -> Result<(), String> {
     let Some(real) = physical(path) else {
         return denied("the guard cannot resolve the path");
     };
-    let Some(tree) = physical(at.worktree) else {
+    let Some(worktree) = at.worktree else {
+        return denied(
+            "no binding names the session's worktree, so the tool cannot be kept inside it",
+        );
+    };
+    let Some(tree) = physical(worktree) else {
         return denied("the guard cannot resolve the session's worktree");
     };
     if let Some(home) = at.home.and_then(physical)
@@ -369,7 +375,7 @@ mod tests {
         std::os::unix::fs::symlink(tmp.join("home"), tree.join("link")).unwrap();
         let home = tmp.join("home");
         let at = Where {
-            worktree: &tree,
+            worktree: Some(&tree),
             home: Some(&home),
             cwd: &tree,
         };
