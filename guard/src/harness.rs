@@ -56,12 +56,32 @@ pub fn normalize(harness: Harness, input: Value) -> Value {
         Harness::Claude => Value::Object(m),
         Harness::Codex => {
             let tool = m.get("tool_name").and_then(Value::as_str).unwrap_or("Bash");
+            let input = m.get("tool_input").cloned().unwrap_or(Value::Null);
+            // `exec_command` names its command `cmd`; every shell tool may name the
+            // directory it runs in (`workdir`, `working_directory`), which is where the
+            // command is judged, not the session's cwd.
             if matches!(tool, "Bash" | "shell" | "exec_command" | "local_shell")
-                && let Some(command) = m.get("tool_input").and_then(|t| t.get("command"))
+                && let Some(command) = input.get("command").or_else(|| input.get("cmd"))
             {
                 let command = shell_text(command);
                 m.insert("tool_name".into(), json!("Bash"));
                 m.insert("tool_input".into(), json!({ "command": command }));
+                match input
+                    .get("workdir")
+                    .or_else(|| input.get("working_directory"))
+                {
+                    None | Some(Value::Null) => {}
+                    Some(Value::String(dir)) => {
+                        let base = m.get("cwd").and_then(Value::as_str).unwrap_or_default();
+                        let at = std::path::Path::new(base).join(dir);
+                        m.insert("cwd".into(), json!(at));
+                    }
+                    // A directory the guard cannot read: no cwd, which the input reader
+                    // refuses (fail closed).
+                    Some(_) => {
+                        m.insert("cwd".into(), json!("(unreadable workdir)"));
+                    }
+                }
             }
             Value::Object(m)
         }
@@ -246,6 +266,23 @@ mod tests {
                    "tool_input": {"command": "*** Begin Patch\n*** Add File: .gitattributes\n+x\n*** End Patch"}}),
         );
         assert_eq!(patch.tool.name(), "apply_patch");
+        // The directory a Codex shell call names is where it runs, and is judged.
+        let there = read(
+            Harness::Codex,
+            json!({"session_id": "c1", "cwd": "/w", "tool_name": "shell",
+                   "tool_input": {"command": ["bash", "-lc", "git status"], "workdir": "/other/repo"}}),
+        );
+        assert_eq!(
+            there.cwd.as_deref(),
+            Some(std::path::Path::new("/other/repo"))
+        );
+        let under = read(
+            Harness::Codex,
+            json!({"session_id": "c1", "cwd": "/w", "tool_name": "exec_command",
+                   "tool_input": {"cmd": "git status", "workdir": "sub"}}),
+        );
+        assert_eq!(under.command, "git status");
+        assert_eq!(under.cwd.as_deref(), Some(std::path::Path::new("/w/sub")));
         // Codex reads a header with padding around it; so does the guard.
         assert_eq!(
             patch_paths(

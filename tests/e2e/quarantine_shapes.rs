@@ -674,3 +674,51 @@ fn a_shape_of_each_kind_really_writes_without_the_guard() {
         );
     }
 }
+
+/// Codex's shell tools name the directory they run in (`workdir`): the call is judged
+/// there, not in the session's cwd. Before, `git status` with `workdir` set to a
+/// repository whose configuration runs a program was checked against the lane's clean
+/// clone and let through.
+#[test]
+fn a_codex_shell_call_is_judged_in_the_directory_it_names() {
+    let lane = Lane::refused();
+    let server = Counter::start();
+    let fill = filler(&lane, &server);
+    fixtures(&lane, &fill);
+    let proof = lane.tmp().join("proof");
+    let evilrepo = lane.tmp().join("evilrepo");
+    // The installed Claude command, speaking Codex.
+    let hook = lane
+        .hook
+        .replacen("row-fence-guard;", "row-fence-guard --harness codex;", 1);
+    assert_ne!(hook, lane.hook, "the hook names the guard: {}", lane.hook);
+    let call = |tool: &str, tool_input: serde_json::Value| {
+        let input = json!({"session_id": "s-codex-workdir", "cwd": lane.repo.clone,
+            "hook_event_name": "PreToolUse", "model": "gpt-5-codex", "turn_id": "t-1",
+            "tool_name": tool, "tool_input": tool_input});
+        let mut cmd = lane.home.command("sh");
+        cmd.arg("-c").arg(&hook).current_dir(&lane.repo.clone);
+        run_with_stdin(&mut cmd, &input.to_string())
+    };
+    let first = call("shell", json!({"command": ["bash", "-lc", "ls"]}));
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert!(first.stderr.contains("quarantined"), "{}", first.stderr);
+    for (tool, tool_input) in [
+        (
+            "shell",
+            json!({"command": ["bash", "-lc", "git status"], "workdir": evilrepo}),
+        ),
+        (
+            "exec_command",
+            json!({"cmd": "git diff", "workdir": evilrepo}),
+        ),
+        (
+            "shell",
+            json!({"command": ["bash", "-lc", "git status"], "workdir": 7}),
+        ),
+    ] {
+        let ran = call(tool, tool_input.clone());
+        assert_eq!(ran.code, 2, "{tool} {tool_input}: {}", ran.stderr);
+    }
+    assert!(!proof.exists(), "no planted program ran");
+}
