@@ -66,22 +66,7 @@ pub fn normalize(harness: Harness, input: Value) -> Value {
                 let command = shell_text(command);
                 m.insert("tool_name".into(), json!("Bash"));
                 m.insert("tool_input".into(), json!({ "command": command }));
-                match input
-                    .get("workdir")
-                    .or_else(|| input.get("working_directory"))
-                {
-                    None | Some(Value::Null) => {}
-                    Some(Value::String(dir)) => {
-                        let base = m.get("cwd").and_then(Value::as_str).unwrap_or_default();
-                        let at = std::path::Path::new(base).join(dir);
-                        m.insert("cwd".into(), json!(at));
-                    }
-                    // A directory the guard cannot read: no cwd, which the input reader
-                    // refuses (fail closed).
-                    Some(_) => {
-                        m.insert("cwd".into(), json!("(unreadable workdir)"));
-                    }
-                }
+                runs_in(&mut m, &input, &["workdir", "working_directory"]);
             }
             Value::Object(m)
         }
@@ -113,6 +98,11 @@ pub fn normalize(harness: Harness, input: Value) -> Value {
                     .and_then(|rest| rest.split_once('_'))
             {
                 m.insert("tool_name".into(), json!(format!("mcp__{server}__{name}")));
+            }
+            if tool == "run_shell_command" {
+                // Gemini CLI runs the command in the directory it names, if any.
+                let input = m.get("tool_input").cloned().unwrap_or(Value::Null);
+                runs_in(&mut m, &input, &["dir_path", "directory"]);
             }
             if let Some(name) = renamed {
                 m.insert("tool_name".into(), json!(name));
@@ -169,6 +159,24 @@ pub fn normalize(harness: Harness, input: Value) -> Value {
                 out.insert("tool_input".into(), input);
             }
             Value::Object(out)
+        }
+    }
+}
+
+/// Moves the input's `cwd` to the directory a shell tool names in one of `members` (taken
+/// from the `cwd`, as the harness does): that is where the command runs, and is judged.
+/// A member that is not a string leaves no readable `cwd`, which the input reader refuses
+/// (fail closed).
+fn runs_in(m: &mut Map<String, Value>, input: &Value, members: &[&str]) {
+    match members.iter().find_map(|k| input.get(*k)) {
+        None | Some(Value::Null) => {}
+        Some(Value::String(dir)) => {
+            let base = m.get("cwd").and_then(Value::as_str).unwrap_or_default();
+            let at = std::path::Path::new(base).join(dir);
+            m.insert("cwd".into(), json!(at));
+        }
+        Some(_) => {
+            m.insert("cwd".into(), json!("(unreadable working directory)"));
         }
     }
 }
@@ -283,6 +291,15 @@ mod tests {
         );
         assert_eq!(under.command, "git status");
         assert_eq!(under.cwd.as_deref(), Some(std::path::Path::new("/w/sub")));
+        let gemini_there = read(
+            Harness::Gemini,
+            json!({"session_id": "g1", "cwd": "/w", "tool_name": "run_shell_command",
+                   "tool_input": {"command": "git status", "dir_path": "packages/a"}}),
+        );
+        assert_eq!(
+            gemini_there.cwd.as_deref(),
+            Some(std::path::Path::new("/w/packages/a"))
+        );
         // Codex reads a header with padding around it; so does the guard.
         assert_eq!(
             patch_paths(

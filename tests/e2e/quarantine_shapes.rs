@@ -675,8 +675,8 @@ fn a_shape_of_each_kind_really_writes_without_the_guard() {
     }
 }
 
-/// Codex's shell tools name the directory they run in (`workdir`): the call is judged
-/// there, not in the session's cwd. Before, `git status` with `workdir` set to a
+/// Codex's and Gemini CLI's shell tools name the directory they run in (`workdir`,
+/// `dir_path`): the call is judged there, not in the session's cwd. Before, `git status` with `workdir` set to a
 /// repository whose configuration runs a program was checked against the lane's clean
 /// clone and let through.
 #[test]
@@ -719,6 +719,20 @@ fn a_codex_shell_call_is_judged_in_the_directory_it_names() {
     ] {
         let ran = call(tool, tool_input.clone());
         assert_eq!(ran.code, 2, "{tool} {tool_input}: {}", ran.stderr);
+    }
+    // Gemini CLI's shell tool names its directory `dir_path` (or `directory`).
+    let gemini = lane
+        .hook
+        .replacen("row-fence-guard;", "row-fence-guard --harness gemini;", 1);
+    for member in ["dir_path", "directory"] {
+        let input = json!({"session_id": "s-codex-workdir", "cwd": lane.repo.clone,
+            "hook_event_name": "BeforeTool", "timestamp": "2026-01-01T00:00:00Z",
+            "tool_name": "run_shell_command",
+            "tool_input": {"command": "git status", "description": "x", member: evilrepo}});
+        let mut cmd = lane.home.command("sh");
+        cmd.arg("-c").arg(&gemini).current_dir(&lane.repo.clone);
+        let ran = run_with_stdin(&mut cmd, &input.to_string());
+        assert_eq!(ran.code, 2, "gemini {member}: {}", ran.stderr);
     }
     assert!(!proof.exists(), "no planted program ran");
 }
