@@ -169,6 +169,11 @@ fn one_call_shapes() -> Vec<Shape> {
         "cat <(curl -s {url})",
         "diff file.txt <({evil})",
         "ls >({evil})",
+        // `row-fence status` with options that point it somewhere else.
+        "row-fence status --store etcd://127.0.0.1:{port}",
+        "row-fence status --store redis://127.0.0.1:{port}",
+        "row-fence status --home {tmp}/newhome",
+        "row-fence status --socket {tmp}/sock",
     ] {
         one(
             "abbreviated and bundled options, and where they reach",

@@ -978,10 +978,19 @@ impl Checker {
             "find" => return find(args),
             "git" => return self.git(args),
             "row-fence" => {
-                return match args.first() {
-                    Some(Word::Literal(s)) if s == "status" => Ok(()),
+                // Only the daemon the session's own home names: `--home`, `--socket`
+                // and `--store` would point it at another socket or store.
+                return match args {
+                    [Word::Literal(s), rest @ ..]
+                        if s == "status"
+                            && rest
+                                .iter()
+                                .all(|w| matches!(w, Word::Literal(f) if f == "--json")) =>
+                    {
+                        Ok(())
+                    }
                     _ => Err(
-                        "`row-fence`: only `row-fence status` is on the quarantine's allowlist"
+                        "`row-fence`: only `row-fence status [--json]` is on the quarantine's allowlist"
                             .into(),
                     ),
                 };
@@ -1238,6 +1247,7 @@ mod tests {
             "git config --get user.name",
             "git config list",
             "row-fence status",
+            "row-fence status --json",
             "cd sub && ls src/*.rs",
             "find . -name '*.rs' -mtime -1",
             "ls 2>/dev/null || echo none",
@@ -1307,6 +1317,8 @@ mod tests {
             "ls `id`",
             "ls <(id)",
             "row-fence acquire x",
+            "row-fence status --socket /other/sock",
+            "row-fence status --store etcd://127.0.0.1:2379",
             "test -v 'a[$(git push)]'",
             "[ -v 'a[$(git push)]' ]",
             "[ -R 'a[$(git push)]' ]",
