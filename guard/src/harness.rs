@@ -56,12 +56,17 @@ pub fn normalize(harness: Harness, input: Value) -> Value {
         Harness::Claude => Value::Object(m),
         Harness::Codex => {
             let tool = m.get("tool_name").and_then(Value::as_str).unwrap_or("Bash");
+            let input = m.get("tool_input").cloned().unwrap_or(Value::Null);
+            // `exec_command` names its command `cmd`; every shell tool may name the
+            // directory it runs in (`workdir`, `working_directory`), which is where the
+            // command is judged, not the session's cwd.
             if matches!(tool, "Bash" | "shell" | "exec_command" | "local_shell")
-                && let Some(command) = m.get("tool_input").and_then(|t| t.get("command"))
+                && let Some(command) = input.get("command").or_else(|| input.get("cmd"))
             {
                 let command = shell_text(command);
                 m.insert("tool_name".into(), json!("Bash"));
                 m.insert("tool_input".into(), json!({ "command": command }));
+                runs_in(&mut m, &input, &["workdir", "working_directory"]);
             }
             Value::Object(m)
         }
@@ -76,7 +81,6 @@ pub fn normalize(harness: Harness, input: Value) -> Value {
                 "write_file" => Some("Write"),
                 "replace" => Some("Edit"),
                 "read_file" => Some("Read"),
-                "read_many_files" => Some("Read"),
                 "list_directory" => Some("LS"),
                 "glob" => Some("Glob"),
                 "search_file_content" => Some("Grep"),
@@ -94,6 +98,11 @@ pub fn normalize(harness: Harness, input: Value) -> Value {
                     .and_then(|rest| rest.split_once('_'))
             {
                 m.insert("tool_name".into(), json!(format!("mcp__{server}__{name}")));
+            }
+            if tool == "run_shell_command" {
+                // Gemini CLI runs the command in the directory it names, if any.
+                let input = m.get("tool_input").cloned().unwrap_or(Value::Null);
+                runs_in(&mut m, &input, &["dir_path", "directory"]);
             }
             if let Some(name) = renamed {
                 m.insert("tool_name".into(), json!(name));
@@ -154,6 +163,24 @@ pub fn normalize(harness: Harness, input: Value) -> Value {
     }
 }
 
+/// Moves the input's `cwd` to the directory a shell tool names in one of `members` (taken
+/// from the `cwd`, as the harness does): that is where the command runs, and is judged.
+/// A member that is not a string leaves no readable `cwd`, which the input reader refuses
+/// (fail closed).
+fn runs_in(m: &mut Map<String, Value>, input: &Value, members: &[&str]) {
+    match members.iter().find_map(|k| input.get(*k)) {
+        None | Some(Value::Null) => {}
+        Some(Value::String(dir)) => {
+            let base = m.get("cwd").and_then(Value::as_str).unwrap_or_default();
+            let at = std::path::Path::new(base).join(dir);
+            m.insert("cwd".into(), json!(at));
+        }
+        Some(_) => {
+            m.insert("cwd".into(), json!("(unreadable working directory)"));
+        }
+    }
+}
+
 /// A shell tool's `command`: a string as is; an argv `["bash", "-lc", TEXT]` as its
 /// TEXT; any other argv quoted word by word.
 fn shell_text(command: &Value) -> Value {
@@ -206,7 +233,9 @@ pub fn patch_paths(patch: &str) -> Vec<String> {
     patch
         .lines()
         .filter_map(|line| {
-            let line = line.trim_end();
+            // Codex's patch reader trims each line before matching a header: so must
+            // the guard, or an indented header names a file it never checks.
+            let line = line.trim();
             [
                 "*** Add File: ",
                 "*** Update File: ",
@@ -245,6 +274,39 @@ mod tests {
                    "tool_input": {"command": "*** Begin Patch\n*** Add File: .gitattributes\n+x\n*** End Patch"}}),
         );
         assert_eq!(patch.tool.name(), "apply_patch");
+        // The directory a Codex shell call names is where it runs, and is judged.
+        let there = read(
+            Harness::Codex,
+            json!({"session_id": "c1", "cwd": "/w", "tool_name": "shell",
+                   "tool_input": {"command": ["bash", "-lc", "git status"], "workdir": "/other/repo"}}),
+        );
+        assert_eq!(
+            there.cwd.as_deref(),
+            Some(std::path::Path::new("/other/repo"))
+        );
+        let under = read(
+            Harness::Codex,
+            json!({"session_id": "c1", "cwd": "/w", "tool_name": "exec_command",
+                   "tool_input": {"cmd": "git status", "workdir": "sub"}}),
+        );
+        assert_eq!(under.command, "git status");
+        assert_eq!(under.cwd.as_deref(), Some(std::path::Path::new("/w/sub")));
+        let gemini_there = read(
+            Harness::Gemini,
+            json!({"session_id": "g1", "cwd": "/w", "tool_name": "run_shell_command",
+                   "tool_input": {"command": "git status", "dir_path": "packages/a"}}),
+        );
+        assert_eq!(
+            gemini_there.cwd.as_deref(),
+            Some(std::path::Path::new("/w/packages/a"))
+        );
+        // Codex reads a header with padding around it; so does the guard.
+        assert_eq!(
+            patch_paths(
+                "*** Begin Patch\n*** Update File: a.txt\n  *** Add File: /etc/x \n+x\n*** End Patch"
+            ),
+            vec!["a.txt".to_string(), "/etc/x".to_string()]
+        );
         let gemini = read(
             Harness::Gemini,
             json!({"session_id": "g1", "cwd": "/w", "hook_event_name": "BeforeTool",

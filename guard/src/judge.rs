@@ -122,8 +122,11 @@ struct Judge<'a> {
     /// The session's binding could not be read or written: it may be row-bound, so it
     /// is quarantined (fail closed).
     binding_problem: Option<String>,
-    /// Where the standing asks' working tree is (for the quarantine's file tools).
-    bound_from: PathBuf,
+    /// Where the session's binding was made (its working tree is the quarantine's
+    /// bound for file tools); `None` when no binding stands (a session bound only by
+    /// `ROW_FENCE_DESCRIPTOR`, or whose binding cannot be read): the hook's `cwd` is
+    /// wherever the agent last `cd`'d, so it says nothing about the worktree.
+    bound_from: Option<PathBuf>,
 }
 
 /// Judges `plan` (read from `hook`, its working directory `cwd`) and returns the exit code.
@@ -151,7 +154,7 @@ pub fn judge(
             other => format!("(every call) {}", other.name()),
         },
         binding_problem: None,
-        bound_from: cwd.to_path_buf(),
+        bound_from: None,
     };
     let bound = judge.bound();
     // An input without a session is judged by its cwd (ARCHITECTURE.md, "Quarantine").
@@ -267,7 +270,7 @@ impl Judge<'_> {
         };
         match binding::read(home, session) {
             Ok(Some(b)) => {
-                self.bound_from = b.cwd.clone();
+                self.bound_from = Some(b.cwd.clone());
                 bound.push(b.descriptor);
             }
             Ok(None) => {
@@ -281,13 +284,14 @@ impl Judge<'_> {
                     match binding::bind(home, &offered) {
                         // The binding that stands judges, whichever racing call made it.
                         Ok(stands) => {
-                            self.bound_from = stands.cwd;
+                            self.bound_from = Some(stands.cwd);
                             bound.push(stands.descriptor);
                         }
                         // A row-bound session whose binding cannot be written would be
                         // unbound from the next call on: fail closed.
                         Err(why) => {
                             self.binding_problem = Some(why.to_string());
+                            self.bound_from = Some(self.cwd.clone());
                             bound.push(path);
                         }
                     }
@@ -581,10 +585,18 @@ impl Judge<'_> {
                 None => "its row was refused earlier and the fence cannot be read now".into(),
             },
         };
-        let worktree = crate::quarantine::worktree_of(&self.bound_from);
+        let worktree = self
+            .bound_from
+            .as_deref()
+            .map(crate::quarantine::worktree_of);
         let home = self.settings.home.as_deref().ok();
-        let verdict =
-            crate::quarantine::permits(&self.hook.tool, self.parsed, &self.cwd, &worktree, home);
+        let verdict = crate::quarantine::permits(
+            &self.hook.tool,
+            self.parsed,
+            &self.cwd,
+            worktree.as_deref(),
+            home,
+        );
         match verdict {
             Ok(()) => {
                 report::say(&format!(

@@ -548,3 +548,46 @@ fn an_input_without_a_session_id_is_judged_by_its_cwd_and_says_so() {
         ran.stderr
     );
 }
+
+/// A session bound only by `ROW_FENCE_DESCRIPTOR` has no binding to say where its
+/// worktree is, and the hook's `cwd` is wherever the agent last `cd`'d (`cd /` is on the
+/// allowlist): a file tool in quarantine is denied rather than kept inside `/`. Before,
+/// a Write of the bare remote's ref file ran.
+#[test]
+fn without_a_binding_a_quarantined_file_tool_is_denied_wherever_the_agent_cd_d() {
+    let lane = Lane::refused();
+    let descriptor = lane.repo.descriptor();
+    let root = Path::new("/");
+    let ref_file = lane.repo.remote.join("refs/heads/main");
+    for (tool, tool_input) in [
+        (
+            "Write",
+            json!({"file_path": ref_file, "content": "0000000000000000000000000000000000000000\n"}),
+        ),
+        ("Read", json!({"file_path": descriptor})),
+        ("Bash", json!({"command": "ls"})),
+    ] {
+        let mut cmd = lane.home.command("sh");
+        cmd.arg("-c")
+            .arg(&lane.hook)
+            .current_dir(root)
+            .env("ROW_FENCE_DESCRIPTOR", &descriptor);
+        let ran = run_with_stdin(&mut cmd, &input("s-env-only", root, tool, tool_input));
+        assert!(
+            ran.stderr.to_lowercase().contains("quarantined"),
+            "{tool}: {}",
+            ran.stderr
+        );
+        // Bash too: from `/`, every `PATH` directory is inside what the guard must take
+        // for the worktree.
+        assert_eq!(ran.code, 2, "{tool}: {}", ran.stderr);
+        if tool != "Bash" {
+            assert!(
+                ran.stderr
+                    .contains("no binding names the session's worktree"),
+                "{tool}: {}",
+                ran.stderr
+            );
+        }
+    }
+}

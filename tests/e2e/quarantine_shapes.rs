@@ -169,6 +169,11 @@ fn one_call_shapes() -> Vec<Shape> {
         "cat <(curl -s {url})",
         "diff file.txt <({evil})",
         "ls >({evil})",
+        // `row-fence status` with options that point it somewhere else.
+        "row-fence status --store etcd://127.0.0.1:{port}",
+        "row-fence status --store redis://127.0.0.1:{port}",
+        "row-fence status --home {tmp}/newhome",
+        "row-fence status --socket {tmp}/sock",
     ] {
         one(
             "abbreviated and bundled options, and where they reach",
@@ -217,6 +222,10 @@ fn one_call_shapes() -> Vec<Shape> {
         "trap '{push}' EXIT; ls",
         "ls | while read -r f; do {push}; done",
         "coproc {push}; ls",
+        // `test -v` evaluates an array subscript as arithmetic, running its `$(…)`.
+        "test -v 'a[$({push})]'",
+        "[ -v 'a[$({push})]' ]",
+        "[ -R 'a[$({push})]' ]",
     ] {
         one("word splitting and variables", s.to_string());
     }
@@ -372,6 +381,18 @@ fn two_call_shapes() -> Vec<Shape> {
             "printf 'gitdir: {evilrepo}/.git\\n' > sub/.git",
             "cd sub && git log -1",
             "rm sub/.git",
+        ),
+        // A gitlink in the index with no `.gitmodules`: `git status` and `git diff` run
+        // `git status` in the nested repository, with its own fsmonitor.
+        (
+            "git init -q sub/n && git -C sub/n commit -q --allow-empty -m n && git add sub/n && git -C sub/n config core.fsmonitor {evil}",
+            "git status",
+            "rm -rf sub/n; git rm -q --cached sub/n",
+        ),
+        (
+            "git init -q sub/n && git -C sub/n commit -q --allow-empty -m n && git add sub/n && git -C sub/n config core.fsmonitor {evil}",
+            "git diff",
+            "rm -rf sub/n; git rm -q --cached sub/n",
         ),
         (
             "git config remote.origin.uploadpack {evil}",
@@ -638,6 +659,7 @@ fn a_shape_of_each_kind_really_writes_without_the_guard() {
         "PATH={tmp}/fakebin:$PATH ls",
         "tar --checkpoint=1 --checkpoint-act=exec={evil} -cf /dev/null file.txt",
         "BASH_ENV={evil} bash -c ls",
+        "test -v 'a[$({push})]'",
     ] {
         lane.reset_remote();
         let _ = fs::remove_file(&proof);
@@ -656,4 +678,66 @@ fn a_shape_of_each_kind_really_writes_without_the_guard() {
             ran.stderr
         );
     }
+}
+
+/// Codex's and Gemini CLI's shell tools name the directory they run in (`workdir`,
+/// `dir_path`): the call is judged there, not in the session's cwd. Before, `git status` with `workdir` set to a
+/// repository whose configuration runs a program was checked against the lane's clean
+/// clone and let through.
+#[test]
+fn a_codex_shell_call_is_judged_in_the_directory_it_names() {
+    let lane = Lane::refused();
+    let server = Counter::start();
+    let fill = filler(&lane, &server);
+    fixtures(&lane, &fill);
+    let proof = lane.tmp().join("proof");
+    let evilrepo = lane.tmp().join("evilrepo");
+    // The installed Claude command, speaking Codex.
+    let hook = lane
+        .hook
+        .replacen("row-fence-guard;", "row-fence-guard --harness codex;", 1);
+    assert_ne!(hook, lane.hook, "the hook names the guard: {}", lane.hook);
+    let call = |tool: &str, tool_input: serde_json::Value| {
+        let input = json!({"session_id": "s-codex-workdir", "cwd": lane.repo.clone,
+            "hook_event_name": "PreToolUse", "model": "gpt-5-codex", "turn_id": "t-1",
+            "tool_name": tool, "tool_input": tool_input});
+        let mut cmd = lane.home.command("sh");
+        cmd.arg("-c").arg(&hook).current_dir(&lane.repo.clone);
+        run_with_stdin(&mut cmd, &input.to_string())
+    };
+    let first = call("shell", json!({"command": ["bash", "-lc", "ls"]}));
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert!(first.stderr.contains("quarantined"), "{}", first.stderr);
+    for (tool, tool_input) in [
+        (
+            "shell",
+            json!({"command": ["bash", "-lc", "git status"], "workdir": evilrepo}),
+        ),
+        (
+            "exec_command",
+            json!({"cmd": "git diff", "workdir": evilrepo}),
+        ),
+        (
+            "shell",
+            json!({"command": ["bash", "-lc", "git status"], "workdir": 7}),
+        ),
+    ] {
+        let ran = call(tool, tool_input.clone());
+        assert_eq!(ran.code, 2, "{tool} {tool_input}: {}", ran.stderr);
+    }
+    // Gemini CLI's shell tool names its directory `dir_path` (or `directory`).
+    let gemini = lane
+        .hook
+        .replacen("row-fence-guard;", "row-fence-guard --harness gemini;", 1);
+    for member in ["dir_path", "directory"] {
+        let input = json!({"session_id": "s-codex-workdir", "cwd": lane.repo.clone,
+            "hook_event_name": "BeforeTool", "timestamp": "2026-01-01T00:00:00Z",
+            "tool_name": "run_shell_command",
+            "tool_input": {"command": "git status", "description": "x", member: evilrepo}});
+        let mut cmd = lane.home.command("sh");
+        cmd.arg("-c").arg(&gemini).current_dir(&lane.repo.clone);
+        let ran = run_with_stdin(&mut cmd, &input.to_string());
+        assert_eq!(ran.code, 2, "gemini {member}: {}", ran.stderr);
+    }
+    assert!(!proof.exists(), "no planted program ran");
 }

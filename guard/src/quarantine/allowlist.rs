@@ -962,7 +962,7 @@ impl Checker {
                     ),
                 };
             }
-            "test" | "[" => return Ok(()),
+            "test" | "[" => return test(args),
             "command" => {
                 return match args {
                     [Word::Literal(flag), rest @ ..]
@@ -978,10 +978,19 @@ impl Checker {
             "find" => return find(args),
             "git" => return self.git(args),
             "row-fence" => {
-                return match args.first() {
-                    Some(Word::Literal(s)) if s == "status" => Ok(()),
+                // Only the daemon the session's own home names: `--home`, `--socket`
+                // and `--store` would point it at another socket or store.
+                return match args {
+                    [Word::Literal(s), rest @ ..]
+                        if s == "status"
+                            && rest
+                                .iter()
+                                .all(|w| matches!(w, Word::Literal(f) if f == "--json")) =>
+                    {
+                        Ok(())
+                    }
                     _ => Err(
-                        "`row-fence`: only `row-fence status` is on the quarantine's allowlist"
+                        "`row-fence`: only `row-fence status [--json]` is on the quarantine's allowlist"
                             .into(),
                     ),
                 };
@@ -1125,6 +1134,27 @@ fn options(name: &str, short: &str, long: &[&str], args: &[Word]) -> Result<Vec<
     Ok(positionals)
 }
 
+/// `test`'s operators known to read only. `-v NAME` and `-R NAME` are not: bash evaluates
+/// an array subscript in NAME as arithmetic, which runs any `$(…)` in it.
+const TEST_OPERATORS: &[&str] = &[
+    "-a", "-b", "-c", "-d", "-e", "-f", "-g", "-h", "-k", "-p", "-r", "-s", "-t", "-u", "-w", "-x",
+    "-G", "-L", "-N", "-O", "-S", "-z", "-n", "-o", "=", "==", "!=", "<", ">", "-eq", "-ne", "-lt",
+    "-le", "-gt", "-ge", "-nt", "-ot", "-ef", "!", "(", ")", "]",
+];
+
+/// `test`/`[`: only operators on [`TEST_OPERATORS`]; any other word starting with `-` denies.
+fn test(args: &[Word]) -> Result<(), Denied> {
+    for arg in args {
+        let text = arg.text();
+        if text.starts_with('-') && !TEST_OPERATORS.contains(&text) {
+            return Err(format!(
+                "`test {text}` is not on the quarantine's allowlist"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn find(args: &[Word]) -> Result<(), Denied> {
     for arg in args {
         let Word::Literal(text) = arg else { continue };
@@ -1217,12 +1247,16 @@ mod tests {
             "git config --get user.name",
             "git config list",
             "row-fence status",
+            "row-fence status --json",
             "cd sub && ls src/*.rs",
             "find . -name '*.rs' -mtime -1",
             "ls 2>/dev/null || echo none",
             "pwd; whoami; date +%s",
             "command -v git",
             "sort -n file.txt",
+            "test -f Cargo.toml && echo yes",
+            "[ -d src ] || [ ! -e x ]",
+            "[ a = b -o 1 -lt 2 ]",
         ] {
             assert!(
                 ok(command),
@@ -1283,6 +1317,21 @@ mod tests {
             "ls `id`",
             "ls <(id)",
             "row-fence acquire x",
+            "row-fence status --socket /other/sock",
+            "row-fence status --store etcd://127.0.0.1:2379",
+            "test -v 'a[$(git push)]'",
+            "[ -v 'a[$(git push)]' ]",
+            "[ -R 'a[$(git push)]' ]",
+            // zsh (a harness may run the text in the user's zsh): glob qualifiers run code.
+            "ls file.txt(e:'git push':)",
+            "ls *(e:'git push':)",
+            "ls file.txt(+x)",
+            "ls 'file.txt'(e:x:)",
+            "ls x(e:x:)y",
+            "ls =(git push)",
+            "ls ~[x]",
+            "ls file.txt(#qe:x:)",
+            "cat file.txt &|",
         ] {
             assert!(!ok(command), "{command} passed the allowlist");
         }

@@ -216,7 +216,35 @@ pub fn check(dir: &Path) -> Result<(), String> {
             return Err("the repository has a post-index-change hook, which a read may run".into());
         }
     }
+    // A gitlink in the index is a submodule whether or not `.gitmodules` names it:
+    // `git status` and `git diff` run `git status` inside it, with that repository's own
+    // configuration (its fsmonitor, its hooks), which the read above never saw.
+    if has_gitlink(dir)? {
+        return Err(
+            "the index holds a submodule (a gitlink), whose configuration the guard does not read"
+                .into(),
+        );
+    }
     Ok(())
+}
+
+/// Whether the index of the repository holding `dir` has an entry of mode 160000 (a
+/// gitlink). Could not read the index: an error (fail closed).
+fn has_gitlink(dir: &Path) -> Result<bool, String> {
+    let out = Command::new("git")
+        .args(["ls-files", "--stage", "-z"])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .map_err(|e| format!("the guard cannot read git's index ({e})"))?;
+    if !out.status.success() {
+        return Err("the guard cannot read git's index".into());
+    }
+    Ok(out
+        .stdout
+        .split(|b| *b == 0)
+        .any(|entry| entry.starts_with(b"160000 ")))
 }
 
 #[cfg(test)]

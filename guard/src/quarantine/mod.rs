@@ -14,17 +14,18 @@ use std::path::Path;
 
 /// Whether one tool call may run in quarantine: `Ok`, or why not (a sentence).
 /// `parsed` is the Bash command's tree when the walk parsed it (`None`: the command did
-/// not parse, which denies).
+/// not parse, which denies). `worktree` is the session's working tree, from its binding
+/// (`None`: no binding stands, and a file tool, which must stay inside it, denies).
 pub fn permits(
     tool: &crate::input::Tool,
     parsed: Option<&brush_parser::ast::Program>,
     cwd: &Path,
-    worktree: &Path,
+    worktree: Option<&Path>,
     home: Option<&Path>,
 ) -> Result<(), String> {
     match tool {
         crate::input::Tool::Bash { .. } => {
-            path_is_safe(worktree)?;
+            path_is_safe(&worktree.map_or_else(|| worktree_of(cwd), Path::to_path_buf))?;
             let env_home = std::env::var("HOME").ok().filter(|h| !h.is_empty());
             let Some(program) = parsed else {
                 return Err("the guard cannot read the command".into());

@@ -7,21 +7,132 @@
 
 use std::path::{Component, Path, PathBuf};
 
-/// Claude Code's built-in tools that read files, and the input member naming the path.
-const READS: &[(&str, &str)] = &[
-    ("Read", "file_path"),
-    ("Glob", "path"),
-    ("Grep", "path"),
-    ("LS", "path"),
-    ("NotebookRead", "notebook_path"),
-];
+/// What one member of a file tool's input is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Member {
+    /// A path the tool reads or writes (a string, or an array of strings).
+    Path,
+    /// Glob patterns whose matches the tool reads, taken under the tool's path (a string
+    /// or an array of strings).
+    Pattern,
+    /// Anything else the tool takes: contents, regexes, filters within the path, counts.
+    Data,
+}
 
-/// Claude Code's built-in tools that write files, and the input member naming the path.
-const WRITES: &[(&str, &str)] = &[
-    ("Write", "file_path"),
-    ("Edit", "file_path"),
-    ("MultiEdit", "file_path"),
-    ("NotebookEdit", "notebook_path"),
+use Member::{Data, Path as P, Pattern};
+
+/// A file tool's input members, each with what it is.
+type Members = &'static [(&'static str, Member)];
+
+/// The built-in file tools (Claude Code's names; Gemini CLI's are renamed to them, except
+/// `read_many_files`), whether each writes, and every member of its input with what it is.
+/// A member not listed denies: a path the guard does not know to look at would otherwise
+/// be read as "no path given", which is the working directory (ARCHITECTURE.md,
+/// "Quarantine": what is not understood is denied).
+const FILE_TOOLS: &[(&str, bool, Members)] = &[
+    (
+        "Read",
+        false,
+        &[
+            ("file_path", P),
+            ("absolute_path", P),
+            ("offset", Data),
+            ("limit", Data),
+            ("pages", Data),
+        ],
+    ),
+    (
+        "read_many_files",
+        false,
+        &[
+            ("paths", Pattern),
+            ("include", Pattern),
+            ("exclude", Data),
+            ("recursive", Data),
+            ("useDefaultExcludes", Data),
+            ("respect_git_ignore", Data),
+            ("file_filtering_options", Data),
+        ],
+    ),
+    (
+        "Glob",
+        false,
+        &[
+            ("pattern", Pattern),
+            ("path", P),
+            ("dir_path", P),
+            ("case_sensitive", Data),
+            ("respect_git_ignore", Data),
+            ("respect_gemini_ignore", Data),
+            ("file_filtering_options", Data),
+        ],
+    ),
+    (
+        "Grep",
+        false,
+        &[
+            ("pattern", Data),
+            ("path", P),
+            ("dir_path", P),
+            ("glob", Data),
+            ("include", Data),
+            ("type", Data),
+            ("output_mode", Data),
+            ("-i", Data),
+            ("-n", Data),
+            ("-A", Data),
+            ("-B", Data),
+            ("-C", Data),
+            ("multiline", Data),
+            ("head_limit", Data),
+            ("offset", Data),
+        ],
+    ),
+    (
+        "LS",
+        false,
+        &[
+            ("path", P),
+            ("dir_path", P),
+            ("ignore", Data),
+            ("file_filtering_options", Data),
+        ],
+    ),
+    (
+        "NotebookRead",
+        false,
+        &[("notebook_path", P), ("cell_id", Data)],
+    ),
+    (
+        "Write",
+        true,
+        &[("file_path", P), ("absolute_path", P), ("content", Data)],
+    ),
+    (
+        "Edit",
+        true,
+        &[
+            ("file_path", P),
+            ("absolute_path", P),
+            ("old_string", Data),
+            ("new_string", Data),
+            ("replace_all", Data),
+            ("expected_replacements", Data),
+            ("instruction", Data),
+        ],
+    ),
+    ("MultiEdit", true, &[("file_path", P), ("edits", Data)]),
+    (
+        "NotebookEdit",
+        true,
+        &[
+            ("notebook_path", P),
+            ("cell_id", Data),
+            ("new_source", Data),
+            ("cell_type", Data),
+            ("edit_mode", Data),
+        ],
+    ),
 ];
 
 /// Tools with no effect outside the conversation.
@@ -38,8 +149,9 @@ pub fn read_only_servers_file(home: &Path) -> PathBuf {
 
 /// What the quarantine needs to judge a tool.
 pub struct Where<'a> {
-    /// The session's worktree (the top of the working tree it is bound from).
-    pub worktree: &'a Path,
+    /// The session's worktree (the top of the working tree it is bound from); `None`
+    /// when no binding names it, and every file tool denies.
+    pub worktree: Option<&'a Path>,
     /// `$ROW_FENCE_HOME`, never read or written by a quarantined tool.
     pub home: Option<&'a Path>,
     /// The hook's working directory (a relative or missing path is taken from here).
@@ -72,13 +184,8 @@ pub fn check(name: &str, input: &serde_json::Value, at: &Where) -> Result<(), St
     if INERT.contains(&name) {
         return Ok(());
     }
-    if let Some(&(_, member)) = READS.iter().find(|(n, _)| *n == name) {
-        let path = path_of(input, member, at.cwd)?;
-        return inside(&path, at, false);
-    }
-    if let Some(&(_, member)) = WRITES.iter().find(|(n, _)| *n == name) {
-        let path = path_of(input, member, at.cwd)?;
-        return inside(&path, at, true);
+    if let Some(&(_, write, members)) = FILE_TOOLS.iter().find(|(n, _, _)| *n == name) {
+        return file_tool(name, input, members, write, at);
     }
     if name == "apply_patch" {
         // Codex's file edits: every path the patch adds, updates, deletes or moves to.
@@ -110,12 +217,81 @@ pub fn check(name: &str, input: &serde_json::Value, at: &Where) -> Result<(), St
     ))
 }
 
-fn path_of(input: &serde_json::Value, member: &str, cwd: &Path) -> Result<PathBuf, String> {
-    match input.get(member) {
-        None | Some(serde_json::Value::Null) => Ok(cwd.to_path_buf()),
-        Some(serde_json::Value::String(p)) => Ok(cwd.join(p)),
-        Some(_) => Err(format!("the tool's {member} is not a string")),
+/// Checks every path and pattern a file tool's input names (none named: the working
+/// directory). A member the tool is not known to take denies.
+fn file_tool(
+    name: &str,
+    input: &serde_json::Value,
+    members: &[(&str, Member)],
+    write: bool,
+    at: &Where,
+) -> Result<(), String> {
+    let empty = serde_json::Map::new();
+    let fields = match input {
+        serde_json::Value::Object(m) => m,
+        serde_json::Value::Null => &empty,
+        _ => return Err(format!("the input of `{name}` is not an object")),
+    };
+    let mut base = at.cwd.to_path_buf();
+    let mut patterns = Vec::new();
+    let mut named = false;
+    for (key, value) in fields {
+        let Some(&(_, kind)) = members.iter().find(|(m, _)| m == key) else {
+            return Err(format!(
+                "`{name}` with the member `{key}` is not on the quarantine's allowlist"
+            ));
+        };
+        if kind == Data || value.is_null() {
+            continue;
+        }
+        let texts = strings(value).ok_or(format!("the tool's {key} is not a string"))?;
+        for text in texts {
+            if kind == P {
+                base = at.cwd.join(text);
+                inside(&base, at, write)?;
+                named = true;
+            } else {
+                patterns.push(text);
+            }
+        }
     }
+    if !named {
+        inside(&base, at, write)?;
+    }
+    for pattern in patterns {
+        inside(&base.join(glob_prefix(pattern)?), at, write)?;
+    }
+    Ok(())
+}
+
+/// A member's strings: one string, or an array of them.
+fn strings(value: &serde_json::Value) -> Option<Vec<&str>> {
+    match value {
+        serde_json::Value::String(s) => Some(vec![s.as_str()]),
+        serde_json::Value::Array(items) => items.iter().map(serde_json::Value::as_str).collect(),
+        _ => None,
+    }
+}
+
+/// The directories a glob pattern names before its first wildcard (every match lies
+/// under them); a `..` anywhere in it could climb out after a wildcard, and denies.
+fn glob_prefix(pattern: &str) -> Result<PathBuf, String> {
+    let path = Path::new(pattern);
+    if path.components().any(|c| c == Component::ParentDir) {
+        return Err(format!("the pattern `{pattern}` climbs out with `..`"));
+    }
+    let mut prefix = PathBuf::new();
+    for part in path.components() {
+        if part
+            .as_os_str()
+            .to_string_lossy()
+            .contains(['*', '?', '[', '{'])
+        {
+            break;
+        }
+        prefix.push(part);
+    }
+    Ok(prefix)
 }
 
 /// The path with symlinks resolved as far as it exists (a file about to be written
@@ -142,7 +318,12 @@ fn inside(path: &Path, at: &Where, write: bool) -> Result<(), String> {
     let Some(real) = physical(path) else {
         return denied("the guard cannot resolve the path");
     };
-    let Some(tree) = physical(at.worktree) else {
+    let Some(worktree) = at.worktree else {
+        return denied(
+            "no binding names the session's worktree, so the tool cannot be kept inside it",
+        );
+    };
+    let Some(tree) = physical(worktree) else {
         return denied("the guard cannot resolve the session's worktree");
     };
     if let Some(home) = at.home.and_then(physical)
@@ -156,6 +337,17 @@ fn inside(path: &Path, at: &Where, write: bool) -> Result<(), String> {
             tree.display()
         ));
     };
+    // A file with a second name (a hard link planted earlier) may be one outside the
+    // worktree, or in `.git`: no path says which, so writing it denies.
+    if write
+        && let Ok(meta) = std::fs::symlink_metadata(&real)
+        && std::os::unix::fs::MetadataExt::nlink(&meta) > 1
+        && !meta.is_dir()
+    {
+        return denied(
+            "the file has another name (a hard link), which may be outside the worktree",
+        );
+    }
     for part in rest.components() {
         if let Component::Normal(name) = part {
             let name = name.to_string_lossy();
@@ -183,7 +375,7 @@ mod tests {
         std::os::unix::fs::symlink(tmp.join("home"), tree.join("link")).unwrap();
         let home = tmp.join("home");
         let at = Where {
-            worktree: &tree,
+            worktree: Some(&tree),
             home: Some(&home),
             cwd: &tree,
         };
@@ -207,6 +399,39 @@ mod tests {
         assert!(!ok("WebFetch", json!({"url": "http://127.0.0.1/"})));
         assert!(!ok("Task", json!({})));
         assert!(!ok("SomeNewTool", json!({})));
+        // Every path member is looked at, whichever spelling the harness uses; a member
+        // the guard does not know denies rather than reading as "no path".
+        assert!(!ok(
+            "read_many_files",
+            json!({"paths": ["src/x", "/etc/passwd"]})
+        ));
+        assert!(!ok(
+            "read_many_files",
+            json!({"paths": ["**/*.rs"], "include": ["../other/*"]})
+        ));
+        assert!(ok("read_many_files", json!({"paths": ["src/**/*.rs"]})));
+        assert!(!ok("LS", json!({"dir_path": home})));
+        assert!(!ok("Grep", json!({"pattern": "token", "dir_path": "../"})));
+        assert!(!ok(
+            "Glob",
+            json!({"pattern": format!("{}/**", home.display())})
+        ));
+        assert!(!ok("Glob", json!({"pattern": "**/../../x"})));
+        assert!(ok("Glob", json!({"pattern": "src/**/*.rs"})));
+        assert!(!ok(
+            "Read",
+            json!({"file_path": "a.md", "other_path": "/etc/x"})
+        ));
+        assert!(!ok("Read", json!("a.md")));
+        // A hard link in the worktree may name a file outside it: no write through it.
+        std::fs::write(tmp.join("outside"), "x").unwrap();
+        std::fs::hard_link(tmp.join("outside"), tree.join("linked")).unwrap();
+        assert!(ok("Read", json!({"file_path": "linked"})));
+        assert!(!ok("Write", json!({"file_path": "linked"})));
+        assert!(!ok(
+            "Edit",
+            json!({"file_path": "linked", "old_string": "x", "new_string": "y"})
+        ));
         std::fs::create_dir_all(home.join("guard")).unwrap();
         std::fs::write(read_only_servers_file(&home), "# docs only\ndocs\n").unwrap();
         assert!(ok("mcp__docs__fetch_page", json!({})));
