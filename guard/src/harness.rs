@@ -89,15 +89,23 @@ pub fn normalize(harness: Harness, input: Value) -> Value {
                 _ => None,
             };
             // Gemini CLI names an MCP tool `mcp_<server>_<tool>` (hooks reference); the
-            // guard's rules read `mcp__SERVER__TOOL`. A server name with `_` in it splits
-            // early, which only ever makes the tool look less read-only (fails closed).
+            // guard's rules read `mcp__SERVER__TOOL`. With one `_` after the prefix the split
+            // is certain; with more, `mcp_github_get_merge_pull_request` could be server
+            // `github`, tool `get_merge_pull_request` (read-only by its prefix) or server
+            // `github_get`, tool `merge_pull_request`. The guard cannot tell, so it does not
+            // guess: the name keeps every part as the server and no tool, which no
+            // read-only rule matches, and a quarantined session's call is denied.
             if renamed.is_none()
                 && !tool.starts_with("mcp__")
-                && let Some((server, name)) = tool
-                    .strip_prefix("mcp_")
-                    .and_then(|rest| rest.split_once('_'))
+                && let Some(rest) = tool.strip_prefix("mcp_")
+                && let Some((server, name)) = rest.split_once('_')
             {
-                m.insert("tool_name".into(), json!(format!("mcp__{server}__{name}")));
+                let renamed = if name.contains('_') {
+                    format!("mcp__{rest}__")
+                } else {
+                    format!("mcp__{server}__{name}")
+                };
+                m.insert("tool_name".into(), json!(renamed));
             }
             if tool == "run_shell_command" {
                 // Gemini CLI runs the command in the directory it names, if any.
@@ -342,7 +350,14 @@ mod tests {
             json!({"session_id": "g1", "cwd": "/w", "hook_event_name": "BeforeTool",
                    "tool_name": "mcp_github_get_pull_request", "tool_input": {}}),
         );
-        assert_eq!(gemini_mcp.tool.name(), "mcp__github__get_pull_request");
+        // Ambiguous: server `github`, tool `get_pull_request`, or server `github_get`…
+        assert_eq!(gemini_mcp.tool.name(), "mcp__github_get_pull_request__");
+        let plain = read(
+            Harness::Gemini,
+            json!({"session_id": "g1", "cwd": "/w", "hook_event_name": "BeforeTool",
+                   "tool_name": "mcp_github_search", "tool_input": {}}),
+        );
+        assert_eq!(plain.tool.name(), "mcp__github__search");
         let cursor_mcp = read(
             Harness::Cursor,
             json!({"conversation_id": "k1", "hook_event_name": "beforeMCPExecution",
