@@ -104,6 +104,33 @@ fn one_call_shapes() -> Vec<Shape> {
             ),
         );
     }
+    // The examples the round-three report handed over, one per kind, as given (origin a
+    // local path, the loopback server for the HTTP ones).
+    for s in [
+        "git config diff.external '{push}; :' list && git diff HEAD~1",
+        "git rebase --exe '{push}' HEAD~1",
+        "git rebase -qx '{push}' HEAD~1",
+        "git fetch --upload-pac='{evil}' {remote}",
+        "git grep --open-files='{evil}' work",
+        "make --eva='$(shell {push})'",
+        "tar --checkpoint-act=exec='{evil}' -cf /dev/null file.txt",
+        "sed --expr='1e {evil}' file.txt",
+        "gawk --sour='BEGIN{system(\"{push}\")}'",
+        "curl --data-bin @file.txt {url}",
+        "wget --post-d=x {url}",
+        "gh api -iXPUT {url}",
+        "c='user.name=t push -q --no-verify {remote} HEAD:main'; git -c $c",
+        "printf -vx push; git $x -q --no-verify {remote} HEAD:main",
+        "shopt -s lastpipe; true | x=push; git $x -q --no-verify {remote} HEAD:main",
+        "PERL5OPT='-Mstrict;system(q({evil}))' perl -e 1",
+        "NODE_OPTIONS='--require {tmp}/evil.js' node -e 1",
+        "GH_BROWSER='{evil}' gh browse",
+        "CURL_HOME={tmp} curl {url}",
+        "WGETRC={tmp}/wgetrc wget -q -O /dev/null {url}",
+        "perl -0 -e 'system(q({evil}))'",
+    ] {
+        one("the report's own examples", s.to_string());
+    }
     // Abbreviated long options and bundled short ones that run a program or reach out.
     for s in [
         "git grep -O{evil} work",
