@@ -401,7 +401,20 @@ fn stream(
     std::thread::sleep(Duration::from_millis(2_500));
     heal(cluster);
     let healed = Instant::now();
+    // At least 2.5 s of history after healing, and until it shows progress (a grant and an
+    // ALLOWED ask after healing): a new election on a loaded box can take longer than
+    // that. Bounded at 15 s, after which the assertion below names what is missing.
     std::thread::sleep(Duration::from_millis(2_500));
+    while healed.elapsed() < Duration::from_secs(15) {
+        let r = recorded.lock().unwrap();
+        let granted = r.grants.iter().any(|g| g.3 > healed);
+        let allowed = r.asks.iter().any(|a| a.4 && a.2 > healed);
+        drop(r);
+        if granted && allowed {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
     stop.store(true, Ordering::Relaxed);
     rt.block_on(async {
         for t in tasks {
