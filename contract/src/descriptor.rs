@@ -116,6 +116,9 @@ pub enum DescriptorError {
     Empty,
     /// Not JSON, or not a descriptor's shape; serde's reason.
     NotADescriptor(serde_json::Error),
+    /// Read without following links ([`read_no_symlinks`]): a component of its path is a
+    /// symbolic link, or the path is not a plain absolute one.
+    LinkInPath(crate::no_follow::NoFollowError),
     /// A field breaks the vocabulary (ARCHITECTURE.md, "Vocabulary").
     Invalid(InvalidName),
 }
@@ -148,6 +151,7 @@ impl fmt::Display for DescriptorError {
             DescriptorError::Empty => f.write_str("the file is empty"),
             DescriptorError::NotADescriptor(e) => write!(f, "not a descriptor: {e}"),
             DescriptorError::Invalid(e) => e.fmt(f),
+            DescriptorError::LinkInPath(e) => e.fmt(f),
         }
     }
 }
@@ -503,6 +507,22 @@ pub fn read(path: &Path) -> Result<Option<Descriptor>, DescriptorError> {
     }
 }
 
+/// Reads and validates a descriptor the way the daemon reads a bound lane's, with its own
+/// rights at a path the lane may change: no symbolic link is followed in any component
+/// ([`crate::no_follow`]), so the lane cannot point the daemon at a file of its choosing.
+/// `Ok(None)` when it does not exist. The asker's and the guard's [`read`] follow links
+/// (a lane reading its own descriptor with its own rights gains nothing from one).
+pub fn read_no_symlinks(path: &Path) -> Result<Option<Descriptor>, DescriptorError> {
+    use crate::no_follow::{self, NoFollowError};
+    let file = match no_follow::open_read(path) {
+        Ok(file) => file,
+        Err(NoFollowError::Missing) => return Ok(None),
+        Err(NoFollowError::Io(e)) => return Err(DescriptorError::Open(e)),
+        Err(e) => return Err(DescriptorError::LinkInPath(e)),
+    };
+    read_open(file).and_then(|bytes| Descriptor::parse(&bytes).map(Some))
+}
+
 /// Opens without blocking (a FIFO opens at once and is then refused), requires a regular
 /// file, and reads at most `MAX_DESCRIPTOR_BYTES` + 1 bytes.
 fn read_bounded(path: &Path) -> Result<Vec<u8>, DescriptorError> {
@@ -514,6 +534,12 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, DescriptorError> {
             io::ErrorKind::NotFound => DescriptorError::Missing,
             _ => DescriptorError::Open(e),
         })?;
+    read_open(file)
+}
+
+/// Of a file opened: requires a regular file, reads at most `MAX_DESCRIPTOR_BYTES` + 1
+/// bytes.
+fn read_open(file: File) -> Result<Vec<u8>, DescriptorError> {
     let meta = file.metadata().map_err(DescriptorError::Stat)?;
     let kind = meta.file_type();
     if !kind.is_file() {

@@ -2,14 +2,18 @@
 //! line per REFUSED or COULD NOT READ, filed under the caller's session, lane, row, cwd and
 //! action. The daemon records what it decides; the asker what it decides itself. One
 //! `write` per line on an `O_APPEND` file, so concurrent writers never interleave within
-//! a line; rotated by size to `refusals.jsonl.1`.
+//! a line; rotated by size to `refusals.jsonl.1`. Each record names the uid it came from,
+//! and a rotation keeps every uid's newest records within a fair share of the rotated
+//! generation ([`rotate`]), so one uid's flood of refusals cannot rotate another's out.
+
+mod rotate;
 
 use crate::descriptor::Descriptor;
 use crate::verdict::Verdict;
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// The ledger is rotated once it reaches this many bytes (8 MiB): one old generation is
@@ -78,6 +82,11 @@ pub struct LedgerRecord {
     /// Location fence only: the tenant's epoch in the held map, -1 when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub epoch: Option<i64>,
+    /// The uid the attempt came from: the peer's for what the daemon decides (none when
+    /// the socket could not tell), else the deciding process's own. A rotation keeps each
+    /// uid's records within its share ([`rotate`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<u32>,
 }
 
 impl LedgerRecord {
@@ -99,7 +108,15 @@ impl LedgerRecord {
             descriptor: None,
             location: None,
             epoch: None,
+            uid: Some(crate::paths::euid()),
         }
+    }
+
+    /// Files it under the uid the attempt came from (the daemon's peer), `None` when the
+    /// socket could not tell.
+    pub fn with_uid(mut self, uid: Option<u32>) -> LedgerRecord {
+        self.uid = uid;
+        self
     }
 
     /// Files it under the descriptor judged (board, row, lane, generation), if one was read.
@@ -144,13 +161,38 @@ impl LedgerRecord {
 
 /// Appends one record as one line with one `write`, creating the file 0600 (and its
 /// directory 0700) when missing, and rotating it first when it has reached
-/// `MAX_LEDGER_BYTES`.
+/// `MAX_LEDGER_BYTES` ([`rotate`]: each uid's newest records within a fair share).
 pub fn append(path: &Path, record: &LedgerRecord) -> io::Result<()> {
+    append_within(path, record, MAX_LEDGER_BYTES)
+}
+
+/// How many times a writer reopens a ledger that was rotated under it before it gives up.
+const REOPENS: usize = 16;
+
+/// [`append`] with the rotation size as a parameter (tests use a small one). A writer
+/// holds a shared lock on the file while it writes and the rotation an exclusive one,
+/// and a writer that finds the path names another file than the one it opened (rotated
+/// meanwhile) opens it again: a line is never written into a generation being rotated.
+fn append_within(path: &Path, record: &LedgerRecord, max: u64) -> io::Result<()> {
     let mut line = serde_json::to_vec(record).map_err(io::Error::other)?;
     line.push(b'\n');
-    let file = open_append(path)?;
-    let file = rotate_if_full(path, file)?;
-    (&file).write_all(&line)
+    for _ in 0..REOPENS {
+        let file = open_append(path)?;
+        file.lock_shared()?;
+        if !rotate::still_names(path, &file)? {
+            continue;
+        }
+        if file.metadata()?.len() >= max {
+            file.unlock()?;
+            rotate::rotate(path, &file, max)?;
+            continue;
+        }
+        return (&file).write_all(&line);
+    }
+    Err(io::Error::other(format!(
+        "{} was rotated under this writer {REOPENS} times in a row",
+        path.display()
+    )))
 }
 
 fn open_append(path: &Path) -> io::Result<File> {
@@ -173,27 +215,6 @@ fn open_append(path: &Path) -> io::Result<File> {
         }
         other => other,
     }
-}
-
-/// Rotates under an exclusive lock, and only when the path still names the file we
-/// opened: a writer that lost the race appends to the rotated generation instead of
-/// rotating twice (which would drop a generation).
-fn rotate_if_full(path: &Path, file: File) -> io::Result<File> {
-    if file.metadata()?.len() < MAX_LEDGER_BYTES {
-        return Ok(file);
-    }
-    file.lock()?;
-    let ours = file.metadata()?;
-    let still_ours = fs::metadata(path)
-        .map(|m| m.ino() == ours.ino() && m.dev() == ours.dev())
-        .unwrap_or(false);
-    if still_ours && ours.len() >= MAX_LEDGER_BYTES {
-        fs::rename(path, rotated(path))?;
-        file.unlock()?;
-        return open_append(path);
-    }
-    file.unlock()?;
-    Ok(file)
 }
 
 /// The rotated generation: `refusals.jsonl.1`.
@@ -224,6 +245,7 @@ pub fn now_ms() -> u64 {
 mod tests {
     use super::*;
     use crate::verdict::Reason;
+    use std::os::unix::fs::MetadataExt;
 
     #[test]
     fn records_append_as_lines_and_read_back() {

@@ -13,6 +13,7 @@
 //! - [`verdict`]: the four verdicts, every reason's spelling, the exit codes.
 //! - [`descriptor`]: the descriptor format, its validation and its resolution.
 //! - [`lease_token`]: the lease token a grant creates and an ask presents.
+//! - [`no_follow`]: opening a file with no symbolic link anywhere in its path.
 //! - [`git_layout`]: git dirs as git lays them out (worktrees' common dir, submodules').
 //! - [`protocol`]: request and answer lines on the socket.
 //! - [`client`]: one exchange with the daemon within one deadline.
@@ -30,6 +31,7 @@ pub mod descriptor;
 pub mod git_layout;
 pub mod lease_token;
 pub mod ledger;
+pub mod no_follow;
 pub mod paths;
 pub mod protocol;
 pub mod quarantine;

@@ -90,6 +90,10 @@ pub enum Reason {
     MappedElsewhere,
     /// Location fence: the tenant's row is here but not `active`.
     TenantNotActive,
+    /// Key broker: the request is not a login to an allowed forge (not a publickey
+    /// userauth request, no verified `session-bind@openssh.com` to a host key on the
+    /// daemon's allowlist, another session or user): signed for no one, ALLOWED or not.
+    DestinationRefused,
 
     // COULD NOT READ (exit 1)
     /// The descriptor exists but cannot be read, parsed or validated.
@@ -158,6 +162,7 @@ impl Reason {
         Reason::TenantAmbiguous,
         Reason::MappedElsewhere,
         Reason::TenantNotActive,
+        Reason::DestinationRefused,
         Reason::DescriptorUnreadable,
         Reason::DescriptorMissing,
         Reason::FenceUnreadable,
@@ -195,6 +200,7 @@ impl Reason {
             Reason::TenantAmbiguous => "tenant_ambiguous",
             Reason::MappedElsewhere => "mapped_elsewhere",
             Reason::TenantNotActive => "tenant_not_active",
+            Reason::DestinationRefused => "destination_refused",
             Reason::DescriptorUnreadable => "descriptor_unreadable",
             Reason::DescriptorMissing => "descriptor_missing",
             Reason::FenceUnreadable => "fence_unreadable",
@@ -240,6 +246,7 @@ impl Reason {
                 | Reason::TenantAmbiguous
                 | Reason::MappedElsewhere
                 | Reason::TenantNotActive
+                | Reason::DestinationRefused
         )
     }
 }
