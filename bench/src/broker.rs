@@ -173,7 +173,7 @@ pub fn run(options: &Options, bin_dir: &Path) -> Result<Figures, String> {
     fs::write(
         &lanes,
         format!(
-            "[[lane]]\nlane = \"bench\"\nuid = 0\ndescriptor = \"{}\"\n",
+            "[[lane]]\nlane = \"bench\"\nuid = 0\ndescriptor = \"{}\"\nboard = \"bench\"\nrow = \"row-1\"\n",
             descriptor.display()
         ),
     )
@@ -188,6 +188,10 @@ pub fn run(options: &Options, bin_dir: &Path) -> Result<Figures, String> {
             .arg(&daemon_key)
             .arg("--broker-lanes")
             .arg(&lanes)
+            .arg("--broker-forge-host-key")
+            .arg(root.join("host.pub"))
+            .arg("--broker-forge-user")
+            .arg("root")
             .stdout(Stdio::null())
             .stderr(log(&root.join("daemon.log"))?),
         "row-fence-resident (broker)",

@@ -38,13 +38,22 @@ impl Users {
         Users { names: Vec::new() }
     }
 
-    /// Makes a user `rfb<pid><tag>` whose HOME is `<dir>/<tag>-home`. The password field
-    /// is `*` (no password, not locked), so sshd lets it log in with a key.
+    /// Makes a user `rfb<pid><tag>` whose HOME is `<dir>/<tag>-home`, with a group of its
+    /// own (`useradd -U`, as README "Key broker" makes lanes: a group shared by lanes
+    /// lets one write another's git dir). The password field is `*` (no password, not
+    /// locked), so sshd lets it log in with a key.
     fn add(&mut self, dir: &Path, tag: &str) -> User {
+        self.add_with(dir, tag, &["-U"])
+    }
+
+    /// [`Users::add`] with `group` (`-U`: its own; `-N`: the system's default group,
+    /// shared by every user made so).
+    fn add_with(&mut self, dir: &Path, tag: &str, group: &[&str]) -> User {
         let name = format!("rfb{}{tag}", std::process::id());
         let home = dir.join(format!("{tag}-home"));
         let made = Command::new("useradd")
-            .args(["-M", "-N", "-p", "*", "-s", "/bin/sh", "-d"])
+            .args(group)
+            .args(["-M", "-p", "*", "-s", "/bin/sh", "-d"])
             .arg(&home)
             .arg(&name)
             .output()
@@ -74,6 +83,9 @@ impl Drop for Users {
     fn drop(&mut self) {
         for name in &self.names {
             let _ = Command::new("userdel").arg(name).output();
+            // userdel removes the user's own group itself where USERGROUPS_ENAB is on;
+            // elsewhere it is removed here (a group still in use is left).
+            let _ = Command::new("groupdel").arg(name).output();
         }
     }
 }
@@ -285,26 +297,26 @@ impl Site {
             .iter()
             .map(|(user, descriptor)| {
                 format!(
-                    "[[lane]]\nlane = \"lane-a\"\nuid = {}\ndescriptor = \"{}\"\n",
+                    "[[lane]]\nlane = \"lane-a\"\nuid = {}\ndescriptor = \"{}\"\nboard = \"board-1\"\nrow = \"row-1\"\n",
                     user.uid,
                     descriptor.display()
                 )
             })
             .collect();
         fs::write(&self.lanes, text).expect("lanes.toml");
-        let daemon = self.home.daemon_with(
-            &[
-                "--broker-socket",
-                &self.agent.display().to_string(),
-                "--broker-key",
-                &self.key.display().to_string(),
-                "--broker-read-key",
-                &self.key.with_file_name("read").display().to_string(),
-                "--broker-lanes",
-                &self.lanes.display().to_string(),
-            ],
-            &[],
-        );
+        let mut args = vec![
+            "--broker-socket".to_string(),
+            self.agent.display().to_string(),
+            "--broker-key".into(),
+            self.key.display().to_string(),
+            "--broker-read-key".into(),
+            self.key.with_file_name("read").display().to_string(),
+            "--broker-lanes".into(),
+            self.lanes.display().to_string(),
+        ];
+        args.extend(self.forge_args());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let daemon = self.home.daemon_with(&args, &[]);
         assert!(
             self.agent.exists(),
             "no broker socket: {}",
@@ -316,15 +328,34 @@ impl Site {
     /// Starts the daemon with the broker on and nothing loaded: no key, no binding (the
     /// operator adds them with `row-fence keys add` and `row-fence lane add`).
     fn bare_daemon(&self) -> Daemon {
-        let daemon = self
-            .home
-            .daemon_with(&["--broker-socket", &self.agent.display().to_string()], &[]);
+        let mut args = vec![
+            "--broker-socket".to_string(),
+            self.agent.display().to_string(),
+        ];
+        args.extend(self.forge_args());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let daemon = self.home.daemon_with(&args, &[]);
         assert!(
             self.agent.exists(),
             "no broker socket: {}",
             daemon.log_text()
         );
         daemon
+    }
+
+    /// The daemon's forge allowlist: the sshd's host key and its one user.
+    fn forge_args(&self) -> Vec<String> {
+        vec![
+            "--broker-forge-host-key".into(),
+            self.host_key_pub().display().to_string(),
+            "--broker-forge-user".into(),
+            self.server.name.clone(),
+        ]
+    }
+
+    /// The sshd's public host key (0644 in a directory every uid traverses).
+    fn host_key_pub(&self) -> PathBuf {
+        self.home.path("sshd/host_key.pub")
     }
 
     /// Runs `program args` as `user` in `dir` with a clean environment whose
@@ -528,6 +559,10 @@ fn a_lane_pushes_while_allowed_and_after_a_takeover_no_route_gets_a_signature() 
             &a.name,
             "--worktree",
             &a_tree_text,
+            "--board",
+            "board-1",
+            "--row",
+            "row-1",
         ],
     );
     assert!(
@@ -549,6 +584,10 @@ fn a_lane_pushes_while_allowed_and_after_a_takeover_no_route_gets_a_signature() 
             &b_uid,
             "--worktree",
             &b_tree_text,
+            "--board",
+            "board-1",
+            "--row",
+            "row-1",
         ],
     );
     let listed = operator(&site, &["keys", "list", "--json"]).json();
@@ -634,8 +673,8 @@ fn a_lane_pushes_while_allowed_and_after_a_takeover_no_route_gets_a_signature() 
     );
     renewed.expect_ok("lane A's renew --via-daemon");
     // A script of the lane's own that opens its own connection to the agent socket and
-    // sends a sign request for the push key (its public half is public) without listing
-    // first: signed while ALLOWED.
+    // sends a sign request for the push key (its public half is public) over bytes of its
+    // choosing: refused even while ALLOWED, since it is no login to the forge.
     let public = a.home.join("push.pub");
     fs::copy(site.rsa_key.with_extension("pub"), &public).expect("copy rsa.pub");
     chown(&public, a.uid, a.gid);
@@ -649,7 +688,12 @@ fn a_lane_pushes_while_allowed_and_after_a_takeover_no_route_gets_a_signature() 
             &["-c", RAW_SIGN_REQUEST, &agent, &public_text],
         )
     };
-    sign_direct(&site).expect_ok("a raw sign request while ALLOWED");
+    let chosen = sign_direct(&site);
+    assert_ne!(
+        chosen.code, 0,
+        "chosen bytes were signed while ALLOWED: {}",
+        chosen.stderr
+    );
 
     // Lane B takes the row over; lane A's next push has no signature by any route.
     grant(&site, "lane-b", &b_tree, &["--takeover"]);
@@ -1067,47 +1111,226 @@ fn a_peer_that_floods_the_broker_costs_the_others_no_signature() {
     );
 }
 
+/// The ledger's records whose action starts with `action` and whose detail holds `text`,
+/// waiting (≤ 5 s) for one: the ledger is written off the hot path.
+fn ledger_has(site: &Site, action: &str, text: &str) -> Vec<LedgerRecord> {
+    let path = row_fence_contract::paths::ledger(&site.home.home);
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let found: Vec<LedgerRecord> = ledger::read(&path)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| r.action.starts_with(action) && r.detail.contains(text))
+            .collect();
+        if !found.is_empty() || Instant::now() > until {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `row-fence show BOARD ROW --json` as the operator: the lease's holder and expiry.
+fn lease_of(site: &Site, board: &str, row: &str) -> (String, u64) {
+    let shown = operator(site, &["show", board, row, "--json"]).json();
+    let lease = &shown[0];
+    (
+        lease["holder"].as_str().unwrap_or("").to_string(),
+        lease["expires_at_ms"].as_u64().unwrap_or(0),
+    )
+}
+
 #[test]
-fn a_descriptor_made_a_symlink_to_a_file_only_the_daemon_reads_tells_the_lane_nothing_of_it() {
+fn a_binding_acts_for_its_own_lease_only_and_follows_no_link_to_another() {
     let mut site = Site::new();
     let (a, a_tree) = site.lane("a");
+    let (_, b_tree) = site.lane("b");
+    // Lane A's row: its descriptor in its own git dir (written by the operator), the
+    // binding pinned to board-1/row-1. Lane A also holds another lease under the same
+    // lane name, board-2/row-7, whose descriptor only the daemon's uid can read.
+    grant(&site, "lane-a", &a_tree, &[]);
+    let (_, other) = site
+        .home
+        .acquire("board-2", "row-7", "lane-a", &["--ttl", "2h"]);
     let descriptor = a_tree.join(".git").join("row-fence.json");
     let _daemon = site.daemon(&[(&a, &descriptor)]);
-    // A file of the daemon's uid (root here) in a directory no lane can enter, shaped so
-    // that parsing it quotes a value.
+    let push = |site: &Site| {
+        site.as_lane(
+            &a,
+            &a_tree,
+            "git",
+            &["push", "-q", "origin", "HEAD:refs/heads/main"],
+        )
+    };
+    let head = site.commit(&a, &a_tree, "a-1");
+    push(&site).expect_ok("lane A's push while ALLOWED");
+    assert_eq!(site.remote_ref("main").as_deref(), Some(head.as_str()));
+    let rf = crate::util::bin("row-fence").display().to_string();
+    let via_daemon = |site: &Site, args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--via-daemon", "--json"]);
+        site.as_lane(&a, &a_tree, &rf, &all)
+    };
+    // A renew through the daemon is capped by the operator (12 h unless set), never a
+    // year.
+    let long = via_daemon(&site, &["renew", "--ttl", "366d"]);
+    assert_eq!(long.code, 1, "{}{}", long.stdout, long.stderr);
+    assert!(
+        long.stderr.contains("--broker-renew-max"),
+        "{}",
+        long.stderr
+    );
+    via_daemon(&site, &["renew", "--ttl", "1h"]).expect_ok("renew for 1h");
+
+    // The same descriptor with the binding unpinned: the lane can change it (its own git
+    // dir), so the daemon refuses it, ALLOWED or not.
+    let pinned = fs::read_to_string(&site.lanes).expect("lanes.toml");
+    let unpinned: String = pinned
+        .lines()
+        .filter(|l| !l.starts_with("board") && !l.starts_with("row"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    fs::write(&site.lanes, &unpinned).expect("lanes.toml");
+    operator(&site, &["lane", "reload"]);
+    let head = site.commit(&a, &a_tree, "a-unpinned");
+    assert_ne!(push(&site).code, 0, "pushed through an unpinned binding");
+    assert_ne!(site.remote_ref("main").as_deref(), Some(head.as_str()));
+    assert!(
+        !ledger_has(&site, "ssh ", "pins no lease and the lane can change").is_empty(),
+        "no ledger record of the unpinned binding"
+    );
+    // `lane add` refuses such a binding before writing anything.
+    let c_user = site.users.add(site.home.dir.path(), "c");
+    let spare = site.home.path("spare-lanes.toml").display().to_string();
+    let a_tree_text = a_tree.display().to_string();
+    let c_uid = c_user.uid.to_string();
+    let added = site.home.cli(&[
+        "lane",
+        "add",
+        "lane-c",
+        "--uid",
+        &c_uid,
+        "--worktree",
+        &a_tree_text,
+        "--lanes",
+        &spare,
+    ]);
+    assert_eq!(
+        added.code, 0,
+        "a uid that cannot change the descriptor: {}",
+        added.stderr
+    );
+    let refused = site.home.cli(&[
+        "lane",
+        "add",
+        "lane-a2",
+        "--uid",
+        &a.name,
+        "--worktree",
+        &a_tree_text,
+        "--lanes",
+        &spare,
+    ]);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("--board and --row"),
+        "{}",
+        refused.stderr
+    );
+    fs::write(&site.lanes, &pinned).expect("lanes.toml");
+    operator(&site, &["lane", "reload"]);
+    push(&site).expect_ok("lane A's push, pinned again");
+
+    // Taken over: lane A points its descriptor at board-2's (a symlink: it cannot even
+    // read the file). Nothing is signed for it, and the other lease is neither renewed
+    // nor released.
+    grant(&site, "lane-b", &b_tree, &["--takeover"]);
+    let before = lease_of(&site, "board-2", "row-7");
+    assert_eq!(before.0, "lane-a");
+    let link = |site: &Site, target: &Path| {
+        site.as_lane(
+            &a,
+            &a_tree,
+            "ln",
+            &["-sf", &target.display().to_string(), ".git/row-fence.json"],
+        )
+        .expect_ok("ln -s")
+    };
+    link(&site, &other);
+    let stale = site.commit(&a, &a_tree, "a-after-takeover");
+    assert_ne!(
+        push(&site).code,
+        0,
+        "pushed through another lease's descriptor"
+    );
+    assert_ne!(site.remote_ref("main").as_deref(), Some(stale.as_str()));
+    for act in [&["renew", "--ttl", "2h"][..], &["release"]] {
+        let ran = via_daemon(&site, act);
+        assert_ne!(ran.code, 0, "{act:?} through the link: {}", ran.stdout);
+        assert!(
+            ran.stderr.contains("descriptor_unreadable"),
+            "{}",
+            ran.stderr
+        );
+    }
+    // A descriptor the lane writes itself, naming board-2/row-7: refused by the pin
+    // before the store is asked.
+    site.as_lane(&a, &a_tree, "rm", &["-f", ".git/row-fence.json"])
+        .expect_ok("rm");
+    fs::write(
+        &descriptor,
+        r#"{"board":"board-2","row":"row-7","lane":"lane-a","generation":1}"#,
+    )
+    .expect("a forged descriptor");
+    chown(&descriptor, a.uid, a.gid);
+    for act in [&["renew", "--ttl", "2h"][..], &["release"]] {
+        let ran = via_daemon(&site, act);
+        assert_ne!(
+            ran.code, 0,
+            "{act:?} of a descriptor naming board-2: {}",
+            ran.stdout
+        );
+        assert!(ran.stderr.contains("peer_refused"), "{}", ran.stderr);
+    }
+    assert_ne!(push(&site).code, 0);
+    assert_eq!(
+        lease_of(&site, "board-2", "row-7"),
+        before,
+        "the other lease changed"
+    );
+    assert!(
+        !ledger_has(
+            &site,
+            "renew@row-fence",
+            "a binding acts for its own lease only"
+        )
+        .is_empty(),
+        "no ledger record of the pin"
+    );
+
+    // A link to a file only the daemon's uid reads: the daemon does not open it, so
+    // neither the lane nor the ledger learns a word of it.
     let secret = site.key.with_file_name("secret.json");
     fs::write(
         &secret,
         r#"{"board":"TOPSECRET","row":"r","lane":"lane-a","generation":1}"#,
     )
     .expect("secret.json");
-    site.as_lane(
-        &a,
-        &a_tree,
-        "ln",
-        &["-s", &secret.display().to_string(), ".git/row-fence.json"],
-    )
-    .expect_ok("ln -s");
-    let renewed = site.as_lane(
-        &a,
-        &a_tree,
-        &crate::util::bin("row-fence").display().to_string(),
-        &["renew", "--via-daemon"],
-    );
-    let said = format!("{}{}", renewed.stdout, renewed.stderr);
-    assert_ne!(renewed.code, 0, "renewed: {said}");
-    assert!(!said.contains("TOPSECRET"), "the lane was told: {said}");
+    link(&site, &secret);
+    let probed = via_daemon(&site, &["renew"]);
+    let said = format!("{}{}", probed.stdout, probed.stderr);
+    assert_ne!(probed.code, 0, "renewed: {said}");
     assert!(said.contains("descriptor_unreadable"), "{said}");
-    // The operator's ledger has the detail.
-    let path = row_fence_contract::paths::ledger(&site.home.home);
-    let until = Instant::now() + Duration::from_secs(5);
-    while !fs::read_to_string(&path)
-        .unwrap_or_default()
-        .contains("TOPSECRET")
-    {
-        assert!(Instant::now() < until, "the detail is not in the ledger");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert!(!said.contains("TOPSECRET"), "the lane was told: {said}");
+    assert!(
+        !ledger_has(&site, "renew@row-fence", "symbolic link").is_empty(),
+        "the ledger does not name the link"
+    );
+    let ledger_text =
+        fs::read_to_string(row_fence_contract::paths::ledger(&site.home.home)).unwrap_or_default();
+    assert!(
+        !ledger_text.contains("TOPSECRET"),
+        "the daemon read through the link"
+    );
 }
 
 /// A daemon started as `user` with the broker on, stopped (SIGTERM) when dropped.
@@ -1187,6 +1410,7 @@ fn a_daemon_under_its_own_uid_holds_the_key_where_neither_a_lane_nor_its_own_uid
         .arg(&key)
         .arg("--broker-lanes")
         .arg(&site.lanes)
+        .args(site.forge_args())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(fs::File::create(&log).expect("log"));

@@ -11,6 +11,7 @@ use row_fence_contract::report::out;
 use row_fence_contract::{exit, paths, say};
 use row_fence_resident::audit::{self, AuditRecord};
 use row_fence_resident::broker::lanes::{self, Binding, Lanes};
+use row_fence_resident::broker::writable::Principal;
 use row_fence_resident::config::Settings;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -26,7 +27,7 @@ pub struct LaneArgs {
 
 #[derive(clap::Subcommand, Debug)]
 enum LaneCommand {
-    /// Bind a uid to a lane and its worktree: the key broker signs for that uid as that lane
+    /// Bind a uid to a lane, its worktree and its lease: the key broker signs for that uid as that lane, for that lease only
     Add(LaneAddArgs),
     /// List the bindings
     List(JsonArgs),
@@ -49,6 +50,12 @@ struct LaneAddArgs {
     /// The lane's descriptor, when it is not the worktree's <git dir>/row-fence.json
     #[arg(long, value_name = "PATH")]
     descriptor: Option<PathBuf>,
+    /// The board of the lease the lane acts for (with --row): a descriptor naming another lease is refused. Needed unless the descriptor is where the lane's uid cannot change it
+    #[arg(long, value_name = "BOARD", requires = "row")]
+    board: Option<String>,
+    /// The row of that lease (with --board)
+    #[arg(long, value_name = "ROW", requires = "board")]
+    row: Option<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -152,19 +159,62 @@ fn binding(args: &LaneAddArgs) -> Result<Binding, Failure> {
             Err(broken) => return Err(Failure::could_not(broken)),
         },
     };
+    if let Some(board) = &args.board {
+        descriptor::validate_board(board).map_err(Failure::usage)?;
+    }
+    if let Some(row) = &args.row {
+        descriptor::validate_row(row).map_err(Failure::usage)?;
+    }
+    if args.board.is_none() {
+        unpinned_descriptor_is_out_of_reach(&descriptor, uid)?;
+    }
     Ok(Binding {
         lane: Some(args.lane.clone()),
         uid,
         worktree: Some(worktree),
         descriptor,
+        board: args.board.clone(),
+        row: args.row.clone(),
     })
+}
+
+/// A binding that names no lease stands only on a descriptor the lane cannot change:
+/// otherwise the lane could make it name another lease (ARCHITECTURE.md, "Key broker").
+/// The daemon checks it again at every read; this says so before anything is written.
+fn unpinned_descriptor_is_out_of_reach(descriptor: &Path, uid: u32) -> Result<(), Failure> {
+    let lane = Principal::of(uid);
+    // The descriptor may not exist yet (granted later): its directory decides then.
+    let target = if descriptor.exists() {
+        descriptor
+    } else {
+        descriptor.parent().unwrap_or(Path::new("/"))
+    };
+    match lane.can_change(target) {
+        Ok(None) => Ok(()),
+        Ok(Some(through)) => Err(Failure::usage(format!(
+            "{} can change the descriptor {} (through {}): name the lease it acts for with --board and --row, or keep its descriptor where only this user writes (--descriptor)",
+            lane.name(),
+            descriptor.display(),
+            through.display()
+        ))),
+        Err(e) => Err(Failure::could_not(format!(
+            "cannot tell whether uid {uid} can change the descriptor {}: {e}",
+            descriptor.display()
+        ))),
+    }
 }
 
 fn audit_of(binding: &Binding) -> AuditRecord {
     let mut record = AuditRecord::new("", paths::euid(), true);
     record.lane = binding.lane.clone();
     record.uid = Some(binding.uid);
-    record.detail = format!("descriptor {}", binding.descriptor.display());
+    record.detail = match binding.pinned() {
+        Some((board, row)) => format!(
+            "descriptor {}, lease {board}/{row}",
+            binding.descriptor.display()
+        ),
+        None => format!("descriptor {}", binding.descriptor.display()),
+    };
     record
 }
 
@@ -287,14 +337,20 @@ fn print_lanes(lanes: &Lanes, json: bool) {
         return;
     }
     out(&format!(
-        "{:<24} {:>8}  {:<40} DESCRIPTOR",
-        "LANE", "UID", "WORKTREE"
+        "{:<24} {:>8}  {:<24} {:<40} DESCRIPTOR",
+        "LANE", "UID", "LEASE", "WORKTREE"
     ));
     for b in lanes.bindings() {
+        let lease = b
+            .pinned()
+            .map_or("(its descriptor's)".to_string(), |(board, row)| {
+                format!("{board}/{row}")
+            });
         out(&format!(
-            "{:<24} {:>8}  {:<40} {}",
+            "{:<24} {:>8}  {:<24} {:<40} {}",
             b.lane.as_deref().unwrap_or("-"),
             b.uid,
+            lease,
             b.worktree
                 .as_ref()
                 .map_or("-".to_string(), |w| w.display().to_string()),

@@ -160,7 +160,7 @@ impl Resident {
             return crate::broker::admin::answer(shared, request.op, uid);
         }
         match request.op {
-            Op::Ask(ask) => self.ask(*ask).await,
+            Op::Ask(ask) => self.ask(*ask, uid).await,
             Op::Ping => Answer {
                 v: PROTOCOL_VERSION,
                 pong: Some(Pong {
@@ -200,6 +200,7 @@ impl Resident {
             _ => None,
         };
         let record = LedgerRecord::new(DecidedBy::Daemon, verdict, detail.clone())
+            .with_uid(uid)
             .with_descriptor(claimed.as_ref().map(|a| &a.descriptor))
             .with_caller(
                 claimed.as_ref().and_then(|a| a.caller.session.as_deref()),
@@ -216,7 +217,7 @@ impl Resident {
         Answer::could_not_read(Reason::ProtocolError, detail)
     }
 
-    async fn ask(&self, ask: Ask) -> Answer {
+    async fn ask(&self, ask: Ask, uid: u32) -> Answer {
         let started = Instant::now();
         let d = &ask.descriptor;
         if let Err(e) = d.validate() {
@@ -230,7 +231,7 @@ impl Resident {
         self.proof.note(gated.verdict);
         if gated.verdict.is_denial() {
             self.refusals
-                .record(ledger_record(&ask, &gated, located.as_ref()));
+                .record(ledger_record(&ask, &gated, located.as_ref()).with_uid(Some(uid)));
         }
         Answer::verdict(gated.verdict, gated.detail, Some(d))
     }
@@ -243,6 +244,7 @@ impl Resident {
             descriptor: &ask.descriptor,
             action: &ask.action,
             session: ask.caller.session.as_deref(),
+            uid: None,
         };
         self.judge_claim(&claim, ask.deadline_ms, started).await
     }
@@ -275,12 +277,20 @@ impl Resident {
     }
 
     /// Records a denial decided before any store call (the key broker's peer bound to no
-    /// lane, its descriptor unreadable), counted like any ask.
-    pub fn record_denial(&self, claim: Option<&Claim<'_>>, action: &str, gated: &Gated) {
+    /// lane, its descriptor unreadable, a sign request for no allowed login), counted like
+    /// any ask, filed under the peer's `uid` (none when the socket could not tell).
+    pub fn record_denial(
+        &self,
+        claim: Option<&Claim<'_>>,
+        action: &str,
+        gated: &Gated,
+        uid: Option<u32>,
+    ) {
         self.count(gated.verdict);
         let record = match claim {
             Some(claim) => claim_record(claim, gated, None),
             None => LedgerRecord::new(DecidedBy::Daemon, gated.verdict, gated.detail.clone())
+                .with_uid(uid)
                 .with_caller(None, None, action),
         };
         self.refusals.record(record);
@@ -422,6 +432,9 @@ pub struct Claim<'a> {
     pub action: &'a str,
     /// The caller's session (the key broker puts the peer's uid and pid here).
     pub session: Option<&'a str>,
+    /// The peer's uid, for the ledger's share per uid; `None` where the caller is filed
+    /// under its uid elsewhere (an ask's answer adds it) or the socket could not tell.
+    pub uid: Option<u32>,
 }
 
 /// Counts an ask in flight for as long as it lives, also when its task is torn down.
@@ -453,6 +466,7 @@ fn ledger_record(ask: &Ask, gated: &Gated, located: Option<&AskLocation>) -> Led
 
 fn claim_record(claim: &Claim<'_>, gated: &Gated, located: Option<&AskLocation>) -> LedgerRecord {
     LedgerRecord::new(DecidedBy::Daemon, gated.verdict, gated.detail.clone())
+        .with_uid(claim.uid)
         .with_descriptor(Some(claim.descriptor))
         .with_caller(claim.session, None, claim.action)
         .with_location(located.map(|l| (l.location.as_str(), l.epoch)))

@@ -180,6 +180,8 @@ mod tests {
             stats: BrokerStats::default(),
             changing: Mutex::new(()),
             refused_audit: Default::default(),
+            forges: Default::default(),
+            renew_max_ms: crate::broker::lease::DEFAULT_RENEW_MAX_MS,
         }
     }
 

@@ -1,22 +1,26 @@
 //! One broker connection: the ssh-agent protocol (ssh-agent-lib) with the peer's uid,
 //! taken from the socket when it connected, deciding everything (ARCHITECTURE.md, "Key
-//! broker"). A lane's uid may list and sign, and only while its lane is ALLOWED, judged
-//! by the same gate as every ask at the moment of each request. Read keys (fetch only, as
-//! the forge enforces) are listed after the push keys and signed for every peer, so a
-//! refused lane still fetches. A bound lane may also renew and release its own lease
-//! ([`super::lease`]). Every other request (adding, removing, locking keys) is refused
+//! broker"). Every key signs only a publickey login to an allowed forge, in the session a
+//! verified `session-bind@openssh.com` bound this connection to ([`super::destination`]):
+//! never chosen bytes, an sshsig or a commit signature. A lane's uid may list and sign a
+//! push key only while its lane is ALLOWED, judged by the same gate as every ask at the
+//! moment of each request. Read keys (fetch only, as the forge enforces) are listed after
+//! the push keys and signed for every peer's login, so a refused lane still fetches. A
+//! bound lane may also renew and release its own lease ([`super::lease`]). Every other request (adding, removing, locking keys) is refused
 //! to everyone on this socket, so no peer can change what the broker holds; the daemon's
 //! own uid changes keys on the control socket ([`super::admin`]). The daemon's own uid may
 //! list the keys here (`ssh-add -l`) but signs nothing: it is no lane.
 
 use super::Broker;
+use super::bound;
+use super::destination::{Destination, Refused};
 use super::keys::{self, fingerprint};
 use super::lanes::Binding;
 use super::lease::{self, LeaseAnswer, LeaseRequest};
 use crate::gate::Gated;
 use crate::resident::Claim;
 use crate::sync::read;
-use row_fence_contract::descriptor::{self, Descriptor};
+use row_fence_contract::descriptor::Descriptor;
 use row_fence_contract::{Reason, Verdict};
 use ssh_agent_lib::agent::Session;
 use ssh_agent_lib::error::AgentError;
@@ -48,7 +52,7 @@ impl Sessions {
             broker: self.0.clone(),
             uid: cred.map(|c| c.uid()),
             pid: cred.and_then(|c| c.pid()),
-            host: None,
+            destination: Destination::default(),
         }
     }
 }
@@ -62,8 +66,9 @@ pub struct PeerSession {
     uid: Option<u32>,
     /// The peer's pid, for the ledger.
     pid: Option<i32>,
-    /// The server's host key fingerprint from a verified `session-bind@openssh.com`.
-    host: Option<String>,
+    /// The server this connection is bound to by its one verified
+    /// `session-bind@openssh.com`, if any: what a signature may be used for.
+    destination: Destination,
 }
 
 /// Who the peer is to the broker, as the bindings say at the moment of the request.
@@ -97,62 +102,22 @@ impl PeerSession {
         }
     }
 
-    /// Reads the bound lane's own descriptor now, off the daemon's serving thread (a stuck
-    /// disk holds up this request only). A descriptor naming another lane than the
-    /// binding's is refused: a lane's uid cannot become another lane.
-    async fn read_descriptor(&self, binding: &Binding) -> Result<Descriptor, Gated> {
-        let path = binding.descriptor.clone();
-        let read = tokio::task::spawn_blocking(move || descriptor::read(&path))
-            .await
-            .unwrap_or_else(|e| {
-                Err(descriptor::DescriptorError::Open(std::io::Error::other(
-                    format!("the read did not finish: {e}"),
-                )))
-            });
-        let path = &binding.descriptor;
-        let unreadable = |verdict: Verdict, detail: String| Gated { verdict, detail };
-        match read {
-            // Only the bound lane's own lease: a binding without a lane never gets here
-            // (refused when the bindings load), and would be refused here too.
-            Ok(Some(d)) => match &binding.lane {
-                Some(lane) if *lane == d.lane => Ok(d),
-                lane => Err(unreadable(
-                    Verdict::CouldNotRead(Reason::PeerRefused),
-                    format!(
-                        "the descriptor {} names lane {}, but uid {} is bound to lane {}",
-                        path.display(),
-                        d.lane,
-                        binding.uid,
-                        lane.as_deref().unwrap_or("(none)")
-                    ),
-                )),
-            },
-            Ok(None) => Err(unreadable(
-                Verdict::CouldNotRead(Reason::DescriptorMissing),
-                format!("the lane's descriptor {} does not exist", path.display()),
-            )),
-            Err(e) => Err(unreadable(
-                Verdict::CouldNotRead(Reason::DescriptorUnreadable),
-                format!("the lane's descriptor {}: {e}", path.display()),
-            )),
-        }
-    }
-
     /// Judges the bound lane's own descriptor, read now by the daemon, for `action`.
     async fn judge(&self, binding: &Binding, action: &str) -> Gated {
         let who = self.who();
         let resident = &self.broker.resident;
-        match self.read_descriptor(binding).await {
+        match bound::read_now(binding).await {
             Ok(d) => {
                 let claim = Claim {
                     descriptor: &d,
                     action,
                     session: Some(&who),
+                    uid: self.uid,
                 };
                 resident.gate_claim(&claim, super::SIGN_DEADLINE_MS).await
             }
             Err(gated) => {
-                resident.record_denial(None, &format!("{action} ({who})"), &gated);
+                resident.record_denial(None, &format!("{action} ({who})"), &gated, self.uid);
                 gated
             }
         }
@@ -169,14 +134,16 @@ impl PeerSession {
                 "the key broker binds no lane to {who}: only a bound lane renews or releases through it"
             ));
         };
-        let d = match self.read_descriptor(&binding).await {
+        let d: Descriptor = match bound::read_now(&binding).await {
             Ok(d) => d,
             Err(gated) => {
                 // The detail can quote what the daemon read with its own rights through a
-                // path the lane controls (its descriptor made a symlink to a file only the
-                // daemon may read): it goes to the ledger, and the lane gets the reason.
+                // path the lane controls: it goes to the ledger, and the lane gets the
+                // reason.
                 let action = format!("{name} ({})", self.who());
-                self.broker.resident.record_denial(None, &action, &gated);
+                self.broker
+                    .resident
+                    .record_denial(None, &action, &gated, self.uid);
                 let reason = gated.verdict.reason().map_or("refused", |r| r.as_str());
                 return LeaseAnswer::could_not(format!(
                     "the daemon could not use the lane's descriptor {} ({reason}; the daemon's refusal ledger has the detail)",
@@ -190,10 +157,12 @@ impl PeerSession {
         let store = self.broker.resident.store.as_ref();
         let deadline = std::time::Duration::from_millis(super::SIGN_DEADLINE_MS);
         let done = if name == lease::RENEW {
-            if request.ttl_ms == 0 || request.ttl_ms > lease::MAX_TTL_MS {
+            let most = self.broker.shared.renew_max_ms;
+            if request.ttl_ms == 0 || request.ttl_ms > most {
                 return LeaseAnswer::could_not(format!(
-                    "a lease time of {} ms is not within 1 ms and 366 days",
-                    request.ttl_ms
+                    "a lease time of {} is not within 1 ms and {}, the longest this daemon renews a lane's lease for (--broker-renew-max)",
+                    lease::spell_ms(request.ttl_ms),
+                    lease::spell_ms(most)
                 ));
             }
             tokio::time::timeout(
@@ -242,11 +211,22 @@ impl PeerSession {
             detail,
         };
         let action = format!("{action} ({})", self.who());
-        self.broker.resident.record_denial(None, &action, &gated);
+        self.broker
+            .resident
+            .record_denial(None, &action, &gated, self.uid);
     }
 
-    fn host(&self) -> &str {
-        self.host.as_deref().unwrap_or("host unknown")
+    /// Records a bind or a sign request refused by the destination rule, naming the host
+    /// the connection's bind verified (never a name the lane chose).
+    fn refuse_destination(&self, action: &str, why: Refused) {
+        let gated = Gated {
+            verdict: Verdict::Refused(Reason::DestinationRefused),
+            detail: why.0,
+        };
+        let action = format!("{action} ({})", self.who());
+        self.broker
+            .resident
+            .record_denial(None, &action, &gated, self.uid);
     }
 }
 
@@ -259,7 +239,7 @@ impl Session for PeerSession {
         let mut listed = match self.peer() {
             Peer::Own => read(held).push.identities(),
             Peer::Lane(binding) => {
-                let action = format!("ssh list identities, {}", self.host());
+                let action = format!("ssh list identities, {}", self.destination.host());
                 let gated = self.judge(&binding, &action).await;
                 if gated.verdict == Verdict::Allowed {
                     read(held).push.identities()
@@ -281,54 +261,64 @@ impl Session for PeerSession {
         let stats = &shared.stats;
         let public = request.credential.key_data();
         // A push key is judged whatever else it is: the push set is looked in first.
-        let read_key = {
+        let push = {
             let held = read(&shared.held);
-            match held.push.find(public) {
-                Some(_) => None,
-                None => held
-                    .read
-                    .find(public)
-                    .map(|key| keys::sign(key, &request.data, request.flags)),
+            match (held.push.find(public), held.read.find(public)) {
+                (Some(_), _) => true,
+                (None, Some(_)) => false,
+                // Not a key the broker holds: nothing to judge, nothing it could sign.
+                (None, None) => {
+                    stats.refused.fetch_add(1, Ordering::Relaxed);
+                    return Err(AgentError::Failure);
+                }
             }
         };
-        if let Some(signed) = read_key {
-            // A read key fetches only (the forge's forced command): no verdict needed.
-            let signature = signed.map_err(AgentError::other)?;
-            stats.signed.fetch_add(1, Ordering::Relaxed);
-            return Ok(signature);
-        }
-        if read(&shared.held).push.find(public).is_none() {
-            // Not a key the broker holds: nothing to judge, nothing it could sign.
+        let action = format!(
+            "ssh sign with {}, {}",
+            fingerprint(public),
+            self.destination.host()
+        );
+        if let Err(why) = self
+            .destination
+            .permits(&request.data, public, &shared.forges)
+        {
+            self.refuse_destination(&action, why);
             stats.refused.fetch_add(1, Ordering::Relaxed);
             return Err(AgentError::Failure);
         }
-        let action = format!("ssh sign with {}, {}", fingerprint(public), self.host());
-        let allowed = match self.peer() {
-            Peer::Lane(binding) => self.judge(&binding, &action).await.verdict == Verdict::Allowed,
-            Peer::Own => {
-                let gated = Gated {
-                    verdict: Verdict::CouldNotRead(Reason::PeerRefused),
-                    detail: "the daemon's own uid is no lane; the broker signs for lanes only"
-                        .into(),
-                };
-                let action = format!("{action} ({})", self.who());
-                self.broker.resident.record_denial(None, &action, &gated);
-                false
-            }
-            Peer::Stranger => {
-                self.refuse_stranger(&action);
-                false
-            }
-        };
+        let allowed = !push
+            || match self.peer() {
+                Peer::Lane(binding) => {
+                    self.judge(&binding, &action).await.verdict == Verdict::Allowed
+                }
+                Peer::Own => {
+                    let gated = Gated {
+                        verdict: Verdict::CouldNotRead(Reason::PeerRefused),
+                        detail: "the daemon's own uid is no lane; the broker signs for lanes only"
+                            .into(),
+                    };
+                    let action = format!("{action} ({})", self.who());
+                    self.broker
+                        .resident
+                        .record_denial(None, &action, &gated, self.uid);
+                    false
+                }
+                Peer::Stranger => {
+                    self.refuse_stranger(&action);
+                    false
+                }
+            };
         if !allowed {
             stats.refused.fetch_add(1, Ordering::Relaxed);
             return Err(AgentError::Failure);
         }
         // Found again after the verdict: a key the operator removed meanwhile signs nothing.
-        let signed = read(&shared.held)
-            .push
-            .find(public)
-            .map(|key| keys::sign(key, &request.data, request.flags));
+        let signed = {
+            let held = read(&shared.held);
+            let set = if push { &held.push } else { &held.read };
+            set.find(public)
+                .map(|key| keys::sign(key, &request.data, request.flags))
+        };
         let Some(signed) = signed else {
             stats.refused.fetch_add(1, Ordering::Relaxed);
             return Err(AgentError::Failure);
@@ -358,14 +348,22 @@ impl Session for PeerSession {
         if extension.name != SESSION_BIND {
             return Err(AgentError::Failure);
         }
-        // Only a bind whose signature verifies names the host: an unverified one could
-        // put any name in the ledger.
-        match extension.parse_message::<SessionBind>()? {
-            Some(bind) if bind.verify_signature().is_ok() => {
-                self.host = Some(format!("host {}", fingerprint(&bind.host_key)));
-                Ok(None)
+        let bind = match extension.parse_message::<SessionBind>() {
+            Ok(Some(bind)) => bind,
+            _ => {
+                let why = Refused("a session-bind@openssh.com that does not parse".into());
+                self.destination = Destination::Spoiled { print: None };
+                self.refuse_destination("ssh session-bind, host unknown", why);
+                return Err(AgentError::Failure);
             }
-            _ => Err(AgentError::Failure),
+        };
+        match self.destination.bind(&bind, &self.broker.shared.forges) {
+            Ok(()) => Ok(None),
+            Err(why) => {
+                let action = format!("ssh session-bind, {}", self.destination.host());
+                self.refuse_destination(&action, why);
+                Err(AgentError::Failure)
+            }
         }
     }
 }

@@ -3,10 +3,14 @@
 //! peer's uid from the socket and reads the bound descriptor itself. The bindings file is
 //! an operator's act (`row-fence lane add`, or written by hand), so it must be the
 //! daemon's own (or root's) and writable by no one else; a file a lane could write would
-//! let it bind itself to another lane. Every binding names its lane, and a descriptor
-//! naming another one is refused: the daemon reads the descriptor with its own rights, so
-//! without the name a lane could point its descriptor (a symlink) at another lane's file it
-//! cannot read itself, and be judged as that lane.
+//! let it bind itself to another lane.
+//!
+//! A binding pins the lease, not a name ([`super::bound`]): it names its lane, and either
+//! the lease's board and row (a descriptor naming another lease is refused, wherever it
+//! sits) or a descriptor the lane's uid cannot change (a directory only the daemon's user
+//! writes). The daemon reads the descriptor with its own rights and follows no link in its
+//! path, so a lane cannot point it at another lease's descriptor, even one held under the
+//! same lane name, or at any other file the daemon may read.
 //!
 //! ```toml
 //! [[lane]]
@@ -14,6 +18,8 @@
 //! uid = 1001
 //! worktree = "/srv/lanes/a"                    # optional: what `lane list` shows
 //! descriptor = "/srv/lanes/a/.git/row-fence.json"
+//! board = "board-1"                            # the lease it may act for: the
+//! row = "row-1"                                # descriptor must name this one
 //! ```
 
 use serde::{Deserialize, Serialize};
@@ -84,6 +90,21 @@ pub struct Binding {
     pub worktree: Option<PathBuf>,
     /// The lane's descriptor (absolute), read by the daemon at every sign request.
     pub descriptor: PathBuf,
+    /// The board of the one lease this lane acts for (with `row`): a descriptor naming
+    /// another is refused. Without it the descriptor must sit where the lane's uid cannot
+    /// change it, checked at every read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub board: Option<String>,
+    /// The row of that lease.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row: Option<String>,
+}
+
+impl Binding {
+    /// The board and row this binding pins, if it pins one.
+    pub fn pinned(&self) -> Option<(&str, &str)> {
+        Some((self.board.as_deref()?, self.row.as_deref()?))
+    }
 }
 
 #[derive(Default, Serialize, Deserialize)]
@@ -128,6 +149,18 @@ impl Lanes {
             ));
         };
         row_fence_contract::descriptor::validate_lane(lane).map_err(|e| e.to_string())?;
+        match (&binding.board, &binding.row) {
+            (Some(board), Some(row)) => {
+                row_fence_contract::descriptor::validate_board(board).map_err(|e| e.to_string())?;
+                row_fence_contract::descriptor::validate_row(row).map_err(|e| e.to_string())?;
+            }
+            (None, None) => {}
+            _ => {
+                return Err(format!(
+                    "lane {lane}: a binding pins a lease by board and row together, or by neither"
+                ));
+            }
+        }
         if let Some(other) = self.by_lane(lane) {
             return Err(format!(
                 "lane {lane} is bound twice (uids {} and {})",
@@ -238,6 +271,24 @@ mod tests {
     }
 
     #[test]
+    fn a_pin_is_a_board_and_a_row_together_both_valid() {
+        let pinned = "[[lane]]\nlane = \"a\"\nuid = 1\ndescriptor = \"/a\"\nboard = \"board-1\"\nrow = \"row-1\"\n";
+        let lanes = Lanes::parse(pinned).unwrap();
+        assert_eq!(
+            lanes.lane_of(1).unwrap().pinned(),
+            Some(("board-1", "row-1"))
+        );
+        for half in [
+            "board = \"b\"\n",
+            "row = \"r\"\n",
+            "board = \"B A D\"\nrow = \"r\"\n",
+        ] {
+            let text = format!("[[lane]]\nlane = \"a\"\nuid = 1\ndescriptor = \"/a\"\n{half}");
+            assert!(Lanes::parse(&text).is_err(), "{half}");
+        }
+    }
+
+    #[test]
     fn a_uid_bound_twice_is_an_error() {
         let err = Lanes::parse(
             "[[lane]]\nlane = \"a\"\nuid = 1\ndescriptor = \"/a\"\n[[lane]]\nlane = \"b\"\nuid = 1\ndescriptor = \"/b\"\n",
@@ -286,6 +337,8 @@ mod tests {
             uid: 1001,
             worktree: Some("/w/a".into()),
             descriptor: "/w/a/.git/row-fence.json".into(),
+            board: Some("board-1".into()),
+            row: Some("row-1".into()),
         };
         lanes.add(binding.clone()).unwrap();
         let again = Binding {

@@ -17,14 +17,26 @@ pub const RENEW: &str = "renew@row-fence";
 /// Releases the bound lane's lease.
 pub const RELEASE: &str = "release@row-fence";
 
-/// The longest lease time a lane may renew for: 366 days, as `row-fence renew --ttl`.
+/// The longest lease time an operator may let lanes renew for (`--broker-renew-max`): 366
+/// days, as `row-fence renew --ttl`.
 pub const MAX_TTL_MS: u64 = 366 * 24 * 3600 * 1000;
+
+/// The longest lease time a lane renews for through the daemon unless the operator says
+/// otherwise: 12 hours. A lane renews as it works; a lease renewed for months would
+/// outlive the lane that holds it, and only a takeover would free the row.
+pub const DEFAULT_RENEW_MAX_MS: u64 = 12 * 3600 * 1000;
+
+/// A duration in ms as a person reads it (`12h`, `1h 30m`).
+pub fn spell_ms(ms: u64) -> String {
+    humantime::format_duration(std::time::Duration::from_millis(ms)).to_string()
+}
 
 /// What a lane asks.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LeaseRequest {
-    /// The new lease time from now, in ms (renew only; 1..=[`MAX_TTL_MS`]).
+    /// The new lease time from now, in ms (renew only; from 1 to the daemon's
+    /// `--broker-renew-max`, [`DEFAULT_RENEW_MAX_MS`] unless set).
     #[serde(default)]
     pub ttl_ms: u64,
 }

@@ -6,7 +6,12 @@
 //!
 //! # Layout
 //! - [`keys`]: the keys, from files private to the daemon's uid or `row-fence keys add`.
+//! - [`forges`]: the forges' host keys and users a signature may log in to.
+//! - [`destination`]: one connection's `session-bind@openssh.com`, and what it permits.
+//! - [`userauth`]: the one thing signed, a publickey login request, parsed.
 //! - [`lanes`]: the uid → lane bindings (an operator's file, `row-fence lane add`).
+//! - [`bound`]: a bound lane's lease, read now and checked against its binding.
+//! - [`writable`]: who can change a path (uids, groups, sticky directories).
 //! - [`conn`]: the socket's accept loop and framing, bounded per peer.
 //! - [`agent`]: one connection's ssh-agent session, deciding by the peer's uid.
 //! - [`lease`]: a bound lane's renew and release, asked on the broker socket.
@@ -15,14 +20,20 @@
 
 pub mod admin;
 pub mod agent;
+pub mod bound;
 pub mod conn;
+pub mod destination;
+pub mod forges;
 pub mod keys;
 pub mod lanes;
 pub mod lease;
+pub mod userauth;
+pub mod writable;
 
 use crate::resident::Resident;
 use crate::socket::{self, SocketError, SocketGuard};
 use crate::sync::{lock, read, write};
+use forges::{ForgeError, Forges};
 use keys::{Held, KeyError, PushKeys};
 use lanes::{Lanes, LanesError};
 use row_fence_contract::paths;
@@ -49,9 +60,29 @@ pub struct BrokerArgs {
     /// A read key (same rules), signed for any peer so a refused lane can still fetch: the forge must let it only fetch; repeatable [env: ROW_FENCE_BROKER_READ_KEYS, comma-separated]
     #[arg(long = "broker-read-key", value_name = "FILE")]
     pub broker_read_keys: Vec<PathBuf>,
-    /// The uid → lane bindings (TOML `[[lane]] uid, descriptor`), as `row-fence lane add` writes them [env: ROW_FENCE_BROKER_LANES] [default: $ROW_FENCE_HOME/broker/lanes.toml]
+    /// The uid → lane bindings (TOML `[[lane]] lane, uid, descriptor, board, row`), as `row-fence lane add` writes them [env: ROW_FENCE_BROKER_LANES] [default: $ROW_FENCE_HOME/broker/lanes.toml]
     #[arg(long, value_name = "FILE")]
     pub broker_lanes: Option<PathBuf>,
+    /// A forge's ssh host key (its .pub, or known_hosts lines as `ssh-keyscan` prints them): the broker signs only a login to a server that proves it holds one; repeatable, at least one [env: ROW_FENCE_BROKER_FORGE_HOST_KEYS, comma-separated]
+    #[arg(long = "broker-forge-host-key", value_name = "FILE")]
+    pub broker_forge_host_keys: Vec<PathBuf>,
+    /// The user a login to the forge may be for; repeatable [env: ROW_FENCE_BROKER_FORGE_USERS, comma-separated] [default: git]
+    #[arg(long = "broker-forge-user", value_name = "USER")]
+    pub broker_forge_users: Vec<String>,
+    /// The longest lease time a lane may renew its own lease for through the daemon (`row-fence renew --via-daemon`), e.g. 8h, at most 366d [env: ROW_FENCE_BROKER_RENEW_MAX] [default: 12h]
+    #[arg(long, value_name = "DURATION", value_parser = parse_renew_max)]
+    pub broker_renew_max: Option<u64>,
+}
+
+/// `--broker-renew-max`: a duration (`humantime`), in ms, from 1 ms to 366 days.
+fn parse_renew_max(text: &str) -> Result<u64, String> {
+    let ms = humantime::parse_duration(text)
+        .map_err(|e| format!("{text:?} is not a duration such as 8h or 2d: {e}"))?
+        .as_millis();
+    if ms == 0 || ms > u128::from(lease::MAX_TTL_MS) {
+        return Err(format!("{text} is not within 1 ms and 366 days"));
+    }
+    Ok(ms as u64)
 }
 
 impl BrokerArgs {
@@ -69,11 +100,34 @@ impl BrokerArgs {
                 .map(PathBuf::from)
                 .collect()
         };
+        let users = if self.broker_forge_users.is_empty() {
+            std::env::var("ROW_FENCE_BROKER_FORGE_USERS")
+                .unwrap_or_default()
+                .split(',')
+                .filter(|u| !u.is_empty())
+                .map(str::to_string)
+                .collect()
+        } else {
+            self.broker_forge_users.clone()
+        };
+        let renew_max = match self.broker_renew_max {
+            Some(ms) => Ok(ms),
+            None => match std::env::var("ROW_FENCE_BROKER_RENEW_MAX") {
+                Ok(text) if !text.is_empty() => parse_renew_max(&text),
+                _ => Ok(lease::DEFAULT_RENEW_MAX_MS),
+            },
+        };
         Some(Settings {
             socket,
             keys: list(&self.broker_keys, "ROW_FENCE_BROKER_KEYS"),
             read_keys: list(&self.broker_read_keys, "ROW_FENCE_BROKER_READ_KEYS"),
             lanes: crate::config::flag_or_env(&self.broker_lanes, "ROW_FENCE_BROKER_LANES"),
+            forge_host_keys: list(
+                &self.broker_forge_host_keys,
+                "ROW_FENCE_BROKER_FORGE_HOST_KEYS",
+            ),
+            forge_users: users,
+            renew_max_ms: renew_max,
         })
     }
 }
@@ -90,6 +144,13 @@ pub struct Settings {
     /// The bindings file; `None`: the home's ([`lanes::default_path`]), where a missing
     /// file binds no uid (nothing is signed until `row-fence lane add`).
     pub lanes: Option<PathBuf>,
+    /// The forges' host key files ([`forges`]): at least one.
+    pub forge_host_keys: Vec<PathBuf>,
+    /// The users a login may be for (none: `git`).
+    pub forge_users: Vec<String>,
+    /// The longest renew a lane may ask for, in ms; an `ROW_FENCE_BROKER_RENEW_MAX` that
+    /// does not parse is kept as its error, so the daemon refuses to start on it.
+    pub renew_max_ms: Result<u64, String>,
 }
 
 /// Why the broker did not start; the daemon does not start either (a broker that is
@@ -106,6 +167,17 @@ pub enum BrokerError {
     /// The bindings were refused.
     #[error(transparent)]
     Lanes(#[from] LanesError),
+    /// The forges' allowlist was refused.
+    #[error(transparent)]
+    Forge(#[from] ForgeError),
+    /// A setting that does not parse.
+    #[error("the key broker's {name}: {reason}")]
+    Setting {
+        /// The setting.
+        name: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
     /// The socket's directory or path is refused, or binding failed.
     #[error("the key broker's socket: {0}")]
     Socket(#[from] SocketError),
@@ -152,6 +224,10 @@ pub struct Shared {
     pub changing: Mutex<()>,
     /// Bounds the refused attempts the audit log records per uid.
     pub refused_audit: crate::audit::RefusedThrottle,
+    /// The forges a signature may log in to.
+    pub forges: Forges,
+    /// The longest lease time a lane may renew for through the broker, in ms.
+    pub renew_max_ms: u64,
 }
 
 impl Shared {
@@ -237,6 +313,14 @@ pub fn prepare(settings: &Settings, home: &Path) -> Result<Prepared, BrokerError
         .clone()
         .unwrap_or_else(|| lanes::default_path(home));
     let lanes = load_lanes(&lanes_path, lanes_named, uid)?;
+    let forges = Forges::load(&settings.forge_host_keys, &settings.forge_users)?;
+    let renew_max_ms = settings
+        .renew_max_ms
+        .clone()
+        .map_err(|reason| BrokerError::Setting {
+            name: "ROW_FENCE_BROKER_RENEW_MAX",
+            reason,
+        })?;
     prepare_dir(&settings.socket)?;
     let (listener, guard) = socket::bind(&settings.socket)?;
     // Lanes run under other uids: the socket is open to all, and the peer's uid decides
@@ -260,6 +344,8 @@ pub fn prepare(settings: &Settings, home: &Path) -> Result<Prepared, BrokerError
         stats: BrokerStats::default(),
         changing: Mutex::new(()),
         refused_audit: Default::default(),
+        forges,
+        renew_max_ms,
     });
     Ok(Prepared {
         shared,
