@@ -1878,8 +1878,141 @@ fn doctor_warns_of_each_way_a_lane_uid_reaches_a_push_without_the_broker() {
         warned.len() == 2
             && warned[0].contains("ControlMaster auto")
             && warned[1].contains("ControlPersist=10m")
-            && warned.iter().all(|w| w.contains("MaxSessions 1")),
+            && warned
+                .iter()
+                .all(|w| w.contains("MaxSessions does not stop it")),
         "{warned:?}"
+    );
+    // A setting in a file the config includes (relative to ~/.ssh, globbed) is ssh's too.
+    fs::create_dir(ssh_dir.join("config.d")).expect("config.d");
+    fs::write(ssh_dir.join("config"), "Include config.d/*.conf\n").expect("ssh config");
+    fs::write(
+        ssh_dir.join("config.d").join("forge.conf"),
+        "Host forge\n    ControlPersist 1h\n",
+    )
+    .expect("included config");
+    chown(&ssh_dir.join("config"), a.uid, a.gid);
+    chown(&ssh_dir.join("config.d"), a.uid, a.gid);
+    let warned = doctor();
+    assert!(
+        warned.len() == 1 && warned[0].contains("forge.conf sets ControlPersist 1h"),
+        "{warned:?}"
+    );
+}
+
+/// `git init --shared=group` in a worktree of `user`'s own: its git dir group-writable.
+fn shared_worktree(root: &Path, user: &User, tag: &str) -> PathBuf {
+    let tree = root.join(format!("{tag}-tree"));
+    fs::create_dir(&tree).expect("worktree");
+    chown(&tree, user.uid, user.gid);
+    let ran = run(Command::new("git")
+        .args(["init", "-q", "--shared=group"])
+        .current_dir(&tree)
+        .env("HOME", &user.home)
+        .uid(user.uid)
+        .gid(user.gid));
+    ran.expect_ok("git init --shared=group");
+    tree
+}
+
+/// Tries, as `user`, to write a pre-commit hook into `tree`'s git dir; true when it is
+/// there afterwards.
+fn plants_hook(user: &User, tree: &Path) -> bool {
+    let hook = tree.join(".git/hooks/pre-commit");
+    let script = format!(
+        "printf '#!/bin/sh\\ngit push -q origin HEAD:refs/heads/planted\\n' > '{}' && chmod +x '{}'",
+        hook.display(),
+        hook.display()
+    );
+    let _ = run(Command::new("sh")
+        .args(["-c", &script])
+        .current_dir(&user.home)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .uid(user.uid)
+        .gid(user.gid));
+    hook.exists()
+}
+
+#[test]
+fn a_lane_plants_no_hook_in_another_lanes_git_dir_unless_they_share_a_group_which_doctor_reports() {
+    let home = Home::file();
+    let root = home.dir.path().to_path_buf();
+    fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).expect("chmod temp dir");
+    let mut users = Users::new();
+    let repo = root.join("repo");
+    fs::create_dir(&repo).expect("repo");
+    run(home.command("git").current_dir(&repo).args(["init", "-q"])).expect_ok("git init");
+    let doctor = |lanes: &[(&User, &Path)]| {
+        let file = root.join("lanes.toml");
+        let text: String = lanes
+            .iter()
+            .enumerate()
+            .map(|(i, (user, tree))| {
+                format!(
+                    "[[lane]]\nlane = \"lane-{i}\"\nuid = {}\nworktree = \"{}\"\ndescriptor = \"{}\"\nboard = \"board-1\"\nrow = \"row-{i}\"\n",
+                    user.uid,
+                    tree.display(),
+                    tree.join(".git/row-fence.json").display()
+                )
+            })
+            .collect();
+        fs::write(&file, text).expect("lanes.toml");
+        let ran = run(home
+            .command(crate::util::bin("row-fence"))
+            .current_dir(&repo)
+            .args(["doctor", "--broker-lanes"])
+            .arg(&file));
+        let found: Vec<String> = ran
+            .stdout
+            .lines()
+            .filter(|l| l.contains("can be changed by lane"))
+            .map(str::to_string)
+            .collect();
+        (ran.code, found)
+    };
+
+    // As README "Key broker" makes lanes: a group each (useradd -U). Even a git dir made
+    // group-writable is then the lane's alone: lane B, refused or not, cannot plant a hook
+    // in lane A's.
+    let a = users.add(&root, "ga");
+    let b = users.add(&root, "gb");
+    let a_tree = shared_worktree(&root, &a, "ga");
+    let b_tree = shared_worktree(&root, &b, "gb");
+    assert!(
+        !plants_hook(&b, &a_tree),
+        "lane B planted a hook in lane A's git dir"
+    );
+    let (_, found) = doctor(&[(&a, &a_tree), (&b, &b_tree)]);
+    assert_eq!(
+        found,
+        Vec::<String>::new(),
+        "a group each, and doctor warns"
+    );
+
+    // Lanes made with useradd -N share the system's default group: lane D plants a hook
+    // in lane C's group-writable git dir, and doctor says so (exit 1), naming the group.
+    let c = users.add_with(&root, "gc", &["-N"]);
+    let d = users.add_with(&root, "gd", &["-N"]);
+    assert_eq!(c.gid, d.gid, "useradd -N gave the lanes different groups");
+    let c_tree = shared_worktree(&root, &c, "gc");
+    let d_tree = shared_worktree(&root, &d, "gd");
+    let (code, found) = doctor(&[(&c, &c_tree), (&d, &d_tree)]);
+    assert_eq!(code, 1);
+    let hooks = format!(
+        "{}/.git/hooks can be changed by lane uid {}",
+        c_tree.display(),
+        d.uid
+    );
+    assert!(
+        found
+            .iter()
+            .any(|l| l.contains(&hooks) && l.contains("which both lanes are in")),
+        "{found:#?}"
+    );
+    assert!(
+        plants_hook(&d, &c_tree),
+        "the shared group did not let lane D write"
     );
 }
 
@@ -1904,10 +2037,42 @@ fn the_hard_demo_runs_on_the_debug_binaries_and_leaves_no_user_behind() {
         ran.stdout
     );
     assert!(!ran.stdout.contains("FAIL"), "{}", ran.stdout);
+    // The routes this tree closes are refused; every route has its line.
+    for route in [
+        "route its descriptor pointed at another lease            REFUSED",
+        "route a hook planted in lane-a's git dir                 REFUSED",
+    ] {
+        assert!(ran.stdout.contains(route), "{route}: {}", ran.stdout);
+    }
+    assert_eq!(
+        ran.stdout
+            .lines()
+            .filter(|l| l.starts_with("   route "))
+            .count(),
+        8,
+        "{}",
+        ran.stdout
+    );
+    // Doctor finds the master lane-b started while ALLOWED and its connection to the forge.
+    assert!(
+        ran.stdout.contains("runs an ssh master") && ran.stdout.contains("-N"),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        ran.stdout.contains("holds a connection to the forge"),
+        "{}",
+        ran.stdout
+    );
     let passwd = fs::read_to_string("/etc/passwd").expect("passwd");
     assert!(
         !passwd.lines().any(|l| l.starts_with("rfh")),
         "the demo left a user behind"
+    );
+    let groups = fs::read_to_string("/etc/group").expect("group");
+    assert!(
+        !groups.lines().any(|l| l.starts_with("rfh")),
+        "the demo left a group behind"
     );
 }
 

@@ -5,7 +5,9 @@
 //! something lacks the fence (a worktree added after install, a submodule initialized
 //! after it, a later `core.sshCommand`, credentials in a remote's URL), 0 otherwise.
 //! With the key broker's bindings (`--broker-lanes`), each lane's uid too: a private key
-//! it can read, another agent in its environment, ssh multiplexing ([`crate::lane_reach`]).
+//! it can read, another agent, an ssh master or a kept connection to the forge, ssh
+//! multiplexing in its configs and what they include, and its HOME, worktree or git dir
+//! writable by another lane ([`crate::lane_reach`]).
 
 use crate::agent_doctor::{self, AgentReport};
 use crate::git_gate;
@@ -25,7 +27,7 @@ pub struct DoctorArgs {
     /// Print the findings as one JSON object
     #[arg(long)]
     json: bool,
-    /// The key broker's uid → lane bindings: each lane's uid is checked for a way to push past the broker (a key it can read, another agent, ssh multiplexing)
+    /// The key broker's uid → lane bindings (TOML `[[lane]] lane, uid, descriptor`, with the lease's `board` and `row`; `lane` is required): each lane's uid is checked for a way past the broker (a key it can read, another agent, an ssh master or a connection kept to the forge, multiplexing in its ssh configs and the files they Include, a HOME, worktree or git dir another lane can write)
     #[arg(long, value_name = "FILE", env = "ROW_FENCE_BROKER_LANES")]
     broker_lanes: Option<PathBuf>,
     /// The broker's agent socket (a lane's SSH_AUTH_SOCK may name it)
@@ -42,8 +44,9 @@ struct LaneReport {
 }
 
 /// Each bound lane's warnings ([`crate::lane_reach`]); a bindings file that cannot be
-/// read is an error (doctor was asked to check the lanes and cannot).
-fn lanes(args: &DoctorArgs) -> Result<Vec<LaneReport>, Failure> {
+/// read is an error (doctor was asked to check the lanes and cannot). `forges`: the ssh
+/// addresses of the repository's remotes, where a kept connection is one to the forge.
+fn lanes(args: &DoctorArgs, forges: &[std::net::SocketAddr]) -> Result<Vec<LaneReport>, Failure> {
     let Some(path) = &args.broker_lanes else {
         return Ok(Vec::new());
     };
@@ -51,12 +54,24 @@ fn lanes(args: &DoctorArgs) -> Result<Vec<LaneReport>, Failure> {
         .map_err(|e| Failure::could_not(format!("lane bindings {}: {e}", path.display())))?;
     let lanes = row_fence_resident::broker::lanes::Lanes::parse(&text)
         .map_err(|e| Failure::could_not(format!("lane bindings {}: {e}", path.display())))?;
+    let uids: Vec<u32> = lanes.bindings().map(|b| b.uid).collect();
     Ok(lanes
         .bindings()
-        .map(|b| LaneReport {
-            uid: b.uid,
-            descriptor: b.descriptor.clone(),
-            warnings: crate::lane_reach::warnings(b.uid, args.broker_socket.as_deref()),
+        .map(|b| {
+            let lane = crate::lane_reach::Lane {
+                uid: b.uid,
+                worktree: b.worktree.clone(),
+            };
+            LaneReport {
+                uid: b.uid,
+                descriptor: b.descriptor.clone(),
+                warnings: crate::lane_reach::warnings(
+                    &lane,
+                    &uids,
+                    args.broker_socket.as_deref(),
+                    forges,
+                ),
+            }
         })
         .collect())
 }
@@ -112,7 +127,13 @@ pub fn run(args: DoctorArgs) -> Outcome {
         .as_deref()
         .map(|h| agent_doctor::examine(h, top.as_deref()))
         .unwrap_or_default();
-    let lanes = lanes(&args)?;
+    let forges: Vec<std::net::SocketAddr> = reports
+        .iter()
+        .flat_map(|r| &r.remotes)
+        .filter(|r| r.transport == "ssh")
+        .flat_map(|r| crate::lane_procs::ssh_addresses(&r.url))
+        .collect();
+    let lanes = lanes(&args, &forges)?;
     let problems: usize = reports.iter().map(|r| r.problems.len()).sum::<usize>()
         + environment.len()
         + agents.iter().map(|a| a.problems.len()).sum::<usize>()

@@ -1,35 +1,56 @@
 //! What a lane's uid can push with past the key broker (ARCHITECTURE.md, "Key broker"),
-//! for `row-fence doctor`. The broker holds the push key, so a refused lane has no
-//! signature, unless its uid reaches a key some other way or keeps a connection:
+//! for `row-fence doctor`. The broker holds the push key and signs only a login to the
+//! forge, so a refused lane has no signature, unless its uid reaches a key some other way,
+//! keeps a connection, or another lane can change what it runs:
 //!
 //! - a private key file it can read under its HOME's `.ssh` (the forge may accept it);
-//! - another ssh agent, in `SSH_AUTH_SOCK` of a process running as that uid;
+//! - what its processes hold ([`crate::lane_procs`]): another ssh agent, an ssh master, a
+//!   connection to the forge;
 //! - ssh multiplexing (`ControlMaster`, `ControlPersist`) in its `~/.ssh/config` or the
-//!   system's `ssh_config`: a connection opened while ALLOWED and kept pushes later with
-//!   no new signature, the one route the broker cannot see (a self-hosted server can
-//!   refuse it with `MaxSessions 1`).
+//!   system's `ssh_config`, and every file they `Include` ([`crate::ssh_config`]): a
+//!   connection opened while ALLOWED and kept pushes later with no new signature;
+//! - its HOME, worktree or git dir (its hooks, its config) writable by another bound lane's
+//!   uid, through permission bits or a group they share: that lane's code runs as this one
+//!   (a `pre-commit` hook planted while this lane is ALLOWED pushes for the other).
 //!
-//! The checks read permission bits (not ACLs) and the config files' text (keywords
-//! anywhere, whatever `Host`/`Match` block they are in: a block that applies to the forge
-//! is enough, so every one counts).
+//! Permission bits are read (not ACLs).
 
+use crate::lane_procs;
+use row_fence_resident::broker::writable::Principal;
 use std::fs;
 use std::io::Read;
+use std::net::SocketAddr;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-/// The system's ssh client configs, as Debian and Fedora ship them (`ssh_config` includes
-/// `ssh_config.d/*.conf`).
+/// The system's ssh client config (on Debian and Fedora it includes `ssh_config.d/*.conf`).
 pub const SYSTEM_SSH_CONFIG: &str = "/etc/ssh/ssh_config";
-/// The directory the system config includes.
-pub const SYSTEM_SSH_CONFIG_D: &str = "/etc/ssh/ssh_config.d";
 
-/// How much of a file is read to tell whether it is a private key or to find options.
+/// Where the system config's relative `Include`s start.
+const SYSTEM_SSH_DIR: &str = "/etc/ssh";
+
+/// How much of a file is read to tell whether it is a private key.
 const HEAD_BYTES: u64 = 256 * 1024;
 
-/// Every warning for the lane bound to `uid`: one sentence each, naming the uid.
-/// `broker_socket`: the broker's agent socket, which `SSH_AUTH_SOCK` may name.
-pub fn warnings(uid: u32, broker_socket: Option<&Path>) -> Vec<String> {
+/// A bound lane as doctor checks it.
+#[derive(Clone, Debug)]
+pub struct Lane {
+    /// Its uid.
+    pub uid: u32,
+    /// Its worktree, as bound (checked with its git dir for other lanes' write access).
+    pub worktree: Option<PathBuf>,
+}
+
+/// Every warning for `lane`: one sentence each, naming its uid. `others`: the other bound
+/// lanes' uids; `broker_socket`: the broker's agent socket, which `SSH_AUTH_SOCK` may name;
+/// `forges`: the remotes' ssh addresses.
+pub fn warnings(
+    lane: &Lane,
+    others: &[u32],
+    broker_socket: Option<&Path>,
+    forges: &[SocketAddr],
+) -> Vec<String> {
+    let uid = lane.uid;
     let mut found = Vec::new();
     let user = match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
         Ok(Some(user)) => user,
@@ -65,29 +86,135 @@ pub fn warnings(uid: u32, broker_socket: Option<&Path>) -> Vec<String> {
             ));
         }
     }
-    let (agents, hidden) = other_agents(uid, broker_socket);
-    if let Some(pid) = hidden {
+    found.extend(held(&who, uid, broker_socket, forges));
+    let mut configs = vec![(ssh_dir.join("config"), ssh_dir.clone())];
+    configs.push((
+        PathBuf::from(SYSTEM_SSH_CONFIG),
+        PathBuf::from(SYSTEM_SSH_DIR),
+    ));
+    for (config, base) in configs {
+        for (file, line) in crate::ssh_config::multiplexing(&config, &base, &user.dir) {
+            found.push(format!(
+                "{who}: {} sets {line}: a connection opened while ALLOWED and kept pushes later with no new signature, which the broker cannot see; remove it (sshd's MaxSessions does not stop it: a master's pushes are each its only session)",
+                file.display()
+            ));
+        }
+    }
+    found.extend(writable_by_others(&who, &user.dir, lane, others));
+    found
+}
+
+/// What the lane's processes hold ([`lane_procs`]), one sentence each.
+fn held(who: &str, uid: u32, broker_socket: Option<&Path>, forges: &[SocketAddr]) -> Vec<String> {
+    let held = lane_procs::scan(uid, broker_socket, forges);
+    let mut found = Vec::new();
+    if let Some(pid) = held.hidden {
         found.push(format!(
-            "{who}: cannot read the environment of its process {pid} to look for another agent (run doctor as root)"
+            "{who}: cannot read the environment or descriptors of its process {pid} to look for another agent, an ssh master or a kept connection (run doctor as root)"
         ));
     }
-    for (pid, socket) in agents {
+    for (pid, socket) in held.agents {
         found.push(format!(
             "{who} runs process {pid} with SSH_AUTH_SOCK={}, another agent than the broker's: any key it holds pushes without the fence; stop it or unset SSH_AUTH_SOCK",
             socket.display()
         ));
     }
-    let mut configs = vec![ssh_dir.join("config"), PathBuf::from(SYSTEM_SSH_CONFIG)];
-    configs.extend(conf_files(Path::new(SYSTEM_SSH_CONFIG_D)));
-    for config in configs {
-        for line in multiplexing_in(&config) {
-            found.push(format!(
-                "{who}: {} sets {line}: a connection opened while ALLOWED and kept pushes later with no new signature, which the broker cannot see; remove it (a self-hosted server can refuse it: MaxSessions 1)",
-                config.display()
-            ));
+    for (pid, why) in held.masters {
+        found.push(format!(
+            "{who} runs an ssh master, process {pid} ({why}): pushes through it need no new signature after the lane is refused; stop it (ssh -O exit, or kill {pid})"
+        ));
+    }
+    for (pid, program, peer) in held.connections {
+        let what = if forges.contains(&peer) {
+            "a connection to the forge"
+        } else {
+            "an ssh connection"
+        };
+        found.push(format!(
+            "{who}'s process {pid} ({program}) holds {what} at {peer}: a session opened while ALLOWED can still push; stop it (kill {pid})"
+        ));
+    }
+    found
+}
+
+/// The lane's HOME, worktree, git dir, hooks and config that another bound lane can
+/// change, naming how (owner, a group it is in, the other bits).
+fn writable_by_others(who: &str, home: &Path, lane: &Lane, others: &[u32]) -> Vec<String> {
+    let mut paths = vec![home.to_path_buf()];
+    if let Some(worktree) = &lane.worktree {
+        paths.push(worktree.clone());
+        if let Ok(Some(git_dir)) = row_fence_contract::descriptor::find_git_dir(worktree) {
+            let common = row_fence_contract::git_layout::common_dir(&git_dir)
+                .unwrap_or_else(|| git_dir.clone());
+            for dir in [&git_dir, &common] {
+                for path in [dir.clone(), dir.join("hooks"), dir.join("config")] {
+                    if !paths.contains(&path) {
+                        paths.push(path);
+                    }
+                }
+                paths.extend(hook_files(&dir.join("hooks")));
+            }
+        }
+    }
+    let mut seen = Vec::new();
+    paths.retain(|p| {
+        let new = !seen.contains(p);
+        seen.push(p.clone());
+        new
+    });
+    let mut found = Vec::new();
+    for uid in others.iter().filter(|u| **u != lane.uid) {
+        let other = Principal::of(*uid);
+        for path in &paths {
+            match other.can_change(path) {
+                Ok(Some(through)) => found.push(format!(
+                    "{who}: {} can be changed by lane {} through {} ({}): that lane can plant what this one runs (a hook, a config); give each lane a group of its own (useradd -U) and no group or other write bits",
+                    path.display(),
+                    other.name(),
+                    through.display(),
+                    why_writable(&other, &through)
+                )),
+                Ok(None) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => found.push(format!(
+                    "{who}: cannot tell whether lane {} can change {}: {e} (run doctor as root)",
+                    other.name(),
+                    path.display()
+                )),
+            }
         }
     }
     found
+}
+
+/// The files in a hooks directory (each one git may run).
+fn hook_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .map(|entries| entries.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+/// Why `principal` may write `path`: it owns it, a group it is in may write it, or every
+/// uid may.
+fn why_writable(principal: &Principal, path: &Path) -> String {
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return "permission bits".into();
+    };
+    if meta.uid() == principal.uid {
+        return "it owns it".into();
+    }
+    if principal.groups.contains(&meta.gid()) && meta.mode() & 0o020 != 0 {
+        let name = nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(meta.gid()))
+            .ok()
+            .flatten()
+            .map_or(format!("gid {}", meta.gid()), |g| {
+                format!("group {} (gid {})", g.name, meta.gid())
+            });
+        return format!("writable by {name}, which both lanes are in");
+    }
+    "writable by every uid".into()
 }
 
 fn groups_of(user: &nix::unistd::User) -> Vec<u32> {
@@ -148,138 +275,9 @@ fn head(path: &Path) -> Option<String> {
     Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-/// `(pid, socket)` for each process of `uid` (the owner of its `/proc` entry) whose
-/// environment names an `SSH_AUTH_SOCK` that exists and is not the broker's; and the first
-/// such process whose environment could not be read.
-fn other_agents(uid: u32, broker_socket: Option<&Path>) -> (Vec<(u32, PathBuf)>, Option<u32>) {
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return (Vec::new(), None);
-    };
-    let mut hidden = None;
-    let broker = broker_socket.and_then(|s| fs::canonicalize(s).ok());
-    let mut found = Vec::new();
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let dir = entry.path();
-        if fs::metadata(&dir).map(|m| m.uid()).ok() != Some(uid) {
-            continue;
-        }
-        let environ = match fs::read(dir.join("environ")) {
-            Ok(environ) => environ,
-            // Not allowed to look: said. Anything else (the process ended since it was
-            // listed: ENOENT, ESRCH) has nothing to say.
-            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                hidden.get_or_insert(pid);
-                continue;
-            }
-            Err(_) => continue,
-        };
-        let Some(socket) = environ
-            .split(|b| *b == 0)
-            .find_map(|kv| kv.strip_prefix(b"SSH_AUTH_SOCK="))
-            .filter(|v| !v.is_empty())
-        else {
-            continue;
-        };
-        let socket = PathBuf::from(String::from_utf8_lossy(socket).into_owned());
-        let Ok(real) = fs::canonicalize(&socket) else {
-            continue;
-        };
-        if Some(&real) != broker.as_ref() && !found.iter().any(|(_, s)| s == &socket) {
-            found.push((pid, socket));
-        }
-    }
-    (found, hidden)
-}
-
-/// The `*.conf` files in `dir`, sorted (the order ssh includes them).
-fn conf_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "conf"))
-                .collect()
-        })
-        .unwrap_or_default();
-    files.sort();
-    files
-}
-
-/// The lines of the ssh config at `path` that turn multiplexing on; none when it cannot
-/// be read.
-pub fn multiplexing_in(path: &Path) -> Vec<String> {
-    head(path).map(|t| multiplexing(&t)).unwrap_or_default()
-}
-
-/// The lines of ssh config `text` that turn multiplexing on: `ControlMaster` or
-/// `ControlPersist` with any value but `no` (ssh reads keywords in any case, separated
-/// from the value by spaces or `=`).
-pub fn multiplexing(text: &str) -> Vec<String> {
-    text.lines()
-        .filter_map(|line| {
-            let line = line.trim();
-            if line.starts_with('#') {
-                return None;
-            }
-            let (keyword, value) = line
-                .split_once(|c: char| c.is_whitespace() || c == '=')
-                .map(|(k, v)| {
-                    (
-                        k,
-                        v.trim_start_matches(|c: char| c.is_whitespace() || c == '='),
-                    )
-                })?;
-            let keyword = keyword.to_ascii_lowercase();
-            let value = value.trim().trim_matches('"').to_ascii_lowercase();
-            let on = matches!(keyword.as_str(), "controlmaster" | "controlpersist")
-                && !value.is_empty()
-                && value != "no";
-            on.then(|| line.to_string())
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn multiplexing_is_found_in_any_case_and_spelling() {
-        let text = "Host *\n  ControlMaster auto\n  controlpersist=10m\n# ControlMaster yes\n  ControlMaster no\n  ControlPath ~/.ssh/%C\nHost x\n  CONTROLPERSIST = yes\n  ControlPersist no\n";
-        assert_eq!(
-            multiplexing(text),
-            vec![
-                "ControlMaster auto".to_string(),
-                "controlpersist=10m".to_string(),
-                "CONTROLPERSIST = yes".to_string()
-            ]
-        );
-        assert!(multiplexing("Host *\n  ForwardAgent no\n").is_empty());
-    }
-
-    #[test]
-    fn a_system_config_file_with_multiplexing_is_found() {
-        // What `warnings` reads for /etc/ssh/ssh_config and ssh_config.d, on a file.
-        let dir = tempfile::tempdir().unwrap();
-        let conf = dir.path().join("10-mux.conf");
-        fs::write(&conf, "Host forge\n    ControlPersist 4h\n").unwrap();
-        fs::write(dir.path().join("20-other.txt"), "ControlMaster yes\n").unwrap();
-        let files = conf_files(dir.path());
-        assert_eq!(files, vec![conf.clone()]);
-        assert_eq!(
-            multiplexing_in(&conf),
-            vec!["ControlPersist 4h".to_string()]
-        );
-        assert!(multiplexing_in(&dir.path().join("missing")).is_empty());
-    }
 
     #[test]
     fn private_keys_are_told_from_public_ones() {

@@ -28,6 +28,8 @@
 //! - [`git_repo`]: a repository's worktrees, hooks directories and submodules, asked of git.
 //! - [`daemon_answers`]: whether a daemon answers for the home a hook is installed for.
 //! - [`lane_reach`]: what a lane's uid can push with past the key broker (doctor's warnings).
+//! - [`lane_procs`]: what a lane's processes hold (another agent, an ssh master, a connection).
+//! - [`ssh_config`]: multiplexing in an ssh config and every file it includes.
 //! - [`shell`]: words quoted for `sh -c`, as every installer writes them.
 
 pub mod agent_doctor;
@@ -45,6 +47,8 @@ pub mod git_hook;
 pub mod git_install;
 pub mod git_repo;
 pub mod install;
+pub mod lane_procs;
 pub mod lane_reach;
 pub mod render;
 pub mod shell;
+pub mod ssh_config;
