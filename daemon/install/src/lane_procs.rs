@@ -131,8 +131,7 @@ pub fn master_in(args: &[String]) -> Option<String> {
         if cluster == "-" {
             break;
         }
-        let mut chars = cluster.char_indices();
-        while let Some((at, flag)) = chars.next() {
+        for (at, flag) in cluster.char_indices() {
             if SSH_OPTIONS_WITH_ARGUMENT.contains(flag) {
                 let rest = &cluster[at + flag.len_utf8()..];
                 let value = if rest.is_empty() {
