@@ -490,6 +490,77 @@ while len(body) < n:
 sys.exit(0 if body[:1] == bytes([14]) else 1)
 "#;
 
+/// Sends each file named after the socket (argv[1]) as one agent message on ONE
+/// connection, and prints the answer's type byte for each (`none` once it closed): what a
+/// lane's own agent client sees.
+const SEND_FRAMES: &str = r#"
+import socket, struct, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+def read(n):
+    got = b""
+    while len(got) < n:
+        more = s.recv(n - len(got))
+        if not more:
+            return None
+        got += more
+    return got
+answers = []
+for name in sys.argv[2:]:
+    body = open(name, "rb").read()
+    s.sendall(struct.pack(">I", len(body)) + body)
+    head = read(4)
+    reply = head and read(struct.unpack(">I", head)[0])
+    answers.append(str(reply[0]) if reply else "none")
+print(" ".join(answers))
+"#;
+
+/// An ssh string: its length (4 bytes, big-endian), then its bytes.
+fn ssh_string(bytes: &[u8]) -> Vec<u8> {
+    let mut out = (bytes.len() as u32).to_be_bytes().to_vec();
+    out.extend_from_slice(bytes);
+    out
+}
+
+/// `session-bind@openssh.com` (SSH_AGENTC_EXTENSION, 27): `host` signs `session`.
+fn bind_message(host: &ssh_key::PrivateKey, session: &[u8], forwarding: bool) -> Vec<u8> {
+    let signature = row_fence_resident::broker::keys::sign(host, session, 0).expect("sign");
+    let mut out = vec![27];
+    out.extend(ssh_string(b"session-bind@openssh.com"));
+    out.extend(ssh_string(
+        &host.public_key().to_bytes().expect("host blob"),
+    ));
+    out.extend(ssh_string(session));
+    out.extend(ssh_string(
+        &Vec::<u8>::try_from(signature).expect("signature blob"),
+    ));
+    out.push(u8::from(forwarding));
+    out
+}
+
+/// A publickey userauth request for `key` as `user` in `session`, as ssh asks its agent to
+/// sign it.
+fn login_data(session: &[u8], user: &str, key: &ssh_key::PublicKey) -> Vec<u8> {
+    let mut out = ssh_string(session);
+    out.push(50);
+    out.extend(ssh_string(user.as_bytes()));
+    out.extend(ssh_string(b"ssh-connection"));
+    out.extend(ssh_string(b"publickey"));
+    out.push(1);
+    out.extend(ssh_string(key.algorithm().as_str().as_bytes()));
+    out.extend(ssh_string(&key.to_bytes().expect("key blob")));
+    out
+}
+
+/// SSH2_AGENTC_SIGN_REQUEST (13) for `key` over `data`.
+fn sign_message(key: &ssh_key::PublicKey, data: &[u8]) -> Vec<u8> {
+    let mut out = vec![13];
+    out.extend(ssh_string(&key.to_bytes().expect("key blob")));
+    out.extend(ssh_string(data));
+    out.extend(0u32.to_be_bytes());
+    out
+}
+
 /// `row-fence ARGS` as the operator (the daemon's uid), asserting success.
 fn operator(site: &Site, args: &[&str]) -> Ran {
     site.home
@@ -1330,6 +1401,347 @@ fn a_binding_acts_for_its_own_lease_only_and_follows_no_link_to_another() {
     assert!(
         !ledger_text.contains("TOPSECRET"),
         "the daemon read through the link"
+    );
+}
+
+#[test]
+fn an_allowed_lane_gets_a_signature_for_a_login_to_the_allowlisted_forge_and_nothing_else() {
+    let mut site = Site::new();
+    let (a, a_tree) = site.lane("a");
+    grant(&site, "lane-a", &a_tree, &[]);
+    let _daemon = site.daemon(&[(&a, &a_tree.join(".git").join("row-fence.json"))]);
+    let head = site.commit(&a, &a_tree, "a-1");
+    site.as_lane(
+        &a,
+        &a_tree,
+        "git",
+        &["push", "-q", "origin", "HEAD:refs/heads/main"],
+    )
+    .expect_ok("lane A's push while ALLOWED (a login to the allowlisted sshd)");
+    assert_eq!(site.remote_ref("main").as_deref(), Some(head.as_str()));
+
+    // An sshsig over bytes of its choosing, and a commit signed with the push key: neither
+    // is a login, so no signature, ALLOWED as the lane is.
+    let public = a.home.join("push.pub");
+    fs::copy(site.key.with_extension("pub"), &public).expect("push.pub");
+    let message = a.home.join("msg.txt");
+    fs::write(&message, "release v9 approved by the push key\n").expect("msg.txt");
+    chown(&a.home, a.uid, a.gid);
+    let public_text = public.display().to_string();
+    let sshsig = site.as_lane(
+        &a,
+        &a.home,
+        "ssh-keygen",
+        &[
+            "-Y",
+            "sign",
+            "-f",
+            &public_text,
+            "-n",
+            "file",
+            &message.display().to_string(),
+        ],
+    );
+    assert_ne!(
+        sshsig.code, 0,
+        "ssh-keygen -Y sign through the broker: {}",
+        sshsig.stderr
+    );
+    assert!(
+        !a.home.join("msg.txt.sig").exists(),
+        "an sshsig was written"
+    );
+    let signing = format!("user.signingkey={public_text}");
+    let signed_commit = site.as_lane(
+        &a,
+        &a_tree,
+        "git",
+        &[
+            "-c",
+            "gpg.format=ssh",
+            "-c",
+            &signing,
+            "commit",
+            "-q",
+            "-S",
+            "--allow-empty",
+            "-m",
+            "signed",
+        ],
+    );
+    assert_ne!(
+        signed_commit.code, 0,
+        "a commit was signed with the push key"
+    );
+    let still = site.as_lane(&a, &a_tree, "git", &["rev-parse", "HEAD"]);
+    assert_eq!(still.stdout.trim(), head, "a signed commit was made");
+
+    // Raw agent messages, one connection each, as the lane: only a login in the session an
+    // allowlisted host bound, as the forge's user, is signed.
+    let push_key =
+        ssh_key::PublicKey::read_openssh_file(&site.key.with_extension("pub")).expect("push.pub");
+    let forge = ssh_key::PrivateKey::read_openssh_file(&site.home.path("sshd/host_key"))
+        .expect("the sshd's host key");
+    let made_up = ssh_key::PrivateKey::from(ssh_key::private::Ed25519Keypair::from_seed(&[7; 32]));
+    let made_up_print = made_up
+        .public_key()
+        .fingerprint(Default::default())
+        .to_string();
+    let session = [0x5a; 32];
+    let user = site.server.name.clone();
+    let login = login_data(&session, &user, &push_key);
+    let frames = site.home.path("frames");
+    fs::create_dir(&frames).expect("frames dir");
+    let script = frames.join("send.py");
+    fs::write(&script, SEND_FRAMES).expect("send.py");
+    let mut n = 0;
+    let mut send = |site: &Site, messages: &[Vec<u8>]| -> String {
+        let mut args = vec![
+            script.display().to_string(),
+            site.agent.display().to_string(),
+        ];
+        for message in messages {
+            n += 1;
+            let file = frames.join(format!("{n}.bin"));
+            fs::write(&file, message).expect("frame");
+            fs::set_permissions(&file, fs::Permissions::from_mode(0o644)).expect("chmod");
+            args.push(file.display().to_string());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        site.as_lane(&a, &a.home, "python3", &args)
+            .expect_ok("send.py")
+            .stdout
+            .trim()
+            .to_string()
+    };
+    let bind = bind_message(&forge, &session, false);
+    // 6: SSH_AGENT_SUCCESS, 5: SSH_AGENT_FAILURE, 14: SSH2_AGENT_SIGN_RESPONSE.
+    let cases: Vec<(&str, Vec<Vec<u8>>, &str)> = vec![
+        (
+            "chosen bytes, no bind",
+            vec![sign_message(&push_key, b"any bytes at all")],
+            "5",
+        ),
+        (
+            "a login with no bind",
+            vec![sign_message(&push_key, &login)],
+            "5",
+        ),
+        (
+            "a bind from a made-up host, then a login",
+            vec![
+                bind_message(&made_up, &session, false),
+                sign_message(&push_key, &login),
+            ],
+            "5 5",
+        ),
+        (
+            "a login as another user",
+            vec![
+                bind.clone(),
+                sign_message(&push_key, &login_data(&session, "root", &push_key)),
+            ],
+            "6 5",
+        ),
+        (
+            "a login for another session",
+            vec![
+                bind.clone(),
+                sign_message(&push_key, &login_data(&[0x33; 32], &user, &push_key)),
+            ],
+            "6 5",
+        ),
+        (
+            "a second bind",
+            vec![bind.clone(), bind.clone(), sign_message(&push_key, &login)],
+            "6 5 5",
+        ),
+        (
+            "a bind for forwarding",
+            vec![bind_message(&forge, &session, true)],
+            "5",
+        ),
+        (
+            "chosen bytes after a good bind",
+            vec![
+                bind.clone(),
+                sign_message(&push_key, b"SSHSIG\0\0\0\x04file"),
+            ],
+            "6 5",
+        ),
+        (
+            "the login, in the bound session, as the forge's user",
+            vec![bind.clone(), sign_message(&push_key, &login)],
+            "6 14",
+        ),
+    ];
+    for (what, messages, expected) in &cases {
+        assert_eq!(send(&site, messages), *expected, "{what}");
+    }
+    // The ledger names the host the made-up bind verified, refused, and files it under the
+    // lane's uid.
+    let refused = ledger_has(&site, "ssh session-bind", &made_up_print);
+    let record = refused
+        .first()
+        .expect("no ledger record names the made-up host");
+    assert!(
+        record
+            .action
+            .contains(&format!("host {made_up_print} (refused)")),
+        "{record:?}"
+    );
+    assert_eq!(
+        record.verdict.reason().map(|r| r.as_str()),
+        Some("destination_refused")
+    );
+    assert_eq!(record.uid, Some(a.uid), "{record:?}");
+
+    // Taken over: not even the login is signed.
+    site.home
+        .acquire("board-1", "row-1", "lane-b", &["--takeover"]);
+    assert_eq!(
+        send(&site, &[bind.clone(), sign_message(&push_key, &login)]),
+        "6 5"
+    );
+}
+
+/// Asks the daemon on argv[1] as this uid, each ask on a connection of its own, with
+/// argv[2] as the session and fields of argv[3] bytes each; with argv[4] seconds given, in
+/// a loop for that long. The stamp is no build's: every ask is a COULD NOT READ
+/// (stale_code) the daemon records, with no store call. Prints how many it sent.
+const ASK_FLOOD: &str = r#"
+import json, socket, sys, time
+path, session, size = sys.argv[1], sys.argv[2], int(sys.argv[3])
+least = float(sys.argv[4]) if len(sys.argv) > 4 else 0
+line = (json.dumps({"v": 1, "op": "ask", "stamp": "no-build", "deadline_ms": 2000,
+    "descriptor": {"board": "board-1", "row": "row-1", "lane": "lane-x", "generation": 1},
+    "action": "git push " + "a" * size,
+    "caller": {"session": session + "x" * size, "cwd": "/" + "c" * size}}) + "\n").encode()
+start, sent = time.time(), 0
+while True:
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    try:
+        s.sendall(line)
+        while s.recv(65536):
+            pass
+    except ConnectionResetError:
+        pass
+    s.close()
+    sent += 1
+    spent = time.time() - start
+    if spent >= least:
+        break
+print(sent)
+"#;
+
+#[test]
+fn a_uid_flooding_refusals_leaves_another_uids_refusal_in_the_ledger_and_in_status() {
+    let home = Home::file();
+    let root = home.dir.path().to_path_buf();
+    fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).expect("chmod temp dir");
+    let mut users = Users::new();
+    let quiet = users.add(&root, "q");
+    let flood = users.add(&root, "f");
+    // The socket where both uids reach it, and both served (ROW_FENCE_ALLOWED_UIDS).
+    let dir = root.join("sock");
+    fs::create_dir(&dir).expect("socket dir");
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o711)).expect("chmod");
+    let socket = dir.join("sock").display().to_string();
+    let allowed = format!("{},{}", quiet.uid, flood.uid);
+    let _daemon = home.daemon_with(
+        &[],
+        &[
+            ("ROW_FENCE_SOCKET", socket.as_str()),
+            ("ROW_FENCE_ALLOWED_UIDS", allowed.as_str()),
+        ],
+    );
+    // The daemon binds its socket 0600; the operator opens it to the uids it serves.
+    fs::set_permissions(&socket, fs::Permissions::from_mode(0o666)).expect("chmod socket");
+    let script = root.join("asks.py");
+    fs::write(&script, ASK_FLOOD).expect("asks.py");
+    let ask_as = |user: &User, args: &[&str]| {
+        let mut cmd = Command::new("python3");
+        cmd.arg(&script)
+            .arg(&socket)
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .current_dir(&user.home)
+            .uid(user.uid)
+            .gid(user.gid);
+        run(&mut cmd)
+    };
+    ask_as(&quiet, &["the-quiet-uid", "10"]).expect_ok("the quiet uid's one ask");
+
+    // The flood: 1 s at a time, for at least 2 s and until the ledger was written over
+    // past both its files (at most 30 s), so a plain rotation would have lost the quiet
+    // uid's record.
+    let ledger = row_fence_contract::paths::ledger(&home.home);
+    let size = |p: &Path| fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    let settled = || {
+        // The ledger's writer is off the ask path: wait until the files stop growing.
+        let mut last = (u64::MAX, u64::MAX);
+        loop {
+            let now = (size(&ledger), size(&ledger::rotated(&ledger)));
+            if now == last {
+                return;
+            }
+            last = now;
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    };
+    let started = Instant::now();
+    let written = loop {
+        ask_as(&flood, &["flood", "5000", "1"]).expect_ok("the flood");
+        settled();
+        let status = crate::util::status(Path::new(&socket));
+        let records = status["counts"]["asks"].as_u64().unwrap_or(0)
+            - status["ledger_dropped"].as_u64().unwrap_or(0);
+        let line = fs::read_to_string(&ledger)
+            .ok()
+            .and_then(|t| t.lines().last().map(|l| l.len() as u64 + 1))
+            .unwrap_or(0);
+        let written = records * line;
+        if started.elapsed() >= Duration::from_secs(2)
+            && written > 2 * row_fence_contract::ledger::MAX_LEDGER_BYTES + line
+        {
+            break written;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "30 s of flooding wrote only {written} bytes to the ledger"
+        );
+    };
+    let mut all = ledger::read(&ledger::rotated(&ledger)).unwrap_or_default();
+    all.extend(ledger::read(&ledger).unwrap_or_default());
+    assert!(
+        size(&ledger) + size(&ledger::rotated(&ledger)) < written,
+        "the ledger kept all {written} bytes"
+    );
+    let kept: Vec<&LedgerRecord> = all
+        .iter()
+        .filter(|r| r.session.as_deref() == Some("the-quiet-uidxxxxxxxxxx"))
+        .collect();
+    assert_eq!(
+        kept.len(),
+        1,
+        "the quiet uid's refusal is not in the ledger"
+    );
+    assert_eq!(kept[0].uid, Some(quiet.uid));
+    let status = crate::util::status(Path::new(&socket));
+    let recent = status["recent_refusals"]
+        .as_array()
+        .expect("recent refusals");
+    assert!(
+        recent.iter().any(|r| r["session"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("the-quiet-uid"))),
+        "the quiet uid's refusal is not in status: {status}"
+    );
+    assert!(
+        recent.iter().filter(|r| r["uid"] == flood.uid).count() > 1,
+        "{status}"
     );
 }
 
