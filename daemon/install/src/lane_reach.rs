@@ -18,7 +18,6 @@
 use crate::lane_procs;
 use row_fence_resident::broker::writable::Principal;
 use std::fs;
-use std::io::Read;
 use std::net::SocketAddr;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -28,9 +27,6 @@ pub const SYSTEM_SSH_CONFIG: &str = "/etc/ssh/ssh_config";
 
 /// Where the system config's relative `Include`s start.
 const SYSTEM_SSH_DIR: &str = "/etc/ssh";
-
-/// How much of a file is read to tell whether it is a private key.
-const HEAD_BYTES: u64 = 256 * 1024;
 
 /// A bound lane as doctor checks it.
 #[derive(Clone, Debug)]
@@ -246,7 +242,7 @@ fn private_keys(dir: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let mut keys = Vec::new();
     let mut unread = Vec::new();
     for path in entries.flatten().map(|e| e.path()).filter(|p| p.is_file()) {
-        match head(&path) {
+        match crate::ssh_config::head(&path) {
             Some(text) if is_private_key(&text) => keys.push(path),
             Some(_) => {}
             None => unread.push(path),
@@ -263,16 +259,6 @@ pub fn is_private_key(text: &str) -> bool {
         let l = l.trim();
         l.starts_with("-----BEGIN ") && l.ends_with("PRIVATE KEY-----")
     })
-}
-
-fn head(path: &Path) -> Option<String> {
-    let mut bytes = Vec::new();
-    fs::File::open(path)
-        .ok()?
-        .take(HEAD_BYTES)
-        .read_to_end(&mut bytes)
-        .ok()?;
-    Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 /// How deep `Include`s nest before ssh gives up (OpenSSH's `READCONF_MAX_DEPTH`).
 const MAX_DEPTH: usize = 16;
 
-/// How much of a config file is read.
+/// How much of a file is read (a config, or a file looked at for a private key).
 const HEAD_BYTES: u64 = 256 * 1024;
 
 /// The lines of the config at `path` and of every file it includes that turn multiplexing
@@ -163,7 +163,9 @@ fn in_class(class: &[char], c: char) -> bool {
     hit != negate
 }
 
-fn head(path: &Path) -> Option<String> {
+/// The first 256 KiB of a file as text (invalid UTF-8 replaced); `None` when it cannot be
+/// read.
+pub fn head(path: &Path) -> Option<String> {
     let mut bytes = Vec::new();
     fs::File::open(path)
         .ok()?
