@@ -159,6 +159,7 @@ fn binding(args: &LaneAddArgs) -> Result<Binding, Failure> {
             Err(broken) => return Err(Failure::could_not(broken)),
         },
     };
+    let descriptor = real_directory(&descriptor)?;
     if let Some(board) = &args.board {
         descriptor::validate_board(board).map_err(Failure::usage)?;
     }
@@ -176,6 +177,23 @@ fn binding(args: &LaneAddArgs) -> Result<Binding, Failure> {
         board: args.board.clone(),
         row: args.row.clone(),
     })
+}
+
+/// The descriptor's path with its directory's symbolic links resolved now, by the
+/// operator: the daemon follows none when it reads a bound descriptor (ARCHITECTURE.md,
+/// "Key broker"), so a path through one (macOS's `/tmp`, a linked directory) would never
+/// be read.
+fn real_directory(descriptor: &Path) -> Result<PathBuf, Failure> {
+    let (Some(dir), Some(name)) = (descriptor.parent(), descriptor.file_name()) else {
+        return Err(Failure::usage(format!(
+            "the descriptor path {} names no file",
+            descriptor.display()
+        )));
+    };
+    let dir = std::fs::canonicalize(dir).map_err(|e| {
+        Failure::usage(format!("the descriptor's directory {}: {e}", dir.display()))
+    })?;
+    Ok(dir.join(name))
 }
 
 /// A binding that names no lease stands only on a descriptor the lane cannot change:

@@ -57,9 +57,15 @@ pub fn read(binding: &Binding) -> Result<Descriptor, Gated> {
             });
         }
         Err(e) => {
+            let hint = match e {
+                descriptor::DescriptorError::LinkInPath(_) => {
+                    " (a binding names the real path: row-fence lane add resolves the directory's links when the operator binds)"
+                }
+                _ => "",
+            };
             return Err(Gated {
                 verdict: Verdict::CouldNotRead(Reason::DescriptorUnreadable),
-                detail: format!("the lane's descriptor {}: {e}", path.display()),
+                detail: format!("the lane's descriptor {}: {e}{hint}", path.display()),
             });
         }
     };
