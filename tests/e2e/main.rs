@@ -31,6 +31,7 @@ mod daemon;
 mod demo;
 mod deploy;
 mod descriptor;
+mod doctor_truth;
 mod durability;
 mod etcd;
 mod etcd_cluster;
