@@ -56,6 +56,7 @@ mod model;
 mod one_client;
 mod partition;
 mod paths_options;
+mod paths_owners;
 mod push;
 mod quarantine_shapes;
 mod readme;

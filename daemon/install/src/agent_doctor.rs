@@ -18,12 +18,14 @@ pub struct AgentReport {
     /// The harness.
     pub agent: Agent,
     /// The file read.
+    #[serde(serialize_with = "crate::shell::json_path::serialize")]
     pub file: PathBuf,
     /// `on` (every event has the entry and the harness runs it), `partial`, `disabled` (a
     /// switch of the harness's turns it off), `skipped` (the harness ignores the whole
     /// file), `off` (no entry, or no file).
     pub hook: &'static str,
     /// The guard binaries the entries run.
+    #[serde(serialize_with = "crate::shell::json_path::list")]
     pub guards: Vec<PathBuf>,
     /// What keeps the hook from fencing (each a sentence).
     pub problems: Vec<String>,

@@ -230,6 +230,7 @@ pub struct Found {
     /// The events the harness needs and the file lacks.
     pub missing: Vec<String>,
     /// Every `row-fence-guard` path the entries' commands name.
+    #[serde(serialize_with = "crate::shell::json_path::list")]
     pub guards: Vec<PathBuf>,
 }
 

@@ -41,8 +41,11 @@ pub struct DoctorArgs {
 #[derive(Debug, Serialize)]
 struct LaneReport {
     uid: u32,
+    #[serde(serialize_with = "crate::shell::json_path::serialize")]
     descriptor: PathBuf,
     warnings: Vec<String>,
+    /// Why its uid cannot connect to the broker's socket, if it cannot.
+    unreachable: Option<String>,
 }
 
 /// Each bound lane's warnings ([`crate::lane_reach`]); a bindings file that cannot be
@@ -61,6 +64,12 @@ fn lanes(args: &DoctorArgs) -> Result<Vec<LaneReport>, Failure> {
             uid: b.uid,
             descriptor: b.descriptor.clone(),
             warnings: crate::lane_reach::warnings(b.uid, args.broker_socket.as_deref()),
+            // A socket the lane cannot reach signs nothing for it: every push fails.
+            unreachable: args.broker_socket.as_ref().and_then(|socket| {
+                row_fence_resident::socket_reach::check(b.uid, socket)
+                    .err()
+                    .map(|e| e.to_string())
+            }),
         })
         .collect())
 }
@@ -68,6 +77,7 @@ fn lanes(args: &DoctorArgs) -> Result<Vec<LaneReport>, Failure> {
 /// What doctor found in one repository.
 #[derive(Debug, Serialize)]
 struct Report {
+    #[serde(serialize_with = "crate::shell::json_path::serialize")]
     common_dir: PathBuf,
     submodule: bool,
     gate: bool,
@@ -84,9 +94,12 @@ struct Report {
 
 #[derive(Debug, Serialize)]
 struct WorktreeReport {
+    #[serde(serialize_with = "crate::shell::json_path::serialize")]
     path: PathBuf,
     /// The descriptor that binds it, if any.
+    #[serde(serialize_with = "crate::shell::json_path::option")]
     descriptor: Option<PathBuf>,
+    #[serde(serialize_with = "crate::shell::json_path::option")]
     hooks: Option<PathBuf>,
     /// `fence`, `chain`, `missing`, `other` or `gone`.
     hook: &'static str,
@@ -100,6 +113,18 @@ struct Remote {
     transport: String,
     /// What gates a push to it.
     gated_by: &'static str,
+}
+
+/// `doctor --json`'s one object.
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    repositories: &'a [Report],
+    environment: &'a [String],
+    agents: &'a [AgentReport],
+    lanes: &'a [LaneReport],
+    problems: usize,
+    /// Why no repository was checked, when none was.
+    unchecked: Option<&'a str>,
 }
 
 /// Why no repository was examined: the sentence doctor prints, and whether it is a
@@ -155,17 +180,21 @@ pub fn run(args: DoctorArgs) -> Outcome {
         + usize::from(unchecked.as_ref().is_some_and(|u| u.problem))
         + environment.len()
         + agents.iter().map(|a| a.problems.len()).sum::<usize>()
-        + lanes.iter().map(|l| l.warnings.len()).sum::<usize>();
+        + lanes
+            .iter()
+            .map(|l| l.warnings.len() + usize::from(l.unreachable.is_some()))
+            .sum::<usize>();
     if args.json {
-        out(&serde_json::json!({
-            "repositories": reports,
-            "environment": environment,
-            "agents": agents,
-            "lanes": lanes,
-            "problems": problems,
-            "unchecked": unchecked.as_ref().map(|u| &u.why),
+        let report = serde_json::to_string(&JsonReport {
+            repositories: &reports,
+            environment: &environment,
+            agents: &agents,
+            lanes: &lanes,
+            problems,
+            unchecked: unchecked.as_ref().map(|u| u.why.as_str()),
         })
-        .to_string());
+        .map_err(|e| Failure::could_not(format!("cannot write the report as JSON: {e}")))?;
+        out(&report);
     } else {
         if let Some(u) = &unchecked {
             out(&format!("{}{}", if u.problem { "!! " } else { "" }, u.why));
@@ -192,6 +221,9 @@ pub fn run(args: DoctorArgs) -> Outcome {
             ));
             for warning in &lane.warnings {
                 out(&format!("  !! {warning}"));
+            }
+            if let Some(why) = &lane.unreachable {
+                out(&format!("  !! the key broker signs nothing for it: {why}"));
             }
         }
         out(&summary(

@@ -185,17 +185,22 @@ pub fn discover(start: &Path, submodules: bool) -> Result<Vec<Repository>, GitEr
 /// What git's failure to find the repository around `start` means: another user's
 /// repository (git's ownership check: its reason comes first), or none at all.
 fn not_found(start: &Path, e: GitError) -> GitError {
-    let GitError::Failed { stderr, .. } = &e else {
-        return GitError::NotARepository {
+    match owned_elsewhere(start, e) {
+        e @ GitError::DubiousOwnership { .. } => e,
+        e => GitError::NotARepository {
             start: start.to_path_buf(),
             source: Box::new(e),
-        };
+        },
+    }
+}
+
+/// `e`, or, when git refused the repository for its owner, that reason.
+fn owned_elsewhere(start: &Path, e: GitError) -> GitError {
+    let GitError::Failed { stderr, .. } = &e else {
+        return e;
     };
     if !stderr.contains("dubious ownership") {
-        return GitError::NotARepository {
-            start: start.to_path_buf(),
-            source: Box::new(e),
-        };
+        return e;
     }
     // git names the directory it refused: `… in repository at '<path>'`.
     let path = stderr
@@ -228,7 +233,8 @@ fn repository(start: &Path, submodule: bool) -> Result<Repository, GitError> {
         path: common.clone(),
         source,
     })?;
-    let listing = output(git(&common_dir).args(["worktree", "list", "--porcelain", "-z"]))?;
+    let listing = output(git(&common_dir).args(["worktree", "list", "--porcelain", "-z"]))
+        .map_err(|e| owned_elsewhere(&common_dir, e))?;
     let mut worktrees = Vec::new();
     for record in listing
         .split(|b| *b == 0)

@@ -19,7 +19,7 @@ use crate::created_files::Created;
 use crate::daemon_answers::Daemon;
 use crate::deploy::{self, Job, JobSpec};
 use crate::render::{JobArgs, bin_dir};
-use crate::shell::sh_quote;
+use crate::shell::{NotUtf8, sh_quote, sh_quote_path};
 use clap::Subcommand;
 use row_fence_contract::exit::{Failure, Outcome};
 use row_fence_contract::report::out;
@@ -137,6 +137,8 @@ fn job(job: Job, args: JobInstallArgs, settings: &Settings, json: bool) -> Outco
             .map_err(Failure::could_not)?
             .join(deploy::file_name(job, &spec.label)),
     };
+    // The printed commands name the job's file as text.
+    crate::shell::text(&path).map_err(|e| Failure::usage(e.to_string()))?;
     let unit_name = deploy::file_name(job, &spec.label);
     if job == Job::Systemd && path.file_name() != Some(std::ffi::OsStr::new(&unit_name)) {
         // systemctl knows a unit by its file name; another name would not be this label.
@@ -212,31 +214,20 @@ impl HookSwitch {
     ) -> Result<HookSwitch, Failure> {
         let program = std::env::current_exe()
             .map_err(|e| Failure::could_not(format!("cannot find this program: {e}")))?;
-        let mut base = vec![sh_quote(&program.display().to_string())];
-        base.extend([
-            "--home".to_string(),
-            sh_quote(&spec.home.display().to_string()),
-        ]);
+        let quote = |p: &Path| sh_quote_path(p).map_err(|e| Failure::usage(e.to_string()));
+        let mut base = vec![quote(&program)?];
+        base.extend(["--home".to_string(), quote(&spec.home)?]);
         if settings.socket != settings.home.join("sock") {
-            base.extend([
-                "--socket".to_string(),
-                sh_quote(&settings.socket.display().to_string()),
-            ]);
+            base.extend(["--socket".to_string(), quote(&settings.socket)?]);
         }
         base.extend(["install".to_string(), "claude-hook".to_string()]);
         if let Some(file) = file {
             let file = std::path::absolute(file)
                 .map_err(|e| Failure::could_not(format!("{}: {e}", file.display())))?;
-            base.extend([
-                "--settings".to_string(),
-                sh_quote(&file.display().to_string()),
-            ]);
+            base.extend(["--settings".to_string(), quote(&file)?]);
         }
         // Rollback finds the entry by its exact command, so it names the same binaries.
-        base.extend([
-            "--bin-dir".to_string(),
-            sh_quote(&spec.bin_dir.display().to_string()),
-        ]);
+        base.extend(["--bin-dir".to_string(), quote(&spec.bin_dir)?]);
         let on = base.clone();
         let mut off = base;
         off.push("--rollback".to_string());
@@ -404,7 +395,8 @@ fn agent_hook(args: AgentHookArgs, settings: &Settings, json: bool) -> Outcome {
     let format = agent.format(&file);
     let hook_path = settings.home.join("hooks").join("guard-bash.sh");
     let bins = bin_dir(args.bin_dir.as_ref())?;
-    let command = hook_command(&bins, settings, &hook_path, agent.harness_flag());
+    let command = hook_command(&bins, settings, &hook_path, agent.harness_flag())
+        .map_err(|e| Failure::usage(e.to_string()))?;
     let before = match fs::read_to_string(&file) {
         Ok(text) => Some(text),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -423,7 +415,8 @@ fn agent_hook(args: AgentHookArgs, settings: &Settings, json: bool) -> Outcome {
         match agent_hooks::rollback(agent, &file, before.as_deref(), &command) {
             Ok(Edit::Unchanged) if agent == Agent::Claude => claude_settings::rollback(
                 before.as_deref(),
-                &legacy_hook_command(&bins, settings, &hook_path),
+                &legacy_hook_command(&bins, settings, &hook_path)
+                    .map_err(|e| Failure::usage(e.to_string()))?,
             )
             .map_err(|e| e.to_string()),
             other => other,
@@ -500,59 +493,50 @@ fn agent_hook(args: AgentHookArgs, settings: &Settings, json: bool) -> Outcome {
 /// The normal path runs `row-fence-guard` alone (its exit 0 or 2 is the answer); only
 /// another exit (missing, not executable, killed) runs `guard-bash.sh`, which keeps NEVER
 /// RAN and CUT OFF MID-ASK, and a shim that cannot run either denies. `harness` is the
-/// guard's `--harness` for a harness other than Claude Code.
+/// guard's `--harness` for a harness other than Claude Code. A path that is not UTF-8
+/// cannot go into the harness's JSON or TOML file: refused, naming it.
 pub fn hook_command(
     bin_dir: &Path,
     settings: &Settings,
     hook: &Path,
     harness: Option<&str>,
-) -> String {
+) -> Result<String, NotUtf8> {
+    let exports = exports(bin_dir, settings)?;
+    let harness = harness.map_or(String::new(), |h| format!(" --harness {h}"));
+    Ok(format!(
+        "export {}; {}{harness}; s=$?; case $s in 0|2) exit $s;; esac; sh {} --guard-exit $s --guard-parent $$ || exit 2",
+        exports.join(" "),
+        sh_quote_path(&bin_dir.join(GUARD))?,
+        sh_quote_path(hook)?
+    ))
+}
+
+/// `ROW_FENCE_BIN_DIR=…`, `ROW_FENCE_HOME=…` and, when it is not the home's own,
+/// `ROW_FENCE_SOCKET=…`, each quoted.
+fn exports(bin_dir: &Path, settings: &Settings) -> Result<Vec<String>, NotUtf8> {
     let mut exports = vec![
-        format!(
-            "ROW_FENCE_BIN_DIR={}",
-            sh_quote(&bin_dir.display().to_string())
-        ),
-        format!(
-            "ROW_FENCE_HOME={}",
-            sh_quote(&settings.home.display().to_string())
-        ),
+        format!("ROW_FENCE_BIN_DIR={}", sh_quote_path(bin_dir)?),
+        format!("ROW_FENCE_HOME={}", sh_quote_path(&settings.home)?),
     ];
     if settings.socket != settings.home.join("sock") {
         exports.push(format!(
             "ROW_FENCE_SOCKET={}",
-            sh_quote(&settings.socket.display().to_string())
+            sh_quote_path(&settings.socket)?
         ));
     }
-    let harness = harness.map_or(String::new(), |h| format!(" --harness {h}"));
-    format!(
-        "export {}; {}{harness}; s=$?; case $s in 0|2) exit $s;; esac; sh {} --guard-exit $s --guard-parent $$ || exit 2",
-        exports.join(" "),
-        sh_quote(&bin_dir.join(GUARD).display().to_string()),
-        sh_quote(&hook.display().to_string())
-    )
+    Ok(exports)
 }
 
 /// The command an earlier release installed (the shell hook alone), so rollback still
 /// finds an entry that release wrote.
-fn legacy_hook_command(bin_dir: &Path, settings: &Settings, hook: &Path) -> String {
-    let mut words = vec![
-        format!(
-            "ROW_FENCE_BIN_DIR={}",
-            sh_quote(&bin_dir.display().to_string())
-        ),
-        format!(
-            "ROW_FENCE_HOME={}",
-            sh_quote(&settings.home.display().to_string())
-        ),
-    ];
-    if settings.socket != settings.home.join("sock") {
-        words.push(format!(
-            "ROW_FENCE_SOCKET={}",
-            sh_quote(&settings.socket.display().to_string())
-        ));
-    }
-    words.push(sh_quote(&hook.display().to_string()));
-    words.join(" ")
+fn legacy_hook_command(
+    bin_dir: &Path,
+    settings: &Settings,
+    hook: &Path,
+) -> Result<String, NotUtf8> {
+    let mut words = exports(bin_dir, settings)?;
+    words.push(sh_quote_path(hook)?);
+    Ok(words.join(" "))
 }
 
 /// The agent guard's binary name.

@@ -15,7 +15,8 @@
 //! - [`doctor`]: where git is fenced in a repository and where it is not;
 //!   [`agent_doctor`]: whether each agent harness's hook is there and can run;
 //!   [`claude_policy`]: whether Claude Code runs a hook its settings files hold.
-//! - [`broker`]: `install broker`, git's ssh through the daemon's key broker.
+//! - [`broker`]: `install broker`, git's ssh through the daemon's key broker;
+//!   [`lane_socket`]: whether the lane can reach the broker's socket.
 //!
 //! What they write:
 //! - [`deploy`]: the launchd and systemd jobs, rendered from `deploy/` with tera.
@@ -48,5 +49,6 @@ pub mod git_install;
 pub mod git_repo;
 pub mod install;
 pub mod lane_reach;
+pub mod lane_socket;
 pub mod render;
 pub mod shell;

@@ -22,7 +22,8 @@
 //! - [`heartbeat`]: the liveness file. [`refusals`]: the ledger writer, recent refusals,
 //!   rate-limited log lines ([`log_limit`]: one line per key a minute, bounded);
 //!   [`sync`]: locks that survive a panicked holder.
-//! - [`broker`]: the key broker (the lanes' ssh agent); [`audit`]: its audit log.
+//! - [`broker`]: the key broker (the lanes' ssh agent); [`audit`]: its audit log;
+//!   [`socket_reach`]: whether a lane's uid can connect to its socket.
 //!
 //! The store and its domain come from `row-fence-store`; the protocol, verdicts and
 //! reasons from the contract crate `row-fence-contract`.
@@ -42,6 +43,7 @@ pub mod registry;
 pub mod resident;
 pub mod server;
 pub mod socket;
+pub mod socket_reach;
 pub mod startup;
 pub mod supervisor;
 pub mod sync;

@@ -178,6 +178,7 @@ impl Shared {
         let mut lanes = write(&self.lanes);
         match loaded {
             Ok(new) => {
+                warn_unreachable(&new, &self.socket);
                 *lanes = new;
                 Ok(lanes.len() as u64)
             }
@@ -185,6 +186,16 @@ impl Shared {
                 *lanes = Lanes::default();
                 Err(e)
             }
+        }
+    }
+}
+
+/// Logs, for each bound lane whose uid cannot connect to the agent socket, which
+/// directory stops it and the fix ([`crate::socket_reach`]).
+fn warn_unreachable(lanes: &Lanes, socket: &Path) {
+    for binding in lanes.bindings() {
+        if let Err(e) = crate::socket_reach::check(binding.uid, socket) {
+            tracing::warn!("the key broker: {e}");
         }
     }
 }
@@ -250,6 +261,7 @@ pub fn prepare(settings: &Settings, home: &Path) -> Result<Prepared, BrokerError
             source,
         });
     }
+    warn_unreachable(&lanes, &settings.socket);
     let shared = Arc::new(Shared {
         held: RwLock::new(held),
         lanes: RwLock::new(lanes),
