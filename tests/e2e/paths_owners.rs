@@ -225,9 +225,10 @@ fn a_broker_socket_lanes_cannot_reach_is_named_by_the_daemon_install_and_doctor(
 
     let config = fs::read(repo.join(".git/config")).unwrap();
     // root's git may read nobody's repository (the ownership case is the test above).
-    let install = run(home
-        .command("git")
-        .args(["config", "--global", "--add", "safe.directory", "*"]));
+    let install =
+        run(home
+            .command("git")
+            .args(["config", "--global", "--add", "safe.directory", "*"]));
     assert_eq!(install.code, 0, "{}", install.stderr);
     let ran = run(home
         .command(bin("row-fence"))

@@ -266,3 +266,130 @@ fn the_install_upgrading_and_liveness_sections_run_on_a_fresh_home() {
     assert_eq!(ran.code, 0, "{health}\n{}", ran.stderr);
     drop(supervisor);
 }
+
+/// README "Install", No service manager, on the kind of machine CI is (root in a
+/// container, no user service manager): the Linux Install line on a fresh `$HOME` prints
+/// the `by hand:` line, which starts the daemon detached and switches the hook on; an
+/// upgrade (the same line without its `row-fence install …` part) is picked up by the
+/// daemon executing its new binary in place, same pid, with nothing to restart it; the
+/// printed rollback switches the hook off, removes the unit file without `systemctl` and
+/// stops the daemon. Then the section's own two lines do the same. The real `systemctl`
+/// runs where there is one, with no manager to reach (no `XDG_RUNTIME_DIR`, no bus).
+#[test]
+fn without_a_service_manager_the_by_hand_line_runs_survives_an_upgrade_and_rolls_back() {
+    let mut home = Home::file();
+    home.home = home.dir.path().join(".row-fence");
+    let me = home.dir.path().to_path_buf();
+    let local = me.join(".local/bin");
+    let checkout = home.path("checkout");
+    let (old, new) = (home.path("old-build"), home.path("new-build"));
+    for name in BINARIES {
+        install_this_build(&old, name);
+        // The daemon and its asker are what the upgrade is about; the others stay.
+        match name {
+            "row-fence-ask" | "row-fence-resident" => {
+                install_build(&new, name, &next_digest(BUILD_DIGEST));
+            }
+            _ => {
+                install_this_build(&new, name);
+            }
+        }
+    }
+    script(
+        &checkout.join("scripts/build"),
+        "#!/bin/sh\nset -e\nmkdir -p target/dist\nfor b in \"$RF_BUILD\"/*; do cp -f \"$b\" target/dist/; done\necho \"$PWD/target/dist\"\n",
+    );
+    let path = format!(
+        "{}:{}",
+        local.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let sh = |line: &str, build: &Path| -> Ran {
+        run(home
+            .command("sh")
+            .env("PATH", &path)
+            .env("RF_BUILD", build)
+            .env_remove("ROW_FENCE_HOME")
+            .current_dir(&checkout)
+            .arg("-c")
+            .arg(line))
+    };
+    let line = |out: &str, tag: &str| -> String {
+        out.lines()
+            .find_map(|l| l.strip_prefix(tag))
+            .unwrap_or_else(|| panic!("a {tag} line in {out}"))
+            .trim()
+            .to_string()
+    };
+    let unit = me.join(".config/systemd/user/row-fence-resident.service");
+    let settings = me.join(".claude/settings.json");
+    let (_, lane) = home.acquire("b", "r", "lane-a", &[]);
+    let ask = || {
+        run(home
+            .command(local.join("row-fence-ask"))
+            .arg("--descriptor")
+            .arg(&lane))
+    };
+    let daemon_pid = || {
+        crate::util::ping(&home.socket())
+            .and_then(|a| a.pong)
+            .map(|p| (p.pid, p.stamp))
+    };
+
+    let install = sh_block("install systemd");
+    let ran = sh(&install, &old);
+    assert_eq!(ran.code, 0, "{install}\n{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("no user service manager answered"),
+        "{}",
+        ran.stderr
+    );
+    assert!(unit.is_file());
+    let by_hand = line(&ran.stdout, "by hand:");
+    let rollback = line(&ran.stdout, "rollback:");
+    let started = sh(&by_hand, &old);
+    assert_eq!(started.code, 0, "{by_hand}\n{}", started.stderr);
+    assert!(settings.is_file(), "the hook is on once the daemon answers");
+    ask().expect(0, "row-fence: ALLOWED");
+    let (pid, stamp) = daemon_pid().expect("the detached daemon answers");
+
+    // The upgrade: nothing restarts this daemon, and nothing has to.
+    let (upgrade, _) = install
+        .split_once(" && ~/.local/bin/row-fence install")
+        .expect("the install line ends with row-fence install");
+    assert_eq!(sh(upgrade, &new).code, 0);
+    let ran = until(Duration::from_secs(15), ask, |r| r.code == 0);
+    ran.expect(0, "row-fence: ALLOWED");
+    let (same, new_stamp) = daemon_pid().expect("the daemon answers after the upgrade");
+    assert_eq!(same, pid, "it ran its new binary in place");
+    assert_ne!(new_stamp, stamp, "on the new code");
+
+    let ran = sh(&rollback, &new);
+    assert_eq!(ran.code, 0, "{rollback}\n{}", ran.stderr);
+    assert!(!unit.exists(), "the unit file is removed without systemctl");
+    assert!(
+        !settings.exists(),
+        "the settings file install created is gone"
+    );
+    assert!(daemon_pid().is_none() && !home.socket().exists(), "stopped");
+
+    // The section's own lines, as printed.
+    let start = sh_block("row-fence-resident --detach &&");
+    let ran = sh(&start, &new);
+    assert_eq!(ran.code, 0, "{start}\n{}", ran.stderr);
+    ask().expect(0, "row-fence: ALLOWED");
+    let back = sh_block("install claude-hook --rollback && ~/.local/bin/row-fence stop");
+    let ran = sh(&back, &new);
+    assert_eq!(ran.code, 0, "{back}\n{}", ran.stderr);
+    assert!(
+        !settings.exists() && daemon_pid().is_none(),
+        "{}",
+        ran.stderr
+    );
+    let ran = sh("~/.local/bin/row-fence stop", &new);
+    assert_eq!(
+        ran.code, 0,
+        "nothing to stop is done already: {}",
+        ran.stderr
+    );
+}

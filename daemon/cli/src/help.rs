@@ -32,6 +32,7 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     ),
     ("status", "row-fence status --json"),
     ("health", "row-fence health --max-age 90s && echo healthy"),
+    ("stop", "row-fence stop && row-fence status"),
     (
         "controller",
         "row-fence controller acquire board-1 --owner ctl-1 --ttl 60s",

@@ -87,6 +87,8 @@ enum Command {
     Status(liveness::StatusArgs),
     /// Exit 0 when the daemon's heartbeat is fresh, 1 otherwise
     Health(liveness::HealthArgs),
+    /// Stop this home's daemon when no service manager runs it (started by hand or with row-fence-resident --detach)
+    Stop(liveness::StopArgs),
     /// The board controller's lease: acquire, renew, release, show
     Controller(controller::ControllerArgs),
     /// Apply a raw fenced batch from a JSON file; prints the committed revision
@@ -250,7 +252,7 @@ fn parse_failed(e: clap::Error) -> i32 {
     let _ = e.print();
     if let Some(word) = word.filter(|w| DAEMON_WORDS.contains(&w.as_str())) {
         say!(
-            "row-fence: `{word}`: the daemon is its own binary: run row-fence-resident (same --home/--socket), or load its launchd/systemd job with row-fence install launchd|systemd"
+            "row-fence: `{word}`: the daemon is its own binary: run row-fence-resident --detach (same --home/--socket; without a service manager), or load its launchd/systemd job with row-fence install launchd|systemd"
         );
     }
     e.exit_code()
@@ -266,6 +268,7 @@ async fn run(command: Command, settings: &Settings, timeout: Duration) -> Outcom
         Command::Check(args) => check::run(args, settings, timeout).await,
         Command::Status(args) => liveness::status(args, settings),
         Command::Health(args) => liveness::health(args, settings),
+        Command::Stop(args) => liveness::stop(args, settings, timeout),
         Command::Controller(args) => controller::run(args, settings).await,
         Command::Batch(args) => records::batch(args, settings).await,
         Command::Records(args) => records::records(args, settings).await,

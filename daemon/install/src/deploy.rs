@@ -451,7 +451,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("ExecStart=\"/opt/rf/bin/row-fence-resident\""),
+            text.contains("ExecStart=\"/opt/rf/bin/row-fence-resident\" --supervised"),
             "{text}"
         );
     }

@@ -9,7 +9,8 @@
 //! # Layout
 //!
 //! The commands:
-//! - [`install`]: `install launchd|systemd|claude-hook|agent-hook|git-hook|broker`.
+//! - [`install`]: `install launchd|systemd|claude-hook|agent-hook|git-hook|broker`;
+//!   [`job_commands`]: the load, by-hand and rollback lines the job installs print.
 //! - [`render`]: `render launchd|systemd`, and the job settings `install` shares.
 //! - [`git_install`]: `install git-hook`, git's layer in every worktree of a repository.
 //! - [`doctor`]: where git is fenced in a repository and where it is not;
@@ -48,6 +49,7 @@ pub mod git_hook;
 pub mod git_install;
 pub mod git_repo;
 pub mod install;
+pub mod job_commands;
 pub mod lane_reach;
 pub mod lane_socket;
 pub mod render;

@@ -14,7 +14,8 @@
 //! - [`config`]: flags and environment shared by the daemon and the CLI.
 //!
 //! The running daemon:
-//! - [`startup`]: from start to exit. [`server`]: the accept loop and per-connection
+//! - [`startup`]: from start to exit; [`detach`]: started without a service manager;
+//!   [`reexec`]: onto new binaries in place when no manager restarts it. [`server`]: the accept loop and per-connection
 //!   framing; [`connection`]: one connection's I/O, off the reactor unless it must wait.
 //!   [`resident`]: shared state and its answers (ask, ping, status).
 //! - [`socket`]: socket directory and file hygiene. [`own_code`]: what the daemon loaded,
@@ -33,11 +34,13 @@ pub mod broker;
 pub mod budget;
 pub mod config;
 pub mod connection;
+pub mod detach;
 pub mod gate;
 pub mod heartbeat;
 pub mod location;
 pub mod log_limit;
 pub mod own_code;
+pub mod reexec;
 pub mod refusals;
 pub mod registry;
 pub mod resident;
