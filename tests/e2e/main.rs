@@ -38,6 +38,7 @@ mod etcd_cluster;
 mod etcd_daemon;
 mod failover;
 mod fencing;
+mod figures;
 mod file_store;
 mod floor_identity;
 mod gated;

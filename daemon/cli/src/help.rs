@@ -57,7 +57,7 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "batch",
         "echo '[{\"kind\":\"put\",\"section\":\"s\",\"key\":\"k\",\"expected\":-1,\"value\":\"v\"}]' | row-fence batch board-1 --file - --json",
     ),
-    ("records", "row-fence records board-1 rows --json"),
+    ("records", "row-fence records board-1 claims --json"),
     ("log", "row-fence log board-1 --count 5"),
     (
         "migrate",

@@ -43,13 +43,13 @@ pub struct BrokerArgs {
     /// Serve the ssh-agent protocol on this socket, signing only for ALLOWED lanes [env: ROW_FENCE_BROKER_SOCKET]
     #[arg(long, value_name = "PATH")]
     pub broker_socket: Option<PathBuf>,
-    /// A push key (OpenSSH Ed25519 private key, mode 600, owned by the daemon's uid); repeatable [env: ROW_FENCE_BROKER_KEYS, comma-separated]
+    /// A push key (an unencrypted OpenSSH Ed25519 or RSA private key, mode 600, owned by the daemon's uid); repeatable [env: ROW_FENCE_BROKER_KEYS, comma-separated]
     #[arg(long = "broker-key", value_name = "FILE")]
     pub broker_keys: Vec<PathBuf>,
     /// A read key (same rules), signed for any peer so a refused lane can still fetch: the forge must let it only fetch; repeatable [env: ROW_FENCE_BROKER_READ_KEYS, comma-separated]
     #[arg(long = "broker-read-key", value_name = "FILE")]
     pub broker_read_keys: Vec<PathBuf>,
-    /// The uid → lane bindings (TOML `[[lane]] uid, descriptor`), as `row-fence lane add` writes them [env: ROW_FENCE_BROKER_LANES] [default: $ROW_FENCE_HOME/broker/lanes.toml]
+    /// The uid → lane bindings (TOML `[[lane]] lane, uid, descriptor`, each `lane` required), as `row-fence lane add` writes them [env: ROW_FENCE_BROKER_LANES] [default: $ROW_FENCE_HOME/broker/lanes.toml]
     #[arg(long, value_name = "FILE")]
     pub broker_lanes: Option<PathBuf>,
 }
