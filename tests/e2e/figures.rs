@@ -127,3 +127,78 @@ fn the_records_example_names_a_section_a_board_has() {
     assert_eq!(ran.code, 0, "{example}: {}", ran.stderr);
     assert!(ran.stdout.contains("row-7"), "{example}: {}", ran.stdout);
 }
+
+/// The commands row-fence prints for an operator to run (the reissue for a lease granted
+/// before lease tokens, the re-acquire for a lost descriptor) run as printed for a row or
+/// lane whose name starts with `-`, which the spelling rule allows and a command-line
+/// parser would otherwise take for a flag.
+#[test]
+fn printed_commands_run_as_printed_for_names_that_start_with_a_dash() {
+    let home = Home::file();
+    let repo = crate::util::Repo::new(&home, "dash");
+    let sh = |line: &str| {
+        crate::util::run(
+            home.command("sh")
+                .env(
+                    "PATH",
+                    format!(
+                        "{}:{}",
+                        crate::util::bin_dir().display(),
+                        std::env::var("PATH").unwrap_or_default()
+                    ),
+                )
+                .current_dir(&repo.clone)
+                .arg("-c")
+                .arg(line),
+        )
+    };
+    // The command a detail names: from `row-fence` to the end of the command.
+    let printed = |text: &str, ends: &str| -> String {
+        let at = text.find("row-fence acquire").expect("a printed command");
+        let rest = &text[at..];
+        rest[..rest.find(ends).unwrap_or(rest.len())]
+            .trim()
+            .to_string()
+    };
+    let ran = sh("row-fence acquire --lane lane-a --write-descriptor -- board-1 -r1");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let ran = sh("row-fence acquire --lane lane-a --reissue --write-descriptor -- board-1 -r1");
+    assert_eq!(ran.code, 3, "{}", ran.stderr);
+    let again = printed(&ran.stderr, "):");
+    assert!(again.contains("-- board-1 -r1"), "{again}");
+    let ran = sh(&again);
+    assert_eq!(ran.code, 0, "{again}: {}", ran.stderr);
+
+    // A lease put by a batch (no token) for a lane named `-x`: the reissue the refusal
+    // names arms it, as printed.
+    let expires = row_fence_contract::ledger::now_ms() + 3_600_000;
+    let batch = home.path("b.json");
+    std::fs::write(
+        &batch,
+        format!(
+            r#"[{{"kind":"put","section":"claims","key":"-r2","expected":0,"value":{{"holder":"-x","generation":1,"expires_at_ms":{expires}}}}}]"#
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        home.cli(&["batch", "board-2", "--file", batch.to_str().unwrap()])
+            .code,
+        0
+    );
+    let d = home.path("d.json");
+    std::fs::write(
+        &d,
+        r#"{"board":"board-2","row":"-r2","lane":"-x","generation":1}"#,
+    )
+    .unwrap();
+    let ran = home.cli(&["check", "--descriptor", d.to_str().unwrap()]);
+    assert_eq!(ran.code, 3, "{}", ran.stderr);
+    let reissue = printed(&ran.stderr, "\n");
+    assert!(
+        reissue.contains("--lane=-x") && reissue.ends_with("-- board-2 -r2"),
+        "{reissue}"
+    );
+    let ran = sh(&reissue);
+    assert_eq!(ran.code, 0, "{reissue}: {}", ran.stderr);
+    assert!(ran.stdout.contains(r#""row":"-r2""#), "{}", ran.stdout);
+}
