@@ -162,9 +162,9 @@ pub async fn acquire(
                             command_line(
                                 "acquire",
                                 &[
-                                    Word::Positional(&grant.board),
-                                    Word::Positional(&grant.row),
-                                    Word::Option("--lane", &grant.lane),
+                                    Word::Positional(grant.board),
+                                    Word::Positional(grant.row),
+                                    Word::Option("--lane", grant.lane),
                                     Word::Flag("--write-descriptor"),
                                 ],
                             )
