@@ -202,3 +202,35 @@ fn printed_commands_run_as_printed_for_names_that_start_with_a_dash() {
     assert_eq!(ran.code, 0, "{reissue}: {}", ran.stderr);
     assert!(ran.stdout.contains(r#""row":"-r2""#), "{}", ran.stdout);
 }
+
+/// The comment install writes into Codex's `config.toml` names the rollback that removes
+/// its block, and that command, run as written there, gives the file back byte for byte
+/// (without `--settings` it would look in `~/.codex/hooks.json` and do nothing).
+#[test]
+fn the_rollback_named_in_codexs_config_toml_runs_as_written_there() {
+    let home = Home::file();
+    let config = home.dir.path().join(".codex/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    let before = "model = \"o3\"\n";
+    std::fs::write(&config, before).unwrap();
+    let ran = crate::util::run(
+        home.command(bin("row-fence"))
+            .args(["install", "agent-hook", "--agent", "codex", "--settings"])
+            .arg(&config)
+            .arg("--bin-dir")
+            .arg(crate::util::bin_dir()),
+    );
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let text = std::fs::read_to_string(&config).unwrap();
+    let comment = text
+        .lines()
+        .find(|l| l.starts_with("# row-fence agent hook"))
+        .expect("the block's comment line");
+    let (_, rest) = comment.split_once('`').expect("a command in backquotes");
+    let (rollback, _) = rest.split_once('`').expect("a closing backquote");
+    assert!(rollback.contains("--settings"), "{rollback}");
+    let ran = crate::util::run(home.command("sh").arg("-c").arg(rollback));
+    assert_eq!(ran.code, 0, "{rollback}: {}", ran.stderr);
+    assert!(ran.stderr.contains("is off"), "{}", ran.stderr);
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), before);
+}

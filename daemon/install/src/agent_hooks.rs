@@ -162,17 +162,20 @@ pub const CURSOR: [Layout; 2] = [
 ];
 
 /// Adds the entries running `command` to `text` (`None`: no file yet). Unchanged when
-/// every entry is there already.
+/// every entry is there already. `rollback` is the command that removes them, which a
+/// format that carries comments (Codex's `config.toml`) names beside the entry.
 pub fn install(
     agent: Agent,
     file: &Path,
     text: Option<&str>,
     command: &str,
+    rollback: &str,
 ) -> Result<Edit, String> {
     let format = agent.format(file);
     let start = text.unwrap_or(agent.empty(format));
     if format == Format::CodexToml {
-        return codex_toml::install(Some(start), command, TIMEOUT_S).map_err(|e| e.to_string());
+        return codex_toml::install(Some(start), command, TIMEOUT_S, rollback)
+            .map_err(|e| e.to_string());
     }
     let mut now = start.to_string();
     let mut changed = false;
@@ -351,7 +354,8 @@ mod tests {
                 Some("{\"hooks\": {\"PreToolUse\": [], \"BeforeTool\": []}}"),
             ] {
                 let file = agent.default_file(Path::new("/u"));
-                let Edit::Changed(after) = install(agent, &file, before, COMMAND).unwrap() else {
+                let Edit::Changed(after) = install(agent, &file, before, COMMAND, "r").unwrap()
+                else {
                     panic!("{agent:?}: nothing installed into {before:?}");
                 };
                 let v: Value = serde_json::from_str(&after).unwrap();
@@ -362,7 +366,7 @@ mod tests {
                     assert_eq!(v["version"], 1);
                 }
                 assert_eq!(
-                    install(agent, &file, Some(&after), COMMAND).unwrap(),
+                    install(agent, &file, Some(&after), COMMAND, "r").unwrap(),
                     Edit::Unchanged
                 );
                 let back = rollback(agent, &file, Some(&after), COMMAND).unwrap();
@@ -379,7 +383,7 @@ mod tests {
     fn codex_toml_is_found_and_the_guard_paths_read() {
         let file = Path::new("/u/.codex/config.toml");
         assert_eq!(Agent::Codex.format(file), Format::CodexToml);
-        let Edit::Changed(after) = install(Agent::Codex, file, None, COMMAND).unwrap() else {
+        let Edit::Changed(after) = install(Agent::Codex, file, None, COMMAND, "r").unwrap() else {
             panic!()
         };
         let found = find(Agent::Codex, Format::CodexToml, &after).unwrap();

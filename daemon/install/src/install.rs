@@ -268,7 +268,8 @@ fn agent_hook(args: AgentHookArgs, settings: &Settings, json: bool) -> Outcome {
             )));
         }
         write_hook_script(&hook_path)?;
-        agent_hooks::install(agent, &file, before.as_deref(), &command)
+        let rollback = rollback_line(agent, &file, &bins, settings)?;
+        agent_hooks::install(agent, &file, before.as_deref(), &command, &rollback)
     }
     .map_err(|e| Failure::could_not(format!("{}: {e}", file.display())))?;
     let edit_changed = matches!(edit, Edit::Changed(_));
@@ -375,6 +376,35 @@ fn legacy_hook_command(
 ) -> Result<String, NotUtf8> {
     let mut words = exports(bin_dir, settings)?;
     words.push(sh_quote_path(hook)?);
+    Ok(words.join(" "))
+}
+
+/// The command that takes this hook out again, as the operator runs it: this program,
+/// the same home (and socket), harness, file and binaries the entry was written with.
+fn rollback_line(
+    agent: Agent,
+    file: &Path,
+    bins: &Path,
+    settings: &Settings,
+) -> Result<String, Failure> {
+    let quote = |p: &Path| sh_quote_path(p).map_err(|e| Failure::usage(e.to_string()));
+    let program = std::env::current_exe()
+        .map_err(|e| Failure::could_not(format!("cannot find this program: {e}")))?;
+    let mut words = vec![quote(&program)?, "--home".into(), quote(&settings.home)?];
+    if settings.socket != settings.home.join("sock") {
+        words.extend(["--socket".into(), quote(&settings.socket)?]);
+    }
+    words.extend([
+        "install".into(),
+        "agent-hook".into(),
+        "--agent".into(),
+        agent.name().into(),
+        "--settings".into(),
+        quote(file)?,
+        "--bin-dir".into(),
+        quote(bins)?,
+        "--rollback".into(),
+    ]);
     Ok(words.join(" "))
 }
 
