@@ -172,7 +172,7 @@ fn job(job: Job, args: JobInstallArgs, settings: &Settings, json: bool) -> Outco
     write_private(&path, text.as_bytes())
         .map_err(|e| Failure::could_not(format!("cannot write {}: {e}", path.display())))?;
     say!(
-        "row-fence: wrote {}; nothing is loaded yet. Run the load command yourself: it loads the job first, then switches the agent hook on. The rollback switches the hook off first, then unloads the job.",
+        "row-fence: wrote {}; nothing is loaded yet. Run the load command yourself: it loads the job first, then switches the agent hook on. The rollback switches the hook off first, then unloads the job (README, \"Uninstall\": git's layer, other hooks and the binaries).",
         path.display()
     );
     match (&lines.state, job) {
