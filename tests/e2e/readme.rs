@@ -115,6 +115,49 @@ fn script(path: &Path, text: &str) {
     fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
 }
 
+/// A checkout of row-fence at `<tmp>/checkout` whose `scripts/build` stands in for the
+/// release build (which would take minutes here): it copies the binaries of the
+/// directory `$RF_BUILD` names into `target/dist/` and prints that path, as the real one
+/// does.
+fn checkout(home: &Home) -> PathBuf {
+    let dir = home.path("checkout");
+    script(
+        &dir.join("scripts/build"),
+        "#!/bin/sh\nset -e\nmkdir -p target/dist\nfor b in \"$RF_BUILD\"/*; do cp -f \"$b\" target/dist/; done\necho \"$PWD/target/dist\"\n",
+    );
+    dir
+}
+
+/// `PATH` with `dirs` first (`~/.local/bin`, as "Before you start" asks).
+fn path_with(dirs: &[&Path]) -> String {
+    let mut parts: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    parts.push(std::env::var("PATH").unwrap_or_default());
+    parts.join(":")
+}
+
+/// `shell -c line` as a user types it in `checkout`: `$HOME` is `me`, `PATH` is `path`,
+/// the home is the default (`~/.row-fence`), and `scripts/build` copies `build`.
+fn as_user(
+    home: &Home,
+    me: &Path,
+    path: &str,
+    checkout: &Path,
+    build: &Path,
+    shell: &str,
+    line: &str,
+) -> Ran {
+    run(home
+        .command(shell)
+        .env("HOME", me)
+        .env("PATH", path)
+        .env("RF_BUILD", build)
+        .env("MANPAGER", "cat")
+        .env_remove("ROW_FENCE_HOME")
+        .current_dir(checkout)
+        .arg("-c")
+        .arg(line))
+}
+
 /// The README's Linux Install line, its Upgrading step (the same line without its
 /// `row-fence install …` part, run while the daemon serves) and its Liveness lines, run
 /// by `sh` as printed on a fresh `$HOME`. Two stand-ins only: `scripts/build` copies an
@@ -127,16 +170,12 @@ fn the_install_upgrading_and_liveness_sections_run_on_a_fresh_home() {
     home.home = home.dir.path().join(".row-fence");
     let me = home.dir.path().to_path_buf();
     let local = me.join(".local/bin");
-    let checkout = home.path("checkout");
+    let checkout = checkout(&home);
     let (old, new) = (home.path("old-build"), home.path("new-build"));
     for name in BINARIES {
         install_build(&old, name, &next_digest(BUILD_DIGEST));
         install_this_build(&new, name);
     }
-    script(
-        &checkout.join("scripts/build"),
-        "#!/bin/sh\nset -e\nmkdir -p target/dist\nfor b in \"$RF_BUILD\"/*; do cp -f \"$b\" target/dist/; done\necho \"$PWD/target/dist\"\n",
-    );
     let manager = home.path("service-manager");
     script(
         &manager.join("systemctl"),
@@ -145,22 +184,8 @@ fn the_install_upgrading_and_liveness_sections_run_on_a_fresh_home() {
             home.path("systemctl.log").display()
         ),
     );
-    let path = format!(
-        "{}:{}:{}",
-        manager.display(),
-        local.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let sh = |line: &str, build: &Path| -> Ran {
-        run(home
-            .command("sh")
-            .env("PATH", &path)
-            .env("RF_BUILD", build)
-            .env_remove("ROW_FENCE_HOME")
-            .current_dir(&checkout)
-            .arg("-c")
-            .arg(line))
-    };
+    let path = path_with(&[&manager, &local]);
+    let sh = |line: &str, build: &Path| as_user(&home, &me, &path, &checkout, build, "sh", line);
 
     // Install: every binary in place (the guard too), the unit written, nothing loaded.
     let install = sh_block("install systemd");
@@ -294,7 +319,7 @@ fn without_a_service_manager_the_by_hand_line_runs_survives_an_upgrade_and_rolls
     };
     let me = home.dir.path().to_path_buf();
     let local = me.join(".local/bin");
-    let checkout = home.path("checkout");
+    let checkout = checkout(&home);
     let (old, new) = (home.path("old-build"), home.path("new-build"));
     for name in BINARIES {
         install_this_build(&old, name);
@@ -308,25 +333,8 @@ fn without_a_service_manager_the_by_hand_line_runs_survives_an_upgrade_and_rolls
             }
         }
     }
-    script(
-        &checkout.join("scripts/build"),
-        "#!/bin/sh\nset -e\nmkdir -p target/dist\nfor b in \"$RF_BUILD\"/*; do cp -f \"$b\" target/dist/; done\necho \"$PWD/target/dist\"\n",
-    );
-    let path = format!(
-        "{}:{}",
-        local.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let sh = |line: &str, build: &Path| -> Ran {
-        run(home
-            .command("sh")
-            .env("PATH", &path)
-            .env("RF_BUILD", build)
-            .env_remove("ROW_FENCE_HOME")
-            .current_dir(&checkout)
-            .arg("-c")
-            .arg(line))
-    };
+    let path = path_with(&[&local]);
+    let sh = |line: &str, build: &Path| as_user(&home, &me, &path, &checkout, build, "sh", line);
     let line = |out: &str, tag: &str| -> String {
         out.lines()
             .find_map(|l| l.strip_prefix(tag))
@@ -467,32 +475,14 @@ fn every_piece_install_writes_comes_back_out_with_uninstall() {
     let home = Home::file();
     let me = home.path("me");
     let local = me.join(".local/bin");
-    let checkout = home.path("checkout");
+    let checkout = checkout(&home);
     let build = home.path("build");
     for name in BINARIES {
         install_this_build(&build, name);
     }
-    script(
-        &checkout.join("scripts/build"),
-        "#!/bin/sh\nset -e\nmkdir -p target/dist\nfor b in \"$RF_BUILD\"/*; do cp -f \"$b\" target/dist/; done\necho \"$PWD/target/dist\"\n",
-    );
-    let path = format!(
-        "{}:{}",
-        local.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let shell = |shell: &str, line: &str| -> Ran {
-        run(home
-            .command(shell)
-            .env("HOME", &me)
-            .env("PATH", &path)
-            .env("RF_BUILD", &build)
-            .env("MANPAGER", "cat")
-            .env_remove("ROW_FENCE_HOME")
-            .current_dir(&checkout)
-            .arg("-c")
-            .arg(line))
-    };
+    let path = path_with(&[&local]);
+    let shell =
+        |shell: &str, line: &str| as_user(&home, &me, &path, &checkout, &build, shell, line);
     let sh = |line: &str| shell("sh", line);
     // The lane's repository, cloned from a remote outside $HOME.
     let remote = home.path("remote.git");
