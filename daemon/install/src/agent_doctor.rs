@@ -86,7 +86,7 @@ fn check(agent: Agent, file: &Path, home: &Path, project: Option<&Path>) -> Agen
             report.problems.push(format!(
                 "{} does not parse ({e}): {} ignores it, hooks and all",
                 file.display(),
-                agent.name()
+                agent.title()
             ));
             return report;
         }

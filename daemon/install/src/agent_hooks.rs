@@ -64,6 +64,16 @@ impl Agent {
         }
     }
 
+    /// The harness's own name, as a sentence names it.
+    pub fn title(self) -> &'static str {
+        match self {
+            Agent::Claude => "Claude Code",
+            Agent::Codex => "Codex",
+            Agent::Gemini => "Gemini CLI",
+            Agent::Cursor => "Cursor",
+        }
+    }
+
     /// The harness's usual user-level hook file under `home` (the user's `$HOME`).
     pub fn default_file(self, home: &Path) -> PathBuf {
         match self {
