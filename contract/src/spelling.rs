@@ -154,9 +154,91 @@ pub fn escape_unsafe(text: &str, keep_newlines: bool) -> String {
     out
 }
 
+/// One argument of a `row-fence` command printed for an operator to run.
+#[derive(Clone, Copy, Debug)]
+pub enum Word<'a> {
+    /// A positional value (a board, a row).
+    Positional(&'a str),
+    /// `--name value`.
+    Option(&'a str, &'a str),
+    /// `--name` alone.
+    Flag(&'a str),
+}
+
+/// A `row-fence SUBCOMMAND …` line that runs as printed, whatever the names: a row or
+/// lane may start with `-` (the allowlist lets it), which a command-line parser reads as a
+/// flag. So a value that starts with `-` is joined to its option (`--lane=-x`), and when
+/// a positional does, every positional follows `--`. A word with characters a shell
+/// reads (a stored name's `\u{…}` escapes) is single-quoted.
+pub fn command_line(subcommand: &str, words: &[Word<'_>]) -> String {
+    let quote = |v: &str| {
+        let plain = !v.is_empty()
+            && v.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_./:@+,".contains(&b));
+        if plain {
+            v.to_string()
+        } else {
+            format!("'{}'", v.replace('\'', "'\\''"))
+        }
+    };
+    let dashed = words
+        .iter()
+        .any(|w| matches!(w, Word::Positional(v) if v.starts_with('-')));
+    let mut line = vec!["row-fence".to_string(), subcommand.to_string()];
+    let mut positionals = Vec::new();
+    for word in words {
+        match *word {
+            Word::Positional(v) if dashed => positionals.push(quote(v)),
+            Word::Positional(v) => line.push(quote(v)),
+            Word::Option(name, v) if v.starts_with('-') => {
+                line.push(format!("{name}={}", quote(v)));
+            }
+            Word::Option(name, v) => line.extend([name.to_string(), quote(v)]),
+            Word::Flag(name) => line.push(name.to_string()),
+        }
+    }
+    if dashed {
+        line.push("--".to_string());
+        line.extend(positionals);
+    }
+    line.join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_printed_command_keeps_names_that_start_with_a_dash_as_values() {
+        use Word::*;
+        let plain = [
+            Positional("board-1"),
+            Positional("row-1"),
+            Option("--lane", "lane-a"),
+            Flag("--reissue"),
+        ];
+        assert_eq!(
+            command_line("acquire", &plain),
+            "row-fence acquire board-1 row-1 --lane lane-a --reissue"
+        );
+        let dashed = [
+            Positional("board-1"),
+            Positional("-r1"),
+            Option("--lane", "-x"),
+            Flag("--write-descriptor"),
+        ];
+        assert_eq!(
+            command_line("acquire", &dashed),
+            "row-fence acquire --lane=-x --write-descriptor -- board-1 -r1"
+        );
+        assert_eq!(
+            command_line(
+                "release",
+                &[Positional("b"), Positional("it's"), Option("--lane", "l")]
+            ),
+            "row-fence release b 'it'\\''s' --lane l"
+        );
+    }
 
     #[test]
     fn only_the_allowlist_passes_and_the_error_names_the_character() {

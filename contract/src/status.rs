@@ -23,6 +23,10 @@ pub struct Status {
     pub socket: String,
     /// Its `ROW_FENCE_HOME`.
     pub home: String,
+    /// True when it runs `--supervised`: a service manager restarts it, so `row-fence
+    /// stop` leaves it to that manager (its stop would only be followed by a restart).
+    #[serde(default)]
+    pub supervised: bool,
     /// The store it asks, without a password.
     pub store: String,
     /// The prefix of its Redis keys (`ROW_FENCE_KEY_PREFIX`); writes with another are refused.

@@ -145,7 +145,7 @@ fn sigterm_finishes_and_unlinks_only_its_own_socket() {
 fn a_changed_registry_makes_the_daemon_answer_stale_code_and_exit_for_its_supervisor() {
     let home = Home::file();
     let (_, a) = home.acquire("b", "r", "lane-a", &[]);
-    let mut daemon = home.daemon();
+    let mut daemon = home.daemon_with(&["--supervised"], &[]);
     std::fs::create_dir_all(home.home.join("registry")).unwrap();
     std::fs::write(home.home.join("registry/boards.toml"), "[boards]\n").unwrap();
     home.ask_with(&a, &[])

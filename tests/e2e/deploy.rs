@@ -103,7 +103,10 @@ fn the_rendered_plist_has_every_key_with_its_type_and_a_hostile_home_round_trips
         .collect();
     assert_eq!(
         program,
-        [bin_dir.join("row-fence-resident").to_str().unwrap()]
+        [
+            bin_dir.join("row-fence-resident").to_str().unwrap(),
+            "--supervised"
+        ]
     );
     assert_eq!(job["KeepAlive"].as_boolean(), Some(true));
     assert_eq!(job["RunAtLoad"].as_boolean(), Some(true));
@@ -212,10 +215,15 @@ fn the_rendered_unit_passes_systemd_analyze_and_its_keys_read_back() {
     assert!(one("Service", "WatchdogSec").parse::<u32>().unwrap() > 0);
     assert!(one("Unit", "StartLimitIntervalSec").parse::<u32>().unwrap() > 0);
     assert!(one("Unit", "StartLimitBurst").parse::<u32>().unwrap() > 0);
+    let exec = one("Service", "ExecStart");
+    let (program, flags) = exec
+        .rsplit_once(' ')
+        .expect("ExecStart has the program and a flag");
     assert_eq!(
-        unquote(&one("Service", "ExecStart")),
+        unquote(program),
         bin_dir.join("row-fence-resident").display().to_string()
     );
+    assert_eq!(flags, "--supervised");
     let env: BTreeMap<String, String> = sections["Service"]["Environment"]
         .iter()
         .map(|line| {

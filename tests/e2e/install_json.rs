@@ -125,12 +125,30 @@ fn install_systemd_says_the_state_is_unknown_when_no_user_manager_answers() {
     assert_eq!(v["job_state"], "unknown");
     assert!(v["load"].as_str().unwrap().contains(restart), "{v}");
     assert!(
-        stderr.contains("state is unknown") && stderr.contains("Failed to connect to bus"),
+        stderr.contains("no user service manager answered")
+            && stderr.contains("Failed to connect to bus"),
         "{stderr}"
+    );
+    // A machine with none gets a way that works: the daemon by hand, then the hook; and
+    // a rollback that goes on past systemctl to remove the unit and stop the daemon.
+    let by_hand = v["by_hand"].as_str().unwrap();
+    assert!(
+        by_hand.contains("row-fence-resident")
+            && by_hand.contains("--detach && ")
+            && by_hand.contains("install claude-hook"),
+        "{v}"
+    );
+    let rollback = v["rollback"].as_str().unwrap();
+    assert!(
+        rollback.contains("disable --now row-fence-resident.service ||")
+            && rollback.contains("rm -f ")
+            && rollback.ends_with(" stop"),
+        "{v}"
     );
 
     let (v, stderr) = install_systemd("inactive", "", 3);
     assert_eq!(v["job_state"], "not_running");
+    assert_eq!(v["by_hand"], serde_json::Value::Null, "{v}");
     assert!(!v["load"].as_str().unwrap().contains(restart), "{v}");
     assert!(!stderr.contains("unknown"), "{stderr}");
 
@@ -162,4 +180,74 @@ fn install_launchd_says_the_state_is_unknown_without_launchctl() {
     assert_eq!(v["job_state"], "unknown");
     assert!(!v["load"].as_str().unwrap().contains("bootout"), "{v}");
     assert!(ran.stderr.contains("state is unknown"), "{}", ran.stderr);
+}
+
+/// `install systemd --agent …` switches the harness the operator runs, not Claude Code's
+/// for everyone: the load line turns each named hook on after the job, the rollback turns
+/// them off (last first) before it; `--agent none` switches none; `--settings` takes one.
+#[test]
+fn install_systemd_switches_the_hooks_of_the_harnesses_named() {
+    let home = Home::file();
+    let job = |agents: &[&str]| {
+        let mut cmd = home.command(bin("row-fence"));
+        cmd.args(["install", "systemd", "--json", "--bin-dir"])
+            .arg(bin_dir());
+        for a in agents {
+            cmd.args(["--agent", a]);
+        }
+        run(&mut cmd)
+    };
+    let ran = job(&["codex", "cursor"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let v = ran.json();
+    let (load, rollback) = (v["load"].as_str().unwrap(), v["rollback"].as_str().unwrap());
+    assert!(
+        !load.contains("claude-hook") && !rollback.contains("claude-hook"),
+        "{v}"
+    );
+    let codex = load
+        .find("install agent-hook --agent codex")
+        .expect("codex on");
+    let cursor = load
+        .find("install agent-hook --agent cursor")
+        .expect("cursor on");
+    assert!(
+        load.find("enable --now").unwrap() < codex && codex < cursor,
+        "{load}"
+    );
+    let off = |a: &str| rollback.find(&format!("--agent {a} --bin-dir")).unwrap();
+    assert!(off("cursor") < off("codex"), "{rollback}");
+    assert!(
+        off("codex") < rollback.find("disable --now").unwrap(),
+        "{rollback}"
+    );
+
+    let v = job(&["none"]).json();
+    assert!(!v["load"].as_str().unwrap().contains("install"), "{v}");
+    assert!(!v["rollback"].as_str().unwrap().contains("install"), "{v}");
+
+    // Refused before anything is written.
+    let fresh = Home::file();
+    for extra in [
+        &["--agent", "none", "--agent", "codex"][..],
+        &[
+            "--agent",
+            "codex",
+            "--agent",
+            "gemini",
+            "--settings",
+            "/tmp/x.json",
+        ][..],
+    ] {
+        let ran = run(fresh
+            .command(bin("row-fence"))
+            .args(["install", "systemd", "--bin-dir"])
+            .arg(bin_dir())
+            .args(extra));
+        assert_eq!(ran.code, 2, "{extra:?}: {}", ran.stderr);
+    }
+    assert!(
+        !fresh.dir.path().join(".config").exists(),
+        "nothing written"
+    );
 }

@@ -144,7 +144,7 @@ fn table() -> Vec<Row> {
             daemon: Daemon::Absent,
             line: concat!(
                 "row-fence: COULD NOT READ (fence_unreadable) cannot connect to {socket}: No such file or directory (os error 2)",
-                ": the daemon is not running; start it with row-fence-resident (same --home/--socket), or load its launchd/systemd job (README, \"Install\")"
+                ": the daemon is not running; start it with row-fence-resident --detach (same --home/--socket; where no service manager runs it), or load its launchd/systemd job (README, \"Install\")"
             ),
             asker_exit: 1,
             by_client: true,

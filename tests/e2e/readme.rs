@@ -2,11 +2,12 @@
 //! example runs as printed, with the outputs its comments name.
 
 use crate::stamp::{Supervisor, install_build, install_this_build, next_digest};
-use crate::util::{Home, Ran, bin_dir, repo_root, run, until};
+use crate::util::{Home, Ran, bin_dir, git, repo_root, run, until};
 use row_fence_stamp::BUILD_DIGEST;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
 /// The ```sh block of README.md that contains `needle`.
@@ -114,6 +115,49 @@ fn script(path: &Path, text: &str) {
     fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
 }
 
+/// A checkout of row-fence at `<tmp>/checkout` whose `scripts/build` stands in for the
+/// release build (which would take minutes here): it copies the binaries of the
+/// directory `$RF_BUILD` names into `target/dist/` and prints that path, as the real one
+/// does.
+fn checkout(home: &Home) -> PathBuf {
+    let dir = home.path("checkout");
+    script(
+        &dir.join("scripts/build"),
+        "#!/bin/sh\nset -e\nmkdir -p target/dist\nfor b in \"$RF_BUILD\"/*; do cp -f \"$b\" target/dist/; done\necho \"$PWD/target/dist\"\n",
+    );
+    dir
+}
+
+/// `PATH` with `dirs` first (`~/.local/bin`, as "Before you start" asks).
+fn path_with(dirs: &[&Path]) -> String {
+    let mut parts: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    parts.push(std::env::var("PATH").unwrap_or_default());
+    parts.join(":")
+}
+
+/// `shell -c line` as a user types it in `checkout`: `$HOME` is `me`, `PATH` is `path`,
+/// the home is the default (`~/.row-fence`), and `scripts/build` copies `build`.
+fn as_user(
+    home: &Home,
+    me: &Path,
+    path: &str,
+    checkout: &Path,
+    build: &Path,
+    shell: &str,
+    line: &str,
+) -> Ran {
+    run(home
+        .command(shell)
+        .env("HOME", me)
+        .env("PATH", path)
+        .env("RF_BUILD", build)
+        .env("MANPAGER", "cat")
+        .env_remove("ROW_FENCE_HOME")
+        .current_dir(checkout)
+        .arg("-c")
+        .arg(line))
+}
+
 /// The README's Linux Install line, its Upgrading step (the same line without its
 /// `row-fence install …` part, run while the daemon serves) and its Liveness lines, run
 /// by `sh` as printed on a fresh `$HOME`. Two stand-ins only: `scripts/build` copies an
@@ -126,16 +170,12 @@ fn the_install_upgrading_and_liveness_sections_run_on_a_fresh_home() {
     home.home = home.dir.path().join(".row-fence");
     let me = home.dir.path().to_path_buf();
     let local = me.join(".local/bin");
-    let checkout = home.path("checkout");
+    let checkout = checkout(&home);
     let (old, new) = (home.path("old-build"), home.path("new-build"));
     for name in BINARIES {
         install_build(&old, name, &next_digest(BUILD_DIGEST));
         install_this_build(&new, name);
     }
-    script(
-        &checkout.join("scripts/build"),
-        "#!/bin/sh\nset -e\nmkdir -p target/dist\nfor b in \"$RF_BUILD\"/*; do cp -f \"$b\" target/dist/; done\necho \"$PWD/target/dist\"\n",
-    );
     let manager = home.path("service-manager");
     script(
         &manager.join("systemctl"),
@@ -144,22 +184,8 @@ fn the_install_upgrading_and_liveness_sections_run_on_a_fresh_home() {
             home.path("systemctl.log").display()
         ),
     );
-    let path = format!(
-        "{}:{}:{}",
-        manager.display(),
-        local.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let sh = |line: &str, build: &Path| -> Ran {
-        run(home
-            .command("sh")
-            .env("PATH", &path)
-            .env("RF_BUILD", build)
-            .env_remove("ROW_FENCE_HOME")
-            .current_dir(&checkout)
-            .arg("-c")
-            .arg(line))
-    };
+    let path = path_with(&[&manager, &local]);
+    let sh = |line: &str, build: &Path| as_user(&home, &me, &path, &checkout, build, "sh", line);
 
     // Install: every binary in place (the guard too), the unit written, nothing loaded.
     let install = sh_block("install systemd");
@@ -193,8 +219,9 @@ fn the_install_upgrading_and_liveness_sections_run_on_a_fresh_home() {
     };
     ask().expect(0, "row-fence: ALLOWED");
 
-    // Liveness: the monitoring lines as printed (cron's five time fields dropped, the
-    // textfile collector's directory moved into the temp dir).
+    // Liveness: the monitoring lines as printed, as cron runs them: its five time fields
+    // dropped, in cron's environment (HOME, and PATH=/usr/bin:/bin, which has no
+    // row-fence on it), the textfile collector's directory moved into the temp dir.
     let textfile = home.path("textfile");
     fs::create_dir_all(&textfile).unwrap();
     let liveness = sh_block("row-fence health --max-age 90s");
@@ -210,10 +237,17 @@ fn the_install_upgrading_and_liveness_sections_run_on_a_fresh_home() {
         .collect();
     assert_eq!(lines.len(), 2, "{liveness}");
     let (health, _alert) = lines[0].split_once(" || ").expect("health || alert");
-    let healthy = |check: &str| until(Duration::from_secs(10), || sh(check, &old), |r| r.code == 0);
+    let cron = |line: &str| -> Ran {
+        run(Command::new("env")
+            .arg("-i")
+            .arg(format!("HOME={}", me.display()))
+            .args(["PATH=/usr/bin:/bin", "SHELL=/bin/sh", "LOGNAME=root"])
+            .args(["/bin/sh", "-c", line]))
+    };
+    let healthy = |check: &str| until(Duration::from_secs(10), || cron(check), |r| r.code == 0);
     let ran = healthy(health);
     assert_eq!(ran.code, 0, "{health}\n{}", ran.stderr);
-    assert_eq!(sh(&lines[1], &old).code, 0, "{}", lines[1]);
+    assert_eq!(cron(&lines[1]).code, 0, "{}", lines[1]);
     let prom = fs::read_to_string(textfile.join("row_fence.prom")).unwrap();
     assert!(prom.ends_with("row_fence_healthy 1\n"), "{prom}");
 
@@ -265,4 +299,458 @@ fn the_install_upgrading_and_liveness_sections_run_on_a_fresh_home() {
     let ran = healthy(health);
     assert_eq!(ran.code, 0, "{health}\n{}", ran.stderr);
     drop(supervisor);
+}
+
+/// README "Install", No service manager, on the kind of machine CI is (root in a
+/// container, no user service manager): the Linux Install line on a fresh `$HOME` prints
+/// the `by hand:` line, which starts the daemon detached and switches the hook on; an
+/// upgrade (the same line without its `row-fence install …` part) is picked up by the
+/// daemon executing its new binary in place, same pid, with nothing to restart it; the
+/// printed rollback switches the hook off, removes the unit file without `systemctl` and
+/// stops the daemon. Then the section's own two lines do the same. The real `systemctl`
+/// runs where there is one, with no manager to reach (no `XDG_RUNTIME_DIR`, no bus).
+#[test]
+fn without_a_service_manager_the_by_hand_line_runs_survives_an_upgrade_and_rolls_back() {
+    let mut home = Home::file();
+    home.home = home.dir.path().join(".row-fence");
+    let _stop = StopsDaemon {
+        row_fence: crate::util::bin("row-fence"),
+        home: home.home.clone(),
+    };
+    let me = home.dir.path().to_path_buf();
+    let local = me.join(".local/bin");
+    let checkout = checkout(&home);
+    let (old, new) = (home.path("old-build"), home.path("new-build"));
+    for name in BINARIES {
+        install_this_build(&old, name);
+        // The daemon and its asker are what the upgrade is about; the others stay.
+        match name {
+            "row-fence-ask" | "row-fence-resident" => {
+                install_build(&new, name, &next_digest(BUILD_DIGEST));
+            }
+            _ => {
+                install_this_build(&new, name);
+            }
+        }
+    }
+    let path = path_with(&[&local]);
+    let sh = |line: &str, build: &Path| as_user(&home, &me, &path, &checkout, build, "sh", line);
+    let line = |out: &str, tag: &str| -> String {
+        out.lines()
+            .find_map(|l| l.strip_prefix(tag))
+            .unwrap_or_else(|| panic!("a {tag} line in {out}"))
+            .trim()
+            .to_string()
+    };
+    let unit = me.join(".config/systemd/user/row-fence-resident.service");
+    let settings = me.join(".claude/settings.json");
+    let (_, lane) = home.acquire("b", "r", "lane-a", &[]);
+    let ask = || {
+        run(home
+            .command(local.join("row-fence-ask"))
+            .arg("--descriptor")
+            .arg(&lane))
+    };
+    let daemon_pid = || {
+        crate::util::ping(&home.socket())
+            .and_then(|a| a.pong)
+            .map(|p| (p.pid, p.stamp))
+    };
+
+    let install = sh_block("install systemd");
+    let ran = sh(&install, &old);
+    assert_eq!(ran.code, 0, "{install}\n{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("no user service manager answered"),
+        "{}",
+        ran.stderr
+    );
+    assert!(unit.is_file());
+    let by_hand = line(&ran.stdout, "by hand:");
+    let rollback = line(&ran.stdout, "rollback:");
+    let started = sh(&by_hand, &old);
+    assert_eq!(started.code, 0, "{by_hand}\n{}", started.stderr);
+    assert!(settings.is_file(), "the hook is on once the daemon answers");
+    ask().expect(0, "row-fence: ALLOWED");
+    let (pid, stamp) = daemon_pid().expect("the detached daemon answers");
+
+    // The upgrade: nothing restarts this daemon, and nothing has to.
+    let (upgrade, _) = install
+        .split_once(" && ~/.local/bin/row-fence install")
+        .expect("the install line ends with row-fence install");
+    assert_eq!(sh(upgrade, &new).code, 0);
+    let ran = until(Duration::from_secs(15), ask, |r| r.code == 0);
+    ran.expect(0, "row-fence: ALLOWED");
+    let (same, new_stamp) = daemon_pid().expect("the daemon answers after the upgrade");
+    assert_eq!(same, pid, "it ran its new binary in place");
+    assert_ne!(new_stamp, stamp, "on the new code");
+
+    let ran = sh(&rollback, &new);
+    assert_eq!(ran.code, 0, "{rollback}\n{}", ran.stderr);
+    assert!(!unit.exists(), "the unit file is removed without systemctl");
+    assert!(
+        !settings.exists(),
+        "the settings file install created is gone"
+    );
+    assert!(daemon_pid().is_none() && !home.socket().exists(), "stopped");
+
+    // The section's own lines, as printed.
+    let start = sh_block("row-fence-resident --detach &&");
+    let ran = sh(&start, &new);
+    assert_eq!(ran.code, 0, "{start}\n{}", ran.stderr);
+    ask().expect(0, "row-fence: ALLOWED");
+    let back = sh_block("install claude-hook --rollback && ~/.local/bin/row-fence stop");
+    let ran = sh(&back, &new);
+    assert_eq!(ran.code, 0, "{back}\n{}", ran.stderr);
+    assert!(
+        !settings.exists() && daemon_pid().is_none(),
+        "{}",
+        ran.stderr
+    );
+    let ran = sh("~/.local/bin/row-fence stop", &new);
+    assert_eq!(
+        ran.code, 0,
+        "nothing to stop is done already: {}",
+        ran.stderr
+    );
+}
+
+/// Stops a daemon a README line started detached, when the test ends either way: nothing
+/// is left running after a failed assertion.
+struct StopsDaemon {
+    row_fence: PathBuf,
+    home: PathBuf,
+}
+
+impl Drop for StopsDaemon {
+    fn drop(&mut self) {
+        let _ = Command::new(&self.row_fence)
+            .arg("--home")
+            .arg(&self.home)
+            .arg("stop")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
+/// Every file under `dir` (not directories), with its bytes, skipping `except`.
+fn files_under(dir: &Path, except: &[PathBuf]) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    let mut found = std::collections::BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in fs::read_dir(&d).unwrap().map(Result::unwrap) {
+            let path = entry.path();
+            if except.iter().any(|e| path.starts_with(e)) {
+                continue;
+            }
+            let kind = entry.file_type().unwrap();
+            if kind.is_dir() {
+                todo.push(path);
+            } else if kind.is_symlink() {
+                found.insert(
+                    path.clone(),
+                    fs::read_link(&path)
+                        .unwrap()
+                        .into_os_string()
+                        .into_encoded_bytes(),
+                );
+            } else {
+                found.insert(path.clone(), fs::read(&path).unwrap());
+            }
+        }
+    }
+    found
+}
+
+/// README "Install" (the Linux line, By hand, No service manager's `by hand` line, the
+/// shell completion and man page lines) and "Uninstall", as printed, on a fresh `$HOME`
+/// with `~/.local/bin` on `PATH` ("Before you start"): every piece goes in (the binaries,
+/// the unit, the daemon, the Claude Code and Codex hooks, git's layer in `~/src/app`,
+/// completions and man pages), a lane pushes through the fence, and Uninstall (with the
+/// home, on request) leaves every file of `$HOME` as it was before, and the repository's
+/// config byte for byte.
+#[test]
+fn every_piece_install_writes_comes_back_out_with_uninstall() {
+    let home = Home::file();
+    let me = home.path("me");
+    let local = me.join(".local/bin");
+    let checkout = checkout(&home);
+    let build = home.path("build");
+    for name in BINARIES {
+        install_this_build(&build, name);
+    }
+    let path = path_with(&[&local]);
+    let shell =
+        |shell: &str, line: &str| as_user(&home, &me, &path, &checkout, &build, shell, line);
+    let sh = |line: &str| shell("sh", line);
+    // The lane's repository, cloned from a remote outside $HOME.
+    let remote = home.path("remote.git");
+    let app = me.join("src/app");
+    fs::create_dir_all(&app).unwrap();
+    git(
+        &home,
+        home.dir.path(),
+        &[
+            "init",
+            "-q",
+            "--bare",
+            "-b",
+            "main",
+            remote.to_str().unwrap(),
+        ],
+    );
+    git(&home, &app, &["init", "-q", "-b", "main"]);
+    git(
+        &home,
+        &app,
+        &["remote", "add", "origin", remote.to_str().unwrap()],
+    );
+    git(&home, &app, &["commit", "-q", "--allow-empty", "-m", "one"]);
+    let config = fs::read(app.join(".git/config")).unwrap();
+    let before = files_under(&me, std::slice::from_ref(&app));
+    let _stop = StopsDaemon {
+        row_fence: build.join("row-fence"),
+        home: me.join(".row-fence"),
+    };
+
+    // Install: the Linux line (no user manager here: the unit is written, nothing loaded),
+    // By hand, then No service manager's line for the Claude hook, and Codex's hook.
+    for block in [
+        sh_block("install systemd"),
+        sh_block("cd ~/src/app && ~/.local/bin/row-fence acquire"),
+        sh_block("row-fence-resident --detach && ~/.local/bin/row-fence install claude-hook"),
+        "~/.local/bin/row-fence install agent-hook --agent codex".to_string(),
+    ] {
+        let ran = sh(&block);
+        assert_eq!(ran.code, 0, "{block}\n{}{}", ran.stdout, ran.stderr);
+    }
+    for piece in [
+        ".config/systemd/user/row-fence-resident.service",
+        ".claude/settings.json",
+        ".codex/hooks.json",
+        ".row-fence/hooks/guard-bash.sh",
+        "src/app/.git/hooks/pre-push",
+        "src/app/.git/row-fence.json",
+    ] {
+        assert!(me.join(piece).is_file(), "{piece} installed");
+    }
+    // The lane pushes through the fence.
+    git(&home, &app, &["commit", "-q", "--allow-empty", "-m", "two"]);
+    let push = run(home
+        .command("git")
+        .env("HOME", &me)
+        .env("PATH", &path)
+        .env_remove("ROW_FENCE_HOME")
+        .current_dir(&app)
+        .args(["push", "origin", "HEAD:main"]));
+    assert_eq!(push.code, 0, "{}", push.stderr);
+    assert!(
+        push.stderr.contains("row-fence: ALLOWED"),
+        "{}",
+        push.stderr
+    );
+
+    // Completions and man pages, as printed, in bash (and the zsh line in sh: no $fpath).
+    let completion = sh_block("mkdir -p ~/.zfunc");
+    let ran = shell("bash", &completion);
+    assert_eq!(ran.code, 0, "{completion}\n{}", ran.stderr);
+    assert!(
+        ran.stdout.contains("row-fence-acquire"),
+        "man found the page: {}",
+        ran.stdout
+    );
+    for (file, parser) in [
+        (".local/share/bash-completion/completions/row-fence", "bash"),
+        (".zfunc/_row-fence", "zsh"),
+    ] {
+        let parsed = run(Command::new(parser).arg("-n").arg(me.join(file)));
+        assert_eq!(parsed.code, 0, "{file}: {}", parsed.stderr);
+    }
+    assert!(me.join(".config/fish/completions/row-fence.fish").is_file());
+    assert!(
+        me.join(".local/share/man/man1/row-fence-acquire.1")
+            .is_file()
+    );
+
+    // Uninstall, and the home on request.
+    for block in [
+        sh_block("for agent in claude codex gemini cursor"),
+        sh_block("rm -rf ~/.row-fence"),
+    ] {
+        let ran = sh(&block);
+        assert_eq!(ran.code, 0, "{block}\n{}{}", ran.stdout, ran.stderr);
+    }
+    assert!(
+        crate::util::ping(&me.join(".row-fence/sock")).is_none(),
+        "the daemon is stopped"
+    );
+    let after = files_under(&me, std::slice::from_ref(&app));
+    let added: Vec<_> = after.keys().filter(|p| !before.contains_key(*p)).collect();
+    let changed: Vec<_> = before
+        .iter()
+        .filter(|(p, bytes)| after.get(*p) != Some(bytes))
+        .map(|(p, _)| p)
+        .collect();
+    assert!(
+        added.is_empty() && changed.is_empty(),
+        "left behind: {added:?}; changed: {changed:?}"
+    );
+    assert_eq!(fs::read(app.join(".git/config")).unwrap(), config);
+    assert!(!app.join(".git/hooks/pre-push").exists());
+}
+
+/// The needles tests pass to [`sh_block`], read from the test sources: a README block a
+/// test runs is one that holds one of them.
+fn needles_tests_run() -> Vec<String> {
+    let mut needles = Vec::new();
+    for entry in fs::read_dir(repo_root().join("tests/e2e")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let source = fs::read_to_string(&path).unwrap();
+        for (at, _) in source.match_indices("sh_block(") {
+            let rest = source[at + "sh_block(".len()..].trim_start();
+            let Some(rest) = rest.strip_prefix('"') else {
+                continue;
+            };
+            let (mut needle, mut chars) = (String::new(), rest.chars());
+            while let Some(c) = chars.next() {
+                match c {
+                    '"' => break,
+                    '\\' => needle.extend(chars.next()),
+                    c => needle.push(c),
+                }
+            }
+            if !needle.is_empty() && !needle.contains("{needle}") {
+                needles.push(needle);
+            }
+        }
+    }
+    needles
+}
+
+/// Why a README block is not run by a test, from the marker line right before it.
+const MARKER: &str = "<!-- not run by a test: ";
+
+/// The kinds of reason a marker may give.
+const REASONS: [&str; 6] = [
+    "root:",
+    "macOS:",
+    "synopsis:",
+    "suite:",
+    "cluster:",
+    "bench:",
+];
+
+/// Every ```sh block of the README runs in a test on a fresh `$HOME`, or says in a
+/// marker line right before it why it cannot (root, macOS, a synopsis, …). A synopsis's
+/// every `row-fence …` line names subcommands that exist, with flags their `--help` has.
+#[test]
+fn every_readme_shell_block_runs_in_a_test_or_says_why_not() {
+    let readme = fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let needles = needles_tests_run();
+    let lines: Vec<&str> = readme.lines().collect();
+    let mut unrun = Vec::new();
+    let mut synopses = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if *line != "```sh" {
+            continue;
+        }
+        let body: Vec<&str> = lines[i + 1..]
+            .iter()
+            .take_while(|l| **l != "```")
+            .copied()
+            .collect();
+        let text = body.join("\n");
+        let covered = needles.iter().any(|n| text.contains(n.as_str()));
+        let marker = i
+            .checked_sub(1)
+            .and_then(|p| lines[p].strip_prefix(MARKER))
+            .and_then(|m| m.strip_suffix(" -->"));
+        match (covered, marker) {
+            (true, None) => {}
+            (true, Some(_)) => unrun.push(format!("line {}: run by a test, yet marked", i + 1)),
+            (false, Some(reason)) if REASONS.iter().any(|r| reason.starts_with(r)) => {
+                if reason.starts_with("synopsis:") {
+                    synopses.push(body.clone());
+                }
+            }
+            (false, Some(reason)) => {
+                unrun.push(format!("line {}: unknown reason {reason:?}", i + 1))
+            }
+            (false, None) => unrun.push(format!("line {}: neither run nor marked:\n{text}", i + 1)),
+        }
+    }
+    assert!(unrun.is_empty(), "{}", unrun.join("\n"));
+    assert!(!synopses.is_empty());
+
+    let home = Home::file();
+    let help = |path: &[&str]| -> String {
+        let mut args = path.to_vec();
+        args.push("--help");
+        let ran = home.cli(&args);
+        assert_eq!(ran.code, 0, "row-fence {path:?} --help: {}", ran.stderr);
+        ran.stdout
+    };
+    let commands_of = |text: &str| -> Vec<String> {
+        text.split("\nCommands:\n")
+            .nth(1)
+            .map(|list| {
+                list.lines()
+                    .take_while(|l| l.starts_with("  "))
+                    .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for line in synopses.iter().flatten() {
+        let Some(rest) = line.strip_prefix("row-fence ") else {
+            continue;
+        };
+        let words: Vec<&str> = rest.split('#').next().unwrap().split_whitespace().collect();
+        // The subcommand path, each word possibly `a|b|c`.
+        let mut paths: Vec<Vec<&str>> = vec![Vec::new()];
+        for word in &words {
+            let next: Vec<Vec<&str>> = paths
+                .iter()
+                .flat_map(|p| {
+                    let known = commands_of(&help(p));
+                    word.split('|')
+                        .filter(|w| known.iter().any(|k| k == w))
+                        .map(|w| {
+                            let mut q = p.clone();
+                            q.push(w);
+                            q
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            if next.is_empty() {
+                break;
+            }
+            paths = next;
+        }
+        assert!(
+            paths.iter().all(|p| !p.is_empty()),
+            "{line}: names no subcommand"
+        );
+        let helps: String = paths.iter().map(|p| help(p)).collect();
+        for flag in words.iter().flat_map(|w| w.split('|')).filter_map(|w| {
+            let w = w.trim_start_matches('[');
+            w.starts_with("--").then(|| {
+                w.trim_end_matches([']', '.'])
+                    .split('=')
+                    .next()
+                    .unwrap()
+                    .to_string()
+            })
+        }) {
+            assert!(
+                helps.contains(&flag),
+                "{line}: no {flag} in {paths:?}'s --help"
+            );
+        }
+    }
 }

@@ -150,7 +150,7 @@ fn store_check_reports_spellings_stored_before_the_allowlist() {
         .unwrap()
         .to_string();
     let release = format!(
-        "release it with: row-fence release b 'row-3\\u{{200b}}' --lane 'lane-a' --generation {generation} --stored-name"
+        "release it with: row-fence release b 'row-3\\u{{200b}}' --lane lane-a --generation {generation} --stored-name"
     );
     assert!(found.stdout.contains(&release), "{}", found.stdout);
     let by_rule = home.cli(&[

@@ -131,7 +131,9 @@ impl Supervisor {
             let (stop, exits) = (stop.clone(), exits.clone());
             std::thread::spawn(move || {
                 while !stop.load(Ordering::SeqCst) {
+                    // As the launchd and systemd jobs run it: the manager restarts it.
                     let mut child: Child = Command::new(&exe)
+                        .arg("--supervised")
                         .env_clear()
                         .envs(envs.iter().map(|(k, v)| (k, v)))
                         .stdin(Stdio::null())

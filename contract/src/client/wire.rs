@@ -14,8 +14,11 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+/// How to start the daemon, as every client that found none says it.
+pub const HOW_TO_START: &str = "start it with row-fence-resident --detach (same --home/--socket; where no service manager runs it), or load its launchd/systemd job (README, \"Install\")";
+
 /// What a connect that found no daemon adds to its error.
-pub const NOT_RUNNING: &str = ": the daemon is not running; start it with row-fence-resident (same --home/--socket), or load its launchd/systemd job (README, \"Install\")";
+pub const NOT_RUNNING: &str = ": the daemon is not running; start it with row-fence-resident --detach (same --home/--socket; where no service manager runs it), or load its launchd/systemd job (README, \"Install\")";
 
 /// While the daemon's backlog is full, the connect is retried this often, in ms.
 const BACKLOG_RETRY_MS: u64 = 1;
@@ -246,6 +249,11 @@ mod tests {
             b"{\"v\":1,\"op\":\"ping\"}\n",
             Instant::now() + within,
         )
+    }
+
+    #[test]
+    fn not_running_ends_with_how_to_start() {
+        assert!(NOT_RUNNING.ends_with(HOW_TO_START));
     }
 
     #[test]

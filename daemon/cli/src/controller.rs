@@ -71,7 +71,7 @@ struct RenewArgs {
 struct ShowArgs {
     /// Board slug
     board: String,
-    /// Print {"owner","epoch","expires_at_ms","live"} (null when there is none)
+    /// Print {"board","owner","epoch","expires_at_ms","live"} (owner, epoch and expiry null and live false when there is none)
     #[arg(long)]
     json: bool,
 }
@@ -99,7 +99,25 @@ pub async fn run(args: ControllerArgs, settings: &Settings) -> Outcome {
             validate_board(&s.board).map_err(Failure::usage)?;
             let shown = controller::show(store, &s.board).await.map_err(failure)?;
             if s.json {
-                out(&serde_json::to_string(&shown).expect("serializes"));
+                // Always one object, so a reader asks `.live` whether or not there is a
+                // lease (a bare `null` is no object to ask).
+                out(&match &shown {
+                    Some(l) => serde_json::json!({
+                        "board": s.board,
+                        "owner": l.owner,
+                        "epoch": l.epoch,
+                        "expires_at_ms": l.expires_at_ms,
+                        "live": l.live,
+                    }),
+                    None => serde_json::json!({
+                        "board": s.board,
+                        "owner": null,
+                        "epoch": null,
+                        "expires_at_ms": null,
+                        "live": false,
+                    }),
+                }
+                .to_string());
             } else {
                 match shown {
                     Some(l) => out(&format!(

@@ -32,6 +32,7 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     ),
     ("status", "row-fence status --json"),
     ("health", "row-fence health --max-age 90s && echo healthy"),
+    ("stop", "row-fence stop && row-fence status"),
     (
         "controller",
         "row-fence controller acquire board-1 --owner ctl-1 --ttl 60s",
@@ -56,7 +57,7 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "batch",
         "echo '[{\"kind\":\"put\",\"section\":\"s\",\"key\":\"k\",\"expected\":-1,\"value\":\"v\"}]' | row-fence batch board-1 --file - --json",
     ),
-    ("records", "row-fence records board-1 rows --json"),
+    ("records", "row-fence records board-1 claims --json"),
     ("log", "row-fence log board-1 --count 5"),
     (
         "migrate",

@@ -1,5 +1,6 @@
-//! `row-fence status` (asks the daemon) and `row-fence health` (reads the heartbeat file:
-//! the liveness signal for monitoring, fresh only while the daemon's store calls succeed).
+//! `row-fence status` (asks the daemon), `row-fence health` (reads the heartbeat file:
+//! the liveness signal for monitoring, fresh only while the daemon's store calls succeed)
+//! and `row-fence stop` (stops a daemon no service manager runs).
 
 use crate::flags::parse_duration;
 use row_fence_contract::client;
@@ -35,6 +36,70 @@ pub struct HealthArgs {
     /// Print Prometheus textfile-collector lines
     #[arg(long, conflicts_with = "json")]
     prometheus: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct StopArgs {}
+
+/// `row-fence stop`: stops the daemon of this home that no service manager runs (one
+/// started by hand or with `row-fence-resident --detach`): asks it for its pid, sends it
+/// SIGTERM (it finishes in-flight asks, flushes the ledger and removes its socket) and
+/// waits until its socket is silent, within `timeout`. No daemon answering is done
+/// already (exit 0). A daemon of another home on the socket, or one a service manager
+/// would start again (`--supervised`), is left alone (exit 1, saying what to run).
+pub fn stop(_args: StopArgs, settings: &Settings, timeout: Duration) -> Outcome {
+    let asked = Instant::now() + Duration::from_millis(PING_MS);
+    let status = match client::status(&settings.socket, asked) {
+        Ok(status) => status,
+        Err(_) => {
+            say!(
+                "row-fence: no daemon answers on {}; nothing to stop",
+                settings.socket.display()
+            );
+            return Ok(exit::ALLOWED);
+        }
+    };
+    if std::path::Path::new(&status.home) != settings.home {
+        return Err(Failure::could_not(format!(
+            "the daemon on {} (pid {}) serves another home ({}); not stopping it (give --home {} to stop that one)",
+            settings.socket.display(),
+            status.pid,
+            status.home,
+            status.home
+        )));
+    }
+    if status.supervised {
+        return Err(Failure::could_not(format!(
+            "the daemon (pid {}) runs under a service manager, which would start it again: stop it there (systemctl --user disable --now row-fence-resident.service, or launchctl bootout gui/{}/row-fence-resident: the rollback line install printed)",
+            status.pid,
+            paths::euid()
+        )));
+    }
+    let pid = nix::unistd::Pid::from_raw(status.pid as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).map_err(|e| {
+        Failure::could_not(format!("cannot stop the daemon (pid {}): {e}", status.pid))
+    })?;
+    let until = Instant::now() + timeout;
+    while Instant::now() < until {
+        let ping = Instant::now() + Duration::from_millis(PING_MS);
+        match client::status(&settings.socket, ping) {
+            Ok(s) if s.pid == status.pid => std::thread::sleep(Duration::from_millis(50)),
+            _ => {
+                say!(
+                    "row-fence: stopped the daemon (pid {}) of {}",
+                    status.pid,
+                    settings.home.display()
+                );
+                return Ok(exit::ALLOWED);
+            }
+        }
+    }
+    Err(Failure::could_not(format!(
+        "the daemon (pid {}) still answers on {} after {}; it was sent SIGTERM",
+        status.pid,
+        settings.socket.display(),
+        humantime::format_duration(timeout)
+    )))
 }
 
 pub fn status(args: StatusArgs, settings: &Settings) -> Outcome {
@@ -219,8 +284,14 @@ fn problem(
     now: u64,
     max: Duration,
 ) -> Option<String> {
+    let how = client::wire::HOW_TO_START;
     let b = match beat {
-        Err(e) => return Some(format!("no heartbeat at {}: {e}", path.display())),
+        Err(e) => {
+            return Some(format!(
+                "no heartbeat at {}: {e}: no daemon has served this home yet; {how}",
+                path.display()
+            ));
+        }
         Ok(b) => b,
     };
     if b.written_at_ms > now + FUTURE_SLACK_MS {
@@ -240,7 +311,7 @@ fn problem(
     let pid = nix::unistd::Pid::from_raw(b.pid as i32);
     if nix::sys::signal::kill(pid, None) == Err(nix::errno::Errno::ESRCH) {
         return Some(format!(
-            "the daemon that wrote it (pid {}) is not running",
+            "the daemon that wrote it (pid {}) is not running; {how}",
             b.pid
         ));
     }

@@ -51,22 +51,30 @@ use row_fence_install::{doctor, install, render};
 use row_fence_resident::config::{CommonArgs, Settings};
 use std::time::Duration;
 
+/// `--help`'s and the man page's first line (the package description names crates).
+const ABOUT: &str = "The row fence's command line: row and controller leases, fenced batches, the cold gate, the daemon's status, health and stop, migration, and the installers and doctor";
+
+/// The help heading of the options every command takes.
+const GLOBAL: &str = "Global options (every command)";
+
 /// Every command's deadline unless `--timeout` says otherwise.
 const DEFAULT_TIMEOUT: &str = "10s";
 
 /// The row fence's command line: row leases, the cold gate, daemon status and health.
 #[derive(Parser, Debug)]
-#[command(name = "row-fence", version = row_fence_stamp::VERSION, about, long_about = None,
+#[command(name = "row-fence", version = row_fence_stamp::VERSION, about = ABOUT, long_about = None,
           arg_required_else_help = true, subcommand_required = false)]
 struct Cli {
-    #[command(flatten)]
-    common: CommonArgs,
-    /// The whole command's deadline, store calls included (e.g. 10s, 500ms)
-    #[arg(long, global = true, default_value = DEFAULT_TIMEOUT, value_parser = parse_duration, value_name = "DURATION")]
-    timeout: Duration,
     /// Print this build's code stamp (with the registry under the home) and exit
     #[arg(long)]
     print_stamp: bool,
+    /// Every command takes these: listed apart, after the command's own options.
+    #[command(flatten, next_help_heading = GLOBAL)]
+    common: CommonArgs,
+    /// The whole command's deadline, store calls included (e.g. 10s, 500ms)
+    #[arg(long, global = true, default_value = DEFAULT_TIMEOUT, value_parser = parse_duration,
+          value_name = "DURATION", help_heading = GLOBAL)]
+    timeout: Duration,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -87,6 +95,8 @@ enum Command {
     Status(liveness::StatusArgs),
     /// Exit 0 when the daemon's heartbeat is fresh, 1 otherwise
     Health(liveness::HealthArgs),
+    /// Stop this home's daemon when no service manager runs it (started by hand or with row-fence-resident --detach)
+    Stop(liveness::StopArgs),
     /// The board controller's lease: acquire, renew, release, show
     Controller(controller::ControllerArgs),
     /// Apply a raw fenced batch from a JSON file; prints the committed revision
@@ -250,7 +260,7 @@ fn parse_failed(e: clap::Error) -> i32 {
     let _ = e.print();
     if let Some(word) = word.filter(|w| DAEMON_WORDS.contains(&w.as_str())) {
         say!(
-            "row-fence: `{word}`: the daemon is its own binary: run row-fence-resident (same --home/--socket), or load its launchd/systemd job with row-fence install launchd|systemd"
+            "row-fence: `{word}`: the daemon is its own binary: run row-fence-resident --detach (same --home/--socket; without a service manager), or load its launchd/systemd job with row-fence install launchd|systemd"
         );
     }
     e.exit_code()
@@ -266,6 +276,7 @@ async fn run(command: Command, settings: &Settings, timeout: Duration) -> Outcom
         Command::Check(args) => check::run(args, settings, timeout).await,
         Command::Status(args) => liveness::status(args, settings),
         Command::Health(args) => liveness::health(args, settings),
+        Command::Stop(args) => liveness::stop(args, settings, timeout),
         Command::Controller(args) => controller::run(args, settings).await,
         Command::Batch(args) => records::batch(args, settings).await,
         Command::Records(args) => records::records(args, settings).await,

@@ -2,8 +2,9 @@
 //! entry, whether the entry is whole (every event the harness needs), whether the guard
 //! it runs is there, and whether the harness's own settings let the hook run (Codex's
 //! hooks feature flag, its hook trust and project trust; Gemini CLI's hooks switch and
-//! disabled list; Cursor's file version). A harness with no row-fence entry is reported
-//! as not installed, which is not a problem: the operator may not run it.
+//! disabled list; Cursor's file version; for Claude Code, every settings file it reads,
+//! [`crate::claude_policy`]). A harness with no row-fence entry is reported as not
+//! installed, which is not a problem: the operator may not run it.
 
 use crate::agent_hooks::{self, Agent, Format};
 use serde::Serialize;
@@ -17,10 +18,14 @@ pub struct AgentReport {
     /// The harness.
     pub agent: Agent,
     /// The file read.
+    #[serde(serialize_with = "crate::shell::json_path::serialize")]
     pub file: PathBuf,
-    /// `on` (every event has the entry), `partial`, `off` (no entry, or no file).
+    /// `on` (every event has the entry and the harness runs it), `partial`, `disabled` (a
+    /// switch of the harness's turns it off), `skipped` (the harness ignores the whole
+    /// file), `off` (no entry, or no file).
     pub hook: &'static str,
     /// The guard binaries the entries run.
+    #[serde(serialize_with = "crate::shell::json_path::list")]
     pub guards: Vec<PathBuf>,
     /// What keeps the hook from fencing (each a sentence).
     pub problems: Vec<String>,
@@ -39,6 +44,10 @@ pub fn examine(home: &Path, project: Option<&Path>) -> Vec<AgentReport> {
     files.push((Agent::Codex, home.join(".codex").join("config.toml")));
     if let Some(project) = project {
         files.push((Agent::Claude, project.join(".claude").join("settings.json")));
+        files.push((
+            Agent::Claude,
+            project.join(".claude").join("settings.local.json"),
+        ));
         files.push((Agent::Codex, project.join(".codex").join("hooks.json")));
         files.push((Agent::Codex, project.join(".codex").join("config.toml")));
         files.push((Agent::Gemini, project.join(".gemini").join("settings.json")));
@@ -77,13 +86,28 @@ fn check(agent: Agent, file: &Path, home: &Path, project: Option<&Path>) -> Agen
             report.problems.push(format!(
                 "{} does not parse ({e}): {} ignores it, hooks and all",
                 file.display(),
-                agent.name()
+                agent.title()
             ));
             return report;
         }
     };
     if found.events.is_empty() {
         return report;
+    }
+    if agent == Agent::Claude
+        && let Ok(v) = serde_json::from_str::<Value>(&text)
+    {
+        let rejected = crate::claude_policy::schema_problems(&v);
+        if !rejected.is_empty() {
+            report.hook = "skipped";
+            report.guards = found.guards;
+            report.problems.push(format!(
+                "Claude Code skips {} whole, hooks and all, because its settings schema rejects it: {}",
+                file.display(),
+                rejected.join("; ")
+            ));
+            return report;
+        }
     }
     report.hook = if found.missing.is_empty() || format == Format::CodexToml {
         "on"
@@ -111,6 +135,9 @@ fn check(agent: Agent, file: &Path, home: &Path, project: Option<&Path>) -> Agen
     }
     report.guards = found.guards;
     let (problems, notes) = settings_checks(agent, file, home, project);
+    if agent == Agent::Claude && !problems.is_empty() && report.hook == "on" {
+        report.hook = "disabled";
+    }
     report.problems.extend(problems);
     report.notes.extend(notes);
     report
@@ -128,14 +155,21 @@ fn settings_checks(
     let mut notes = Vec::new();
     match agent {
         Agent::Claude => {
-            if let Some(v) = json_file(file)
-                && v["disableAllHooks"] == true
+            use crate::claude_policy::{self, Source};
+            let managed = claude_policy::managed_dir();
+            let source = if file.starts_with(&managed)
+                || file == home.join(".claude").join("remote-settings.json")
             {
-                problems.push(format!(
-                    "{} sets disableAllHooks: Claude Code runs no hook",
-                    file.display()
-                ));
-            }
+                Source::Managed
+            } else if project.is_some_and(|p| file.starts_with(p.join(".claude"))) {
+                Source::Project
+            } else {
+                Source::User
+            };
+            let files = claude_policy::files(home, project, &managed);
+            let (off, maybe) = claude_policy::switched_off(file, source, &files);
+            problems.extend(off);
+            notes.extend(maybe);
         }
         Agent::Codex => {
             let config = home.join(".codex").join("config.toml");

@@ -64,6 +64,16 @@ impl Agent {
         }
     }
 
+    /// The harness's own name, as a sentence names it.
+    pub fn title(self) -> &'static str {
+        match self {
+            Agent::Claude => "Claude Code",
+            Agent::Codex => "Codex",
+            Agent::Gemini => "Gemini CLI",
+            Agent::Cursor => "Cursor",
+        }
+    }
+
     /// The harness's usual user-level hook file under `home` (the user's `$HOME`).
     pub fn default_file(self, home: &Path) -> PathBuf {
         match self {
@@ -162,17 +172,20 @@ pub const CURSOR: [Layout; 2] = [
 ];
 
 /// Adds the entries running `command` to `text` (`None`: no file yet). Unchanged when
-/// every entry is there already.
+/// every entry is there already. `rollback` is the command that removes them, which a
+/// format that carries comments (Codex's `config.toml`) names beside the entry.
 pub fn install(
     agent: Agent,
     file: &Path,
     text: Option<&str>,
     command: &str,
+    rollback: &str,
 ) -> Result<Edit, String> {
     let format = agent.format(file);
     let start = text.unwrap_or(agent.empty(format));
     if format == Format::CodexToml {
-        return codex_toml::install(Some(start), command, TIMEOUT_S).map_err(|e| e.to_string());
+        return codex_toml::install(Some(start), command, TIMEOUT_S, rollback)
+            .map_err(|e| e.to_string());
     }
     let mut now = start.to_string();
     let mut changed = false;
@@ -230,6 +243,7 @@ pub struct Found {
     /// The events the harness needs and the file lacks.
     pub missing: Vec<String>,
     /// Every `row-fence-guard` path the entries' commands name.
+    #[serde(serialize_with = "crate::shell::json_path::list")]
     pub guards: Vec<PathBuf>,
 }
 
@@ -350,7 +364,8 @@ mod tests {
                 Some("{\"hooks\": {\"PreToolUse\": [], \"BeforeTool\": []}}"),
             ] {
                 let file = agent.default_file(Path::new("/u"));
-                let Edit::Changed(after) = install(agent, &file, before, COMMAND).unwrap() else {
+                let Edit::Changed(after) = install(agent, &file, before, COMMAND, "r").unwrap()
+                else {
                     panic!("{agent:?}: nothing installed into {before:?}");
                 };
                 let v: Value = serde_json::from_str(&after).unwrap();
@@ -361,7 +376,7 @@ mod tests {
                     assert_eq!(v["version"], 1);
                 }
                 assert_eq!(
-                    install(agent, &file, Some(&after), COMMAND).unwrap(),
+                    install(agent, &file, Some(&after), COMMAND, "r").unwrap(),
                     Edit::Unchanged
                 );
                 let back = rollback(agent, &file, Some(&after), COMMAND).unwrap();
@@ -378,7 +393,7 @@ mod tests {
     fn codex_toml_is_found_and_the_guard_paths_read() {
         let file = Path::new("/u/.codex/config.toml");
         assert_eq!(Agent::Codex.format(file), Format::CodexToml);
-        let Edit::Changed(after) = install(Agent::Codex, file, None, COMMAND).unwrap() else {
+        let Edit::Changed(after) = install(Agent::Codex, file, None, COMMAND, "r").unwrap() else {
             panic!()
         };
         let found = find(Agent::Codex, Format::CodexToml, &after).unwrap();

@@ -257,6 +257,7 @@ pub fn run(args: BrokerArgs, settings: &Settings, json: bool) -> Outcome {
         )
     } else {
         let wiring = wiring(&args)?;
+        crate::lane_socket::reachable(&repo.common_dir, &wiring.agent)?;
         let done = install(repo, &args, settings, &wiring)?;
         (Some(wiring), done)
     };

@@ -13,12 +13,28 @@
 use crate::claude_settings::Edit;
 use toml::Value;
 
-/// The comment line a block starts with when install added only its own blank line.
-const MARK: &str = "# row-fence agent hook: `row-fence install agent-hook --agent codex --rollback` removes this block.\n";
+/// How the comment line a block starts with begins. It names the command that removes
+/// the block as the operator runs it: with `--settings` (without it rollback looks in
+/// `~/.codex/hooks.json` and finds nothing) and the home and binaries the entry names.
+const MARK: &str = "# row-fence agent hook";
 
-/// The comment line a block starts with when install also ended the file's last line
-/// (the file had no final line break): rollback removes that line break too.
-const MARK_ENDED: &str = "# row-fence agent hook (and the line break before it): `row-fence install agent-hook --agent codex --rollback` removes this block.\n";
+/// What the comment line says when install also ended the file's last line (the file had
+/// no final line break): rollback removes that line break too.
+const ENDED: &str = " (and the line break before it)";
+
+/// The comment line naming `rollback` (one line: a command holding a line break is named
+/// by what it does instead).
+fn mark(rollback: &str, ended: bool) -> String {
+    let rollback = if rollback.contains(['\n', '\r']) {
+        "row-fence install agent-hook --agent codex --settings <this file> --rollback"
+    } else {
+        rollback
+    };
+    format!(
+        "{MARK}{}: `{rollback}` removes this block.\n",
+        if ended { ENDED } else { "" }
+    )
+}
 
 /// Why a `config.toml` was left alone.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -65,19 +81,25 @@ fn parse(text: &str) -> Result<toml::Table, TomlError> {
 }
 
 /// Appends the block running `command` to `text` (`None`: no file yet, taken as empty)
-/// unless a `hooks.PreToolUse` handler runs `command` already.
-pub fn install(text: Option<&str>, command: &str, timeout_s: u64) -> Result<Edit, TomlError> {
+/// unless a `hooks.PreToolUse` handler runs `command` already; its comment line names
+/// `rollback`, the command that removes it.
+pub fn install(
+    text: Option<&str>,
+    command: &str,
+    timeout_s: u64,
+    rollback: &str,
+) -> Result<Edit, TomlError> {
     let text = text.unwrap_or("");
     if runs(&parse(text)?, command) {
         return Ok(Edit::Unchanged);
     }
     let body = body(command, timeout_s);
     let chunk = if text.is_empty() {
-        format!("{MARK}{body}")
+        format!("{}{body}", mark(rollback, false))
     } else if text.ends_with('\n') {
-        format!("\n{MARK}{body}")
+        format!("\n{}{body}", mark(rollback, false))
     } else {
-        format!("\n\n{MARK_ENDED}{body}")
+        format!("\n\n{}{body}", mark(rollback, true))
     };
     let out = format!("{text}{chunk}");
     let parsed = parse(&out).map_err(|e| TomlError::Conflicts(e.to_string()))?;
@@ -96,24 +118,38 @@ pub fn rollback(text: Option<&str>, command: &str, timeout_s: u64) -> Result<Edi
         return Ok(Edit::Unchanged);
     };
     let body = body(command, timeout_s);
-    let ended = format!("\n\n{MARK_ENDED}{body}");
-    let plain = format!("{MARK}{body}");
-    let (start, end) = if let Some(at) = text.find(&ended) {
-        (at, at + ended.len())
-    } else if let Some(at) = text.find(&plain) {
-        // Install put one blank line before a block that does not open the file.
-        let start = if at > 0 && text[..at].ends_with('\n') {
-            at - 1
-        } else {
-            at
-        };
-        (start, at + plain.len())
-    } else {
+    let Some((start, end)) = text
+        .match_indices(&body)
+        .find_map(|(at, _)| block_around(text, at, body.len()))
+    else {
         return Ok(Edit::Unchanged);
     };
     let mut out = text.to_string();
     out.replace_range(start..end, "");
     Ok(Edit::Changed(out))
+}
+
+/// The byte range install added for the block whose body is at `at..at + len`: its
+/// comment line just before it (whatever rollback it names), and the line breaks install
+/// put before that. `None` when the body has no such comment line (not install's).
+fn block_around(text: &str, at: usize, len: usize) -> Option<(usize, usize)> {
+    let before = text[..at].strip_suffix('\n')?;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let line = &text[line_start..at];
+    if !line.starts_with(MARK) || !line.ends_with("` removes this block.\n") {
+        return None;
+    }
+    let start = if line.starts_with(&format!("{MARK}{ENDED}:")) {
+        line_start
+            .checked_sub(2)
+            .filter(|s| text[*s..line_start] == *"\n\n")?
+    } else if line_start > 0 && text[..line_start].ends_with('\n') {
+        // Install put one blank line before a block that does not open the file.
+        line_start - 1
+    } else {
+        line_start
+    };
+    Some((start, at + len))
 }
 
 #[cfg(test)]
@@ -122,8 +158,10 @@ mod tests {
 
     const COMMAND: &str = "export ROW_FENCE_HOME='/h'; '/b/row-fence-guard' --harness codex";
 
+    const ROLLBACK: &str = "'/b/row-fence' --home '/h' install agent-hook --agent codex --settings '/u/.codex/config.toml' --bin-dir '/b' --rollback";
+
     fn round_trip(before: Option<&str>) -> String {
-        let Edit::Changed(after) = install(before, COMMAND, 10).unwrap() else {
+        let Edit::Changed(after) = install(before, COMMAND, 10, ROLLBACK).unwrap() else {
             panic!("install changed nothing in {before:?}");
         };
         let parsed: toml::Table = after.parse().unwrap();
@@ -135,7 +173,11 @@ mod tests {
             .unwrap()["hooks"][0];
         assert_eq!(handler["type"].as_str(), Some("command"));
         assert_eq!(handler["timeout"].as_integer(), Some(10));
-        assert_eq!(install(Some(&after), COMMAND, 10).unwrap(), Edit::Unchanged);
+        assert_eq!(
+            install(Some(&after), COMMAND, 10, ROLLBACK).unwrap(),
+            Edit::Unchanged
+        );
+        assert!(after.contains(&format!("`{ROLLBACK}`")), "{after}");
         assert_eq!(
             rollback(Some(&after), COMMAND, 10).unwrap(),
             Edit::Changed(before.unwrap_or("").to_string()),
@@ -163,6 +205,25 @@ mod tests {
         ));
     }
 
+    /// The rollback an earlier release named in its comment line.
+    const OLD_ROLLBACK: &str = "row-fence install agent-hook --agent codex --rollback";
+
+    #[test]
+    fn a_block_an_earlier_release_wrote_is_removed_too() {
+        for (before, ended) in [("model = 1\n", false), ("model = 1", true)] {
+            let sep = if ended { "\n\n" } else { "\n" };
+            let after = format!(
+                "{before}{sep}{}{}",
+                mark(OLD_ROLLBACK, ended),
+                body(COMMAND, 10)
+            );
+            assert_eq!(
+                rollback(Some(&after), COMMAND, 10).unwrap(),
+                Edit::Changed(before.to_string())
+            );
+        }
+    }
+
     #[test]
     fn a_file_whose_hooks_cannot_take_the_table_is_refused() {
         for text in [
@@ -171,7 +232,10 @@ mod tests {
             "hooks = 1\n",
             "not toml [",
         ] {
-            assert!(install(Some(text), COMMAND, 10).is_err(), "{text}");
+            assert!(
+                install(Some(text), COMMAND, 10, ROLLBACK).is_err(),
+                "{text}"
+            );
         }
         assert_eq!(
             rollback(Some("model = 1\n"), COMMAND, 10).unwrap(),

@@ -26,8 +26,8 @@ pub enum DeployError {
         path: PathBuf,
     },
     /// A path that no job file can name.
-    #[error("{0} is not UTF-8")]
-    NotUtf8(PathBuf),
+    #[error(transparent)]
+    NotUtf8(#[from] crate::shell::NotUtf8),
     /// `--env NAME=…` with a name that is not a variable name.
     #[error("{0:?} is not an environment variable name")]
     EnvName(String),
@@ -410,8 +410,7 @@ fn check_name(name: &str) -> Result<(), DeployError> {
 }
 
 fn utf8(path: &Path) -> Result<&str, DeployError> {
-    path.to_str()
-        .ok_or_else(|| DeployError::NotUtf8(path.to_path_buf()))
+    Ok(crate::shell::text(path)?)
 }
 
 #[cfg(test)]
@@ -452,7 +451,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("ExecStart=\"/opt/rf/bin/row-fence-resident\""),
+            text.contains("ExecStart=\"/opt/rf/bin/row-fence-resident\" --supervised"),
             "{text}"
         );
     }

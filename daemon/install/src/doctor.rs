@@ -4,6 +4,10 @@
 //! transport gate there, and each remote's transport with what gates it. Exits 1 when
 //! something lacks the fence (a worktree added after install, a submodule initialized
 //! after it, a later `core.sshCommand`, credentials in a remote's URL), 0 otherwise.
+//! Outside a repository (and without `--repo`) it checks the agent hooks alone and says
+//! that no repository was checked. A remote git's layer cannot fence whole (a local path:
+//! `git push --no-verify` runs receive-pack in this process, with no transport to gate)
+//! is a limit, named as one, never "fenced".
 //! With the key broker's bindings (`--broker-lanes`), each lane's uid too: a private key
 //! it can read, another agent, an ssh master or a kept connection to the forge, ssh
 //! multiplexing in its configs and what they include, and its HOME, worktree or git dir
@@ -21,9 +25,9 @@ use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
 pub struct DoctorArgs {
-    /// The repository (any directory in it)
-    #[arg(long, value_name = "PATH", default_value = ".")]
-    repo: PathBuf,
+    /// The repository (any directory in it) [default: the current directory; outside a repository only the agent hooks are checked]
+    #[arg(long, value_name = "PATH")]
+    repo: Option<PathBuf>,
     /// Print the findings as one JSON object
     #[arg(long)]
     json: bool,
@@ -39,8 +43,11 @@ pub struct DoctorArgs {
 #[derive(Debug, Serialize)]
 struct LaneReport {
     uid: u32,
+    #[serde(serialize_with = "crate::shell::json_path::serialize")]
     descriptor: PathBuf,
     warnings: Vec<String>,
+    /// Why its uid cannot connect to the broker's socket, if it cannot.
+    unreachable: Option<String>,
 }
 
 /// Each bound lane's warnings ([`crate::lane_reach`]); a bindings file that cannot be
@@ -71,6 +78,12 @@ fn lanes(args: &DoctorArgs, forges: &[std::net::SocketAddr]) -> Result<Vec<LaneR
                     args.broker_socket.as_deref(),
                     forges,
                 ),
+                // A socket the lane cannot reach signs nothing for it: every push fails.
+                unreachable: args.broker_socket.as_ref().and_then(|socket| {
+                    row_fence_resident::socket_reach::check(b.uid, socket)
+                        .err()
+                        .map(|e| e.to_string())
+                }),
             }
         })
         .collect())
@@ -79,6 +92,7 @@ fn lanes(args: &DoctorArgs, forges: &[std::net::SocketAddr]) -> Result<Vec<LaneR
 /// What doctor found in one repository.
 #[derive(Debug, Serialize)]
 struct Report {
+    #[serde(serialize_with = "crate::shell::json_path::serialize")]
     common_dir: PathBuf,
     submodule: bool,
     gate: bool,
@@ -89,13 +103,18 @@ struct Report {
     problems: Vec<String>,
     /// What is not a way past the fence but wants fixing (a gate older than the config).
     notes: Vec<String>,
+    /// What git's layer cannot fence whole, by construction (a local-path remote).
+    limits: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
 struct WorktreeReport {
+    #[serde(serialize_with = "crate::shell::json_path::serialize")]
     path: PathBuf,
     /// The descriptor that binds it, if any.
+    #[serde(serialize_with = "crate::shell::json_path::option")]
     descriptor: Option<PathBuf>,
+    #[serde(serialize_with = "crate::shell::json_path::option")]
     hooks: Option<PathBuf>,
     /// `fence`, `chain`, `missing`, `other` or `gone`.
     hook: &'static str,
@@ -111,17 +130,60 @@ struct Remote {
     gated_by: &'static str,
 }
 
+/// `doctor --json`'s one object.
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    repositories: &'a [Report],
+    environment: &'a [String],
+    agents: &'a [AgentReport],
+    lanes: &'a [LaneReport],
+    problems: usize,
+    /// Why no repository was checked, when none was.
+    unchecked: Option<&'a str>,
+}
+
+/// Why no repository was examined: the sentence doctor prints, and whether it is a
+/// problem (a repository was named, or git refused one) or just where doctor ran.
+struct Unchecked {
+    why: String,
+    problem: bool,
+}
+
 pub fn run(args: DoctorArgs) -> Outcome {
-    let repos = git_repo::discover(&args.repo, true).map_err(Failure::could_not)?;
+    let dir = args.repo.clone().unwrap_or_else(|| PathBuf::from("."));
+    let (repos, unchecked) = match git_repo::discover(&dir, true) {
+        Ok(repos) => (repos, None),
+        Err(git_repo::GitError::NotARepository { start, .. }) => {
+            let shown = std::path::absolute(&start).unwrap_or(start);
+            let why = format!(
+                "no repository was checked: {} is not in a git repository. Run row-fence doctor --repo <repo> for each repository lanes push from",
+                shown.display()
+            );
+            (
+                Vec::new(),
+                Some(Unchecked {
+                    why,
+                    problem: args.repo.is_some(),
+                }),
+            )
+        }
+        Err(e) => (
+            Vec::new(),
+            Some(Unchecked {
+                why: format!("no repository was checked: {e}"),
+                problem: true,
+            }),
+        ),
+    };
     let reports: Vec<Report> = repos.iter().map(examine).collect();
-    let environment = environment_overrides(&args.repo);
+    let environment = environment_overrides(&dir);
     let user_home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
         .map(PathBuf::from);
     let top = repos
         .iter()
         .find(|r| !r.submodule)
-        .and_then(|r| r.worktrees.iter().find(|w| args_in(&args.repo, &w.path)))
+        .and_then(|r| r.worktrees.iter().find(|w| args_in(&dir, &w.path)))
         .map(|w| w.path.clone());
     let agents = user_home
         .as_deref()
@@ -134,20 +196,30 @@ pub fn run(args: DoctorArgs) -> Outcome {
         .flat_map(|r| crate::lane_procs::ssh_addresses(&r.url))
         .collect();
     let lanes = lanes(&args, &forges)?;
+    let limits: usize = reports.iter().map(|r| r.limits.len()).sum();
     let problems: usize = reports.iter().map(|r| r.problems.len()).sum::<usize>()
+        + usize::from(unchecked.as_ref().is_some_and(|u| u.problem))
         + environment.len()
         + agents.iter().map(|a| a.problems.len()).sum::<usize>()
-        + lanes.iter().map(|l| l.warnings.len()).sum::<usize>();
+        + lanes
+            .iter()
+            .map(|l| l.warnings.len() + usize::from(l.unreachable.is_some()))
+            .sum::<usize>();
     if args.json {
-        out(&serde_json::json!({
-            "repositories": reports,
-            "environment": environment,
-            "agents": agents,
-            "lanes": lanes,
-            "problems": problems
+        let report = serde_json::to_string(&JsonReport {
+            repositories: &reports,
+            environment: &environment,
+            agents: &agents,
+            lanes: &lanes,
+            problems,
+            unchecked: unchecked.as_ref().map(|u| u.why.as_str()),
         })
-        .to_string());
+        .map_err(|e| Failure::could_not(format!("cannot write the report as JSON: {e}")))?;
+        out(&report);
     } else {
+        if let Some(u) = &unchecked {
+            out(&format!("{}{}", if u.problem { "!! " } else { "" }, u.why));
+        }
         for report in &reports {
             print(report);
         }
@@ -171,17 +243,40 @@ pub fn run(args: DoctorArgs) -> Outcome {
             for warning in &lane.warnings {
                 out(&format!("  !! {warning}"));
             }
+            if let Some(why) = &lane.unreachable {
+                out(&format!("  !! the key broker signs nothing for it: {why}"));
+            }
         }
-        out(&match problems {
-            0 => "every worktree and submodule is fenced".to_string(),
-            n => format!("{n} problem(s): git or an agent can get past the fence where marked !!"),
-        });
+        out(&summary(
+            problems,
+            limits,
+            unchecked.is_some(),
+            agents.len(),
+        ));
     }
     Ok(if problems == 0 {
         exit::ALLOWED
     } else {
         exit::COULD_NOT_READ
     })
+}
+
+/// The last line: what was found, never "fenced" for more than was checked.
+fn summary(problems: usize, limits: usize, unchecked: bool, agents: usize) -> String {
+    match (problems, unchecked, limits) {
+        (0, true, _) if agents == 0 => {
+            "no problem found in the agent hooks (none installed); no repository was checked"
+                .to_string()
+        }
+        (0, true, _) => "the agent hooks above are on; no repository was checked".to_string(),
+        (0, false, 0) => "every worktree and submodule is fenced".to_string(),
+        (0, false, n) => format!(
+            "no problem found, and {n} limit(s) of git's layer, marked limit: (a push there that skips the pre-push hook is not fenced)"
+        ),
+        (n, _, _) => {
+            format!("{n} problem(s): git or an agent can get past the fence where marked !!")
+        }
+    }
 }
 
 /// What doctor's own environment sets that git runs instead of the gate, for every push
@@ -238,7 +333,8 @@ fn examine(repo: &Repository) -> Report {
         .iter()
         .map(|w| worktree(repo, w, gate, &mut problems))
         .collect();
-    let remotes = remotes(repo, &mut problems);
+    let mut limits = Vec::new();
+    let remotes = remotes(repo, &mut problems, &mut limits);
     let notes = git_gate::drift(&repo.common_dir).into_iter().collect();
     let broker = crate::broker::Wiring::read(&repo.common_dir).unwrap_or_else(|e| {
         problems.push(e.to_string());
@@ -253,6 +349,7 @@ fn examine(repo: &Repository) -> Report {
         remotes,
         problems,
         notes,
+        limits,
     }
 }
 
@@ -314,7 +411,7 @@ fn worktree(
 
 /// Each remote's push URLs (after git's `insteadOf` and `pushInsteadOf` rewriting, every
 /// `pushurl`) and what gates each. A password in a URL is shown as `<redacted>`.
-fn remotes(repo: &Repository, problems: &mut Vec<String>) -> Vec<Remote> {
+fn remotes(repo: &Repository, problems: &mut Vec<String>, limits: &mut Vec<String>) -> Vec<Remote> {
     let listing = match git_repo::output(git(&repo.common_dir).args(["remote", "-v"])) {
         Ok(listing) => listing,
         Err(e) => {
@@ -350,6 +447,10 @@ fn remotes(repo: &Repository, problems: &mut Vec<String>) -> Vec<Remote> {
         } else if matches!(gated_by, "nothing") && transport != "local" {
             problems.push(format!(
                 "remote {name} ({shown}) uses a transport the gate cannot see ({transport})"
+            ));
+        } else if transport == "local" {
+            limits.push(format!(
+                "remote {name} ({shown}) is a local path: git runs receive-pack itself, so the transport gate never sees a push to it; only the pre-push hook fences it, and git push --no-verify goes around that"
             ));
         }
         remotes.push(Remote {
@@ -532,6 +633,9 @@ fn print(report: &Report) {
     }
     for note in &report.notes {
         out(&format!("  note: {note}"));
+    }
+    for limit in &report.limits {
+        out(&format!("  limit: {limit}"));
     }
 }
 

@@ -75,6 +75,9 @@ pub enum GateError {
         /// The proxy script's path.
         proxy: PathBuf,
     },
+    /// A path the gate would write into the config is not UTF-8.
+    #[error(transparent)]
+    PathNotUtf8(#[from] crate::shell::NotUtf8),
     /// A config file cannot be read.
     #[error("cannot read {}: {source}", path.display())]
     Read {
@@ -347,16 +350,21 @@ pub fn plan_parts(common_dir: &Path, baked: &Baked, with_gate: bool) -> Result<P
         (Some(wiring), None) => Some(wiring.ssh_line()),
         (None, own) => own.clone(),
     };
+    let texts = [&asker, &baked.home, &baked.socket, common_dir]
+        .map(|p| crate::shell::text(p).map(str::to_string));
+    let [asker_text, home_text, socket_text, repo_text] = texts;
+    let (asker_text, home_text, socket_text, repo_text) =
+        (asker_text?, home_text?, socket_text?, repo_text?);
     let base = |mode: &str| {
         let mut words = vec![
-            asker.display().to_string(),
+            asker_text.clone(),
             mode.to_string(),
             "--home".into(),
-            baked.home.display().to_string(),
+            home_text.clone(),
             "--socket".into(),
-            baked.socket.display().to_string(),
+            socket_text.clone(),
             "--repo".into(),
-            common_dir.display().to_string(),
+            repo_text.clone(),
         ];
         if mode == "--git-ssh"
             && let Some(then) = &then
@@ -417,7 +425,7 @@ pub fn plan_parts(common_dir: &Path, baked: &Baked, with_gate: bool) -> Result<P
     if proxy.is_some() {
         include.push_str(&format!(
             "\tgitProxy = {}\n",
-            config_value(&proxy_path.display().to_string())
+            config_value(crate::shell::text(&proxy_path)?)
         ));
     }
     if previous.ssh_variant.is_none()

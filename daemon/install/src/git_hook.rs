@@ -91,26 +91,33 @@ pub struct Baked {
 /// The lines of `hooks/pre-push` the installer fills in, each `NAME=''` as shipped.
 const BAKED_NAMES: [&str; 3] = ["row_fence_bin_dir", "row_fence_home", "row_fence_socket"];
 
-/// A baked value holds a line break: the hook would not read back as the fence's.
+/// A value that cannot be baked into the hook.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{value:?} holds a line break")]
-pub struct LineBreak {
-    /// The value (a directory or socket path, as displayed).
-    pub value: String,
+#[non_exhaustive]
+pub enum BakeError {
+    /// It holds a line break: the hook would not read back as the fence's.
+    #[error("{value:?} holds a line break")]
+    LineBreak {
+        /// The value (a directory or socket path).
+        value: String,
+    },
+    /// It is not UTF-8: the hook is text, and a changed path would name another place.
+    #[error(transparent)]
+    NotUtf8(#[from] crate::shell::NotUtf8),
 }
 
 impl Baked {
     /// The fence's hook with these values. A value holding a line break is refused: the
-    /// hook would not read back as the fence's.
-    pub fn render(&self) -> Result<String, LineBreak> {
+    /// hook would not read back as the fence's; so is one that is not UTF-8.
+    pub fn render(&self) -> Result<String, BakeError> {
         let values = [&self.bin_dir, &self.home, &self.socket];
         let mut text = String::with_capacity(PRE_PUSH.len() + 256);
         for line in PRE_PUSH.split_inclusive('\n') {
             match baked_line(line) {
                 Some(i) => {
-                    let value = values[i].display().to_string();
+                    let value = crate::shell::text(values[i])?.to_string();
                     if value.contains(['\n', '\r']) {
-                        return Err(LineBreak { value });
+                        return Err(BakeError::LineBreak { value });
                     }
                     text.push_str(&format!(
                         "{}={}\n",

@@ -3,7 +3,13 @@
 //! included, with the hooks directory git runs for it (`core.hooksPath` resolved per
 //! worktree: a relative one names a directory in each worktree's top level), and on
 //! request every initialized submodule, nested ones included.
+//!
+//! Paths git prints are taken as the bytes they are (`OsStr`), never converted through
+//! text: a repository under a directory whose name is not UTF-8 is found where it is.
 
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -33,6 +39,22 @@ pub enum GitError {
         args: String,
         /// Git's stderr, trimmed.
         stderr: String,
+    },
+    /// Git refuses to read a repository another user owns (its `safe.directory` check,
+    /// "detected dubious ownership"): the repository is there, and running as its owner,
+    /// or trusting it, is the way on.
+    #[error(
+        "git refuses to read the repository at {}: it is owned by {owner}, not by you ({me}), and git reads another user's repository only when told to trust it (safe.directory). Run this as its owner (sudo -u {owner} …), or, if you trust it: git config --global --add safe.directory {}",
+        path.display(),
+        crate::shell::sh_quote(&path.display().to_string())
+    )]
+    DubiousOwnership {
+        /// The repository's top level, as git names it (else where the lookup started).
+        path: PathBuf,
+        /// Its owner (a user name, else `uid N`).
+        owner: String,
+        /// Who ran the command (a user name, else `uid N`).
+        me: String,
     },
     /// The directory is not in a git repository (git's own failure in `source`).
     #[error("{} is not in a git repository ({source})", start.display())]
@@ -160,20 +182,59 @@ pub fn discover(start: &Path, submodules: bool) -> Result<Vec<Repository>, GitEr
     Ok(found)
 }
 
+/// What git's failure to find the repository around `start` means: another user's
+/// repository (git's ownership check: its reason comes first), or none at all.
+fn not_found(start: &Path, e: GitError) -> GitError {
+    match owned_elsewhere(start, e) {
+        e @ GitError::DubiousOwnership { .. } => e,
+        e => GitError::NotARepository {
+            start: start.to_path_buf(),
+            source: Box::new(e),
+        },
+    }
+}
+
+/// `e`, or, when git refused the repository for its owner, that reason.
+fn owned_elsewhere(start: &Path, e: GitError) -> GitError {
+    let GitError::Failed { stderr, .. } = &e else {
+        return e;
+    };
+    if !stderr.contains("dubious ownership") {
+        return e;
+    }
+    // git names the directory it refused: `… in repository at '<path>'`.
+    let path = stderr
+        .split_once("repository at '")
+        .and_then(|(_, rest)| rest.split_once('\''))
+        .map_or_else(|| start.to_path_buf(), |(p, _)| PathBuf::from(p));
+    let user = |uid: u32| {
+        nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+            .ok()
+            .flatten()
+            .map_or_else(|| format!("uid {uid}"), |u| u.name)
+    };
+    let owner = std::fs::metadata(&path)
+        .or_else(|_| std::fs::metadata(start))
+        .map_or_else(|_| "another user".to_string(), |m| user(m.uid()));
+    GitError::DubiousOwnership {
+        path,
+        owner,
+        me: user(nix::unistd::geteuid().as_raw()),
+    }
+}
+
 /// The repository `start` is in, with its worktrees.
 fn repository(start: &Path, submodule: bool) -> Result<Repository, GitError> {
     let common =
         output(git(start).args(["rev-parse", "--path-format=absolute", "--git-common-dir"]))
-            .map_err(|e| GitError::NotARepository {
-                start: start.to_path_buf(),
-                source: Box::new(e),
-            })?;
+            .map_err(|e| not_found(start, e))?;
     let common = path_line(&common);
     let common_dir = std::fs::canonicalize(&common).map_err(|source| GitError::Canonicalize {
         path: common.clone(),
         source,
     })?;
-    let listing = output(git(&common_dir).args(["worktree", "list", "--porcelain", "-z"]))?;
+    let listing = output(git(&common_dir).args(["worktree", "list", "--porcelain", "-z"]))
+        .map_err(|e| owned_elsewhere(&common_dir, e))?;
     let mut worktrees = Vec::new();
     for record in listing
         .split(|b| *b == 0)
@@ -182,9 +243,8 @@ fn repository(start: &Path, submodule: bool) -> Result<Repository, GitError> {
     {
         let field = |name: &str| {
             record.iter().find_map(|f| {
-                let f = String::from_utf8_lossy(f);
-                let rest = f.strip_prefix(name)?;
-                Some(rest.strip_prefix(' ').unwrap_or(rest).to_string())
+                let rest = f.strip_prefix(name.as_bytes())?;
+                Some(OsStr::from_bytes(rest.strip_prefix(b" ").unwrap_or(rest)).to_owned())
             })
         };
         let Some(path) = field("worktree") else {
@@ -289,11 +349,13 @@ fn submodule_paths(dir: &Path) -> Result<Vec<PathBuf>, GitError> {
     Ok(out
         .split(|b| *b == 0)
         .filter(|p| !p.is_empty())
-        .map(|p| PathBuf::from(String::from_utf8_lossy(p).into_owned()))
+        .map(|p| PathBuf::from(OsStr::from_bytes(p)))
         .collect())
 }
 
+/// The path git printed on one line, byte for byte.
 fn path_line(bytes: &[u8]) -> PathBuf {
-    let text = String::from_utf8_lossy(bytes);
-    PathBuf::from(text.strip_suffix('\n').unwrap_or(&text))
+    PathBuf::from(OsStr::from_bytes(
+        bytes.strip_suffix(b"\n").unwrap_or(bytes),
+    ))
 }

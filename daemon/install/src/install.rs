@@ -2,10 +2,10 @@
 //!
 //! `launchd` and `systemd` write the job file and **print** the one command that loads the
 //! job and then switches the agent hook on, and the one that switches the hook off and
-//! then unloads the job; loading is the operator's act, never this program's (the source
-//! document's "one human step"). The order is the fail-closed order: a hook switched on
-//! before the daemon answers refuses every row-bound write COULD NOT READ, and so does a
-//! daemon unloaded before the hook is switched off.
+//! then unloads the job ([`crate::job_commands`]); loading is the operator's act, never
+//! this program's (the source document's "one human step"). The order is the fail-closed
+//! order: a hook switched on before the daemon answers refuses every row-bound write
+//! COULD NOT READ, and so does a daemon unloaded before the hook is switched off.
 //!
 //! `agent-hook --agent claude|codex|gemini|cursor` writes the `guard-bash.sh` shim under
 //! the home and adds (or removes) the entries running `row-fence-guard` (the shim only
@@ -17,19 +17,19 @@ use crate::agent_hooks::{self, Agent};
 use crate::claude_settings::{self, Edit};
 use crate::created_files::Created;
 use crate::daemon_answers::Daemon;
-use crate::deploy::{self, Job, JobSpec};
+use crate::deploy::{self, Job};
+use crate::job_commands::{self, HookAgent, HookSwitch, UnitState};
 use crate::render::{JobArgs, bin_dir};
-use crate::shell::sh_quote;
+use crate::shell::{NotUtf8, sh_quote_path};
 use clap::Subcommand;
 use row_fence_contract::exit::{Failure, Outcome};
 use row_fence_contract::report::out;
-use row_fence_contract::{exit, paths, say};
+use row_fence_contract::{exit, say};
 use row_fence_resident::config::Settings;
 use row_fence_store::atomic_file::write_private;
 use std::fs;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 #[derive(clap::Args, Debug)]
 pub struct InstallArgs {
@@ -63,7 +63,10 @@ struct JobInstallArgs {
     /// Write the job here [default: ~/Library/LaunchAgents/<label>.plist, ~/.config/systemd/user/<label>.service]
     #[arg(long, value_name = "PATH")]
     out: Option<PathBuf>,
-    /// The Claude Code settings file the printed commands switch the hook in [default: ~/.claude/settings.json]
+    /// The agent hook the printed commands switch on after the job and off before it, per harness you run (repeatable; none: the job alone)
+    #[arg(long, value_enum, value_name = "AGENT", default_values_t = [HookAgent::Claude])]
+    agent: Vec<HookAgent>,
+    /// The hook file the printed commands switch the hook in, with one --agent [default: the harness's usual user file, ~/.claude/settings.json for Claude Code]
     #[arg(long, value_name = "PATH")]
     settings: Option<PathBuf>,
 }
@@ -128,6 +131,8 @@ fn job(job: Job, args: JobInstallArgs, settings: &Settings, json: bool) -> Outco
             )));
         }
     }
+    // Everything that can refuse runs before the file is written.
+    let hook = HookSwitch::new(&spec, settings, &args.agent, args.settings.as_deref())?;
     warn_if_foreign(job);
     let text = deploy::render(job, &spec).map_err(Failure::could_not)?;
     let path = match args.out {
@@ -137,6 +142,8 @@ fn job(job: Job, args: JobInstallArgs, settings: &Settings, json: bool) -> Outco
             .map_err(Failure::could_not)?
             .join(deploy::file_name(job, &spec.label)),
     };
+    // The printed commands name the job's file as text.
+    crate::shell::text(&path).map_err(|e| Failure::usage(e.to_string()))?;
     let unit_name = deploy::file_name(job, &spec.label);
     if job == Job::Systemd && path.file_name() != Some(std::ffi::OsStr::new(&unit_name)) {
         // systemctl knows a unit by its file name; another name would not be this label.
@@ -144,6 +151,7 @@ fn job(job: Job, args: JobInstallArgs, settings: &Settings, json: bool) -> Outco
             "a systemd unit's name is its file name: --out must end in /{unit_name} (or give --label)"
         )));
     }
+    let lines = job_commands::lines(job, &spec, settings, &path, &hook)?;
     // launchd opens the log files but does not make their directory; the daemon wants
     // its home private, so both are made 0700 now. A systemd unit logs to the journal:
     // no log directory that would stay empty.
@@ -163,18 +171,13 @@ fn job(job: Job, args: JobInstallArgs, settings: &Settings, json: bool) -> Outco
     // 0600: the store URL may carry a password.
     write_private(&path, text.as_bytes())
         .map_err(|e| Failure::could_not(format!("cannot write {}: {e}", path.display())))?;
-    let hook = HookSwitch::new(&spec, settings, args.settings.as_deref())?;
-    let (load, rollback, state) = match job {
-        Job::Launchd => launchd_commands(&spec.label, &path, &hook),
-        Job::Systemd => systemd_commands(&spec.label, &path, &hook),
-    };
     say!(
-        "row-fence: wrote {}; nothing is loaded yet. Run the load command yourself: it loads the job first, then switches the agent hook on. The rollback switches the hook off first, then unloads the job.",
+        "row-fence: wrote {}; nothing is loaded yet. Run the load command yourself: it loads the job first, then switches the agent hook on. The rollback switches the hook off first, then unloads the job (README, \"Uninstall\": git's layer, other hooks and the binaries).",
         path.display()
     );
-    match (&state, job) {
+    match (&lines.state, job) {
         (UnitState::Unknown(why), Job::Systemd) => say!(
-            "row-fence: warning: the job's state is unknown: no user service manager answered ({why}; over ssh or su there is often no XDG_RUNTIME_DIR). The load line restarts the job in case it runs; run it in the user's own login session"
+            "row-fence: warning: no user service manager answered ({why}), so the load line cannot run in this shell. Where there is none (a container, WSL without systemd), run the by-hand line instead: it starts the daemon without one (row-fence-resident --detach: it returns once the daemon answers, and on an upgrade the daemon runs its new binary in place) and then switches the hook on; the rollback line stops it and removes the unit file without systemctl. Where the user has a manager but this shell cannot reach it (a login over su or ssh), run the load line in the user's own session (machinectl shell USER@), or after loginctl enable-linger USER with XDG_RUNTIME_DIR=/run/user/$(id -u USER)"
         ),
         (UnitState::Unknown(why), Job::Launchd) => say!(
             "row-fence: warning: the job's state is unknown: launchd could not be asked ({why}). If the label is loaded already, run `launchctl bootout` for it before the load line"
@@ -185,193 +188,20 @@ fn job(job: Job, args: JobInstallArgs, settings: &Settings, json: bool) -> Outco
         out(&serde_json::json!({
             "job": clap::ValueEnum::to_possible_value(&job).map(|v| v.get_name().to_string()),
             "path": path.display().to_string(),
-            "load": load,
-            "rollback": rollback,
-            "job_state": state.word(),
+            "load": lines.load,
+            "by_hand": lines.by_hand,
+            "rollback": lines.rollback,
+            "job_state": lines.state.word(),
         })
         .to_string());
     } else {
-        out(&format!("load:     {load}"));
-        out(&format!("rollback: {rollback}"));
+        out(&format!("load:     {}", lines.load));
+        if let Some(by_hand) = &lines.by_hand {
+            out(&format!("by hand:  {by_hand}"));
+        }
+        out(&format!("rollback: {}", lines.rollback));
     }
     Ok(exit::ALLOWED)
-}
-
-/// The `row-fence install claude-hook` commands the load and rollback lines end and
-/// start with, carrying the same home, socket and binaries as the job.
-struct HookSwitch {
-    on: String,
-    off: String,
-}
-
-impl HookSwitch {
-    fn new(
-        spec: &JobSpec,
-        settings: &Settings,
-        file: Option<&Path>,
-    ) -> Result<HookSwitch, Failure> {
-        let program = std::env::current_exe()
-            .map_err(|e| Failure::could_not(format!("cannot find this program: {e}")))?;
-        let mut base = vec![sh_quote(&program.display().to_string())];
-        base.extend([
-            "--home".to_string(),
-            sh_quote(&spec.home.display().to_string()),
-        ]);
-        if settings.socket != settings.home.join("sock") {
-            base.extend([
-                "--socket".to_string(),
-                sh_quote(&settings.socket.display().to_string()),
-            ]);
-        }
-        base.extend(["install".to_string(), "claude-hook".to_string()]);
-        if let Some(file) = file {
-            let file = std::path::absolute(file)
-                .map_err(|e| Failure::could_not(format!("{}: {e}", file.display())))?;
-            base.extend([
-                "--settings".to_string(),
-                sh_quote(&file.display().to_string()),
-            ]);
-        }
-        // Rollback finds the entry by its exact command, so it names the same binaries.
-        base.extend([
-            "--bin-dir".to_string(),
-            sh_quote(&spec.bin_dir.display().to_string()),
-        ]);
-        let on = base.clone();
-        let mut off = base;
-        off.push("--rollback".to_string());
-        Ok(HookSwitch {
-            on: on.join(" "),
-            off: off.join(" "),
-        })
-    }
-}
-
-/// Load: `bootstrap` (after a `bootout` when the label is loaded already: bootstrap
-/// refuses a loaded label), then the hook. Rollback: the hook, then `bootout`, then the
-/// plist's removal.
-fn launchd_commands(label: &str, plist: &Path, hook: &HookSwitch) -> (String, String, UnitState) {
-    let domain = format!("gui/{}", paths::euid());
-    let target = format!("{domain}/{label}");
-    let plist = sh_quote(&plist.display().to_string());
-    let mut load = String::new();
-    let state = launchd_state(&target);
-    if state == UnitState::Running {
-        load.push_str(&format!("launchctl bootout {target} && "));
-    }
-    load.push_str(&format!(
-        "launchctl bootstrap {domain} {plist} && {}",
-        hook.on
-    ));
-    let rollback = format!("{} && launchctl bootout {target} && rm {plist}", hook.off);
-    (load, rollback, state)
-}
-
-/// Asks launchd whether `target` is loaded: `launchctl print` exits 0 for a loaded label
-/// and non-zero (113) for one it does not know. No launchctl to run (Linux, where the job
-/// is written for another machine) is unknown, never "not running".
-fn launchd_state(target: &str) -> UnitState {
-    match Command::new("launchctl")
-        .args(["print", target])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-    {
-        Ok(status) if status.success() => UnitState::Running,
-        Ok(_) => UnitState::NotRunning,
-        Err(e) => UnitState::Unknown(format!("launchctl: {e}")),
-    }
-}
-
-/// Load: `daemon-reload`, `enable --now` (and a `restart` when the unit is running
-/// already, so it picks up the new file), then the hook; a unit written outside the user
-/// unit directory is first `link`ed into it, or systemd would not find it. Rollback: the
-/// hook, then `disable --now` (which also undoes a `link`), the unit's removal and a
-/// `daemon-reload`. When no user manager answers, the state is unknown and the restart
-/// stays in (restarting a unit `enable --now` just started costs one restart; leaving it
-/// out would leave a running unit on the old file).
-fn systemd_commands(
-    label: &str,
-    unit_path: &Path,
-    hook: &HookSwitch,
-) -> (String, String, UnitState) {
-    let unit = sh_quote(&format!("{label}.service"));
-    let in_unit_path = deploy::default_job_dir(Job::Systemd)
-        .is_ok_and(|dir| unit_path.parent() == Some(dir.as_path()));
-    let mut load = String::new();
-    if !in_unit_path {
-        load.push_str(&format!(
-            "systemctl --user link {} && ",
-            sh_quote(&unit_path.display().to_string())
-        ));
-    }
-    load.push_str(&format!(
-        "systemctl --user daemon-reload && systemctl --user enable --now {unit}"
-    ));
-    let state = systemd_state(&format!("{label}.service"));
-    if state != UnitState::NotRunning {
-        load.push_str(&format!(" && systemctl --user restart {unit}"));
-    }
-    load.push_str(&format!(" && {}", hook.on));
-    let rollback = format!(
-        "{} && systemctl --user disable --now {unit} && rm {} && systemctl --user daemon-reload",
-        hook.off,
-        sh_quote(&unit_path.display().to_string())
-    );
-    (load, rollback, state)
-}
-
-/// What the service manager said of the job before the install.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum UnitState {
-    /// Loaded (launchd) or active (systemd).
-    Running,
-    /// Not loaded, or inactive, failed, unknown to the manager.
-    NotRunning,
-    /// The manager could not be asked (why).
-    Unknown(String),
-}
-
-impl UnitState {
-    /// The word `--json` reports as `job_state`.
-    fn word(&self) -> &'static str {
-        match self {
-            UnitState::Running => "running",
-            UnitState::NotRunning => "not_running",
-            UnitState::Unknown(_) => "unknown",
-        }
-    }
-}
-
-/// Asks the user manager whether `unit` is active. `systemctl is-active` prints the state
-/// on stdout (`active`, `inactive`, `failed`, …) and exits 0 when active, 3 when not (the
-/// LSB status codes) whenever the manager answered; anything else (exit 1 with "Failed to
-/// connect to bus", no systemctl) is unknown, never "not running".
-fn systemd_state(unit: &str) -> UnitState {
-    let output = Command::new("systemctl")
-        .args(["--user", "is-active", unit])
-        .stdin(Stdio::null())
-        .output();
-    let output = match output {
-        Ok(output) => output,
-        Err(e) => return UnitState::Unknown(format!("systemctl: {e}")),
-    };
-    let said = String::from_utf8_lossy(&output.stdout).trim().to_string();
-    match said.as_str() {
-        "active" | "reloading" | "activating" | "deactivating" | "refreshing" => UnitState::Running,
-        "inactive" | "failed" | "unknown" | "maintenance" => UnitState::NotRunning,
-        _ if output.status.code() == Some(0) => UnitState::Running,
-        _ if output.status.code() == Some(3) => UnitState::NotRunning,
-        _ => {
-            let err = String::from_utf8_lossy(&output.stderr).trim().to_string();
-            UnitState::Unknown(if err.is_empty() {
-                format!("systemctl --user is-active said {said:?}")
-            } else {
-                err
-            })
-        }
-    }
 }
 
 /// Says so when the job is for another OS's service manager (the file is still written:
@@ -404,7 +234,8 @@ fn agent_hook(args: AgentHookArgs, settings: &Settings, json: bool) -> Outcome {
     let format = agent.format(&file);
     let hook_path = settings.home.join("hooks").join("guard-bash.sh");
     let bins = bin_dir(args.bin_dir.as_ref())?;
-    let command = hook_command(&bins, settings, &hook_path, agent.harness_flag());
+    let command = hook_command(&bins, settings, &hook_path, agent.harness_flag())
+        .map_err(|e| Failure::usage(e.to_string()))?;
     let before = match fs::read_to_string(&file) {
         Ok(text) => Some(text),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -423,7 +254,8 @@ fn agent_hook(args: AgentHookArgs, settings: &Settings, json: bool) -> Outcome {
         match agent_hooks::rollback(agent, &file, before.as_deref(), &command) {
             Ok(Edit::Unchanged) if agent == Agent::Claude => claude_settings::rollback(
                 before.as_deref(),
-                &legacy_hook_command(&bins, settings, &hook_path),
+                &legacy_hook_command(&bins, settings, &hook_path)
+                    .map_err(|e| Failure::usage(e.to_string()))?,
             )
             .map_err(|e| e.to_string()),
             other => other,
@@ -436,7 +268,8 @@ fn agent_hook(args: AgentHookArgs, settings: &Settings, json: bool) -> Outcome {
             )));
         }
         write_hook_script(&hook_path)?;
-        agent_hooks::install(agent, &file, before.as_deref(), &command)
+        let rollback = rollback_line(agent, &file, &bins, settings)?;
+        agent_hooks::install(agent, &file, before.as_deref(), &command, &rollback)
     }
     .map_err(|e| Failure::could_not(format!("{}: {e}", file.display())))?;
     let edit_changed = matches!(edit, Edit::Changed(_));
@@ -500,59 +333,79 @@ fn agent_hook(args: AgentHookArgs, settings: &Settings, json: bool) -> Outcome {
 /// The normal path runs `row-fence-guard` alone (its exit 0 or 2 is the answer); only
 /// another exit (missing, not executable, killed) runs `guard-bash.sh`, which keeps NEVER
 /// RAN and CUT OFF MID-ASK, and a shim that cannot run either denies. `harness` is the
-/// guard's `--harness` for a harness other than Claude Code.
+/// guard's `--harness` for a harness other than Claude Code. A path that is not UTF-8
+/// cannot go into the harness's JSON or TOML file: refused, naming it.
 pub fn hook_command(
     bin_dir: &Path,
     settings: &Settings,
     hook: &Path,
     harness: Option<&str>,
-) -> String {
+) -> Result<String, NotUtf8> {
+    let exports = exports(bin_dir, settings)?;
+    let harness = harness.map_or(String::new(), |h| format!(" --harness {h}"));
+    Ok(format!(
+        "export {}; {}{harness}; s=$?; case $s in 0|2) exit $s;; esac; sh {} --guard-exit $s --guard-parent $$ || exit 2",
+        exports.join(" "),
+        sh_quote_path(&bin_dir.join(GUARD))?,
+        sh_quote_path(hook)?
+    ))
+}
+
+/// `ROW_FENCE_BIN_DIR=…`, `ROW_FENCE_HOME=…` and, when it is not the home's own,
+/// `ROW_FENCE_SOCKET=…`, each quoted.
+fn exports(bin_dir: &Path, settings: &Settings) -> Result<Vec<String>, NotUtf8> {
     let mut exports = vec![
-        format!(
-            "ROW_FENCE_BIN_DIR={}",
-            sh_quote(&bin_dir.display().to_string())
-        ),
-        format!(
-            "ROW_FENCE_HOME={}",
-            sh_quote(&settings.home.display().to_string())
-        ),
+        format!("ROW_FENCE_BIN_DIR={}", sh_quote_path(bin_dir)?),
+        format!("ROW_FENCE_HOME={}", sh_quote_path(&settings.home)?),
     ];
     if settings.socket != settings.home.join("sock") {
         exports.push(format!(
             "ROW_FENCE_SOCKET={}",
-            sh_quote(&settings.socket.display().to_string())
+            sh_quote_path(&settings.socket)?
         ));
     }
-    let harness = harness.map_or(String::new(), |h| format!(" --harness {h}"));
-    format!(
-        "export {}; {}{harness}; s=$?; case $s in 0|2) exit $s;; esac; sh {} --guard-exit $s --guard-parent $$ || exit 2",
-        exports.join(" "),
-        sh_quote(&bin_dir.join(GUARD).display().to_string()),
-        sh_quote(&hook.display().to_string())
-    )
+    Ok(exports)
 }
 
 /// The command an earlier release installed (the shell hook alone), so rollback still
 /// finds an entry that release wrote.
-fn legacy_hook_command(bin_dir: &Path, settings: &Settings, hook: &Path) -> String {
-    let mut words = vec![
-        format!(
-            "ROW_FENCE_BIN_DIR={}",
-            sh_quote(&bin_dir.display().to_string())
-        ),
-        format!(
-            "ROW_FENCE_HOME={}",
-            sh_quote(&settings.home.display().to_string())
-        ),
-    ];
+fn legacy_hook_command(
+    bin_dir: &Path,
+    settings: &Settings,
+    hook: &Path,
+) -> Result<String, NotUtf8> {
+    let mut words = exports(bin_dir, settings)?;
+    words.push(sh_quote_path(hook)?);
+    Ok(words.join(" "))
+}
+
+/// The command that takes this hook out again, as the operator runs it: this program,
+/// the same home (and socket), harness, file and binaries the entry was written with.
+fn rollback_line(
+    agent: Agent,
+    file: &Path,
+    bins: &Path,
+    settings: &Settings,
+) -> Result<String, Failure> {
+    let quote = |p: &Path| sh_quote_path(p).map_err(|e| Failure::usage(e.to_string()));
+    let program = std::env::current_exe()
+        .map_err(|e| Failure::could_not(format!("cannot find this program: {e}")))?;
+    let mut words = vec![quote(&program)?, "--home".into(), quote(&settings.home)?];
     if settings.socket != settings.home.join("sock") {
-        words.push(format!(
-            "ROW_FENCE_SOCKET={}",
-            sh_quote(&settings.socket.display().to_string())
-        ));
+        words.extend(["--socket".into(), quote(&settings.socket)?]);
     }
-    words.push(sh_quote(&hook.display().to_string()));
-    words.join(" ")
+    words.extend([
+        "install".into(),
+        "agent-hook".into(),
+        "--agent".into(),
+        agent.name().into(),
+        "--settings".into(),
+        quote(file)?,
+        "--bin-dir".into(),
+        quote(bins)?,
+        "--rollback".into(),
+    ]);
+    Ok(words.join(" "))
 }
 
 /// The agent guard's binary name.

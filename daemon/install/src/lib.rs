@@ -9,12 +9,15 @@
 //! # Layout
 //!
 //! The commands:
-//! - [`install`]: `install launchd|systemd|claude-hook|agent-hook|git-hook|broker`.
+//! - [`install`]: `install launchd|systemd|claude-hook|agent-hook|git-hook|broker`;
+//!   [`job_commands`]: the load, by-hand and rollback lines the job installs print.
 //! - [`render`]: `render launchd|systemd`, and the job settings `install` shares.
 //! - [`git_install`]: `install git-hook`, git's layer in every worktree of a repository.
 //! - [`doctor`]: where git is fenced in a repository and where it is not;
-//!   [`agent_doctor`]: whether each agent harness's hook is there and can run.
-//! - [`broker`]: `install broker`, git's ssh through the daemon's key broker.
+//!   [`agent_doctor`]: whether each agent harness's hook is there and can run;
+//!   [`claude_policy`]: whether Claude Code runs a hook its settings files hold.
+//! - [`broker`]: `install broker`, git's ssh through the daemon's key broker;
+//!   [`lane_socket`]: whether the lane can reach the broker's socket.
 //!
 //! What they write:
 //! - [`deploy`]: the launchd and systemd jobs, rendered from `deploy/` with tera.
@@ -35,6 +38,7 @@
 pub mod agent_doctor;
 pub mod agent_hooks;
 pub mod broker;
+pub mod claude_policy;
 pub mod claude_settings;
 pub mod codex_toml;
 pub mod created_files;
@@ -47,8 +51,10 @@ pub mod git_hook;
 pub mod git_install;
 pub mod git_repo;
 pub mod install;
+pub mod job_commands;
 pub mod lane_procs;
 pub mod lane_reach;
+pub mod lane_socket;
 pub mod render;
 pub mod shell;
 pub mod ssh_config;

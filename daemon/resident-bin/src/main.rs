@@ -1,16 +1,22 @@
 //! `row-fence-resident`: the warm daemon the asker talks to. Thin: flags, logging, then
-//! `startup::run`. Runs in the foreground under launchd or systemd.
+//! `startup::run`. Runs in the foreground: under launchd or systemd (`--supervised`), as
+//! a container's main process or under its init, or started from a shell with
+//! `--detach` (`detach`). Unsupervised, it executes its new binary in place on an
+//! upgrade (`reexec`).
 
 use clap::Parser;
 use row_fence_resident::config::{CommonArgs, LocationArgs, Settings};
 use row_fence_resident::heartbeat::DEFAULT_INTERVAL_MS;
+use row_fence_resident::resident::EXIT_STALE_CODE;
 use row_fence_resident::startup::{self, EXIT_START_FAILED, Options};
+use row_fence_resident::{detach, reexec};
 use row_fence_stamp::{BUILD_DIGEST, VERSION};
 use std::time::Duration;
 
 /// The row fence's resident daemon: answers row-fence-ask over a Unix socket.
 #[derive(Parser, Debug)]
-#[command(name = "row-fence-resident", version = VERSION, about, long_about = None)]
+#[command(name = "row-fence-resident", version = VERSION, about = ABOUT, long_about = None,
+          after_help = EXAMPLES)]
 struct Args {
     #[command(flatten)]
     common: CommonArgs,
@@ -34,7 +40,22 @@ struct Args {
     /// Print this build's code stamp (with the registry under the home) and exit
     #[arg(long)]
     print_stamp: bool,
+    /// A service manager restarts this daemon when it exits (the launchd and systemd jobs pass this): on an upgrade it exits 75 for the manager, instead of executing its new binary in place
+    #[arg(long)]
+    supervised: bool,
+    /// Start in the background, in a session of its own, logging to $ROW_FENCE_HOME/log/resident.log; returns once the daemon answers on its socket (for a machine with no service manager)
+    #[arg(long, conflicts_with_all = ["supervised", "print_stamp"])]
+    detach: bool,
 }
+
+/// `--help`'s first line.
+const ABOUT: &str = "The row fence's resident daemon: answers row-fence-ask over a Unix socket";
+
+/// `--help`'s examples: each way the daemon is kept running.
+const EXAMPLES: &str = "Examples:
+  row-fence-resident            # in the foreground: a container's main process, a terminal
+  row-fence-resident --detach   # no service manager: in the background, once it answers
+  row-fence install systemd     # or launchd: the job that runs it --supervised";
 
 /// Writes a line, ignoring a closed or full stream: never a panic.
 fn say(stream: &mut dyn std::io::Write, line: &str) {
@@ -69,6 +90,8 @@ impl std::io::Write for EscapedLog {
 }
 
 fn main() {
+    detach::become_session_leader();
+    let again = reexec::Again::capture();
     let args = Args::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -95,6 +118,13 @@ fn main() {
         }
         return;
     }
+    if args.detach {
+        let rest = std::env::args_os()
+            .skip(1)
+            .filter(|a| a != "--detach")
+            .collect();
+        std::process::exit(detach::run(&settings, rest));
+    }
     let code = startup::run(Options {
         settings,
         heartbeat_interval: Duration::from_millis(args.heartbeat_ms),
@@ -102,6 +132,19 @@ fn main() {
         location: args.location.settings(),
         broker: args.broker.settings(),
         build: BUILD_DIGEST,
+        supervised: args.supervised,
     });
+    if code == EXIT_STALE_CODE
+        && !args.supervised
+        && let Some(again) = again
+    {
+        let e = again.exec();
+        say(
+            &mut std::io::stderr(),
+            &format!(
+                "row-fence-resident: cannot execute the new code in place ({e}); exiting {EXIT_STALE_CODE}: start row-fence-resident again"
+            ),
+        );
+    }
     std::process::exit(code);
 }

@@ -14,7 +14,8 @@
 //! - [`config`]: flags and environment shared by the daemon and the CLI.
 //!
 //! The running daemon:
-//! - [`startup`]: from start to exit. [`server`]: the accept loop and per-connection
+//! - [`startup`]: from start to exit; [`detach`]: started without a service manager;
+//!   [`reexec`]: onto new binaries in place when no manager restarts it. [`server`]: the accept loop and per-connection
 //!   framing; [`connection`]: one connection's I/O, off the reactor unless it must wait.
 //!   [`resident`]: shared state and its answers (ask, ping, status).
 //! - [`socket`]: socket directory and file hygiene. [`own_code`]: what the daemon loaded,
@@ -22,7 +23,8 @@
 //! - [`heartbeat`]: the liveness file. [`refusals`]: the ledger writer, recent refusals,
 //!   rate-limited log lines ([`log_limit`]: one line per key a minute, bounded);
 //!   [`sync`]: locks that survive a panicked holder.
-//! - [`broker`]: the key broker (the lanes' ssh agent); [`audit`]: its audit log.
+//! - [`broker`]: the key broker (the lanes' ssh agent); [`audit`]: its audit log;
+//!   [`socket_reach`]: whether a lane's uid can connect to its socket.
 //!
 //! The store and its domain come from `row-fence-store`; the protocol, verdicts and
 //! reasons from the contract crate `row-fence-contract`.
@@ -32,16 +34,19 @@ pub mod broker;
 pub mod budget;
 pub mod config;
 pub mod connection;
+pub mod detach;
 pub mod gate;
 pub mod heartbeat;
 pub mod location;
 pub mod log_limit;
 pub mod own_code;
+pub mod reexec;
 pub mod refusals;
 pub mod registry;
 pub mod resident;
 pub mod server;
 pub mod socket;
+pub mod socket_reach;
 pub mod startup;
 pub mod supervisor;
 pub mod sync;

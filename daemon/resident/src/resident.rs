@@ -74,6 +74,9 @@ pub struct Resident {
     location: Option<Arc<LocationFence>>,
     /// The key broker's keys, bindings and counters, set once when the broker is on.
     pub broker: std::sync::OnceLock<Arc<crate::broker::Shared>>,
+    /// A service manager restarts this daemon (`--supervised`): on stale code it exits
+    /// for it; otherwise it executes its new binary in place ([`crate::reexec`]).
+    supervised: bool,
 }
 
 /// Counters, all since start.
@@ -121,7 +124,14 @@ impl Resident {
             registry: Registry::default(),
             location: None,
             broker: std::sync::OnceLock::new(),
+            supervised: false,
         }
+    }
+
+    /// Says whether a service manager restarts this daemon (`--supervised`).
+    pub fn supervised(mut self, supervised: bool) -> Resident {
+        self.supervised = supervised;
+        self
     }
 
     /// Sets the registry (each board's tenant and margin) and turns the location fence on
@@ -345,13 +355,23 @@ impl Resident {
     }
 
     /// The asker runs other code than we loaded. If our own files changed, we are the
-    /// stale one: answer, then exit so the supervisor restarts us on the new code.
+    /// stale one: answer, then stop, for the supervisor to restart us on the new code or
+    /// (not supervised) to execute it in place.
     fn stale_code(&self, ask: &Ask) -> Gated {
         let detail = match self.own_code.changed() {
-            Some(what) => {
+            Some(what) if self.supervised => {
                 // The normal upgrade, not a fault.
                 tracing::info!(
                     "{what}: exiting with {EXIT_STALE_CODE} so the supervisor restarts this daemon on the new code"
+                );
+                self.stop(EXIT_STALE_CODE);
+                format!(
+                    "the daemon runs old code ({what}); its supervisor is restarting it on the new code, retry in a few seconds"
+                )
+            }
+            Some(what) => {
+                tracing::info!(
+                    "{what}: stopping to execute the new code in place (no supervisor restarts this daemon)"
                 );
                 self.stop(EXIT_STALE_CODE);
                 format!(
@@ -418,6 +438,7 @@ impl Resident {
             recent_refusals,
             recent_refusals_omitted,
             ledger_dropped: self.refusals.dropped(),
+            supervised: self.supervised,
             location_fence: self.location.as_ref().map(|fence| fence.status()),
             broker: self.broker.get().map(|shared| shared.status()),
         }

@@ -115,6 +115,9 @@ pub struct Options {
     /// The binary's build digest (`row_fence_stamp::BUILD_DIGEST`), the build half of
     /// the daemon's code stamp.
     pub build: &'static str,
+    /// A service manager restarts this daemon (`--supervised`): on an upgrade it exits
+    /// [`crate::resident::EXIT_STALE_CODE`] for it, instead of executing itself again.
+    pub supervised: bool,
 }
 
 /// Runs the daemon in the foreground; returns the process exit code.
@@ -287,6 +290,7 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
         location: _,
         broker: _,
         build: _,
+        supervised,
     } = options;
     let Prepared {
         own_code,
@@ -304,7 +308,8 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
     let store: Arc<dyn LeaseStore> = store;
     let resident = Arc::new(
         Resident::new(store.clone(), own_code, settings.clone(), uids)
-            .with_location(registry, fence),
+            .with_location(registry, fence)
+            .supervised(supervised),
     );
     tracing::info!(
         socket = %settings.socket.display(),

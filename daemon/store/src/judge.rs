@@ -60,10 +60,24 @@ pub fn refusal_detail(
             "{} holds {row} at generation {}, not {}",
             l.holder, l.generation, check.generation
         ),
-        (Reason::TokenMismatch, Some(l)) if l.token_sha256.is_none() => format!(
-            "{} holds {row} at generation {}, granted before lease tokens: its holder arms it with row-fence acquire {} {} --lane {} --reissue --write-descriptor",
-            l.holder, l.generation, check.board, check.row, l.holder
-        ),
+        (Reason::TokenMismatch, Some(l)) if l.token_sha256.is_none() => {
+            use row_fence_contract::spelling::{Word, command_line};
+            format!(
+                "{} holds {row} at generation {}, granted before lease tokens: its holder arms it with {}",
+                l.holder,
+                l.generation,
+                command_line(
+                    "acquire",
+                    &[
+                        Word::Positional(&check.board),
+                        Word::Positional(&check.row),
+                        Word::Option("--lane", &l.holder),
+                        Word::Flag("--reissue"),
+                        Word::Flag("--write-descriptor"),
+                    ],
+                )
+            )
+        }
         (Reason::TokenMismatch, Some(l)) => format!(
             "{} holds {row} at generation {}, but this descriptor does not carry that lease's token (only the descriptor written by the grant does)",
             l.holder, l.generation

@@ -8,6 +8,7 @@ use crate::document::parse_row_lease;
 use crate::fencing::{self, Controller, WriteError};
 use crate::judge::rfc3339;
 use crate::{AskCheck, CLAIMS, LeaseStore, ReadSet, RowLease, StoreError, judge};
+use row_fence_contract::spelling::{Word, command_line};
 use row_fence_contract::{Descriptor, LeaseToken, Reason};
 use serde_json::Value;
 
@@ -154,13 +155,19 @@ pub async fn acquire(
                     return Err(LeaseError::NotYours {
                         reason: Reason::TokenMismatch,
                         detail: format!(
-                            "nothing to reissue: {}/{} at generation {} has a lease token; --reissue arms only a lease granted before lease tokens. A holder that lost its descriptor acquires the row again (row-fence acquire {} {} --lane {} --write-descriptor): a new generation and token, and the lost descriptor is refused",
+                            "nothing to reissue: {}/{} at generation {} has a lease token; --reissue arms only a lease granted before lease tokens. A holder that lost its descriptor acquires the row again ({}): a new generation and token, and the lost descriptor is refused",
                             grant.board,
                             grant.row,
                             lease.generation,
-                            grant.board,
-                            grant.row,
-                            grant.lane
+                            command_line(
+                                "acquire",
+                                &[
+                                    Word::Positional(grant.board),
+                                    Word::Positional(grant.row),
+                                    Word::Option("--lane", grant.lane),
+                                    Word::Flag("--write-descriptor"),
+                                ],
+                            )
                         ),
                     });
                 }
@@ -403,11 +410,20 @@ pub async fn spellings(store: &dyn LeaseStore, board: &str) -> Result<Vec<String
             out.push(format!("{board}: stored {e}"));
         }
         if stored_only(&l.row, &l.lease.holder) {
+            let (row, lane) = (escape(&l.row), escape(&l.lease.holder));
+            let generation = l.lease.generation.to_string();
             out.push(format!(
-                "{board}: release it with: row-fence release {board} '{}' --lane '{}' --generation {} --stored-name",
-                escape(&l.row),
-                escape(&l.lease.holder),
-                l.lease.generation
+                "{board}: release it with: {}",
+                command_line(
+                    "release",
+                    &[
+                        Word::Positional(board),
+                        Word::Positional(&row),
+                        Word::Option("--lane", &lane),
+                        Word::Option("--generation", &generation),
+                        Word::Flag("--stored-name"),
+                    ],
+                )
             ));
         }
         if let Some(Err(e)) = l.lease.tenant.as_deref().map(validate_tenant) {

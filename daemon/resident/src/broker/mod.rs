@@ -54,13 +54,13 @@ pub struct BrokerArgs {
     /// Serve the ssh-agent protocol on this socket, signing only for ALLOWED lanes [env: ROW_FENCE_BROKER_SOCKET]
     #[arg(long, value_name = "PATH")]
     pub broker_socket: Option<PathBuf>,
-    /// A push key (OpenSSH Ed25519 private key, mode 600, owned by the daemon's uid); repeatable [env: ROW_FENCE_BROKER_KEYS, comma-separated]
+    /// A push key (an unencrypted OpenSSH Ed25519 or RSA private key, mode 600, owned by the daemon's uid); repeatable [env: ROW_FENCE_BROKER_KEYS, comma-separated]
     #[arg(long = "broker-key", value_name = "FILE")]
     pub broker_keys: Vec<PathBuf>,
     /// A read key (same rules), signed for any peer so a refused lane can still fetch: the forge must let it only fetch; repeatable [env: ROW_FENCE_BROKER_READ_KEYS, comma-separated]
     #[arg(long = "broker-read-key", value_name = "FILE")]
     pub broker_read_keys: Vec<PathBuf>,
-    /// The uid → lane bindings (TOML `[[lane]] lane, uid, descriptor, board, row`), as `row-fence lane add` writes them [env: ROW_FENCE_BROKER_LANES] [default: $ROW_FENCE_HOME/broker/lanes.toml]
+    /// The uid → lane bindings (TOML `[[lane]] lane, uid, descriptor, board, row`, each `lane` required), as `row-fence lane add` writes them [env: ROW_FENCE_BROKER_LANES] [default: $ROW_FENCE_HOME/broker/lanes.toml]
     #[arg(long, value_name = "FILE")]
     pub broker_lanes: Option<PathBuf>,
     /// A forge's ssh host key (its .pub, or known_hosts lines as `ssh-keyscan` prints them): the broker signs only a login to a server that proves it holds one; repeatable, at least one [env: ROW_FENCE_BROKER_FORGE_HOST_KEYS, comma-separated]
@@ -254,6 +254,7 @@ impl Shared {
         let mut lanes = write(&self.lanes);
         match loaded {
             Ok(new) => {
+                warn_unreachable(&new, &self.socket);
                 *lanes = new;
                 Ok(lanes.len() as u64)
             }
@@ -261,6 +262,16 @@ impl Shared {
                 *lanes = Lanes::default();
                 Err(e)
             }
+        }
+    }
+}
+
+/// Logs, for each bound lane whose uid cannot connect to the agent socket, which
+/// directory stops it and the fix ([`crate::socket_reach`]).
+fn warn_unreachable(lanes: &Lanes, socket: &Path) {
+    for binding in lanes.bindings() {
+        if let Err(e) = crate::socket_reach::check(binding.uid, socket) {
+            tracing::warn!("the key broker: {e}");
         }
     }
 }
@@ -334,6 +345,7 @@ pub fn prepare(settings: &Settings, home: &Path) -> Result<Prepared, BrokerError
             source,
         });
     }
+    warn_unreachable(&lanes, &settings.socket);
     let shared = Arc::new(Shared {
         held: RwLock::new(held),
         lanes: RwLock::new(lanes),
