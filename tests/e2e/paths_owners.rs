@@ -202,12 +202,16 @@ fn a_broker_socket_lanes_cannot_reach_is_named_by_the_daemon_install_and_doctor(
     assert_eq!(made.code, 0, "ssh-keygen: {}", made.stderr);
     let key = home.path("push.pub");
 
+    // The broker signs only logins to a forge whose host key it knows: any key will do here.
+    let host_key = home.path("push.pub");
     let mut daemon = home.daemon_with(
         &[
             "--broker-socket",
             socket.to_str().unwrap(),
             "--broker-lanes",
             lanes.to_str().unwrap(),
+            "--broker-forge-host-key",
+            host_key.to_str().unwrap(),
         ],
         &[],
     );
