@@ -82,11 +82,35 @@ impl Users {
 impl Drop for Users {
     fn drop(&mut self) {
         for name in &self.names {
-            let _ = Command::new("userdel").arg(name).output();
-            // userdel removes the user's own group itself where USERGROUPS_ENAB is on;
-            // elsewhere it is removed here (a group still in use is left).
-            let _ = Command::new("groupdel").arg(name).output();
+            remove_user(name);
         }
+    }
+}
+
+/// Removes a made user and its group. `userdel` refuses while a process of the user still
+/// runs (an ssh session exiting, a master a test left) and fails while another `useradd`
+/// or `userdel` holds `/etc/passwd`'s lock (tests run in parallel): so the user's processes
+/// are killed first and the removal is tried again for up to about 5 s.
+fn remove_user(name: &str) {
+    for _ in 0..50 {
+        let _ = Command::new("pkill").args(["-KILL", "-u", name]).output();
+        let gone = Command::new("userdel")
+            .arg(name)
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if gone || nix::unistd::User::from_name(name).ok().flatten().is_none() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // userdel removes the user's own group itself where USERGROUPS_ENAB is on;
+    // elsewhere it is removed here (a group still in use is left).
+    for _ in 0..20 {
+        let _ = Command::new("groupdel").arg(name).output();
+        if nix::unistd::Group::from_name(name).ok().flatten().is_none() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
 
