@@ -14,6 +14,7 @@
 //! - `leases`: acquire, renew, release, show (row leases, descriptors).
 //! - `controller`: the controller lease. `records`: batch, records, log.
 //! - `check`: the gate, cold, in this process. `liveness`: status and health.
+//! - `top`: the operator's live console (ratatui), read-only unless `--allow-writes`.
 //! - `migrate`: document → records, file → Redis.
 //! - `store`: the store itself: its check, and accepting a store that went back in time.
 //! - `keys`, `lanes`: the key broker's keys and lane bindings; `via_daemon`: a lane's
@@ -40,6 +41,7 @@ mod migrate;
 mod open;
 mod records;
 mod store;
+mod top;
 mod via_daemon;
 
 use clap::{FromArgMatches, Parser, Subcommand};
@@ -87,6 +89,8 @@ enum Command {
     Status(liveness::StatusArgs),
     /// Exit 0 when the daemon's heartbeat is fresh, 1 otherwise
     Health(liveness::HealthArgs),
+    /// A live console of boards, holders, time left, refusals, quarantines and the daemon (q quits, ? shows the keys)
+    Top(top::TopArgs),
     /// The board controller's lease: acquire, renew, release, show
     Controller(controller::ControllerArgs),
     /// Apply a raw fenced batch from a JSON file; prints the committed revision
@@ -182,6 +186,8 @@ fn run_cli() -> i32 {
     // one) ends it first; this one stays only as a bound past it.
     let outer = match command {
         Command::Check(_) => timeout + check::VERDICT_SLACK,
+        // The console runs until q; each of its reads has its own deadline.
+        Command::Top(_) => Duration::MAX,
         _ => timeout,
     };
     let outcome = runtime.block_on(async {
@@ -225,6 +231,7 @@ fn reads_only(command: &Command) -> bool {
             | Command::Check(_)
             | Command::Status(_)
             | Command::Health(_)
+            | Command::Top(_)
             | Command::Records(_)
             | Command::Log(_)
             | Command::Render(_)
@@ -266,6 +273,7 @@ async fn run(command: Command, settings: &Settings, timeout: Duration) -> Outcom
         Command::Check(args) => check::run(args, settings, timeout).await,
         Command::Status(args) => liveness::status(args, settings),
         Command::Health(args) => liveness::health(args, settings),
+        Command::Top(args) => top::run(args, settings).await,
         Command::Controller(args) => controller::run(args, settings).await,
         Command::Batch(args) => records::batch(args, settings).await,
         Command::Records(args) => records::records(args, settings).await,
