@@ -100,7 +100,7 @@ fn write_alone(out: &std::path::Path, name: &str, text: &str, error: Option<Stri
     let written = path
         .parent()
         .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|_| std::fs::write(&path, &text));
+        .and_then(|_| std::fs::write(&path, text));
     println!("{text}");
     match written {
         Ok(()) => eprintln!("row-fence-bench: report written to {}", path.display()),

@@ -110,7 +110,7 @@ pub fn run(options: &Options, bin_dir: &Path) -> Result<Figures, String> {
     for i in 0..takeovers {
         crate::interrupt::check()?;
         let lane = format!("bench-{i}");
-        let out = clean_command(&bins.path("row-fence"), &home, &[])
+        let out = clean_command(bins.path("row-fence"), &home, &[])
             .env("ROW_FENCE_STORE", &spec)
             .args(["acquire", BOARD, "other-0", "--lane", &lane, "--takeover"])
             .stdin(Stdio::null())
@@ -163,7 +163,17 @@ impl Console {
         );
         let out = console
             .cmd()
-            .args(["new-session", "-d", "-s", "top", "-x", "120", "-y", "40", &command])
+            .args([
+                "new-session",
+                "-d",
+                "-s",
+                "top",
+                "-x",
+                "120",
+                "-y",
+                "40",
+                &command,
+            ])
             .output()
             .map_err(|e| format!("tmux: {e}"))?;
         if !out.status.success() {
@@ -209,14 +219,15 @@ impl Console {
                 .output()
                 .map_err(|e| format!("tmux: {e}"))?;
             let screen = String::from_utf8_lossy(&out.stdout);
-            if screen
-                .lines()
-                .any(|l| format!("{} ", l.split_whitespace().collect::<Vec<_>>().join(" ")).contains(text))
-            {
+            if screen.lines().any(|l| {
+                format!("{} ", l.split_whitespace().collect::<Vec<_>>().join(" ")).contains(text)
+            }) {
                 return Ok(());
             }
             if started.elapsed() > limit {
-                return Err(format!("the console did not show {text:?} within {limit:?}:\n{screen}"));
+                return Err(format!(
+                    "the console did not show {text:?} within {limit:?}:\n{screen}"
+                ));
             }
             std::thread::sleep(Duration::from_millis(10));
         }

@@ -92,7 +92,7 @@ impl Gatherer {
     fn daemon(&mut self) -> DaemonView {
         let socket = self.settings.socket.display().to_string();
         let deadline = Instant::now() + Duration::from_millis(STATUS_WAIT_MS);
-        let raw = match client::status_json(&self.settings.socket, deadline) {
+        let mut raw = match client::status_json(&self.settings.socket, deadline) {
             Ok(raw) => raw,
             Err(e) => {
                 self.last_asks = None;
@@ -103,6 +103,11 @@ impl Gatherer {
                 };
             }
         };
+        // The refusals are the ledger's (read whole there, the asker's own too): the
+        // answer's copy is dropped before the rest is read, a refresh's largest part.
+        if let Some(refusals) = raw.get_mut("recent_refusals") {
+            *refusals = Value::Array(Vec::new());
+        }
         let status: Status = match serde_json::from_value(raw.clone()) {
             Ok(status) => status,
             Err(e) => {
