@@ -90,6 +90,11 @@ enum Command {
     /// Exit 0 when the daemon's heartbeat is fresh, 1 otherwise
     Health(liveness::HealthArgs),
     /// A live console of boards, holders, time left, refusals, quarantines and the daemon (q quits, ? shows the keys)
+    ///
+    /// Keys as in top: q quit, ? help, 1-4 views (rows, refusals, quarantine, daemon), Tab
+    /// next pane, j/k or arrows move, / filter, s sort, R reverse, x release the selected
+    /// row (only with --allow-writes; asks y). NO_COLOR is honoured. For scripts, --once
+    /// --json prints the same snapshot the console draws, and exits 1 when the daemon is gone.
     Top(top::TopArgs),
     /// The board controller's lease: acquire, renew, release, show
     Controller(controller::ControllerArgs),
