@@ -225,27 +225,33 @@ fn rows(f: &mut Frame, area: Rect, s: &Snapshot, ui: &Ui, now_ms: u64, p: Palett
         title.push_str(" — ");
         title.push_str(&errors.join("; "));
     }
-    let table_rows = list.iter().map(|(b, r)| {
-        let left = r.left_after(elapsed);
-        let (text, style) = if left <= 0 {
-            (
-                format!("expired {}", short_span(left.unsigned_abs())),
-                p.bad(),
-            )
-        } else if (left as u64) < b.margin_ms {
-            (format!("{} <margin", short_span(left as u64)), p.warn())
-        } else {
-            (short_span(left as u64), Style::default())
-        };
-        Row::new(vec![
-            Cell::from(b.board.clone()),
-            Cell::from(r.row.clone()),
-            Cell::from(r.holder.clone()),
-            Cell::from(r.generation.to_string()),
-            Cell::from(Span::styled(text, style)),
-            Cell::from(r.scope.as_ref().map_or("—".to_string(), |s| s.join(" "))),
-        ])
-    });
+    let focused = ui.view == View::Overview && ui.pane == 0;
+    let (offset, selected) = window(&list, area, ui.selection(View::Overview, 0, list.len()));
+    let table_rows = list
+        .iter()
+        .skip(offset)
+        .take(area.height as usize)
+        .map(|(b, r)| {
+            let left = r.left_after(elapsed);
+            let (text, style) = if left <= 0 {
+                (
+                    format!("expired {}", short_span(left.unsigned_abs())),
+                    p.bad(),
+                )
+            } else if (left as u64) < b.margin_ms {
+                (format!("{} <margin", short_span(left as u64)), p.warn())
+            } else {
+                (short_span(left as u64), Style::default())
+            };
+            Row::new(vec![
+                Cell::from(b.board.clone()),
+                Cell::from(r.row.clone()),
+                Cell::from(r.holder.clone()),
+                Cell::from(r.generation.to_string()),
+                Cell::from(Span::styled(text, style)),
+                Cell::from(r.scope.as_ref().map_or("—".to_string(), |s| s.join(" "))),
+            ])
+        });
     let table = Table::new(
         table_rows,
         [
@@ -258,13 +264,9 @@ fn rows(f: &mut Frame, area: Rect, s: &Snapshot, ui: &Ui, now_ms: u64, p: Palett
         ],
     )
     .header(Row::new(["BOARD", "ROW", "HOLDER", "GEN", "LEFT", "SCOPE"]).style(p.heading()))
-    .block(block(title, ui.view == View::Overview && ui.pane == 0, p))
+    .block(block(title, focused, p))
     .row_highlight_style(p.selected());
-    let mut state = TableState::default();
-    if ui.view == View::Overview && ui.pane == 0 && !list.is_empty() {
-        state.select(Some(ui.selection(View::Overview, 0, list.len())));
-    }
-    f.render_stateful_widget(table, area, &mut state);
+    render_table(f, table, area, selected.filter(|_| focused));
 }
 
 fn refusals(
@@ -322,15 +324,13 @@ fn refusals(
         header.push("ACTION: DETAIL");
     }
     let focused = ui.pane == pane || whole;
-    let table = Table::new(list.iter().map(|r| line(r)), widths)
+    let (offset, selected) = window(&list, area, ui.selection(ui.view, pane, list.len()));
+    let shown = list.iter().skip(offset).take(area.height as usize);
+    let table = Table::new(shown.map(|r| line(r)), widths)
         .header(Row::new(header).style(p.heading()))
         .block(block(title, focused, p))
         .row_highlight_style(p.selected());
-    let mut state = TableState::default();
-    if focused && !list.is_empty() {
-        state.select(Some(ui.selection(ui.view, pane, list.len())));
-    }
-    f.render_stateful_widget(table, area, &mut state);
+    render_table(f, table, area, selected.filter(|_| focused));
 }
 
 fn quarantine(f: &mut Frame, area: Rect, s: &Snapshot, ui: &Ui, p: Palette) {
@@ -344,7 +344,13 @@ fn quarantine(f: &mut Frame, area: Rect, s: &Snapshot, ui: &Ui, p: Palette) {
     if let Some(e) = &q.error {
         title.push_str(&format!(" — cannot read: {e}"));
     }
-    let sessions = q.sessions.iter().map(|x| {
+    let (offset, selected) = window(
+        &q.sessions,
+        top,
+        ui.selection(View::Quarantine, 0, q.sessions.len()),
+    );
+    let shown = q.sessions.iter().skip(offset).take(top.height as usize);
+    let sessions = shown.map(|x| {
         Row::new(vec![
             Cell::from(x.session.clone()),
             Cell::from(x.since_ms.map_or("—".to_string(), clock)),
@@ -368,13 +374,15 @@ fn quarantine(f: &mut Frame, area: Rect, s: &Snapshot, ui: &Ui, p: Palette) {
     .header(Row::new(["SESSION", "SINCE", "DENIED", "REFUSAL"]).style(p.heading()))
     .block(block(title, ui.pane == 0, p))
     .row_highlight_style(p.selected());
-    let mut state = TableState::default();
-    if ui.pane == 0 && !q.sessions.is_empty() {
-        state.select(Some(ui.selection(View::Quarantine, 0, q.sessions.len())));
-    }
-    f.render_stateful_widget(table, top, &mut state);
+    render_table(f, table, top, selected.filter(|_| ui.pane == 0));
 
-    let denials = q.denials.iter().map(|d| {
+    let (offset, selected) = window(
+        &q.denials,
+        bottom,
+        ui.selection(View::Quarantine, 1, q.denials.len()),
+    );
+    let shown = q.denials.iter().skip(offset).take(bottom.height as usize);
+    let denials = shown.map(|d| {
         Row::new(vec![
             Cell::from(clock(d.ts_ms)),
             Cell::from(d.session.clone()),
@@ -399,11 +407,7 @@ fn quarantine(f: &mut Frame, area: Rect, s: &Snapshot, ui: &Ui, p: Palette) {
         p,
     ))
     .row_highlight_style(p.selected());
-    let mut state = TableState::default();
-    if ui.pane == 1 && !q.denials.is_empty() {
-        state.select(Some(ui.selection(View::Quarantine, 1, q.denials.len())));
-    }
-    f.render_stateful_widget(table, bottom, &mut state);
+    render_table(f, table, bottom, selected.filter(|_| ui.pane == 1));
 }
 
 fn daemon(f: &mut Frame, area: Rect, s: &Snapshot, p: Palette) {
@@ -537,6 +541,27 @@ fn daemon_lines(d: &DaemonView, lines: &mut Vec<Line<'static>>, p: Palette) {
             p.bad(),
         )));
     }
+}
+
+/// The part of a list a table of `area` shows, so only the lines on screen are built (a
+/// board of thousands of rows costs a screenful per draw): the first line shown, and the
+/// selected line's place among those shown (`None` for an empty list). The selection stays
+/// on screen as `top` keeps it: the list scrolls once it reaches the last line.
+fn window<T>(list: &[T], area: Rect, selected: usize) -> (usize, Option<usize>) {
+    // The block's top border and the header take two lines.
+    let lines = (area.height as usize).saturating_sub(2).max(1);
+    if list.is_empty() {
+        return (0, None);
+    }
+    let offset = (selected + 1).saturating_sub(lines);
+    (offset, Some(selected - offset))
+}
+
+/// Renders a table whose lines are already the window's, with `selected` highlighted.
+fn render_table(f: &mut Frame, table: Table, area: Rect, selected: Option<usize>) {
+    let mut state = TableState::default();
+    state.select(selected);
+    f.render_stateful_widget(table, area, &mut state);
 }
 
 /// The keys, over the body.

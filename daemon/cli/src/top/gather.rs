@@ -29,8 +29,9 @@ const DENIALS_KEPT: usize = 200;
 /// shown as not answering, and the console keeps its pace.
 const STATUS_WAIT_MS: u64 = 1_000;
 
-/// How long one refresh waits for one board's read.
-const BOARD_WAIT: Duration = Duration::from_secs(2);
+/// How long one refresh waits for the store, every board's read together: a store that
+/// hangs costs each refresh this, not this per board, and the console keeps answering keys.
+const STORE_WAIT: Duration = Duration::from_secs(2);
 
 /// What one refresh reads from, and what it keeps between refreshes (the files'
 /// positions, the last ask count).
@@ -43,6 +44,10 @@ pub struct Gatherer {
     ledger: Tail<LedgerLine>,
     denials: Tail<quarantine::Denial>,
     registry: RegistryFile,
+    /// Each board's rows as last read, with the board revision they were read at: a board
+    /// whose revision did not move is not read and parsed again (its time left is counted
+    /// from the store's new now), so a quiet board of 1,000 rows costs one small read.
+    rows: BTreeMap<String, (u64, Vec<RowView>)>,
     /// (pid, asks answered, when read): the asks-per-second baseline.
     last_asks: Option<(u32, u64, Instant)>,
 }
@@ -58,6 +63,7 @@ impl Gatherer {
             ledger: Tail::new(paths::ledger(&settings.home), REFUSALS_KEPT),
             denials: Tail::new(quarantine::denials_log(&settings.home), DENIALS_KEPT),
             registry: RegistryFile::default(),
+            rows: BTreeMap::new(),
             last_asks: None,
             settings: settings.clone(),
         })
@@ -68,15 +74,23 @@ impl Gatherer {
         let taken_at_ms = ledger::now_ms();
         let daemon = self.daemon();
         let (refusals, refusals_error) = self.refusals();
+        let read_before = self.registry.modified;
         let registry_error = self.registry.reload(&self.settings.home);
-        let (names, mut boards_note) = self.board_names(&refusals).await;
+        if self.registry.modified != read_before {
+            // A row's scope may have changed with it.
+            self.rows.clear();
+        }
+        let deadline = tokio::time::Instant::now() + STORE_WAIT;
+        let (names, mut boards_note) = self.board_names(&refusals, deadline).await;
         if let Some(e) = registry_error {
             boards_note = Some(e);
         }
         let mut boards = Vec::with_capacity(names.len());
         for board in names {
-            boards.push(self.board(board).await);
+            boards.push(self.board(board, deadline).await);
         }
+        self.rows
+            .retain(|name, _| boards.iter().any(|b| &b.board == name));
         Snapshot {
             taken_at_ms,
             home: self.settings.home.display().to_string(),
@@ -184,7 +198,11 @@ impl Gatherer {
 
     /// The boards to show: `--board`'s, else every board the store lists (when it can),
     /// the registry names, or a refusal names.
-    async fn board_names(&self, refusals: &[Refusal]) -> (Vec<String>, Option<String>) {
+    async fn board_names(
+        &self,
+        refusals: &[Refusal],
+        deadline: tokio::time::Instant,
+    ) -> (Vec<String>, Option<String>) {
         if !self.named.is_empty() {
             return (self.named.clone(), None);
         }
@@ -195,7 +213,7 @@ impl Gatherer {
             .map(str::to_string)
             .collect();
         names.extend(refusals.iter().filter_map(|r| r.board.clone()));
-        let note = match tokio::time::timeout(BOARD_WAIT, self.store.boards()).await {
+        let note = match tokio::time::timeout_at(deadline, self.store.boards()).await {
             Ok(Ok(Some(listed))) => {
                 names.extend(listed);
                 None
@@ -210,47 +228,60 @@ impl Gatherer {
         (names.into_iter().collect(), note)
     }
 
-    async fn board(&self, board: String) -> BoardView {
+    async fn board(&mut self, board: String, deadline: tokio::time::Instant) -> BoardView {
         let margin_ms = self
             .registry
             .registry
             .margin_ms(&board, self.settings.margin_ms);
-        let read = tokio::time::timeout(BOARD_WAIT, lease::list(self.store.as_ref(), &board, None));
-        let (leases, now) = match read.await {
-            Ok(Ok(read)) => read,
-            Ok(Err(e)) => {
-                return BoardView {
-                    error: Some(board_error(&e)),
-                    board,
-                    margin_ms,
-                    rows: Vec::new(),
+        let failed = |error: String| BoardView {
+            error: Some(error),
+            board: board.clone(),
+            margin_ms,
+            rows: Vec::new(),
+        };
+        let late = || format!("the store did not answer within {} s", STORE_WAIT.as_secs());
+        // The revision and the store's now, without the board's records.
+        let head = match tokio::time::timeout_at(deadline, self.store.sections(&board, &[])).await {
+            Ok(Ok(head)) => head,
+            Ok(Err(e)) => return failed(board_error(&e)),
+            Err(_) => return failed(late()),
+        };
+        let rows = match self.rows.get(&board) {
+            Some((revision, rows)) if *revision == head.revision => rows
+                .iter()
+                .map(|r| RowView {
+                    left_ms: left_ms(r.expires_at_ms, head.now_ms),
+                    ..r.clone()
+                })
+                .collect(),
+            _ => {
+                let read = tokio::time::timeout_at(
+                    deadline,
+                    lease::list(self.store.as_ref(), &board, None),
+                );
+                let (leases, now) = match read.await {
+                    Ok(Ok(read)) => read,
+                    Ok(Err(e)) => return failed(board_error(&e)),
+                    Err(_) => return failed(late()),
                 };
-            }
-            Err(_) => {
-                return BoardView {
-                    error: Some(format!(
-                        "the store did not answer within {} s",
-                        BOARD_WAIT.as_secs()
-                    )),
-                    board,
-                    margin_ms,
-                    rows: Vec::new(),
-                };
+                let rows: Vec<RowView> = leases
+                    .into_iter()
+                    .map(|l| RowView {
+                        scope: self.registry.scope(&board, &l.row),
+                        left_ms: left_ms(l.lease.expires_at_ms, now),
+                        row: l.row,
+                        holder: l.lease.holder,
+                        generation: l.lease.generation,
+                        expires_at_ms: l.lease.expires_at_ms,
+                        tenant: l.lease.tenant,
+                    })
+                    .collect();
+                // Read after the head: a write between the two is read again next time.
+                self.rows
+                    .insert(board.clone(), (head.revision, rows.clone()));
+                rows
             }
         };
-        let rows = leases
-            .into_iter()
-            .map(|l| RowView {
-                scope: self.registry.scope(&board, &l.row),
-                left_ms: i64::try_from(l.lease.expires_at_ms).unwrap_or(i64::MAX)
-                    - i64::try_from(now).unwrap_or(i64::MAX),
-                row: l.row,
-                holder: l.lease.holder,
-                generation: l.lease.generation,
-                expires_at_ms: l.lease.expires_at_ms,
-                tenant: l.lease.tenant,
-            })
-            .collect();
         BoardView {
             board,
             margin_ms,
@@ -303,6 +334,13 @@ impl Gatherer {
             error: (!errors.is_empty()).then(|| errors.join("; ")),
         }
     }
+}
+
+/// ms from `now` to `expires_at` (negative once passed).
+fn left_ms(expires_at_ms: u64, now_ms: u64) -> i64 {
+    i64::try_from(expires_at_ms)
+        .unwrap_or(i64::MAX)
+        .saturating_sub(i64::try_from(now_ms).unwrap_or(i64::MAX))
 }
 
 /// `file`, `redis` or `etcd`, from the store as the daemon describes it.

@@ -294,3 +294,20 @@ fn no_color_draws_no_colour_and_keeps_every_marker() {
         "the text is the same with and without colour"
     );
 }
+
+#[test]
+fn a_long_board_scrolls_with_the_selection_and_draws_only_a_screenful() {
+    let mut snap = fixture();
+    snap.boards[0].rows = (0..1_000)
+        .map(|i| row(&format!("r-{i:04}"), "lane-a", 1, 3_600))
+        .collect();
+    let mut ui = Ui::new(false);
+    let screen = |ui: &Ui| render_with(&snap, ui, 100, 16, NOW, Palette::new(true)).join("\n");
+    assert!(screen(&ui).contains("r-0000"));
+    ui.on_key(key(KeyCode::End), &snap, NOW);
+    let last = screen(&ui);
+    assert!(last.contains("board-2"), "the last row is board-2's: {last}");
+    assert!(!last.contains("r-0000"), "{last}");
+    ui.on_key(key(KeyCode::Char('k')), &snap, NOW);
+    assert!(screen(&ui).contains("r-0999"));
+}
