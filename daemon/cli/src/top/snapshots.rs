@@ -306,7 +306,10 @@ fn a_long_board_scrolls_with_the_selection_and_draws_only_a_screenful() {
     assert!(screen(&ui).contains("r-0000"));
     ui.on_key(key(KeyCode::End), &snap, NOW);
     let last = screen(&ui);
-    assert!(last.contains("board-2"), "the last row is board-2's: {last}");
+    assert!(
+        last.contains("board-2"),
+        "the last row is board-2's: {last}"
+    );
     assert!(!last.contains("r-0000"), "{last}");
     ui.on_key(key(KeyCode::Char('k')), &snap, NOW);
     assert!(screen(&ui).contains("r-0999"));
