@@ -19,8 +19,12 @@ struct Tmux {
 impl Tmux {
     /// Starts `command` (run by `sh -c`) in a detached 120×30 session named `top`.
     fn start(home: &Home, command: &str) -> Tmux {
+        // A server of its own per console: one quitting may still be on its way out when
+        // the next starts.
+        static STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let tmux = Tmux {
-            socket: home.path("tmux.sock"),
+            socket: home.path(&format!("tmux-{n}.sock")),
         };
         let ran = run(tmux.cmd(home).args([
             "new-session",
