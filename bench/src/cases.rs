@@ -52,6 +52,9 @@ pub enum Case {
     /// A `git push` over loopback ssh signed by the key broker ÷ by a plain ssh-agent
     /// holding the same key (`--only broker`, as root).
     Broker,
+    /// `row-fence top` watching 1,000 rows: idle CPU, CPU per refresh, event to screen
+    /// (`--only top`).
+    Top,
 }
 
 /// Whether a case is measured by this build.
@@ -73,7 +76,7 @@ pub enum Status {
 
 impl Case {
     /// Every case, in report order.
-    pub const ALL: [Case; 18] = [
+    pub const ALL: [Case; 19] = [
         Case::Floor,
         Case::Warm,
         Case::ColdRust,
@@ -92,6 +95,7 @@ impl Case {
         Case::FileStoreBoards,
         Case::ReadBarrier,
         Case::Broker,
+        Case::Top,
     ];
 
     /// One line saying what the case measures.
@@ -134,6 +138,9 @@ impl Case {
             Case::Broker => {
                 "key broker: `git push` over loopback ssh signed by the daemon's agent ÷ by a plain `ssh-agent`, p50 ≤ 1.2×"
             }
+            Case::Top => {
+                "operator's console: `row-fence top` on 1,000 rows, idle CPU ≤ 1 % of a core, CPU per refresh ≤ 5 ms, event to screen under tmux"
+            }
             Case::ReadBarrier => {
                 "read barrier: the ask on a standalone durable Redis and on a primary with one replica, 1 and 16 clients"
             }
@@ -164,6 +171,10 @@ impl Case {
             // It needs root (sshd, a daemon under a uid of its own): a run of its own.
             Case::Broker => Status::Alone {
                 by: "scripts/bench --only broker (as root; report broker.md)",
+            },
+            // A terminal of its own and a window of idle time: a run of its own.
+            Case::Top => Status::Alone {
+                by: "scripts/bench --only top (report top.md)",
             },
         }
     }

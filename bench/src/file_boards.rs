@@ -111,7 +111,7 @@ fn board_name(rows: usize) -> String {
 }
 
 /// Writes `others` row leases of other lanes to `board`, unexpiring within any run.
-async fn fill(store: &FileStore, board: &str, others: usize) -> Result<(), String> {
+pub(crate) async fn fill(store: &FileStore, board: &str, others: usize) -> Result<(), String> {
     let expires_at_ms = row_fence_store::file::system_now_ms() + 24 * 3600 * 1000;
     let writes: Vec<RecordWrite> = (0..others)
         .map(|i| {

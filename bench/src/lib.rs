@@ -77,3 +77,4 @@ pub mod stats;
 pub mod stores;
 pub mod targets;
 pub mod throughput;
+pub mod top;

@@ -24,6 +24,10 @@ fn main() {
         only_broker(&options, &out, &command);
         return;
     }
+    if options.only == Some(Only::Top) {
+        only_top(&options, &out, &command);
+        return;
+    }
     let mut runner = Runner::new(options, row_fence_stamp::VERSION);
     runner.run();
     let dir = out.parent().map_or_else(
@@ -49,10 +53,10 @@ fn main() {
     }
 }
 
-/// `--only broker`: the key broker's case alone, its report `broker.md` beside `out`.
-fn only_broker(options: &Options, out: &std::path::Path, command: &str) {
-    // Absolute: the case runs the binaries from directories of its own.
-    let bin_dir = options
+/// The directory of the binaries under test, absolute: a case run alone starts them from
+/// directories of its own.
+fn absolute_bin_dir(options: &Options) -> Option<std::path::PathBuf> {
+    options
         .bin_dir
         .clone()
         .or_else(|| {
@@ -60,20 +64,43 @@ fn only_broker(options: &Options, out: &std::path::Path, command: &str) {
                 .ok()
                 .and_then(|exe| exe.parent().map(std::path::Path::to_path_buf))
         })
-        .and_then(|dir| std::path::absolute(dir).ok());
-    let measured = match &bin_dir {
-        Some(dir) => row_fence_bench::broker::run(options, dir),
+        .and_then(|dir| std::path::absolute(dir).ok())
+}
+
+/// `--only broker`: the key broker's case alone, its report `broker.md` beside `out`.
+fn only_broker(options: &Options, out: &std::path::Path, command: &str) {
+    let measured = match absolute_bin_dir(options) {
+        Some(dir) => row_fence_bench::broker::run(options, &dir),
         None => Err("cannot tell where this program is; pass --bin-dir".to_string()),
     };
     let text = match &measured {
         Ok(figures) => row_fence_bench::broker::report(Some(figures), None, command),
         Err(e) => row_fence_bench::broker::report(None, Some(e), command),
     };
-    let path = out.with_file_name("broker.md");
+    write_alone(out, "broker.md", &text, measured.err());
+}
+
+/// `--only top`: the operator's console alone, its report `top.md` beside `out`.
+fn only_top(options: &Options, out: &std::path::Path, command: &str) {
+    let measured = match absolute_bin_dir(options) {
+        Some(dir) => row_fence_bench::top::run(options, &dir),
+        None => Err("cannot tell where this program is; pass --bin-dir".to_string()),
+    };
+    let text = match &measured {
+        Ok(figures) => row_fence_bench::top::report(Some(figures), None, command),
+        Err(e) => row_fence_bench::top::report(None, Some(e), command),
+    };
+    write_alone(out, "top.md", &text, measured.err());
+}
+
+/// Writes a case's own report `name` beside `out`, prints it, and exits 1 when the case
+/// did not run (`error`) or the report cannot be written.
+fn write_alone(out: &std::path::Path, name: &str, text: &str, error: Option<String>) {
+    let path = out.with_file_name(name);
     let written = path
         .parent()
         .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|_| std::fs::write(&path, &text));
+        .and_then(|_| std::fs::write(&path, text));
     println!("{text}");
     match written {
         Ok(()) => eprintln!("row-fence-bench: report written to {}", path.display()),
@@ -82,8 +109,8 @@ fn only_broker(options: &Options, out: &std::path::Path, command: &str) {
             std::process::exit(1);
         }
     }
-    if let Err(e) = measured {
-        eprintln!("row-fence-bench: the broker case did not run: {e}");
+    if let Some(e) = error {
+        eprintln!("row-fence-bench: the case did not run: {e}");
         std::process::exit(1);
     }
 }
@@ -100,8 +127,10 @@ fn command_line(options: &Options) -> String {
     if options.no_python {
         command.push_str(" --no-python");
     }
-    if options.only == Some(Only::Broker) {
-        command.push_str(" --only broker");
+    match options.only {
+        Some(Only::Broker) => command.push_str(" --only broker"),
+        Some(Only::Top) => command.push_str(" --only top"),
+        None => {}
     }
     command
 }

@@ -350,3 +350,30 @@ pub fn status(socket: &Path, deadline: Instant) -> Result<Status, StatusError> {
             socket: socket.to_path_buf(),
         })
 }
+
+/// [`status`], the status object as the daemon wrote it: fields this build's [`Status`]
+/// does not know yet are kept (`row-fence top` shows what a newer daemon adds), and one
+/// this build needs but cannot parse is the caller's to find (`serde_json::from_value`).
+pub fn status_json(socket: &Path, deadline: Instant) -> Result<serde_json::Value, StatusError> {
+    paths::check_socket_length(socket).map_err(StatusError::SocketPath)?;
+    let request = Request {
+        v: PROTOCOL_VERSION,
+        op: Op::Status,
+    };
+    let no_answer = |why| StatusError::NoAnswer {
+        socket: socket.to_path_buf(),
+        why,
+    };
+    let line = wire::exchange_line(socket, &request.to_line(), deadline).map_err(no_answer)?;
+    let mut answer: serde_json::Value = serde_json::from_slice(&line).map_err(|e| {
+        no_answer(ExchangeError::Protocol(format!(
+            "the answer is not valid JSON: {e}"
+        )))
+    })?;
+    match answer.get_mut("status").map(serde_json::Value::take) {
+        Some(status @ serde_json::Value::Object(_)) => Ok(status),
+        _ => Err(StatusError::NoStatus {
+            socket: socket.to_path_buf(),
+        }),
+    }
+}

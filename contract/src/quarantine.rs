@@ -58,6 +58,75 @@ pub fn counts(home: &Path) -> io::Result<Counts> {
     Ok(Counts { sessions, denials })
 }
 
+/// Quarantine records read at most by [`sessions`]: a home flooded with records is shown
+/// in part, never read without bound.
+pub const MAX_SESSIONS_READ: usize = 1000;
+
+/// A quarantine record as read back (the guard writes `{session, descriptor, refusal,
+/// since_ms}`); every field is optional, so a record of an older or newer guard reads.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Session {
+    /// The session id; the file name's when the record does not say (or cannot be read).
+    pub session: String,
+    /// The descriptor whose ask was refused.
+    pub descriptor: Option<String>,
+    /// The refusal's verdict line, as the agent was shown it.
+    pub refusal: Option<String>,
+    /// Since when, ms since the Unix epoch.
+    pub since_ms: Option<u64>,
+    /// The record is there but cannot be read or parsed: the session counts as
+    /// quarantined all the same (the guard fails closed on it).
+    #[serde(skip)]
+    pub unreadable: bool,
+}
+
+/// The sessions quarantined now (at most [`MAX_SESSIONS_READ`], each record up to 64 KiB),
+/// in file-name order. A home with no quarantine directory has none; one that cannot be
+/// listed is an error, never "none".
+pub fn sessions(home: &Path) -> io::Result<Vec<Session>> {
+    use std::io::Read;
+    let entries = match fs::read_dir(dir(home)) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".json") && !name.starts_with('.') {
+            names.push(name);
+        }
+    }
+    names.sort();
+    names.truncate(MAX_SESSIONS_READ);
+    Ok(names
+        .into_iter()
+        .map(|name| {
+            let mut text = Vec::new();
+            let read = fs::File::open(dir(home).join(&name))
+                .and_then(|f| f.take(64 * 1024).read_to_end(&mut text));
+            let fallback = name.trim_end_matches(".json").to_string();
+            match read
+                .ok()
+                .and_then(|_| serde_json::from_slice::<Session>(&text).ok())
+            {
+                Some(mut s) => {
+                    if s.session.is_empty() {
+                        s.session = fallback;
+                    }
+                    s
+                }
+                None => Session {
+                    session: fallback,
+                    unreadable: true,
+                    ..Session::default()
+                },
+            }
+        })
+        .collect())
+}
+
 /// One denial, as the log holds it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Denial {

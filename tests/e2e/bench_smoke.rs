@@ -189,3 +189,36 @@ fn a_smoke_run_of_the_broker_case_pushes_through_both_agents_and_writes_its_repo
         "--only wrote the main report"
     );
 }
+
+/// The operator's console alone (`scripts/bench --only top`): a smoke run watches the board
+/// of 1,000 rows under tmux, sees every takeover on the screen and writes `top.md`.
+#[test]
+fn a_smoke_run_of_the_console_case_sees_each_takeover_and_writes_its_report() {
+    let bins = bin_dir();
+    let dir = tempfile::Builder::new()
+        .prefix("rfsmoke")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
+    let ran = run(Command::new(bins.join("row-fence-bench"))
+        .args(["--smoke", "--only", "top", "--bin-dir"])
+        .arg(&bins)
+        .arg("--out")
+        .arg(dir.path().join("report.md")));
+    assert_eq!(
+        ran.code, 0,
+        "the console case failed:\n{}\n{}",
+        ran.stderr, ran.stdout
+    );
+    let text = fs::read_to_string(dir.path().join("top.md")).expect("top.md");
+    for part in [
+        "| idle CPU, % of one core",
+        "| CPU per refresh",
+        "(3 takeovers, 0 missed)",
+    ] {
+        assert!(text.contains(part), "the report lacks {part:?}:\n{text}");
+    }
+    assert!(
+        !dir.path().join("report.md").exists(),
+        "--only wrote the main report"
+    );
+}

@@ -68,6 +68,7 @@ mod spelling;
 mod split_brain;
 mod stamp;
 mod store_health;
+mod top;
 mod transport_gate;
 mod verdicts;
 mod write_truth;

@@ -31,6 +31,7 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "row-fence check --descriptor .git/row-fence.json --action 'git push origin'",
     ),
     ("status", "row-fence status --json"),
+    ("top", "row-fence top --board board-1 --refresh-ms 500"),
     ("health", "row-fence health --max-age 90s && echo healthy"),
     ("stop", "row-fence stop && row-fence status"),
     (

@@ -376,11 +376,16 @@ pub async fn release(args: ReleaseArgs, settings: &Settings) -> Outcome {
     if args.stored_name {
         return release_stored(&board, &row, &lane, generation, &args, settings).await;
     }
-    let d = held(&board, &row, &lane, generation, args.descriptor.as_ref())?;
-    let store = store_for_write(settings)?;
-    lease::release(store.as_ref(), &d, args.fence.controller().as_ref())
-        .await
-        .map_err(lease_failure)?;
+    let d = release_held(
+        &board,
+        &row,
+        &lane,
+        generation,
+        args.descriptor.as_ref(),
+        args.fence.controller().as_ref(),
+        settings,
+    )
+    .await?;
     if args.json {
         out(&json!({
             "board": d.board, "row": d.row, "lane": d.lane,
@@ -396,6 +401,28 @@ pub async fn release(args: ReleaseArgs, settings: &Settings) -> Outcome {
         d.lane
     );
     Ok(exit::ALLOWED)
+}
+
+/// Releases the named lease in the store this home's daemon reads, with the holder's
+/// token from `descriptor` (else this worktree's, when it names the same lease): the one
+/// release path, `row-fence release`'s and `row-fence top --allow-writes`'s. Without the
+/// token only an expired lease is released (giving up a row nobody holds any more is always
+/// safe); a live one is the holder's to give up, `token_mismatch`, exit 3.
+pub async fn release_held(
+    board: &str,
+    row: &str,
+    lane: &str,
+    generation: u64,
+    descriptor: Option<&PathBuf>,
+    fence: Option<&Controller>,
+    settings: &Settings,
+) -> Result<Descriptor, Failure> {
+    let d = held(board, row, lane, generation, descriptor)?;
+    let store = store_for_write(settings)?;
+    lease::release(store.as_ref(), &d, fence)
+        .await
+        .map_err(lease_failure)?;
+    Ok(d)
 }
 
 /// `release --stored-name`: the lease under a spelling from before the rule, named in the

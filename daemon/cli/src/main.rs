@@ -14,6 +14,7 @@
 //! - `leases`: acquire, renew, release, show (row leases, descriptors).
 //! - `controller`: the controller lease. `records`: batch, records, log.
 //! - `check`: the gate, cold, in this process. `liveness`: status and health.
+//! - `top`: the operator's live console (ratatui), read-only unless `--allow-writes`.
 //! - `migrate`: document → records, file → Redis.
 //! - `store`: the store itself: its check, and accepting a store that went back in time.
 //! - `keys`, `lanes`: the key broker's keys and lane bindings; `via_daemon`: a lane's
@@ -40,6 +41,7 @@ mod migrate;
 mod open;
 mod records;
 mod store;
+mod top;
 mod via_daemon;
 
 use clap::{FromArgMatches, Parser, Subcommand};
@@ -97,6 +99,13 @@ enum Command {
     Health(liveness::HealthArgs),
     /// Stop this home's daemon when no service manager runs it (started by hand or with row-fence-resident --detach)
     Stop(liveness::StopArgs),
+    /// A live console of boards, holders, time left, refusals, quarantines and the daemon (q quits, ? shows the keys)
+    ///
+    /// Keys as in top: q quit, ? help, 1-4 views (rows, refusals, quarantine, daemon), Tab
+    /// next pane, j/k or arrows move, / filter, s sort, R reverse, x release the selected
+    /// row (only with --allow-writes; asks y). NO_COLOR is honoured. For scripts, --once
+    /// --json prints the same snapshot the console draws, and exits 1 when the daemon is gone.
+    Top(top::TopArgs),
     /// The board controller's lease: acquire, renew, release, show
     Controller(controller::ControllerArgs),
     /// Apply a raw fenced batch from a JSON file; prints the committed revision
@@ -192,6 +201,8 @@ fn run_cli() -> i32 {
     // one) ends it first; this one stays only as a bound past it.
     let outer = match command {
         Command::Check(_) => timeout + check::VERDICT_SLACK,
+        // The console runs until q; each of its reads has its own deadline.
+        Command::Top(_) => Duration::MAX,
         _ => timeout,
     };
     let outcome = runtime.block_on(async {
@@ -235,6 +246,7 @@ fn reads_only(command: &Command) -> bool {
             | Command::Check(_)
             | Command::Status(_)
             | Command::Health(_)
+            | Command::Top(_)
             | Command::Records(_)
             | Command::Log(_)
             | Command::Render(_)
@@ -277,6 +289,7 @@ async fn run(command: Command, settings: &Settings, timeout: Duration) -> Outcom
         Command::Status(args) => liveness::status(args, settings),
         Command::Health(args) => liveness::health(args, settings),
         Command::Stop(args) => liveness::stop(args, settings, timeout),
+        Command::Top(args) => top::run(args, settings).await,
         Command::Controller(args) => controller::run(args, settings).await,
         Command::Batch(args) => records::batch(args, settings).await,
         Command::Records(args) => records::records(args, settings).await,

@@ -78,7 +78,7 @@ pub fn no_board_elsewhere(
 }
 
 /// Where this command and the daemon on this home would not see the same leases.
-enum Mismatch {
+pub enum Mismatch {
     /// Another store.
     Store {
         socket: String,
@@ -128,7 +128,12 @@ impl std::fmt::Display for Mismatch {
 
 /// Compares this command's store with the daemon's, if a daemon answers quickly.
 fn daemon_mismatch(settings: &Settings, store: &dyn LeaseStore) -> Option<Mismatch> {
-    let theirs = daemon_status(settings)?;
+    mismatch(settings, store, daemon_status(settings)?)
+}
+
+/// Where this command's store and the one the daemon's status names differ, if they do
+/// (`row-fence top` compares at every refresh with the status it already has).
+pub fn mismatch(settings: &Settings, store: &dyn LeaseStore, theirs: Status) -> Option<Mismatch> {
     let socket = settings.socket.display().to_string();
     if theirs.store != store.describe() {
         return Some(Mismatch::Store {

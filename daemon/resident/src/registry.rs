@@ -122,6 +122,11 @@ impl Registry {
         Ok(Registry { boards })
     }
 
+    /// The boards the registry names, sorted.
+    pub fn boards(&self) -> impl Iterator<Item = &str> {
+        self.boards.keys().map(String::as_str)
+    }
+
     /// The board's tenant, if the registry names one.
     pub fn tenant(&self, board: &str) -> Option<&str> {
         self.boards.get(board)?.tenant.as_deref()

@@ -472,6 +472,33 @@ impl LeaseStore for FileStore {
         .await
     }
 
+    /// Every `<board>.json` in the directory whose name is a board slug (a directory
+    /// not made yet holds none).
+    async fn boards(&self) -> Result<Option<Vec<String>>, StoreError> {
+        self.blocking(|s| {
+            let entries = match std::fs::read_dir(s.dir.as_path()) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Some(Vec::new())),
+                Err(e) => return Err(StoreError::Failed(format!("{}: {e}", s.dir.display()))),
+            };
+            let mut boards = Vec::new();
+            for entry in entries {
+                let entry =
+                    entry.map_err(|e| StoreError::Failed(format!("{}: {e}", s.dir.display())))?;
+                let name = entry.file_name();
+                let Some(board) = name.to_str().and_then(|n| n.strip_suffix(".json")) else {
+                    continue;
+                };
+                if validate_board(board).is_ok() {
+                    boards.push(board.to_string());
+                }
+            }
+            boards.sort();
+            Ok(Some(boards))
+        })
+        .await
+    }
+
     async fn section_names(&self, board: &str) -> Result<Vec<String>, StoreError> {
         let board = board.to_string();
         self.blocking(move |s| Ok(s.read_document(&board)?.section_names()))

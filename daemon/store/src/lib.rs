@@ -553,6 +553,13 @@ pub trait LeaseStore: Send + Sync + fmt::Debug {
     /// The names of the board's sections that hold (or held) records, sorted.
     async fn section_names(&self, board: &str) -> Result<Vec<String>, StoreError>;
 
+    /// The boards this store holds, sorted, when it can list them cheaply; `None` when it
+    /// cannot (then a caller names its boards: `row-fence top --board`, the registry).
+    /// Only `row-fence top` asks, to show "all boards"; nothing that fences depends on it.
+    async fn boards(&self) -> Result<Option<Vec<String>>, StoreError> {
+        Ok(None)
+    }
+
     /// The newest `count` fence log entries, newest first.
     async fn log(&self, board: &str, count: usize) -> Result<Vec<LogEntry>, StoreError>;
 

@@ -329,6 +329,10 @@ impl LeaseStore for Monotonic {
         self.inner.section_names(board).await
     }
 
+    async fn boards(&self) -> Result<Option<Vec<String>>, StoreError> {
+        self.inner.boards().await
+    }
+
     async fn log(&self, board: &str, count: usize) -> Result<Vec<LogEntry>, StoreError> {
         self.inner.log(board, count).await
     }

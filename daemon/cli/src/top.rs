@@ -1,0 +1,97 @@
+//! `row-fence top`: the operator's live console of boards, holders, time left, refusals,
+//! quarantines and the daemon (ARCHITECTURE.md, "The operator's console").
+//!
+//! - `model`: the snapshot, the one value the console draws and `--once --json` prints.
+//! - `gather`: fills a snapshot from the daemon's socket, the store and the home;
+//!   `tail` follows the ledger and the denial log; `refusals` reads a ledger line and
+//!   tells its route.
+//! - `ui`: the console's state and keys; `draw`: the pure drawing; `terminal`: the loop.
+
+mod draw;
+mod gather;
+mod model;
+mod refusals;
+#[cfg(test)]
+mod snapshots;
+mod tail;
+mod terminal;
+mod ui;
+
+use row_fence_contract::descriptor::validate_board;
+use row_fence_contract::exit::{self, Failure, Outcome};
+use row_fence_contract::report::out;
+use row_fence_resident::config::Settings;
+
+/// The least `--refresh-ms`: a faster console would cost the daemon and the store more
+/// than it shows.
+const MIN_REFRESH_MS: u64 = 100;
+
+#[derive(clap::Args, Debug)]
+pub struct TopArgs {
+    /// Only this board (repeatable) [default: every board the store, the registry or the refusal ledger names]
+    #[arg(long, value_name = "BOARD")]
+    board: Vec<String>,
+    /// How often to read the daemon, the store and the home again, in ms
+    #[arg(long, default_value_t = 250, value_name = "MS")]
+    refresh_ms: u64,
+    /// Print one snapshot and exit (with --json: the same data the console draws)
+    #[arg(long)]
+    once: bool,
+    /// Print the snapshot as JSON (with --once)
+    #[arg(long, requires = "once")]
+    json: bool,
+    /// Allow writes from the console: x on a row releases it, after a y (an expired lease, or one whose holder's descriptor this worktree holds)
+    #[arg(long, conflicts_with = "once")]
+    allow_writes: bool,
+}
+
+pub async fn run(args: TopArgs, settings: &Settings) -> Outcome {
+    for board in &args.board {
+        validate_board(board).map_err(Failure::usage)?;
+    }
+    if args.refresh_ms < MIN_REFRESH_MS {
+        return Err(Failure::usage(format!(
+            "--refresh-ms {} is below {MIN_REFRESH_MS}: a faster console costs the daemon more than it shows",
+            args.refresh_ms
+        )));
+    }
+    let mut gatherer =
+        gather::Gatherer::new(settings, args.board.clone()).map_err(Failure::could_not)?;
+    if args.once {
+        let snapshot = gatherer.gather().await;
+        if args.json {
+            let text = serde_json::to_string(&snapshot)
+                .map_err(|e| Failure::could_not(format!("cannot write the snapshot: {e}")))?;
+            out(&text);
+        } else {
+            print_once(&snapshot);
+        }
+        // A daemon that is gone is the one thing a script must not miss.
+        return Ok(if snapshot.daemon.up {
+            exit::ALLOWED
+        } else {
+            exit::COULD_NOT_READ
+        });
+    }
+    terminal::run(
+        gatherer,
+        settings,
+        std::time::Duration::from_millis(args.refresh_ms),
+        args.allow_writes,
+    )
+    .await
+}
+
+/// `--once` without `--json`: the overview as text, drawn by the console's own function at
+/// 120 columns.
+fn print_once(snapshot: &model::Snapshot) {
+    let rows = snapshot
+        .boards
+        .iter()
+        .map(|b| b.rows.len().max(1))
+        .sum::<usize>();
+    let height = (rows + snapshot.refusals.len().min(20) + 12).clamp(24, 400) as u16;
+    for line in terminal::render_text(snapshot, 120, height, snapshot.taken_at_ms) {
+        out(line.trim_end());
+    }
+}
