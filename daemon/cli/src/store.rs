@@ -181,6 +181,22 @@ async fn accept(args: AcceptArgs, settings: &Settings) -> Outcome {
     if args.json {
         out(&serde_json::to_string(&accepted).expect("serializes"));
     }
+    if let Some(id) = &accepted.identity.identity {
+        let how = if accepted.identity.created {
+            "written now: it carried none"
+        } else {
+            "the one it carries"
+        };
+        let replaced = if accepted.identity.replaced.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; it replaces {} this home knew there, whose floors carry over",
+                accepted.identity.replaced.join(", ")
+            )
+        };
+        say!("row-fence: accepted the store at these addresses as identity {id} ({how}){replaced}");
+    }
     say!(
         "row-fence: board {} raised from revision {} to {}; {} row leases and the controller lease dropped (epochs continue above {}); lanes re-acquire",
         args.board,
