@@ -8,6 +8,7 @@
 use crate::contract::{batch, put, runtime};
 use crate::etcd_cluster::{EtcdCluster, copy_dir};
 use row_fence_contract::LeaseToken;
+use row_fence_store::copy::{CopyError, ImportError};
 use row_fence_store::etcd::EtcdStore;
 use row_fence_store::etcd::batch::MAX_WRITES;
 use row_fence_store::lease::{self, Grant};
@@ -68,7 +69,10 @@ fn a_batch_past_one_transaction_is_refused_and_a_copied_board_keeps_its_revision
             .unwrap();
         assert_eq!((copied.from_revision, copied.revision), (3, 3));
         let again = row_fence_store::copy::copy_board(&file, &store, "moved").await;
-        assert!(matches!(again, Err(StoreError::Invalid(_))), "{again:?}");
+        assert!(
+            matches!(again, Err(CopyError::Refused(StoreError::Invalid(_)))),
+            "{again:?}"
+        );
         let (next, _) = lease::acquire(&store, &grant, None).await.unwrap();
         assert_eq!(next.generation, 4);
         // The shared judge checks the lease token on etcd too: only the holder's answers.
@@ -185,7 +189,17 @@ fn a_head_deleted_or_lowered_by_hand_never_hands_out_a_generation_again() {
         let file = row_fence_store::file::FileStore::new(dir.path().join("store"));
         file.fenced_batch("c", &next()).await.unwrap();
         let copied = row_fence_store::copy::copy_board(&file, &store, "c").await;
-        assert!(matches!(copied, Err(StoreError::Invalid(_))), "{copied:?}");
+        assert!(
+            matches!(
+                &copied,
+                Err(CopyError::Import(ImportError {
+                    error: StoreError::Invalid(_),
+                    written: 0,
+                    ..
+                }))
+            ),
+            "{copied:?}"
+        );
         assert!(keys("c").lines().count() == 2, "{}", keys("c"));
     });
 }

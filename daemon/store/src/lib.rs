@@ -621,6 +621,61 @@ pub trait LeaseStore: Send + Sync + fmt::Debug {
         Ok(None)
     }
 
+    /// Writes a board copied from another store ([`copy`]): `records` into board `board`,
+    /// which must hold no record and no revision here, committing at `revision` (the
+    /// source's) or above; the revision it committed at. All or nothing where one write
+    /// holds a board (the default: one fenced batch); a store whose writes are bounded
+    /// (etcd) writes it in parts and makes it usable last, so a failure leaves a partial
+    /// copy that answers `store_regressed` until [`LeaseStore::import`] is run again
+    /// (it resumes) or [`LeaseStore::drop_partial`] drops it. The error says how many
+    /// records are in.
+    async fn import(
+        &self,
+        board: &str,
+        records: &[copy::CopiedRecord],
+        revision: u64,
+    ) -> Result<u64, copy::ImportError> {
+        let refused = |error| copy::ImportError {
+            written: 0,
+            total: records.len(),
+            partial: false,
+            error,
+        };
+        // Records without a revision counter are no board this store wrote whole.
+        let there = self.section_names(board).await.map_err(refused)?;
+        if !there.is_empty() {
+            return Err(refused(StoreError::Invalid(format!(
+                "{} holds records of board {board} (sections {}) but no revision; nothing was copied",
+                self.describe(),
+                there.join(", ")
+            ))));
+        }
+        let batch = FencedBatch {
+            writes: records.iter().map(copy::CopiedRecord::put).collect(),
+            lease: None,
+            expected_revision: Some(0),
+            min_revision: Some(revision),
+        };
+        self.fenced_batch(board, &batch)
+            .await
+            .map_err(|error| copy::ImportError {
+                written: 0,
+                total: records.len(),
+                partial: false,
+                error,
+            })
+    }
+
+    /// Drops a partial copy of `board` ([`LeaseStore::import`] that failed partway): every
+    /// key of a board that has records but was never made usable; refused (`Invalid`,
+    /// nothing dropped) for any other board. How many keys were dropped.
+    async fn drop_partial(&self, board: &str) -> Result<usize, StoreError> {
+        Err(StoreError::Invalid(format!(
+            "{} writes a copied board all or nothing: there is no partial copy of board {board} to drop",
+            self.describe()
+        )))
+    }
+
     /// How many times the store connection was found lost (each loss makes it
     /// reconnect); 0 for stores without a connection.
     fn connection_losses(&self) -> u64 {

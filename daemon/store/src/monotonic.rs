@@ -592,6 +592,19 @@ impl LeaseStore for Monotonic {
         self.inner.carried_identity().await
     }
 
+    async fn import(
+        &self,
+        board: &str,
+        records: &[crate::copy::CopiedRecord],
+        revision: u64,
+    ) -> Result<u64, crate::copy::ImportError> {
+        self.inner.import(board, records, revision).await
+    }
+
+    async fn drop_partial(&self, board: &str) -> Result<usize, StoreError> {
+        self.inner.drop_partial(board).await
+    }
+
     fn connection_losses(&self) -> u64 {
         self.inner.connection_losses()
     }

@@ -16,6 +16,7 @@
 //!   commits if the head is unchanged since; a commit that finds it changed reads the
 //!   board back in the same transaction: the commit adds one round trip to the write's
 //!   reads, and a lost race costs no extra read.
+//! - [`import`]: a copied board written in parts and made usable last (resumable).
 //! - [`members`]: one client per member, tried in turn within a per-member timeout, so a
 //!   minority of members dead, stopped or cut off costs a call at most one such timeout.
 //! - [`url`]: the URL and its options; [`keys`]: the key layout; [`errors`]: etcd's errors
@@ -24,6 +25,7 @@
 pub mod batch;
 pub mod errors;
 pub mod head;
+pub mod import;
 pub mod keys;
 pub mod members;
 pub mod seen;
@@ -793,6 +795,20 @@ impl LeaseStore for EtcdStore {
                 "etcd answered the identity's creation without it".into(),
             )),
         }
+    }
+
+    async fn import(
+        &self,
+        board: &str,
+        records: &[crate::copy::CopiedRecord],
+        revision: u64,
+    ) -> Result<u64, crate::copy::ImportError> {
+        import::import(self, board, records, revision).await
+    }
+
+    async fn drop_partial(&self, board: &str) -> Result<usize, StoreError> {
+        check_board(board)?;
+        import::drop_partial(self, board).await
     }
 
     fn connection_losses(&self) -> u64 {
