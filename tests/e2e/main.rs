@@ -20,6 +20,7 @@ mod agent_hooks;
 mod architecture;
 mod asker;
 mod bench_smoke;
+mod checker;
 // Lanes as real users (useradd) and a real sshd: Linux, as root.
 #[cfg(target_os = "linux")]
 mod broker;

@@ -50,7 +50,7 @@ pub async fn import(
     check(board, records, &stored).map_err(|e| fail(0, e))?;
     let there = existing(store, &keys).await.map_err(|e| fail(0, e))?;
     let written_before = there.len();
-    for (key, _) in &there {
+    for key in there.keys() {
         let ours = stored.iter().find(|(k, _)| k == key);
         if ours.is_none_or(|(_, v)| Some(v) != there.get(key)) {
             return Err(fail(
