@@ -59,7 +59,8 @@ fn refuse_fragment(text: &str) -> Result<(), SpecError> {
     };
     let before = match &shown {
         Some(_) => redact(&text[..hash]),
-        None => redact_unparsed(text.split('#').next().unwrap_or_default()),
+        // Everything after the scheme may be a password's part.
+        None => format!("{}://***", text.split("://").next().unwrap_or_default()),
     };
     Err(SpecError::Fragment(before, shown))
 }

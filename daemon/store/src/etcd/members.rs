@@ -22,6 +22,13 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+/// The pause before the members are tried again after none answered, doubled each round
+/// up to [`MAX_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_millis(50);
+
+/// The longest pause between rounds.
+const MAX_PAUSE: Duration = Duration::from_millis(400);
+
 /// One member the URL names and its client, connected on first use.
 struct Slot {
     /// `host:port`, as the URL names it.
@@ -153,7 +160,8 @@ impl Members {
     }
 
     /// Runs `op` on the members in turn, from the one that answered last, until one
-    /// answers; `call` says whether it writes. No member answering is
+    /// answers; `call` says whether it writes. When none does, they are tried again
+    /// after a short pause (an election), until the URL's `timeout_ms`; then it is
     /// `store_unreachable` naming each one's failure (a write that may have been applied
     /// somewhere: `Indeterminate`).
     pub async fn call<T, F, Fut>(&self, call: Call, op: F) -> Result<Answered<T>, StoreError>
@@ -162,42 +170,53 @@ impl Members {
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
         let count = self.slots.len();
-        let first = self.preferred.load(Ordering::Relaxed) % count.max(1);
+        let budget = tokio::time::Instant::now() + Duration::from_millis(self.url.timeout_ms);
+        let mut pause = FIRST_PAUSE;
         let mut maybe_applied = false;
-        let mut failures = Vec::new();
-        for i in (first..count).chain(0..first) {
-            let outcome = self.try_member(i, call, &op).await?;
-            match outcome {
-                Tried::Answered(value) => {
-                    self.preferred.store(i, Ordering::Relaxed);
-                    return Ok(Answered {
-                        value,
-                        maybe_applied,
-                    });
-                }
-                Tried::Refused(e) => {
-                    self.preferred.store(i, Ordering::Relaxed);
-                    return Err(errors::map(e, Call::Read));
-                }
-                Tried::NotSent(why) => {
-                    self.losses.fetch_add(1, Ordering::Relaxed);
-                    failures.push(format!("{}: {why}", self.slots[i].endpoint));
-                }
-                Tried::Lost(why) => {
-                    self.losses.fetch_add(1, Ordering::Relaxed);
-                    maybe_applied |= call == Call::Write;
-                    failures.push(format!("{}: {why}", self.slots[i].endpoint));
+        loop {
+            let first = self.preferred.load(Ordering::Relaxed) % count.max(1);
+            let mut failures = Vec::new();
+            for i in (first..count).chain(0..first) {
+                let outcome = self.try_member(i, call, &op).await?;
+                match outcome {
+                    Tried::Answered(value) => {
+                        self.preferred.store(i, Ordering::Relaxed);
+                        return Ok(Answered {
+                            value,
+                            maybe_applied,
+                        });
+                    }
+                    Tried::Refused(e) => {
+                        self.preferred.store(i, Ordering::Relaxed);
+                        return Err(errors::map(e, Call::Read));
+                    }
+                    Tried::NotSent(why) => {
+                        self.losses.fetch_add(1, Ordering::Relaxed);
+                        failures.push(format!("{}: {why}", self.slots[i].endpoint));
+                    }
+                    Tried::Lost(why) => {
+                        self.losses.fetch_add(1, Ordering::Relaxed);
+                        maybe_applied |= call == Call::Write;
+                        failures.push(format!("{}: {why}", self.slots[i].endpoint));
+                    }
                 }
             }
+            // No member answered this time round: during an election every member says
+            // "no leader" or "leader changed" for a moment. Round again, until the
+            // call's own budget (the caller's deadline usually ends it first).
+            if tokio::time::Instant::now() + pause >= budget {
+                let each = failures.join("; ");
+                return Err(if maybe_applied {
+                    StoreError::Indeterminate(format!(
+                        "no etcd member answered the transaction ({each}); it may have committed"
+                    ))
+                } else {
+                    StoreError::Unreachable(format!("no etcd member answered: {each}"))
+                });
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(MAX_PAUSE);
         }
-        let each = failures.join("; ");
-        Err(if maybe_applied {
-            StoreError::Indeterminate(format!(
-                "no etcd member answered the transaction ({each}); it may have committed"
-            ))
-        } else {
-            StoreError::Unreachable(format!("no etcd member answered: {each}"))
-        })
     }
 
     /// Each member's own status (`store check`), each within the per-member timeout: a
