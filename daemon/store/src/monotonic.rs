@@ -696,7 +696,9 @@ pub struct Accepted {
 /// raises the epoch counter above every epoch seen: one fenced batch, pinned to the
 /// revision it read (retried on a concurrent write, at most 16 times). With no lease left
 /// to come back to life, it also accepts the store's clock as it is now (as
-/// [`accept_clock`] does).
+/// [`accept_clock`] does). A board another home's accept already raised past everything
+/// this home saw (every lease on it newer than this home's row floors) is only recorded:
+/// `leases_dropped` 0, the revision as it is.
 pub async fn accept_regression(store: &Monotonic, board: &str) -> Result<Accepted, StoreError> {
     let identity = store.accept_identity().await?;
     let key = store.store_key(Access::Write).await?;
@@ -717,6 +719,35 @@ pub async fn accept_regression(store: &Monotonic, board: &str) -> Result<Accepte
             .max(rows_seen)
             + 1;
         let epoch = seen.epoch.max(epoch_of(&snapshot));
+        // Another home's accept already raised the board past everything this home saw,
+        // and every lease on it now is newer than what this home saw of its row: nothing
+        // to raise or drop (dropping again would cost the lanes that re-acquired since).
+        let floors = store.marks.floors(&key, board);
+        let raised_past = snapshot.revision > seen.revision.max(rows_seen)
+            && epoch_of(&snapshot) >= seen.epoch
+            && claims.iter().all(|(row, r)| {
+                r.value.get("generation").and_then(|g| g.as_u64()) >= Some(row_floor(&floors, row))
+            });
+        if raised_past {
+            store.accepted(
+                &key,
+                board,
+                Mark {
+                    revision: snapshot.revision,
+                    epoch,
+                    lost: 0,
+                    accepted: seen.accepted + 1,
+                    ..seen
+                },
+            )?;
+            return Ok(Accepted {
+                from_revision: snapshot.revision,
+                revision: snapshot.revision,
+                epoch,
+                leases_dropped: 0,
+                identity,
+            });
+        }
         let mut writes: Vec<RecordWrite> = claims
             .iter()
             .map(|(row, r)| delete(CLAIMS, row, r))

@@ -410,3 +410,49 @@ async fn a_store_at_a_known_address_without_its_identity_is_regressed_until_acce
         .unwrap();
     assert!(b.generation > a.generation);
 }
+
+/// After a restore, the first home's accept raises the board and drops its leases; a
+/// second home that saw no more only records it, so the lanes that re-acquired meanwhile
+/// keep their leases.
+#[tokio::test]
+async fn a_second_homes_accept_after_the_first_drops_nothing_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_dir = dir.path().join("store");
+    let first = Monotonic::new(
+        Arc::new(FileStore::new(&store_dir)),
+        Some(dir.path().join("first.json")),
+        true,
+    );
+    let second = Monotonic::new(
+        Arc::new(FileStore::new(&store_dir)),
+        Some(dir.path().join("second.json")),
+        true,
+    );
+    let (a, _) = lease::acquire(&first, &grant("lane-a", 3_600_000), None)
+        .await
+        .unwrap();
+    let document = store_dir.join("b.json");
+    let before = std::fs::read(&document).unwrap();
+    lease::acquire(&first, &grant("lane-b", 3_600_000), None)
+        .await
+        .unwrap();
+    second.sections("b", &[CLAIMS]).await.unwrap();
+    std::fs::write(&document, before).unwrap();
+    for home in [&first, &second] {
+        let e = home
+            .ask(&ask_for("lane-a", a.generation))
+            .await
+            .unwrap_err();
+        assert_eq!(e.ask_reason(), Reason::StoreRegressed, "{e}");
+    }
+    let raised = accept_regression(&first, "b").await.unwrap();
+    assert_eq!(raised.leases_dropped, 1);
+    let (c, _) = lease::acquire(&first, &grant("lane-c", 3_600_000), None)
+        .await
+        .unwrap();
+    let recorded = accept_regression(&second, "b").await.unwrap();
+    assert_eq!(recorded.leases_dropped, 0, "{recorded:?}");
+    assert_eq!(recorded.revision, c.generation);
+    let judged = second.ask(&ask_for("lane-c", c.generation)).await.unwrap();
+    assert_eq!(judged.refusal, None);
+}
