@@ -65,6 +65,8 @@ pub struct Figures {
     pub samples: usize,
     /// etcd with a member down.
     pub faults: Vec<FaultFigures>,
+    /// What the home's floors cost an ask.
+    pub floors: Option<crate::floors::FloorFigures>,
 }
 
 /// CPU time of a process (utime + stime), in µs, from `/proc` (Linux only).
@@ -328,10 +330,13 @@ pub fn run(dir: &Path, samples: usize) -> Result<Figures, String> {
     })?;
     drop(cluster);
     drop(redis);
+    std::fs::create_dir_all(dir.join("floors")).map_err(|e| e.to_string())?;
+    let floors = Some(crate::floors::run(&dir.join("floors"), samples)?);
     Ok(Figures {
         stores,
         samples,
         faults,
+        floors,
     })
 }
 
@@ -373,6 +378,9 @@ pub fn markdown(figures: &Figures) -> String {
                 f.answered + f.failed
             ));
         }
+    }
+    if let Some(floors) = &figures.floors {
+        out.push_str(&crate::floors::markdown(floors));
     }
     out
 }

@@ -100,15 +100,63 @@ impl Mark {
     }
 }
 
-/// A board's floors: its [`Mark`] and the highest generation seen of each row.
+/// A board's floors: its [`Mark`] and the highest generation seen of each row. Stored as
+/// one flat object ([`FloorsText`]): serde's `flatten` would buffer every board it reads.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "FloorsText", into = "FloorsText")]
 pub struct Floors {
     /// The board's scalars.
-    #[serde(flatten)]
     pub mark: Mark,
     /// Row → the highest generation of its lease this home has seen ([`MAX_ROWS`] kept).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub rows: BTreeMap<String, u64>,
+}
+
+/// [`Floors`] as the file holds them: the mark's fields and `rows` side by side.
+#[derive(Clone, Serialize, Deserialize)]
+struct FloorsText {
+    revision: u64,
+    #[serde(default)]
+    epoch: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    expired_ms: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    clock_era: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    lost: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    accepted: u64,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    rows: BTreeMap<String, u64>,
+}
+
+impl From<FloorsText> for Floors {
+    fn from(t: FloorsText) -> Floors {
+        Floors {
+            mark: Mark {
+                revision: t.revision,
+                epoch: t.epoch,
+                expired_ms: t.expired_ms,
+                clock_era: t.clock_era,
+                lost: t.lost,
+                accepted: t.accepted,
+            },
+            rows: t.rows,
+        }
+    }
+}
+
+impl From<Floors> for FloorsText {
+    fn from(f: Floors) -> FloorsText {
+        FloorsText {
+            revision: f.mark.revision,
+            epoch: f.mark.epoch,
+            expired_ms: f.mark.expired_ms,
+            clock_era: f.mark.clock_era,
+            lost: f.mark.lost,
+            accepted: f.mark.accepted,
+            rows: f.rows,
+        }
+    }
 }
 
 impl Floors {
@@ -165,6 +213,19 @@ pub struct Binding {
 
 /// Store key (an identity, or an address with none yet) → board → floors.
 type Stores = BTreeMap<String, BTreeMap<String, Floors>>;
+
+/// The same, the boards' scalars only.
+type Marked = BTreeMap<String, BTreeMap<String, Mark>>;
+
+/// Merges the scalars of `from` into `into` by maximum.
+fn merge_marks(into: &mut Marked, from: &Stores) {
+    for (store, boards) in from {
+        let held = into.entry(store.clone()).or_default();
+        for (board, floors) in boards {
+            held.entry(board.clone()).or_default().merge(floors.mark);
+        }
+    }
+}
 
 /// The file as written: versioned, with the bindings beside the floors.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -228,8 +289,9 @@ pub struct Marks {
     dirty: AtomicBool,
     /// The version of the file last merged into `state`.
     loaded: Mutex<Option<Version>>,
-    /// The floors as last written to the file by this process or read from it.
-    on_disk: Mutex<Stores>,
+    /// The boards' scalars as last written to the file by this process or read from it
+    /// (rows are not needed to know what a restart would see of them).
+    on_disk: Mutex<Marked>,
     /// One flush at a time, so a flush that waits knows what the one before wrote.
     flushing: Mutex<()>,
     /// Why the last flush failed, until one succeeds: floors this process holds that no
@@ -306,7 +368,7 @@ impl Marks {
             state: Mutex::new(State::default()),
             dirty: AtomicBool::new(false),
             loaded: Mutex::new(None),
-            on_disk: Mutex::new(Stores::new()),
+            on_disk: Mutex::new(Marked::new()),
             flushing: Mutex::new(()),
         };
         marks.refresh();
@@ -344,7 +406,7 @@ impl Marks {
                 self.dirty.store(true, Ordering::Relaxed);
             }
         }
-        merge_stores(&mut lock(&self.on_disk), &file.stores);
+        merge_marks(&mut lock(&self.on_disk), &file.stores);
         *lock(&self.loaded) = Some(version);
     }
 
@@ -488,8 +550,10 @@ impl Marks {
     /// True when the file is known to hold `board`'s expiry floor and regression at least
     /// as high as `mark`'s.
     fn on_disk_holds(&self, store: &str, board: &str, mark: Mark) -> bool {
-        let disk = board_of(&lock(&self.on_disk), store, board)
-            .map(|f| f.mark)
+        let disk = lock(&self.on_disk)
+            .get(store)
+            .and_then(|boards| boards.get(board))
+            .copied()
             .unwrap_or_default();
         (disk.clock_era, disk.expired_ms) >= (mark.clock_era, mark.expired_ms)
             && (disk.accepted, disk.lost) >= (mark.accepted, mark.lost)
@@ -528,7 +592,9 @@ impl Marks {
         };
         match merge_into(path, &stores, &addresses, &retired) {
             Ok(merged) => {
-                *lock(&self.on_disk) = merged;
+                let mut on_disk = Marked::new();
+                merge_marks(&mut on_disk, &merged);
+                *lock(&self.on_disk) = on_disk;
                 *lock(&self.failed) = None;
                 Ok(())
             }

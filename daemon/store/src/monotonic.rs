@@ -135,9 +135,13 @@ impl Monotonic {
             && (r.carried || access == Access::Read)
         {
             // An address key serves only while no process of the home has found the
-            // identity there: from then on the floors are the identity's.
+            // identity there: from then on the floors are the identity's. (A carried
+            // identity needs no look at the file here: the floor's own read does that.)
+            if r.carried {
+                return Ok(r.key);
+            }
             self.marks.refresh();
-            if r.carried || self.marks.bound(&r.addresses).is_empty() {
+            if self.marks.bound(&r.addresses).is_empty() {
                 return Ok(r.key);
             }
         }
