@@ -24,10 +24,6 @@ fn main() {
         only_broker(&options, &out, &command);
         return;
     }
-    if options.only == Some(Only::Stores) {
-        only_stores(&options, &out, &command);
-        return;
-    }
     let mut runner = Runner::new(options, row_fence_stamp::VERSION);
     runner.run();
     let dir = out.parent().map_or_else(
@@ -92,39 +88,6 @@ fn only_broker(options: &Options, out: &std::path::Path, command: &str) {
     }
 }
 
-/// `--only stores`: etcd beside Redis and etcd with a member down, its report `stores.md`
-/// beside `out`.
-fn only_stores(options: &Options, out: &std::path::Path, command: &str) {
-    let measured = tempfile::Builder::new()
-        .prefix("rfbench-stores")
-        .tempdir()
-        .map_err(|e| e.to_string())
-        .and_then(|dir| {
-            row_fence_bench::stores::run(dir.path(), options.plan().barrier_asks.max(50))
-        });
-    let text = match &measured {
-        Ok(figures) => format!(
-            "# row-fence: the stores\n\nRun: `{command}`\n\n{}",
-            row_fence_bench::stores::markdown(figures)
-        ),
-        Err(e) => format!("# row-fence: the stores\n\nRun: `{command}`\n\nNot measured: {e}\n"),
-    };
-    let path = out.with_file_name("stores.md");
-    let written = path
-        .parent()
-        .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|_| std::fs::write(&path, &text));
-    println!("{text}");
-    if let Err(e) = written {
-        eprintln!("row-fence-bench: cannot write {}: {e}", path.display());
-        std::process::exit(1);
-    }
-    if let Err(e) = measured {
-        eprintln!("row-fence-bench: the stores case did not run: {e}");
-        std::process::exit(1);
-    }
-}
-
 /// The command that reproduces this run, for the report.
 fn command_line(options: &Options) -> String {
     let mut command = "scripts/bench".to_string();
@@ -137,10 +100,8 @@ fn command_line(options: &Options) -> String {
     if options.no_python {
         command.push_str(" --no-python");
     }
-    match options.only {
-        Some(Only::Broker) => command.push_str(" --only broker"),
-        Some(Only::Stores) => command.push_str(" --only stores"),
-        None => {}
+    if options.only == Some(Only::Broker) {
+        command.push_str(" --only broker");
     }
     command
 }

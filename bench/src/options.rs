@@ -7,7 +7,7 @@ use crate::clients::{Client, Route};
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// `row-fence-bench [--quick] [--smoke] [--out FILE] [--bin-dir DIR] [--venv DIR] [--no-python] [--only broker|stores]`
+/// `row-fence-bench [--quick] [--smoke] [--out FILE] [--bin-dir DIR] [--venv DIR] [--no-python] [--only broker]`
 #[derive(clap::Parser, Debug)]
 #[command(
     name = "row-fence-bench",
@@ -48,8 +48,6 @@ pub struct Options {
 pub enum Only {
     /// The key broker: a push signed by the daemon's agent ÷ by a plain ssh-agent.
     Broker,
-    /// etcd beside Redis, and etcd with a member down (report `stores.md`).
-    Stores,
 }
 
 impl Options {

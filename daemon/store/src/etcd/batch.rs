@@ -393,6 +393,34 @@ mod tests {
         assert_eq!((commit.revision, commit.head.clock_ms), (100, 40));
     }
 
+    /// A commit whose answer was lost is told from another writer's by the nonce its log
+    /// entry carries; an entry written before nonces carries none.
+    #[test]
+    fn a_commits_nonce_reads_back_from_its_log_entry() {
+        let batch = FencedBatch {
+            writes: vec![put("a", crate::BLIND)],
+            ..Default::default()
+        };
+        let commit = Plan
+            .judge("b", &batch, (&Head::default(), 0), &[None], 40)
+            .unwrap();
+        let logged = json(&Logged {
+            entry: commit.entry.clone(),
+            batch: commit.nonce(),
+        });
+        assert_eq!(logged_nonce(logged.as_bytes()), Some(commit.nonce()));
+        let entry: LogEntry = serde_json::from_str(&logged).unwrap();
+        assert_eq!(entry, commit.entry, "readers of the log ignore the nonce");
+        assert_eq!(
+            logged_nonce(br#"{"revision":1,"owner":"","records":1}"#),
+            None
+        );
+        let other = Plan
+            .judge("b", &batch, (&Head::default(), 0), &[None], 40)
+            .unwrap();
+        assert_ne!(other.nonce(), commit.nonce());
+    }
+
     #[test]
     fn a_head_behind_its_boards_keys_is_regressed_unless_the_batch_raises_it() {
         let head = Head {
