@@ -193,7 +193,7 @@ impl Monotonic {
     /// Fails while floors this process holds could not be written (a full or read-only
     /// home): a restarted process would not see them, so nothing is judged on them.
     fn floor(&self, key: &str, board: &str) -> Result<Mark, StoreError> {
-        let (floor, _) = self.known(key, board)?;
+        let floor = self.known(key, board)?;
         if floor.lost > 0 {
             return Err(StoreError::Regressed(format!(
                 "board {board} went back in time: this home found it behind revision {} it had seen ({}), and answers so however its revision gets back up, until an operator runs `row-fence store accept-regression {board}`",
@@ -204,18 +204,16 @@ impl Monotonic {
         Ok(floor)
     }
 
-    /// The board's floors and its highest row generation, whether or not it was found
-    /// behind (what an operator's accept raises the board above).
-    fn known(&self, key: &str, board: &str) -> Result<(Mark, u64), StoreError> {
+    /// The board's floors, whether or not it was found behind (what an operator's accept
+    /// raises the board above).
+    fn known(&self, key: &str, board: &str) -> Result<Mark, StoreError> {
         self.marks.refresh();
         if let Some(why) = self.marks.unwritten() {
             return Err(StoreError::HomeUnwritable(format!(
                 "this home's floors cannot be kept ({why}), so board {board} is not judged: a restart would forget what was seen; free space on the home's file system, make revisions.json readable and writable, or restore it"
             )));
         }
-        let floors = self.marks.floors(key, board);
-        let rows = floors.rows.values().copied().max().unwrap_or(0);
-        Ok((floors.mark, rows))
+        Ok(self.marks.get(key, board))
     }
 
     /// Refuses a store clock below the latest lease expiry this home found passed on the

@@ -88,7 +88,9 @@ pub async fn accept_regression(store: &Monotonic, board: &str) -> Result<Accepte
     let key = store.store_key(Access::Write).await?;
     let inner = store.inner();
     for _ in 0..crate::fencing::MAX_ATTEMPTS {
-        let (seen, rows_seen) = store.known(&key, board)?;
+        let seen = store.known(&key, board)?;
+        let floors = store.marks.floors(&key, board);
+        let rows_seen = floors.rows.values().copied().max().unwrap_or(0);
         let snapshot = inner.sections(board, &[META, CLAIMS]).await?;
         let claims = snapshot.sections.get(CLAIMS).cloned().unwrap_or_default();
         let highest_generation = claims
@@ -106,7 +108,6 @@ pub async fn accept_regression(store: &Monotonic, board: &str) -> Result<Accepte
         // Another home's accept already raised the board past everything this home saw,
         // and every lease on it now is newer than what this home saw of its row: nothing
         // to raise or drop (dropping again would cost the lanes that re-acquired since).
-        let floors = store.marks.floors(&key, board);
         let raised_past = snapshot.revision > seen.revision.max(rows_seen)
             && epoch_of(&snapshot) >= seen.epoch
             && claims.iter().all(|(row, r)| {
