@@ -80,6 +80,20 @@ pub fn failure(e: &Error, call: Call) -> Failure {
     }
 }
 
+/// True when a member's failure says the cluster is between leaders (an election, a member
+/// catching up), which passes: worth trying the members again shortly.
+pub fn is_election(detail: &str) -> bool {
+    [
+        "no leader",
+        "leader changed",
+        "request timed out",
+        "not capable",
+        "no answer within",
+    ]
+    .iter()
+    .any(|marker| detail.contains(marker))
+}
+
 /// True when the text says the connection was never made (nothing was sent on it).
 fn never_connected(detail: &str) -> bool {
     [

@@ -35,7 +35,19 @@ struct Slot {
     endpoint: String,
     /// `http(s)://host:port`.
     uri: String,
-    client: tokio::sync::Mutex<Option<Client>>,
+    client: tokio::sync::Mutex<Connection>,
+}
+
+/// A member's client, as far as it got.
+enum Connection {
+    /// Not connecting.
+    Idle,
+    /// Connecting (authenticating, with a user): on a task of its own, so a member slow to
+    /// authenticate (bcrypt on a loaded machine) costs a call one per-member timeout and
+    /// is ready for a later one, and a stopped member holds up nothing.
+    Connecting(tokio::task::JoinHandle<Result<Client, etcd_client::Error>>),
+    /// Connected.
+    Ready(Client),
 }
 
 /// The members of one etcd URL.
@@ -80,7 +92,7 @@ impl Members {
             .map(|(endpoint, uri)| Slot {
                 endpoint: endpoint.clone(),
                 uri,
-                client: tokio::sync::Mutex::new(None),
+                client: tokio::sync::Mutex::new(Connection::Idle),
             })
             .collect();
         Members {
@@ -142,26 +154,45 @@ impl Members {
         Ok(options)
     }
 
-    /// Member `i`'s client, connected now if it is not (authenticating, when the URL has
-    /// a user: that is a call to the member, bounded by the caller).
-    /// The outer error is the URL's (a PEM file it names); the inner one the member's.
-    async fn client(&self, i: usize) -> Result<Result<Client, etcd_client::Error>, StoreError> {
+    /// Member `i`'s client, connecting it if it is not, waiting at most `limit` for that
+    /// (`Ok(None)`: still connecting). The outer error is the URL's (a PEM file it names);
+    /// the inner one the member's.
+    async fn client(
+        &self,
+        i: usize,
+        limit: Duration,
+    ) -> Result<Option<Result<Client, etcd_client::Error>>, StoreError> {
         let mut slot = self.slots[i].client.lock().await;
-        if let Some(client) = slot.as_ref() {
-            return Ok(Ok(client.clone()));
+        if let Connection::Ready(client) = &*slot {
+            return Ok(Some(Ok(client.clone())));
         }
-        crate::tls::install_crypto_provider();
-        let options = self.options().await?;
-        let connected = Client::connect([self.slots[i].uri.as_str()], Some(options)).await;
-        if let Ok(client) = &connected {
-            *slot = Some(client.clone());
+        if matches!(&*slot, Connection::Idle) {
+            crate::tls::install_crypto_provider();
+            let options = self.options().await?;
+            let uri = self.slots[i].uri.clone();
+            *slot = Connection::Connecting(tokio::spawn(async move {
+                Client::connect([uri.as_str()], Some(options)).await
+            }));
         }
-        Ok(connected)
+        let Connection::Connecting(task) = &mut *slot else {
+            return Ok(None);
+        };
+        let connected = match tokio::time::timeout(limit, task).await {
+            Err(_) => return Ok(None),
+            Ok(Ok(connected)) => connected,
+            Ok(Err(e)) => Err(etcd_client::Error::IoError(std::io::Error::other(e))),
+        };
+        *slot = match &connected {
+            Ok(client) => Connection::Ready(client.clone()),
+            Err(_) => Connection::Idle,
+        };
+        Ok(Some(connected))
     }
 
     /// Runs `op` on the members in turn, from the one that answered last, until one
-    /// answers; `call` says whether it writes. When none does, they are tried again
-    /// after a short pause (an election), until the URL's `timeout_ms`; then it is
+    /// answers; `call` says whether it writes. When none does and one said it has no
+    /// leader (an election), they are tried again after a short pause, until the URL's
+    /// `timeout_ms`; then, or at once when none said so, it is
     /// `store_unreachable` naming each one's failure (a write that may have been applied
     /// somewhere: `Indeterminate`).
     pub async fn call<T, F, Fut>(&self, call: Call, op: F) -> Result<Answered<T>, StoreError>
@@ -176,6 +207,7 @@ impl Members {
         loop {
             let first = self.preferred.load(Ordering::Relaxed) % count.max(1);
             let mut failures = Vec::new();
+            let mut electing = false;
             for i in (first..count).chain(0..first) {
                 let outcome = self.try_member(i, call, &op).await?;
                 match outcome {
@@ -192,19 +224,22 @@ impl Members {
                     }
                     Tried::NotSent(why) => {
                         self.losses.fetch_add(1, Ordering::Relaxed);
+                        electing |= errors::is_election(&why);
                         failures.push(format!("{}: {why}", self.slots[i].endpoint));
                     }
                     Tried::Lost(why) => {
                         self.losses.fetch_add(1, Ordering::Relaxed);
                         maybe_applied |= call == Call::Write;
+                        electing |= errors::is_election(&why);
                         failures.push(format!("{}: {why}", self.slots[i].endpoint));
                     }
                 }
             }
             // No member answered this time round: during an election every member says
             // "no leader" or "leader changed" for a moment. Round again, until the
-            // call's own budget (the caller's deadline usually ends it first).
-            if tokio::time::Instant::now() + pause >= budget {
+            // call's own budget (the caller's deadline usually ends it first); members
+            // that refused the connection or its certificate are said at once.
+            if !electing || tokio::time::Instant::now() + pause >= budget {
                 let each = failures.join("; ");
                 return Err(if maybe_applied {
                     StoreError::Indeterminate(format!(
@@ -253,18 +288,21 @@ impl Members {
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
         let limit = self.member_timeout();
-        let client = match tokio::time::timeout(limit, self.client(i)).await {
-            Err(_) => return Ok(Tried::NotSent(format!("not connected within {limit:?}"))),
-            Ok(connected) => match connected? {
-                Ok(client) => client,
-                // Nothing of the call was sent yet, whatever the connect met.
-                Err(e) => {
-                    return Ok(match tried::<T>(e, Call::Read) {
-                        Tried::Lost(why) => Tried::NotSent(why),
-                        other => other,
-                    });
-                }
-            },
+        let client = match self.client(i, limit).await? {
+            // Still connecting: a later call (or round) finds it ready.
+            None => {
+                return Ok(Tried::NotSent(format!(
+                    "not connected within {limit:?} (no answer within it)"
+                )));
+            }
+            Some(Ok(client)) => client,
+            // Nothing of the call was sent yet, whatever the connect met.
+            Some(Err(e)) => {
+                return Ok(match tried::<T>(e, Call::Read) {
+                    Tried::Lost(why) => Tried::NotSent(why),
+                    other => other,
+                });
+            }
         };
         let first = self.once(&client, call, op, limit).await;
         if !matches!(&first, Tried::Refused(e) if errors::is_auth_rejection(e))
