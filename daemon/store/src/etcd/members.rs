@@ -47,7 +47,7 @@ enum Connection {
     /// is ready for a later one, and a stopped member holds up nothing.
     Connecting(tokio::task::JoinHandle<Result<Client, etcd_client::Error>>),
     /// Connected.
-    Ready(Client),
+    Ready(Box<Client>),
 }
 
 /// The members of one etcd URL.
@@ -164,7 +164,7 @@ impl Members {
     ) -> Result<Option<Result<Client, etcd_client::Error>>, StoreError> {
         let mut slot = self.slots[i].client.lock().await;
         if let Connection::Ready(client) = &*slot {
-            return Ok(Some(Ok(client.clone())));
+            return Ok(Some(Ok(client.as_ref().clone())));
         }
         if matches!(&*slot, Connection::Idle) {
             crate::tls::install_crypto_provider();
@@ -183,7 +183,7 @@ impl Members {
             Ok(Err(e)) => Err(etcd_client::Error::IoError(std::io::Error::other(e))),
         };
         *slot = match &connected {
-            Ok(client) => Connection::Ready(client.clone()),
+            Ok(client) => Connection::Ready(Box::new(client.clone())),
             Err(_) => Connection::Idle,
         };
         Ok(Some(connected))
