@@ -33,6 +33,7 @@
 //! lowest generation kept is covered whole.
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -267,6 +268,55 @@ struct State {
     /// Store keys adopted into an identity (key → identity): their floors are merged into
     /// it and they are dropped from the file at the next flush.
     retired: BTreeMap<String, String>,
+    /// Boards of the file read last that changed since they were merged, as the file
+    /// holds them: parsed and merged when a call first needs them ([`State::settle`]), so
+    /// re-reading a file of many boards costs an ask one board's rows, not all of them.
+    unread: BTreeMap<(String, String), Box<RawValue>>,
+    /// Each board as the file held it when it was last merged: an unchanged one is not
+    /// parsed again.
+    merged: BTreeMap<(String, String), Box<RawValue>>,
+    /// Why a board of the file could not be read, if one could not.
+    unreadable: Option<String>,
+}
+
+impl State {
+    /// Merges the file's copy of `board` of `store` if it changed since it was merged.
+    fn settle(&mut self, store: &str, board: &str) {
+        let key = (store.to_string(), board.to_string());
+        let Some(raw) = self.unread.remove(&key) else {
+            return;
+        };
+        match serde_json::from_str::<Floors>(raw.get()) {
+            Ok(floors) => {
+                board_mut(&mut self.stores, store, board).merge(&floors);
+                self.merged.insert(key, raw);
+            }
+            Err(e) => {
+                self.unreadable = Some(format!("board {board}'s floors are not floors: {e}"));
+            }
+        }
+    }
+
+    /// Settles every board of `store`.
+    fn settle_store(&mut self, store: &str) {
+        let boards: Vec<String> = self
+            .unread
+            .keys()
+            .filter(|(s, _)| s == store)
+            .map(|(_, b)| b.clone())
+            .collect();
+        for board in boards {
+            self.settle(store, &board);
+        }
+    }
+
+    /// The scalars the file held of `board` when it was last read (0s: none).
+    fn file_mark(&self, store: &str, board: &str) -> Mark {
+        self.merged
+            .get(&(store.to_string(), board.to_string()))
+            .and_then(|raw| serde_json::from_str::<Mark>(raw.get()).ok())
+            .unwrap_or_default()
+    }
 }
 
 /// An address this home knew to carry another identity than the store there carries now.
@@ -392,21 +442,38 @@ impl Marks {
         }
         // Read after the stat: a newer file read under an older version is read again
         // next time, never the other way round.
-        let file = match read_file(path) {
+        let file = match read_lazy(path) {
             Ok(file) => file,
             Err(e) => return self.cannot_read(path, e),
         };
         {
             let mut state = lock(&self.state);
-            merge_stores(&mut state.stores, &file.stores);
+            state.unreadable = None;
             merge_bindings(&mut state.addresses, &file.addresses);
-            let retired = state.retired.clone();
-            if retired.keys().any(|old| state.stores.contains_key(old)) {
+            for (store, boards) in file.stores {
+                for (board, raw) in boards {
+                    let key = (store.clone(), board);
+                    if state.merged.get(&key).is_some_and(|m| m.get() == raw.get()) {
+                        state.unread.remove(&key);
+                    } else {
+                        state.unread.insert(key, raw);
+                    }
+                }
+            }
+            let retired: Vec<String> = state.retired.keys().cloned().collect();
+            let mut adopted = false;
+            for old in &retired {
+                if state.unread.keys().any(|(s, _)| s == old) {
+                    state.settle_store(old);
+                    adopted = true;
+                }
+            }
+            if adopted {
+                let retired = state.retired.clone();
                 adopt(&mut state.stores, &retired);
                 self.dirty.store(true, Ordering::Relaxed);
             }
         }
-        merge_marks(&mut lock(&self.on_disk), &file.stores);
         *lock(&self.loaded) = Some(version);
     }
 
@@ -419,7 +486,9 @@ impl Marks {
     /// The floors known for `board` of `store` now (call [`Marks::refresh`] first to
     /// include what other processes recorded).
     pub fn get(&self, store: &str, board: &str) -> Mark {
-        board_of(&lock(&self.state).stores, store, board)
+        let mut state = lock(&self.state);
+        state.settle(store, board);
+        board_of(&state.stores, store, board)
             .map(|f| f.mark)
             .unwrap_or_default()
     }
@@ -427,14 +496,18 @@ impl Marks {
     /// All of `board`'s floors, rows included (a copy: taken before a read whose rows are
     /// judged against it).
     pub fn floors(&self, store: &str, board: &str) -> Floors {
-        board_of(&lock(&self.state).stores, store, board)
+        let mut state = lock(&self.state);
+        state.settle(store, board);
+        board_of(&state.stores, store, board)
             .cloned()
             .unwrap_or_default()
     }
 
     /// The highest generation seen of `row` of `board` (0: none kept).
     pub fn row(&self, store: &str, board: &str, row: &str) -> u64 {
-        board_of(&lock(&self.state).stores, store, board)
+        let mut state = lock(&self.state);
+        state.settle(store, board);
+        board_of(&state.stores, store, board)
             .and_then(|f| f.rows.get(row).copied())
             .unwrap_or(0)
     }
@@ -442,9 +515,9 @@ impl Marks {
     /// Raises `board`'s floors to at least `mark` (in memory; [`Marks::flush`] writes
     /// them). True when anything rose.
     pub fn observe(&self, store: &str, board: &str, mark: Mark) -> bool {
-        let raised = board_mut(&mut lock(&self.state).stores, store, board)
-            .mark
-            .merge(mark);
+        let mut state = lock(&self.state);
+        state.settle(store, board);
+        let raised = board_mut(&mut state.stores, store, board).mark.merge(mark);
         if raised {
             self.dirty.store(true, Ordering::Relaxed);
         }
@@ -459,6 +532,7 @@ impl Marks {
         rows: impl IntoIterator<Item = (&'a str, u64)>,
     ) -> bool {
         let mut state = lock(&self.state);
+        state.settle(store, board);
         let floors = board_mut(&mut state.stores, store, board);
         let mut raised = false;
         for (row, generation) in rows {
@@ -534,6 +608,7 @@ impl Marks {
             }
         }
         for old in adopt_keys.iter().chain(&replaced) {
+            state.settle_store(old);
             if old != id && !state.retired.contains_key(old) {
                 state.retired.insert(old.clone(), id.to_string());
                 changed = true;
@@ -550,11 +625,12 @@ impl Marks {
     /// True when the file is known to hold `board`'s expiry floor and regression at least
     /// as high as `mark`'s.
     fn on_disk_holds(&self, store: &str, board: &str, mark: Mark) -> bool {
-        let disk = lock(&self.on_disk)
+        let mut disk = lock(&self.on_disk)
             .get(store)
             .and_then(|boards| boards.get(board))
             .copied()
             .unwrap_or_default();
+        disk.merge(lock(&self.state).file_mark(store, board));
         (disk.clock_era, disk.expired_ms) >= (mark.clock_era, mark.expired_ms)
             && (disk.accepted, disk.lost) >= (mark.accepted, mark.lost)
     }
@@ -610,6 +686,9 @@ impl Marks {
     /// succeeded since), after trying once more: `None` when the file holds them all.
     /// A caller judges nothing while it is `Some`: a restarted process would not see them.
     pub fn unwritten(&self) -> Option<String> {
+        if let Some(why) = lock(&self.state).unreadable.clone() {
+            return Some(why);
+        }
         lock(&self.failed).as_ref()?;
         // Through the file whatever is dirty: a flush reads it first, so it also tells
         // whether a file that could not be read can be now.
@@ -668,6 +747,48 @@ fn read_file(path: &Path) -> std::io::Result<MarksFile> {
             }
         }
     }
+}
+
+/// The file as a refresh reads it: each board's floors left as written, parsed when a call
+/// needs them.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LazyFile {
+    #[allow(dead_code)]
+    version: u32,
+    #[serde(default)]
+    stores: BTreeMap<String, BTreeMap<String, Box<RawValue>>>,
+    #[serde(default)]
+    addresses: BTreeMap<String, Binding>,
+}
+
+/// Reads the file as [`LazyFile`] (one of the first format: its boards under addresses).
+fn read_lazy(path: &Path) -> std::io::Result<LazyFile> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(LazyFile {
+                version: VERSION,
+                stores: BTreeMap::new(),
+                addresses: BTreeMap::new(),
+            });
+        }
+        Err(e) => return Err(e),
+    };
+    serde_json::from_slice::<LazyFile>(&bytes).or_else(|e| {
+        serde_json::from_slice::<BTreeMap<String, BTreeMap<String, Box<RawValue>>>>(&bytes)
+            .map(|stores| LazyFile {
+                version: 1,
+                stores,
+                addresses: BTreeMap::new(),
+            })
+            .map_err(|_| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("not JSON floors: {e}"),
+                )
+            })
+    })
 }
 
 /// Merges what a process knows into the file, under the file's lock; returns the floors
@@ -783,6 +904,41 @@ mod tests {
         assert_eq!(
             read_file(&path).unwrap().stores["s"]["b"].mark,
             mark(7, 10_000, 1)
+        );
+    }
+
+    /// Re-reading the file parses a board when a call needs it, and only if it changed
+    /// since it was merged; a board that is not floors fails every judgement.
+    #[test]
+    fn a_board_is_parsed_when_needed_and_a_broken_one_fails_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(MARKS_FILE);
+        let writer = Marks::load(Some(path.clone()));
+        writer.observe_rows("s", "a", [("r", 3)]);
+        writer.observe_rows("s", "b", [("r", 5)]);
+        writer.flush().unwrap();
+        let reader = Marks::load(Some(path.clone()));
+        assert_eq!(lock(&reader.state).unread.len(), 2, "nothing parsed yet");
+        assert_eq!(reader.row("s", "b", "r"), 5);
+        assert_eq!(lock(&reader.state).unread.len(), 1, "only board b");
+        writer.observe_rows("s", "a", [("r", 4)]);
+        writer.flush().unwrap();
+        reader.refresh();
+        assert_eq!(reader.row("s", "a", "r"), 4);
+        assert!(
+            lock(&reader.state).unread.is_empty(),
+            "b unchanged: not again"
+        );
+        std::fs::write(
+            &path,
+            r#"{"version":2,"stores":{"s":{"a":{"rows":7}}},"addresses":{}}"#,
+        )
+        .unwrap();
+        reader.refresh();
+        let _ = reader.get("s", "a");
+        assert!(
+            reader.unwritten().is_some(),
+            "a board that is not floors judges nothing"
         );
     }
 

@@ -208,12 +208,14 @@ impl Monotonic {
     /// raises the board above).
     fn known(&self, key: &str, board: &str) -> Result<Mark, StoreError> {
         self.marks.refresh();
+        // Taken first: it reads the board's floors from the file, which may not be floors.
+        let mark = self.marks.get(key, board);
         if let Some(why) = self.marks.unwritten() {
             return Err(StoreError::HomeUnwritable(format!(
                 "this home's floors cannot be kept ({why}), so board {board} is not judged: a restart would forget what was seen; free space on the home's file system, make revisions.json readable and writable, or restore it"
             )));
         }
-        Ok(self.marks.get(key, board))
+        Ok(mark)
     }
 
     /// Refuses a store clock below the latest lease expiry this home found passed on the
