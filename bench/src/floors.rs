@@ -5,7 +5,6 @@
 //! of it, with 10 boards of 1,024 row floors each (the most a board keeps).
 
 use row_fence_store::file::FileStore;
-use row_fence_store::lease::{self, Grant};
 use row_fence_store::marks::{MAX_ROWS, Marks};
 use row_fence_store::monotonic::Monotonic;
 use row_fence_store::{AskCheck, LeaseStore};
@@ -65,31 +64,7 @@ pub fn run(dir: &Path, samples: usize) -> Result<FloorFigures, String> {
     rt.block_on(async {
         let bare = Arc::new(FileStore::new(&store_dir));
         let guarded = Monotonic::new(bare.clone(), Some(marks_path.clone()), true);
-        let token = row_fence_contract::LeaseToken::generate().map_err(|e| e.to_string())?;
-        let grant = Grant {
-            board: "bench",
-            row: "row-1",
-            lane: "lane-a",
-            ttl_ms: 3_600_000,
-            takeover: true,
-            tenant: None,
-            token: &token,
-            reissue: false,
-        };
-        let (held, _) = lease::acquire(&guarded, &grant, None)
-            .await
-            .map_err(|e| e.to_string())?;
-        let check = AskCheck {
-            board: held.board,
-            row: held.row,
-            lane: held.lane,
-            generation: held.generation,
-            action: "bench".into(),
-            session: "bench".into(),
-            probe: true,
-            token: held.token,
-            ..AskCheck::default()
-        };
+        let check = crate::stores::grant(&guarded).await?;
         timed(bare.as_ref(), &check, 50).await?;
         timed(&guarded, &check, 50).await?;
         let bare_p50_us = timed(bare.as_ref(), &check, samples).await?;

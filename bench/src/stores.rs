@@ -201,7 +201,7 @@ async fn asks_with_a_member_down(
 }
 
 /// Grants the lease the asks check, retrying while the store comes up (≤ 20 s).
-async fn grant(store: &dyn LeaseStore) -> Result<AskCheck, String> {
+pub(crate) async fn grant(store: &dyn LeaseStore) -> Result<AskCheck, String> {
     let deadline = Instant::now() + Duration::from_secs(20);
     let token = row_fence_contract::LeaseToken::generate().map_err(|e| e.to_string())?;
     let grant = Grant {

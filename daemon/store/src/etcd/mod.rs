@@ -119,6 +119,29 @@ impl EtcdStore {
         })
     }
 
+    /// Each member the URL names as `host:port` with the host resolved (any loopback
+    /// address is `localhost`), sorted.
+    fn members_resolved(&self) -> Vec<String> {
+        let mut members: Vec<String> = self
+            .url
+            .endpoints
+            .iter()
+            .map(|endpoint| match endpoint.rsplit_once(':') {
+                Some((host, port)) => match port.parse::<u16>() {
+                    Ok(port) => format!(
+                        "{}:{port}",
+                        crate::redis::identity::host_identity(host, port)
+                    ),
+                    Err(_) => endpoint.to_ascii_lowercase(),
+                },
+                None => endpoint.to_ascii_lowercase(),
+            })
+            .collect();
+        members.sort();
+        members.dedup();
+        members
+    }
+
     /// The skew bound, in ms.
     pub fn max_skew_ms(&self) -> u64 {
         self.url.max_skew_ms
@@ -698,32 +721,14 @@ impl LeaseStore for EtcdStore {
         format!("{scheme}://{}", self.url.endpoints.join(","))
     }
 
-    /// The members' resolved addresses, sorted, and the key prefix: a home's floors are
-    /// the same whichever order or host spelling names the cluster (ARCHITECTURE.md, "The
-    /// lease store"). A URL naming a subset of the members is another identity, which can
-    /// only keep a floor apart, never mix two stores' floors.
+    /// The members' resolved addresses, sorted, and the key prefix: the key floors were kept
+    /// under before the cluster carried an identity (ARCHITECTURE.md, "The lease store"),
+    /// the same whichever order or host spelling names the cluster.
     fn address(&self) -> String {
-        let mut members: Vec<String> = self
-            .url
-            .endpoints
-            .iter()
-            .map(|endpoint| match endpoint.rsplit_once(':') {
-                Some((host, port)) => match port.parse::<u16>() {
-                    Ok(port) => format!(
-                        "{}:{port}",
-                        crate::redis::identity::host_identity(host, port)
-                    ),
-                    Err(_) => endpoint.to_ascii_lowercase(),
-                },
-                None => endpoint.to_ascii_lowercase(),
-            })
-            .collect();
-        members.sort();
-        members.dedup();
         let scheme = if self.url.tls { "etcds" } else { "etcd" };
         format!(
             "{scheme} members={} prefix={}",
-            members.join(","),
+            self.members_resolved().join(","),
             self.prefix
         )
     }
@@ -732,27 +737,10 @@ impl LeaseStore for EtcdStore {
     /// prefix: a URL naming one, two or three of the members shares its addresses with
     /// one naming all.
     fn addresses(&self) -> Vec<String> {
-        let mut all: Vec<String> = self
-            .url
-            .endpoints
-            .iter()
-            .map(|endpoint| {
-                let member = match endpoint.rsplit_once(':') {
-                    Some((host, port)) => match port.parse::<u16>() {
-                        Ok(port) => format!(
-                            "{}:{port}",
-                            crate::redis::identity::host_identity(host, port)
-                        ),
-                        Err(_) => endpoint.to_ascii_lowercase(),
-                    },
-                    None => endpoint.to_ascii_lowercase(),
-                };
-                format!("etcd member={member} prefix={}", self.prefix)
-            })
-            .collect();
-        all.sort();
-        all.dedup();
-        all
+        self.members_resolved()
+            .into_iter()
+            .map(|member| format!("etcd member={member} prefix={}", self.prefix))
+            .collect()
     }
 
     async fn carried_identity(&self) -> Result<Option<StoreId>, StoreError> {
