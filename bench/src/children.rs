@@ -77,6 +77,20 @@ impl Owned {
         Err(format!("{} did not exit within {limit:?}", self.name))
     }
 
+    /// Sends `signal` (SIGSTOP, SIGCONT, SIGKILL…) to the process while it is unreaped.
+    pub fn signal(&mut self, signal: libc::c_int) {
+        let Some(child) = self.child.as_mut() else {
+            return;
+        };
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        // SAFETY: the pid is our unreaped child, so it cannot have been reused.
+        unsafe {
+            libc::kill(child.id() as libc::pid_t, signal);
+        }
+    }
+
     /// SIGTERM, wait up to the grace period, then SIGKILL; reaps the process.
     pub fn stop(&mut self) {
         let Some(mut child) = self.child.take() else {

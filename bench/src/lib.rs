@@ -37,7 +37,8 @@
 //! - [`broker`]: the key broker's case (`--only broker`): a push signed by the daemon's
 //!   agent ÷ by a plain ssh-agent.
 //! - [`barrier`]: the ask with and without the read barrier of a replicated Redis.
-//! - [`stores`]: the store's ask on a 3-member etcd beside a durable Redis.
+//! - [`stores`]: the store's ask on a 3-member etcd beside a durable Redis, and with a
+//!   member down; [`floors`]: what the home's floors cost an ask.
 //! - [`profile`]: the daemon's CPU profile (`perf`), summarised by kind of work.
 //! - [`rss`]: resident memory of a process, from `/proc`.
 //! - [`machine`]: the machine and the versions under test.
@@ -60,6 +61,7 @@ pub mod echo_server;
 pub mod etcd;
 pub mod file_boards;
 pub mod fixture;
+pub mod floors;
 pub mod interrupt;
 pub mod load;
 pub mod machine;

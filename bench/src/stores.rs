@@ -36,6 +36,26 @@ pub struct StoreFigures {
     pub store_cpu_us: f64,
 }
 
+/// The etcd store's asks with one member of three down, first in the URL (a fresh client
+/// tries it first).
+#[derive(Clone, Debug)]
+pub struct FaultFigures {
+    /// What is wrong with the member.
+    pub fault: String,
+    /// The first ask of a fresh client (it meets the member first), in ms.
+    pub first_ms: f64,
+    /// p50 of the sequential asks after it, in ms.
+    pub p50_ms: f64,
+    /// p99 of the same, in ms.
+    pub p99_ms: f64,
+    /// The slowest of them, in ms.
+    pub max_ms: f64,
+    /// Asks answered.
+    pub answered: usize,
+    /// Asks that failed (COULD NOT READ).
+    pub failed: usize,
+}
+
 /// Both stores.
 #[derive(Clone, Debug)]
 pub struct Figures {
@@ -43,6 +63,10 @@ pub struct Figures {
     pub stores: Vec<StoreFigures>,
     /// Sequential asks per store.
     pub samples: usize,
+    /// etcd with a member down.
+    pub faults: Vec<FaultFigures>,
+    /// What the home's floors cost an ask.
+    pub floors: Option<crate::floors::FloorFigures>,
 }
 
 /// CPU time of a process (utime + stime), in µs, from `/proc` (Linux only).
@@ -75,6 +99,8 @@ fn stores_cpu_us(pids: &[u32]) -> f64 {
 struct Cluster {
     members: Vec<Owned>,
     url: String,
+    /// Each member's `host:port`.
+    hosts: Vec<String>,
 }
 
 impl Cluster {
@@ -113,12 +139,69 @@ impl Cluster {
         Ok(Cluster {
             members,
             url: format!("etcd://{}", hosts.join(",")),
+            hosts,
         })
+    }
+
+    /// The URL naming member `first` first.
+    fn url_first(&self, first: usize) -> String {
+        let order = std::iter::once(first).chain((0..self.hosts.len()).filter(|i| *i != first));
+        let hosts: Vec<&str> = order.map(|i| self.hosts[i].as_str()).collect();
+        format!("etcd://{}", hosts.join(","))
     }
 }
 
+/// The index of a member that is not the leader (as `store check` names them: `m<i>`).
+async fn follower(store: &dyn LeaseStore) -> Result<usize, String> {
+    let check = store.check().await.map_err(|e| e.to_string())?;
+    let members = check
+        .notes
+        .iter()
+        .find_map(|n| n.strip_prefix("members: "))
+        .ok_or("store check names no members")?;
+    let leader = members
+        .split(", ")
+        .find_map(|m| m.strip_suffix(" (leader)"))
+        .and_then(|m| m.strip_prefix('m')?.parse::<usize>().ok())
+        .ok_or_else(|| format!("no leader among {members}"))?;
+    Ok((leader + 1) % 3)
+}
+
+/// `samples` asks of a fresh client of `url` (its first ask apart).
+async fn asks_with_a_member_down(
+    fault: &str,
+    url: &str,
+    check: &AskCheck,
+    samples: usize,
+) -> Result<FaultFigures, String> {
+    let store = EtcdStore::open(url, "rfbench").map_err(|e| e.to_string())?;
+    let (mut times, mut failed) = (Vec::with_capacity(samples), 0);
+    let mut first_ms = 0.0;
+    for i in 0..=samples {
+        let t = Instant::now();
+        let answered = store.ask(check).await;
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        match (i, answered) {
+            (_, Err(_)) => failed += 1,
+            (0, Ok(_)) => first_ms = ms,
+            (_, Ok(_)) => times.push(ms),
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    let at = |q: usize| times.get((times.len() * q / 100).min(times.len().saturating_sub(1)));
+    Ok(FaultFigures {
+        fault: fault.to_string(),
+        first_ms,
+        p50_ms: at(50).copied().unwrap_or(f64::NAN),
+        p99_ms: at(99).copied().unwrap_or(f64::NAN),
+        max_ms: times.last().copied().unwrap_or(f64::NAN),
+        answered: times.len() + usize::from(first_ms > 0.0),
+        failed,
+    })
+}
+
 /// Grants the lease the asks check, retrying while the store comes up (≤ 20 s).
-async fn grant(store: &dyn LeaseStore) -> Result<AskCheck, String> {
+pub(crate) async fn grant(store: &dyn LeaseStore) -> Result<AskCheck, String> {
     let deadline = Instant::now() + Duration::from_secs(20);
     let token = row_fence_contract::LeaseToken::generate().map_err(|e| e.to_string())?;
     let grant = Grant {
@@ -214,12 +297,13 @@ pub fn run(dir: &Path, samples: usize) -> Result<Figures, String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let stores = rt.block_on(async {
+    let mut cluster = cluster;
+    let (stores, faults) = rt.block_on(async {
         let redis_store: Arc<dyn LeaseStore> =
             Arc::new(RedisStore::open(&redis.unix_url(), "rfbench").map_err(|e| e.to_string())?);
         let etcd_store: Arc<dyn LeaseStore> =
             Arc::new(EtcdStore::open(&cluster.url, "rfbench").map_err(|e| e.to_string())?);
-        Ok::<_, String>(vec![
+        let stores = vec![
             measure(
                 "durable Redis (AOF, fsync always)",
                 redis_store,
@@ -227,12 +311,33 @@ pub fn run(dir: &Path, samples: usize) -> Result<Figures, String> {
                 samples,
             )
             .await?,
-            measure("etcd, 3 members", etcd_store, &etcd_pids, samples).await?,
-        ])
+            measure("etcd, 3 members", etcd_store.clone(), &etcd_pids, samples).await?,
+        ];
+        // One member down, the first the URL names: stopped (accepts connections,
+        // answers nothing), then killed.
+        let check = grant(etcd_store.as_ref()).await?;
+        let down = follower(etcd_store.as_ref()).await?;
+        let url = cluster.url_first(down);
+        cluster.members[down].signal(libc::SIGSTOP);
+        let stopped =
+            asks_with_a_member_down("a follower stopped (SIGSTOP)", &url, &check, samples).await;
+        cluster.members[down].signal(libc::SIGCONT);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        cluster.members[down].signal(libc::SIGKILL);
+        let killed =
+            asks_with_a_member_down("a follower killed (kill -9)", &url, &check, samples).await;
+        Ok::<_, String>((stores, vec![stopped?, killed?]))
     })?;
     drop(cluster);
     drop(redis);
-    Ok(Figures { stores, samples })
+    std::fs::create_dir_all(dir.join("floors")).map_err(|e| e.to_string())?;
+    let floors = Some(crate::floors::run(&dir.join("floors"), samples)?);
+    Ok(Figures {
+        stores,
+        samples,
+        faults,
+        floors,
+    })
 }
 
 /// The report's section.
@@ -254,6 +359,28 @@ pub fn markdown(figures: &Figures) -> String {
             etcd.store_cpu_us / redis.store_cpu_us.max(1.0),
             figures.samples
         ));
+    }
+    if !figures.faults.is_empty() {
+        out.push_str(&format!(
+            "\n### etcd with a member down\n\nOne member of three down, the first the URL names, so a fresh client (a restarted daemon, a CLI command) tries it first: it costs one per-member timeout (`member_timeout_ms`, default {} ms), once; then the client starts with the member that answered. The store's own ask, one client, {} sequential asks after the first.\n\n| fault | first ask | p50 | p99 | max | COULD NOT READ |\n| --- | --- | --- | --- | --- | --- |\n",
+            row_fence_store::etcd::url::DEFAULT_MEMBER_TIMEOUT_MS,
+            figures.samples
+        ));
+        for f in &figures.faults {
+            out.push_str(&format!(
+                "| {} | {:.1} ms | {:.3} ms | {:.3} ms | {:.1} ms | {} of {} |\n",
+                f.fault,
+                f.first_ms,
+                f.p50_ms,
+                f.p99_ms,
+                f.max_ms,
+                f.failed,
+                f.answered + f.failed
+            ));
+        }
+    }
+    if let Some(floors) = &figures.floors {
+        out.push_str(&crate::floors::markdown(floors));
     }
     out
 }

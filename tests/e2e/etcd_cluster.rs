@@ -563,3 +563,95 @@ pub fn copy_dir(from: &Path, to: &Path) {
         to.display()
     );
 }
+
+/// One etcd member on its own (a cluster of one) with extra flags, for what a 3-member
+/// cluster does not need (authentication, request limits); its data in a temp dir, killed
+/// when dropped.
+pub struct SingleEtcd {
+    pub dir: TempDir,
+    pub client_port: u16,
+    peer_port: u16,
+    extra: Vec<String>,
+    child: Option<Child>,
+}
+
+impl SingleEtcd {
+    /// Starts it with `extra` flags and waits (≤ 20 s) until it answers.
+    pub fn start(extra: &[&str]) -> SingleEtcd {
+        let mut single = SingleEtcd {
+            dir: temp_dir(),
+            client_port: free_port(),
+            peer_port: free_port(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            child: None,
+        };
+        single.spawn("new");
+        single
+    }
+
+    fn spawn(&mut self, state: &str) {
+        let client = format!("http://127.0.0.1:{}", self.client_port);
+        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("etcd.log"))
+            .unwrap();
+        let child = Command::new("etcd")
+            .args(["--name", "solo"])
+            .arg("--data-dir")
+            .arg(self.dir.path().join("data"))
+            .args(["--listen-client-urls", &client])
+            .args(["--advertise-client-urls", &client])
+            .args(["--listen-peer-urls", &peer])
+            .args(["--initial-advertise-peer-urls", &peer])
+            .args(["--initial-cluster", &format!("solo={peer}")])
+            .args(["--initial-cluster-state", state])
+            .args(&self.extra)
+            .env_clear()
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("etcd (the etcd-server package) starts");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(("127.0.0.1", self.client_port)).is_err() {
+            assert!(Instant::now() < deadline, "etcd did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Stops it and starts it again on its data with other extra flags.
+    pub fn restart_with(&mut self, extra: &[&str]) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.extra = extra.iter().map(|s| s.to_string()).collect();
+        self.spawn("existing");
+    }
+
+    /// `host:port` of its client URL.
+    pub fn endpoint(&self) -> String {
+        format!("127.0.0.1:{}", self.client_port)
+    }
+
+    /// `etcdctl` (API v3) against it, with `args` before the command.
+    pub fn ctl(&self) -> Command {
+        let mut cmd = Command::new("etcdctl");
+        cmd.env_clear()
+            .env("ETCDCTL_API", "3")
+            .args(["--endpoints", &self.endpoint()])
+            .args(["--dial-timeout", "2s", "--command-timeout", "5s"]);
+        cmd
+    }
+}
+
+impl Drop for SingleEtcd {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}

@@ -6,7 +6,7 @@
 //! fail for want of a quorum.
 
 use crate::etcd_cluster::{ClusterTls, EtcdCluster};
-use crate::util::{Home, Ran, status, until};
+use crate::util::{Home, Ran, bin, run, status, until};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -58,6 +58,31 @@ fn a_cluster_restored_from_before_a_takeover_never_allows_the_old_holder() {
             .expect(1, "row-fence: COULD NOT READ (store_regressed)");
         home.ask_with(d, &[])
             .expect(1, "row-fence: COULD NOT READ (store_regressed)");
+    }
+    // The cluster's other spellings are one store: its members in another order, by
+    // `localhost`, or only one or two of them (the identity is in the cluster).
+    let port = |i: usize| cluster.members[i].client_port;
+    for url in [
+        format!(
+            "etcd://127.0.0.1:{},127.0.0.1:{},127.0.0.1:{}",
+            port(2),
+            port(0),
+            port(1)
+        ),
+        format!(
+            "etcd://localhost:{},localhost:{},localhost:{}",
+            port(0),
+            port(1),
+            port(2)
+        ),
+        format!("etcd://127.0.0.1:{},127.0.0.1:{}", port(0), port(1)),
+        format!("etcd://127.0.0.1:{}", port(2)),
+    ] {
+        let ran = run(home
+            .command(bin("row-fence"))
+            .env("ROW_FENCE_STORE", &url)
+            .args(["check", "--descriptor", a.to_str().unwrap()]));
+        ran.expect(1, "row-fence: COULD NOT READ (store_regressed)");
     }
 
     let accepted = home.cli(&["store", "accept-regression", "b", "--json"]);

@@ -12,7 +12,7 @@
 //!   saying so (no descriptor), and a daemon that cannot write the expiry it found passed
 //!   answers COULD NOT READ until it can.
 
-use crate::util::{Home, Ran, Redis, bin, run};
+use crate::util::{Home, Ran, Redis, bin, run, until};
 use std::path::Path;
 
 /// `row-fence ARGS` with `ROW_FENCE_STORE=store` (and extra environment).
@@ -257,4 +257,208 @@ fn a_floor_the_full_home_cannot_hold_fails_closed() {
     let floors = std::fs::read_to_string(home.home.join("revisions.json")).unwrap();
     assert!(floors.contains("expired_ms"), "{floors}");
     assert_eq!(daemon.stop(), Some(0));
+}
+
+/// The reproduction (store-3 01): one Redis reached over TCP, over its Unix socket
+/// (`unix://`, `redis+unix://`) and through a sentinel that watches it carries one identity.
+/// A takeover recorded by the home under the TCP spelling, then lost by a restore, is
+/// `store_regressed` under every other spelling — the daemon's ask and a cold check — and a
+/// grant under them hands out no generation again.
+#[test]
+fn one_redis_by_tcp_socket_or_sentinel_is_one_store_after_a_restore() {
+    let mut redis = Redis::start_tcp(&[]);
+    let sentinel = crate::util::Sentinel::watching(redis.port.unwrap());
+    let home = Home::with_store(redis.tcp_url());
+    let aof = redis.dir.path().join("appendonlydir");
+    let before = redis.dir.path().join("aof-before-takeover");
+    let (_, a) = home.acquire("b", "r", "lane-a", &[]);
+    copy_dir(&aof, &before);
+    home.acquire("b", "r", "lane-b", &["--takeover"]);
+    redis.stop();
+    std::fs::remove_dir_all(&aof).unwrap();
+    copy_dir(&before, &aof);
+    redis.restart();
+    let socket = redis.socket.display().to_string();
+    for spelling in [
+        format!("unix://{socket}"),
+        format!("redis+unix://{socket}?db=0"),
+        format!(
+            "redis+sentinel://127.0.0.1:{}/{}",
+            sentinel.port,
+            crate::util::SENTINEL_MASTER
+        ),
+    ] {
+        cli_on(
+            &home,
+            &spelling,
+            &[],
+            &["check", "--descriptor", a.to_str().unwrap()],
+        )
+        .expect(1, "row-fence: COULD NOT READ (store_regressed)");
+        let daemon = home.daemon_with(&[], &[("ROW_FENCE_STORE", spelling.as_str())]);
+        home.ask_with(&a, &[])
+            .expect(1, "row-fence: COULD NOT READ (store_regressed)");
+        drop(daemon);
+        let granted = cli_on(
+            &home,
+            &spelling,
+            &[],
+            &["acquire", "b", "r2", "--lane", "lane-c"],
+        );
+        assert_eq!(granted.code, 1, "{spelling}: {}", granted.stderr);
+        assert!(
+            granted.stderr.contains("went back in time"),
+            "{}",
+            granted.stderr
+        );
+    }
+}
+
+/// The reproduction (store-3 02, Redis): after a restore, a home that never saw the lost
+/// takeover raises the board back to the floor with a grant of its own. The daemon's home
+/// (which saw the takeover through an ask) and the controller's (which made it) go on
+/// answering `store_regressed` for the replaced lane and for the lost grant, never ALLOWED
+/// or `different_holder`.
+#[test]
+fn a_restored_redis_raised_back_to_the_floor_is_still_regressed_where_the_takeover_was_seen() {
+    let mut redis = Redis::start();
+    let daemon_home = Home::on(Some(&redis));
+    let controller = Home::on(Some(&redis));
+    let unaware = Home::on(Some(&redis));
+    let _daemon = daemon_home.daemon();
+    let (_, a) = controller.acquire("b", "r", "lane-a", &[]);
+    daemon_home
+        .ask_with(&a, &[])
+        .expect(0, "row-fence: ALLOWED");
+    let aof = redis.dir.path().join("appendonlydir");
+    let before = redis.dir.path().join("aof-before-takeover");
+    copy_dir(&aof, &before);
+    let (g2, b) = controller.acquire("b", "r", "lane-b", &["--takeover"]);
+    daemon_home
+        .ask_with(&a, &[])
+        .expect(3, "row-fence: REFUSED (different_holder)");
+    redis.stop();
+    std::fs::remove_dir_all(&aof).unwrap();
+    copy_dir(&before, &aof);
+    redis.restart();
+    let (g3, _) = unaware.acquire("b", "r2", "lane-c", &[]);
+    assert_eq!(
+        g3, g2,
+        "a home that never saw generation {g2} cannot know it"
+    );
+    for d in [&a, &b] {
+        let asked = until(
+            std::time::Duration::from_secs(5),
+            || daemon_home.ask_with(d, &[]),
+            |r| !r.verdict_line().contains("store_unreachable"),
+        );
+        asked.expect(1, "row-fence: COULD NOT READ (store_regressed)");
+        controller
+            .cli(&["check", "--descriptor", d.to_str().unwrap()])
+            .expect(1, "row-fence: COULD NOT READ (store_regressed)");
+    }
+}
+
+/// The reproduction (store-3 03): a file store whose path is a symlink repointed at a
+/// restored backup, and a store directory moved aside and replaced by a symlink to the
+/// backup: the backup carries the store's identity, so the running daemon, a restarted
+/// one and a cold check answer `store_regressed`, and no grant hands generation 2 out again.
+#[test]
+fn a_file_store_path_repointed_at_a_backup_is_regressed() {
+    for repoint in [true, false] {
+        let mut home = Home::file();
+        let store = home.path("store");
+        let first = home.path("store.v1");
+        let backup = home.path("store.backup");
+        if repoint {
+            std::fs::create_dir(&first).unwrap();
+            std::os::unix::fs::symlink(&first, &store).unwrap();
+        }
+        home.store = format!("file:{}", store.display());
+        let mut daemon = home.daemon();
+        let (_, a) = home.acquire("b", "r", "lane-a", &[]);
+        copy_dir(&store, &backup);
+        home.acquire("b", "r", "lane-b", &["--takeover"]);
+        home.ask_with(&a, &[])
+            .expect(3, "row-fence: REFUSED (different_holder)");
+        if repoint {
+            let next = home.path("store.next");
+            std::os::unix::fs::symlink(&backup, &next).unwrap();
+            std::fs::rename(&next, &store).unwrap();
+        } else {
+            std::fs::rename(&store, home.path("store.bad")).unwrap();
+            std::os::unix::fs::symlink(&backup, &store).unwrap();
+        }
+        let shape = if repoint { "repointed" } else { "replaced" };
+        let running = until(
+            std::time::Duration::from_secs(3),
+            || home.ask_with(&a, &[]),
+            |r| r.code != 0,
+        );
+        assert_eq!(running.code, 1, "{shape}: {}", running.stderr);
+        home.cli(&["check", "--descriptor", a.to_str().unwrap()])
+            .expect(1, "row-fence: COULD NOT READ (store_regressed)");
+        assert_eq!(daemon.stop(), Some(0));
+        let _restarted = home.daemon();
+        home.ask_with(&a, &[])
+            .expect(1, "row-fence: COULD NOT READ (store_regressed)");
+        let granted = home.cli(&["acquire", "b", "r2", "--lane", "lane-c"]);
+        assert_eq!(granted.code, 1, "{shape}: {}", granted.stderr);
+    }
+}
+
+/// Two unrelated Sentinel deployments with one master name are two stores: a home that
+/// wrote to the first (its floors high) finds the second a store of its own, not one that
+/// went back in time.
+#[test]
+fn two_sentinel_deployments_with_one_master_name_are_two_stores() {
+    let (first, second) = (Redis::start_tcp(&[]), Redis::start_tcp(&[]));
+    let (s1, s2) = (
+        crate::util::Sentinel::watching(first.port.unwrap()),
+        crate::util::Sentinel::watching(second.port.unwrap()),
+    );
+    let home = Home::file();
+    let url = |s: &crate::util::Sentinel| {
+        format!(
+            "redis+sentinel://127.0.0.1:{}/{}",
+            s.port,
+            crate::util::SENTINEL_MASTER
+        )
+    };
+    for row in ["r1", "r2", "r3"] {
+        let ran = cli_on(
+            &home,
+            &url(&s1),
+            &[],
+            &["acquire", "b", row, "--lane", "lane-a"],
+        );
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+    }
+    let x = home.path("x.json");
+    let ran = cli_on(
+        &home,
+        &url(&s2),
+        &[],
+        &[
+            "acquire",
+            "b",
+            "r1",
+            "--lane",
+            "lane-x",
+            "--write-descriptor",
+            x.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        ran.code, 0,
+        "a first acquire on the second deployment: {}",
+        ran.stderr
+    );
+    cli_on(
+        &home,
+        &url(&s2),
+        &[],
+        &["check", "--descriptor", x.to_str().unwrap()],
+    )
+    .expect(0, "row-fence: ALLOWED");
 }

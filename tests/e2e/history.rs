@@ -1,15 +1,9 @@
 //! Recorded histories, checked afterwards (as Jepsen does): concurrent clients take a row
 //! over, renew it and ask for it through the daemon while faults are injected, every
-//! operation's invoke and complete times are recorded, and then the history is checked:
-//!
-//! - no ALLOWED for a generation that an acknowledged takeover had superseded before the
-//!   ask began (a grant that completed before the ask was invoked, with a higher
-//!   generation);
-//! - generations never go back (a grant acknowledged after another completed has a higher
-//!   generation);
-//! - no acknowledged grant is lost (the board ends at or above every acknowledged
-//!   generation, and the row's lease with it);
-//! - no `store_regressed`: nothing acknowledged was lost, so none is true.
+//! operation's invoke and complete times are recorded, and then the history and the store
+//! as it is afterwards go to the one checker (`checker.rs`): linearizable as a per-row lease
+//! register, no generation repeated or going back, no acknowledged grant lost, no false
+//! `store_regressed` (nothing acknowledged was lost, so none is true).
 //!
 //! On the file store (daemon kill -9, writers killed mid-write, renews racing asks), a
 //! standalone Redis (kill -9 and restart, SIGSTOP past the asks' deadlines) and a Sentinel
@@ -17,6 +11,7 @@
 //! etcd cluster (the leader killed, then the next leader paused). Each run is bounded: a
 //! few seconds of traffic around each fault.
 
+use crate::checker::{self, Afterwards, Call, Report, Return};
 use crate::split_brain::{Deployment, wait};
 use crate::util::{Home, Redis};
 use nix::sys::signal::Signal;
@@ -35,8 +30,12 @@ pub enum What {
         lane: String,
         generation: Option<u64>,
     },
-    /// `renew` of the newest grant: whether it was acknowledged.
-    Renew { ok: bool },
+    /// `renew` of `lane`'s grant at `generation`: whether it was acknowledged.
+    Renew {
+        lane: String,
+        generation: u64,
+        ok: bool,
+    },
     /// `row-fence-ask` for `lane` at `generation`: its exit code and verdict line.
     Ask {
         lane: String,
@@ -60,24 +59,6 @@ pub struct History {
     ops: Mutex<Vec<Op>>,
     descriptors: Mutex<BTreeMap<String, (u64, PathBuf)>>,
     attempts: AtomicU64,
-}
-
-/// What a check of a history found.
-#[derive(Debug, Default)]
-pub struct Verdicts {
-    pub asks: usize,
-    pub allowed: usize,
-    pub grants: usize,
-    pub acknowledged: usize,
-    /// Renews acknowledged.
-    pub renews: usize,
-    /// ALLOWED asks for a generation an acknowledged takeover had superseded before they
-    /// began.
-    pub wrong_allowed: Vec<String>,
-    /// Grants acknowledged after another completed, at a generation not above it.
-    pub generations_back: Vec<String>,
-    /// Asks answered `store_regressed`.
-    pub store_regressed: Vec<String>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -210,7 +191,14 @@ impl History {
             "--timeout",
             "8s",
         ]);
-        self.push(What::Renew { ok: ran.code == 0 }, invoked);
+        self.push(
+            What::Renew {
+                lane: lane.into(),
+                generation,
+                ok: ran.code == 0,
+            },
+            invoked,
+        );
     }
 
     /// One ask through the daemon, recorded; its exit code.
@@ -250,128 +238,77 @@ impl History {
             .map(|(lane, (g, _))| (lane.clone(), *g))
     }
 
-    /// Checks the history (see the module's rules).
-    pub fn check(&self) -> Verdicts {
-        let ops = self.ops();
-        let acked: Vec<(u64, &str, &Op)> = ops
-            .iter()
-            .filter_map(|op| match &op.what {
-                What::Grant {
+    /// The history as the checker reads it (row `r`).
+    pub fn events(&self) -> checker::History {
+        let mut history = checker::History::default();
+        for op in self.ops() {
+            let (call, ret) = match op.what {
+                What::Grant { lane, generation } => (
+                    Call::Grant { lane },
+                    generation.map_or(Return::Unknown, Return::Granted),
+                ),
+                What::Renew {
                     lane,
-                    generation: Some(g),
-                } => Some((*g, lane.as_str(), op)),
-                _ => None,
-            })
-            .collect();
-        let mut verdicts = Verdicts {
-            grants: ops
-                .iter()
-                .filter(|op| matches!(op.what, What::Grant { .. }))
-                .count(),
-            acknowledged: acked.len(),
-            renews: ops
-                .iter()
-                .filter(|op| matches!(op.what, What::Renew { ok: true }))
-                .count(),
-            ..Verdicts::default()
-        };
-        for op in &ops {
-            let What::Ask {
-                lane,
-                generation,
-                code,
-                line,
-            } = &op.what
-            else {
-                continue;
+                    generation,
+                    ok,
+                } => (
+                    Call::Renew { lane, generation },
+                    if ok { Return::Renewed } else { Return::Unknown },
+                ),
+                What::Ask {
+                    lane,
+                    generation,
+                    code,
+                    line,
+                } => (Call::Ask { lane, generation }, Return::of_ask(code, &line)),
             };
-            verdicts.asks += 1;
-            if line.contains("(store_regressed)") {
-                verdicts
-                    .store_regressed
-                    .push(format!("{lane} at generation {generation}: {line}"));
-            }
-            if *code != 0 {
-                continue;
-            }
-            verdicts.allowed += 1;
-            if let Some((newer, holder, grant)) = acked
-                .iter()
-                .find(|(g, _, grant)| g > generation && grant.completed < op.invoked)
-            {
-                verdicts.wrong_allowed.push(format!(
-                    "{lane} at generation {generation} ALLOWED {:?} after {holder}'s generation {newer} was acknowledged ({line})",
-                    op.invoked - grant.completed
-                ));
-            }
+            history.push("r", call, ret, op.invoked, op.completed);
         }
-        for (earlier, _, a) in &acked {
-            for (later, _, b) in &acked {
-                if a.completed < b.invoked && later <= earlier {
-                    verdicts.generations_back.push(format!(
-                        "generation {later} acknowledged after generation {earlier} had been"
-                    ));
-                }
-            }
-        }
-        verdicts
+        history
     }
 
-    /// Asserts the rules, then that no acknowledged grant was lost: the board ends at or
-    /// above the newest acknowledged generation, and so does the row's lease. Prints the
-    /// counts under `name`.
-    pub fn assert_sound(&self, home: &Home, name: &str) {
-        let verdicts = self.check();
-        eprintln!(
-            "{name}: {} operations: {} grants ({} acknowledged), {} renews, {} asks ({} ALLOWED): {} wrong ALLOWED, {} generations back, {} store_regressed",
-            self.ops().len(),
-            verdicts.grants,
-            verdicts.acknowledged,
-            verdicts.renews,
-            verdicts.asks,
-            verdicts.allowed,
-            verdicts.wrong_allowed.len(),
-            verdicts.generations_back.len(),
-            verdicts.store_regressed.len()
-        );
-        assert!(
-            verdicts.wrong_allowed.is_empty(),
-            "{:#?}",
-            verdicts.wrong_allowed
-        );
-        assert!(
-            verdicts.generations_back.is_empty(),
-            "{:#?}",
-            verdicts.generations_back
-        );
-        assert!(
-            verdicts.store_regressed.is_empty(),
-            "{:#?}",
-            verdicts.store_regressed
-        );
-        assert!(
-            verdicts.acknowledged > 0 && verdicts.allowed > 0,
-            "{verdicts:?}"
-        );
-        let (_, newest) = self.newest().expect("an acknowledged grant");
-        let mut board = serde_json::Value::Null;
-        wait("the board readable after the faults", || {
-            let ran = home.cli(&["records", "b", "claims", "--json"]);
-            if ran.code == 0 {
-                board = serde_json::from_str(ran.stdout.trim()).unwrap();
-            }
-            ran.code == 0
-        });
-        assert!(
-            board["revision"].as_u64().unwrap() >= newest,
-            "the board went back below acknowledged generation {newest}: {board}"
-        );
-        let held = board["sections"]["claims"]["r"]["v"]["generation"].as_u64();
-        assert!(
-            held.is_some_and(|g| g >= newest),
-            "the newest acknowledged grant (generation {newest}) is gone: {board}"
-        );
+    /// Checks the history against the store `home` reads now (board `b`, waiting until
+    /// it answers after the faults).
+    pub fn check(&self, home: &Home) -> Report {
+        checker::check(&self.events(), &afterwards(home, "b"))
     }
+
+    /// Checks the history (the checker's rules) and asserts it is sound, with at least
+    /// one acknowledged grant and one ALLOWED ask. Prints the counts under `name`.
+    pub fn assert_sound(&self, home: &Home, name: &str) {
+        let report = self.check(home);
+        report.assert_sound(name);
+        assert!(report.acknowledged > 0 && report.allowed > 0, "{report:?}");
+    }
+}
+
+/// What board `board`'s claims hold, read through `home`'s CLI once the store answers.
+pub fn afterwards(home: &Home, board: &str) -> Afterwards {
+    let mut claims = serde_json::Value::Null;
+    wait("the board readable after the faults", || {
+        let ran = home.cli(&["records", board, "claims", "--json"]);
+        if ran.code == 0 {
+            claims = serde_json::from_str(ran.stdout.trim()).unwrap();
+        }
+        ran.code == 0
+    });
+    let at = Instant::now();
+    let rows = claims["sections"]["claims"]
+        .as_object()
+        .map(|rows| {
+            rows.iter()
+                .map(|(row, record)| {
+                    let lease = &record["v"];
+                    let held = lease["holder"]
+                        .as_str()
+                        .zip(lease["generation"].as_u64())
+                        .map(|(h, g)| (h.to_string(), g));
+                    (row.clone(), held)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Afterwards { rows, at }
 }
 
 /// The clients, until `stop`: one granter taking the row over for three lanes in turn and
@@ -540,6 +477,7 @@ fn etcd_history_under_a_leader_kill_and_a_leader_pause_has_no_wrong_allowed() {
         cluster.signal(paused, Signal::SIGCONT);
         std::thread::sleep(Duration::from_secs(2));
     });
-    history.assert_sound(&home, "etcd");
-    assert!(history.check().renews > 0, "no renew was acknowledged");
+    let report = history.check(&home);
+    report.assert_sound("etcd");
+    assert!(report.renews > 0, "no renew was acknowledged");
 }

@@ -20,6 +20,7 @@ mod agent_hooks;
 mod architecture;
 mod asker;
 mod bench_smoke;
+mod checker;
 // Lanes as real users (useradd) and a real sshd: Linux, as root.
 #[cfg(target_os = "linux")]
 mod broker;
@@ -36,6 +37,7 @@ mod durability;
 mod etcd;
 mod etcd_cluster;
 mod etcd_daemon;
+mod etcd_members;
 mod failover;
 mod fencing;
 mod figures;
@@ -67,6 +69,7 @@ mod shim_walk;
 mod spelling;
 mod split_brain;
 mod stamp;
+mod store_copy;
 mod store_health;
 mod top;
 mod transport_gate;

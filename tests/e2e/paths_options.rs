@@ -121,7 +121,8 @@ fn a_relative_user_home_or_file_store_directory_is_refused_everywhere() {
 /// unknown scheme, a port that is not a number, a bad option value, and a typo'd option
 /// name, which is never silently ignored (`min_replica=1` would grant without replicas);
 /// on etcd too (an empty host list, an empty host), and a password holding an unescaped
-/// `?` or `/` is printed by no part of the message.
+/// `?` or `/` is printed by no part of the message; a `#fragment` (`#insecure`) is no
+/// option, and nothing is sent.
 #[test]
 fn every_store_url_mistake_exits_2_and_an_unknown_option_is_named() {
     let home = Home::file();
@@ -165,6 +166,25 @@ fn every_store_url_mistake_exits_2_and_an_unknown_option_is_named() {
         ("redis://localhost:6379/?db=2", "the database is the path"),
         ("redis://localhost:6379/?pass=x", "userinfo"),
         ("redis+unix:///tmp/r.sock?password=x", "?pass="),
+        // A fragment is no option: `#insecure` would skip certificate verification in the
+        // Redis client; refused before anything connects, saying nothing was sent.
+        (
+            "rediss://127.0.0.1:6380/#insecure",
+            "`#insecure` is not an option",
+        ),
+        (
+            "rediss://127.0.0.1:6380#insecure",
+            "`#insecure` is not an option",
+        ),
+        (
+            "rediss://127.0.0.1:6380/?protocol=resp3#insecure",
+            "nothing was sent",
+        ),
+        (
+            "etcds://127.0.0.1:2379#insecure",
+            "`#insecure` is not an option",
+        ),
+        ("redis://u:s3c#r3t@h:6379/0", "%23"),
     ] {
         let ran = run(home
             .command(bin("row-fence"))

@@ -1,5 +1,6 @@
-//! etcd beside Redis alone (the same figures `row-fence-bench` reports): starts a durable
-//! redis-server and a 3-member etcd in a temp dir, prints the report's section.
+//! etcd beside Redis alone (the same figures `row-fence-bench` reports, etcd with a member
+//! down and what the home's floors cost an ask included): starts a durable redis-server
+//! and a 3-member etcd in a temp dir, prints the report's section.
 //! usage: row-fence-bench-stores [SAMPLES]
 
 fn main() {

@@ -12,7 +12,7 @@ use row_fence_contract::report::out;
 use row_fence_contract::say;
 use row_fence_resident::config::Settings;
 use row_fence_store::StoreSpec;
-use row_fence_store::copy::copy_board;
+use row_fence_store::copy::{copy_board, same_identity};
 use row_fence_store::judge::rfc3339;
 use row_fence_store::monotonic;
 
@@ -26,9 +26,9 @@ pub struct StoreArgs {
 enum Action {
     /// Check the store's role, replicas and durability settings now (exit 0 when grants may go ahead, 1 when not)
     Check(CheckArgs),
-    /// Copy boards from one store to another (file, Redis, etcd), each board's revision carried so the target hands out no generation twice; the target must not hold them yet. Stop the writers of the source first
+    /// Copy boards from one store to another (file, Redis, etcd), each board's revision carried so the target hands out no generation twice; the target must not hold them yet. Stop the writers of the source first. All or nothing on the file store and Redis; on etcd a copy that fails partway leaves a partial board that answers store_regressed until the same copy is run again (it resumes) or --drop-partial drops it
     #[command(
-        after_help = "Example:\n  row-fence store copy --from redis://127.0.0.1:6379 --to etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379 board-1\n\nThen point ROW_FENCE_STORE at the target and restart the daemons."
+        after_help = "Example:\n  row-fence store copy --from redis://127.0.0.1:6379 --to etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379 board-1\n  row-fence store copy --drop-partial --to etcd://10.0.0.1:2379 board-1\n\nThen point ROW_FENCE_STORE at the target and restart the daemons. The target gets an identity of its own."
     )]
     Copy(CopyArgs),
     /// After a store went back in time (store_regressed): raise BOARD's revision above every generation ever seen and drop its row leases and controller lease, so lanes re-acquire and no generation is handed out twice
@@ -53,8 +53,8 @@ struct CheckArgs {
 #[derive(clap::Args, Debug)]
 struct CopyArgs {
     /// The store to copy from (file, file:DIR, redis://…, etcd://…)
-    #[arg(long, value_name = "STORE")]
-    from: String,
+    #[arg(long, value_name = "STORE", required_unless_present = "drop_partial")]
+    from: Option<String>,
     /// The store to copy into
     #[arg(long, value_name = "STORE")]
     to: String,
@@ -64,6 +64,9 @@ struct CopyArgs {
     /// Print what was copied as JSON lines
     #[arg(long)]
     json: bool,
+    /// Drop the partial copy of each board from the --to store (a copy that failed partway; never a board in use) instead of copying
+    #[arg(long, conflicts_with = "from")]
+    drop_partial: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -142,11 +145,26 @@ async fn copy(args: CopyArgs, settings: &Settings) -> Outcome {
         row_fence_store::open(&spec, &settings.home, &settings.key_prefix)
             .map_err(|e| Failure::could_not(e.to_string()))
     };
-    let (from, to) = (open(&args.from)?, open(&args.to)?);
+    let to = open(&args.to)?;
+    if args.drop_partial {
+        return drop_partial(&args, to.as_ref()).await;
+    }
+    let from = open(args.from.as_deref().unwrap_or_default())?;
     if from.describe() == to.describe() {
         return Err(Failure {
             code: exit::USAGE,
             message: format!("--from and --to are the same store ({})", to.describe()),
+        });
+    }
+    if let Some(id) = same_identity(from.as_ref(), to.as_ref())
+        .await
+        .map_err(|e| Failure::could_not(e.to_string()))?
+    {
+        return Err(Failure {
+            code: exit::USAGE,
+            message: format!(
+                "--from and --to carry one identity ({id}): they are one store, or one is a copy of the other's files; a copy gives the target an identity of its own, never the source's"
+            ),
         });
     }
     for board in &args.boards {
@@ -168,6 +186,24 @@ async fn copy(args: CopyArgs, settings: &Settings) -> Outcome {
     Ok(exit::ALLOWED)
 }
 
+/// `store copy --drop-partial`: each board's partial copy dropped from the target.
+async fn drop_partial(args: &CopyArgs, to: &dyn row_fence_store::LeaseStore) -> Outcome {
+    for board in &args.boards {
+        let dropped = to
+            .drop_partial(board)
+            .await
+            .map_err(|e| Failure::could_not(format!("board {board}: {e}")))?;
+        if args.json {
+            out(&serde_json::json!({"board": board, "dropped_keys": dropped}).to_string());
+        }
+        say!(
+            "row-fence: the partial copy of board {board} dropped from {}: {dropped} keys",
+            to.describe()
+        );
+    }
+    Ok(exit::ALLOWED)
+}
+
 async fn accept(args: AcceptArgs, settings: &Settings) -> Outcome {
     validate_board(&args.board).map_err(|e| Failure {
         code: exit::USAGE,
@@ -180,6 +216,22 @@ async fn accept(args: AcceptArgs, settings: &Settings) -> Outcome {
         .map_err(|e| Failure::could_not(e.to_string()))?;
     if args.json {
         out(&serde_json::to_string(&accepted).expect("serializes"));
+    }
+    if let Some(id) = &accepted.identity.identity {
+        let how = if accepted.identity.created {
+            "written now: it carried none"
+        } else {
+            "the one it carries"
+        };
+        let replaced = if accepted.identity.replaced.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; it replaces {} this home knew there, whose floors carry over",
+                accepted.identity.replaced.join(", ")
+            )
+        };
+        say!("row-fence: accepted the store at these addresses as identity {id} ({how}){replaced}");
     }
     say!(
         "row-fence: board {} raised from revision {} to {}; {} row leases and the controller lease dropped (epochs continue above {}); lanes re-acquire",

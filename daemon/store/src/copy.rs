@@ -1,10 +1,18 @@
 //! Copying boards between any two stores (`row-fence store copy`, ARCHITECTURE.md, "The
 //! etcd store"): every record of every section, read at one revision, written to a board the
-//! target has never written, committing at or above the source's revision, so the target
-//! hands out no generation the source already did. Larger boards are written in batches
-//! that each fit one transaction of the target ([`crate::etcd::batch::MAX_WRITES`]).
+//! target holds nothing of, committing at or above the source's revision, so the target
+//! hands out no generation the source already did. The target gets an identity of its own
+//! (its first write), never the source's.
+//!
+//! All or nothing where one write holds a board (the file store, Redis). On etcd, whose
+//! transactions are bounded (128 operations, 1.5 MiB), the board is written in parts and
+//! made usable last ([`crate::etcd::import`]): a copy that fails partway leaves a partial
+//! board that answers `store_regressed` to every ask and write, and the same copy run
+//! again finishes it (the records already there are checked, not written again), or
+//! `--drop-partial` drops it. The error says how many records are in.
 
-use crate::{BLIND, FencedBatch, LeaseStore, RecordWrite, StoreError, WriteKind};
+use crate::identity::StoreId;
+use crate::{BLIND, LeaseStore, RecordWrite, StoreError, WriteKind};
 
 /// What a copy did, per board.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -19,74 +27,136 @@ pub struct Copied {
     pub revision: u64,
 }
 
-/// Copies `board` from `from` to `to`. Refuses (`Invalid`, nothing written) a board the
-/// source never wrote, or one the target already holds (a revision, or any record); a failure partway leaves the
-/// target's board at or above the source's revision and can be finished by copying again
-/// after dropping it.
+/// One record of a copied board.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CopiedRecord {
+    /// Its section.
+    pub section: String,
+    /// Its key.
+    pub key: String,
+    /// Its value.
+    pub value: serde_json::Value,
+}
+
+impl CopiedRecord {
+    /// The record as a blind put.
+    pub fn put(&self) -> RecordWrite {
+        RecordWrite {
+            kind: WriteKind::Put,
+            section: self.section.clone(),
+            key: self.key.clone(),
+            expected: BLIND,
+            value: self.value.clone(),
+        }
+    }
+}
+
+/// A copy that failed: how far it got, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}: {error}", progress(*written, *total, *partial))]
+pub struct ImportError {
+    /// Records of the board now in the target (0 when nothing was written).
+    pub written: usize,
+    /// Records of the board.
+    pub total: usize,
+    /// True when the target holds a partial copy (some records, not usable yet).
+    pub partial: bool,
+    /// Why it stopped.
+    pub error: StoreError,
+}
+
+fn progress(written: usize, total: usize, partial: bool) -> String {
+    if partial {
+        format!(
+            "{written} of {total} records are in the target as a partial copy, which answers store_regressed to every ask and write until finished; run the same store copy again to finish it (records already there are checked, not written again), or `row-fence store copy --drop-partial --to URL BOARD` to drop it"
+        )
+    } else if written == 0 {
+        format!("nothing was written ({total} records)")
+    } else {
+        format!("{written} of {total} records were written")
+    }
+}
+
+/// Why a copy did not run or did not finish.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CopyError {
+    /// Refused before anything was written (the reason says why).
+    #[error("{0}")]
+    Refused(StoreError),
+    /// The write failed; what it left in the target is said.
+    #[error("{0}")]
+    Import(ImportError),
+}
+
+/// Copies `board` from `from` to `to`. Refuses (nothing written) a board the source never
+/// wrote, and one the target holds a revision or a record of, unless it is a partial copy
+/// (records but no revision, each equal to the source's: the target resumes it).
 pub async fn copy_board(
     from: &dyn LeaseStore,
     to: &dyn LeaseStore,
     board: &str,
-) -> Result<Copied, StoreError> {
-    let names = from.section_names(board).await?;
+) -> Result<Copied, CopyError> {
+    let names = from
+        .section_names(board)
+        .await
+        .map_err(CopyError::Refused)?;
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    let snapshot = from.sections(board, &refs).await?;
+    let snapshot = from
+        .sections(board, &refs)
+        .await
+        .map_err(CopyError::Refused)?;
     if snapshot.revision == 0 {
-        return Err(StoreError::Invalid(format!(
+        return Err(CopyError::Refused(StoreError::Invalid(format!(
             "board {board} was never written on {}; nothing was copied",
             from.describe()
-        )));
+        ))));
     }
-    let there = to.sections(board, &[]).await?.revision;
-    // A board's revision counter alone does not say it is empty: records may have
-    // outlived it (a counter deleted by hand), and a copy would mix the two boards.
-    let sections_there = to.section_names(board).await?;
-    if there != 0 || !sections_there.is_empty() {
-        return Err(StoreError::Invalid(format!(
+    let there = to
+        .sections(board, &[])
+        .await
+        .map_err(CopyError::Refused)?
+        .revision;
+    if there != 0 {
+        let sections_there = to.section_names(board).await.unwrap_or_default();
+        return Err(CopyError::Refused(StoreError::Invalid(format!(
             "{} already holds board {board} (revision {there}, sections {}); nothing was copied",
             to.describe(),
             sections_there.join(", ")
-        )));
+        ))));
     }
-    let writes: Vec<RecordWrite> = snapshot
+    // The target's own identity, never the source's: written before its first record.
+    to.create_identity(&StoreId::generate())
+        .await
+        .map_err(CopyError::Refused)?;
+    let records: Vec<CopiedRecord> = snapshot
         .sections
         .iter()
         .flat_map(|(section, records)| {
-            records.iter().map(move |(key, record)| RecordWrite {
-                kind: WriteKind::Put,
+            records.iter().map(move |(key, record)| CopiedRecord {
                 section: section.clone(),
                 key: key.clone(),
-                expected: BLIND,
                 value: record.value.clone(),
             })
         })
         .collect();
-    let records = writes.len();
-    let mut revision = 0;
-    let mut expected = Some(0);
-    let chunks: Vec<&[RecordWrite]> = if writes.is_empty() {
-        vec![&[]]
-    } else {
-        writes.chunks(crate::etcd::batch::MAX_WRITES).collect()
-    };
-    for chunk in chunks {
-        revision = to
-            .fenced_batch(
-                board,
-                &FencedBatch {
-                    writes: chunk.to_vec(),
-                    lease: None,
-                    // The first batch lands only on a board still unwritten.
-                    expected_revision: expected.take(),
-                    min_revision: Some(snapshot.revision),
-                },
-            )
-            .await?;
-    }
+    let revision = to
+        .import(board, &records, snapshot.revision)
+        .await
+        .map_err(CopyError::Import)?;
     Ok(Copied {
         board: board.to_string(),
-        records,
+        records: records.len(),
         from_revision: snapshot.revision,
         revision,
     })
+}
+
+/// The identities two stores carry, when both carry the same one: a copy between them
+/// would give the target the source's identity (one is a copy of the other's files).
+pub async fn same_identity(
+    from: &dyn LeaseStore,
+    to: &dyn LeaseStore,
+) -> Result<Option<StoreId>, StoreError> {
+    let (a, b) = (from.carried_identity().await?, to.carried_identity().await?);
+    Ok(a.filter(|a| b.as_ref() == Some(a)))
 }

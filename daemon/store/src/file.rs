@@ -16,6 +16,7 @@
 use super::document::BoardDocument;
 use super::file_cache::{DocumentCache, ReadError};
 use super::file_log;
+use super::identity::StoreId;
 use super::judge::{rfc3339, span};
 use super::{
     AskCheck, FencedBatch, Judgement, LeaseStore, LogEntry, ReadSet, Record, Snapshot, StoreError,
@@ -537,8 +538,35 @@ impl LeaseStore for FileStore {
         format!("file:{}", self.dir.display())
     }
 
-    fn identity(&self) -> String {
+    fn address(&self) -> String {
         format!("file:{}", crate::spec::canonical_path(&self.dir).display())
+    }
+
+    /// The directory resolved (symlinks followed) and as written: a path that is a
+    /// symlink repointed at another directory (a restore) is still the address this home
+    /// knew, and finds that directory's identity there.
+    fn addresses(&self) -> Vec<String> {
+        let written: PathBuf = std::path::absolute(self.dir.as_path())
+            .unwrap_or_else(|_| self.dir.to_path_buf())
+            .components()
+            .collect();
+        let written = format!("file:{}", written.display());
+        let resolved = self.address();
+        if written == resolved {
+            vec![resolved]
+        } else {
+            vec![resolved, written]
+        }
+    }
+
+    async fn carried_identity(&self) -> Result<Option<StoreId>, StoreError> {
+        self.blocking(|s| crate::file_identity::read(&s.dir)).await
+    }
+
+    async fn create_identity(&self, fresh: &StoreId) -> Result<Option<StoreId>, StoreError> {
+        let fresh = fresh.clone();
+        self.blocking(move |s| crate::file_identity::create(&s.dir, &fresh).map(Some))
+            .await
     }
 
     fn calls_in_flight(&self) -> u64 {

@@ -15,15 +15,17 @@
 //! - [`etcd`]: etcd (`etcd://…`): per-record keys and a per-board head key, every batch
 //!   one transaction fenced on the head's `mod_revision`, quorum writes and linearizable
 //!   reads.
-//! - [`file`], [`file_log`], [`file_cache`]: the embedded default, one JSON document per
-//!   board under `$ROW_FENCE_HOME/store/`, written atomically under an exclusive lock, its
-//!   fence log, and the parsed documents readers keep while a file is unchanged.
+//! - [`file`], [`file_log`], [`file_cache`], [`file_identity`]: the embedded default, one
+//!   JSON document per board under `$ROW_FENCE_HOME/store/`, written atomically under an
+//!   exclusive lock, its fence log, the parsed documents readers keep while a file is
+//!   unchanged, and the identity file beside the boards.
 //! - [`document`]: the whole-document model both document adapters apply batches to.
 //! - [`spec`]: the store URL (`file`, `redis://…`, …) and its display without a password.
 //! - [`monotonic`]: any adapter wrapped so it never answers from an older history than one
 //!   already seen (`store_regressed`), nor judges with a clock below a lease expiry already
 //!   found passed (`clock_regressed`), and the operator's ways out of both.
 //! - [`marks`]: those floors, kept per home in `revisions.json` and shared by its processes.
+//! - [`identity`]: the random identity a store carries, which keys those floors.
 //!
 //! The domain on top of the port:
 //! - [`fencing`]: the change → fenced batch engine every write goes through.
@@ -47,7 +49,9 @@ pub mod expected;
 pub mod fencing;
 pub mod file;
 pub mod file_cache;
+pub mod file_identity;
 pub mod file_log;
+pub mod identity;
 pub mod judge;
 pub mod lease;
 pub mod marks;
@@ -439,6 +443,21 @@ pub enum StoreError {
     /// acknowledged; read the board to find out.
     #[error("the write may have committed but was not acknowledged: {0}")]
     Indeterminate(String),
+    /// The batch committed at `revision`, at or below `seen`, a revision this home had
+    /// already seen of the board: the store went back in time, and the batch's revision
+    /// (a grant's generation) was handed out before. Not acknowledged: nothing in it may
+    /// be handed out.
+    #[error(
+        "board {board} committed this write at revision {revision}, but this home had already seen revision {seen} of it: the store went back in time (a restore, a failover that lost writes), so that revision was handed out before; the write is not acknowledged and nothing was handed out; an operator runs `row-fence store accept-regression {board}`"
+    )]
+    RegressedCommit {
+        /// The board.
+        board: String,
+        /// The revision the batch committed at.
+        revision: u64,
+        /// The highest revision this home had seen before.
+        seen: u64,
+    },
     /// This home's floors (`revisions.json`) could not be written: a full or read-only
     /// home. A write that committed says at which revision; an ask is not judged (a floor
     /// no restart would see protects nothing). The sentence names the file and the fix.
@@ -479,6 +498,7 @@ impl StoreError {
             StoreError::Unacknowledged { .. }
                 | StoreError::Indeterminate(_)
                 | StoreError::HomeUnwritable(_)
+                | StoreError::RegressedCommit { .. }
         )
     }
 
@@ -489,7 +509,7 @@ impl StoreError {
             StoreError::Corrupt(_) | StoreError::Invalid(_) => Reason::ProtocolError,
             StoreError::Unreachable(_) | StoreError::Indeterminate(_) => Reason::StoreUnreachable,
             StoreError::NotPrimary(_) => Reason::StoreNotPrimary,
-            StoreError::Regressed(_) => Reason::StoreRegressed,
+            StoreError::Regressed(_) | StoreError::RegressedCommit { .. } => Reason::StoreRegressed,
             StoreError::ClockRegressed(_) => Reason::ClockRegressed,
             StoreError::StaleLease(_)
             | StoreError::RevisionConflict { .. }
@@ -572,13 +592,95 @@ pub trait LeaseStore: Send + Sync + fmt::Debug {
     /// Where this store is, for status and logs, with any password redacted.
     fn describe(&self) -> String;
 
-    /// Which store this is, whatever its spelling (ARCHITECTURE.md, "The lease store"):
-    /// the key of the home's history floors. The file store: its canonical directory;
-    /// Redis: the resolved address, database and key prefix (Sentinel: the master name,
-    /// database and prefix). Two processes naming one store any two ways must get one
-    /// identity, or one's floors are invisible to the other. No password in it.
-    fn identity(&self) -> String {
+    /// Where this store is, whatever its spelling (ARCHITECTURE.md, "The lease store"): the
+    /// file store's canonical directory; Redis's resolved address, database and key prefix
+    /// (Sentinel: the master name, database and prefix); etcd's members and prefix. The key
+    /// of this home's floors while the store carries no identity (before its first write,
+    /// or one an older version wrote), and the key older versions kept them under. No
+    /// password in it.
+    fn address(&self) -> String {
         self.describe()
+    }
+
+    /// Every address this store is reached at here, each the key under which a home
+    /// remembers the identity it found there ([`crate::marks::Binding`]): the file store's
+    /// directory as written and as resolved; each sentinel or etcd member named, with the
+    /// key prefix. A store at an address whose identity is missing or another is not the
+    /// store the home knew there. No password in them.
+    fn addresses(&self) -> Vec<String> {
+        vec![self.address()]
+    }
+
+    /// The identity this store carries ([`identity`]), `None` when it carries none (a store
+    /// never written since identities, or one that cannot carry one). A read: never writes.
+    async fn carried_identity(&self) -> Result<Option<identity::StoreId>, StoreError> {
+        Ok(None)
+    }
+
+    /// Writes `fresh` as the store's identity unless it carries one already, race-free (of
+    /// two writers, one identity stands), and returns the identity it carries after; `None`
+    /// for a store that cannot carry one. Called on a write path only.
+    async fn create_identity(
+        &self,
+        fresh: &identity::StoreId,
+    ) -> Result<Option<identity::StoreId>, StoreError> {
+        let _ = fresh;
+        Ok(None)
+    }
+
+    /// Writes a board copied from another store ([`copy`]): `records` into board `board`,
+    /// which must hold no record and no revision here, committing at `revision` (the
+    /// source's) or above; the revision it committed at. All or nothing where one write
+    /// holds a board (the default: one fenced batch); a store whose writes are bounded
+    /// (etcd) writes it in parts and makes it usable last, so a failure leaves a partial
+    /// copy that answers `store_regressed` until [`LeaseStore::import`] is run again
+    /// (it resumes) or [`LeaseStore::drop_partial`] drops it. The error says how many
+    /// records are in.
+    async fn import(
+        &self,
+        board: &str,
+        records: &[copy::CopiedRecord],
+        revision: u64,
+    ) -> Result<u64, copy::ImportError> {
+        let refused = |error| copy::ImportError {
+            written: 0,
+            total: records.len(),
+            partial: false,
+            error,
+        };
+        // Records without a revision counter are no board this store wrote whole.
+        let there = self.section_names(board).await.map_err(refused)?;
+        if !there.is_empty() {
+            return Err(refused(StoreError::Invalid(format!(
+                "{} holds records of board {board} (sections {}) but no revision; nothing was copied",
+                self.describe(),
+                there.join(", ")
+            ))));
+        }
+        let batch = FencedBatch {
+            writes: records.iter().map(copy::CopiedRecord::put).collect(),
+            lease: None,
+            expected_revision: Some(0),
+            min_revision: Some(revision),
+        };
+        self.fenced_batch(board, &batch)
+            .await
+            .map_err(|error| copy::ImportError {
+                written: 0,
+                total: records.len(),
+                partial: false,
+                error,
+            })
+    }
+
+    /// Drops a partial copy of `board` ([`LeaseStore::import`] that failed partway): every
+    /// key of a board that has records but was never made usable; refused (`Invalid`,
+    /// nothing dropped) for any other board. How many keys were dropped.
+    async fn drop_partial(&self, board: &str) -> Result<usize, StoreError> {
+        Err(StoreError::Invalid(format!(
+            "{} writes a copied board all or nothing: there is no partial copy of board {board} to drop",
+            self.describe()
+        )))
     }
 
     /// How many times the store connection was found lost (each loss makes it

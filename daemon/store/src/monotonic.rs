@@ -25,21 +25,50 @@
 //! [`accept_clock`] the way out of `clock_regressed` after a clock that ran ahead was
 //! corrected.
 
-use crate::marks::Mark;
+use crate::identity::StoreId;
+use crate::marks::{Conflict, Floors, Mark};
 use crate::meta;
 use crate::{
-    AskCheck, CLAIMS, ControllerLease, Expected, FencedBatch, Judgement, LeaseStore, LogEntry,
-    META, ReadSet, Record, RecordWrite, RowLease, Snapshot, StoreCheck, StoreError, WriteKind,
+    AskCheck, CLAIMS, ControllerLease, FencedBatch, Judgement, LeaseStore, LogEntry, META, ReadSet,
+    Record, RowLease, Snapshot, StoreCheck, StoreError, WriteKind,
 };
 use async_trait::async_trait;
-use serde::Serialize;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 pub use crate::marks::{MARKS_FILE, Marks, marks_path};
 
+mod accept;
 #[cfg(test)]
 mod tests;
+
+pub use accept::{Accepted, AcceptedClock, AcceptedIdentity, accept_clock, accept_regression};
+
+/// How long the identity a store was found to carry is used before it is asked again (at
+/// once after a lost connection: a restarted server may be another one).
+const IDENTITY_TTL: Duration = Duration::from_secs(1);
+
+/// Whether a call may write: only a write path gives a store its identity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Access {
+    Read,
+    Write,
+}
+
+/// The key this process keeps the store's floors under, as last resolved.
+#[derive(Clone, Debug)]
+struct Resolved {
+    /// The identity the store carries, or its address while it carries none.
+    key: String,
+    /// True when `key` is an identity the store carries.
+    carried: bool,
+    /// The store's addresses when it was resolved.
+    addresses: Vec<String>,
+    /// [`LeaseStore::connection_losses`] when it was resolved.
+    losses: u64,
+    at: Instant,
+}
 
 /// A store wrapped so that it never answers from an older history than one seen, nor
 /// judges with a clock below a lease expiry already found passed.
@@ -49,25 +78,25 @@ pub struct Monotonic {
     marks: Arc<Marks>,
     /// True for a writer (the CLI): marks are written as soon as a write is acknowledged.
     eager: bool,
+    /// The store key resolved last ([`IDENTITY_TTL`]).
+    resolved: Mutex<Option<Resolved>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Monotonic {
     /// Wraps `inner`; its marks are kept in `marks_path` (`None`: in memory only). A
     /// writer (`eager`) writes each acknowledged revision to the file at once; the daemon
     /// flushes revisions on its own schedule ([`Monotonic::marks`]). A lease expiry found
-    /// passed is written at once by both.
+    /// passed, and a board found behind, are written at once by both.
     pub fn new(inner: Arc<dyn LeaseStore>, marks_path: Option<PathBuf>, eager: bool) -> Monotonic {
-        // Keyed by which store this is; floors an older version kept under the spelling
-        // (its description) are read too, so an upgrade keeps them.
-        let marks = Arc::new(Marks::load_with_legacy(
-            marks_path,
-            &inner.identity(),
-            &[inner.describe()],
-        ));
         Monotonic {
             inner,
-            marks,
+            marks: Arc::new(Marks::load(marks_path)),
             eager,
+            resolved: Mutex::new(None),
         }
     }
 
@@ -81,19 +110,112 @@ impl Monotonic {
         self.inner.as_ref()
     }
 
+    /// The keys floors of this store may have been kept under before it carried an
+    /// identity: its addresses and its spellings (older versions keyed them so).
+    fn legacy_keys(&self, addresses: &[String]) -> Vec<String> {
+        let mut keys = addresses.to_vec();
+        for key in [self.inner.address(), self.inner.describe()] {
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        keys
+    }
+
+    /// The key this store's floors are kept under (ARCHITECTURE.md, "The lease store"): the
+    /// identity it carries, created on a write path when it carries none and this home
+    /// knows none at its addresses; its address while it carries none and nothing wrote
+    /// one (a read never creates it). A store at an address where this home knew an
+    /// identity that carries another, or none, is `store_regressed`: an emptied or
+    /// replaced store is never a fresh start.
+    async fn store_key(&self, access: Access) -> Result<String, StoreError> {
+        let losses = self.inner.connection_losses();
+        let cached = lock(&self.resolved).clone();
+        if let Some(r) = cached
+            && r.losses == losses
+            && r.at.elapsed() < IDENTITY_TTL
+            && (r.carried || access == Access::Read)
+        {
+            // An address key serves only while no process of the home has found the
+            // identity there: from then on the floors are the identity's. (A carried
+            // identity needs no look at the file here: the floor's own read does that.)
+            if r.carried {
+                return Ok(r.key);
+            }
+            self.marks.refresh();
+            if self.marks.bound(&r.addresses).is_empty() {
+                return Ok(r.key);
+            }
+        }
+        self.marks.refresh();
+        let addresses = self.inner.addresses();
+        let id = match self.inner.carried_identity().await? {
+            Some(id) => Some(id),
+            None => {
+                if let Some((address, known)) = self.marks.bound(&addresses).into_iter().next() {
+                    return Err(StoreError::Regressed(format!(
+                        "the store at {address} carries no identity, but this home knew it there as {known}: it was emptied or replaced (an empty server at the address, another deployment, a restore from before its identity was written), so nothing is judged or written on it; an operator who has looked runs `row-fence store accept-regression BOARD` for each board, which accepts the store there as it is"
+                    )));
+                }
+                match access {
+                    Access::Write => self.inner.create_identity(&StoreId::generate()).await?,
+                    Access::Read => None,
+                }
+            }
+        };
+        let (key, carried) = match id {
+            Some(id) => {
+                self.marks
+                    .bind(
+                        &addresses,
+                        id.as_str(),
+                        &self.legacy_keys(&addresses),
+                        false,
+                    )
+                    .map_err(|c| another_store(&c, &id))?;
+                (id.to_string(), true)
+            }
+            None => (self.inner.address(), false),
+        };
+        *lock(&self.resolved) = Some(Resolved {
+            key: key.clone(),
+            carried,
+            addresses,
+            losses,
+            at: Instant::now(),
+        });
+        Ok(key)
+    }
+
     /// The board's floors as this home knows them now (the file read again if another
     /// process changed it): taken before a call reads the store.
     ///
     /// Fails while floors this process holds could not be written (a full or read-only
     /// home): a restarted process would not see them, so nothing is judged on them.
-    fn floor(&self, board: &str) -> Result<Mark, StoreError> {
+    fn floor(&self, key: &str, board: &str) -> Result<Mark, StoreError> {
+        let floor = self.known(key, board)?;
+        if floor.lost > 0 {
+            return Err(StoreError::Regressed(format!(
+                "board {board} went back in time: this home found it behind revision {} it had seen ({}), and answers so however its revision gets back up, until an operator runs `row-fence store accept-regression {board}`",
+                floor.lost,
+                self.inner.describe()
+            )));
+        }
+        Ok(floor)
+    }
+
+    /// The board's floors, whether or not it was found behind (what an operator's accept
+    /// raises the board above).
+    fn known(&self, key: &str, board: &str) -> Result<Mark, StoreError> {
         self.marks.refresh();
+        // Taken first: it reads the board's floors from the file, which may not be floors.
+        let mark = self.marks.get(key, board);
         if let Some(why) = self.marks.unwritten() {
             return Err(StoreError::HomeUnwritable(format!(
                 "this home's floors cannot be kept ({why}), so board {board} is not judged: a restart would forget what was seen; free space on the home's file system, make revisions.json readable and writable, or restore it"
             )));
         }
-        Ok(self.marks.get(board))
+        Ok(mark)
     }
 
     /// Refuses a store clock below the latest lease expiry this home found passed on the
@@ -110,32 +232,57 @@ impl Monotonic {
         Ok(())
     }
 
-    /// Refuses a board revision or epoch below the floor taken before the call, then
-    /// records them. `epoch` is `None` when the call did not read `meta` (then it is not
-    /// compared).
-    fn history(
+    /// Records that the board was found behind what this home had seen, so it stays
+    /// `store_regressed` here however its revision gets back up (written to the home
+    /// before the answer leaves; a home that cannot write it answers the same), and
+    /// returns the error that says so.
+    async fn found_lost(&self, key: &str, board: &str, floor: Mark, why: String) -> StoreError {
+        self.marks.observe(
+            key,
+            board,
+            Mark {
+                lost: floor.revision.max(1),
+                accepted: floor.accepted,
+                ..Mark::default()
+            },
+        );
+        let (marks, key, name) = (self.marks.clone(), key.to_string(), board.to_string());
+        let _ = tokio::task::spawn_blocking(move || marks.persist(&key, &name)).await;
+        StoreError::Regressed(format!(
+            "{why}: the store lost history (a restore, a failover, a restart from an old file, an eviction); this home answers so for board {board} until an operator runs `row-fence store accept-regression {board}`"
+        ))
+    }
+
+    /// Refuses a board revision or epoch below the floor taken before the call (and keeps
+    /// refusing: [`Monotonic::found_lost`]), then records them. `epoch` is `None` when the
+    /// call did not read `meta` (then it is not compared).
+    async fn history(
         &self,
+        key: &str,
         board: &str,
         floor: Mark,
         revision: u64,
         epoch: Option<u64>,
     ) -> Result<(), StoreError> {
         if revision < floor.revision {
-            return Err(StoreError::Regressed(format!(
-                "board {board} is at revision {revision} but revision {} was already seen ({}): the store lost history (a failover, a restart from an old file, an eviction); an operator runs `row-fence store accept-regression {board}`",
+            let why = format!(
+                "board {board} is at revision {revision} but revision {} was already seen ({})",
                 floor.revision,
                 self.inner.describe()
-            )));
+            );
+            return Err(self.found_lost(key, board, floor, why).await);
         }
         if let Some(epoch) = epoch
             && epoch < floor.epoch
         {
-            return Err(StoreError::Regressed(format!(
-                "board {board}'s controller epoch counter is {epoch} but epoch {} was already handed out: the store lost history; an operator runs `row-fence store accept-regression {board}`",
+            let why = format!(
+                "board {board}'s controller epoch counter is {epoch} but epoch {} was already handed out",
                 floor.epoch
-            )));
+            );
+            return Err(self.found_lost(key, board, floor, why).await);
         }
         self.marks.observe(
+            key,
             board,
             Mark {
                 revision,
@@ -143,6 +290,32 @@ impl Monotonic {
                 ..Mark::default()
             },
         );
+        Ok(())
+    }
+
+    /// Refuses a row lease older than a generation this home has seen of its row (`seen`,
+    /// taken before the call), then records the rows' generations: a home that saw
+    /// generation N of a row never answers from a history where it holds an older one,
+    /// however the board's revision got back up.
+    async fn rows(
+        &self,
+        key: &str,
+        board: &str,
+        floor: Mark,
+        seen: impl Fn(&str) -> u64,
+        rows: &[(&str, u64)],
+    ) -> Result<(), StoreError> {
+        for (row, generation) in rows {
+            let floor_generation = seen(row);
+            if *generation < floor_generation {
+                let why = format!(
+                    "row {row} of board {board} holds a lease at generation {generation}, but this home already saw generation {floor_generation} of it"
+                );
+                return Err(self.found_lost(key, board, floor, why).await);
+            }
+        }
+        self.marks
+            .observe_rows(key, board, rows.iter().map(|(r, g)| (*r, *g)));
         Ok(())
     }
 
@@ -154,6 +327,7 @@ impl Monotonic {
     /// then not given (fail closed), since a restarted process could judge it live again.
     async fn found_expired(
         &self,
+        key: &str,
         board: &str,
         floor: Mark,
         expired_ms: Option<u64>,
@@ -162,6 +336,7 @@ impl Monotonic {
             return Ok(());
         };
         self.marks.observe(
+            key,
             board,
             Mark {
                 expired_ms,
@@ -169,14 +344,13 @@ impl Monotonic {
                 ..Mark::default()
             },
         );
-        let (marks, board) = (self.marks.clone(), board.to_string());
-        let board_name = board.clone();
-        let persisted = tokio::task::spawn_blocking(move || marks.persist_expiry(&board))
+        let (marks, key, name) = (self.marks.clone(), key.to_string(), board.to_string());
+        let persisted = tokio::task::spawn_blocking(move || marks.persist(&key, &name))
             .await
             .unwrap_or_else(|e| Err(std::io::Error::other(e)));
         persisted.map_err(|e| {
             StoreError::HomeUnwritable(format!(
-                "a lease on board {board_name} was found expired, but this home's floors could not be written ({e}): a restart could judge it live again, so nothing is judged; free space on the home's file system or make it writable"
+                "a lease on board {board} was found expired, but this home's floors could not be written ({e}): a restart could judge it live again, so nothing is judged; free space on the home's file system or make it writable"
             ))
         })
     }
@@ -194,20 +368,53 @@ impl Monotonic {
         })
     }
 
-    /// A read's checks: its clock and history against the floor taken before it, then
-    /// the expiries it shows passed.
-    async fn judge_snapshot(
+    /// A read: the key, the floors known before it, the read, then its checks (clock,
+    /// history, rows) and the expiries it shows passed.
+    async fn read(
         &self,
         board: &str,
-        floor: Mark,
-        snapshot: &Snapshot,
-        epoch: Option<u64>,
-    ) -> Result<(), StoreError> {
+        epoch_read: bool,
+        read: impl std::future::Future<Output = Result<Snapshot, StoreError>>,
+    ) -> Result<Snapshot, StoreError> {
+        let key = self.store_key(Access::Read).await?;
+        let floor = self.floor(&key, board)?;
+        let seen = self.marks.floors(&key, board);
+        let snapshot = read.await?;
+        let epoch = epoch_read.then(|| epoch_of(&snapshot));
         self.clock(board, floor, snapshot.now_ms)?;
-        self.history(board, floor, snapshot.revision, epoch)?;
-        self.found_expired(board, floor, latest_passed(snapshot))
-            .await
+        self.history(&key, board, floor, snapshot.revision, epoch)
+            .await?;
+        let rows = rows_of(&snapshot);
+        self.rows(&key, board, floor, |row| row_floor(&seen, row), &rows)
+            .await?;
+        self.found_expired(&key, board, floor, latest_passed(&snapshot))
+            .await?;
+        Ok(snapshot)
     }
+}
+
+/// The error for a store at a known address that carries another identity.
+fn another_store(conflict: &Conflict, carried: &StoreId) -> StoreError {
+    StoreError::Regressed(format!(
+        "the store at {} carries identity {carried}, but this home knew {} there: it is another store (another deployment under the same name, a replaced server), not the history this home saw; nothing is judged or written on it; an operator who has looked runs `row-fence store accept-regression BOARD` for each board, which accepts {carried} there",
+        conflict.address, conflict.known
+    ))
+}
+
+/// The generation seen of `row` in a board's floors (0: none kept).
+fn row_floor(seen: &Floors, row: &str) -> u64 {
+    seen.rows.get(row).copied().unwrap_or(0)
+}
+
+/// Each row lease a snapshot holds, with its generation.
+fn rows_of(snapshot: &Snapshot) -> Vec<(&str, u64)> {
+    snapshot
+        .sections
+        .get(CLAIMS)
+        .into_iter()
+        .flat_map(|claims| claims.iter())
+        .filter_map(|(row, r)| Some((row.as_str(), r.value.get("generation")?.as_u64()?)))
+        .collect()
 }
 
 /// The controller epoch counter a snapshot with `meta` shows (0 without one).
@@ -249,21 +456,23 @@ impl LeaseStore for Monotonic {
     }
 
     async fn sections(&self, board: &str, names: &[&str]) -> Result<Snapshot, StoreError> {
-        let floor = self.floor(board)?;
-        let snapshot = self.inner.sections(board, names).await?;
-        let epoch = names.contains(&META).then(|| epoch_of(&snapshot));
-        self.judge_snapshot(board, floor, &snapshot, epoch).await?;
-        Ok(snapshot)
+        self.read(
+            board,
+            names.contains(&META),
+            self.inner.sections(board, names),
+        )
+        .await
     }
 
     async fn read_records(&self, board: &str, reads: &ReadSet) -> Result<Snapshot, StoreError> {
-        let floor = self.floor(board)?;
-        let snapshot = self.inner.read_records(board, reads).await?;
         // The epoch counter is compared only when meta was read whole: a keyed read of
         // other meta records does not show it.
-        let epoch = reads.is_whole(META).then(|| epoch_of(&snapshot));
-        self.judge_snapshot(board, floor, &snapshot, epoch).await?;
-        Ok(snapshot)
+        self.read(
+            board,
+            reads.is_whole(META),
+            self.inner.read_records(board, reads),
+        )
+        .await
     }
 
     async fn record(
@@ -276,7 +485,21 @@ impl LeaseStore for Monotonic {
     }
 
     async fn fenced_batch(&self, board: &str, batch: &FencedBatch) -> Result<u64, StoreError> {
+        let key = self.store_key(Access::Write).await?;
+        let floor = self.floor(&key, board)?;
         let revision = self.inner.fenced_batch(board, batch).await?;
+        if revision <= floor.revision {
+            // Committed where this home already saw the revision: a generation handed out
+            // again. Not acknowledged, and the board stays regressed here.
+            let why =
+                format!("board {board} committed a write at revision {revision}, already seen");
+            let _ = self.found_lost(&key, board, floor, why).await;
+            return Err(StoreError::RegressedCommit {
+                board: board.to_string(),
+                revision,
+                seen: floor.revision,
+            });
+        }
         let epoch = batch
             .writes
             .iter()
@@ -289,6 +512,7 @@ impl LeaseStore for Monotonic {
             .max()
             .unwrap_or(0);
         self.marks.observe(
+            &key,
             board,
             Mark {
                 revision,
@@ -296,14 +520,23 @@ impl LeaseStore for Monotonic {
                 ..Mark::default()
             },
         );
+        let granted = batch
+            .writes
+            .iter()
+            .filter(|w| w.kind == WriteKind::Put && w.section == CLAIMS)
+            .filter_map(|w| Some((w.key.as_str(), w.value.get("generation")?.as_u64()?)));
+        self.marks.observe_rows(&key, board, granted);
         self.flush_if_eager(board, revision)?;
         Ok(revision)
     }
 
     async fn ask(&self, check: &AskCheck) -> Result<Judgement, StoreError> {
-        let floor = self.floor(&check.board)?;
+        let board = check.board.as_str();
+        let key = self.store_key(Access::Read).await?;
+        let floor = self.floor(&key, board)?;
+        let row_seen = self.marks.row(&key, board, &check.row);
         let judgement = self.inner.ask(check).await?;
-        self.clock(&check.board, floor, judgement.now_ms)?;
+        self.clock(board, floor, judgement.now_ms)?;
         if check.generation > judgement.revision {
             return Err(StoreError::Regressed(format!(
                 "{} holds {}/{} at generation {}, but the board is at revision {}: the store lost the grant (a failover, a restart from an old file, an eviction); an operator runs `row-fence store accept-regression {}`",
@@ -315,13 +548,21 @@ impl LeaseStore for Monotonic {
                 check.board
             )));
         }
-        self.history(&check.board, floor, judgement.revision, None)?;
+        self.history(&key, board, floor, judgement.revision, None)
+            .await?;
+        let held: Vec<(&str, u64)> = judgement
+            .lease
+            .as_ref()
+            .map(|l| (check.row.as_str(), l.generation))
+            .into_iter()
+            .collect();
+        self.rows(&key, board, floor, |_| row_seen, &held).await?;
         let passed = judgement
             .lease
             .as_ref()
             .map(|l| l.expires_at_ms)
             .filter(|expiry| *expiry <= judgement.now_ms);
-        self.found_expired(&check.board, floor, passed).await?;
+        self.found_expired(&key, board, floor, passed).await?;
         Ok(judgement)
     }
 
@@ -349,16 +590,44 @@ impl LeaseStore for Monotonic {
         self.inner.describe()
     }
 
-    fn identity(&self) -> String {
-        self.inner.identity()
+    fn address(&self) -> String {
+        self.inner.address()
+    }
+
+    fn addresses(&self) -> Vec<String> {
+        self.inner.addresses()
+    }
+
+    async fn carried_identity(&self) -> Result<Option<StoreId>, StoreError> {
+        self.inner.carried_identity().await
+    }
+
+    async fn import(
+        &self,
+        board: &str,
+        records: &[crate::copy::CopiedRecord],
+        revision: u64,
+    ) -> Result<u64, crate::copy::ImportError> {
+        self.inner.import(board, records, revision).await
+    }
+
+    async fn drop_partial(&self, board: &str) -> Result<usize, StoreError> {
+        self.inner.drop_partial(board).await
     }
 
     fn connection_losses(&self) -> u64 {
         self.inner.connection_losses()
     }
 
+    /// The store's check, with the identity it carries as a note.
     async fn check(&self) -> Result<StoreCheck, StoreError> {
-        self.inner.check().await
+        let mut check = self.inner.check().await?;
+        check.notes.push(match self.inner.carried_identity().await {
+            Ok(Some(id)) => format!("identity: {id} (carried by the store; this home's floors are kept under it)"),
+            Ok(None) => "identity: none yet (the first write gives the store one; until then this home's floors are kept under its address)".to_string(),
+            Err(e) => format!("identity: could not be read ({e})"),
+        });
+        Ok(check)
     }
 
     fn last_check(&self) -> Option<StoreCheck> {
@@ -367,196 +636,5 @@ impl LeaseStore for Monotonic {
 
     fn calls_in_flight(&self) -> u64 {
         self.inner.calls_in_flight()
-    }
-}
-
-/// What [`accept_regression`] did.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Accepted {
-    /// The board revision before.
-    pub from_revision: u64,
-    /// The revision it committed at: above every generation ever seen.
-    pub revision: u64,
-    /// The controller epoch counter now: the next controller grant gets one above it.
-    pub epoch: u64,
-    /// Row leases dropped (their lanes re-acquire).
-    pub leases_dropped: usize,
-}
-
-/// Raises `board`'s revision above every generation ever seen (this home's marks, every
-/// stored lease, the board itself), drops every row lease and the controller lease, and
-/// raises the epoch counter above every epoch seen: one fenced batch, pinned to the
-/// revision it read (retried on a concurrent write, at most 16 times). With no lease left
-/// to come back to life, it also accepts the store's clock as it is now (as
-/// [`accept_clock`] does).
-pub async fn accept_regression(store: &Monotonic, board: &str) -> Result<Accepted, StoreError> {
-    let inner = store.inner();
-    for _ in 0..crate::fencing::MAX_ATTEMPTS {
-        let seen = store.floor(board)?;
-        let snapshot = inner.sections(board, &[META, CLAIMS]).await?;
-        let claims = snapshot.sections.get(CLAIMS).cloned().unwrap_or_default();
-        let highest_generation = claims
-            .values()
-            .filter_map(|r| r.value.get("generation").and_then(|g| g.as_u64()))
-            .max()
-            .unwrap_or(0);
-        let revision = seen.revision.max(snapshot.revision).max(highest_generation) + 1;
-        let epoch = seen.epoch.max(epoch_of(&snapshot));
-        let mut writes: Vec<RecordWrite> = claims
-            .iter()
-            .map(|(row, r)| delete(CLAIMS, row, r))
-            .collect();
-        if let Some(lease) = snapshot.record(META, meta::LEASE) {
-            writes.push(delete(META, meta::LEASE, lease));
-        }
-        writes.push(RecordWrite {
-            kind: WriteKind::Put,
-            section: META.into(),
-            key: meta::EPOCH.into(),
-            expected: Expected::of(snapshot.record(META, meta::EPOCH)).wire(),
-            value: serde_json::json!(epoch),
-        });
-        let batch = FencedBatch {
-            writes,
-            lease: None,
-            expected_revision: Some(snapshot.revision),
-            min_revision: Some(revision),
-        };
-        match inner.fenced_batch(board, &batch).await {
-            Ok(committed) => {
-                store.accepted(
-                    board,
-                    Mark {
-                        revision: committed,
-                        epoch,
-                        expired_ms: snapshot.now_ms,
-                        clock_era: seen.clock_era + 1,
-                    },
-                )?;
-                return Ok(Accepted {
-                    from_revision: snapshot.revision,
-                    revision: committed,
-                    epoch,
-                    leases_dropped: claims.len(),
-                });
-            }
-            Err(StoreError::RevisionConflict { .. }) => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Err(StoreError::RevisionConflict {
-        key: "revision".into(),
-    })
-}
-
-/// What [`accept_clock`] did.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct AcceptedClock {
-    /// The floor before: the latest lease expiry this home had found passed, ms since the
-    /// Unix epoch (0: none).
-    pub from_floor_ms: u64,
-    /// The store's clock accepted as it is, ms since the Unix epoch: the new floor.
-    pub clock_ms: u64,
-    /// The revision the accept committed at.
-    pub revision: u64,
-    /// Rows whose leases were dropped: found passed under the clock that ran ahead but
-    /// live again under the corrected one (their lanes re-acquire).
-    pub rows_dropped: Vec<String>,
-    /// True when the controller lease was dropped for the same reason (the epoch counter
-    /// stays, so the next controller grant gets a new epoch).
-    pub controller_dropped: bool,
-}
-
-/// The operator's way out of `clock_regressed` after a clock that ran ahead was corrected:
-/// accepts the store's clock as it is now. Every lease that expired at or before the old
-/// floor but after the clock's now (found passed under the clock that ran ahead, live
-/// again under the corrected one) is dropped, so no lease found expired ever comes back;
-/// the home's floor becomes the store's now (in a new clock era, which every process of
-/// the home adopts), and on the file store the board's highest written time too. One
-/// fenced batch pinned to the revision it read (retried on a concurrent write).
-///
-/// What it gives up: a lease granted or renewed while the clock ran ahead keeps the
-/// expiry that clock gave it (up to the step longer than its TTL), and an expiry found
-/// passed only by another home is not known here.
-pub async fn accept_clock(store: &Monotonic, board: &str) -> Result<AcceptedClock, StoreError> {
-    let inner = store.inner();
-    for _ in 0..crate::fencing::MAX_ATTEMPTS {
-        let seen = store.floor(board)?;
-        let snapshot = inner.sections(board, &[META, CLAIMS]).await?;
-        let now = snapshot.now_ms;
-        let revived = |expires_at_ms: u64| expires_at_ms > now && expires_at_ms <= seen.expired_ms;
-        let claims = snapshot.sections.get(CLAIMS).cloned().unwrap_or_default();
-        let rows: Vec<(&String, &Record)> = claims
-            .iter()
-            .filter(|(_, r)| {
-                serde_json::from_value::<RowLease>(r.value.clone())
-                    .is_ok_and(|l| revived(l.expires_at_ms))
-            })
-            .collect();
-        let controller = snapshot.record(META, meta::LEASE).filter(|r| {
-            serde_json::from_value::<ControllerLease>(r.value.clone())
-                .is_ok_and(|l| revived(l.expires_at_ms))
-        });
-        let mut writes: Vec<RecordWrite> =
-            rows.iter().map(|(row, r)| delete(CLAIMS, row, r)).collect();
-        writes.extend(controller.map(|r| delete(META, meta::LEASE, r)));
-        let batch = FencedBatch {
-            writes,
-            lease: None,
-            expected_revision: Some(snapshot.revision),
-            // Commits at the next revision, as any batch; on the file store a batch that
-            // names it also accepts this machine's clock (the board's highest time).
-            min_revision: Some(snapshot.revision + 1),
-        };
-        match inner.fenced_batch(board, &batch).await {
-            Ok(committed) => {
-                store.accepted(
-                    board,
-                    Mark {
-                        revision: committed,
-                        epoch: 0,
-                        expired_ms: now,
-                        clock_era: seen.clock_era + 1,
-                    },
-                )?;
-                return Ok(AcceptedClock {
-                    from_floor_ms: seen.expired_ms,
-                    clock_ms: now,
-                    revision: committed,
-                    rows_dropped: rows.iter().map(|(row, _)| row.to_string()).collect(),
-                    controller_dropped: controller.is_some(),
-                });
-            }
-            Err(StoreError::RevisionConflict { .. }) => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Err(StoreError::RevisionConflict {
-        key: "revision".into(),
-    })
-}
-
-/// A delete of `record` at the revision it was read at.
-fn delete(section: &str, key: &str, record: &Record) -> RecordWrite {
-    RecordWrite {
-        kind: WriteKind::Delete,
-        section: section.into(),
-        key: key.into(),
-        expected: Expected::At(record.revision).wire(),
-        value: serde_json::Value::Null,
-    }
-}
-
-impl Monotonic {
-    /// Records an operator's accept in the home's file at once: the accept is done only
-    /// when every process of the home will judge with it.
-    fn accepted(&self, board: &str, mark: Mark) -> Result<(), StoreError> {
-        self.marks.observe(board, mark);
-        self.marks.flush().map_err(|e| {
-            StoreError::Indeterminate(format!(
-                "board {board} was committed at revision {}, but this home's floors could not be written ({e}); run the accept again",
-                mark.revision
-            ))
-        })
     }
 }

@@ -28,6 +28,41 @@ pub enum SpecError {
     /// found here, before anything opens, so every such mistake is a usage error (exit 2).
     #[error("store {0}: {1}")]
     BadUrl(String, String),
+    /// A Redis or etcd URL with a `#` fragment (the URL up to it, redacted; the fragment
+    /// when it follows the host, `None` when the `#` is inside the user name or password).
+    /// A fragment is no option here: the Redis client would read `#insecure` as "skip
+    /// certificate verification", which row-fence never does. Found before anything
+    /// connects, so nothing was sent.
+    #[error("store {0}: {why}; nothing was sent", why = fragment_sentence(.1))]
+    Fragment(String, Option<String>),
+}
+
+/// Why a `#` in a store URL is refused, naming the fragment only when no password can be
+/// in it.
+fn fragment_sentence(fragment: &Option<String>) -> String {
+    match fragment {
+        Some(fragment) => format!(
+            "`#{fragment}` is not an option: a store URL takes no #fragment, and row-fence always verifies the server's certificate (trust a private CA with SSL_CERT_FILE, or cacert=PATH on etcds://)"
+        ),
+        None => "a `#` before the host ends the URL early: write a `#` in a user name or password as %23".to_string(),
+    }
+}
+
+/// Refuses a `#` in a Redis or etcd URL ([`SpecError::Fragment`]).
+fn refuse_fragment(text: &str) -> Result<(), SpecError> {
+    let Some(hash) = text.find('#') else {
+        return Ok(());
+    };
+    let shown = match text.rfind('@') {
+        Some(at) if at > hash => None,
+        _ => Some(text[hash + 1..].to_string()),
+    };
+    let before = match &shown {
+        Some(_) => redact(&text[..hash]),
+        // Everything after the scheme may be a password's part.
+        None => format!("{}://***", text.split("://").next().unwrap_or_default()),
+    };
+    Err(SpecError::Fragment(before, shown))
 }
 
 /// A parsed store specification.
@@ -73,6 +108,7 @@ impl StoreSpec {
             "redis+sentinel://",
         ];
         if SCHEMES.iter().any(|s| text.starts_with(s)) {
+            refuse_fragment(text)?;
             let bad = |why: String| {
                 SpecError::BadUrl(redact(&crate::redis::url::without_options(text)), why)
             };
@@ -86,6 +122,7 @@ impl StoreSpec {
             return Ok(StoreSpec::Redis(text.to_string()));
         }
         if text.starts_with("etcd://") || text.starts_with("etcds://") {
+            refuse_fragment(text)?;
             // Read here too, so an etcd URL's mistake is a usage error (exit 2) as a Redis
             // URL's is, before anything opens.
             crate::etcd::url::EtcdUrl::parse(text)
@@ -220,6 +257,34 @@ mod tests {
 
     /// A relative `file:` directory would be a store per working directory: refused, in
     /// every spelling of the URL.
+    #[test]
+    fn a_fragment_is_no_option_and_nothing_is_sent() {
+        for (text, shown) in [
+            ("rediss://127.0.0.1:6380/#insecure", "#insecure"),
+            ("rediss://127.0.0.1:6380#insecure", "#insecure"),
+            (
+                "rediss://127.0.0.1:6380/?protocol=resp3#insecure",
+                "#insecure",
+            ),
+            ("redis://h:1/0#", "`#`"),
+            ("etcds://h1:2379,h2:2379#insecure", "#insecure"),
+            ("redis+sentinel://h1:26379/mymaster#x", "#x"),
+        ] {
+            let err = StoreSpec::parse(text).unwrap_err();
+            assert!(matches!(err, SpecError::Fragment(..)), "{text}: {err}");
+            let said = err.to_string();
+            assert!(
+                said.contains(shown) && said.contains("nothing was sent"),
+                "{said}"
+            );
+        }
+        // A `#` inside a password is not quoted.
+        let err = StoreSpec::parse("redis://u:se#cret@h:6379/0")
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("cret") && err.contains("%23"), "{err}");
+    }
+
     #[test]
     fn a_relative_file_store_directory_is_refused() {
         for spec in [

@@ -46,6 +46,26 @@ pub struct Commit {
     /// Record key (section, key) → its value after the batch (`None`: deleted).
     records: BTreeMap<(String, String), Option<serde_json::Value>>,
     entry: LogEntry,
+    /// Random, in the head and the log entry it writes: a commit whose answer was lost is
+    /// found by it ([`logged_nonce`]).
+    nonce: u64,
+}
+
+/// A log entry as stored: the entry and its batch's nonce.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Logged {
+    #[serde(flatten)]
+    entry: LogEntry,
+    #[serde(default)]
+    batch: u64,
+}
+
+/// The batch nonce a stored log entry carries (`None`: not one, or written before nonces).
+pub fn logged_nonce(value: &[u8]) -> Option<u64> {
+    serde_json::from_slice::<Logged>(value)
+        .ok()
+        .map(|l| l.batch)
+        .filter(|n| *n != 0)
 }
 
 impl Plan {
@@ -164,10 +184,16 @@ impl Plan {
                 WriteKind::Check => {}
             }
         }
+        let nonce = rand::random::<u64>().max(1);
         Ok(Commit {
             revision,
             raised: batch.min_revision.is_some(),
-            head: Head { revision, clock_ms },
+            nonce,
+            head: Head {
+                revision,
+                clock_ms,
+                batch: nonce,
+            },
             records: out,
             entry: LogEntry {
                 revision,
@@ -179,6 +205,11 @@ impl Plan {
 }
 
 impl Commit {
+    /// The nonce its head and log entry carry.
+    pub fn nonce(&self) -> u64 {
+        self.nonce
+    }
+
     /// The commit transaction: lands only while the head's `mod_revision` is still
     /// `head_mod_revision` (0: the board has no head yet), no log entry exists at or above
     /// this revision, and, on a board without a head, no record exists (unless the batch
@@ -214,7 +245,10 @@ impl Commit {
         }
         ops.push(TxnOp::put(
             keys.log_entry(self.revision),
-            json(&self.entry),
+            json(&Logged {
+                entry: self.entry.clone(),
+                batch: self.nonce,
+            }),
             None,
         ));
         if self.revision > LOG_CAP as u64 {
@@ -298,6 +332,7 @@ mod tests {
         let head = Head {
             revision: 4,
             clock_ms: 50,
+            batch: 0,
         };
         let stored = Some(Record {
             revision: 3,
@@ -311,6 +346,7 @@ mod tests {
             .judge("b", &batch, (&head, 4), &[stored.clone(), None], 40)
             .unwrap();
         assert_eq!((commit.revision, commit.head.clock_ms), (5, 50));
+        assert_eq!(commit.head.batch, commit.nonce());
         let conflict = Plan.judge(
             "b",
             &batch,
@@ -357,11 +393,40 @@ mod tests {
         assert_eq!((commit.revision, commit.head.clock_ms), (100, 40));
     }
 
+    /// A commit whose answer was lost is told from another writer's by the nonce its log
+    /// entry carries; an entry written before nonces carries none.
+    #[test]
+    fn a_commits_nonce_reads_back_from_its_log_entry() {
+        let batch = FencedBatch {
+            writes: vec![put("a", crate::BLIND)],
+            ..Default::default()
+        };
+        let commit = Plan
+            .judge("b", &batch, (&Head::default(), 0), &[None], 40)
+            .unwrap();
+        let logged = json(&Logged {
+            entry: commit.entry.clone(),
+            batch: commit.nonce(),
+        });
+        assert_eq!(logged_nonce(logged.as_bytes()), Some(commit.nonce()));
+        let entry: LogEntry = serde_json::from_str(&logged).unwrap();
+        assert_eq!(entry, commit.entry, "readers of the log ignore the nonce");
+        assert_eq!(
+            logged_nonce(br#"{"revision":1,"owner":"","records":1}"#),
+            None
+        );
+        let other = Plan
+            .judge("b", &batch, (&Head::default(), 0), &[None], 40)
+            .unwrap();
+        assert_ne!(other.nonce(), commit.nonce());
+    }
+
     #[test]
     fn a_head_behind_its_boards_keys_is_regressed_unless_the_batch_raises_it() {
         let head = Head {
             revision: 2,
             clock_ms: 50,
+            batch: 0,
         };
         let batch = FencedBatch {
             writes: vec![put("a", crate::BLIND)],

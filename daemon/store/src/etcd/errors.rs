@@ -17,6 +17,98 @@ pub enum Call {
     Write,
 }
 
+/// What a failed try on one member says about the request ([`super::members`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// Not applied there: the connection was refused or never made, or the member has no
+    /// leader (every request asks for one, so it is turned away before it is proposed).
+    NotSent(String),
+    /// It may have been applied: no answer came, or the connection broke with it in
+    /// flight, or the member proposed it and timed out waiting.
+    Lost(String),
+    /// The member answered an error about the request itself (a permission, a size, an
+    /// expired token): not applied, and the next member would answer the same.
+    Answered,
+}
+
+/// Whether a member turned the request away for its authentication token: expired
+/// (`--auth-token-ttl`) or issued before the auth store changed (a user or role added,
+/// with jwt tokens). Neither applied the request; a new token serves it.
+pub fn is_auth_rejection(e: &Error) -> bool {
+    let Error::GRpcStatus(status) = e else {
+        return false;
+    };
+    let message = status.message();
+    status.code() == Code::Unauthenticated
+        || message.contains("invalid auth token")
+        || message.contains("revision of auth store is old")
+        || message.contains("user name is empty")
+}
+
+/// Classifies a client error of one try on one member.
+pub fn failure(e: &Error, call: Call) -> Failure {
+    let _ = call;
+    match e {
+        Error::GRpcStatus(status) => {
+            let detail = with_causes(status.message(), std::error::Error::source(status));
+            if is_auth_rejection(e) {
+                return Failure::Answered;
+            }
+            match status.code() {
+                Code::Unavailable if detail.contains("no leader") || never_connected(&detail) => {
+                    Failure::NotSent(detail)
+                }
+                Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown
+                    if !detail.starts_with("etcdserver:") || detail.contains("timed out") =>
+                {
+                    Failure::Lost(detail)
+                }
+                Code::Unavailable | Code::Unknown => Failure::Lost(detail),
+                _ => Failure::Answered,
+            }
+        }
+        Error::TransportError(t) => {
+            let detail = with_causes(&t.to_string(), std::error::Error::source(t));
+            if never_connected(&detail) {
+                Failure::NotSent(detail)
+            } else {
+                Failure::Lost(detail)
+            }
+        }
+        Error::IoError(io) => Failure::NotSent(io.to_string()),
+        _ => Failure::Answered,
+    }
+}
+
+/// True when a member's failure says the cluster is between leaders (an election, a member
+/// catching up), which passes: worth trying the members again shortly.
+pub fn is_election(detail: &str) -> bool {
+    [
+        "no leader",
+        "leader changed",
+        "request timed out",
+        "not capable",
+        "no answer within",
+    ]
+    .iter()
+    .any(|marker| detail.contains(marker))
+}
+
+/// True when the text says the connection was never made (nothing was sent on it).
+fn never_connected(detail: &str) -> bool {
+    [
+        "tcp connect error",
+        "Connection refused",
+        "connection refused",
+        "error trying to connect",
+        "dns error",
+        "No route to host",
+        "Network is unreachable",
+    ]
+    .iter()
+    .any(|marker| detail.contains(marker))
+}
+
 /// Maps a client error of a `call`.
 pub fn map(e: Error, call: Call) -> StoreError {
     match e {

@@ -21,6 +21,14 @@ pub struct Head {
     pub revision: u64,
     /// The highest store clock any writer of the board used, ms since the Unix epoch.
     pub clock_ms: u64,
+    /// The nonce of the batch that wrote it (0: written before nonces): how a writer
+    /// whose answer was lost tells its own commit from another's.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub batch: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Head {
@@ -61,6 +69,7 @@ mod tests {
         let head = Head {
             revision: 3,
             clock_ms: 10_000,
+            batch: 0,
         };
         assert_eq!(head.check_clock("b", 9_000, 1_000), Ok(9_000));
         assert!(matches!(

@@ -32,6 +32,11 @@ impl BoardKeys {
         }
     }
 
+    /// Every key of the board starts with this.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
     /// The head key: revision counter and time floor.
     pub fn head(&self) -> String {
         format!("{}head", self.base)

@@ -16,17 +16,23 @@
 //!   commits if the head is unchanged since; a commit that finds it changed reads the
 //!   board back in the same transaction: the commit adds one round trip to the write's
 //!   reads, and a lost race costs no extra read.
+//! - [`import`]: a copied board written in parts and made usable last (resumable).
+//! - [`members`]: one client per member, tried in turn within a per-member timeout, so a
+//!   minority of members dead, stopped or cut off costs a call at most one such timeout.
 //! - [`url`]: the URL and its options; [`keys`]: the key layout; [`errors`]: etcd's errors
 //!   as the port's.
 
 pub mod batch;
 pub mod errors;
 pub mod head;
+pub mod import;
 pub mod keys;
+pub mod members;
 pub mod seen;
 pub mod url;
 
 use crate::document::parse_row_lease;
+use crate::identity::StoreId;
 use crate::{
     AskCheck, CLAIMS, FencedBatch, Judgement, Keys, LeaseStore, LogEntry, ReadSet, Record,
     Snapshot, StoreCheck, StoreError, meta,
@@ -34,8 +40,7 @@ use crate::{
 use async_trait::async_trait;
 use errors::Call;
 use etcd_client::{
-    Certificate, Client, ConnectOptions, GetOptions, Identity, KeyValue, SortOrder, SortTarget,
-    TlsOptions, Txn, TxnOp, TxnOpResponse,
+    Compare, CompareOp, GetOptions, KeyValue, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse,
 };
 use head::Head;
 use keys::{BoardKeys, prefix_end};
@@ -43,7 +48,7 @@ use row_fence_contract::Verdict;
 use row_fence_contract::descriptor::validate_board;
 use std::collections::BTreeSet;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use url::EtcdUrl;
 
@@ -54,17 +59,14 @@ pub const MAX_TXN_OPS: usize = 128;
 /// before it reports the conflict (the caller's deadline usually ends it first).
 const BATCH_ATTEMPTS: usize = 32;
 
-/// The lease store on an etcd cluster. Cheap to share: one warm client, connected on first
-/// use, its channel balanced over the URL's members.
+/// The lease store on an etcd cluster. Cheap to share: one warm client per member,
+/// connected on first use ([`members`]).
 pub struct EtcdStore {
     url: EtcdUrl,
     /// The key prefix (`ROW_FENCE_KEY_PREFIX`), without a trailing `/`.
     prefix: String,
-    /// The client once connected (dropped after a connection failure, so the next call
-    /// connects afresh).
-    client: tokio::sync::Mutex<Option<Client>>,
-    /// Connection failures seen.
-    losses: AtomicU64,
+    /// The members, tried in turn.
+    members: members::Members,
     /// The next slot of the asks ring a refusal is written to.
     next_ask: AtomicUsize,
     /// The last [`LeaseStore::check`].
@@ -108,14 +110,36 @@ impl EtcdStore {
             )));
         }
         Ok(EtcdStore {
+            members: members::Members::new(&url),
             url,
             prefix: prefix.to_string(),
-            client: tokio::sync::Mutex::new(None),
-            losses: AtomicU64::new(0),
             next_ask: AtomicUsize::new(rand::random::<u16>() as usize % crate::ASKS_CAP),
             last_check: Mutex::new(None),
             kept: seen::Kept::default(),
         })
+    }
+
+    /// Each member the URL names as `host:port` with the host resolved (any loopback
+    /// address is `localhost`), sorted.
+    fn members_resolved(&self) -> Vec<String> {
+        let mut members: Vec<String> = self
+            .url
+            .endpoints
+            .iter()
+            .map(|endpoint| match endpoint.rsplit_once(':') {
+                Some((host, port)) => match port.parse::<u16>() {
+                    Ok(port) => format!(
+                        "{}:{port}",
+                        crate::redis::identity::host_identity(host, port)
+                    ),
+                    Err(_) => endpoint.to_ascii_lowercase(),
+                },
+                None => endpoint.to_ascii_lowercase(),
+            })
+            .collect();
+        members.sort();
+        members.dedup();
+        members
     }
 
     /// The skew bound, in ms.
@@ -133,56 +157,11 @@ impl EtcdStore {
         BoardKeys::new(&self.prefix, board)
     }
 
-    async fn options(&self) -> Result<ConnectOptions, StoreError> {
-        let timeout = Duration::from_millis(self.url.timeout_ms);
-        let mut options = ConnectOptions::new()
-            .with_timeout(timeout)
-            .with_connect_timeout(timeout.min(Duration::from_secs(2)))
-            .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2))
-            .with_keep_alive_while_idle(true)
-            // A member without a leader answers "no leader" at once rather than waiting.
-            .with_require_leader(true);
-        if let Some((user, password)) = &self.url.user {
-            options = options.with_user(user, password);
-        }
-        if self.url.tls {
-            let mut tls = TlsOptions::new();
-            if let Some(ca) = &self.url.cacert {
-                tls = tls.ca_certificate(Certificate::from_pem(read_pem(ca).await?));
-            }
-            if let Some((cert, key)) = &self.url.identity {
-                tls = tls.identity(Identity::from_pem(
-                    read_pem(cert).await?,
-                    read_pem(key).await?,
-                ));
-            }
-            options = options.with_tls(tls);
-        }
-        Ok(options)
-    }
-
-    /// The warm client, connected now if it is not.
-    async fn client(&self) -> Result<Client, StoreError> {
-        let mut slot = self.client.lock().await;
-        if let Some(client) = slot.as_ref() {
-            return Ok(client.clone());
-        }
-        crate::tls::install_crypto_provider();
-        let client = Client::connect(self.url.uris(), Some(self.options().await?))
-            .await
-            .map_err(|e| self.lost(errors::map(e, Call::Read)))?;
-        *slot = Some(client.clone());
-        Ok(client)
-    }
-
-    /// Counts a connection failure (the client reconnects by itself). Over TLS it says
-    /// which setting to look at: a members' certificate that does not verify names the
-    /// CA; without a client certificate, members that require one close the connection
-    /// after the handshake, which the client sees only as a closed connection or an alert.
+    /// Over TLS, says which setting to look at when no member could be reached: a members'
+    /// certificate that does not verify names the CA; without a client certificate,
+    /// members that require one close the connection after the handshake, which the
+    /// client sees only as a closed connection or an alert.
     fn lost(&self, e: StoreError) -> StoreError {
-        if matches!(e, StoreError::Unreachable(_) | StoreError::Indeterminate(_)) {
-            self.losses.fetch_add(1, Ordering::Relaxed);
-        }
         match e {
             StoreError::Unreachable(why)
                 if self.url.tls && why.contains("invalid peer certificate") =>
@@ -200,18 +179,24 @@ impl EtcdStore {
         }
     }
 
-    /// Runs one transaction.
-    async fn txn(&self, txn: Txn, call: Call) -> Result<etcd_client::TxnResponse, StoreError> {
-        let mut client = self.client().await?;
-        client
-            .txn(txn)
+    /// Runs one transaction on the first member that answers ([`members`]).
+    async fn txn(
+        &self,
+        txn: Txn,
+        call: Call,
+    ) -> Result<members::Answered<etcd_client::TxnResponse>, StoreError> {
+        self.members
+            .call(call, |mut client| {
+                let txn = txn.clone();
+                async move { client.txn(txn).await }
+            })
             .await
-            .map_err(|e| self.lost(errors::map(e, call)))
+            .map_err(|e| self.lost(e))
     }
 
     /// Reads `ops` (gets) in one linearizable transaction; one answer per op.
     async fn read(&self, ops: Vec<TxnOp>) -> Result<Vec<Vec<KeyValue>>, StoreError> {
-        let response = self.txn(Txn::new().and_then(ops), Call::Read).await?;
+        let response = self.txn(Txn::new().and_then(ops), Call::Read).await?.value;
         response
             .op_responses()
             .into_iter()
@@ -334,7 +319,10 @@ impl EtcdStore {
     }
 
     /// Commits a judged batch if the head is still the one `board` was read with; if it
-    /// is not, what the board holds now (read in the same transaction).
+    /// is not, what the board holds now (read in the same transaction). A commit whose
+    /// answer was lost on one member and which another member then answered (or none did)
+    /// is settled by reading whether the board logged it ([`EtcdStore::settle`]): the
+    /// transaction is conditional on the head it read, so at most one try applied.
     async fn commit(
         &self,
         name: &str,
@@ -346,8 +334,22 @@ impl EtcdStore {
         let keys = self.keys(name);
         let head_mod = board.head_mod_revision();
         let txn = commit.txn(&keys, head_mod, plan.reads(&keys, fenced));
-        let response = self.txn(txn, Call::Write).await?;
+        let answered = match self.txn(txn, Call::Write).await {
+            Ok(answered) => answered,
+            Err(StoreError::Indeterminate(why)) => {
+                return match self.settle(&keys, commit, head_mod).await {
+                    Ok(Some(true)) => Ok(Ok(commit.revision)),
+                    Ok(Some(false)) => Ok(Err(self.read_board(name, plan, fenced).await?)),
+                    _ => Err(StoreError::Indeterminate(why)),
+                };
+            }
+            Err(e) => return Err(e),
+        };
+        let response = answered.value;
         if response.succeeded() {
+            return Ok(Ok(commit.revision));
+        }
+        if answered.maybe_applied && self.settle(&keys, commit, head_mod).await? == Some(true) {
             return Ok(Ok(commit.revision));
         }
         let answers = response
@@ -361,6 +363,41 @@ impl EtcdStore {
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Err(Board::from_answers(&keys, answers)))
+    }
+
+    /// Whether `commit` applied, read now: its log entry carries its batch's nonce.
+    /// `Some(true)`: it committed; `Some(false)`: another batch took its revision or the
+    /// head moved on, so it never will; `None`: neither yet (it may still be in flight).
+    async fn settle(
+        &self,
+        keys: &BoardKeys,
+        commit: &batch::Commit,
+        head_mod: i64,
+    ) -> Result<Option<bool>, StoreError> {
+        let response = self
+            .txn(
+                Txn::new()
+                    .when(vec![Compare::mod_revision(
+                        keys.head(),
+                        CompareOp::Equal,
+                        head_mod,
+                    )])
+                    .and_then(vec![TxnOp::get(keys.log_entry(commit.revision), None)])
+                    .or_else(vec![TxnOp::get(keys.log_entry(commit.revision), None)]),
+                Call::Read,
+            )
+            .await?
+            .value;
+        let head_unchanged = response.succeeded();
+        let logged = response.op_responses().into_iter().find_map(|r| match r {
+            TxnOpResponse::Get(get) => get.kvs().first().map(|kv| kv.value().to_vec()),
+            _ => None,
+        });
+        Ok(match logged {
+            Some(value) => Some(batch::logged_nonce(&value) == Some(commit.nonce())),
+            None if head_unchanged => None,
+            None => Some(false),
+        })
     }
 
     /// Keeps what `read_records` read of `board` for the batch that may follow it, when it
@@ -427,11 +464,6 @@ fn parse_record(kv: &KeyValue) -> Result<Record, StoreError> {
             String::from_utf8_lossy(kv.key())
         ))
     })
-}
-
-/// A PEM file the URL names (read once, at connect: small, local).
-async fn read_pem(path: &std::path::Path) -> Result<Vec<u8>, StoreError> {
-    std::fs::read(path).map_err(|e| StoreError::Invalid(format!("{}: {e}", path.display())))
 }
 
 fn check_board(board: &str) -> Result<(), StoreError> {
@@ -689,53 +721,114 @@ impl LeaseStore for EtcdStore {
         format!("{scheme}://{}", self.url.endpoints.join(","))
     }
 
-    /// The members' resolved addresses, sorted, and the key prefix: a home's floors are
-    /// the same whichever order or host spelling names the cluster (ARCHITECTURE.md, "The
-    /// lease store"). A URL naming a subset of the members is another identity, which can
-    /// only keep a floor apart, never mix two stores' floors.
-    fn identity(&self) -> String {
-        let mut members: Vec<String> = self
-            .url
-            .endpoints
-            .iter()
-            .map(|endpoint| match endpoint.rsplit_once(':') {
-                Some((host, port)) => match port.parse::<u16>() {
-                    Ok(port) => format!(
-                        "{}:{port}",
-                        crate::redis::identity::host_identity(host, port)
-                    ),
-                    Err(_) => endpoint.to_ascii_lowercase(),
-                },
-                None => endpoint.to_ascii_lowercase(),
-            })
-            .collect();
-        members.sort();
-        members.dedup();
+    /// The members' resolved addresses, sorted, and the key prefix: the key floors were kept
+    /// under before the cluster carried an identity (ARCHITECTURE.md, "The lease store"),
+    /// the same whichever order or host spelling names the cluster.
+    fn address(&self) -> String {
         let scheme = if self.url.tls { "etcds" } else { "etcd" };
         format!(
             "{scheme} members={} prefix={}",
-            members.join(","),
+            self.members_resolved().join(","),
             self.prefix
         )
     }
 
-    fn connection_losses(&self) -> u64 {
-        self.losses.load(Ordering::Relaxed)
+    /// One address per member the URL names (its resolved host and port) with the key
+    /// prefix: a URL naming one, two or three of the members shares its addresses with
+    /// one naming all.
+    fn addresses(&self) -> Vec<String> {
+        self.members_resolved()
+            .into_iter()
+            .map(|member| format!("etcd member={member} prefix={}", self.prefix))
+            .collect()
     }
 
+    async fn carried_identity(&self) -> Result<Option<StoreId>, StoreError> {
+        let key = format!("{}/{}", self.prefix, crate::identity::KEY);
+        let kvs = self
+            .read(vec![TxnOp::get(key, None)])
+            .await?
+            .into_iter()
+            .next()
+            .unwrap_or_default();
+        kvs.first()
+            .map(|kv| StoreId::parse(&String::from_utf8_lossy(kv.value())))
+            .transpose()
+    }
+
+    /// One transaction that puts the identity only while the key does not exist, and reads
+    /// it back either way; tried on the next member when an answer is lost (it cannot
+    /// apply twice: the second finds the key).
+    async fn create_identity(&self, fresh: &StoreId) -> Result<Option<StoreId>, StoreError> {
+        let key = format!("{}/{}", self.prefix, crate::identity::KEY);
+        let txn = Txn::new()
+            .when(vec![Compare::create_revision(
+                key.clone(),
+                CompareOp::Equal,
+                0,
+            )])
+            .and_then(vec![
+                TxnOp::put(key.clone(), fresh.as_str(), None),
+                TxnOp::get(key.clone(), None),
+            ])
+            .or_else(vec![TxnOp::get(key, None)]);
+        let response = self.txn(txn, Call::Write).await?.value;
+        let held = response.op_responses().into_iter().find_map(|r| match r {
+            TxnOpResponse::Get(get) => get.kvs().first().map(|kv| kv.value().to_vec()),
+            _ => None,
+        });
+        match held {
+            Some(value) => StoreId::parse(&String::from_utf8_lossy(&value)).map(Some),
+            None => Err(StoreError::Corrupt(
+                "etcd answered the identity's creation without it".into(),
+            )),
+        }
+    }
+
+    async fn import(
+        &self,
+        board: &str,
+        records: &[crate::copy::CopiedRecord],
+        revision: u64,
+    ) -> Result<u64, crate::copy::ImportError> {
+        import::import(self, board, records, revision).await
+    }
+
+    async fn drop_partial(&self, board: &str) -> Result<usize, StoreError> {
+        check_board(board)?;
+        import::drop_partial(self, board).await
+    }
+
+    fn connection_losses(&self) -> u64 {
+        self.members.losses()
+    }
+
+    /// The members the cluster lists, the leader, and each member the URL names as it
+    /// answers for itself; a member that does not answer is a note (the others serve
+    /// while a quorum answers), not a problem. Fails only when no linearizable read is
+    /// answered (no quorum).
     async fn check(&self) -> Result<StoreCheck, StoreError> {
-        let mut client = self.client().await?;
-        let members = client
-            .member_list()
+        let listed = self
+            .members
+            .call(Call::Read, |mut client| async move {
+                client.member_list().await
+            })
             .await
-            .map_err(|e| self.lost(errors::map(e, Call::Read)))?;
-        let status = client
-            .status()
-            .await
-            .map_err(|e| self.lost(errors::map(e, Call::Read)))?;
+            .map_err(|e| self.lost(e))?
+            .value;
+        let statuses = self.members.statuses().await;
         // The quorum proof: a linearizable read.
         self.ping().await?;
-        let names: Vec<String> = members
+        let answering: Vec<&etcd_client::StatusResponse> = statuses
+            .iter()
+            .filter_map(|(_, s)| s.as_ref().ok())
+            .collect();
+        let leader = answering
+            .iter()
+            .map(|s| s.leader())
+            .find(|l| *l != 0)
+            .unwrap_or(0);
+        let names: Vec<String> = listed
             .members()
             .iter()
             .map(|m| {
@@ -744,7 +837,7 @@ impl LeaseStore for EtcdStore {
                 } else {
                     m.name()
                 };
-                if m.id() == status.leader() {
+                if m.id() == leader {
                     format!("{name} (leader)")
                 } else {
                     name.to_string()
@@ -752,14 +845,35 @@ impl LeaseStore for EtcdStore {
             })
             .collect();
         let count = names.len() as u64;
-        let mut problems: Vec<String> = status
-            .errors()
+        let mut problems: Vec<String> = answering
             .iter()
+            .flat_map(|s| s.errors().iter())
             .map(|e| format!("a member reports: {e}"))
             .collect();
-        if status.leader() == 0 {
+        problems.sort();
+        problems.dedup();
+        if leader == 0 {
             problems.push("the cluster has no leader: writes and reads wait for one".into());
         }
+        let mut notes = vec![
+            format!("members: {}", names.join(", ")),
+            format!("quorum: {} of {count}", count / 2 + 1),
+        ];
+        if let Some(version) = answering.first().map(|s| s.version()) {
+            notes.push(format!("etcd {version}"));
+        }
+        for (endpoint, status) in &statuses {
+            if let Err(why) = status {
+                notes.push(format!(
+                    "member {endpoint} is not answering ({why}): the others serve while a quorum answers"
+                ));
+            }
+        }
+        notes.push(format!("key prefix: {}/", self.prefix));
+        notes.push(format!(
+            "clock: this machine's + max_skew_ms {}",
+            self.url.max_skew_ms
+        ));
         let check = StoreCheck {
             role: "etcd".into(),
             replicas: count.saturating_sub(1),
@@ -767,16 +881,7 @@ impl LeaseStore for EtcdStore {
             min_replicas: count / 2,
             durable: problems.is_empty(),
             problems,
-            notes: vec![
-                format!("members: {}", names.join(", ")),
-                format!("quorum: {} of {count}", count / 2 + 1),
-                format!("etcd {}", status.version()),
-                format!("key prefix: {}/", self.prefix),
-                format!(
-                    "clock: this machine's + max_skew_ms {}",
-                    self.url.max_skew_ms
-                ),
-            ],
+            notes,
             checked_at_ms: row_fence_contract::ledger::now_ms(),
         };
         *self.last_check.lock().unwrap_or_else(|p| p.into_inner()) = Some(check.clone());

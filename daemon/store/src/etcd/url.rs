@@ -11,6 +11,9 @@
 //!   client certificates (`--client-cert-auth`).
 //! - `timeout_ms=N`: the longest one call waits for its answer (default
 //!   [`DEFAULT_TIMEOUT_MS`]); an ask's own deadline usually ends it first.
+//! - `member_timeout_ms=N`: the longest one member is waited for before the call is
+//!   tried on the next (default [`DEFAULT_MEMBER_TIMEOUT_MS`]): a member that accepts
+//!   connections but answers nothing (stopped, partitioned) costs a call this, once.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -23,6 +26,10 @@ pub const MAX_MAX_SKEW_MS: u64 = 60_000;
 
 /// How long one call waits for its answer by default, in ms.
 pub const DEFAULT_TIMEOUT_MS: u64 = 5_000;
+
+/// How long one member is waited for by default, in ms: well under an ask's default
+/// deadline (3 s), well over a loaded cluster's answer.
+pub const DEFAULT_MEMBER_TIMEOUT_MS: u64 = 500;
 
 /// The port an endpoint without one gets (etcd's client port).
 pub const ETCD_PORT: u16 = 2379;
@@ -91,6 +98,8 @@ pub struct EtcdUrl {
     pub max_skew_ms: u64,
     /// The longest one call waits, in ms.
     pub timeout_ms: u64,
+    /// The longest one member is waited for before the next is tried, in ms.
+    pub member_timeout_ms: u64,
     /// The CA certificate (PEM) the members' certificates are checked against.
     pub cacert: Option<PathBuf>,
     /// The client certificate and key (PEM).
@@ -105,6 +114,7 @@ impl fmt::Debug for EtcdUrl {
             .field("user", &self.user.as_ref().map(|(u, _)| (u, "***")))
             .field("max_skew_ms", &self.max_skew_ms)
             .field("timeout_ms", &self.timeout_ms)
+            .field("member_timeout_ms", &self.member_timeout_ms)
             .finish_non_exhaustive()
     }
 }
@@ -149,6 +159,7 @@ impl EtcdUrl {
             user,
             max_skew_ms: DEFAULT_MAX_SKEW_MS,
             timeout_ms: DEFAULT_TIMEOUT_MS,
+            member_timeout_ms: DEFAULT_MEMBER_TIMEOUT_MS,
             cacert: None,
             identity: None,
         };
@@ -180,12 +191,19 @@ impl EtcdUrl {
                         .filter(|n| (1..=600_000).contains(n))
                         .ok_or_else(|| bad("a number of ms, 1-600000"))?;
                 }
+                "member_timeout_ms" => {
+                    url.member_timeout_ms = value
+                        .parse()
+                        .ok()
+                        .filter(|n| (10..=600_000).contains(n))
+                        .ok_or_else(|| bad("a number of ms, 10-600000"))?;
+                }
                 "cacert" => url.cacert = Some(PathBuf::from(decode(value))),
                 "cert" => cert = Some(PathBuf::from(decode(value))),
                 "key" => key = Some(PathBuf::from(decode(value))),
                 _ => {
                     return Err(bad(
-                        "one of max_skew_ms, timeout_ms, cacert, cert, key (an etcd URL option)",
+                        "one of max_skew_ms, timeout_ms, member_timeout_ms, cacert, cert, key (an etcd URL option)",
                     ));
                 }
             }

@@ -2,6 +2,7 @@
 //! paused after its read while other calls ran, a floor another process of the home wrote.
 
 use super::*;
+use crate::CLAIMS;
 use crate::file::FileStore;
 use crate::lease::{self, Grant};
 use row_fence_contract::Reason;
@@ -192,12 +193,13 @@ async fn an_expiry_found_passed_is_a_floor_for_every_later_judge_of_the_home() {
     let expiry = judged.lease.unwrap().expires_at_ms;
     // A new process of the home (a restarted daemon, a cold check) reads the floor.
     let restarted = Monotonic::new(Arc::new(FileStore::new(&store_dir)), marks, false);
-    assert_eq!(restarted.floor("b").unwrap().expired_ms, expiry);
+    let key = restarted.store_key(Access::Read).await.unwrap();
+    assert_eq!(restarted.floor(&key, "b").unwrap().expired_ms, expiry);
     let behind = Mark {
         expired_ms: expiry + 3_000,
-        ..restarted.floor("b").unwrap()
+        ..restarted.floor(&key, "b").unwrap()
     };
-    restarted.marks.observe("b", behind);
+    restarted.marks.observe(&key, "b", behind);
     let e = restarted
         .ask(&ask_for("lane-a", a.generation))
         .await
@@ -240,14 +242,16 @@ async fn accepting_the_clock_drops_the_leases_it_would_revive_and_lowers_every_p
     };
     lease::acquire(&cli, &row_two, None).await.unwrap();
     let ahead = crate::file::system_now_ms() + 2 * 3_600_000;
+    let key = daemon.store_key(Access::Read).await.unwrap();
     daemon.marks.observe(
+        &key,
         "b",
         Mark {
             expired_ms: ahead,
             ..Mark::default()
         },
     );
-    daemon.marks.persist_expiry("b").unwrap();
+    daemon.marks.persist(&key, "b").unwrap();
     let e = daemon
         .ask(&ask_for("lane-a", a.generation))
         .await
@@ -263,4 +267,192 @@ async fn accepting_the_clock_drops_the_leases_it_would_revive_and_lowers_every_p
         ..ask_for("lane-b", accepted.revision - 1)
     };
     assert_eq!(daemon.ask(&b).await.unwrap().refusal, None);
+}
+
+/// The store's identity file of a file store, as a restore or an emptied store leaves it.
+fn identity_file(store_dir: &std::path::Path) -> std::path::PathBuf {
+    crate::file_identity::path(store_dir)
+}
+
+/// A read never gives the store an identity; the first write does, and the floors a read
+/// kept under the store's address are the identity's from then on.
+#[tokio::test]
+async fn a_read_never_writes_the_identity_and_the_first_write_adopts_what_reads_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_dir = dir.path().join("store");
+    let marks = Some(dir.path().join(MARKS_FILE));
+    let daemon = Monotonic::new(Arc::new(FileStore::new(&store_dir)), marks.clone(), false);
+    daemon.sections("b", &[CLAIMS]).await.unwrap();
+    assert!(!identity_file(&store_dir).exists(), "a read wrote it");
+    let cli = Monotonic::new(Arc::new(FileStore::new(&store_dir)), marks, true);
+    let (a, _) = lease::acquire(&cli, &grant("lane-a", 3_600_000), None)
+        .await
+        .unwrap();
+    let id = crate::file_identity::read(&store_dir).unwrap().unwrap();
+    assert_eq!(cli.marks.get(id.as_str(), "b").revision, a.generation);
+    // The daemon, still on the address, moves to the identity at its next call.
+    let judged = daemon.ask(&ask_for("lane-a", a.generation)).await.unwrap();
+    assert_eq!(judged.refusal, None);
+    assert_eq!(daemon.marks.get(id.as_str(), "b").revision, a.generation);
+}
+
+/// A restored store whose board's revision was raised back to the floor by a home that
+/// never saw the lost takeover: the homes that saw it answer `store_regressed` for the
+/// replaced lane (its row's generation is below what they saw), never ALLOWED, and go on
+/// answering so until an operator accepts.
+#[tokio::test]
+async fn a_row_seen_at_a_newer_generation_is_regressed_however_the_revision_got_back_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_dir = dir.path().join("store");
+    let home = Some(dir.path().join(MARKS_FILE));
+    let other_home = Some(dir.path().join("other.json"));
+    let cli = Monotonic::new(Arc::new(FileStore::new(&store_dir)), home.clone(), true);
+    let daemon = Monotonic::new(Arc::new(FileStore::new(&store_dir)), home, false);
+    let (a, _) = lease::acquire(&cli, &grant("lane-a", 3_600_000), None)
+        .await
+        .unwrap();
+    let document = store_dir.join("b.json");
+    let before = std::fs::read(&document).unwrap();
+    let (b, _) = lease::acquire(&cli, &grant("lane-b", 3_600_000), None)
+        .await
+        .unwrap();
+    std::fs::write(&document, before).unwrap();
+    // Another home raises the board back to the floor.
+    let unaware = Monotonic::new(Arc::new(FileStore::new(&store_dir)), other_home, true);
+    let other_row = Grant {
+        row: "r2",
+        ..grant("lane-c", 3_600_000)
+    };
+    let (c, _) = lease::acquire(&unaware, &other_row, None).await.unwrap();
+    assert_eq!(
+        c.generation, b.generation,
+        "a home that never saw it cannot know"
+    );
+    let e = daemon
+        .ask(&ask_for("lane-a", a.generation))
+        .await
+        .unwrap_err();
+    assert_eq!(e.ask_reason(), Reason::StoreRegressed, "{e}");
+    assert!(e.to_string().contains("row r of board b"), "{e}");
+    let e = daemon
+        .ask(&ask_for("lane-b", b.generation))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.ask_reason(),
+        Reason::StoreRegressed,
+        "the lost grant: {e}"
+    );
+    // No grant from the home that saw it: the board stays regressed here.
+    let e = lease::acquire(&cli, &grant("lane-d", 3_600_000), None)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("went back in time"), "{e}");
+    let accepted = accept_regression(&cli, "b").await.unwrap();
+    assert!(accepted.revision > b.generation);
+    let (d, _) = lease::acquire(&cli, &grant("lane-d", 3_600_000), None)
+        .await
+        .unwrap();
+    assert!(d.generation > b.generation);
+    assert_eq!(
+        daemon
+            .ask(&ask_for("lane-d", d.generation))
+            .await
+            .unwrap()
+            .refusal,
+        None
+    );
+}
+
+/// A store at an address this home knew that carries no identity (emptied, replaced by a
+/// backup made before it had one) or another one is `store_regressed`, never a fresh
+/// start; the operator's accept takes the store there as it is, above every generation
+/// the one it replaces handed out.
+#[tokio::test]
+async fn a_store_at_a_known_address_without_its_identity_is_regressed_until_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_dir = dir.path().join("store");
+    let marks = Some(dir.path().join(MARKS_FILE));
+    let cli = Monotonic::new(Arc::new(FileStore::new(&store_dir)), marks.clone(), true);
+    let (a, _) = lease::acquire(&cli, &grant("lane-a", 3_600_000), None)
+        .await
+        .unwrap();
+    let first = crate::file_identity::read(&store_dir).unwrap().unwrap();
+    for replaced in ["missing", "another"] {
+        let _ = std::fs::remove_dir_all(&store_dir);
+        if replaced == "another" {
+            crate::file_identity::create(&store_dir, &crate::identity::StoreId::generate())
+                .unwrap();
+        }
+        let fresh = Monotonic::new(Arc::new(FileStore::new(&store_dir)), marks.clone(), true);
+        let e = fresh
+            .ask(&ask_for("lane-a", a.generation))
+            .await
+            .unwrap_err();
+        assert_eq!(e.ask_reason(), Reason::StoreRegressed, "{replaced}: {e}");
+        let e = lease::acquire(&fresh, &grant("lane-b", 3_600_000), None)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("this home knew"), "{replaced}: {e}");
+        if replaced == "missing" {
+            assert!(
+                !identity_file(&store_dir).exists(),
+                "a refused write wrote it"
+            );
+        }
+    }
+    let fresh = Monotonic::new(Arc::new(FileStore::new(&store_dir)), marks, true);
+    let accepted = accept_regression(&fresh, "b").await.unwrap();
+    assert_eq!(accepted.identity.replaced, vec![first.to_string()]);
+    assert!(accepted.revision > a.generation, "{accepted:?}");
+    let (b, _) = lease::acquire(&fresh, &grant("lane-b", 3_600_000), None)
+        .await
+        .unwrap();
+    assert!(b.generation > a.generation);
+}
+
+/// After a restore, the first home's accept raises the board and drops its leases; a
+/// second home that saw no more only records it, so the lanes that re-acquired meanwhile
+/// keep their leases.
+#[tokio::test]
+async fn a_second_homes_accept_after_the_first_drops_nothing_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_dir = dir.path().join("store");
+    let first = Monotonic::new(
+        Arc::new(FileStore::new(&store_dir)),
+        Some(dir.path().join("first.json")),
+        true,
+    );
+    let second = Monotonic::new(
+        Arc::new(FileStore::new(&store_dir)),
+        Some(dir.path().join("second.json")),
+        true,
+    );
+    let (a, _) = lease::acquire(&first, &grant("lane-a", 3_600_000), None)
+        .await
+        .unwrap();
+    let document = store_dir.join("b.json");
+    let before = std::fs::read(&document).unwrap();
+    lease::acquire(&first, &grant("lane-b", 3_600_000), None)
+        .await
+        .unwrap();
+    second.sections("b", &[CLAIMS]).await.unwrap();
+    std::fs::write(&document, before).unwrap();
+    for home in [&first, &second] {
+        let e = home
+            .ask(&ask_for("lane-a", a.generation))
+            .await
+            .unwrap_err();
+        assert_eq!(e.ask_reason(), Reason::StoreRegressed, "{e}");
+    }
+    let raised = accept_regression(&first, "b").await.unwrap();
+    assert_eq!(raised.leases_dropped, 1);
+    let (c, _) = lease::acquire(&first, &grant("lane-c", 3_600_000), None)
+        .await
+        .unwrap();
+    let recorded = accept_regression(&second, "b").await.unwrap();
+    assert_eq!(recorded.leases_dropped, 0, "{recorded:?}");
+    assert_eq!(recorded.revision, c.generation);
+    let judged = second.ask(&ask_for("lane-c", c.generation)).await.unwrap();
+    assert_eq!(judged.refusal, None);
 }

@@ -255,7 +255,7 @@ impl LeaseStore for RedisDocument {
         self.shared.redacted.clone()
     }
 
-    fn identity(&self) -> String {
+    fn address(&self) -> String {
         self.shared.identity.clone()
     }
 }

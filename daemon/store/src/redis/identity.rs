@@ -34,6 +34,44 @@ pub fn identity(url: &str, prefix: &str) -> String {
     format!("{place} prefix={prefix}")
 }
 
+/// Every address the store `url` names under `prefix`, each a key a home remembers the
+/// store's carried identity under (ARCHITECTURE.md, "The lease store"): one per sentinel for
+/// `redis+sentinel://` (a URL naming some of them shares its keys with one naming all, and
+/// two deployments that share a master name but not their sentinels share none); else the
+/// one address [`identity`] gives.
+pub fn addresses(url: &str, prefix: &str) -> Vec<String> {
+    let Ok(parsed) = StoreUrl::parse(url) else {
+        return vec![identity(url, prefix)];
+    };
+    let Location::Sentinel(target) = &parsed.location else {
+        return vec![identity(url, prefix)];
+    };
+    let mut all: Vec<String> = target
+        .sentinels
+        .iter()
+        .map(|sentinel| {
+            let at = match sentinel
+                .as_str()
+                .into_connection_info()
+                .map(|i| i.addr().clone())
+            {
+                Ok(ConnectionAddr::Tcp(host, port))
+                | Ok(ConnectionAddr::TcpTls { host, port, .. }) => {
+                    format!("{}:{port}", host_identity(&host, port))
+                }
+                _ => super::super::spec::redact(sentinel),
+            };
+            format!(
+                "redis-sentinel sentinel={at} master={} db={} prefix={prefix}",
+                target.master, target.db
+            )
+        })
+        .collect();
+    all.sort();
+    all.dedup();
+    all
+}
+
 fn server_identity(server: &str, kind: &str) -> String {
     let Ok(info) = server.into_connection_info() else {
         return format!("{kind} {}", super::super::spec::redact(server));
@@ -111,6 +149,20 @@ mod tests {
         assert_ne!(identity("redis://127.0.0.1:6390", "b"), a);
         assert_ne!(identity("redis://127.0.0.1:6390/1", "a"), a);
         assert_ne!(identity("redis://127.0.0.1:6391", "a"), a);
+    }
+
+    #[test]
+    fn each_sentinel_is_an_address_and_another_deployments_sentinels_are_others() {
+        let all = super::addresses("redis+sentinel://127.0.0.1:1,127.0.0.1:2/mymaster", "p");
+        assert_eq!(all.len(), 2, "{all:?}");
+        let one = super::addresses("redis+sentinel://localhost:2/mymaster?wait_ms=9", "p");
+        assert!(all.contains(&one[0]), "{one:?} in {all:?}");
+        let other = super::addresses("redis+sentinel://127.0.0.1:3/mymaster", "p");
+        assert!(!all.contains(&other[0]));
+        assert_eq!(
+            super::addresses("redis://127.0.0.1:6390", "p"),
+            vec![identity("redis://localhost:6390/0", "p")]
+        );
     }
 
     #[test]

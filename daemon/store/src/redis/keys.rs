@@ -74,6 +74,11 @@ impl StateKeys {
     pub fn history(&self, board: &str) -> String {
         format!("{}:state:fencing:history:{board}", self.prefix)
     }
+    /// `P:store-id`: the identity the store carries ([`crate::identity`]), set once with
+    /// `NX`.
+    pub fn identity(&self) -> String {
+        format!("{}:{}", self.prefix, crate::identity::KEY)
+    }
     /// The field of `current` stamped by every committed records batch.
     pub fn records_field(board: &str) -> String {
         format!("{board}:records")

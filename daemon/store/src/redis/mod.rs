@@ -52,6 +52,7 @@ use super::{
     AskCheck, FencedBatch, Judgement, LeaseStore, LogEntry, ReadSet, Record, Snapshot, StoreCheck,
     StoreError,
 };
+use crate::identity::StoreId;
 use crate::meta::{self, Layout};
 use async_trait::async_trait;
 use conn::Conn;
@@ -75,6 +76,8 @@ pub struct Shared {
     /// Which store this is, whatever the URL's spelling, prefix included: the key of the
     /// home's floors ([`identity::identity`]).
     identity: String,
+    /// Every address it is reached at ([`identity::addresses`]).
+    addresses: Vec<String>,
     /// The key prefix `P`.
     prefix: String,
     /// Which verdicts an ask records (`?asks=`).
@@ -159,6 +162,7 @@ impl Shared {
             wait_ms: parsed.wait_ms,
             redacted,
             identity: identity::identity(url, prefix),
+            addresses: identity::addresses(url, prefix),
             prefix: prefix.to_string(),
             asks: parsed.asks,
             batch: Script::new(&FENCED_BATCH_LUA),
@@ -659,8 +663,64 @@ impl LeaseStore for RedisStore {
         self.shared.redacted.clone()
     }
 
-    fn identity(&self) -> String {
+    fn address(&self) -> String {
         self.shared.identity.clone()
+    }
+
+    fn addresses(&self) -> Vec<String> {
+        self.shared.addresses.clone()
+    }
+
+    async fn carried_identity(&self) -> Result<Option<StoreId>, StoreError> {
+        let raw: Option<String> = redis::cmd("GET")
+            .arg(self.shared.state().identity())
+            .query_async(&mut self.shared.conn())
+            .await
+            .map_err(|e| self.shared.map_err(e))?;
+        raw.map(|text| StoreId::parse(&text)).transpose()
+    }
+
+    /// `SET NX` and a read back in one round trip, waiting for the replicas a grant waits
+    /// for: an identity a failover could lose would make every home that saw it find the
+    /// new primary a stranger.
+    async fn create_identity(&self, fresh: &StoreId) -> Result<Option<StoreId>, StoreError> {
+        let shared = &self.shared;
+        let check = shared.durable_check().await?;
+        let wanted = if shared.conn.is_cluster() {
+            0
+        } else {
+            check.min_replicas
+        };
+        let key = shared.state().identity();
+        let mut pipe = redis::pipe();
+        pipe.cmd("SET")
+            .arg(&key)
+            .arg(fresh.as_str())
+            .arg("NX")
+            .ignore()
+            .cmd("GET")
+            .arg(&key);
+        if wanted > 0 {
+            pipe.cmd("WAIT").arg(wanted).arg(shared.wait_ms);
+        }
+        let (held, acked): (String, u64) = if wanted > 0 {
+            pipe.query_async(&mut shared.conn())
+                .await
+                .map_err(|e| shared.map_write_err(e))?
+        } else {
+            let (held,): (String,) = pipe
+                .query_async(&mut shared.conn())
+                .await
+                .map_err(|e| shared.map_write_err(e))?;
+            (held, 0)
+        };
+        if acked < wanted {
+            return Err(StoreError::Indeterminate(format!(
+                "{}: the store's identity reached {acked} of {wanted} replicas within {} ms (written on the primary, which a failover may lose); nothing else was written",
+                shared.redacted, shared.wait_ms
+            )));
+        }
+        StoreId::parse(&held).map(Some)
     }
 
     fn connection_losses(&self) -> u64 {

@@ -420,7 +420,7 @@ impl LeaseStore for RedisRecords {
         self.shared.redacted.clone()
     }
 
-    fn identity(&self) -> String {
+    fn address(&self) -> String {
         self.shared.identity.clone()
     }
 }
