@@ -1086,9 +1086,11 @@ fn the_daemon_down_is_could_not_read_and_the_guard_records_it() {
 fn a_bound_session_is_judged_with_its_binding_from_any_directory() {
     let lane = Lane::refused();
     let session = Some("session-bound");
-    // The session's first call, in its worktree, binds it (0600).
+    // The session's first call, in its worktree, binds it (0600); the lane is refused,
+    // so the call itself is a shell call in quarantine, denied.
     let first = lane.hook_in("ls", &lane.repo.clone, session);
-    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert_eq!(first.code, 2, "{}", first.stderr);
+    assert!(first.stderr.contains("QUARANTINED"), "{}", first.stderr);
     let binding = lane.home.home.join("sessions/session-bound.json");
     assert_eq!(
         fs::metadata(&binding).unwrap().permissions().mode() & 0o777,
