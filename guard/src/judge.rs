@@ -727,6 +727,14 @@ impl Judge<'_> {
     /// What `row-fence status` would say of the session's row: which row, who holds it
     /// and why the ask was refused (or, remembered, why it stands).
     fn why_quarantined(&self, standing: &Standing) -> String {
+        let mut why = self.why_refused(standing);
+        if let (Standing::Refused { .. }, Some(problem)) = (standing, &self.binding_problem) {
+            why.push_str(&format!("; and its binding cannot be trusted ({problem})"));
+        }
+        why
+    }
+
+    fn why_refused(&self, standing: &Standing) -> String {
         match standing {
             Standing::Refused {
                 line,

@@ -56,6 +56,7 @@ mod one_client;
 mod partition;
 mod paths_options;
 mod push;
+mod quarantine_corpus;
 mod quarantine_shapes;
 mod readme;
 mod records_cli;

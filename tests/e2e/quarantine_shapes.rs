@@ -25,13 +25,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A loopback HTTP server that counts the connections it accepts (each answered 401, so
 /// a git client would ask its credential helper).
-struct Counter {
-    port: u16,
+pub(crate) struct Counter {
+    pub(crate) port: u16,
     hits: Arc<AtomicUsize>,
 }
 
 impl Counter {
-    fn start() -> Counter {
+    pub(crate) fn start() -> Counter {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let hits = Arc::new(AtomicUsize::new(0));
@@ -51,7 +51,7 @@ impl Counter {
         Counter { port, hits }
     }
 
-    fn hits(&self) -> usize {
+    pub(crate) fn hits(&self) -> usize {
         self.hits.load(Ordering::SeqCst)
     }
 }
