@@ -6,9 +6,11 @@
 //! - `claude`: Claude Code's `PreToolUse` (hooks reference, Claude Code 2.x): as is.
 //! - `codex`: Codex CLI's `PreToolUse` (`hooks.json` or `[hooks]` in `config.toml`):
 //!   Claude Code's shape, its shell tools named `Bash` with `tool_input` `{command}` only
-//!   (the hooks crate's schema fixes it). From [`CODEX_TOOL_CWD_SINCE`] on, Codex adds
-//!   `tool_cwd`, the directory the tool runs in, which may differ from the turn's `cwd`
-//!   (`exec_command`'s `workdir`); without it the directory is unknown. `apply_patch` stays
+//!   (the hooks crate's schema fixes it). From 0.169.0 on (`PreToolUseRequest::tool_cwd`
+//!   in its hooks crate, tag `rust-v0.169.0`) Codex adds `tool_cwd`, the directory the
+//!   tool runs in, which may differ from the turn's `cwd` (`exec_command`'s `workdir`);
+//!   without it the directory is unknown (`install agent-hook` and `doctor` check the
+//!   installed Codex's version). `apply_patch` stays
 //!   a tool of its own (its paths are read from the patch). Exit 2 blocks, stderr the
 //!   reason.
 //! - `gemini`: Gemini CLI's `BeforeTool` (`settings.json`): `session_id`, `cwd`,
@@ -25,11 +27,6 @@
 
 use crate::input::RunsIn;
 use serde_json::{Map, Value, json};
-
-/// The first Codex release whose `PreToolUse` input carries `tool_cwd` (Codex's hooks
-/// crate, `PreToolUseRequest::tool_cwd`, tag `rust-v0.169.0`): older releases send only
-/// the turn's `cwd`, which is not where a shell call with its own `workdir` runs.
-pub const CODEX_TOOL_CWD_SINCE: (u64, u64, u64) = (0, 169, 0);
 
 /// Why a Codex shell call's directory is unknown when its input has no `tool_cwd`.
 pub const CODEX_NO_TOOL_CWD: &str = "a Codex shell call whose hook input carries no tool_cwd (Codex before 0.169.0, or a remote command): Codex runs it in a workdir the hook is not told";

@@ -490,10 +490,11 @@ fn no_git_read_of_any_key_or_planted_layout_runs_in_quarantine() {
     eprintln!("{calls} git reads denied in quarantine, nothing moved");
 }
 
-/// The git corpus tests something: without the guard, a read in each planted layout
-/// runs the planted program.
+/// The corpus tests something: without the guard, a read in each planted layout runs the
+/// planted program, and a write in each spelling lands in the home, `.git`, outside the
+/// worktree or the user's home.
 #[test]
-fn the_planted_layouts_really_run_the_program_without_the_guard() {
+fn the_planted_layouts_and_spellings_really_damage_without_the_guard() {
     let lane = Lane::held();
     let server = Counter::start();
     planted(&lane, &server);
@@ -515,6 +516,19 @@ fn the_planted_layouts_really_run_the_program_without_the_guard() {
         assert!(
             proof.exists(),
             "{command}: the program did not run: the case tests nothing"
+        );
+    }
+    // Each spelling the file-tool corpus denies lands where it says when written through
+    // the kernel (on this case-sensitive disk `.Git` is a directory of its own).
+    for (path, lands) in spellings(&lane) {
+        if lands == "inside" || path.starts_with(".Git") {
+            continue;
+        }
+        let damage = Damage::watch(&lane, Counter::start(), "s-none");
+        carry_out(&lane, &Call::Write(path.clone()));
+        assert!(
+            !damage.done(&lane).is_empty(),
+            "{path} ({lands}) moved nothing: the case tests nothing"
         );
     }
 }

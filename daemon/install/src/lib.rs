@@ -13,7 +13,8 @@
 //! - [`render`]: `render launchd|systemd`, and the job settings `install` shares.
 //! - [`git_install`]: `install git-hook`, git's layer in every worktree of a repository.
 //! - [`doctor`]: where git is fenced in a repository and where it is not;
-//!   [`agent_doctor`]: whether each agent harness's hook is there and can run.
+//!   [`agent_doctor`]: whether each agent harness's hook is there and can run;
+//!   [`codex_version`]: whether the installed Codex tells the hook where a tool runs.
 //! - [`broker`]: `install broker`, git's ssh through the daemon's key broker.
 //!
 //! What they write:
@@ -35,6 +36,7 @@ pub mod agent_hooks;
 pub mod broker;
 pub mod claude_settings;
 pub mod codex_toml;
+pub mod codex_version;
 pub mod created_files;
 pub mod daemon_answers;
 pub mod deploy;
