@@ -87,11 +87,10 @@ fn codex(mut m: Map<String, Value>) -> (Value, RunsIn) {
     );
     if shell && let Some(command) = input.get("command") {
         m.insert("tool_name".into(), json!("Bash"));
-        let mut normal = json!({ "command": shell_text(command) });
-        if let Some(flag) = input.get("run_in_background") {
-            normal["run_in_background"] = flag.clone();
-        }
-        m.insert("tool_input".into(), normal);
+        m.insert(
+            "tool_input".into(),
+            json!({ "command": shell_text(command) }),
+        );
     }
     let runs_in = match m.get("tool_cwd") {
         Some(Value::String(dir)) if dir.starts_with('/') => {
