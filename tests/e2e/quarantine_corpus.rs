@@ -719,6 +719,7 @@ fn outside_quarantine_no_spelling_writes_the_home_and_an_unread_row_writes_no_gi
         home_moved.join("\n")
     );
     assert!(calls >= 300, "{calls} calls");
+    eprintln!("{calls} file-tool writes outside quarantine, the home unmoved");
 }
 
 /// Kind 5: a fenced write or opaque command that outlives the call is denied for a
@@ -801,6 +802,7 @@ fn writes_that_outlive_the_call_are_denied_for_a_row_bound_session() {
     );
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     assert!(calls >= 80, "{calls} calls");
+    eprintln!("{calls} deferred writes denied");
 }
 
 /// The race the deferral kind stands for, without the guard: a push scheduled while the
