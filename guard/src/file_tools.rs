@@ -257,11 +257,33 @@ pub fn patch_targets(input: &serde_json::Value, base: &Path) -> Result<Vec<PathB
         .iter()
         .find_map(|m| input.get(*m).and_then(serde_json::Value::as_str))
         .ok_or("the patch is not readable")?;
-    let paths = crate::harness::patch_paths(patch);
+    let paths = patch_paths(patch);
     if paths.is_empty() {
         return Err("the patch names no file".into());
     }
     Ok(paths.iter().map(|p| base.join(p)).collect())
+}
+
+/// The paths an `apply_patch` patch touches (`*** Add File:`, `*** Update File:`,
+/// `*** Delete File:`, `*** Move to:`).
+pub fn patch_paths(patch: &str) -> Vec<String> {
+    patch
+        .lines()
+        .filter_map(|line| {
+            // Codex's patch reader trims each line before matching a header: so must
+            // the guard, or an indented header names a file it never checks.
+            let line = line.trim();
+            [
+                "*** Add File: ",
+                "*** Update File: ",
+                "*** Delete File: ",
+                "*** Move to: ",
+            ]
+            .iter()
+            .find_map(|p| line.strip_prefix(p))
+            .map(str::to_string)
+        })
+        .collect()
 }
 
 /// A member's strings: one string, or an array of them.

@@ -291,7 +291,7 @@ fn shell_text(command: &Value) -> Value {
 pub fn answer(harness: Harness, code: i32) -> (Option<String>, i32) {
     match harness {
         Harness::Cursor => {
-            let line = if code == crate::judge::ALLOW {
+            let line = if code == crate::exit::ALLOW {
                 json!({"permission": "allow"})
             } else {
                 json!({
@@ -304,28 +304,6 @@ pub fn answer(harness: Harness, code: i32) -> (Option<String>, i32) {
         }
         _ => (None, code),
     }
-}
-
-/// The paths an `apply_patch` patch touches (`*** Add File:`, `*** Update File:`,
-/// `*** Delete File:`, `*** Move to:`).
-pub fn patch_paths(patch: &str) -> Vec<String> {
-    patch
-        .lines()
-        .filter_map(|line| {
-            // Codex's patch reader trims each line before matching a header: so must
-            // the guard, or an indented header names a file it never checks.
-            let line = line.trim();
-            [
-                "*** Add File: ",
-                "*** Update File: ",
-                "*** Delete File: ",
-                "*** Move to: ",
-            ]
-            .iter()
-            .find_map(|p| line.strip_prefix(p))
-            .map(str::to_string)
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -381,7 +359,7 @@ mod tests {
         assert_eq!(mcp.runs_in, RunsIn::Cwd);
         // Codex reads a header with padding around it; so does the guard.
         assert_eq!(
-            patch_paths(
+            crate::file_tools::patch_paths(
                 "*** Begin Patch\n*** Update File: a.txt\n  *** Add File: /etc/x \n+x\n*** End Patch"
             ),
             vec!["a.txt".to_string(), "/etc/x".to_string()]
@@ -512,7 +490,7 @@ mod tests {
         assert_eq!(code, 0);
         assert_eq!(answer(Harness::Gemini, 2), (None, 2));
         assert_eq!(
-            patch_paths("*** Update File: a.rs\n*** Move to: .git/hooks/x\n"),
+            crate::file_tools::patch_paths("*** Update File: a.rs\n*** Move to: .git/hooks/x\n"),
             vec!["a.rs", ".git/hooks/x"]
         );
     }

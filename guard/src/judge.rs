@@ -21,11 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// Claude Code lets the tool call run (exit 0).
-pub const ALLOW: i32 = 0;
-/// Claude Code blocks the tool call and shows stderr to the agent (exit 2): the only exit
-/// that blocks, so every denial is this one.
-pub const DENY: i32 = 2;
+pub use crate::exit::{ALLOW, DENY};
 
 /// The most distinct places one command may write from; beyond it a row-bound session is
 /// denied without asking (the hook must answer inside Claude Code's timeout).

@@ -42,7 +42,7 @@
 //! - [`finding`]: fenced writes and opaque commands, with their places.
 //! - [`binding`]: session → descriptor files.
 //! - [`lookup`]: which program a command word runs (PATH, symlinks, copies of git).
-//! - [`judge`]: descriptors, asks, verdict lines, ledger, exit code.
+//! - [`judge`]: descriptors, asks, verdict lines, ledger, exit code ([`exit`]).
 
 pub mod awk;
 pub mod binding;
@@ -50,6 +50,7 @@ pub mod builtins;
 pub mod command;
 pub mod effect;
 pub mod env_vars;
+pub mod exit;
 pub mod file_tools;
 pub mod file_writes;
 pub mod finding;
