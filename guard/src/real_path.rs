@@ -55,14 +55,7 @@ pub fn resolve(path: &Path) -> Result<Landing, Unresolved> {
         return Err(Unresolved::Relative(path.to_path_buf()));
     }
     // Each component, and whether it is the path's own last name.
-    let parts: Vec<OsString> = path
-        .components()
-        .filter_map(|c| match c {
-            Component::Normal(n) => Some(n.to_os_string()),
-            Component::ParentDir => Some(OsString::from("..")),
-            _ => None,
-        })
-        .collect();
+    let parts = names(path);
     let last = parts.len().checked_sub(1);
     let mut queue: VecDeque<(OsString, bool)> = parts
         .into_iter()
@@ -93,15 +86,7 @@ pub fn resolve(path: &Path) -> Result<Landing, Unresolved> {
                 if target.is_absolute() {
                     real = PathBuf::from("/");
                 }
-                let inner: Vec<OsString> = target
-                    .components()
-                    .filter_map(|c| match c {
-                        Component::Normal(n) => Some(n.to_os_string()),
-                        Component::ParentDir => Some(OsString::from("..")),
-                        _ => None,
-                    })
-                    .collect();
-                for p in inner.into_iter().rev() {
+                for p in names(&target).into_iter().rev() {
                     queue.push_front((p, false));
                 }
             }
@@ -116,6 +101,17 @@ pub fn resolve(path: &Path) -> Result<Landing, Unresolved> {
         }
     }
     Ok(Landing { real, last_is_link })
+}
+
+/// A path's names and `..`s, in order (`/` and `.` say nothing to a walk from the root).
+fn names(path: &Path) -> Vec<OsString> {
+    path.components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_os_string()),
+            Component::ParentDir => Some(OsString::from("..")),
+            _ => None,
+        })
+        .collect()
 }
 
 /// True when `name` is git's own directory name as a file system may spell it: `.git` in

@@ -165,17 +165,23 @@ impl Lane {
     }
 
     fn hold(&self) {
+        self.grant_a(&[]);
+    }
+
+    /// `row-fence acquire board-1 row-1 --lane lane-a EXTRA… --write-descriptor` into the
+    /// clone's git dir.
+    fn grant_a(&self, extra: &[&str]) {
         let descriptor = self.repo.descriptor().display().to_string();
-        let ran = self.home.cli(&[
-            "acquire",
-            "board-1",
-            "row-1",
-            "--lane",
-            "lane-a",
-            "--write-descriptor",
-            &descriptor,
-        ]);
+        let mut args = vec!["acquire", "board-1", "row-1", "--lane", "lane-a"];
+        args.extend_from_slice(extra);
+        args.extend(["--write-descriptor", descriptor.as_str()]);
+        let ran = self.home.cli(&args);
         assert_eq!(ran.code, 0, "{}", ran.stderr);
+    }
+
+    /// Lane A takes the row back (a takeover), its descriptor rewritten.
+    pub(crate) fn regain(&self) {
+        self.grant_a(&["--takeover"]);
     }
 
     pub(crate) fn lose(&self) {

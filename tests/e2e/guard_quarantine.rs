@@ -199,18 +199,7 @@ fn a_quarantine_lasts_until_an_ask_is_allowed_again() {
     let record = lane.home.home.join("quarantine").join("s-back.json");
     assert!(record.exists(), "the quarantine is remembered");
     // Lane A takes the row back.
-    let descriptor = lane.repo.descriptor().display().to_string();
-    let took = lane.home.cli(&[
-        "acquire",
-        "board-1",
-        "row-1",
-        "--lane",
-        "lane-a",
-        "--takeover",
-        "--write-descriptor",
-        &descriptor,
-    ]);
-    assert_eq!(took.code, 0, "{}", took.stderr);
+    lane.regain();
     let back = call(&lane, "s-back", "Bash", echo);
     assert_eq!(back.code, 0, "{}", back.stderr);
     assert!(!record.exists(), "ALLOWED again lifts the quarantine");

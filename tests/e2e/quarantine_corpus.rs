@@ -184,6 +184,44 @@ fn hook(lane: &Lane, hooks: &[(&str, String)], shape: &str, input: &Value) -> Ra
     ran
 }
 
+/// `call` in `shape`'s input for `session` (in the lane's clone), run through its
+/// installed hook; `None` when that harness has no hook for such a tool.
+fn run_call(
+    lane: &Lane,
+    hooks: &[(&str, String)],
+    shape: &str,
+    call: &Call,
+    session: &str,
+) -> Option<Ran> {
+    let input = input(shape, call, session, &lane.repo.clone)?;
+    Some(hook(lane, hooks, shape, &input))
+}
+
+/// A shell call in the foreground.
+fn shell(command: &str) -> Call {
+    Call::Shell {
+        command: command.to_string(),
+        background: false,
+    }
+}
+
+/// A lane that planted everything while it held its row and was then refused, every
+/// harness's hook installed, and `session` bound (and quarantined) by a first call, a
+/// read; the damage is watched from then on.
+fn quarantined(session: &str) -> (Lane, Vec<(&'static str, String)>, Damage) {
+    let lane = Lane::held();
+    let server = Counter::start();
+    planted(&lane, &server);
+    let hooks = installed(&lane);
+    lane.lose();
+    let first = Call::Read("file.txt".into());
+    let bound = run_call(&lane, &hooks, "claude", &first, session).unwrap();
+    assert_eq!(bound.code, 0, "{}", bound.stderr);
+    assert!(bound.stderr.contains("quarantined"), "{}", bound.stderr);
+    let damage = Damage::watch(&lane, server, session);
+    (lane, hooks, damage)
+}
+
 /// What a refused lane could damage, and how to tell.
 struct Damage {
     remote: String,
@@ -407,22 +445,8 @@ fn nothing_moved(damage: &Damage, lane: &Lane, through: &[String]) {
 /// planted configuration; and the same shapes really do damage without the guard.
 #[test]
 fn no_git_read_of_any_key_or_planted_layout_runs_in_quarantine() {
-    let lane = Lane::held();
-    let server = Counter::start();
-    planted(&lane, &server);
-    let hooks = installed(&lane);
-    lane.lose();
     let session = "s-corpus-git";
-    // Bound (and quarantined) by its first call, a read.
-    let first = Call::Read("file.txt".into());
-    let bound = hook(
-        &lane,
-        &hooks,
-        "claude",
-        &input("claude", &first, session, &lane.repo.clone).unwrap(),
-    );
-    assert!(bound.stderr.contains("quarantined"), "{}", bound.stderr);
-    let damage = Damage::watch(&lane, server, session);
+    let (lane, hooks, damage) = quarantined(session);
     let missing = "0123456789abcdef0123456789abcdef01234567";
     let evil = lane.tmp().join("evil.sh").display().to_string();
     let reads = [
@@ -462,12 +486,8 @@ fn no_git_read_of_any_key_or_planted_layout_runs_in_quarantine() {
                     vec![SHAPES[(k + calls) % SHAPES.len()]]
                 };
                 for shape in shapes {
-                    let call = Call::Shell {
-                        command: command.clone(),
-                        background: false,
-                    };
-                    let input = input(shape, &call, session, &lane.repo.clone).unwrap();
-                    let ran = hook(&lane, &hooks, shape, &input);
+                    let call = shell(&command);
+                    let ran = run_call(&lane, &hooks, shape, &call, session).unwrap();
                     calls += 1;
                     if ran.code != 2 {
                         carry_out(&lane, &call);
@@ -506,13 +526,7 @@ fn the_planted_layouts_and_spellings_really_damage_without_the_guard() {
         format!("git -C sub show {missing}"),
     ] {
         let _ = fs::remove_file(&proof);
-        carry_out(
-            &lane,
-            &Call::Shell {
-                command: command.clone(),
-                background: false,
-            },
-        );
+        carry_out(&lane, &shell(&command));
         assert!(
             proof.exists(),
             "{command}: the program did not run: the case tests nothing"
@@ -538,23 +552,9 @@ fn the_planted_layouts_and_spellings_really_damage_without_the_guard() {
 /// spelling that rebound a session to another descriptor lifts nothing.
 #[test]
 fn quarantined_file_tools_read_only_inside_and_write_nothing_in_any_spelling() {
-    let lane = Lane::held();
-    let server = Counter::start();
-    planted(&lane, &server);
-    let hooks = installed(&lane);
-    lane.lose();
     let session = "s-corpus-files";
-    // The session is bound (and quarantined) by its first call.
+    let (lane, hooks, damage) = quarantined(session);
     let first = Call::Read("file.txt".into());
-    let bound = hook(
-        &lane,
-        &hooks,
-        "claude",
-        &input("claude", &first, session, &lane.repo.clone).unwrap(),
-    );
-    assert_eq!(bound.code, 0, "{}", bound.stderr);
-    assert!(bound.stderr.contains("quarantined"), "{}", bound.stderr);
-    let damage = Damage::watch(&lane, server, session);
     let mut through = Vec::new();
     let mut calls = 0;
     let clone = lane.repo.clone.display().to_string();
@@ -592,10 +592,9 @@ fn quarantined_file_tools_read_only_inside_and_write_nothing_in_any_spelling() {
                 2
             };
             for shape in SHAPES {
-                let Some(input) = input(shape, &call, session, &lane.repo.clone) else {
+                let Some(ran) = run_call(&lane, &hooks, shape, &call, session) else {
                     continue;
                 };
-                let ran = hook(&lane, &hooks, shape, &input);
                 calls += 1;
                 if ran.code != want {
                     carry_out(&lane, &call);
@@ -611,22 +610,12 @@ fn quarantined_file_tools_read_only_inside_and_write_nothing_in_any_spelling() {
     // A link as the last part is not read through, even when it points inside.
     let link = Call::Read(format!("{clone}/alink"));
     for shape in ["claude", "gemini", "cursor-pre"] {
-        let ran = hook(
-            &lane,
-            &hooks,
-            shape,
-            &input(shape, &link, session, &lane.repo.clone).unwrap(),
-        );
+        let ran = run_call(&lane, &hooks, shape, &link, session).unwrap();
         assert_eq!(ran.code, 2, "{shape}: {}", ran.stderr);
     }
     nothing_moved(&damage, &lane, &through);
     // Still quarantined: nothing the lane wrote lifted it.
-    let again = hook(
-        &lane,
-        &hooks,
-        "claude",
-        &input("claude", &first, session, &lane.repo.clone).unwrap(),
-    );
+    let again = run_call(&lane, &hooks, "claude", &first, session).unwrap();
     assert!(again.stderr.contains("quarantined"), "{}", again.stderr);
     assert!(calls >= 280, "{calls} calls");
     eprintln!("{calls} file-tool calls in quarantine, nothing moved");
@@ -667,12 +656,7 @@ fn outside_quarantine_no_spelling_writes_the_home_and_an_unread_row_writes_no_gi
         }
         let session = format!("s-outside-{state}");
         let prime = Call::Read("file.txt".into());
-        let primed = hook(
-            &lane,
-            &hooks,
-            "claude",
-            &input("claude", &prime, &session, &lane.repo.clone).unwrap(),
-        );
+        let primed = run_call(&lane, &hooks, "claude", &prime, &session).unwrap();
         assert_eq!(primed.code, 0, "{state}: {}", primed.stderr);
         for (path, lands) in spellings(&lane) {
             let absolute = if path.starts_with('/') {
@@ -687,10 +671,9 @@ fn outside_quarantine_no_spelling_writes_the_home_and_an_unread_row_writes_no_gi
             ] {
                 let want = if closed.contains(&lands) { 2 } else { 0 };
                 for shape in SHAPES {
-                    let Some(input) = input(shape, &call, &session, &lane.repo.clone) else {
+                    let Some(ran) = run_call(&lane, &hooks, shape, &call, &session) else {
                         continue;
                     };
-                    let ran = hook(&lane, &hooks, shape, &input);
                     calls += 1;
                     if ran.code != want {
                         through.push(format!(
@@ -755,14 +738,10 @@ fn writes_that_outlive_the_call_are_denied_for_a_row_bound_session() {
     let before = lane.remote_head();
     for form in &forms {
         for shape in SHAPES {
-            let call = Call::Shell {
-                command: form.clone(),
-                background: false,
-            };
-            let Some(input) = input(shape, &call, session, &lane.repo.clone) else {
+            let call = shell(form);
+            let Some(ran) = run_call(&lane, &hooks, shape, &call, session) else {
                 continue;
             };
-            let ran = hook(&lane, &hooks, shape, &input);
             calls += 1;
             assert_eq!(ran.code, 2, "{shape}: {form}: {}", ran.stderr);
             assert!(
@@ -779,27 +758,14 @@ fn writes_that_outlive_the_call_are_denied_for_a_row_bound_session() {
             command: push.clone(),
             background: true,
         };
-        let ran = hook(
-            &lane,
-            &hooks,
-            shape,
-            &input(shape, &call, session, &lane.repo.clone).unwrap(),
-        );
+        let ran = run_call(&lane, &hooks, shape, &call, session).unwrap();
         assert_eq!(ran.code, 2, "{shape}: {}", ran.stderr);
         calls += 1;
     }
     assert_eq!(lane.remote_head(), before, "nothing was pushed");
     // In the foreground, the same push runs (and the remote moves).
-    let now = Call::Shell {
-        command: push.clone(),
-        background: false,
-    };
-    let ran = hook(
-        &lane,
-        &hooks,
-        "claude",
-        &input("claude", &now, session, &lane.repo.clone).unwrap(),
-    );
+    let now = shell(&push);
+    let ran = run_call(&lane, &hooks, "claude", &now, session).unwrap();
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     assert!(calls >= 80, "{calls} calls");
     eprintln!("{calls} deferred writes denied");
@@ -855,19 +821,10 @@ fn everyday_commands_run_for_unbound_and_allowed_sessions() {
         }
         for command in commands {
             for shape in SHAPES {
-                let call = Call::Shell {
-                    command: command.to_string(),
-                    background: false,
-                };
-                let Some(input) = input(
-                    shape,
-                    &call,
-                    &format!("s-everyday-{state}"),
-                    &lane.repo.clone,
-                ) else {
+                let session = format!("s-everyday-{state}");
+                let Some(ran) = run_call(&lane, &hooks, shape, &shell(command), &session) else {
                     continue;
                 };
-                let ran = hook(&lane, &hooks, shape, &input);
                 assert_eq!(ran.code, 0, "{state} {shape}: {command}: {}", ran.stderr);
             }
         }
@@ -901,16 +858,8 @@ fn the_git_hook_s_own_keys_do_not_matter_in_quarantine() {
     let hooks = installed(&lane);
     lane.lose();
     for shape in SHAPES {
-        let status = Call::Shell {
-            command: "git status".into(),
-            background: false,
-        };
-        let ran = hook(
-            &lane,
-            &hooks,
-            shape,
-            &input(shape, &status, "s-gate", &lane.repo.clone).unwrap(),
-        );
+        let status = shell("git status");
+        let ran = run_call(&lane, &hooks, shape, &status, "s-gate").unwrap();
         assert_eq!(ran.code, 2, "{shape}: {}", ran.stderr);
         assert!(
             ran.stderr.contains("no shell runs in quarantine"),
@@ -925,12 +874,7 @@ fn the_git_hook_s_own_keys_do_not_matter_in_quarantine() {
     }
     let read = Call::Read(lane.repo.clone.join("file.txt").display().to_string());
     for shape in ["claude", "gemini", "cursor-pre"] {
-        let ran = hook(
-            &lane,
-            &hooks,
-            shape,
-            &input(shape, &read, "s-gate", &lane.repo.clone).unwrap(),
-        );
+        let ran = run_call(&lane, &hooks, shape, &read, "s-gate").unwrap();
         assert_eq!(ran.code, 0, "{shape}: {}", ran.stderr);
     }
 }
@@ -959,14 +903,7 @@ fn nothing_the_lane_writes_lifts_a_quarantine() {
     lane.lose();
     let session = "s-lift";
     let read = Call::Read(lane.repo.clone.join("file.txt").display().to_string());
-    let call = |session: &str| {
-        hook(
-            &lane,
-            &hooks,
-            "claude",
-            &input("claude", &read, session, &lane.repo.clone).unwrap(),
-        )
-    };
+    let call = |session: &str| run_call(&lane, &hooks, "claude", &read, session).unwrap();
     assert!(call(session).stderr.to_lowercase().contains("quarantined"));
     // The binding rewritten to the other lane's descriptor.
     let binding = lane.home.home.join(format!("sessions/{session}.json"));
@@ -980,16 +917,8 @@ fn nothing_the_lane_writes_lifts_a_quarantine() {
         "the record's refusal stands: {}",
         rebound.stderr
     );
-    let push = Call::Shell {
-        command: "ls".into(),
-        background: false,
-    };
-    let denied = hook(
-        &lane,
-        &hooks,
-        "claude",
-        &input("claude", &push, session, &lane.repo.clone).unwrap(),
-    );
+    let push = shell("ls");
+    let denied = run_call(&lane, &hooks, "claude", &push, session).unwrap();
     assert_eq!(denied.code, 2, "{}", denied.stderr);
     // A binding with a second name is not trusted: quarantined.
     let fresh = "s-lift-linked";
@@ -999,22 +928,12 @@ fn nothing_the_lane_writes_lifts_a_quarantine() {
         lane.repo.clone.join("binding-copy.json"),
     )
     .unwrap();
-    let linked = hook(
-        &lane,
-        &hooks,
-        "claude",
-        &input("claude", &push, fresh, &lane.repo.clone).unwrap(),
-    );
+    let linked = run_call(&lane, &hooks, "claude", &push, fresh).unwrap();
     assert_eq!(linked.code, 2, "{}", linked.stderr);
     assert!(linked.stderr.contains("second name"), "{}", linked.stderr);
     // The fence cannot be read: a fresh session of the refused lane is quarantined.
     lane.daemon.take().unwrap().stop();
-    let newcomer = hook(
-        &lane,
-        &hooks,
-        "claude",
-        &input("claude", &push, "s-lift-new", &lane.repo.clone).unwrap(),
-    );
+    let newcomer = run_call(&lane, &hooks, "claude", &push, "s-lift-new").unwrap();
     assert_eq!(newcomer.code, 2, "{}", newcomer.stderr);
     assert!(
         newcomer.stderr.contains("QUARANTINED"),

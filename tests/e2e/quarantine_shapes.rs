@@ -768,18 +768,7 @@ fn a_shell_call_is_judged_where_the_harness_runs_it_or_as_unknown() {
     }
     // A row-bound session holding its row: the opaque command in an unknown directory is
     // denied when the whole call's directory is unknown.
-    let descriptor = lane.repo.descriptor().display().to_string();
-    let took = lane.home.cli(&[
-        "acquire",
-        "board-1",
-        "row-1",
-        "--lane",
-        "lane-a",
-        "--takeover",
-        "--write-descriptor",
-        &descriptor,
-    ]);
-    assert_eq!(took.code, 0, "{}", took.stderr);
+    lane.regain();
     let bound = codex("s-bound", &clone, "python3 -c 'print(1)'", None);
     assert_eq!(bound.code, 2, "{}", bound.stderr);
     assert!(bound.stderr.contains("tool_cwd"), "{}", bound.stderr);
