@@ -549,7 +549,7 @@ impl Judge<'_> {
         let standing = self.standing_of(&decided, &asked);
         let home = self.settings.home.as_ref().ok().cloned();
         let session = self.hook.session.clone();
-        let remembered = match (&home, &session) {
+        let remembered = || match (&home, &session) {
             (Some(home), Some(session)) => {
                 crate::quarantine::record::is_quarantined(home, session)
                     // A fresh session of a refused lane, while the fence cannot be read:
@@ -562,11 +562,14 @@ impl Judge<'_> {
         };
         let quarantined = match &standing {
             Standing::Refused { .. } => true,
-            Standing::Unread => remembered || self.binding_problem.is_some(),
+            Standing::Unread => self.binding_problem.is_some() || remembered(),
             Standing::Allowed | Standing::Unbound => false,
         };
+        // The first refusal is remembered (its descriptor stands until it is ALLOWED
+        // again, beside the binding's), and not written again on every refused call.
         if let (Standing::Refused { line, path, .. }, Some(home), Some(session)) =
             (&standing, &home, &session)
+            && !matches!(crate::quarantine::record::read(home, session), Ok(Some(_)))
         {
             let marked = crate::quarantine::record::mark(
                 home,
