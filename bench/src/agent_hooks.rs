@@ -1,10 +1,12 @@
 //! The agent hook of every harness, as `row-fence install agent-hook --agent NAME` writes
 //! it, run the way each harness runs a hook (`sh -c '<the command>'`, the harness's
-//! documented input on stdin), for three calls: a harmless command in a directory no
+//! documented input on stdin), for four calls: a harmless command in a directory no
 //! lane is bound to (no ask), the same in the row-bound worktree of a lane that holds its
-//! row (the standing ask, ALLOWED), and a 100 KB harmless command there. The inputs are
-//! pinned to the documented shapes of Claude Code 2.x (`PreToolUse`), Codex CLI 0.124
-//! (`PreToolUse`, the shell tool's `command` an argv), Gemini CLI 0.26 (`BeforeTool`,
+//! row (the standing ask, ALLOWED), a 100 KB harmless command there, and the harmless
+//! command in the worktree of a lane whose row was taken over (the standing ask REFUSED:
+//! the session is quarantined and the shell call denied). The inputs are the shapes each
+//! harness sends: Claude Code 2.x (`PreToolUse`), Codex CLI 0.169 (`PreToolUse`,
+//! `tool_input` `{command}`, `tool_cwd`), Gemini CLI 0.26 (`BeforeTool`,
 //! `run_shell_command`) and Cursor 1.7 (`beforeShellExecution`).
 
 use crate::fixture::{Binaries, clean_command};
@@ -55,6 +57,9 @@ pub enum Call {
     Allowed,
     /// A 100 KB harmless command there.
     Large,
+    /// The harmless command in the worktree of a lane whose row another lane took over:
+    /// the standing ask REFUSED, the session quarantined, the shell call denied (exit 2).
+    Quarantined,
 }
 
 /// The size of [`Call::Large`]'s command, in bytes (at least).
@@ -91,10 +96,10 @@ fn input(harness: Harness, session: &str, cwd: &Path, command: &str) -> serde_js
             "tool_name": "Bash", "tool_input": {"command": command, "description": "bench"},
         }),
         Harness::Codex => json!({
-            "session_id": session, "transcript_path": null, "cwd": cwd,
+            "session_id": session, "transcript_path": null, "cwd": cwd, "tool_cwd": cwd,
             "hook_event_name": "PreToolUse", "model": "gpt-5-codex", "turn_id": "t-1",
-            "tool_name": "Bash", "tool_use_id": "call-1",
-            "tool_input": {"command": ["bash", "-lc", command]},
+            "permission_mode": "default", "tool_name": "Bash", "tool_use_id": "call-1",
+            "tool_input": {"command": command},
         }),
         Harness::Gemini => json!({
             "session_id": session, "transcript_path": "/nonexistent/t.json", "cwd": cwd,
@@ -140,15 +145,18 @@ pub fn large_command() -> String {
 }
 
 /// Installs every harness's hook for the daemon at `home` and writes its inputs; `lane` is
-/// the row-bound worktree, `work` the bench's scratch directory.
+/// the row-bound worktree, `store` the lease store (for the refused lane's grant and
+/// takeover), `work` the bench's scratch directory.
 pub fn install(
     bins: &Binaries,
     home: &Path,
+    store: &str,
     lane: &Path,
     work: &Path,
 ) -> Result<Vec<AgentHook>, String> {
     let unbound = work.join("unbound");
     fs::create_dir_all(&unbound).map_err(|e| format!("{}: {e}", unbound.display()))?;
+    let refused = refused_lane(bins, home, store, &work.join("refused"))?;
     let large = large_command();
     let mut hooks = Vec::new();
     for harness in Harness::ALL {
@@ -174,6 +182,7 @@ pub fn install(
             (Call::Unbound, &unbound, "git status --short"),
             (Call::Allowed, &lane.to_path_buf(), "git status --short"),
             (Call::Large, &lane.to_path_buf(), large.as_str()),
+            (Call::Quarantined, &refused, "git status --short"),
         ] {
             let session = format!("bench-{name}-{call:?}");
             let path = work.join(format!("{name}-{call:?}.json"));
@@ -188,4 +197,55 @@ pub fn install(
         });
     }
     Ok(hooks)
+}
+
+/// A worktree whose lane's row another lane took over: `git init` in `dir`, a grant of
+/// its own row written as its descriptor, then a takeover by another lane.
+fn refused_lane(bins: &Binaries, home: &Path, store: &str, dir: &Path) -> Result<PathBuf, String> {
+    fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let init = clean_command("git", home, &[])
+        .args(["init", "-q"])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("git init: {e}"))?;
+    if !init.status.success() {
+        return Err(format!(
+            "git init {}: {}",
+            dir.display(),
+            String::from_utf8_lossy(&init.stderr).trim()
+        ));
+    }
+    let descriptor = dir.join(".git").join("row-fence.json");
+    let board = crate::fixture::BOARD;
+    for args in [
+        vec!["--lane", "bench-refused", "--write-descriptor"],
+        vec!["--lane", "bench-taker", "--takeover"],
+    ] {
+        let mut cmd = clean_command(bins.path("row-fence"), home, &[]);
+        cmd.args([
+            "--store",
+            store,
+            "acquire",
+            board,
+            "row-refused",
+            "--ttl",
+            "24h",
+        ])
+        .args(&args);
+        if args.contains(&"--write-descriptor") {
+            cmd.arg(&descriptor);
+        }
+        let out = cmd
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("row-fence acquire: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "row-fence acquire (the refused lane) failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+    }
+    Ok(dir.to_path_buf())
 }

@@ -52,21 +52,25 @@ pub enum Client {
 
 /// The report's name of an agent hook sample.
 fn agent_label(harness: Harness, call: Call) -> &'static str {
-    use Call::{Allowed, Large, Unbound};
+    use Call::{Allowed, Large, Quarantined, Unbound};
     use Harness::{Claude, Codex, Cursor, Gemini};
     match (harness, call) {
         (Claude, Unbound) => "agent hook claude: unbound",
         (Claude, Allowed) => "agent hook claude: row-bound ALLOWED",
         (Claude, Large) => "agent hook claude: 100 KB command",
+        (Claude, Quarantined) => "agent hook claude: quarantined (denied)",
         (Codex, Unbound) => "agent hook codex: unbound",
         (Codex, Allowed) => "agent hook codex: row-bound ALLOWED",
         (Codex, Large) => "agent hook codex: 100 KB command",
+        (Codex, Quarantined) => "agent hook codex: quarantined (denied)",
         (Gemini, Unbound) => "agent hook gemini: unbound",
         (Gemini, Allowed) => "agent hook gemini: row-bound ALLOWED",
         (Gemini, Large) => "agent hook gemini: 100 KB command",
+        (Gemini, Quarantined) => "agent hook gemini: quarantined (denied)",
         (Cursor, Unbound) => "agent hook cursor: unbound",
         (Cursor, Allowed) => "agent hook cursor: row-bound ALLOWED",
         (Cursor, Large) => "agent hook cursor: 100 KB command",
+        (Cursor, Quarantined) => "agent hook cursor: quarantined (denied)",
     }
 }
 
@@ -119,8 +123,20 @@ impl Client {
             Client::GuardHarmless => "2 (sh, row-fence-guard)",
             Client::GuardPush => "2 (sh, row-fence-guard; the ask is in process)",
             Client::Agent(_, Call::Unbound) => "2 (sh, row-fence-guard; no ask)",
+            Client::Agent(_, Call::Quarantined) => {
+                "2 (sh, row-fence-guard; the standing ask REFUSED, the call denied)"
+            }
             Client::Agent(..) => "2 (sh, row-fence-guard; the standing ask is in process)",
             _ => "1",
+        }
+    }
+
+    /// The exit a sample of this client gives when it worked: 2 for a quarantined call
+    /// (denied is its answer), 0 for everything else.
+    pub fn expected_code(self) -> i32 {
+        match self {
+            Client::Agent(_, Call::Quarantined) => 2,
+            _ => 0,
         }
     }
 
@@ -381,6 +397,11 @@ impl Clients {
             }
             // Unbound: nothing to ask, the call runs (Cursor's answer is JSON on stdout).
             Client::Agent(h, Call::Unbound) => h != Harness::Cursor || stdout.contains("allow"),
+            // Refused: the session is quarantined and its shell call denied.
+            Client::Agent(h, Call::Quarantined) => {
+                stderr.contains("QUARANTINED")
+                    && (h != Harness::Cursor || stdout.contains("\"deny\""))
+            }
             Client::Agent(h, _) => {
                 stderr.lines().any(|l| l.starts_with("row-fence: ALLOWED"))
                     && (h != Harness::Cursor || stdout.contains("\"allow\""))
@@ -388,7 +409,7 @@ impl Clients {
             Client::RedisCli | Client::Python => stdout.lines().next() == Some("allowed"),
             Client::Etcdctl => stdout.lines().next() == Some(crate::etcd::KEY),
         };
-        if out.status.success() && allowed {
+        if out.status.code() == Some(client.expected_code()) && allowed {
             Ok(())
         } else {
             Err(format!(

@@ -194,7 +194,7 @@ impl Plan {
         match (loaded, route) {
             (false, Route::Unix) if matches!(client, Client::Agent(..)) => match client {
                 Client::Agent(_, Call::Unbound) => self.agent[0],
-                Client::Agent(_, Call::Allowed) => self.agent[1],
+                Client::Agent(_, Call::Allowed | Call::Quarantined) => self.agent[1],
                 _ => self.agent[2],
             },
             (true, _) => index(&LOADED_CLIENTS).map_or(0, |i| self.loaded[i]),
@@ -227,7 +227,7 @@ pub const LOCAL_CLIENTS: [Client; 12] = [
 pub fn agent_clients() -> Vec<Client> {
     let mut clients = vec![Client::HookExecTrue];
     for harness in Harness::ALL {
-        for call in [Call::Unbound, Call::Allowed, Call::Large] {
+        for call in [Call::Unbound, Call::Allowed, Call::Large, Call::Quarantined] {
             clients.push(Client::Agent(harness, call));
         }
     }

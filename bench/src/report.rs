@@ -257,17 +257,20 @@ fn agent_table(md: &mut String, r: &Results) {
     let _ = writeln!(
         md,
         "Each harness's hook as `row-fence install agent-hook --agent NAME` wrote it, run the way \
-         that harness runs a hook (`sh -c '<command>'`, its documented input on stdin: Claude Code \
-         2.x `PreToolUse`, Codex CLI 0.124 `PreToolUse`, Gemini CLI 0.26 `BeforeTool`, Cursor 1.7 \
-         `beforeShellExecution`), interleaved with `sh -c /bin/true` ({floor:.3} ms p50), the floor \
-         of any hook that runs one program. Unbound: `git status --short` where no lane is bound \
-         (no ask). Row-bound ALLOWED: the same in the worktree of a lane that holds its row (the \
-         standing ask). 100 KB: a {} KB harmless command there.\n",
+         that harness runs a hook (`sh -c '<command>'`, its input on stdin as the harness sends it: \
+         Claude Code 2.x `PreToolUse`, Codex CLI 0.169 `PreToolUse` with `tool_cwd`, Gemini CLI \
+         0.26 `BeforeTool`, Cursor 1.7 `beforeShellExecution`), interleaved with `sh -c /bin/true` \
+         ({floor:.3} ms p50), the floor of any hook that runs one program. Unbound: `git status \
+         --short` where no lane is bound (no ask). Row-bound ALLOWED: the same in the worktree of \
+         a lane that holds its row (the standing ask). 100 KB: a {} KB harmless command there. \
+         Quarantined: the same `git status --short` in the worktree of a lane whose row was taken \
+         over (the standing ask REFUSED; no shell runs in quarantine, so the call is denied \
+         without reading any git configuration).\n",
         LARGE_BYTES / 1024
     );
     let _ = writeln!(
         md,
-        "| harness | unbound p50 ms | ÷ floor | row-bound ALLOWED p50 ms | ÷ floor | 100 KB command p50 ms (max) |\n| --- | ---: | ---: | ---: | ---: | ---: |"
+        "| harness | unbound p50 ms | ÷ floor | row-bound ALLOWED p50 ms | ÷ floor | 100 KB command p50 ms (max) | quarantined p50 ms (max) |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
     );
     let cell = |h, c| phase.row(Client::Agent(h, c)).map(|row| row.summary);
     for harness in Harness::ALL {
@@ -278,9 +281,13 @@ fn agent_table(md: &mut String, r: &Results) {
         ) else {
             continue;
         };
+        let quarantined = cell(harness, Call::Quarantined)
+            .map_or("not measured".to_string(), |q| {
+                format!("{:.3} ({:.3})", q.p50_ms, q.max_ms)
+            });
         let _ = writeln!(
             md,
-            "| {} | {:.3} | {:.2}× | {:.3} | {:.2}× | {:.3} ({:.3}) |",
+            "| {} | {:.3} | {:.2}× | {:.3} | {:.2}× | {:.3} ({:.3}) | {quarantined} |",
             harness.name(),
             unbound.p50_ms,
             unbound.p50_ms / floor,

@@ -275,8 +275,13 @@ impl Runner {
             .as_ref()
             .map(|g| g.cwd.clone())
             .unwrap_or_default();
-        clients.agents =
-            crate::agent_hooks::install(&bins, &daemon.home, &lane, &work.path().join("agents"))?;
+        clients.agents = crate::agent_hooks::install(
+            &bins,
+            &daemon.home,
+            &redis.unix_url(),
+            &lane,
+            &work.path().join("agents"),
+        )?;
         self.phase(&clients, &unix, &daemon, &agent_clients(), None)?;
         drop(etcd);
         daemon.check_alive()?;
@@ -739,7 +744,10 @@ impl Runner {
             phase.rows.push(Row {
                 client,
                 summary: Summary::of(&walls),
-                failed: samples.iter().filter(|s| s.code != 0).count(),
+                failed: samples
+                    .iter()
+                    .filter(|s| s.code != client.expected_code())
+                    .count(),
                 over_budget: walls.iter().filter(|w| **w > BUDGET).count(),
                 samples_ms: walls.iter().map(|w| w.as_secs_f64() * 1e3).collect(),
             });

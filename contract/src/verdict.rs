@@ -146,6 +146,10 @@ pub enum Reason {
     TooManyDirectories,
     /// Agent guard: the session's binding exists but cannot be read.
     BindingUnreadable,
+    /// Agent guard: a row-bound session's fenced write or opaque command would run after
+    /// the call returns (`&`, `nohup`, `at`, a background tool call, after a `sleep`): the
+    /// fence judges now and the write would land later, when the row may be gone.
+    DeferredWrite,
 }
 
 impl Reason {
@@ -184,6 +188,7 @@ impl Reason {
         Reason::CommandUnreadable,
         Reason::TooManyDirectories,
         Reason::BindingUnreadable,
+        Reason::DeferredWrite,
     ];
 
     /// The reason's one spelling: in verdict lines, JSON, the ledger and the store.
@@ -222,6 +227,7 @@ impl Reason {
             Reason::CommandUnreadable => "command_unreadable",
             Reason::TooManyDirectories => "too_many_directories",
             Reason::BindingUnreadable => "binding_unreadable",
+            Reason::DeferredWrite => "deferred_write",
         }
     }
 

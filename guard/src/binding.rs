@@ -92,13 +92,19 @@ pub fn path(home: &Path, session: &str) -> PathBuf {
 }
 
 /// The session's binding: `Ok(None)` when it has none; an error when a file is there but
-/// cannot be read (the session may be bound: the caller fails closed).
+/// cannot be read, or is not a plain file with one name (the session may be bound: the
+/// caller fails closed).
 pub fn read(home: &Path, session: &str) -> Result<Option<Binding>, BindingError> {
     let file = path(home, session);
     let unread = |source| BindingError::Read {
         path: file.clone(),
         source,
     };
+    match plain_file(&file) {
+        Ok(false) => return Ok(None),
+        Ok(true) => {}
+        Err(e) => return Err(unread(e)),
+    }
     let bytes = match fs::File::open(&file) {
         Ok(f) => {
             let mut bytes = Vec::new();
@@ -119,6 +125,40 @@ pub fn read(home: &Path, session: &str) -> Result<Option<Binding>, BindingError>
     }
     Ok(Some(binding))
 }
+
+/// `Ok(true)` when `file` is a plain file with one name, `Ok(false)` when it is not there;
+/// an error for a link, a directory, or a file with a second name (a hard link planted
+/// elsewhere, through which a file tool could rewrite it): a binding or quarantine record
+/// the lane could have written is not one the guard trusts. A second name seen once is
+/// looked at again after [`SECOND_LOOK`]: [`bind`] links a finished file into place and
+/// then removes its temporary name.
+pub fn plain_file(file: &Path) -> io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let look = || match fs::symlink_metadata(file) {
+        Ok(meta) => Ok(Some(meta)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    };
+    let mut meta = look()?;
+    if meta.as_ref().is_some_and(|m| m.nlink() > 1) {
+        std::thread::sleep(SECOND_LOOK);
+        meta = look()?;
+    }
+    match meta {
+        None => Ok(false),
+        Some(m) if !m.file_type().is_file() => Err(io::Error::other(
+            "not a plain file (a link or a directory), so not one the guard wrote",
+        )),
+        Some(m) if m.nlink() > 1 => Err(io::Error::other(
+            "the file has a second name, through which it could have been rewritten",
+        )),
+        Some(_) => Ok(true),
+    }
+}
+
+/// How long [`plain_file`] waits before it looks at a file with a second name again
+/// (20 ms): far longer than [`bind`] keeps its temporary name.
+pub const SECOND_LOOK: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Records `binding` unless the session already has one (the first binding stands):
 /// written to a temporary file and linked into place, so a reader never sees half a file

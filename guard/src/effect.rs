@@ -42,6 +42,10 @@ pub enum Effect {
     Arithmetic(Vec<Value>),
     /// `set -P` (true) / `set +P`: later `cd`s resolve physically.
     Physical(bool),
+    /// What `effects` does happens after the call returns (`nohup`, `setsid`, `at`,
+    /// `systemd-run`, `watch`…): `why` says how. A write in it is judged now and lands
+    /// later.
+    Deferred { why: String, effects: Vec<Effect> },
 }
 
 /// A change of directory. `physical`: `cd -P`, resolved through symlinks as the kernel

@@ -69,6 +69,9 @@ pub struct Finding {
     pub action: String,
     /// Every place it could run (more than one when a `cd` may or may not have happened).
     pub places: Vec<Place>,
+    /// When it would run after the call returns, how (`in the background (&)`, `after
+    /// sleep`, `under nohup`): the fence's answer now says nothing about the row then.
+    pub deferred: Option<String>,
 }
 
 /// The longest action text kept, in bytes.

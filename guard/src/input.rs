@@ -58,12 +58,31 @@ pub enum InputError {
 pub struct Hook {
     /// The agent session (`session_id`), when given.
     pub session: Option<String>,
-    /// The agent shell's working directory (`cwd`), when given.
+    /// The session's working directory (`cwd`), when given: where the session is bound
+    /// from and relative file-tool paths are taken from.
     pub cwd: Option<PathBuf>,
+    /// Where the tool itself runs, when the harness says it runs elsewhere than `cwd`
+    /// (set by [`crate::harness`]; [`RunsIn::Cwd`] for Claude Code's input).
+    pub runs_in: RunsIn,
     /// The Bash command (`tool_input.command`); empty for any other tool.
     pub command: String,
     /// The tool called.
     pub tool: Tool,
+}
+
+/// Where a tool call runs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum RunsIn {
+    /// In the session's `cwd`.
+    #[default]
+    Cwd,
+    /// In this directory (Gemini CLI's `dir_path`, Codex's `tool_cwd`, Cursor's
+    /// `working_directory`), absolute.
+    At(PathBuf),
+    /// The harness does not say where (a Codex release that sends no `tool_cwd`, a
+    /// directory member that is not a path): the sentence says why. A row-bound session's
+    /// fenced writes and opaque commands there are denied.
+    Unknown(String),
 }
 
 /// The tool a hook input is about.
@@ -73,6 +92,10 @@ pub enum Tool {
     Bash {
         /// The command.
         command: String,
+        /// True when the harness runs it in the background and returns at once (Claude
+        /// Code's `run_in_background`, Gemini CLI's and Cursor's `is_background`): every
+        /// write in it lands after the call, when the row may be gone.
+        background: bool,
     },
     /// Any other tool: a built-in file tool, an MCP tool (`mcp__SERVER__TOOL`), a web
     /// tool, one the guard does not know.
@@ -169,6 +192,7 @@ pub fn from_value(value: serde_json::Value) -> Result<Hook, InputError> {
         return Ok(Hook {
             session,
             cwd,
+            runs_in: RunsIn::Cwd,
             command: String::new(),
             tool: Tool::Other {
                 name: name.unwrap_or_default(),
@@ -186,12 +210,20 @@ pub fn from_value(value: serde_json::Value) -> Result<Hook, InputError> {
             bytes: command.len(),
         });
     }
+    let background = ["run_in_background", "is_background"].iter().any(|k| {
+        raw.tool_input
+            .as_ref()
+            .and_then(|t| t.get(*k))
+            .is_some_and(|v| *v != serde_json::Value::Bool(false) && !v.is_null())
+    });
     let (session, cwd) = session_and_cwd(raw.session_id, raw.cwd)?;
     Ok(Hook {
         session,
         cwd,
+        runs_in: RunsIn::Cwd,
         tool: Tool::Bash {
             command: command.clone(),
+            background,
         },
         command,
     })

@@ -21,11 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// Claude Code lets the tool call run (exit 0).
-pub const ALLOW: i32 = 0;
-/// Claude Code blocks the tool call and shows stderr to the agent (exit 2): the only exit
-/// that blocks, so every denial is this one.
-pub const DENY: i32 = 2;
+pub use crate::exit::{ALLOW, DENY};
 
 /// The most distinct places one command may write from; beyond it a row-bound session is
 /// denied without asking (the hook must answer inside Claude Code's timeout).
@@ -100,6 +96,8 @@ enum Standing {
         line: String,
         /// The refused descriptor.
         path: PathBuf,
+        /// The refused descriptor's contents, when read (its board, row and lane).
+        descriptor: Option<Descriptor>,
     },
     /// A standing ask could not be read, or the binding could not.
     Unread,
@@ -107,16 +105,16 @@ enum Standing {
 
 struct Judge<'a> {
     settings: &'a Settings,
-    parsed: Option<&'a brush_parser::ast::Program>,
     hook: &'a Hook,
     cwd: PathBuf,
     asks: BTreeMap<PathBuf, AskItem>,
     decided: Vec<Decided>,
     /// Denials that are not verdicts: a place the text does not name, a command the
-    /// guard cannot read.
+    /// guard cannot read, a write that would land after the call.
     problems: Vec<(Reason, String, String)>,
     /// The descriptors asked about on every call (the binding, `ROW_FENCE_DESCRIPTOR`,
-    /// or for an input without a session its cwd's), and the action they are asked with.
+    /// the descriptor a remembered quarantine names, or for an input without a session
+    /// its cwd's), and the action they are asked with.
     standing: Vec<PathBuf>,
     standing_action: String,
     /// The session's binding could not be read or written: it may be row-bound, so it
@@ -129,17 +127,10 @@ struct Judge<'a> {
     bound_from: Option<PathBuf>,
 }
 
-/// Judges `plan` (read from `hook`, its working directory `cwd`) and returns the exit code.
-/// `parsed` is the Bash command's syntax tree, when it parsed (the quarantine reads it).
-pub fn judge(
-    hook: &Hook,
-    parsed: Option<&brush_parser::ast::Program>,
-    plan: &Plan,
-    cwd: &Path,
-    settings: &Settings,
-) -> i32 {
+/// Judges `plan` (read from `hook`; `cwd` the session's working directory) and returns
+/// the exit code.
+pub fn judge(hook: &Hook, plan: &Plan, cwd: &Path, settings: &Settings) -> i32 {
     let mut judge = Judge {
-        parsed,
         settings,
         hook,
         cwd: cwd.to_path_buf(),
@@ -148,7 +139,7 @@ pub fn judge(
         problems: Vec::new(),
         standing: Vec::new(),
         standing_action: match &hook.tool {
-            crate::input::Tool::Bash { command } => {
+            crate::input::Tool::Bash { command, .. } => {
                 format!("(every call) {}", crate::finding::short(command))
             }
             other => format!("(every call) {}", other.name()),
@@ -170,13 +161,25 @@ pub fn judge(
             _ => Vec::new(),
         }
     } else {
-        bound.clone()
+        bound
     };
+    // A remembered quarantine stands until the descriptor it refused is ALLOWED again,
+    // whatever the binding says now (ARCHITECTURE.md, "Quarantine").
+    if let (Ok(home), Some(session)) = (&settings.home, &hook.session)
+        && let Ok(Some(q)) = crate::quarantine::record::read(home, session)
+        && !judge.standing.contains(&q.descriptor)
+    {
+        judge.standing.push(q.descriptor);
+    }
     let bash = matches!(hook.tool, crate::input::Tool::Bash { .. });
     if judge.standing.is_empty() && judge.binding_problem.is_none() {
-        // Unbound: a tool other than Bash is never denied, and a Bash command with
-        // nothing fenced or opaque runs without an ask.
-        if !bash || (plan.findings.is_empty() && plan.unreadable.is_none()) {
+        // Unbound: a tool other than the shell is denied only when it writes the
+        // fence's home, and a shell command with nothing fenced or opaque runs without an
+        // ask.
+        if !bash {
+            return judge.file_writes(false);
+        }
+        if plan.findings.is_empty() && plan.unreadable.is_none() {
             return ALLOW;
         }
     }
@@ -209,7 +212,7 @@ pub fn judge(
         return judge.finish();
     }
     let places: BTreeSet<&Place> = plan.findings.iter().flat_map(|f| &f.places).collect();
-    let is_bound = !bound.is_empty();
+    let is_bound = !judge.standing.is_empty() || judge.binding_problem.is_some();
     if places.len() > MAX_PLACES && is_bound {
         judge.problems.push((
             Reason::TooManyDirectories,
@@ -221,6 +224,15 @@ pub fn judge(
         ));
         return judge.finish();
     }
+    // A write the harness runs in the background outlives the call, whatever the text.
+    let background = matches!(
+        hook.tool,
+        crate::input::Tool::Bash {
+            background: true,
+            ..
+        }
+    )
+    .then_some("the harness runs the call in the background (run_in_background, is_background)");
     // Each place is resolved for a few of its actions (the rest only lengthen the
     // verdict line), the session's binding for a few distinct actions, and the walk stops
     // once enough problems deny the command anyway: a long command costs its distinct
@@ -230,6 +242,17 @@ pub fn judge(
     for finding in &plan.findings {
         if judge.problems.len() >= MAX_PROBLEMS {
             break;
+        }
+        let deferred = finding.deferred.as_deref().or(background);
+        if let Some(when) = deferred
+            && is_bound
+        {
+            judge.problems.push((
+                Reason::DeferredWrite,
+                finding.action.clone(),
+                deferred_why(when),
+            ));
+            continue;
         }
         for place in &finding.places {
             if Instant::now() >= settings.deadline {
@@ -243,18 +266,25 @@ pub fn judge(
             let seen = per_place.entry(place).or_insert(0);
             *seen += 1;
             if *seen <= MAX_ACTIONS_PER_ASK {
-                judge.place(&finding.action, finding.kind, place);
+                judge.place(&finding.action, finding.kind, place, deferred, is_bound);
             }
         }
         if explicit_actions.len() < MAX_ACTIONS_PER_ASK
             && explicit_actions.insert(finding.action.as_str())
         {
-            for path in &bound {
-                judge.explicit(&finding.action, path);
+            for path in judge.standing.clone() {
+                judge.explicit(&finding.action, &path);
             }
         }
     }
     judge.finish()
+}
+
+/// The denial's sentence for a write that would land after the call.
+fn deferred_why(when: &str) -> String {
+    format!(
+        "it would run after this call returns ({when}): the fence judges it now and the write would land later, when the row may be gone. Run it in the foreground, in a call of its own"
+    )
 }
 
 impl Judge<'_> {
@@ -306,15 +336,49 @@ impl Judge<'_> {
     }
 
     /// Resolves one place's descriptor and files the ask (or the guard's own verdict).
-    fn place(&mut self, action: &str, _kind: Kind, place: &Place) {
-        let dir = match &place.dir {
-            Dir::Known(dir) => dir.clone(),
+    /// `deferred`: the finding would run after the call (then a row-bound place denies
+    /// instead of asking). `bound`: the session is row-bound.
+    ///
+    /// A directory the guard cannot name (a `cd` into a substitution, one that does not
+    /// exist yet) denies a fenced write. An opaque command there is not asked about its
+    /// place: its code could change directory itself wherever it starts, so the place
+    /// adds nothing to what it is judged by — the session's binding (asked for every
+    /// finding) when row-bound, nothing when unbound, and git's transport gate behind both
+    /// (ARCHITECTURE.md, "The agent guard's policy"). Only where the harness does not say
+    /// where the whole call runs (a Codex without `tool_cwd`) does a row-bound session's
+    /// opaque command deny too.
+    fn place(
+        &mut self,
+        action: &str,
+        kind: Kind,
+        place: &Place,
+        deferred: Option<&str>,
+        bound: bool,
+    ) {
+        let call_unknown = match &self.hook.runs_in {
+            crate::input::RunsIn::Unknown(why) => Some(why.clone()),
+            _ => None,
+        };
+        let unknown_denies = kind == Kind::Fenced || (call_unknown.is_some() && bound);
+        let dir = match (&call_unknown, &place.dir) {
+            (Some(why), _) => Dir::Unknown(why.clone()),
+            (None, dir) => dir.clone(),
+        };
+        let dir = match dir {
+            Dir::Known(dir) => dir,
             Dir::Unknown(why) => {
-                self.problems.push((
-                    Reason::DirectoryUnknown,
-                    action.to_string(),
-                    format!("it runs in {why}; the guard cannot tell whether that directory is row-bound. Spell the directory out"),
-                ));
+                let next = if call_unknown.is_some() {
+                    "The harness does not say where this call runs: use a release that does (Codex 0.169.0 or later sends tool_cwd)"
+                } else {
+                    "Spell the directory out"
+                };
+                if unknown_denies {
+                    self.problems.push((
+                        Reason::DirectoryUnknown,
+                        action.to_string(),
+                        format!("it runs in {why}; the guard cannot tell whether that directory is row-bound. {next}"),
+                    ));
+                }
                 return;
             }
         };
@@ -322,37 +386,45 @@ impl Judge<'_> {
             None => None,
             // Like a working directory, a git dir made later may be anything.
             Some(Dir::Known(g)) if !g.exists() => {
-                self.problems.push((
-                    Reason::DirectoryUnknown,
-                    action.to_string(),
-                    format!(
-                        "its git dir {} does not exist yet; the guard cannot tell whether it will be row-bound",
-                        g.display()
-                    ),
-                ));
+                if unknown_denies {
+                    self.problems.push((
+                        Reason::DirectoryUnknown,
+                        action.to_string(),
+                        format!(
+                            "its git dir {} does not exist yet; the guard cannot tell whether it will be row-bound",
+                            g.display()
+                        ),
+                    ));
+                }
                 return;
             }
             Some(Dir::Known(g)) => Some(g.display().to_string()),
             Some(Dir::Unknown(why)) => {
-                self.problems.push((
-                    Reason::DirectoryUnknown,
-                    action.to_string(),
-                    format!("its git dir is {why}; the guard cannot tell whether it is row-bound"),
-                ));
+                if unknown_denies {
+                    self.problems.push((
+                        Reason::DirectoryUnknown,
+                        action.to_string(),
+                        format!(
+                            "its git dir is {why}; the guard cannot tell whether it is row-bound"
+                        ),
+                    ));
+                }
                 return;
             }
         };
         // A directory that does not exist yet may be anything by the time the command
         // runs (a clone, a copy of a worktree, a symlink to one): it cannot be judged now.
         if !dir.is_dir() {
-            self.problems.push((
-                Reason::DirectoryUnknown,
-                action.to_string(),
-                format!(
-                    "it runs in {}, which does not exist yet; the guard cannot tell whether it will be row-bound. Create it first, then run the command",
-                    dir.display()
-                ),
-            ));
+            if unknown_denies {
+                self.problems.push((
+                    Reason::DirectoryUnknown,
+                    action.to_string(),
+                    format!(
+                        "it runs in {}, which does not exist yet; the guard cannot tell whether it will be row-bound. Create it first, then run the command",
+                        dir.display()
+                    ),
+                ));
+            }
             return;
         }
         let mut candidates = vec![dir.clone()];
@@ -364,6 +436,13 @@ impl Judge<'_> {
         for candidate in candidates {
             match resolve(&candidate, git_dir.as_deref()) {
                 Resolution::Unbound(_) => {}
+                Resolution::Found(_, _) if deferred.is_some() => {
+                    self.problems.push((
+                        Reason::DeferredWrite,
+                        action.to_string(),
+                        deferred_why(deferred.unwrap_or_default()),
+                    ));
+                }
                 Resolution::Found(path, d) => self.ask(path, d, action, &candidate),
                 Resolution::Missing(path) => self.decide(
                     Verdict::CouldNotRead(Reason::DescriptorMissing),
@@ -470,19 +549,27 @@ impl Judge<'_> {
         let standing = self.standing_of(&decided, &asked);
         let home = self.settings.home.as_ref().ok().cloned();
         let session = self.hook.session.clone();
-        let remembered = match (&home, &session) {
-            (Some(home), Some(session)) => crate::quarantine::record::is_quarantined(home, session),
+        let remembered = || match (&home, &session) {
+            (Some(home), Some(session)) => {
+                crate::quarantine::record::is_quarantined(home, session)
+                    // A fresh session of a refused lane, while the fence cannot be read:
+                    // the refusal another session of it met still stands.
+                    || crate::quarantine::record::names_any(home, &self.standing)
+            }
             // A session whose home cannot be found may have been refused: fail closed.
             (None, Some(_)) => true,
             _ => false,
         };
         let quarantined = match &standing {
             Standing::Refused { .. } => true,
-            Standing::Unread => remembered || self.binding_problem.is_some(),
+            Standing::Unread => self.binding_problem.is_some() || remembered(),
             Standing::Allowed | Standing::Unbound => false,
         };
-        if let (Standing::Refused { line, path }, Some(home), Some(session)) =
+        // The first refusal is remembered (its descriptor stands until it is ALLOWED
+        // again, beside the binding's), and not written again on every refused call.
+        if let (Standing::Refused { line, path, .. }, Some(home), Some(session)) =
             (&standing, &home, &session)
+            && !matches!(crate::quarantine::record::read(home, session), Ok(Some(_)))
         {
             let marked = crate::quarantine::record::mark(
                 home,
@@ -505,6 +592,14 @@ impl Judge<'_> {
         if let (Standing::Allowed, Some(home), Some(session)) = (&standing, &home, &session) {
             // The row granted back: the session leaves quarantine.
             let _ = crate::quarantine::record::lift(home, session);
+        }
+        if matches!(self.hook.tool, crate::input::Tool::Other { .. }) {
+            // A row-bound session whose row is not ALLOWED writes no git directory and no
+            // harness settings (ARCHITECTURE.md, "Quarantine").
+            let guard_git = !matches!(standing, Standing::Allowed | Standing::Unbound);
+            if self.file_writes(guard_git) == DENY {
+                return DENY;
+            }
         }
         let mut denied = Vec::new();
         for (reason, action, why) in std::mem::take(&mut self.problems) {
@@ -557,13 +652,14 @@ impl Judge<'_> {
                     let line = Shown {
                         verdict: v,
                         detail,
-                        descriptor: d,
+                        descriptor: d.clone(),
                         elapsed_ms: 0,
                     }
                     .line();
                     return Standing::Refused {
                         line,
                         path: path.clone(),
+                        descriptor: d,
                     };
                 }
                 _ => standing = Standing::Unread,
@@ -576,31 +672,21 @@ impl Judge<'_> {
         }
     }
 
-    /// The quarantine's rule: the call runs only if it is positively read-only.
+    /// The quarantine's rule: the call runs only if it only reads, with nothing the lane
+    /// could have configured or planted.
     fn quarantine(&self, standing: &Standing) -> i32 {
-        let why_quarantined = match standing {
-            Standing::Refused { line, .. } => format!("its row was refused: {line}"),
-            _ => match &self.binding_problem {
-                Some(why) => format!("its binding cannot be trusted ({why})"),
-                None => "its row was refused earlier and the fence cannot be read now".into(),
-            },
-        };
         let worktree = self
             .bound_from
             .as_deref()
             .map(crate::quarantine::worktree_of);
         let home = self.settings.home.as_deref().ok();
-        let verdict = crate::quarantine::permits(
-            &self.hook.tool,
-            self.parsed,
-            &self.cwd,
-            worktree.as_deref(),
-            home,
-        );
+        let verdict =
+            crate::quarantine::permits(&self.hook.tool, &self.cwd, worktree.as_deref(), home);
+        let why_quarantined = self.why_quarantined(standing);
         match verdict {
             Ok(()) => {
                 report::say(&format!(
-                    "row-fence guard: this session is quarantined ({why_quarantined}); this call is read-only, so it runs."
+                    "row-fence guard: this session is quarantined ({why_quarantined}); this call only reads, so it runs."
                 ));
                 ALLOW
             }
@@ -621,8 +707,93 @@ impl Judge<'_> {
                         ));
                     }
                 }
+                let readers = match &worktree {
+                    Some(tree) => format!(
+                        "Read, Glob, Grep and LS inside {} outside .git",
+                        tree.display()
+                    ),
+                    None => "no file reader, since no binding names this session's worktree".into(),
+                };
                 report::say(&format!(
-                    "row-fence guard: QUARANTINED: this session no longer holds its row ({why_quarantined}). Only calls known to be read-only run now, and this one is not: {why}. Stop, do not try another way, and report to whoever started you that the row is gone. Denied: the call did not run."
+                    "row-fence guard: QUARANTINED: this session no longer holds its row. {why_quarantined}. While the row is gone only reading runs ({readers}; MCP tools that only read): no shell, no file writes. This call ({}) was denied: {why}. Stop now and do not try another way: report to whoever started you that the row is gone and who holds it (row-fence status shows the same). Denied: the call did not run.",
+                    self.hook.tool.name()
+                ));
+                DENY
+            }
+        }
+    }
+
+    /// What `row-fence status` would say of the session's row: which row, who holds it
+    /// and why the ask was refused (or, remembered, why it stands).
+    fn why_quarantined(&self, standing: &Standing) -> String {
+        let mut why = self.why_refused(standing);
+        if let (Standing::Refused { .. }, Some(problem)) = (standing, &self.binding_problem) {
+            why.push_str(&format!("; and its binding cannot be trusted ({problem})"));
+        }
+        why
+    }
+
+    fn why_refused(&self, standing: &Standing) -> String {
+        match standing {
+            Standing::Refused {
+                line,
+                path,
+                descriptor,
+            } => match descriptor {
+                Some(d) => format!(
+                    "Row {}/{} (lane {}, generation {}, descriptor {}): {line}",
+                    d.board,
+                    d.row,
+                    d.lane,
+                    d.generation,
+                    path.display()
+                ),
+                None => format!("Descriptor {}: {line}", path.display()),
+            },
+            _ => {
+                if let Some(why) = &self.binding_problem {
+                    return format!(
+                        "Its binding to a row cannot be trusted ({why}), so it is treated as refused"
+                    );
+                }
+                let recorded = match (&self.settings.home, &self.hook.session) {
+                    (Ok(home), Some(session)) => crate::quarantine::record::read(home, session)
+                        .ok()
+                        .flatten(),
+                    _ => None,
+                };
+                match recorded {
+                    Some(q) => format!(
+                        "Its row was refused earlier ({}, descriptor {}) and the fence cannot be read now, so the refusal stands",
+                        q.refusal,
+                        q.descriptor.display()
+                    ),
+                    None => "Its row was refused earlier (this session or another of its lane) and the fence cannot be read now, so the refusal stands".into(),
+                }
+            }
+        }
+    }
+
+    /// The rule for a file tool's writes outside quarantine: never into the fence's home;
+    /// with `guard_git` (a row-bound session whose row is not ALLOWED), never into a git
+    /// directory or a harness's settings. Prints the denial and returns the exit code.
+    fn file_writes(&self, guard_git: bool) -> i32 {
+        let crate::input::Tool::Other { name, input } = &self.hook.tool else {
+            return ALLOW;
+        };
+        let base = match &self.hook.runs_in {
+            crate::input::RunsIn::At(dir) => dir.clone(),
+            _ => self.cwd.clone(),
+        };
+        let rules = crate::file_writes::Rules {
+            home: self.settings.home.as_deref().ok(),
+            guard_git,
+        };
+        match crate::file_writes::check(name, input, &base, &rules) {
+            Ok(()) => ALLOW,
+            Err(why) => {
+                report::say(&format!(
+                    "row-fence guard: `{name}` may not write there: {why}. Denied: the call did not run."
                 ));
                 DENY
             }

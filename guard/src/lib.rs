@@ -20,7 +20,11 @@
 //! # Layout
 //!
 //! - [`input`]: the hook JSON, bounded; [`harness`]: other agents' hook inputs and answers.
-//! - [`quarantine`]: a refused session's read-only allowlist, for every tool.
+//! - [`quarantine`]: a refused session's rule: no shell, no writes, readers inside the
+//!   worktree.
+//! - [`file_tools`]: the harnesses' file tools and the paths a call names;
+//!   [`file_writes`]: where a file tool may not write outside quarantine;
+//!   [`real_path`]: where a path lands, resolved as the kernel resolves it.
 //! - [`parse`]: brush-parser within bounds (size, nesting).
 //! - [`words`]: a word's value (literal or dynamic) and the code it runs.
 //! - [`state`]: the directories, `pushd` stack and variables at a point of the command.
@@ -38,7 +42,7 @@
 //! - [`finding`]: fenced writes and opaque commands, with their places.
 //! - [`binding`]: session → descriptor files.
 //! - [`lookup`]: which program a command word runs (PATH, symlinks, copies of git).
-//! - [`judge`]: descriptors, asks, verdict lines, ledger, exit code.
+//! - [`judge`]: descriptors, asks, verdict lines, ledger, exit code ([`exit`]).
 
 pub mod awk;
 pub mod binding;
@@ -46,6 +50,9 @@ pub mod builtins;
 pub mod command;
 pub mod effect;
 pub mod env_vars;
+pub mod exit;
+pub mod file_tools;
+pub mod file_writes;
 pub mod finding;
 pub mod gh;
 pub mod git;
@@ -58,6 +65,7 @@ pub mod lookup;
 pub mod parse;
 pub mod programs;
 pub mod quarantine;
+pub mod real_path;
 pub mod row_fence;
 pub mod sed;
 pub mod state;

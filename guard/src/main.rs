@@ -121,13 +121,14 @@ fn main() {
     let deadline = started + options.timeout;
     hard_deadline(options.timeout);
     let _ = HARNESS.set(options.harness);
-    let hook = match input::read_value(std::io::stdin().lock())
-        .and_then(|v| input::from_value(harness::normalize(options.harness, v)))
-    {
+    let hook = match input::read_value(std::io::stdin().lock()).and_then(|v| {
+        let (normal, runs_in) = harness::normalize(options.harness, v);
+        input::from_value(normal).map(|hook| input::Hook { runs_in, ..hook })
+    }) {
         Ok(hook) => hook,
         Err(why) => deny(why),
     };
-    let (hook, cwd, plan, parsed) = if small(&hook.command) {
+    let (hook, cwd, plan) = if small(&hook.command) {
         // The common case: walked right here, no thread to hand over to.
         walk_hook(hook).unwrap_or_else(|why| deny(why))
     } else {
@@ -162,8 +163,7 @@ fn main() {
         deadline,
         build: row_fence_stamp::BUILD_DIGEST,
     };
-    // The tree is not dropped: exit ends the process (a deep tree's drop recurses).
-    finish(judge::judge(&hook, parsed.as_ref(), &plan, &cwd, &settings));
+    finish(judge::judge(&hook, &plan, &cwd, &settings));
 }
 
 /// True for a command short and shallow enough to walk on the main thread's stack
@@ -173,18 +173,20 @@ fn small(command: &str) -> bool {
     command.len() <= 16 * 1024 && parse::nesting_any(command) <= 32
 }
 
-/// The hook, its cwd, the walk's plan, and the command's syntax tree when it parsed.
-type Walked = (
-    input::Hook,
-    PathBuf,
-    walk::Plan,
-    Option<brush_parser::ast::Program>,
-);
+/// The hook, the session's cwd, and the walk's plan.
+type Walked = (input::Hook, PathBuf, walk::Plan);
 
 fn walk_hook(hook: input::Hook) -> Result<Walked, NoCwd> {
     let cwd = match &hook.cwd {
         Some(cwd) => cwd.clone(),
         None => std::env::current_dir().map_err(NoCwd)?,
+    };
+    // The command is read where the tool runs (Gemini CLI's `dir_path`, Codex's
+    // `tool_cwd`); where that is unknown, from the session's cwd, and the judge takes
+    // every place as unknown.
+    let origin = match &hook.runs_in {
+        input::RunsIn::At(dir) => cwd.join(dir),
+        _ => cwd.clone(),
     };
     let env = walk::Env {
         home: std::env::var("HOME").ok().filter(|h| !h.is_empty()),
@@ -192,16 +194,11 @@ fn walk_hook(hook: input::Hook) -> Result<Walked, NoCwd> {
         // The guard's own PATH is looked up (and cached) by the lookup itself.
         path: None,
     };
-    // Parsed once: the walk reads the tree, and so does the quarantine.
-    let parsed = match &hook.tool {
-        input::Tool::Bash { .. } => parse::program(&hook.command).ok(),
-        input::Tool::Other { .. } => None,
+    let plan = match &hook.tool {
+        input::Tool::Bash { .. } => walk::plan(&hook.command, &origin, &env),
+        input::Tool::Other { .. } => walk::Plan::default(),
     };
-    let plan = match &parsed {
-        Some(program) => walk::plan_parsed(&hook.command, program, &cwd, &env),
-        None => walk::plan(&hook.command, &cwd, &env),
-    };
-    Ok((hook, cwd, plan, parsed))
+    Ok((hook, cwd, plan))
 }
 
 /// Half a second past the deadline (rounded up to a whole second), the process denies and

@@ -352,7 +352,34 @@ const OPAQUE_RUNNERS: &[&str] = &[
     "powershell",
     "watchexec",
     "nodemon",
+    "daemonize",
+    "start-stop-daemon",
 ];
+
+/// Runners that start their command later or apart from the call (a queue, a service
+/// manager, a detached terminal): what they run is deferred.
+const DEFERRING_RUNNERS: &[&str] = &[
+    "at",
+    "batch",
+    "crontab",
+    "systemd-run",
+    "tmux",
+    "screen",
+    "daemonize",
+    "start-stop-daemon",
+    "nohup-run",
+];
+
+/// `effects`, as run after the call returns (`why` says how). Nothing to defer is nothing.
+fn deferred(why: &str, effects: Vec<Effect>) -> Vec<Effect> {
+    if effects.is_empty() {
+        return effects;
+    }
+    vec![Effect::Deferred {
+        why: why.to_string(),
+        effects,
+    }]
+}
 
 /// Shells whose `-c` code the guard reads with the same parser.
 const SHELLS: &[&str] = &["sh", "bash", "dash", "ash", "rbash"];
@@ -462,12 +489,27 @@ const EDITORS: &[(&str, &[&str])] = &[
 /// Classifies a program that is not the shell's own, git, gh or row-fence.
 pub fn classify(program: &str, args: &[Value], ctx: &Ctx, depth: usize) -> Vec<Effect> {
     if let Some(w) = WRAPPERS.iter().find(|w| w.names.contains(&program)) {
-        return wrapper(program, w, args, ctx, depth);
+        let effects = wrapper(program, w, args, ctx, depth);
+        return match program {
+            // Past the harness's end of the call: no hangup (`nohup`), a session of its
+            // own that the harness's kill of the call's process group does not reach
+            // (`setsid`, which also forks when it must).
+            "nohup" | "setsid" => deferred(
+                &format!("under `{program}`, which outlives the call"),
+                effects,
+            ),
+            _ => effects,
+        };
     }
     match program {
         "xargs" | "gxargs" => return xargs(args, ctx, depth),
         "find" | "gfind" => return find(args, ctx, depth),
-        "watch" => return watch(args, ctx, depth),
+        "watch" => {
+            return deferred(
+                "`watch` runs it again and again, after this call's check",
+                watch(args, ctx, depth),
+            );
+        }
         "sed" | "gsed" => return crate::sed::classify(args, ctx),
         _ => {}
     }
@@ -1097,9 +1139,16 @@ fn runner(program: &str, args: &[Value], ctx: &Ctx) -> Vec<Effect> {
                 | "script"
         )
     {
-        vec![ctx.opaque(format!(
+        let opaque = vec![ctx.opaque(format!(
             "`{program}` runs a command the guard does not follow"
-        ))]
+        ))];
+        if DEFERRING_RUNNERS.contains(&program) {
+            return deferred(
+                &format!("by `{program}`, which starts it apart from the call"),
+                opaque,
+            );
+        }
+        opaque
     } else {
         Vec::new()
     }

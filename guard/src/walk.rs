@@ -82,6 +82,8 @@ fn plan_with(command: &str, program: Option<&ast::Program>, cwd: &Path, env: &En
         origin: std::path::PathBuf::new(),
         depth: 0,
         calling: Vec::new(),
+        deferring: None,
+        delayed: None,
     };
     let origin = crate::state::fold(cwd);
     walker.origin = origin.clone();
@@ -125,7 +127,17 @@ struct Walker<'a> {
     depth: usize,
     /// The functions being called, innermost last.
     calling: Vec<String>,
+    /// Set while reading code that runs after the call returns (a background job, a
+    /// command under `nohup` or `at`): how it is deferred.
+    deferring: Option<String>,
+    /// Set once the command has waited (`sleep`, `wait`): everything read after it runs
+    /// later than the fence's answer.
+    delayed: Option<String>,
 }
+
+/// Commands that wait before the next one runs: a write after one of them in the same
+/// call lands later than the fence's answer.
+pub const DELAYS: &[&str] = &["sleep", "usleep", "wait", "inotifywait", "zselect"];
 
 impl Walker<'_> {
     fn unreadable(&mut self, why: String) {
@@ -133,11 +145,24 @@ impl Walker<'_> {
     }
 
     fn find(&mut self, kind: Kind, action: String, places: Vec<Place>) {
+        let deferred = self.deferring.clone().or_else(|| self.delayed.clone());
         self.plan.findings.push(Finding {
             kind,
             action: short(&action),
             places,
+            deferred,
         });
+    }
+
+    /// Reads what `read` reads as code that runs after the call returns (`why`).
+    fn deferred<T>(&mut self, why: &str, read: impl FnOnce(&mut Self) -> T) -> T {
+        let outer = self.deferring.clone();
+        if outer.is_none() {
+            self.deferring = Some(why.to_string());
+        }
+        let out = read(self);
+        self.deferring = outer;
+        out
     }
 
     /// Parses and walks `text`, moving `state` as the code would.
@@ -178,7 +203,7 @@ impl Walker<'_> {
             match separator {
                 ast::SeparatorOperator::Async => {
                     let mut copy = state.clone();
-                    self.and_or(and_or, &mut copy);
+                    self.deferred("in the background (`&`)", |w| w.and_or(and_or, &mut copy));
                 }
                 ast::SeparatorOperator::Sequence => self.and_or(and_or, state),
             }
@@ -353,7 +378,9 @@ impl Walker<'_> {
                 self.looped(&w.1.list, state);
             }
             ast::CompoundCommand::Coprocess(c) => {
-                let _ = self.command(&c.body, state.clone());
+                self.deferred("as a coprocess (`coproc`)", |w| {
+                    let _ = w.command(&c.body, state.clone());
+                });
             }
         }
     }
@@ -366,6 +393,8 @@ impl Walker<'_> {
     fn looped(&mut self, body: &ast::CompoundList, state: &mut State) {
         let mut once = state.clone();
         self.loops += 1;
+        let first = self.plan.findings.len();
+        let waited_before = self.delayed.is_some();
         self.list(body, &mut once);
         if once != *state {
             if self.loops > MAX_LOOP_PASSES {
@@ -379,6 +408,13 @@ impl Walker<'_> {
             }
         }
         self.loops -= 1;
+        // A loop that waits runs its writes again after the wait: every one of them.
+        if !waited_before && let Some(why) = self.delayed.clone() {
+            for f in &mut self.plan.findings[first..] {
+                f.deferred
+                    .get_or_insert_with(|| format!("in a loop that waits ({why})"));
+            }
+        }
         *state = state.clone().union(once);
     }
 
@@ -729,6 +765,12 @@ impl Walker<'_> {
         effects.extend(command::classify(&argv, &ctx, true, 0));
         effects.append(&mut self.pending);
         self.apply(effects, &mut state, Some(&mut moved));
+        if let Some(Value::Literal(word)) = argv.first() {
+            let name = word.rsplit('/').next().unwrap_or(word);
+            if DELAYS.contains(&name) && self.delayed.is_none() {
+                self.delayed = Some(format!("after `{name}`"));
+            }
+        }
         match moved {
             Some((ok, failed)) => (ok, failed),
             None => (state.clone(), state),
@@ -831,6 +873,9 @@ impl Walker<'_> {
                 }
                 Effect::Arithmetic(words) => self.arithmetic_words(&words, state),
                 Effect::Physical(on) => state.physical = on,
+                Effect::Deferred { why, effects } => {
+                    self.deferred(&why, |w| w.apply(effects, state, None));
+                }
             }
         }
     }

@@ -47,6 +47,17 @@ fn stub_path() -> tempfile::TempDir {
         "lua5.4",
         "mkdir",
         "gzip",
+        "nohup",
+        "setsid",
+        "at",
+        "batch",
+        "systemd-run",
+        "sleep",
+        "watch",
+        "tmux",
+        "screen",
+        "crontab",
+        "cargo",
     ] {
         let path = dir.path().join(name);
         std::fs::write(&path, format!("#!/bin/sh\n# a stand-in for {name}\n")).unwrap();
@@ -390,5 +401,62 @@ fn heavy_inputs_get_their_reading_with_work_bounded_by_count() {
             read.steps
         );
         assert!(read.parsed_bytes > 0, "{head}…: nothing parsed");
+    }
+}
+
+/// A fenced write or opaque command that outlives the call is found deferred, with how;
+/// the same write in the foreground is not.
+#[test]
+fn writes_that_outlive_the_call_are_found_deferred() {
+    let push = "git push -q origin HEAD:main";
+    let deferred = [
+        format!("{push} &"),
+        format!("{push} & disown"),
+        format!("( {push} ) &"),
+        format!("{{ {push}; }} &"),
+        format!("nohup {push}"),
+        format!("nohup {push} >/dev/null 2>&1 &"),
+        format!("setsid {push}"),
+        format!("setsid -f {push}"),
+        format!("nohup sh -c '{push}'"),
+        format!("echo '{push}' | at now + 1 minute"),
+        "at -f job.sh now".to_string(),
+        format!("echo '{push}' | batch"),
+        format!("systemd-run --user {push}"),
+        format!("tmux new -d '{push}'"),
+        format!("screen -dm {push}"),
+        format!("watch -n 60 {push}"),
+        format!("coproc {push}"),
+        format!("sleep 30; {push}"),
+        format!("sleep 30 && {push}"),
+        format!("(sleep 30; {push})"),
+        format!("cargo test; sleep 5; {push}"),
+        format!("wait; {push}"),
+        format!("for i in 1 2 3; do {push}; sleep 10; done"),
+        format!("while true; do sleep 60; {push}; done"),
+        "nohup python3 -c 'import os' &".to_string(),
+    ];
+    for command in &deferred {
+        let p = read(command, "/w");
+        assert!(!p.findings.is_empty(), "{command}: nothing found");
+        assert!(
+            p.findings.iter().any(|f| f.deferred.is_some()),
+            "{command}: found, but not deferred: {:?}",
+            p.findings
+        );
+    }
+    for command in [
+        push.to_string(),
+        format!("cargo test && {push}"),
+        format!("git fetch && git rebase origin/main && {push}"),
+        format!("timeout 60 {push}"),
+        format!("{push}; sleep 1"),
+    ] {
+        let p = read(&command, "/w");
+        assert!(
+            p.findings.iter().all(|f| f.deferred.is_none()),
+            "{command}: {:?}",
+            p.findings
+        );
     }
 }

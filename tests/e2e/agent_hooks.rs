@@ -356,3 +356,78 @@ fn doctor_reads_each_harness_entry_its_guard_and_the_harness_switches() {
     );
     assert_eq!(r["problems"].as_array().unwrap().len(), 0, "{r}");
 }
+
+/// Codex tells the hook where a tool runs (`tool_cwd`) only from 0.169.0 on: `install
+/// agent-hook --agent codex` warns and `doctor` reports a problem for an older Codex on
+/// `PATH` (asked with `codex --version`), a note when there is no Codex to ask or it
+/// prints no version, and nothing for a new enough one. Codex itself needs a model to
+/// run, so a stand-in prints its version line (`codex-cli X.Y.Z`).
+#[test]
+fn an_older_codex_that_sends_no_tool_cwd_is_reported_by_install_and_doctor() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = Home::file();
+    let repo = Repo::new(&home, "ver");
+    let stand_in = home.path("codex-bin");
+    fs::create_dir_all(&stand_in).unwrap();
+    let codex = stand_in.join("codex");
+    let path = format!(
+        "{}:{}",
+        stand_in.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let file = home.dir.path().join(".codex/hooks.json");
+    // (what `codex --version` prints, doctor's problem, doctor's note)
+    for (printed, problem, note) in [
+        (Some("codex-cli 0.150.0"), true, false),
+        (Some("codex-cli 0.169.0"), false, false),
+        (Some("codex-cli 0.171.3-alpha.2"), false, false),
+        (Some("not a version"), false, true),
+        (None, false, true),
+    ] {
+        match printed {
+            Some(line) => {
+                fs::write(&codex, format!("#!/bin/sh\necho '{line}'\n")).unwrap();
+                fs::set_permissions(&codex, fs::Permissions::from_mode(0o755)).unwrap();
+            }
+            None => {
+                let _ = fs::remove_file(&codex);
+            }
+        }
+        let installed = run(home
+            .command(bin("row-fence"))
+            .env("PATH", &path)
+            .args(["install", "agent-hook", "--agent", "codex", "--bin-dir"])
+            .arg(bin_dir()));
+        assert_eq!(installed.code, 0, "{printed:?}: {}", installed.stderr);
+        assert_eq!(
+            installed.stderr.contains("tool_cwd"),
+            problem || note,
+            "{printed:?}: {}",
+            installed.stderr
+        );
+        let ran = run(home.command(bin("row-fence")).env("PATH", &path).args([
+            "doctor",
+            "--json",
+            "--repo",
+            repo.clone.to_str().unwrap(),
+        ]));
+        let v: Value = serde_json::from_str(ran.stdout.trim())
+            .unwrap_or_else(|e| panic!("{e}: {}{}", ran.stdout, ran.stderr));
+        let r = report(v["agents"].as_array().unwrap(), &file);
+        let has = |list: &str| r[list].to_string().contains("tool_cwd");
+        assert_eq!(has("problems"), problem, "{printed:?}: {r}");
+        assert_eq!(has("notes"), note, "{printed:?}: {r}");
+        if problem {
+            assert!(r["problems"].to_string().contains("0.150.0"), "{r}");
+            assert_eq!(ran.code, 1, "a problem exits 1");
+        }
+        let rollback = run(home.command(bin("row-fence")).env("PATH", &path).args([
+            "install",
+            "agent-hook",
+            "--agent",
+            "codex",
+            "--rollback",
+        ]));
+        assert_eq!(rollback.code, 0, "{}", rollback.stderr);
+    }
+}

@@ -57,6 +57,7 @@ fn a_smoke_run_of_the_bench_exits_0_and_writes_its_report() {
         "## Agent hooks",
         "agent hook codex: row-bound ALLOWED",
         "agent hook cursor: 100 KB command",
+        "quarantined p50 ms",
         // The CPU, throughput, bytes-per-change and file-store rows and cases.
         "daemon CPU per ask, one client",
         "redis-server CPU per ask, one client",

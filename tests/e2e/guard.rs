@@ -165,17 +165,23 @@ impl Lane {
     }
 
     fn hold(&self) {
+        self.grant_a(&[]);
+    }
+
+    /// `row-fence acquire board-1 row-1 --lane lane-a EXTRA… --write-descriptor` into the
+    /// clone's git dir.
+    fn grant_a(&self, extra: &[&str]) {
         let descriptor = self.repo.descriptor().display().to_string();
-        let ran = self.home.cli(&[
-            "acquire",
-            "board-1",
-            "row-1",
-            "--lane",
-            "lane-a",
-            "--write-descriptor",
-            &descriptor,
-        ]);
+        let mut args = vec!["acquire", "board-1", "row-1", "--lane", "lane-a"];
+        args.extend_from_slice(extra);
+        args.extend(["--write-descriptor", descriptor.as_str()]);
+        let ran = self.home.cli(&args);
         assert_eq!(ran.code, 0, "{}", ran.stderr);
+    }
+
+    /// Lane A takes the row back (a takeover), its descriptor rewritten.
+    pub(crate) fn regain(&self) {
+        self.grant_a(&["--takeover"]);
     }
 
     pub(crate) fn lose(&self) {
@@ -1086,9 +1092,11 @@ fn the_daemon_down_is_could_not_read_and_the_guard_records_it() {
 fn a_bound_session_is_judged_with_its_binding_from_any_directory() {
     let lane = Lane::refused();
     let session = Some("session-bound");
-    // The session's first call, in its worktree, binds it (0600).
+    // The session's first call, in its worktree, binds it (0600); the lane is refused,
+    // so the call itself is a shell call in quarantine, denied.
     let first = lane.hook_in("ls", &lane.repo.clone, session);
-    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert_eq!(first.code, 2, "{}", first.stderr);
+    assert!(first.stderr.contains("QUARANTINED"), "{}", first.stderr);
     let binding = lane.home.home.join("sessions/session-bound.json");
     assert_eq!(
         fs::metadata(&binding).unwrap().permissions().mode() & 0o777,

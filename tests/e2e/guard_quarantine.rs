@@ -2,7 +2,9 @@
 //! Claude Code's documented `PreToolUse` input for every tool, per session state —
 //! holding its row (ALLOWED), refused, refused and then unreadable (the daemon down),
 //! unreadable but never refused, unbound — with the verdict and, where a write was let
-//! through or stopped, the remote asserted.
+//! through or stopped, the remote asserted. In quarantine no shell runs and no file tool
+//! writes (the verdicts for a shell read and a plain Write changed on purpose when the
+//! quarantine stopped running anything the lane can configure).
 
 use crate::guard::{Lane, run_with_stdin};
 use crate::util::Ran;
@@ -52,13 +54,13 @@ fn table(lane: &Lane) -> Vec<(&'static str, serde_json::Value, [i32; 5])> {
             json!({"command": format!("git push -q {remote} HEAD:main")}),
             [0, 2, 2, 2, 0],
         ),
-        // Bash, on the allowlist: runs in every state.
+        // A shell read: runs unless quarantined (git reads configuration the lane writes).
         (
             "Bash",
             json!({"command": "git status --short && git log --oneline -n 1 | cat"}),
-            [0, 0, 0, 0, 0],
+            [0, 2, 2, 0, 0],
         ),
-        // Bash, harmless but not on the allowlist: runs unless quarantined.
+        // A harmless shell write: runs unless quarantined.
         (
             "Bash",
             json!({"command": "echo hi > notes.txt"}),
@@ -77,8 +79,8 @@ fn table(lane: &Lane) -> Vec<(&'static str, serde_json::Value, [i32; 5])> {
             json!({"owner": "o", "repo": "r", "pull_number": 1}),
             [0, 0, 0, 0, 0],
         ),
-        // Built-in tools inside the worktree run; git's files and other places do not,
-        // in quarantine.
+        // Readers inside the worktree run; in quarantine nothing writes, and git's files
+        // are not read.
         (
             "Read",
             json!({"file_path": format!("{clone}/README.md")}),
@@ -87,7 +89,25 @@ fn table(lane: &Lane) -> Vec<(&'static str, serde_json::Value, [i32; 5])> {
         (
             "Write",
             json!({"file_path": format!("{clone}/notes.md"), "content": "x"}),
-            [0, 0, 0, 0, 0],
+            [0, 2, 2, 0, 0],
+        ),
+        // `.git` (any letter case) and the harnesses' settings: never written by a
+        // row-bound session whose row is not ALLOWED.
+        (
+            "Write",
+            json!({"file_path": format!("{clone}/.GIT/info/attributes"), "content": "* diff=x"}),
+            [0, 2, 2, 2, 0],
+        ),
+        (
+            "Edit",
+            json!({"file_path": format!("{clone}/.claude/settings.json"), "old_string": "a", "new_string": "b"}),
+            [0, 2, 2, 2, 0],
+        ),
+        // The fence's home: never written by a file tool, whoever calls it.
+        (
+            "Write",
+            json!({"file_path": format!("{}/sessions/s-q.json", lane.home.home.display()), "content": "{}"}),
+            [2, 2, 2, 2, 2],
         ),
         (
             "Write",
@@ -116,7 +136,8 @@ fn lane_in(state: State) -> Lane {
     match state {
         State::RefusedThenUnreadable => {
             // Refused once (and remembered), then the fence cannot be read.
-            let first = call(&lane, "s-q", "Bash", json!({"command": "ls"}));
+            let readme = lane.repo.clone.join("README.md");
+            let first = call(&lane, "s-q", "Read", json!({"file_path": readme}));
             assert_eq!(first.code, 0, "{}", first.stderr);
             assert!(first.stderr.contains("quarantined"), "{}", first.stderr);
             lane.daemon.take().unwrap().stop();
@@ -178,18 +199,7 @@ fn a_quarantine_lasts_until_an_ask_is_allowed_again() {
     let record = lane.home.home.join("quarantine").join("s-back.json");
     assert!(record.exists(), "the quarantine is remembered");
     // Lane A takes the row back.
-    let descriptor = lane.repo.descriptor().display().to_string();
-    let took = lane.home.cli(&[
-        "acquire",
-        "board-1",
-        "row-1",
-        "--lane",
-        "lane-a",
-        "--takeover",
-        "--write-descriptor",
-        &descriptor,
-    ]);
-    assert_eq!(took.code, 0, "{}", took.stderr);
+    lane.regain();
     let back = call(&lane, "s-back", "Bash", echo);
     assert_eq!(back.code, 0, "{}", back.stderr);
     assert!(!record.exists(), "ALLOWED again lifts the quarantine");
@@ -227,7 +237,7 @@ fn configuration_planted_before_the_refusal_does_not_run_in_quarantine() {
         let ran = call(&lane, "s-two", "Bash", json!({"command": read}));
         assert_eq!(ran.code, 2, "{key}: {read}: {}", ran.stderr);
         assert!(
-            ran.stderr.contains(key.split('.').next().unwrap()),
+            ran.stderr.contains("no shell runs in quarantine"),
             "{}",
             ran.stderr
         );
@@ -241,9 +251,9 @@ fn configuration_planted_before_the_refusal_does_not_run_in_quarantine() {
 enum Call {
     /// A git push in the shell tool.
     BashWrite,
-    /// An allowlisted read in the shell tool.
+    /// A read in the shell tool.
     BashRead,
-    /// A harmless command that is not on the quarantine's allowlist.
+    /// A harmless shell command that writes a file in the worktree.
     BashHarmless,
     /// An MCP tool that writes (merges a pull request).
     McpWrite,
@@ -253,11 +263,12 @@ enum Call {
     BuiltIn,
 }
 
-/// Each harness's documented hook input for `call`, pinned to a named version: Claude
-/// Code 2.x `PreToolUse`; Codex CLI 0.124 `PreToolUse` (its shell tool's `command` an
-/// argv, `apply_patch` its file edits); Gemini CLI 0.26 `BeforeTool` (MCP tools named
-/// `mcp_<server>_<tool>`); Cursor 1.7 `beforeShellExecution`/`beforeMCPExecution`
-/// (`tool_input` a JSON string). `None`: the harness has no hook for it (Cursor's edits).
+/// Each harness's hook input for `call` as the harness sends it: Claude Code 2.x
+/// `PreToolUse`; Codex CLI 0.169 `PreToolUse` (`tool_input` `{command}` only, the tool's
+/// directory in `tool_cwd`, `apply_patch` its file edits); Gemini CLI 0.26 `BeforeTool`
+/// (MCP tools named `mcp_<server>_<tool>`); Cursor 1.7 `beforeShellExecution`/
+/// `beforeMCPExecution` (`tool_input` a JSON string). `None`: the harness has no hook
+/// for it (Cursor's edits under the events `install agent-hook` writes).
 fn harness_input(
     harness: &str,
     call: Call,
@@ -297,11 +308,7 @@ fn harness_input(
         },
         "codex" => {
             let mut v = match (shell, mcp) {
-                (Some(c), _) => claude_like(
-                    "PreToolUse",
-                    "Bash".into(),
-                    json!({"command": ["bash", "-lc", c]}),
-                ),
+                (Some(c), _) => claude_like("PreToolUse", "Bash".into(), json!({"command": c})),
                 (_, Some(t)) => claude_like(
                     "PreToolUse",
                     format!("mcp__github__{t}"),
@@ -316,6 +323,8 @@ fn harness_input(
             v["model"] = json!("gpt-5-codex");
             v["turn_id"] = json!("t-1");
             v["tool_use_id"] = json!("call-1");
+            v["permission_mode"] = json!("default");
+            v["tool_cwd"] = json!(cwd);
             v
         }
         "gemini" => {
@@ -378,7 +387,7 @@ fn every_harness_in_every_session_state_answers_every_call_in_its_own_convention
     // (call, the exit per state, in `states`' order)
     let table: [(Call, [i32; 5]); 6] = [
         (Call::BashWrite, [0, 2, 2, 2, 0]),
-        (Call::BashRead, [0, 0, 0, 0, 0]),
+        (Call::BashRead, [0, 2, 2, 0, 0]),
         (Call::BashHarmless, [0, 2, 2, 0, 0]),
         (Call::McpWrite, [0, 2, 2, 2, 0]),
         (Call::McpRead, [0, 0, 0, 0, 0]),
@@ -421,9 +430,14 @@ fn every_harness_in_every_session_state_answers_every_call_in_its_own_convention
             State::RefusedThenUnreadable | State::UnreadableNeverRefused
         ) {
             // Each session asks once while the fence answers; then the daemon is gone.
+            let first = if state == State::RefusedThenUnreadable {
+                2
+            } else {
+                0
+            };
             for (h, hook) in &hooks {
                 let input = harness_input(h, Call::BashRead, &session(h), &cwd, &remote).unwrap();
-                assert_eq!(hook_run(hook, &input).code, 0);
+                assert_eq!(hook_run(hook, &input).code, first, "{h}");
             }
             lane.daemon.take().unwrap().stop();
         }
@@ -484,9 +498,10 @@ fn quarantines_and_their_denials_are_counted_in_status_and_health() {
     for session in ["s-count-1", "s-count-1", "s-count-2"] {
         assert_eq!(call(&lane, session, "Bash", write.clone()).code, 2);
     }
-    // A read-only call in quarantine runs and is not a denial.
+    // A read in quarantine runs and is not a denial.
+    let readme = lane.repo.clone.join("README.md");
     assert_eq!(
-        call(&lane, "s-count-1", "Bash", json!({"command": "ls"})).code,
+        call(&lane, "s-count-1", "Read", json!({"file_path": readme})).code,
         0
     );
     assert_eq!(
@@ -540,7 +555,12 @@ fn an_input_without_a_session_id_is_judged_by_its_cwd_and_says_so() {
     );
     lane.lose();
     let ran = run_with_stdin(&mut cmd, &input.to_string());
-    assert_eq!(ran.code, 0, "ls is read-only: {}", ran.stderr);
+    assert_eq!(ran.code, 2, "no shell in quarantine: {}", ran.stderr);
+    assert!(
+        ran.stderr.contains("no shell runs in quarantine"),
+        "{}",
+        ran.stderr
+    );
     let push = json!({
         "cwd": cwd,
         "hook_event_name": "PreToolUse",
@@ -587,13 +607,11 @@ fn without_a_binding_a_quarantined_file_tool_is_denied_wherever_the_agent_cd_d()
         // Bash too: from `/`, every `PATH` directory is inside what the guard must take
         // for the worktree.
         assert_eq!(ran.code, 2, "{tool}: {}", ran.stderr);
-        if tool != "Bash" {
-            assert!(
-                ran.stderr
-                    .contains("no binding names the session's worktree"),
-                "{tool}: {}",
-                ran.stderr
-            );
-        }
+        let why = match tool {
+            "Bash" => "no shell runs in quarantine",
+            "Write" => "nothing is written in quarantine",
+            _ => "no binding names the session's worktree",
+        };
+        assert!(ran.stderr.contains(why), "{tool}: {}", ran.stderr);
     }
 }

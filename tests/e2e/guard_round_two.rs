@@ -479,12 +479,12 @@ fn round_two_heavy_inputs_get_their_verdict() {
         "( ".repeat(400),
         " )".repeat(400)
     );
-    // The refused lane is quarantined: none of these is on the read-only allowlist.
+    // The refused lane is quarantined: no shell call runs there.
     for (shape, why) in [
-        (cd_chain, "`git push` is not on the quarantine's allowlist"),
-        (loops, "only simple commands"),
-        (calls, "only simple commands"),
-        (peel, "only simple commands"),
+        (cd_chain, "no shell runs in quarantine"),
+        (loops, "no shell runs in quarantine"),
+        (calls, "no shell runs in quarantine"),
+        (peel, "no shell runs in quarantine"),
     ] {
         // A deadline far past the work: this test is about the verdict (the walk's work
         // is bounded by count in guard/tests/policy.rs, its time is in scripts/bench), so
@@ -526,8 +526,14 @@ fn a_session_with_an_odd_id_is_bound_from_any_directory() {
     .into_iter()
     .enumerate()
     {
+        // Bound by its first call (a shell call, denied in quarantine).
         let first = lane.hook_in("ls", &lane.repo.clone, Some(session));
-        assert_eq!(first.code, 0, "{session:?}: {}", first.stderr);
+        assert_eq!(first.code, 2, "{session:?}: {}", first.stderr);
+        assert!(
+            first.stderr.contains("QUARANTINED"),
+            "{session:?}: {}",
+            first.stderr
+        );
         let shape = lane.fill(&format!(
             "git clone -q {{clone}} {{tmp}}/odd{k} && cd {{tmp}}/odd{k} && git push -q {{remote}} HEAD:main"
         ));

@@ -61,6 +61,7 @@ mod partition;
 mod paths_options;
 mod paths_owners;
 mod push;
+mod quarantine_corpus;
 mod quarantine_shapes;
 mod readme;
 mod records_cli;

@@ -25,13 +25,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A loopback HTTP server that counts the connections it accepts (each answered 401, so
 /// a git client would ask its credential helper).
-struct Counter {
-    port: u16,
+pub(crate) struct Counter {
+    pub(crate) port: u16,
     hits: Arc<AtomicUsize>,
 }
 
 impl Counter {
-    fn start() -> Counter {
+    pub(crate) fn start() -> Counter {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let hits = Arc::new(AtomicUsize::new(0));
@@ -51,7 +51,7 @@ impl Counter {
         Counter { port, hits }
     }
 
-    fn hits(&self) -> usize {
+    pub(crate) fn hits(&self) -> usize {
         self.hits.load(Ordering::SeqCst)
     }
 }
@@ -606,7 +606,7 @@ fn new_shapes_of_every_kind_are_denied_in_quarantine_and_nothing_moves() {
 
     let session = "s-round-three";
     let first = hook(&lane, session, "ls");
-    assert!(first.stderr.contains("quarantined"), "{}", first.stderr);
+    assert!(first.stderr.contains("QUARANTINED"), "{}", first.stderr);
 
     let shapes: Vec<Shape> = one_call_shapes()
         .into_iter()
@@ -707,64 +707,95 @@ fn a_shape_of_each_kind_really_writes_without_the_guard() {
     }
 }
 
-/// Codex's and Gemini CLI's shell tools name the directory they run in (`workdir`,
-/// `dir_path`): the call is judged there, not in the session's cwd. Before, `git status` with `workdir` set to a
-/// repository whose configuration runs a program was checked against the lane's clean
-/// clone and let through.
+/// Codex and Gemini CLI run a shell call in a directory of its own (Codex's `tool_cwd`
+/// from 0.169.0 on, Gemini CLI's `dir_path`): the call is judged there, not in the
+/// session's cwd. A Codex that sends no `tool_cwd` (before 0.169.0) leaves the directory
+/// unknown: a row-bound session's fenced writes and opaque commands are denied; an
+/// unbound session's fenced writes too (that directory may be a refused lane's clone),
+/// its opaque commands and everything else run. Each input is the harness's own shape.
 #[test]
-fn a_codex_shell_call_is_judged_in_the_directory_it_names() {
-    let lane = Lane::refused();
+fn a_shell_call_is_judged_where_the_harness_runs_it_or_as_unknown() {
+    let lane = Lane::held();
     let server = Counter::start();
     let fill = filler(&lane, &server);
     fixtures(&lane, &fill);
-    let proof = lane.tmp().join("proof");
     let evilrepo = lane.tmp().join("evilrepo");
-    // The installed Claude command, speaking Codex.
-    let hook = lane
+    let codex_hook = lane
         .hook
         .replacen("row-fence-guard;", "row-fence-guard --harness codex;", 1);
-    assert_ne!(hook, lane.hook, "the hook names the guard: {}", lane.hook);
-    let call = |tool: &str, tool_input: serde_json::Value| {
-        let input = json!({"session_id": "s-codex-workdir", "cwd": lane.repo.clone,
-            "hook_event_name": "PreToolUse", "model": "gpt-5-codex", "turn_id": "t-1",
-            "tool_name": tool, "tool_input": tool_input});
+    assert_ne!(
+        codex_hook, lane.hook,
+        "the hook names the guard: {}",
+        lane.hook
+    );
+    let codex = |session: &str, cwd: &Path, command: &str, tool_cwd: Option<&Path>| {
+        let mut input = json!({"session_id": session, "turn_id": "t-1", "cwd": cwd,
+            "hook_event_name": "PreToolUse", "model": "gpt-5-codex", "permission_mode": "default",
+            "transcript_path": null, "tool_name": "Bash", "tool_use_id": "call-1",
+            "tool_input": {"command": command}});
+        if let Some(dir) = tool_cwd {
+            input["tool_cwd"] = json!(dir);
+        }
         let mut cmd = lane.home.command("sh");
-        cmd.arg("-c").arg(&hook).current_dir(&lane.repo.clone);
+        cmd.arg("-c").arg(&codex_hook).current_dir(cwd);
         run_with_stdin(&mut cmd, &input.to_string())
     };
-    let first = call("shell", json!({"command": ["bash", "-lc", "ls"]}));
-    assert_eq!(first.code, 0, "{}", first.stderr);
-    assert!(first.stderr.contains("quarantined"), "{}", first.stderr);
-    for (tool, tool_input) in [
-        (
-            "shell",
-            json!({"command": ["bash", "-lc", "git status"], "workdir": evilrepo}),
-        ),
-        (
-            "exec_command",
-            json!({"cmd": "git diff", "workdir": evilrepo}),
-        ),
-        (
-            "shell",
-            json!({"command": ["bash", "-lc", "git status"], "workdir": 7}),
-        ),
+    let clone = lane.repo.clone.clone();
+    let tmp = lane.tmp();
+    let push = fill("git push -q --no-verify {remote} HEAD:main");
+    // An unbound session (its cwd outside any lane) whose tool runs in the lane's clone:
+    // judged there. With the lane refused, the push is refused.
+    lane.lose();
+    let there = codex("s-free", &tmp, &push, Some(&clone));
+    assert_eq!(there.code, 2, "{}", there.stderr);
+    assert!(
+        there.stderr.contains("REFUSED (different_holder)"),
+        "{}",
+        there.stderr
+    );
+    // Without tool_cwd the directory is unknown: the same push is denied as such.
+    let unknown = codex("s-free", &tmp, &push, None);
+    assert_eq!(unknown.code, 2, "{}", unknown.stderr);
+    assert!(unknown.stderr.contains("tool_cwd"), "{}", unknown.stderr);
+    // An unbound session's everyday commands and opaque code still run.
+    for command in [
+        "ls",
+        "python3 -c 'print(1)'",
+        "cd \"$(mktemp -d)\" && node -e 1",
     ] {
-        let ran = call(tool, tool_input.clone());
-        assert_eq!(ran.code, 2, "{tool} {tool_input}: {}", ran.stderr);
+        let ran = codex("s-free", &tmp, command, None);
+        assert_eq!(ran.code, 0, "{command}: {}", ran.stderr);
     }
+    // A row-bound session holding its row: the opaque command in an unknown directory is
+    // denied when the whole call's directory is unknown.
+    lane.regain();
+    let bound = codex("s-bound", &clone, "python3 -c 'print(1)'", None);
+    assert_eq!(bound.code, 2, "{}", bound.stderr);
+    assert!(bound.stderr.contains("tool_cwd"), "{}", bound.stderr);
+    let known = codex("s-bound", &clone, "python3 -c 'print(1)'", Some(&clone));
+    assert_eq!(known.code, 0, "{}", known.stderr);
+    // Refused, in quarantine: no shell call, wherever it runs.
+    lane.lose();
+    let evil = codex("s-bound", &clone, "git status", Some(&evilrepo));
+    assert_eq!(evil.code, 2, "{}", evil.stderr);
     // Gemini CLI's shell tool names its directory `dir_path` (or `directory`).
     let gemini = lane
         .hook
         .replacen("row-fence-guard;", "row-fence-guard --harness gemini;", 1);
     for member in ["dir_path", "directory"] {
-        let input = json!({"session_id": "s-codex-workdir", "cwd": lane.repo.clone,
+        let input = json!({"session_id": "s-gemini-free", "cwd": tmp,
             "hook_event_name": "BeforeTool", "timestamp": "2026-01-01T00:00:00Z",
             "tool_name": "run_shell_command",
-            "tool_input": {"command": "git status", "description": "x", member: evilrepo}});
+            "tool_input": {"command": push, "description": "x", member: clone}});
         let mut cmd = lane.home.command("sh");
-        cmd.arg("-c").arg(&gemini).current_dir(&lane.repo.clone);
+        cmd.arg("-c").arg(&gemini).current_dir(&tmp);
         let ran = run_with_stdin(&mut cmd, &input.to_string());
         assert_eq!(ran.code, 2, "gemini {member}: {}", ran.stderr);
+        assert!(
+            ran.stderr.contains("REFUSED"),
+            "gemini {member}: {}",
+            ran.stderr
+        );
     }
-    assert!(!proof.exists(), "no planted program ran");
+    assert!(!lane.tmp().join("proof").exists(), "no planted program ran");
 }

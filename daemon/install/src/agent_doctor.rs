@@ -1,8 +1,9 @@
 //! `row-fence doctor`'s agent section: for each harness whose hook file holds a row-fence
 //! entry, whether the entry is whole (every event the harness needs), whether the guard
 //! it runs is there, and whether the harness's own settings let the hook run (Codex's
-//! hooks feature flag, its hook trust and project trust; Gemini CLI's hooks switch and
-//! disabled list; Cursor's file version; for Claude Code, every settings file it reads,
+//! hooks feature flag, its hook trust and project trust, its version — before 0.169.0 it
+//! does not tell the hook where a tool runs; Gemini CLI's hooks switch and disabled list;
+//! Cursor's file version; for Claude Code, every settings file it reads,
 //! [`crate::claude_policy`]). A harness with no row-fence entry is reported as not
 //! installed, which is not a problem: the operator may not run it.
 
@@ -210,6 +211,11 @@ fn settings_checks(
                 "Codex runs a hook it does not manage only after you review and trust it (/hooks in Codex); trust follows the hook's definition, so trust it again after each install into {}",
                 file.display()
             ));
+            match crate::codex_version::check(std::env::var_os("PATH").as_deref()) {
+                crate::codex_version::Finding::Sends => {}
+                crate::codex_version::Finding::TooOld(why) => problems.push(why),
+                crate::codex_version::Finding::Unknown(why) => notes.push(why),
+            }
         }
         Agent::Gemini => {
             if let Some(v) = json_file(file) {

@@ -15,7 +15,8 @@
 //! - [`git_install`]: `install git-hook`, git's layer in every worktree of a repository.
 //! - [`doctor`]: where git is fenced in a repository and where it is not;
 //!   [`agent_doctor`]: whether each agent harness's hook is there and can run;
-//!   [`claude_policy`]: whether Claude Code runs a hook its settings files hold.
+//!   [`claude_policy`]: whether Claude Code runs a hook its settings files hold;
+//!   [`codex_version`]: whether the installed Codex tells the hook where a tool runs.
 //! - [`broker`]: `install broker`, git's ssh through the daemon's key broker;
 //!   [`lane_socket`]: whether the lane can reach the broker's socket.
 //!
@@ -41,6 +42,7 @@ pub mod broker;
 pub mod claude_policy;
 pub mod claude_settings;
 pub mod codex_toml;
+pub mod codex_version;
 pub mod created_files;
 pub mod daemon_answers;
 pub mod deploy;

@@ -41,6 +41,57 @@ pub fn is_quarantined(home: &Path, session: &str) -> bool {
     }
 }
 
+/// The session's record: `Ok(None)` when it has none; an error when one is there but
+/// cannot be read or is not a plain file with one name (it still quarantines: see
+/// [`is_quarantined`]).
+pub fn read(home: &Path, session: &str) -> io::Result<Option<Quarantine>> {
+    let file = path(home, session);
+    if !crate::binding::plain_file(&file)? {
+        return Ok(None);
+    }
+    let bytes = fs::read(&file)?;
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(io::Error::other)
+}
+
+/// The most records [`names_any`] reads: past it, the answer is yes (fail closed).
+pub const MAX_RECORDS_READ: usize = 1000;
+
+/// True when any session's record names one of `descriptors` (a fresh session of a lane
+/// another of whose sessions was refused), or the records cannot be read (fail closed).
+pub fn names_any(home: &Path, descriptors: &[PathBuf]) -> bool {
+    if descriptors.is_empty() {
+        return false;
+    }
+    let entries = match fs::read_dir(dir(home)) {
+        Ok(entries) => entries,
+        Err(e) => return e.kind() != io::ErrorKind::NotFound,
+    };
+    for (k, entry) in entries.enumerate() {
+        if k >= MAX_RECORDS_READ {
+            return true;
+        }
+        let Ok(entry) = entry else {
+            return true;
+        };
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') || !name.ends_with(".json") {
+            continue;
+        }
+        let record: Option<Quarantine> = fs::read(entry.path())
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        match record {
+            Some(q) if descriptors.contains(&q.descriptor) => return true,
+            Some(_) => {}
+            None => return true,
+        }
+    }
+    false
+}
+
 /// Records the quarantine (replacing an older record): a temporary file renamed into
 /// place, so a reader never sees half a file.
 pub fn mark(home: &Path, q: &Quarantine) -> io::Result<()> {

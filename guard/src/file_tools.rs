@@ -1,0 +1,317 @@
+//! The harnesses' built-in file tools (ARCHITECTURE.md, "Quarantine"): each one's name
+//! (Claude Code's; Gemini CLI's and Cursor's are renamed to them by [`crate::harness`]),
+//! whether it reads or writes, and every member of its input with what it is, so the
+//! paths a call names can be read out of it. Codex's `apply_patch` names its files in the
+//! patch. Both the quarantine ([`crate::quarantine::tools`]) and the rule for writes
+//! outside it ([`crate::file_writes`]) read calls through this table.
+
+use std::path::{Component, Path, PathBuf};
+
+/// What a file tool does with the paths it is given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// It reads them.
+    Read,
+    /// It writes them (creates, replaces, edits).
+    Write,
+}
+
+/// What one member of a file tool's input is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Member {
+    /// A path the tool reads or writes (a string, or an array of strings).
+    Path,
+    /// Glob patterns whose matches the tool reads, taken under the tool's path (a string
+    /// or an array of strings).
+    Pattern,
+    /// Anything else the tool takes: contents, regexes, filters within the path, counts.
+    Data,
+}
+
+use Member::{Data, Path as P, Pattern};
+
+/// One built-in file tool.
+pub struct FileTool {
+    /// Its name (Claude Code's spelling).
+    pub name: &'static str,
+    /// Whether it reads or writes.
+    pub access: Access,
+    /// Every member of its input, with what it is. A member not listed is one the guard
+    /// does not know: where the guard must see every path (quarantine), it denies.
+    pub members: &'static [(&'static str, Member)],
+}
+
+/// The built-in file tools. Members spelled by more than one harness are listed once
+/// per tool (Gemini CLI's `absolute_path`/`dir_path`/`include`, Cursor's `path` and
+/// `contents`).
+pub const FILE_TOOLS: &[FileTool] = &[
+    FileTool {
+        name: "Read",
+        access: Access::Read,
+        members: &[
+            ("file_path", P),
+            ("absolute_path", P),
+            ("path", P),
+            ("offset", Data),
+            ("limit", Data),
+            ("pages", Data),
+            ("start_line", Data),
+            ("end_line", Data),
+        ],
+    },
+    FileTool {
+        name: "read_many_files",
+        access: Access::Read,
+        members: &[
+            ("paths", Pattern),
+            ("include", Pattern),
+            ("exclude", Data),
+            ("recursive", Data),
+            ("useDefaultExcludes", Data),
+            ("respect_git_ignore", Data),
+            ("file_filtering_options", Data),
+        ],
+    },
+    FileTool {
+        name: "Glob",
+        access: Access::Read,
+        members: &[
+            ("pattern", Pattern),
+            ("path", P),
+            ("dir_path", P),
+            ("case_sensitive", Data),
+            ("respect_git_ignore", Data),
+            ("respect_gemini_ignore", Data),
+            ("file_filtering_options", Data),
+        ],
+    },
+    FileTool {
+        name: "Grep",
+        access: Access::Read,
+        members: &[
+            ("pattern", Data),
+            ("path", P),
+            ("dir_path", P),
+            ("glob", Data),
+            ("include", Data),
+            ("include_pattern", Data),
+            ("exclude_pattern", Data),
+            ("names_only", Data),
+            ("max_matches_per_file", Data),
+            ("total_max_matches", Data),
+            ("fixed_strings", Data),
+            ("context", Data),
+            ("after", Data),
+            ("before", Data),
+            ("no_ignore", Data),
+            ("type", Data),
+            ("output_mode", Data),
+            ("-i", Data),
+            ("-n", Data),
+            ("-A", Data),
+            ("-B", Data),
+            ("-C", Data),
+            ("multiline", Data),
+            ("head_limit", Data),
+            ("offset", Data),
+        ],
+    },
+    FileTool {
+        name: "LS",
+        access: Access::Read,
+        members: &[
+            ("path", P),
+            ("dir_path", P),
+            ("ignore", Data),
+            ("file_filtering_options", Data),
+        ],
+    },
+    FileTool {
+        name: "NotebookRead",
+        access: Access::Read,
+        members: &[("notebook_path", P), ("cell_id", Data)],
+    },
+    FileTool {
+        name: "Write",
+        access: Access::Write,
+        members: &[
+            ("file_path", P),
+            ("absolute_path", P),
+            ("path", P),
+            ("content", Data),
+            ("contents", Data),
+        ],
+    },
+    FileTool {
+        name: "Edit",
+        access: Access::Write,
+        members: &[
+            ("file_path", P),
+            ("absolute_path", P),
+            ("path", P),
+            ("old_string", Data),
+            ("new_string", Data),
+            ("replace_all", Data),
+            ("expected_replacements", Data),
+            ("allow_multiple", Data),
+            ("instruction", Data),
+        ],
+    },
+    FileTool {
+        name: "MultiEdit",
+        access: Access::Write,
+        members: &[("file_path", P), ("edits", Data)],
+    },
+    FileTool {
+        name: "NotebookEdit",
+        access: Access::Write,
+        members: &[
+            ("notebook_path", P),
+            ("cell_id", Data),
+            ("new_source", Data),
+            ("cell_type", Data),
+            ("edit_mode", Data),
+        ],
+    },
+];
+
+/// Codex's file edits: one tool whose input is a patch naming every file it adds,
+/// updates, deletes or moves to.
+pub const APPLY_PATCH: &str = "apply_patch";
+
+/// The file tool called `name`, if it is one.
+pub fn find(name: &str) -> Option<&'static FileTool> {
+    FILE_TOOLS.iter().find(|t| t.name == name)
+}
+
+/// True when the tool called `name` writes files.
+pub fn writes(name: &str) -> bool {
+    name == APPLY_PATCH || find(name).is_some_and(|t| t.access == Access::Write)
+}
+
+/// The paths and patterns one call names, each absolute (relative ones taken from the
+/// directory the harness takes them from).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Named {
+    /// Every path member's paths.
+    pub paths: Vec<PathBuf>,
+    /// Every glob pattern's literal prefix (the directory every match lies under), taken
+    /// under the tool's last path (or the base).
+    pub pattern_roots: Vec<PathBuf>,
+}
+
+/// Why a call's paths cannot be read out of it (a sentence).
+pub type Unread = String;
+
+/// The paths and patterns a call of `tool` names, relative ones from `base`. `strict`:
+/// a member the table does not list is an error (the quarantine must see every path);
+/// otherwise it is skipped.
+pub fn named(
+    tool: &FileTool,
+    input: &serde_json::Value,
+    base: &Path,
+    strict: bool,
+) -> Result<Named, Unread> {
+    let empty = serde_json::Map::new();
+    let fields = match input {
+        serde_json::Value::Object(m) => m,
+        serde_json::Value::Null => &empty,
+        _ => return Err(format!("the input of `{}` is not an object", tool.name)),
+    };
+    let mut named = Named::default();
+    let mut under = base.to_path_buf();
+    let mut patterns = Vec::new();
+    for (key, value) in fields {
+        let Some(&(_, kind)) = tool.members.iter().find(|(m, _)| m == key) else {
+            if strict {
+                return Err(format!(
+                    "`{}` with the member `{key}` is not one the guard reads",
+                    tool.name
+                ));
+            }
+            continue;
+        };
+        if kind == Data || value.is_null() {
+            continue;
+        }
+        let texts = strings(value).ok_or(format!("the tool's {key} is not a string"))?;
+        for text in texts {
+            if kind == P {
+                under = base.join(text);
+                named.paths.push(under.clone());
+            } else {
+                patterns.push(text);
+            }
+        }
+    }
+    for pattern in patterns {
+        named.pattern_roots.push(under.join(glob_prefix(pattern)?));
+    }
+    Ok(named)
+}
+
+/// Every file an `apply_patch` call adds, updates, deletes or moves to, relative ones
+/// from `base`.
+pub fn patch_targets(input: &serde_json::Value, base: &Path) -> Result<Vec<PathBuf>, Unread> {
+    let patch = ["command", "patch", "input"]
+        .iter()
+        .find_map(|m| input.get(*m).and_then(serde_json::Value::as_str))
+        .ok_or("the patch is not readable")?;
+    let paths = patch_paths(patch);
+    if paths.is_empty() {
+        return Err("the patch names no file".into());
+    }
+    Ok(paths.iter().map(|p| base.join(p)).collect())
+}
+
+/// The paths an `apply_patch` patch touches (`*** Add File:`, `*** Update File:`,
+/// `*** Delete File:`, `*** Move to:`).
+pub fn patch_paths(patch: &str) -> Vec<String> {
+    patch
+        .lines()
+        .filter_map(|line| {
+            // Codex's patch reader trims each line before matching a header: so must
+            // the guard, or an indented header names a file it never checks.
+            let line = line.trim();
+            [
+                "*** Add File: ",
+                "*** Update File: ",
+                "*** Delete File: ",
+                "*** Move to: ",
+            ]
+            .iter()
+            .find_map(|p| line.strip_prefix(p))
+            .map(str::to_string)
+        })
+        .collect()
+}
+
+/// A member's strings: one string, or an array of them.
+fn strings(value: &serde_json::Value) -> Option<Vec<&str>> {
+    match value {
+        serde_json::Value::String(s) => Some(vec![s.as_str()]),
+        serde_json::Value::Array(items) => items.iter().map(serde_json::Value::as_str).collect(),
+        _ => None,
+    }
+}
+
+/// The directories a glob pattern names before its first wildcard (every match lies
+/// under them); a `..` anywhere in it could climb out after a wildcard, and denies.
+fn glob_prefix(pattern: &str) -> Result<PathBuf, Unread> {
+    let path = Path::new(pattern);
+    if path.components().any(|c| c == Component::ParentDir) {
+        return Err(format!("the pattern `{pattern}` climbs out with `..`"));
+    }
+    let mut prefix = PathBuf::new();
+    for part in path.components() {
+        if part
+            .as_os_str()
+            .to_string_lossy()
+            .contains(['*', '?', '[', '{'])
+        {
+            break;
+        }
+        prefix.push(part);
+    }
+    Ok(prefix)
+}
