@@ -90,6 +90,31 @@ impl Drop for Users {
     }
 }
 
+/// A group made for one test (`groupadd`), removed when dropped.
+struct Group {
+    name: String,
+    gid: u32,
+}
+
+impl Group {
+    fn add(tag: &str) -> Group {
+        let name = format!("rfg{}{tag}", std::process::id());
+        run(Command::new("groupadd").arg(&name)).expect_ok("groupadd");
+        let gid = nix::unistd::Group::from_name(&name)
+            .expect("getgrnam")
+            .expect("the new group exists")
+            .gid
+            .as_raw();
+        Group { name, gid }
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let _ = Command::new("groupdel").arg(&self.name).output();
+    }
+}
+
 fn chown(path: &Path, uid: u32, gid: u32) {
     let ran = run(Command::new("chown")
         .arg("-R")
@@ -1307,6 +1332,63 @@ fn a_binding_acts_for_its_own_lease_only_and_follows_no_link_to_another() {
         "{}",
         refused.stderr
     );
+
+    // Unpinned, its descriptor in a directory only the daemon's uid may write by the
+    // permission bits: it stands. Then an ACL entry opens the directory to the lane (which
+    // could then rename another lease's descriptor over its own): refused at the next read,
+    // and by `lane add`, though the bits still say no one else writes there.
+    let acl_dir = site.home.path("desc-acl");
+    fs::create_dir(&acl_dir).expect("desc-acl");
+    fs::set_permissions(&acl_dir, fs::Permissions::from_mode(0o700)).expect("chmod");
+    let acl_descriptor = acl_dir.join("a.json");
+    fs::copy(&descriptor, &acl_descriptor).expect("a copy of lane A's descriptor");
+    let unpinned_acl = unpinned.replace(
+        &descriptor.display().to_string(),
+        &acl_descriptor.display().to_string(),
+    );
+    fs::write(&site.lanes, &unpinned_acl).expect("lanes.toml");
+    operator(&site, &["lane", "reload"]);
+    push(&site).expect_ok("lane A's push, unpinned, its descriptor out of its reach");
+    let user_entry = format!("u:{}:rwx", a.name);
+    run(Command::new("setfacl")
+        .args(["-m", &user_entry])
+        .arg(&acl_dir))
+    .expect_ok("setfacl");
+    site.as_lane(
+        &a,
+        &a_tree,
+        "touch",
+        &[&acl_dir.join("x").display().to_string()],
+    )
+    .expect_ok("the ACL lets lane A write the directory");
+    let head = site.commit(&a, &a_tree, "a-acl");
+    assert_ne!(
+        push(&site).code,
+        0,
+        "pushed through an unpinned binding whose descriptor an ACL lets the lane replace"
+    );
+    assert_ne!(site.remote_ref("main").as_deref(), Some(head.as_str()));
+    assert!(
+        !ledger_has(&site, "ssh ", "an ACL entry names it").is_empty(),
+        "no ledger record naming the ACL"
+    );
+    let acl_text = acl_descriptor.display().to_string();
+    let refused = site.home.cli(&[
+        "lane",
+        "add",
+        "lane-a3",
+        "--uid",
+        &a.name,
+        "--worktree",
+        &a_tree_text,
+        "--descriptor",
+        &acl_text,
+        "--lanes",
+        &spare,
+    ]);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(refused.stderr.contains("ACL entry"), "{}", refused.stderr);
+
     fs::write(&site.lanes, &pinned).expect("lanes.toml");
     operator(&site, &["lane", "reload"]);
     push(&site).expect_ok("lane A's push, pinned again");
@@ -2401,6 +2483,73 @@ fn a_lane_plants_no_hook_in_another_lanes_git_dir_unless_they_share_a_group_whic
         Vec::<String>::new(),
         "a group each, and doctor warns"
     );
+    let a_hooks = a_tree.join(".git/hooks");
+    let changed_by_b = format!("{} can be changed by lane uid {}", a_hooks.display(), b.uid);
+
+    // An ACL entry is write access the permission bits do not show: lane A gives lane B
+    // a named entry on its hooks (as any owner may), lane B plants a hook, and doctor
+    // names the entry.
+    let entry = format!("u:{}:rwx", b.name);
+    run(Command::new("setfacl").args(["-m", &entry]).arg(&a_hooks)).expect_ok("setfacl");
+    let (code, found) = doctor(&[(&a, &a_tree), (&b, &b_tree)]);
+    assert_eq!(code, 1, "{found:#?}");
+    assert!(
+        found
+            .iter()
+            .any(|l| l.contains(&changed_by_b) && l.contains("an ACL entry names it")),
+        "{found:#?}"
+    );
+    assert!(
+        plants_hook(&b, &a_tree),
+        "the ACL entry did not let lane B write"
+    );
+    fs::remove_file(a_hooks.join("pre-commit")).expect("rm the planted hook");
+    run(Command::new("setfacl").arg("-b").arg(&a_hooks)).expect_ok("setfacl -b");
+    assert_eq!(
+        doctor(&[(&a, &a_tree), (&b, &b_tree)]).1,
+        Vec::<String>::new()
+    );
+
+    // A group a process of lane B still holds after /etc/group stopped listing lane B in
+    // it: the kernel checks the process's groups, so doctor counts them too.
+    let shared = Group::add("s");
+    run(Command::new("chgrp").arg(&shared.name).arg(&a_hooks)).expect_ok("chgrp");
+    run(Command::new("usermod").args(["-aG", &shared.name, &b.name])).expect_ok("usermod");
+    let mut kept = Command::new("setpriv")
+        .args([
+            "--reuid",
+            &b.name,
+            "--regid",
+            &b.name,
+            "--init-groups",
+            "sleep",
+            "30",
+        ])
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("a process of lane B");
+    let until = Instant::now() + Duration::from_secs(5);
+    while !fs::read_to_string(format!("/proc/{}/status", kept.id()))
+        .is_ok_and(|s| s.contains(&format!("Uid:\t{}", b.uid)))
+    {
+        assert!(Instant::now() < until, "setpriv did not become lane B");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    run(Command::new("gpasswd").args(["-d", &b.name, &shared.name])).expect_ok("gpasswd -d");
+    let (code, found) = doctor(&[(&a, &a_tree), (&b, &b_tree)]);
+    let _ = kept.kill();
+    let _ = kept.wait();
+    assert_eq!(code, 1, "{found:#?}");
+    assert!(
+        found.iter().any(|l| l.contains(&changed_by_b)
+            && l.contains(&format!("group {} (gid {})", shared.name, shared.gid))),
+        "{found:#?}"
+    );
+    assert_eq!(
+        doctor(&[(&a, &a_tree), (&b, &b_tree)]).1,
+        Vec::<String>::new()
+    );
+    run(Command::new("chgrp").arg(&a.name).arg(&a_hooks)).expect_ok("chgrp back");
 
     // Lanes made with useradd -N share the system's default group: lane D plants a hook
     // in lane C's group-writable git dir, and doctor says so (exit 1), naming the group.
@@ -2419,7 +2568,7 @@ fn a_lane_plants_no_hook_in_another_lanes_git_dir_unless_they_share_a_group_whic
     assert!(
         found
             .iter()
-            .any(|l| l.contains(&hooks) && l.contains("which both lanes are in")),
+            .any(|l| l.contains(&hooks) && l.contains("which it is in")),
         "{found:#?}"
     );
     assert!(
