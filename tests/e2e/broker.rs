@@ -2392,6 +2392,17 @@ fn doctor_warns_of_each_way_a_lane_uid_reaches_a_push_without_the_broker() {
         warned.len() == 1 && warned[0].contains("forge.conf sets ControlPersist 1h"),
         "{warned:?}"
     );
+    // So is one it includes by a user's name (`~name/`, which ssh expands too).
+    fs::write(
+        ssh_dir.join("config"),
+        format!("Include ~{}/.ssh/config.d/forge.conf\n", a.name),
+    )
+    .expect("ssh config");
+    let warned = doctor();
+    assert!(
+        warned.len() == 1 && warned[0].contains("forge.conf sets ControlPersist 1h"),
+        "{warned:?}"
+    );
 }
 
 /// `git init --shared=group` in a worktree of `user`'s own: its git dir group-writable.
