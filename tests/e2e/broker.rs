@@ -2403,6 +2403,127 @@ fn doctor_warns_of_each_way_a_lane_uid_reaches_a_push_without_the_broker() {
         warned.len() == 1 && warned[0].contains("forge.conf sets ControlPersist 1h"),
         "{warned:?}"
     );
+    fs::remove_file(ssh_dir.join("config")).expect("rm ssh config");
+
+    // Kept connections that hide what they are. The forge is a listener here, named by
+    // the daemon's forge host keys file as ssh-keyscan writes it; the repository has no
+    // remote at all (a lane can point its own remotes anywhere).
+    let forge = std::net::TcpListener::bind("127.0.0.1:0").expect("a forge port");
+    let port = forge.local_addr().expect("port").port();
+    let host_keys = root.join("forge_host_keys");
+    fs::write(
+        &host_keys,
+        format!(
+            "[127.0.0.1]:{port} ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n"
+        ),
+    )
+    .expect("forge_host_keys");
+    let warnings_of = |pid: u32, host_keys: Option<&Path>| -> Vec<String> {
+        let mut cmd = home.command(crate::util::bin("row-fence"));
+        cmd.current_dir(&repo)
+            .args(["doctor", "--json", "--broker-lanes"])
+            .arg(&lanes);
+        if let Some(file) = host_keys {
+            cmd.arg("--broker-forge-host-key").arg(file);
+        }
+        let process = format!("process {pid} ");
+        run(&mut cmd).json()["lanes"][0]["warnings"]
+            .as_array()
+            .expect("warnings")
+            .iter()
+            .filter_map(|w| w.as_str())
+            .filter(|w| w.contains(&process))
+            .map(str::to_string)
+            .collect()
+    };
+    let until_connected = |pid: u32| {
+        let until = Instant::now() + Duration::from_secs(10);
+        while !fs::read_dir(format!("/proc/{pid}/fd"))
+            .map(|fds| {
+                fds.flatten()
+                    .filter_map(|fd| fs::read_link(fd.path()).ok())
+                    .any(|t| t.to_string_lossy().starts_with("socket:"))
+            })
+            .unwrap_or(false)
+        {
+            assert!(Instant::now() < until, "process {pid} did not connect");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // A copy of ssh under another name, started with argv[0] `kworker`: a master waiting
+    // on the forge. Its bytes are ssh's: doctor names it a master and its connection one
+    // to the forge.
+    let bin = a.home.join("bin");
+    fs::create_dir(&bin).expect("bin");
+    let tunnel = bin.join("tunnel");
+    fs::copy(which("ssh"), &tunnel).expect("copy ssh");
+    chown(&bin, a.uid, a.gid);
+    let mut master = Command::new(&tunnel)
+        .arg0("kworker")
+        .args(["-F", "/dev/null", "-o", "BatchMode=yes", "-M", "-N", "-S"])
+        .arg(a.home.join("cm"))
+        .args([
+            "-o",
+            "ControlPersist=1h",
+            "-p",
+            &port.to_string(),
+            "127.0.0.1",
+        ])
+        .env_clear()
+        .env("HOME", &a.home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .uid(a.uid)
+        .gid(a.gid)
+        .spawn()
+        .expect("the copied ssh as the lane");
+    until_connected(master.id());
+    let warned = warnings_of(master.id(), Some(&host_keys));
+    let _ = master.kill();
+    let _ = master.wait();
+    assert!(
+        warned.len() == 2
+            && warned[0].contains("runs an ssh master")
+            && warned[0].contains("-M -N")
+            && warned[1].contains(&format!(
+                "(kworker) holds a connection to the forge at 127.0.0.1:{port}"
+            )),
+        "{warned:#?}"
+    );
+    // Any program holding a connection to the forge: told by the host keys file, not by
+    // the lane's remotes.
+    let hold = format!(
+        "import socket, time\ns = socket.create_connection(('127.0.0.1', {port}))\ntime.sleep(30)\n"
+    );
+    let mut held = Command::new("python3")
+        .args(["-c", &hold])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .stdin(Stdio::null())
+        .uid(a.uid)
+        .gid(a.gid)
+        .spawn()
+        .expect("python3 as the lane");
+    until_connected(held.id());
+    let named = warnings_of(held.id(), Some(&host_keys));
+    let unnamed = warnings_of(held.id(), None);
+    let _ = held.kill();
+    let _ = held.wait();
+    assert!(
+        named.len() == 1
+            && named[0].contains(&format!(
+                "holds a connection to the forge at 127.0.0.1:{port}"
+            )),
+        "{named:#?}"
+    );
+    assert_eq!(
+        unnamed,
+        Vec::<String>::new(),
+        "no remote and no host keys file"
+    );
+    drop(forge);
 }
 
 /// `git init --shared=group` in a worktree of `user`'s own: its git dir group-writable.
