@@ -2683,6 +2683,37 @@ fn a_lane_plants_no_hook_in_another_lanes_git_dir_unless_they_share_a_group_whic
     );
     run(Command::new("chgrp").arg(&a.name).arg(&a_hooks)).expect_ok("chgrp back");
 
+    // The hooks lane A's git runs are where its config says (core.hooksPath, at any level,
+    // through any include): a directory lane B owns is lane B's to fill. Doctor asks lane
+    // A's own git.
+    let b_hooks = root.join("gb-hooks");
+    fs::create_dir(&b_hooks).expect("lane B's hooks");
+    chown(&b_hooks, b.uid, b.gid);
+    let set_hooks_path = |value: &str| {
+        run(Command::new("git")
+            .args(["config", "core.hooksPath", value])
+            .current_dir(&a_tree)
+            .env("HOME", &a.home)
+            .uid(a.uid)
+            .gid(a.gid))
+        .expect_ok("git config core.hooksPath")
+    };
+    set_hooks_path(&b_hooks.display().to_string());
+    let (code, found) = doctor(&[(&a, &a_tree), (&b, &b_tree)]);
+    assert_eq!(code, 1, "{found:#?}");
+    let by_b = format!("{} can be changed by lane uid {}", b_hooks.display(), b.uid);
+    assert!(
+        found
+            .iter()
+            .any(|l| l.contains(&by_b) && l.contains("it owns it")),
+        "{found:#?}"
+    );
+    set_hooks_path(".git/hooks");
+    assert_eq!(
+        doctor(&[(&a, &a_tree), (&b, &b_tree)]).1,
+        Vec::<String>::new()
+    );
+
     // Lanes made with useradd -N share the system's default group: lane D plants a hook
     // in lane C's group-writable git dir, and doctor says so (exit 1), naming the group.
     let c = users.add_with(&root, "gc", &["-N"]);

@@ -102,7 +102,7 @@ pub fn warnings(
             ));
         }
     }
-    found.extend(writable_by_others(&who, &user.dir, lane, others));
+    found.extend(writable_by_others(&who, &user, lane, others));
     found
 }
 
@@ -139,10 +139,24 @@ fn held(who: &str, uid: u32, broker_socket: Option<&Path>, forges: &[SocketAddr]
     found
 }
 
-/// The lane's HOME, worktree, git dir, hooks and config that another bound lane can
-/// change, naming how (owner, a group it is in, the other bits).
-fn writable_by_others(who: &str, home: &Path, lane: &Lane, others: &[u32]) -> Vec<String> {
-    let mut paths = vec![home.to_path_buf()];
+/// The lane's HOME, its ssh configs, worktree, git dir, the hooks its git runs and the
+/// config files its git reads ([`crate::lane_git`]) that another bound lane can change,
+/// naming how (owner, a group it is in, the other bits, an ACL entry).
+fn writable_by_others(
+    who: &str,
+    user: &nix::unistd::User,
+    lane: &Lane,
+    others: &[u32],
+) -> Vec<String> {
+    let home = &user.dir;
+    let ssh_dir = home.join(".ssh");
+    let mut paths = vec![home.to_path_buf(), ssh_dir.clone()];
+    paths.extend(crate::ssh_config::files(
+        &ssh_dir.join("config"),
+        &ssh_dir,
+        home,
+    ));
+    let mut found = Vec::new();
     if let Some(worktree) = &lane.worktree {
         paths.push(worktree.clone());
         if let Ok(Some(git_dir)) = row_fence_contract::descriptor::find_git_dir(worktree) {
@@ -157,6 +171,18 @@ fn writable_by_others(who: &str, home: &Path, lane: &Lane, others: &[u32]) -> Ve
                 paths.extend(hook_files(&dir.join("hooks")));
             }
         }
+        match crate::lane_git::reads(lane.uid, user.gid.as_raw(), home, worktree) {
+            Ok(reads) => {
+                if let Some(hooks) = reads.hooks {
+                    paths.extend(hook_files(&hooks));
+                    paths.push(hooks);
+                }
+                paths.extend(reads.configs);
+            }
+            Err(e) => found.push(format!(
+                "{who}: cannot tell which hooks and config files its git uses: {e}"
+            )),
+        }
     }
     let mut seen = Vec::new();
     paths.retain(|p| {
@@ -164,7 +190,6 @@ fn writable_by_others(who: &str, home: &Path, lane: &Lane, others: &[u32]) -> Ve
         seen.push(p.clone());
         new
     });
-    let mut found = Vec::new();
     for uid in others.iter().filter(|u| **u != lane.uid) {
         let other = Principal::of(*uid);
         for path in &paths {

@@ -26,6 +26,15 @@ pub fn multiplexing(path: &Path, base: &Path, home: &Path) -> Vec<(PathBuf, Stri
     found
 }
 
+/// The config at `path` and every file it includes that exists, as [`multiplexing`] reads
+/// them: what ssh reads, so what another lane must not be able to write.
+pub fn files(path: &Path, base: &Path, home: &Path) -> Vec<PathBuf> {
+    let mut seen = Vec::new();
+    walk(path, base, home, 0, &mut seen, &mut Vec::new());
+    seen.retain(|p| p.is_file());
+    seen
+}
+
 fn walk(
     path: &Path,
     base: &Path,
