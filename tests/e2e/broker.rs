@@ -114,6 +114,31 @@ fn remove_user(name: &str) {
     }
 }
 
+/// A group made for one test (`groupadd`), removed when dropped.
+struct Group {
+    name: String,
+    gid: u32,
+}
+
+impl Group {
+    fn add(tag: &str) -> Group {
+        let name = format!("rfg{}{tag}", std::process::id());
+        run(Command::new("groupadd").arg(&name)).expect_ok("groupadd");
+        let gid = nix::unistd::Group::from_name(&name)
+            .expect("getgrnam")
+            .expect("the new group exists")
+            .gid
+            .as_raw();
+        Group { name, gid }
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let _ = Command::new("groupdel").arg(&self.name).output();
+    }
+}
+
 fn chown(path: &Path, uid: u32, gid: u32) {
     let ran = run(Command::new("chown")
         .arg("-R")
@@ -1331,6 +1356,63 @@ fn a_binding_acts_for_its_own_lease_only_and_follows_no_link_to_another() {
         "{}",
         refused.stderr
     );
+
+    // Unpinned, its descriptor in a directory only the daemon's uid may write by the
+    // permission bits: it stands. Then an ACL entry opens the directory to the lane (which
+    // could then rename another lease's descriptor over its own): refused at the next read,
+    // and by `lane add`, though the bits still say no one else writes there.
+    let acl_dir = site.home.path("desc-acl");
+    fs::create_dir(&acl_dir).expect("desc-acl");
+    fs::set_permissions(&acl_dir, fs::Permissions::from_mode(0o700)).expect("chmod");
+    let acl_descriptor = acl_dir.join("a.json");
+    fs::copy(&descriptor, &acl_descriptor).expect("a copy of lane A's descriptor");
+    let unpinned_acl = unpinned.replace(
+        &descriptor.display().to_string(),
+        &acl_descriptor.display().to_string(),
+    );
+    fs::write(&site.lanes, &unpinned_acl).expect("lanes.toml");
+    operator(&site, &["lane", "reload"]);
+    push(&site).expect_ok("lane A's push, unpinned, its descriptor out of its reach");
+    let user_entry = format!("u:{}:rwx", a.name);
+    run(Command::new("setfacl")
+        .args(["-m", &user_entry])
+        .arg(&acl_dir))
+    .expect_ok("setfacl");
+    site.as_lane(
+        &a,
+        &a_tree,
+        "touch",
+        &[&acl_dir.join("x").display().to_string()],
+    )
+    .expect_ok("the ACL lets lane A write the directory");
+    let head = site.commit(&a, &a_tree, "a-acl");
+    assert_ne!(
+        push(&site).code,
+        0,
+        "pushed through an unpinned binding whose descriptor an ACL lets the lane replace"
+    );
+    assert_ne!(site.remote_ref("main").as_deref(), Some(head.as_str()));
+    assert!(
+        !ledger_has(&site, "ssh ", "an ACL entry names it").is_empty(),
+        "no ledger record naming the ACL"
+    );
+    let acl_text = acl_descriptor.display().to_string();
+    let refused = site.home.cli(&[
+        "lane",
+        "add",
+        "lane-a3",
+        "--uid",
+        &a.name,
+        "--worktree",
+        &a_tree_text,
+        "--descriptor",
+        &acl_text,
+        "--lanes",
+        &spare,
+    ]);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(refused.stderr.contains("ACL entry"), "{}", refused.stderr);
+
     fs::write(&site.lanes, &pinned).expect("lanes.toml");
     operator(&site, &["lane", "reload"]);
     push(&site).expect_ok("lane A's push, pinned again");
@@ -2334,6 +2416,138 @@ fn doctor_warns_of_each_way_a_lane_uid_reaches_a_push_without_the_broker() {
         warned.len() == 1 && warned[0].contains("forge.conf sets ControlPersist 1h"),
         "{warned:?}"
     );
+    // So is one it includes by a user's name (`~name/`, which ssh expands too).
+    fs::write(
+        ssh_dir.join("config"),
+        format!("Include ~{}/.ssh/config.d/forge.conf\n", a.name),
+    )
+    .expect("ssh config");
+    let warned = doctor();
+    assert!(
+        warned.len() == 1 && warned[0].contains("forge.conf sets ControlPersist 1h"),
+        "{warned:?}"
+    );
+    fs::remove_file(ssh_dir.join("config")).expect("rm ssh config");
+
+    // Kept connections that hide what they are. The forge is a listener here, named by
+    // the daemon's forge host keys file as ssh-keyscan writes it; the repository has no
+    // remote at all (a lane can point its own remotes anywhere).
+    let forge = std::net::TcpListener::bind("127.0.0.1:0").expect("a forge port");
+    let port = forge.local_addr().expect("port").port();
+    let host_keys = root.join("forge_host_keys");
+    fs::write(
+        &host_keys,
+        format!(
+            "[127.0.0.1]:{port} ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n"
+        ),
+    )
+    .expect("forge_host_keys");
+    let warnings_of = |pid: u32, host_keys: Option<&Path>| -> Vec<String> {
+        let mut cmd = home.command(crate::util::bin("row-fence"));
+        cmd.current_dir(&repo)
+            .args(["doctor", "--json", "--broker-lanes"])
+            .arg(&lanes);
+        if let Some(file) = host_keys {
+            cmd.arg("--broker-forge-host-key").arg(file);
+        }
+        let process = format!("process {pid} ");
+        run(&mut cmd).json()["lanes"][0]["warnings"]
+            .as_array()
+            .expect("warnings")
+            .iter()
+            .filter_map(|w| w.as_str())
+            .filter(|w| w.contains(&process))
+            .map(str::to_string)
+            .collect()
+    };
+    let until_connected = |pid: u32| {
+        let until = Instant::now() + Duration::from_secs(10);
+        while !fs::read_dir(format!("/proc/{pid}/fd"))
+            .map(|fds| {
+                fds.flatten()
+                    .filter_map(|fd| fs::read_link(fd.path()).ok())
+                    .any(|t| t.to_string_lossy().starts_with("socket:"))
+            })
+            .unwrap_or(false)
+        {
+            assert!(Instant::now() < until, "process {pid} did not connect");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // A copy of ssh under another name, started with argv[0] `kworker`: a master waiting
+    // on the forge. Its bytes are ssh's: doctor names it a master and its connection one
+    // to the forge.
+    let bin = a.home.join("bin");
+    fs::create_dir(&bin).expect("bin");
+    let tunnel = bin.join("tunnel");
+    fs::copy(which("ssh"), &tunnel).expect("copy ssh");
+    chown(&bin, a.uid, a.gid);
+    let mut master = Command::new(&tunnel)
+        .arg0("kworker")
+        .args(["-F", "/dev/null", "-o", "BatchMode=yes", "-M", "-N", "-S"])
+        .arg(a.home.join("cm"))
+        .args([
+            "-o",
+            "ControlPersist=1h",
+            "-p",
+            &port.to_string(),
+            "127.0.0.1",
+        ])
+        .env_clear()
+        .env("HOME", &a.home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .uid(a.uid)
+        .gid(a.gid)
+        .spawn()
+        .expect("the copied ssh as the lane");
+    until_connected(master.id());
+    let warned = warnings_of(master.id(), Some(&host_keys));
+    let _ = master.kill();
+    let _ = master.wait();
+    assert!(
+        warned.len() == 2
+            && warned[0].contains("runs an ssh master")
+            && warned[0].contains("-M -N")
+            && warned[1].contains(&format!(
+                "(kworker) holds a connection to the forge at 127.0.0.1:{port}"
+            )),
+        "{warned:#?}"
+    );
+    // Any program holding a connection to the forge: told by the host keys file, not by
+    // the lane's remotes.
+    let hold = format!(
+        "import socket, time\ns = socket.create_connection(('127.0.0.1', {port}))\ntime.sleep(30)\n"
+    );
+    let mut held = Command::new("python3")
+        .args(["-c", &hold])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .stdin(Stdio::null())
+        .uid(a.uid)
+        .gid(a.gid)
+        .spawn()
+        .expect("python3 as the lane");
+    until_connected(held.id());
+    let named = warnings_of(held.id(), Some(&host_keys));
+    let unnamed = warnings_of(held.id(), None);
+    let _ = held.kill();
+    let _ = held.wait();
+    assert!(
+        named.len() == 1
+            && named[0].contains(&format!(
+                "holds a connection to the forge at 127.0.0.1:{port}"
+            )),
+        "{named:#?}"
+    );
+    assert_eq!(
+        unnamed,
+        Vec::<String>::new(),
+        "no remote and no host keys file"
+    );
+    drop(forge);
 }
 
 /// `git init --shared=group` in a worktree of `user`'s own: its git dir group-writable.
@@ -2425,6 +2639,104 @@ fn a_lane_plants_no_hook_in_another_lanes_git_dir_unless_they_share_a_group_whic
         Vec::<String>::new(),
         "a group each, and doctor warns"
     );
+    let a_hooks = a_tree.join(".git/hooks");
+    let changed_by_b = format!("{} can be changed by lane uid {}", a_hooks.display(), b.uid);
+
+    // An ACL entry is write access the permission bits do not show: lane A gives lane B
+    // a named entry on its hooks (as any owner may), lane B plants a hook, and doctor
+    // names the entry.
+    let entry = format!("u:{}:rwx", b.name);
+    run(Command::new("setfacl").args(["-m", &entry]).arg(&a_hooks)).expect_ok("setfacl");
+    let (code, found) = doctor(&[(&a, &a_tree), (&b, &b_tree)]);
+    assert_eq!(code, 1, "{found:#?}");
+    assert!(
+        found
+            .iter()
+            .any(|l| l.contains(&changed_by_b) && l.contains("an ACL entry names it")),
+        "{found:#?}"
+    );
+    assert!(
+        plants_hook(&b, &a_tree),
+        "the ACL entry did not let lane B write"
+    );
+    fs::remove_file(a_hooks.join("pre-commit")).expect("rm the planted hook");
+    run(Command::new("setfacl").arg("-b").arg(&a_hooks)).expect_ok("setfacl -b");
+    assert_eq!(
+        doctor(&[(&a, &a_tree), (&b, &b_tree)]).1,
+        Vec::<String>::new()
+    );
+
+    // A group a process of lane B still holds after /etc/group stopped listing lane B in
+    // it: the kernel checks the process's groups, so doctor counts them too.
+    let shared = Group::add("s");
+    run(Command::new("chgrp").arg(&shared.name).arg(&a_hooks)).expect_ok("chgrp");
+    run(Command::new("usermod").args(["-aG", &shared.name, &b.name])).expect_ok("usermod");
+    let mut kept = Command::new("setpriv")
+        .args([
+            "--reuid",
+            &b.name,
+            "--regid",
+            &b.name,
+            "--init-groups",
+            "sleep",
+            "30",
+        ])
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("a process of lane B");
+    let until = Instant::now() + Duration::from_secs(5);
+    while !fs::read_to_string(format!("/proc/{}/status", kept.id()))
+        .is_ok_and(|s| s.contains(&format!("Uid:\t{}", b.uid)))
+    {
+        assert!(Instant::now() < until, "setpriv did not become lane B");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    run(Command::new("gpasswd").args(["-d", &b.name, &shared.name])).expect_ok("gpasswd -d");
+    let (code, found) = doctor(&[(&a, &a_tree), (&b, &b_tree)]);
+    let _ = kept.kill();
+    let _ = kept.wait();
+    assert_eq!(code, 1, "{found:#?}");
+    assert!(
+        found.iter().any(|l| l.contains(&changed_by_b)
+            && l.contains(&format!("group {} (gid {})", shared.name, shared.gid))),
+        "{found:#?}"
+    );
+    assert_eq!(
+        doctor(&[(&a, &a_tree), (&b, &b_tree)]).1,
+        Vec::<String>::new()
+    );
+    run(Command::new("chgrp").arg(&a.name).arg(&a_hooks)).expect_ok("chgrp back");
+
+    // The hooks lane A's git runs are where its config says (core.hooksPath, at any level,
+    // through any include): a directory lane B owns is lane B's to fill. Doctor asks lane
+    // A's own git.
+    let b_hooks = root.join("gb-hooks");
+    fs::create_dir(&b_hooks).expect("lane B's hooks");
+    chown(&b_hooks, b.uid, b.gid);
+    let set_hooks_path = |value: &str| {
+        run(Command::new("git")
+            .args(["config", "core.hooksPath", value])
+            .current_dir(&a_tree)
+            .env("HOME", &a.home)
+            .uid(a.uid)
+            .gid(a.gid))
+        .expect_ok("git config core.hooksPath")
+    };
+    set_hooks_path(&b_hooks.display().to_string());
+    let (code, found) = doctor(&[(&a, &a_tree), (&b, &b_tree)]);
+    assert_eq!(code, 1, "{found:#?}");
+    let by_b = format!("{} can be changed by lane uid {}", b_hooks.display(), b.uid);
+    assert!(
+        found
+            .iter()
+            .any(|l| l.contains(&by_b) && l.contains("it owns it")),
+        "{found:#?}"
+    );
+    set_hooks_path(".git/hooks");
+    assert_eq!(
+        doctor(&[(&a, &a_tree), (&b, &b_tree)]).1,
+        Vec::<String>::new()
+    );
 
     // Lanes made with useradd -N share the system's default group: lane D plants a hook
     // in lane C's group-writable git dir, and doctor says so (exit 1), naming the group.
@@ -2443,7 +2755,7 @@ fn a_lane_plants_no_hook_in_another_lanes_git_dir_unless_they_share_a_group_whic
     assert!(
         found
             .iter()
-            .any(|l| l.contains(&hooks) && l.contains("which both lanes are in")),
+            .any(|l| l.contains(&hooks) && l.contains("which it is in")),
         "{found:#?}"
     );
     assert!(

@@ -209,11 +209,10 @@ fn unpinned_descriptor_is_out_of_reach(descriptor: &Path, uid: u32) -> Result<()
     };
     match lane.can_change(target) {
         Ok(None) => Ok(()),
-        Ok(Some(through)) => Err(Failure::usage(format!(
-            "{} can change the descriptor {} (through {}): name the lease it acts for with --board and --row, or keep its descriptor where only this user writes (--descriptor)",
+        Ok(Some(reach)) => Err(Failure::usage(format!(
+            "{} can change the descriptor {} (through {reach}): name the lease it acts for with --board and --row, or keep its descriptor where only this user writes (--descriptor)",
             lane.name(),
             descriptor.display(),
-            through.display()
         ))),
         Err(e) => Err(Failure::could_not(format!(
             "cannot tell whether uid {uid} can change the descriptor {}: {e}",

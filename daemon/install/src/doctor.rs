@@ -37,6 +37,14 @@ pub struct DoctorArgs {
     /// The broker's agent socket (a lane's SSH_AUTH_SOCK may name it)
     #[arg(long, value_name = "PATH", env = "ROW_FENCE_BROKER_SOCKET")]
     broker_socket: Option<PathBuf>,
+    /// The daemon's forge host keys file, as its known_hosts lines name the forge (`host`, `[host]:port`): a connection a lane keeps to those addresses is one to the forge, whatever the lane's own remotes say; repeatable
+    #[arg(
+        long = "broker-forge-host-key",
+        value_name = "FILE",
+        env = "ROW_FENCE_BROKER_FORGE_HOST_KEYS",
+        value_delimiter = ','
+    )]
+    broker_forge_host_keys: Vec<PathBuf>,
 }
 
 /// What a lane's uid can push with past the key broker.
@@ -87,6 +95,31 @@ fn lanes(args: &DoctorArgs, forges: &[std::net::SocketAddr]) -> Result<Vec<LaneR
             }
         })
         .collect())
+}
+
+/// Where the forge is, for the lanes' kept connections: the hosts the daemon's forge host
+/// keys file names (the operator's: a lane cannot edit it), and the repository's ssh
+/// remotes (which a lane can point elsewhere, so they only add).
+fn forge_addresses(
+    args: &DoctorArgs,
+    reports: &[Report],
+) -> Result<Vec<std::net::SocketAddr>, Failure> {
+    let named = row_fence_resident::broker::forges::named_hosts(&args.broker_forge_host_keys)
+        .map_err(|e| Failure::could_not(e.to_string()))?;
+    let mut forges: Vec<std::net::SocketAddr> = named
+        .iter()
+        .flat_map(|(host, port)| crate::lane_procs::host_addresses(host, *port))
+        .collect();
+    forges.extend(
+        reports
+            .iter()
+            .flat_map(|r| &r.remotes)
+            .filter(|r| r.transport == "ssh")
+            .flat_map(|r| crate::lane_procs::ssh_addresses(&r.url)),
+    );
+    forges.sort();
+    forges.dedup();
+    Ok(forges)
 }
 
 /// What doctor found in one repository.
@@ -189,12 +222,7 @@ pub fn run(args: DoctorArgs) -> Outcome {
         .as_deref()
         .map(|h| agent_doctor::examine(h, top.as_deref()))
         .unwrap_or_default();
-    let forges: Vec<std::net::SocketAddr> = reports
-        .iter()
-        .flat_map(|r| &r.remotes)
-        .filter(|r| r.transport == "ssh")
-        .flat_map(|r| crate::lane_procs::ssh_addresses(&r.url))
-        .collect();
+    let forges = forge_addresses(&args, &reports)?;
     let lanes = lanes(&args, &forges)?;
     let limits: usize = reports.iter().map(|r| r.limits.len()).sum();
     let problems: usize = reports.iter().map(|r| r.problems.len()).sum::<usize>()

@@ -3,7 +3,10 @@
 //!
 //! - another ssh agent, in `SSH_AUTH_SOCK` of a process of the lane's uid;
 //! - an ssh master: an `ssh` whose command line asks for one (`-M`, `-N`, `ControlMaster`
-//!   or `ControlPersist` other than `no`), or an `ssh` listening on a control socket;
+//!   or `ControlPersist` other than `no`), or an `ssh` listening on a control socket. A
+//!   process is an `ssh` by what it runs, not by the name it gives itself: its `argv[0]`,
+//!   its executable's name, or an executable with the same bytes as an `ssh` client
+//!   installed on the system (a copy under another name);
 //! - a connection to the forge (any of the remotes' ssh addresses) held by any process of
 //!   the lane's uid, or any established TCP connection held by its `ssh`: a session opened
 //!   while ALLOWED pushes later with no new signature.
@@ -38,6 +41,7 @@ pub fn scan(uid: u32, broker_socket: Option<&Path>, forges: &[SocketAddr]) -> He
         return held;
     };
     let broker = broker_socket.and_then(|s| fs::canonicalize(s).ok());
+    let ssh = SshClients::installed();
     let listening = unix_listeners();
     let tcp = established_tcp();
     for entry in entries.flatten() {
@@ -73,10 +77,7 @@ pub fn scan(uid: u32, broker_socket: Option<&Path>, forges: &[SocketAddr]) -> He
             .filter(|a| !a.is_empty())
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
-        let is_ssh = argv
-            .first()
-            .and_then(|a| Path::new(a).file_name())
-            .is_some_and(|name| name == "ssh");
+        let is_ssh = ssh.runs(&dir, argv.first().map(String::as_str));
         if is_ssh && let Some(why) = master_in(&argv[1..]) {
             held.masters.push((pid, why));
         }
@@ -101,6 +102,63 @@ pub fn scan(uid: u32, broker_socket: Option<&Path>, forges: &[SocketAddr]) -> He
         }
     }
     held
+}
+
+/// The ssh clients installed on this system, by their bytes: a process running a copy of
+/// one under another name is an ssh client too.
+struct SshClients {
+    /// Each one's contents (about 1 MB each; a system has one or two).
+    binaries: Vec<Vec<u8>>,
+}
+
+impl SshClients {
+    /// Where an `ssh` is looked for: doctor's `PATH` and the usual directories.
+    fn installed() -> SshClients {
+        let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).collect())
+            .unwrap_or_default();
+        dirs.extend(
+            ["/usr/bin", "/bin", "/usr/local/bin", "/opt/homebrew/bin"]
+                .into_iter()
+                .map(PathBuf::from),
+        );
+        let mut seen: Vec<PathBuf> = Vec::new();
+        let mut binaries = Vec::new();
+        for dir in dirs {
+            let Ok(real) = fs::canonicalize(dir.join("ssh")) else {
+                continue;
+            };
+            if seen.contains(&real) {
+                continue;
+            }
+            if let Ok(bytes) = fs::read(&real) {
+                binaries.push(bytes);
+            }
+            seen.push(real);
+        }
+        SshClients { binaries }
+    }
+
+    /// True when the process at `dir` (`/proc/<pid>`) runs ssh: named so in `argv0`, or its
+    /// executable named so, or an executable whose bytes are an installed ssh client's.
+    fn runs(&self, dir: &Path, argv0: Option<&str>) -> bool {
+        let named_ssh = |p: &Path| p.file_name().is_some_and(|n| n == "ssh");
+        if argv0.is_some_and(|a| named_ssh(Path::new(a))) {
+            return true;
+        }
+        let exe = dir.join("exe");
+        if fs::read_link(&exe).is_ok_and(|target| named_ssh(&target)) {
+            return true;
+        }
+        // Read only when the size matches one: most processes are not compared at all.
+        let Ok(len) = fs::metadata(&exe).map(|m| m.len()) else {
+            return false;
+        };
+        if !self.binaries.iter().any(|b| b.len() as u64 == len) {
+            return false;
+        }
+        fs::read(&exe).is_ok_and(|bytes| self.binaries.contains(&bytes))
+    }
 }
 
 /// The `SSH_AUTH_SOCK` in an environment when it names an existing socket other than the
@@ -292,10 +350,16 @@ pub fn ssh_addresses(url: &str) -> Vec<SocketAddr> {
     } else {
         return Vec::new();
     };
+    host_addresses(&host, port.unwrap_or(22))
+}
+
+/// The addresses `host` (a name or an address) resolves to now, at `port`; none when it
+/// does not resolve.
+pub fn host_addresses(host: &str, port: u16) -> Vec<SocketAddr> {
     if host.is_empty() {
         return Vec::new();
     }
-    (host.as_str(), port.unwrap_or(22))
+    (host, port)
         .to_socket_addrs()
         .map(|addrs| addrs.collect())
         .unwrap_or_default()

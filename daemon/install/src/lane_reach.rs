@@ -10,16 +10,16 @@
 //!   system's `ssh_config`, and every file they `Include` ([`crate::ssh_config`]): a
 //!   connection opened while ALLOWED and kept pushes later with no new signature;
 //! - its HOME, worktree or git dir (its hooks, its config) writable by another bound lane's
-//!   uid, through permission bits or a group they share: that lane's code runs as this one
+//!   uid, through permission bits, an ACL entry or a group they share: that lane's code runs as this one
 //!   (a `pre-commit` hook planted while this lane is ALLOWED pushes for the other).
 //!
-//! Permission bits are read (not ACLs).
+//! Who can read or write is [`Principal`]'s rule: permission bits, or the access ACL where
+//! a file has one, and the groups a uid's live processes hold as well as `/etc/group`'s.
 
 use crate::lane_procs;
 use row_fence_resident::broker::writable::Principal;
 use std::fs;
 use std::net::SocketAddr;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// The system's ssh client config (on Debian and Fedora it includes `ssh_config.d/*.conf`).
@@ -62,7 +62,7 @@ pub fn warnings(
         }
     };
     let who = format!("lane uid {uid} ({})", user.name);
-    let groups = groups_of(&user);
+    let lane_principal = Principal::of(uid);
     let ssh_dir = user.dir.join(".ssh");
     // What could not be read is said, never taken for "nothing there".
     let (keys, unread) = private_keys(&ssh_dir);
@@ -73,13 +73,19 @@ pub fn warnings(
         ));
     }
     for key in keys {
-        if let Ok(meta) = fs::metadata(&key)
-            && readable_by(&meta, uid, &groups)
-        {
-            found.push(format!(
-                "{who} can read the private key {}: a forge that accepts it takes pushes the broker never signed; remove it or make it unreadable to that uid",
+        let Ok(meta) = fs::metadata(&key) else {
+            continue;
+        };
+        match lane_principal.may_read(&key, &meta) {
+            Ok(Some(how)) => found.push(format!(
+                "{who} can read the private key {} ({how}): a forge that accepts it takes pushes the broker never signed; remove it or make it unreadable to that uid",
                 key.display()
-            ));
+            )),
+            Ok(None) => {}
+            Err(e) => found.push(format!(
+                "{who}: cannot tell whether it can read the private key {}: {e} (run doctor as root)",
+                key.display()
+            )),
         }
     }
     found.extend(held(&who, uid, broker_socket, forges));
@@ -96,7 +102,7 @@ pub fn warnings(
             ));
         }
     }
-    found.extend(writable_by_others(&who, &user.dir, lane, others));
+    found.extend(writable_by_others(&who, &user, lane, others));
     found
 }
 
@@ -133,10 +139,24 @@ fn held(who: &str, uid: u32, broker_socket: Option<&Path>, forges: &[SocketAddr]
     found
 }
 
-/// The lane's HOME, worktree, git dir, hooks and config that another bound lane can
-/// change, naming how (owner, a group it is in, the other bits).
-fn writable_by_others(who: &str, home: &Path, lane: &Lane, others: &[u32]) -> Vec<String> {
-    let mut paths = vec![home.to_path_buf()];
+/// The lane's HOME, its ssh configs, worktree, git dir, the hooks its git runs and the
+/// config files its git reads ([`crate::lane_git`]) that another bound lane can change,
+/// naming how (owner, a group it is in, the other bits, an ACL entry).
+fn writable_by_others(
+    who: &str,
+    user: &nix::unistd::User,
+    lane: &Lane,
+    others: &[u32],
+) -> Vec<String> {
+    let home = &user.dir;
+    let ssh_dir = home.join(".ssh");
+    let mut paths = vec![home.to_path_buf(), ssh_dir.clone()];
+    paths.extend(crate::ssh_config::files(
+        &ssh_dir.join("config"),
+        &ssh_dir,
+        home,
+    ));
+    let mut found = Vec::new();
     if let Some(worktree) = &lane.worktree {
         paths.push(worktree.clone());
         if let Ok(Some(git_dir)) = row_fence_contract::descriptor::find_git_dir(worktree) {
@@ -151,6 +171,18 @@ fn writable_by_others(who: &str, home: &Path, lane: &Lane, others: &[u32]) -> Ve
                 paths.extend(hook_files(&dir.join("hooks")));
             }
         }
+        match crate::lane_git::reads(lane.uid, user.gid.as_raw(), home, worktree) {
+            Ok(reads) => {
+                if let Some(hooks) = reads.hooks {
+                    paths.extend(hook_files(&hooks));
+                    paths.push(hooks);
+                }
+                paths.extend(reads.configs);
+            }
+            Err(e) => found.push(format!(
+                "{who}: cannot tell which hooks and config files its git uses: {e}"
+            )),
+        }
     }
     let mut seen = Vec::new();
     paths.retain(|p| {
@@ -158,17 +190,14 @@ fn writable_by_others(who: &str, home: &Path, lane: &Lane, others: &[u32]) -> Ve
         seen.push(p.clone());
         new
     });
-    let mut found = Vec::new();
     for uid in others.iter().filter(|u| **u != lane.uid) {
         let other = Principal::of(*uid);
         for path in &paths {
             match other.can_change(path) {
-                Ok(Some(through)) => found.push(format!(
-                    "{who}: {} can be changed by lane {} through {} ({}): that lane can plant what this one runs (a hook, a config); give each lane a group of its own (useradd -U) and no group or other write bits",
+                Ok(Some(reach)) => found.push(format!(
+                    "{who}: {} can be changed by lane {} through {reach}: that lane can plant what this one runs (a hook, a config); give each lane a group of its own (useradd -U), no group or other write bits and no ACL entry for another lane",
                     path.display(),
                     other.name(),
-                    through.display(),
-                    why_writable(&other, &through)
                 )),
                 Ok(None) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -190,45 +219,6 @@ fn hook_files(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default();
     files.sort();
     files
-}
-
-/// Why `principal` may write `path`: it owns it, a group it is in may write it, or every
-/// uid may.
-fn why_writable(principal: &Principal, path: &Path) -> String {
-    let Ok(meta) = fs::symlink_metadata(path) else {
-        return "permission bits".into();
-    };
-    if meta.uid() == principal.uid {
-        return "it owns it".into();
-    }
-    if principal.groups.contains(&meta.gid()) && meta.mode() & 0o020 != 0 {
-        let name = nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(meta.gid()))
-            .ok()
-            .flatten()
-            .map_or(format!("gid {}", meta.gid()), |g| {
-                format!("group {} (gid {})", g.name, meta.gid())
-            });
-        return format!("writable by {name}, which both lanes are in");
-    }
-    "writable by every uid".into()
-}
-
-fn groups_of(user: &nix::unistd::User) -> Vec<u32> {
-    let Ok(name) = std::ffi::CString::new(user.name.as_str()) else {
-        return vec![user.gid.as_raw()];
-    };
-    nix::unistd::getgrouplist(&name, user.gid)
-        .map(|g| g.into_iter().map(|g| g.as_raw()).collect())
-        .unwrap_or_else(|_| vec![user.gid.as_raw()])
-}
-
-/// True when a file's permission bits let `uid` (in `groups`) read it; root reads all.
-pub fn readable_by(meta: &fs::Metadata, uid: u32, groups: &[u32]) -> bool {
-    let mode = meta.mode();
-    uid == 0
-        || (meta.uid() == uid && mode & 0o400 != 0)
-        || (meta.uid() != uid && groups.contains(&meta.gid()) && mode & 0o040 != 0)
-        || (meta.uid() != uid && !groups.contains(&meta.gid()) && mode & 0o004 != 0)
 }
 
 /// The files directly in `dir` that hold a PEM or OpenSSH private key, and the paths that
@@ -264,6 +254,7 @@ pub fn is_private_key(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::MetadataExt;
 
     #[test]
     fn private_keys_are_told_from_public_ones() {
@@ -277,7 +268,7 @@ mod tests {
     }
 
     #[test]
-    fn readability_follows_owner_group_and_other_bits() {
+    fn readability_follows_ownership_group_and_other_bits() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("f");
@@ -289,11 +280,18 @@ mod tests {
         let owner = fs::metadata(&file).unwrap().uid();
         let group = fs::metadata(&file).unwrap().gid();
         let other = owner.wrapping_add(4242).max(1);
-        assert!(readable_by(&meta(0o600), owner, &[group]));
-        assert!(!readable_by(&meta(0o600), other, &[group]));
-        assert!(readable_by(&meta(0o640), other, &[group]));
-        assert!(!readable_by(&meta(0o640), other, &[]));
-        assert!(readable_by(&meta(0o604), other, &[]));
-        assert!(!readable_by(&meta(0o000), other, &[group]));
+        let who = |uid, groups: &[u32]| Principal {
+            uid,
+            groups: groups.to_vec(),
+        };
+        let reads = |p: Principal, mode| p.may_read(&file, &meta(mode)).unwrap().is_some();
+        assert!(reads(who(owner, &[group]), 0o600));
+        // An owner can give itself the right: a key it owns at 0000 is still its to read.
+        assert!(reads(who(owner, &[]), 0o000));
+        assert!(!reads(who(other, &[group]), 0o600));
+        assert!(reads(who(other, &[group]), 0o640));
+        assert!(!reads(who(other, &[]), 0o640));
+        assert!(reads(who(other, &[]), 0o604));
+        assert!(!reads(who(other, &[group]), 0o000));
     }
 }

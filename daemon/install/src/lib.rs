@@ -33,6 +33,7 @@
 //! - [`daemon_answers`]: whether a daemon answers for the home a hook is installed for.
 //! - [`lane_reach`]: what a lane's uid can push with past the key broker (doctor's warnings).
 //! - [`lane_procs`]: what a lane's processes hold (another agent, an ssh master, a connection).
+//! - [`lane_git`]: the hooks a lane's git runs and the config files it reads, as its git says.
 //! - [`ssh_config`]: multiplexing in an ssh config and every file it includes.
 //! - [`shell`]: words quoted for `sh -c`, as every installer writes them.
 
@@ -54,6 +55,7 @@ pub mod git_install;
 pub mod git_repo;
 pub mod install;
 pub mod job_commands;
+pub mod lane_git;
 pub mod lane_procs;
 pub mod lane_reach;
 pub mod lane_socket;

@@ -26,6 +26,15 @@ pub fn multiplexing(path: &Path, base: &Path, home: &Path) -> Vec<(PathBuf, Stri
     found
 }
 
+/// The config at `path` and every file it includes that exists, as [`multiplexing`] reads
+/// them: what ssh reads, so what another lane must not be able to write.
+pub fn files(path: &Path, base: &Path, home: &Path) -> Vec<PathBuf> {
+    let mut seen = Vec::new();
+    walk(path, base, home, 0, &mut seen, &mut Vec::new());
+    seen.retain(|p| p.is_file());
+    seen
+}
+
 fn walk(
     path: &Path,
     base: &Path,
@@ -47,15 +56,18 @@ fn walk(
         };
         match keyword.as_str() {
             "include" => {
-                for pattern in value.split_whitespace() {
-                    let pattern = pattern.trim_matches('"');
-                    for included in expand(pattern, base, home) {
+                for pattern in words(value) {
+                    for included in expand(&pattern, base, home) {
                         walk(&included, base, home, depth + 1, seen, found);
                     }
                 }
             }
             "controlmaster" | "controlpersist" => {
-                let value = value.trim().trim_matches('"').to_ascii_lowercase();
+                let value = words(value)
+                    .into_iter()
+                    .next()
+                    .unwrap_or_default()
+                    .to_ascii_lowercase();
                 if !value.is_empty() && value != "no" {
                     found.push((path.to_path_buf(), line.trim().to_string()));
                 }
@@ -77,15 +89,65 @@ fn keyword_value(line: &str) -> Option<(String, &str)> {
     Some((keyword.to_ascii_lowercase(), value))
 }
 
-/// An `Include` pattern's files, sorted as ssh globs them: `~/` is `home`, a relative
-/// pattern starts at `base`, and `*`, `?` and `[…]` match within one path component.
-fn expand(pattern: &str, base: &Path, home: &Path) -> Vec<PathBuf> {
-    let path = if let Some(rest) = pattern.strip_prefix("~/") {
-        home.join(rest)
+/// A line's arguments as ssh splits them (`argv_split` in OpenSSH's `misc.c`): words
+/// between spaces or tabs; `"…"` and `'…'` quote (spaces included); a backslash keeps a
+/// quote, a backslash, or outside quotes a space, as the next character; an unquoted `#`
+/// that starts a word ends the line.
+fn words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut chars = line.chars().peekable();
+    loop {
+        while chars.next_if(|c| *c == ' ' || *c == '\t').is_some() {}
+        if chars.peek().is_none_or(|c| *c == '#') {
+            return words;
+        }
+        let mut word = String::new();
+        let mut quote = None;
+        while let Some(c) = chars.next() {
+            match (c, quote) {
+                ('\\', _) => match chars.peek() {
+                    Some(&next @ ('\'' | '"' | '\\')) => {
+                        word.push(next);
+                        chars.next();
+                    }
+                    Some(' ') if quote.is_none() => {
+                        word.push(' ');
+                        chars.next();
+                    }
+                    _ => word.push(c),
+                },
+                (' ' | '\t', None) => break,
+                ('"' | '\'', None) => quote = Some(c),
+                (c, Some(q)) if c == q => quote = None,
+                (c, _) => word.push(c),
+            }
+        }
+        words.push(word);
+    }
+}
+
+/// An `Include` pattern as a path: `~/` is `home`, `~name/` that user's home (ssh's
+/// `tilde_expand_filename`), a relative pattern starts at `base`. `None` for a user that
+/// does not exist (ssh reads nothing then either).
+fn anchored(pattern: &str, base: &Path, home: &Path) -> Option<PathBuf> {
+    if let Some(rest) = pattern.strip_prefix("~/") {
+        Some(home.join(rest))
+    } else if let Some(named) = pattern.strip_prefix('~') {
+        let (name, rest) = named.split_once('/').unwrap_or((named, ""));
+        let user = nix::unistd::User::from_name(name).ok().flatten()?;
+        Some(user.dir.join(rest))
     } else if Path::new(pattern).is_absolute() {
-        PathBuf::from(pattern)
+        Some(PathBuf::from(pattern))
     } else {
-        base.join(pattern)
+        Some(base.join(pattern))
+    }
+}
+
+/// An `Include` pattern's files ([`anchored`]), sorted as ssh globs them: `*`, `?` and
+/// `[…]` match within one path component.
+fn expand(pattern: &str, base: &Path, home: &Path) -> Vec<PathBuf> {
+    let Some(path) = anchored(pattern, base, home) else {
+        return Vec::new();
     };
     let mut matches = vec![PathBuf::from("/")];
     for component in path.components().skip(1) {
@@ -185,7 +247,7 @@ mod tests {
         let config = dir.path().join("config");
         fs::write(
             &config,
-            "Host *\n  ControlMaster auto\n  controlpersist=10m\n# ControlMaster yes\n  ControlMaster no\n  ControlPath ~/.ssh/%C\nHost x\n  CONTROLPERSIST = yes\n  ControlPersist no\n",
+            "Host *\n  ControlMaster auto\n  controlpersist=10m\n# ControlMaster yes\n  ControlMaster no\n  ControlPath ~/.ssh/%C\nHost x\n  CONTROLPERSIST = yes\n  ControlPersist no # not kept\n  ControlMaster \"no\"\n",
         )
         .unwrap();
         let lines: Vec<String> = multiplexing(&config, dir.path(), dir.path())
@@ -213,11 +275,13 @@ mod tests {
         fs::write(
             &config,
             format!(
-                "Include conf.d/*.conf\nHost forge\n  Include \"{}\" ~/.ssh/tilde\nInclude config\n",
-                absolute.display()
+                "Include conf.d/*.conf\nHost forge\n  Include \"{}\" ~/.ssh/tilde # a comment\nInclude config ~nosuchuser4242/x\nInclude \"conf.d/with space.cfg\" conf.d/back\\ slash.cfg\n",
+                absolute.display(),
             ),
         )
         .unwrap();
+        fs::write(ssh.join("conf.d/with space.cfg"), "ControlMaster ask\n").unwrap();
+        fs::write(ssh.join("conf.d/back slash.cfg"), "ControlPersist 9\n").unwrap();
         fs::write(ssh.join("conf.d/10-mux.conf"), "ControlPersist 4h\n").unwrap();
         fs::write(ssh.join("conf.d/20-other.txt"), "ControlMaster yes\n").unwrap();
         fs::write(ssh.join("conf.d/30-[x].conf"), "Include deeper\n").unwrap();
@@ -241,9 +305,41 @@ mod tests {
                 ("deeper".to_string(), "ControlMaster=autoask"),
                 ("elsewhere.conf".to_string(), "ControlMaster yes"),
                 ("tilde".to_string(), "ControlPersist=yes"),
+                ("with space.cfg".to_string(), "ControlMaster ask"),
+                ("back slash.cfg".to_string(), "ControlPersist 9"),
             ]
         );
         assert!(multiplexing(&dir.path().join("missing"), &ssh, &home).is_empty());
+    }
+
+    #[test]
+    fn include_paths_anchor_as_ssh_anchors_them() {
+        let (base, home) = (Path::new("/b"), Path::new("/h"));
+        let root = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(0))
+            .unwrap()
+            .unwrap();
+        let at = |p: &str| anchored(p, base, home);
+        assert_eq!(at("x.conf"), Some(PathBuf::from("/b/x.conf")));
+        assert_eq!(at("/etc/x"), Some(PathBuf::from("/etc/x")));
+        assert_eq!(at("~/x"), Some(PathBuf::from("/h/x")));
+        assert_eq!(
+            at(&format!("~{}/.ssh/x", root.name)),
+            Some(root.dir.join(".ssh/x"))
+        );
+        assert_eq!(at("~nosuchuser4242/x"), None);
+    }
+
+    #[test]
+    fn a_line_splits_into_words_as_ssh_splits_it() {
+        assert_eq!(words("a  b\tc"), ["a", "b", "c"]);
+        assert_eq!(
+            words(r#""a b" 'c d' e\ f g\"h"#),
+            ["a b", "c d", "e f", "g\"h"]
+        );
+        assert_eq!(words("a # b"), ["a"]);
+        assert_eq!(words("a#b"), ["a#b"]);
+        assert_eq!(words(r"a\x"), [r"a\x"]);
+        assert!(words("  ").is_empty());
     }
 
     #[test]

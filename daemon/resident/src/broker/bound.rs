@@ -8,7 +8,8 @@
 //! - the descriptor must name the binding's lane, and, when the binding names a board and
 //!   row, that lease: another lease held under the same lane name is refused;
 //! - a binding that names no board and row needs a descriptor the lane's uid cannot
-//!   change (no directory on its path, nor the file, writable by it), checked each time.
+//!   change (no directory on its path, nor the file, writable by it: permission bits,
+//!   ACLs, and the groups its live processes hold), checked each time.
 
 use super::Shared;
 use super::lanes::Binding;
@@ -97,13 +98,12 @@ fn unpinned(binding: &Binding, d: Descriptor) -> Result<Descriptor, Gated> {
     let lane = Principal::of(binding.uid);
     match lane.can_change(path) {
         Ok(None) => Ok(d),
-        Ok(Some(through)) => Err(Gated {
+        Ok(Some(reach)) => Err(Gated {
             verdict: Verdict::CouldNotRead(Reason::PeerRefused),
             detail: format!(
-                "the binding of {} pins no lease and the lane can change its descriptor {} (through {}): pin the lease (row-fence lane add --board --row) or keep the descriptor where only the daemon's user writes",
+                "the binding of {} pins no lease and the lane can change its descriptor {} (through {reach}): pin the lease (row-fence lane add --board --row) or keep the descriptor where only the daemon's user writes",
                 lane.name(),
                 path.display(),
-                through.display()
             ),
         }),
         Err(e) => Err(Gated {

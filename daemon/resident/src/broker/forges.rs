@@ -133,7 +133,42 @@ fn check_user(user: &str) -> Result<(), ForgeError> {
     }
 }
 
-fn read_keys(path: &Path) -> Result<Vec<KeyData>, ForgeError> {
+/// The hosts the known_hosts lines of `files` name, as `(host, port)` (`host` is port
+/// 22, `[host]:port` that port), for `row-fence doctor`: where a connection a lane keeps
+/// is one to the forge, from the operator's file rather than a remote the lane can edit.
+/// Hashed names, negations and wildcard patterns name no host; a `.pub` line names none.
+pub fn named_hosts(files: &[PathBuf]) -> Result<Vec<(String, u16)>, ForgeError> {
+    use ssh_key::known_hosts::HostPatterns;
+    let mut hosts = Vec::new();
+    for path in files {
+        let text = read_text(path)?;
+        for line in text.lines().map(str::trim) {
+            let Some(Ok(entry)) = KnownHosts::new(line).next() else {
+                continue;
+            };
+            let HostPatterns::Patterns(patterns) = entry.host_patterns() else {
+                continue;
+            };
+            for pattern in patterns {
+                if pattern.starts_with('!') || pattern.contains(['*', '?']) {
+                    continue;
+                }
+                let named = match pattern.strip_prefix('[').and_then(|p| p.split_once("]:")) {
+                    Some((host, port)) => port.parse().ok().map(|port| (host.to_string(), port)),
+                    None => Some((pattern.clone(), 22)),
+                };
+                if let Some(named) = named
+                    && !hosts.contains(&named)
+                {
+                    hosts.push(named);
+                }
+            }
+        }
+    }
+    Ok(hosts)
+}
+
+fn read_text(path: &Path) -> Result<String, ForgeError> {
     use std::io::Read;
     let read_error = |source| ForgeError::Read {
         path: path.to_path_buf(),
@@ -145,6 +180,11 @@ fn read_keys(path: &Path) -> Result<Vec<KeyData>, ForgeError> {
         .take(MAX_FILE_BYTES)
         .read_to_string(&mut text)
         .map_err(read_error)?;
+    Ok(text)
+}
+
+fn read_keys(path: &Path) -> Result<Vec<KeyData>, ForgeError> {
+    let text = read_text(path)?;
     let mut keys = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -243,6 +283,30 @@ mod tests {
         }
         assert!(matches!(
             Forges::load(&[dir.path().join("missing")], &[]),
+            Err(ForgeError::Read { .. })
+        ));
+    }
+
+    #[test]
+    fn known_hosts_lines_name_the_forges_hosts_and_ports() {
+        let dir = tempfile::tempdir().unwrap();
+        let known = dir.path().join("known_hosts");
+        std::fs::write(
+            &known,
+            format!(
+                "# forge\n[127.0.0.1]:2222,forge.example {HOST}\n*.example,!x.example {HOST}\n|1|c2FsdA==|aGFzaGhhc2hoYXNoaGFzaGhhc2g= {HOST}\n{HOST} a .pub line\n"
+            ),
+        )
+        .unwrap();
+        assert_eq!(
+            named_hosts(&[known]).unwrap(),
+            [
+                ("127.0.0.1".to_string(), 2222),
+                ("forge.example".to_string(), 22)
+            ]
+        );
+        assert!(matches!(
+            named_hosts(&[dir.path().join("missing")]),
             Err(ForgeError::Read { .. })
         ));
     }

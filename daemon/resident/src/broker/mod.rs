@@ -18,6 +18,7 @@
 //! - [`admin`]: the daemon's own uid's key and lane changes, asked on the control socket.
 //! - here: the flags, the process hardening, the socket and the serving loop.
 
+pub mod acl;
 pub mod admin;
 pub mod agent;
 pub mod bound;
