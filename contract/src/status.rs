@@ -115,6 +115,19 @@ pub struct StoreCheck {
     /// When checked, ms since the Unix epoch (this machine's clock).
     #[serde(default)]
     pub checked_at_ms: u64,
+    /// The identity the store carries (ARCHITECTURE.md, "The generation never goes back"):
+    /// the key this home's floors are kept under; `None` before the store's first write
+    /// gave it one, or from a daemon older than identities.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
+    /// etcd: each member the cluster lists, by name, as it lists them; empty for the
+    /// other stores.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<String>,
+    /// etcd: the member that leads, by name; `None` without a leader or for the other
+    /// stores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<String>,
 }
 
 /// Verdicts since start.
