@@ -909,3 +909,44 @@ fn every_link_of_the_docs_names_a_file_and_a_heading_that_exist() {
     assert!(broken.is_empty(), "{}", broken.join("\n"));
     assert!(links > 20, "only {links} links found: is the scan broken?");
 }
+
+/// The README is one a newcomer finishes in about ten minutes: its sections are the ones a
+/// first day needs, its prose (outside code blocks and tables) stays within 2,500 words,
+/// and its "Read on" table links every `docs/` chapter, so a chapter is never orphaned.
+#[test]
+fn the_readme_is_a_ten_minute_read_that_links_every_chapter() {
+    let docs = crate::util::user_docs();
+    let (_, readme) = &docs[0];
+    let headings: Vec<&str> = prose_lines(readme)
+        .into_iter()
+        .filter_map(|l| l.strip_prefix("## "))
+        .collect();
+    for needed in [
+        "Before you start",
+        "Quick start",
+        "Install",
+        "Binding a lane in your own repository",
+        "Verdicts and exit codes",
+        "Uninstall",
+        "Read on",
+    ] {
+        assert!(headings.contains(&needed), "no {needed:?} in {headings:?}");
+    }
+    let words: usize = prose_lines(readme)
+        .into_iter()
+        .filter(|l| !l.starts_with('|'))
+        .map(|l| l.split_whitespace().count())
+        .sum();
+    assert!(words <= 2500, "the README's prose has {words} words");
+    let read_on = readme
+        .split("\n## Read on\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .unwrap_or_default();
+    for (chapter, _) in &docs[1..] {
+        assert!(
+            read_on.contains(&format!("]({chapter})")),
+            "README \"Read on\" does not link {chapter}"
+        );
+    }
+}
