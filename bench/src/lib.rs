@@ -46,6 +46,10 @@
 //! - [`bounds`]: for each missed target, what bounds it, in the run's own figures.
 //! - [`plots`]: the report's SVG pictures (latency per phase, cost vs board size).
 //! - [`report`]: the Markdown report.
+//!
+//! The `row-fence-bench` program is the `row-fence-bench-bin` package (`bench-bin/`), the
+//! only one of the two that links the build digest: this library takes its version as a
+//! value ([`run::Runner::new`]), so an edit elsewhere does not rebuild it.
 
 pub mod agent_hooks;
 pub mod barrier;

@@ -64,6 +64,7 @@ mod push;
 mod quarantine_corpus;
 mod quarantine_shapes;
 mod readme;
+mod rebuilds;
 mod records_cli;
 mod refusal_log;
 mod shim_walk;
