@@ -50,6 +50,7 @@ mod guard_quarantine;
 mod guard_round_two;
 mod history;
 mod http_git;
+mod imports;
 mod install_json;
 mod lease_token;
 mod location;
