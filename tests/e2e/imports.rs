@@ -497,13 +497,6 @@ fn the_crates_have_no_import_circles_but_the_known_ones() {
             vec![vec!["bench/src/floors.rs", "bench/src/stores.rs"]],
         ),
         (
-            "row_fence_install",
-            vec![vec![
-                "daemon/install/src/broker.rs",
-                "daemon/install/src/git_gate.rs",
-            ]],
-        ),
-        (
             "row_fence_resident",
             vec![vec![
                 "daemon/resident/src/broker/agent.rs",
