@@ -38,7 +38,8 @@
 //!   agent ÷ by a plain ssh-agent.
 //! - [`barrier`]: the ask with and without the read barrier of a replicated Redis.
 //! - [`stores`]: the store's ask on a 3-member etcd beside a durable Redis, and with a
-//!   member down; [`floors`]: what the home's floors cost an ask.
+//!   member down; [`floors`]: what the home's floors cost an ask; [`grant`]: the row
+//!   lease both cases' asks check.
 //! - [`profile`]: the daemon's CPU profile (`perf`), summarised by kind of work.
 //! - [`rss`]: resident memory of a process, from `/proc`.
 //! - [`machine`]: the machine and the versions under test.
@@ -66,6 +67,7 @@ pub mod etcd;
 pub mod file_boards;
 pub mod fixture;
 pub mod floors;
+pub mod grant;
 pub mod interrupt;
 pub mod load;
 pub mod machine;
