@@ -482,42 +482,22 @@ fn workspace_circles() -> BTreeMap<String, Circles> {
 }
 
 #[test]
-fn the_crates_have_no_import_circles_but_the_known_ones() {
+fn no_crate_has_an_import_circle() {
     let found = workspace_circles();
     assert!(
         found.len() >= 14,
         "only {} crates read: is the scan broken?",
         found.len()
     );
-    // The circles not removed yet, each with every file in it: one more, or one more file
-    // in one of these, fails here. Every other crate has none.
-    let known: BTreeMap<&str, Vec<Vec<&str>>> = BTreeMap::from([(
-        "row_fence_resident",
-        vec![vec![
-            "daemon/resident/src/broker/agent.rs",
-            "daemon/resident/src/broker/conn.rs",
-            "daemon/resident/src/broker/mod.rs",
-            "daemon/resident/src/resident.rs",
-            "daemon/resident/src/server.rs",
-            "daemon/resident/src/startup.rs",
-        ]],
-    )]);
-    let circular: BTreeMap<&str, Vec<Vec<&str>>> = found
+    let circular: BTreeMap<&String, &Vec<Vec<String>>> = found
         .iter()
         .filter(|(_, c)| !c.circles.is_empty())
-        .map(|(name, c)| {
-            let circles = c
-                .circles
-                .iter()
-                .map(|c| c.iter().map(String::as_str).collect())
-                .collect();
-            (name.as_str(), circles)
-        })
+        .map(|(name, c)| (name, &c.circles))
         .collect();
     let ties: Vec<&String> = found.values().flat_map(|c| &c.ties).collect();
-    assert_eq!(
-        circular, known,
-        "import circles (crate: files), tied by:\n{ties:#?}"
+    assert!(
+        circular.is_empty(),
+        "import circles (crate: files): {circular:#?}\ntied by: {ties:#?}"
     );
 }
 
