@@ -7,9 +7,11 @@
 use crate::util::{Home, bin};
 
 /// The workspace's package names that are not a program's name.
-const CRATES: [&str; 6] = [
+const CRATES: [&str; 8] = [
     "row-fence-install",
     "row-fence-resident-bin",
+    "row-fence-guard-bin",
+    "row-fence-bench-bin",
     "row-fence-contract",
     "row-fence-store",
     "row-fence-stamp",
