@@ -237,17 +237,58 @@ pub fn named(
         let texts = strings(value).ok_or(format!("the tool's {key} is not a string"))?;
         for text in texts {
             if kind == P {
-                under = base.join(text);
-                named.paths.push(under.clone());
+                let read = readings(text, base)?;
+                under = read[0].clone();
+                named.paths.extend(read);
             } else {
                 patterns.push(text);
             }
         }
     }
     for pattern in patterns {
-        named.pattern_roots.push(under.join(glob_prefix(pattern)?));
+        let prefix = glob_prefix(pattern)?;
+        named
+            .pattern_roots
+            .extend(readings(&prefix.to_string_lossy(), &under)?);
     }
     Ok(named)
+}
+
+/// Every place a path's text may name to the harness reading it, relative ones from
+/// `base`, the literal reading first: the text as given; the text without the white space
+/// around it; and a leading `~` or `~/` expanded from `$HOME` (Codex's `apply_patch`
+/// expands it, and so do file tools that take a path the way a shell does). A tool's
+/// call is judged at every reading, so a spelling that one harness reads another way than
+/// the guard names no place the guard did not judge. A `~` when `$HOME` is unset or
+/// relative cannot be placed, and is an error.
+pub fn readings(text: &str, base: &Path) -> Result<Vec<PathBuf>, Unread> {
+    let mut out = vec![base.join(text)];
+    let trimmed = text.trim();
+    for t in [text, trimmed] {
+        if t.is_empty() {
+            continue;
+        }
+        let place = base.join(t);
+        if !out.contains(&place) {
+            out.push(place);
+        }
+        let rest = match t.strip_prefix('~') {
+            Some("") => "",
+            Some(rest) if rest.starts_with('/') => rest.trim_start_matches('/'),
+            _ => continue,
+        };
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .filter(|h| h.is_absolute())
+            .ok_or(format!(
+                "`{text}` starts with `~`, which a harness reads as $HOME, and $HOME is not an absolute path here"
+            ))?;
+        let place = home.join(rest);
+        if !out.contains(&place) {
+            out.push(place);
+        }
+    }
+    Ok(out)
 }
 
 /// Every file an `apply_patch` call adds, updates, deletes or moves to, relative ones
@@ -261,7 +302,11 @@ pub fn patch_targets(input: &serde_json::Value, base: &Path) -> Result<Vec<PathB
     if paths.is_empty() {
         return Err("the patch names no file".into());
     }
-    Ok(paths.iter().map(|p| base.join(p)).collect())
+    let mut targets = Vec::new();
+    for p in &paths {
+        targets.extend(readings(p, base)?);
+    }
+    Ok(targets)
 }
 
 /// The paths an `apply_patch` patch touches (`*** Add File:`, `*** Update File:`,
@@ -314,4 +359,46 @@ fn glob_prefix(pattern: &str) -> Result<PathBuf, Unread> {
         prefix.push(part);
     }
     Ok(prefix)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_is_judged_at_every_place_a_harness_may_read_it_at() {
+        let base = Path::new("/w");
+        assert_eq!(
+            readings("a/b", base).unwrap(),
+            vec![PathBuf::from("/w/a/b")]
+        );
+        assert_eq!(readings("/x", base).unwrap(), vec![PathBuf::from("/x")]);
+        assert_eq!(
+            readings(" /x ", base).unwrap(),
+            vec![PathBuf::from("/w/ /x "), PathBuf::from("/x")]
+        );
+        if let Some(home) = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .filter(|h| h.is_absolute())
+        {
+            for (text, lands) in [
+                ("~", ""),
+                ("~/", ""),
+                ("~/.profile", ".profile"),
+                ("~//a", "a"),
+            ] {
+                let read = readings(text, base).unwrap();
+                assert_eq!(read[0], base.join(text), "{text}");
+                assert!(read.contains(&home.join(lands)), "{text}: {read:?}");
+            }
+        }
+        // `~user` is not expanded by any harness's reader: only the literal reading.
+        assert_eq!(
+            readings("~u/x", base).unwrap(),
+            vec![PathBuf::from("/w/~u/x")]
+        );
+        // Relative paths stay relative from an empty base (how a write whose directory is
+        // unknown tells them apart).
+        assert!(!readings("a", Path::new("")).unwrap()[0].is_absolute());
+    }
 }

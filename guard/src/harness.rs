@@ -16,7 +16,9 @@
 //! - `gemini`: Gemini CLI's `BeforeTool` (`settings.json`): `session_id`, `cwd`,
 //!   `tool_name`, `tool_input`, and `mcp_context` (`server_name`, `tool_name`) for an MCP
 //!   tool; `run_shell_command` becomes Bash (run in its `dir_path`), its file tools the
-//!   matching Claude Code tools. Exit 2 blocks, stderr the reason.
+//!   matching Claude Code tools, except its grep (`grep_search`, `search_file_content`),
+//!   which keeps its name: it runs programs (`git grep`, `grep` or `rg`) where Claude
+//!   Code's Grep only reads. Exit 2 blocks, stderr the reason.
 //! - `cursor`: Cursor's `beforeShellExecution` (`command`, `cwd`), `beforeMCPExecution`
 //!   (`tool_name`, `tool_input` as a JSON string) and `preToolUse` (`tool_name` such as
 //!   `Shell`, `Read`, `Write` or `MCP:…`, `tool_input` an object, a shell's
@@ -120,7 +122,6 @@ fn gemini(mut m: Map<String, Value>) -> (Value, RunsIn) {
         "read_file" => Some("Read"),
         "list_directory" => Some("LS"),
         "glob" => Some("Glob"),
-        "search_file_content" | "grep_search" => Some("Grep"),
         "web_fetch" => Some("WebFetch"),
         "google_web_search" => Some("WebSearch"),
         _ => None,
@@ -391,7 +392,8 @@ mod tests {
             json!({"session_id": "g1", "cwd": "/w", "tool_name": "grep_search",
                    "tool_input": {"pattern": "x", "dir_path": "src"}}),
         );
-        assert_eq!(grep.tool.name(), "Grep");
+        // Gemini CLI's grep runs `git grep` (or `grep`, `rg`): not Claude Code's Grep.
+        assert_eq!(grep.tool.name(), "grep_search");
         let cursor = read(
             Harness::Cursor,
             json!({"conversation_id": "k1", "generation_id": "g", "hook_event_name": "beforeShellExecution",

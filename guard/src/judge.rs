@@ -788,6 +788,10 @@ impl Judge<'_> {
         let rules = crate::file_writes::Rules {
             home: self.settings.home.as_deref().ok(),
             guard_git,
+            unknown_base: match &self.hook.runs_in {
+                crate::input::RunsIn::Unknown(why) => Some(why),
+                _ => None,
+            },
         };
         match crate::file_writes::check(name, input, &base, &rules) {
             Ok(()) => ALLOW,

@@ -36,6 +36,17 @@ pub enum Unresolved {
     /// The path is relative: it must be joined to the directory it is taken from first.
     #[error("{} is not an absolute path", .0.display())]
     Relative(PathBuf),
+    /// The path goes through a link under `/proc` (`/proc/self`, `/proc/<pid>/cwd`,
+    /// `/proc/<pid>/root`, `/proc/<pid>/fd/<n>`, and `/dev/fd`, `/dev/stdin` through
+    /// them): the kernel resolves such a link for the process that opens it, so where the
+    /// harness lands is not where the guard would.
+    #[error("{} goes through {}, a link the kernel resolves per process (the harness would not land where the guard looks)", .path.display(), .link.display())]
+    ProcessRelative {
+        /// The path given.
+        path: PathBuf,
+        /// The per-process link on its way.
+        link: PathBuf,
+    },
     /// More than [`MAX_LINKS`] links on the way (a loop).
     #[error("{} goes through more than {MAX_LINKS} symbolic links", .0.display())]
     TooManyLinks(PathBuf),
@@ -74,6 +85,12 @@ pub fn resolve(path: &Path) -> Result<Landing, Unresolved> {
         let candidate = real.join(&part);
         match std::fs::symlink_metadata(&candidate) {
             Ok(meta) if meta.file_type().is_symlink() => {
+                if candidate.starts_with("/proc") {
+                    return Err(Unresolved::ProcessRelative {
+                        path: path.to_path_buf(),
+                        link: candidate,
+                    });
+                }
                 last_is_link |= is_last;
                 links += 1;
                 if links > MAX_LINKS {
@@ -172,6 +189,27 @@ mod tests {
         assert!(matches!(
             resolve(Path::new("rel")),
             Err(Unresolved::Relative(_))
+        ));
+        // Links the kernel resolves per process lead where the guard cannot follow.
+        for p in [
+            "/proc/self/root/etc/passwd",
+            "/proc/self/cwd/x",
+            "/proc/thread-self/root/x",
+            "/dev/fd/0",
+            "/dev/stdin",
+        ] {
+            assert!(
+                matches!(
+                    resolve(Path::new(p)),
+                    Err(Unresolved::ProcessRelative { .. })
+                ),
+                "{p}"
+            );
+        }
+        let pid = std::process::id();
+        assert!(matches!(
+            resolve(Path::new(&format!("/proc/{pid}/root/x"))),
+            Err(Unresolved::ProcessRelative { .. })
         ));
     }
 

@@ -1,8 +1,10 @@
 //! Tools other than the shell, in quarantine (ARCHITECTURE.md, "Quarantine"): a
 //! harness's built-in file readers run only inside the session's worktree, outside `.git`
 //! (in any spelling a disk opens as it) and the fence's home, each path resolved as the
-//! kernel resolves it ([`crate::real_path`]) and never through a link as its last part;
-//! no file tool writes; an MCP tool runs only when read-only by a documented rule (its
+//! kernel resolves it ([`crate::real_path`]) at every place a harness may read its text
+//! at ([`file_tools::readings`]: `~` as `$HOME`, white space trimmed) and never through a
+//! link as its last part; a reader that runs programs to read ([`RUNS_PROGRAMS`]) is
+//! denied; no file tool writes; an MCP tool runs only when read-only by a documented rule (its
 //! name splits one way into server and tool, and the tool starts with `get_`, `list_`,
 //! `search_` or `read_`, or its server is one the operator lists as read-only); a few
 //! tools that touch nothing outside the conversation run; every other tool — web
@@ -26,6 +28,13 @@ pub const INERT: &[&str] = &[
     "update_plan",
     "write_todos",
 ];
+
+/// Tools that read files by running a program the lane can configure or plant, denied
+/// in quarantine whatever they are given: Gemini CLI's grep (`grep_search`, formerly
+/// `search_file_content`) runs `git grep` in the repository it searches (git reads the
+/// lane's configuration), else `grep` found on PATH, or `rg` from Gemini CLI's own
+/// directory under the user's home; and it checks for them with a shell (`command -v`).
+pub const RUNS_PROGRAMS: &[&str] = &["grep_search", "search_file_content"];
 
 /// Name prefixes of MCP tools that only read (after `mcp__SERVER__`).
 pub const READ_ONLY_MCP_PREFIXES: &[&str] = &["get_", "list_", "search_", "read_"];
@@ -84,6 +93,11 @@ pub fn mcp_reads(name: &str, home: Option<&Path>) -> bool {
 pub fn check(name: &str, input: &serde_json::Value, at: &Where) -> Result<(), String> {
     if INERT.contains(&name) {
         return Ok(());
+    }
+    if RUNS_PROGRAMS.contains(&name) {
+        return Err(format!(
+            "`{name}` searches by running programs (git grep, grep or rg) that read files the lane could have written (git's configuration, programs on PATH or under the home); Read, Glob and list_directory still run"
+        ));
     }
     if file_tools::writes(name) {
         return Err(format!(
@@ -241,6 +255,15 @@ mod tests {
             ("WebFetch", json!({"url": "http://127.0.0.1/"})),
             ("Task", json!({})),
             ("SomeNewTool", json!({})),
+            ("grep_search", json!({"pattern": "x"})),
+            (
+                "search_file_content",
+                json!({"pattern": "x", "dir_path": "src"}),
+            ),
+            ("Read", json!({"file_path": "/proc/self/root/etc/passwd"})),
+            ("Read", json!({"file_path": "/dev/stdin"})),
+            ("Read", json!({"file_path": "~/.profile"})),
+            ("Glob", json!({"pattern": "~/**/*"})),
         ] {
             assert!(!ok(name, input.clone()), "{name} {input}");
         }
