@@ -1,0 +1,288 @@
+//! Round five (ARCHITECTURE.md, "Quarantine"): path texts a harness reads another way
+//! than literally, each a generator run through every harness's installed hook in its
+//! own input shape, with the damage checked as in [`crate::quarantine_corpus`].
+//!
+//! - `~` and `~/…`: Codex's `apply_patch` expands them from `$HOME` (its absolute-path
+//!   helper), as do file tools that take a path the way a shell does; the guard read them
+//!   as a directory named `~` in the worktree, so a patch reached the fence's home (a
+//!   session's binding), the user's home and another repository's refs;
+//! - white space around a path, which a harness may trim;
+//! - links the kernel resolves per process (`/proc/self/…`, `/dev/fd/…`), which lead the
+//!   harness elsewhere than the guard;
+//! - a Codex `apply_patch` with a relative path and no `tool_cwd` (the directory it runs
+//!   in is unknown): a relative path names no place the guard can judge;
+//! - Gemini CLI's grep, which reads by running `git grep` (git reads the lane's
+//!   configuration), `grep` from PATH or `rg` from under the user's home: not a reader in
+//!   quarantine.
+//!
+//! A call let through is carried out as its harness would read the path (`~` expanded,
+//! trimmed), so a failure says what it damaged.
+
+use crate::guard::Lane;
+use crate::quarantine_corpus::{
+    Call, Damage, SHAPES, hook, input, installed, nothing_moved, planted, quarantined, run_call,
+};
+use crate::quarantine_shapes::Counter;
+use serde_json::json;
+use std::fs;
+use std::path::PathBuf;
+
+/// Path texts with where each lands to a harness that reads them as Codex's
+/// `apply_patch` does: `home` (the fence's), `user` (the user's home, open to a write
+/// outside quarantine), `git`, `git-outside`, `settings-outside`, `inside`, or `proc`
+/// (through a link the kernel resolves per process: closed to every session, as the guard
+/// cannot follow it where the harness would).
+fn texts(lane: &Lane, session: &str) -> Vec<(String, &'static str)> {
+    let home = lane.home.home.display().to_string();
+    let clone = lane.repo.clone.display().to_string();
+    vec![
+        (format!("~/home/sessions/{session}.json"), "home"),
+        ("~/home/sessions/s.json".into(), "home"),
+        ("~/home/quarantine/s.json".into(), "home"),
+        ("~//home/x.json".into(), "home"),
+        (format!(" {home}/sessions/s.json"), "home"),
+        (format!("\t{home}/x.json\n"), "home"),
+        (format!("/proc/self/root{home}/sessions/s.json"), "proc"),
+        (format!("/proc/thread-self/root{clone}/.git/config"), "proc"),
+        ("/proc/self/cwd/.git/info/attributes".into(), "proc"),
+        (format!("/dev/fd/../../..{home}/x.json"), "proc"),
+        ("~/lane-a-remote.git/refs/heads/main".into(), "git-outside"),
+        ("~/user/.codex/config.toml".into(), "settings-outside"),
+        ("~/.profile".into(), "user"),
+        ("~/outside/x.txt".into(), "user"),
+        ("notes.md".into(), "inside"),
+    ]
+}
+
+/// Where a harness that expands `~` and trims white space writes `text`.
+fn as_harness_reads(lane: &Lane, text: &str) -> PathBuf {
+    let text = text.trim();
+    match text.strip_prefix("~") {
+        Some(rest) => lane.tmp().join(rest.trim_start_matches('/')),
+        None => lane.repo.clone.join(text),
+    }
+}
+
+/// Carries out a write the hook let through, at the place the harness reads.
+fn write_as_harness(lane: &Lane, call: &Call) {
+    let (Call::Write(p) | Call::Edit(p) | Call::Patch(p)) = call else {
+        return;
+    };
+    let at = as_harness_reads(lane, p);
+    if let Some(parent) = at.parent() {
+        let _ = fs::create_dir_all(parent);
+    }
+    let _ = fs::write(at, "{\"planted\": true}\n");
+}
+
+/// In quarantine, no reading of any text reads outside the worktree or writes anything;
+/// Gemini CLI's grep is denied even inside.
+#[test]
+fn quarantined_tools_are_judged_at_every_reading_of_their_paths() {
+    let session = "s-readings";
+    let (lane, hooks, damage) = quarantined(session);
+    let mut through = Vec::new();
+    let mut calls = 0;
+    for (text, lands) in texts(&lane, session) {
+        for call in [
+            Call::Read(text.clone()),
+            Call::List(text.clone()),
+            Call::Grep(text.clone()),
+            Call::Write(text.clone()),
+            Call::Edit(text.clone()),
+            Call::Patch(text.clone()),
+        ] {
+            // Claude Code's and Cursor's readers inside the worktree run; Gemini CLI's
+            // grep never does.
+            let reads = matches!(call, Call::Read(_) | Call::List(_) | Call::Grep(_));
+            for shape in SHAPES {
+                let gemini_grep = *shape == "gemini" && matches!(call, Call::Grep(_));
+                let want = if reads && lands == "inside" && !gemini_grep {
+                    0
+                } else {
+                    2
+                };
+                let Some(ran) = run_call(&lane, &hooks, shape, &call, session) else {
+                    continue;
+                };
+                calls += 1;
+                if ran.code != want {
+                    if want == 2 {
+                        write_as_harness(&lane, &call);
+                    }
+                    through.push(format!(
+                        "{shape} {call:?} ({lands}): exit {}: {}",
+                        ran.code,
+                        ran.stderr.lines().last().unwrap_or("")
+                    ));
+                }
+            }
+        }
+    }
+    nothing_moved(&damage, &lane, &through);
+    assert!(calls >= 180, "{calls} calls");
+    eprintln!("{calls} calls in quarantine at every reading, nothing moved");
+}
+
+/// Outside quarantine, no reading of a write's path reaches the fence's home, and a
+/// session whose row is not ALLOWED writes no `.git` or harness settings at any reading;
+/// the everyday write inside the worktree runs.
+#[test]
+fn outside_quarantine_every_reading_of_a_write_is_judged() {
+    let mut lane = Lane::held();
+    let server = Counter::start();
+    planted(&lane, &server);
+    let hooks = installed(&lane);
+    let damage = Damage::watch(&lane, server, "s-readings-out");
+    let states: [(&str, &[&str]); 3] = [
+        ("allowed", &["home", "proc"]),
+        (
+            "unread",
+            &["home", "proc", "git", "settings-outside", "git-outside"],
+        ),
+        ("unbound", &["home", "proc"]),
+    ];
+    let mut calls = 0;
+    let mut through = Vec::new();
+    for (state, closed) in states {
+        match state {
+            "unread" => {
+                lane.daemon.take().unwrap().stop();
+            }
+            "unbound" => fs::remove_file(lane.repo.descriptor()).unwrap(),
+            _ => {}
+        }
+        let session = format!("s-readings-{state}");
+        let prime = Call::Read("file.txt".into());
+        let primed = run_call(&lane, &hooks, "claude", &prime, &session).unwrap();
+        assert_eq!(primed.code, 0, "{state}: {}", primed.stderr);
+        for (text, lands) in texts(&lane, &session) {
+            for call in [
+                Call::Write(text.clone()),
+                Call::Edit(text.clone()),
+                Call::Patch(text.clone()),
+            ] {
+                let want = if closed.contains(&lands) { 2 } else { 0 };
+                for shape in SHAPES {
+                    let Some(ran) = run_call(&lane, &hooks, shape, &call, &session) else {
+                        continue;
+                    };
+                    calls += 1;
+                    if ran.code != want {
+                        through.push(format!(
+                            "{state} {shape} {call:?} ({lands}): exit {}: {}",
+                            ran.code,
+                            ran.stderr.lines().last().unwrap_or("")
+                        ));
+                        if lands == "home" {
+                            write_as_harness(&lane, &call);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let home_moved: Vec<String> = damage
+        .done(&lane)
+        .into_iter()
+        .filter(|m| m.contains(&lane.home.home.display().to_string()))
+        .collect();
+    assert!(
+        through.is_empty() && home_moved.is_empty(),
+        "wrong verdicts:\n{}\nhome changed:\n{}",
+        through.join("\n"),
+        home_moved.join("\n")
+    );
+    assert!(calls >= 200, "{calls} calls");
+    eprintln!("{calls} writes outside quarantine at every reading, the home unmoved");
+}
+
+/// The spellings above really land where they say when a harness reads them: a patch
+/// written the way Codex reads `~` moves the fence's home.
+#[test]
+fn the_readings_really_land_in_the_home_without_the_guard() {
+    let lane = Lane::held();
+    for (text, lands) in texts(&lane, "s-none") {
+        if lands != "home" || text.starts_with("/proc") {
+            continue;
+        }
+        let at = as_harness_reads(&lane, &text);
+        assert!(
+            at.starts_with(&lane.home.home),
+            "{text:?} lands at {}: the case tests nothing",
+            at.display()
+        );
+    }
+}
+
+/// A Codex `apply_patch` without `tool_cwd` (Codex before 0.169.0): a relative path names
+/// no place the guard can judge and is denied for every session; an absolute one is
+/// judged where it lands; with `tool_cwd` the relative one runs.
+#[test]
+fn a_relative_patch_whose_directory_is_unknown_is_denied() {
+    let lane = Lane::held();
+    let hooks = installed(&lane);
+    let clone = lane.repo.clone.display().to_string();
+    for state in ["allowed", "unbound"] {
+        if state == "unbound" {
+            fs::remove_file(lane.repo.descriptor()).unwrap();
+        }
+        let session = format!("s-unknown-{state}");
+        for (path, with_cwd, want) in [
+            ("notes.md".to_string(), false, 2),
+            ("sessions/s.json".to_string(), false, 2),
+            (format!("{clone}/notes.md"), false, 0),
+            ("notes.md".to_string(), true, 0),
+        ] {
+            let call = Call::Patch(path.clone());
+            let mut v = input("codex", &call, &session, &lane.repo.clone).unwrap();
+            if !with_cwd {
+                v.as_object_mut().unwrap().remove("tool_cwd");
+            }
+            let ran = hook(&lane, &hooks, "codex", &v);
+            assert_eq!(
+                ran.code, want,
+                "{state} {path} tool_cwd {with_cwd}: {}",
+                ran.stderr
+            );
+            if want == 2 {
+                assert!(ran.stderr.contains("relative path"), "{}", ran.stderr);
+            }
+        }
+    }
+}
+
+/// Gemini CLI's grep inside the worktree is denied in quarantine with a reason that names
+/// what it runs; its `read_file` and `glob` still run; an unbound session's grep runs.
+#[test]
+fn gemini_s_grep_runs_programs_and_is_no_reader_in_quarantine() {
+    let session = "s-gemini-grep";
+    let (lane, hooks, damage) = quarantined(session);
+    let clone = lane.repo.clone.display().to_string();
+    let gemini = |tool: &str, i: serde_json::Value| {
+        json!({"session_id": session, "cwd": lane.repo.clone, "hook_event_name": "BeforeTool",
+               "timestamp": "2026-12-02T00:00:00Z", "tool_name": tool, "tool_input": i})
+    };
+    for (tool, i, want) in [
+        ("grep_search", json!({"pattern": "x"}), 2),
+        ("grep_search", json!({"pattern": "x", "dir_path": clone}), 2),
+        (
+            "search_file_content",
+            json!({"pattern": "x", "include": "*.txt"}),
+            2,
+        ),
+        (
+            "read_file",
+            json!({"file_path": format!("{clone}/file.txt")}),
+            0,
+        ),
+        ("glob", json!({"pattern": "**/*.txt"}), 0),
+    ] {
+        let ran = hook(&lane, &hooks, "gemini", &gemini(tool, i.clone()));
+        assert_eq!(ran.code, want, "{tool} {i}: {}", ran.stderr);
+        if want == 2 {
+            assert!(ran.stderr.contains("running programs"), "{}", ran.stderr);
+        }
+    }
+    nothing_moved(&damage, &lane, &[]);
+}
