@@ -291,6 +291,29 @@ pub fn readings(text: &str, base: &Path) -> Result<Vec<PathBuf>, Unread> {
     Ok(out)
 }
 
+/// Why the relative paths of a patch carried by a shell command that does not start with
+/// `apply_patch` are taken from an unknown directory.
+pub const PATCH_AFTER_CD: &str = "the shell command applies its patch after something else (Codex reads `cd DIR && apply_patch <<EOF` as a patch applied in DIR)";
+
+/// Whether a shell command carries a patch to `apply_patch`: Codex applies such a patch
+/// itself (its shell handlers intercept `apply_patch <<'EOF' … EOF`, also after `cd DIR
+/// &&`), reporting the call as its shell, and elsewhere `apply_patch` is the program that
+/// applies it. `Some(true)` when the command starts with `apply_patch` (its relative
+/// paths are taken from the call's directory), `Some(false)` when something comes first,
+/// `None` when it carries no patch.
+pub fn shell_patch(command: &str) -> Option<bool> {
+    let names = ["apply_patch", "applypatch"];
+    if !command.contains("*** Begin Patch") || !names.iter().any(|n| command.contains(n)) {
+        return None;
+    }
+    let start = command.trim_start();
+    Some(names.iter().any(|n| {
+        start
+            .strip_prefix(n)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\n', '<']))
+    }))
+}
+
 /// Every file an `apply_patch` call adds, updates, deletes or moves to, relative ones
 /// from `base`.
 pub fn patch_targets(input: &serde_json::Value, base: &Path) -> Result<Vec<PathBuf>, Unread> {
@@ -400,5 +423,25 @@ mod tests {
         // Relative paths stay relative from an empty base (how a write whose directory is
         // unknown tells them apart).
         assert!(!readings("a", Path::new("")).unwrap()[0].is_absolute());
+    }
+
+    #[test]
+    fn a_shell_command_carrying_a_patch_is_read_as_apply_patch() {
+        let patch = "*** Begin Patch\n*** Add File: a\n+x\n*** End Patch\n";
+        assert_eq!(
+            shell_patch(&format!("apply_patch <<'EOF'\n{patch}EOF\n")),
+            Some(true)
+        );
+        assert_eq!(
+            shell_patch(&format!("applypatch <<EOF\n{patch}EOF")),
+            Some(true)
+        );
+        assert_eq!(
+            shell_patch(&format!("cd /x && apply_patch <<'EOF'\n{patch}EOF\n")),
+            Some(false)
+        );
+        assert_eq!(shell_patch("apply_patch_helper x"), None);
+        assert_eq!(shell_patch("ls"), None);
+        assert_eq!(shell_patch(&format!("echo '{patch}'")), None);
     }
 }

@@ -180,7 +180,8 @@ pub fn judge(hook: &Hook, plan: &Plan, cwd: &Path, settings: &Settings) -> i32 {
             return judge.file_writes(false);
         }
         if plan.findings.is_empty() && plan.unreadable.is_none() {
-            return ALLOW;
+            // A patch the shell call carries to `apply_patch` is a file write.
+            return judge.file_writes(false);
         }
     }
     // A row-bound session asks on every call: a refusal quarantines it.
@@ -593,8 +594,9 @@ impl Judge<'_> {
             // The row granted back: the session leaves quarantine.
             let _ = crate::quarantine::record::lift(home, session);
         }
-        if matches!(self.hook.tool, crate::input::Tool::Other { .. }) {
-            // A row-bound session whose row is not ALLOWED writes no git directory and no
+        {
+            // A file tool's writes, and a patch a shell call carries to `apply_patch`: a
+            // row-bound session whose row is not ALLOWED writes no git directory and no
             // harness settings (ARCHITECTURE.md, "Quarantine").
             let guard_git = !matches!(standing, Standing::Allowed | Standing::Unbound);
             if self.file_writes(guard_git) == DENY {
@@ -777,9 +779,21 @@ impl Judge<'_> {
     /// The rule for a file tool's writes outside quarantine: never into the fence's home;
     /// with `guard_git` (a row-bound session whose row is not ALLOWED), never into a git
     /// directory or a harness's settings. Prints the denial and returns the exit code.
+    ///
+    /// A shell command that carries a patch to `apply_patch` (Codex applies it itself,
+    /// reporting the call as its shell: [`crate::file_tools::shell_patch`]) is judged as
+    /// that `apply_patch` too.
     fn file_writes(&self, guard_git: bool) -> i32 {
-        let crate::input::Tool::Other { name, input } = &self.hook.tool else {
-            return ALLOW;
+        let carried;
+        let (name, input, after_cd) = match &self.hook.tool {
+            crate::input::Tool::Other { name, input } => (name.as_str(), input, false),
+            crate::input::Tool::Bash { command, .. } => {
+                let Some(at_call_dir) = crate::file_tools::shell_patch(command) else {
+                    return ALLOW;
+                };
+                carried = serde_json::json!({ "command": command });
+                (crate::file_tools::APPLY_PATCH, &carried, !at_call_dir)
+            }
         };
         let base = match &self.hook.runs_in {
             crate::input::RunsIn::At(dir) => dir.clone(),
@@ -790,6 +804,7 @@ impl Judge<'_> {
             guard_git,
             unknown_base: match &self.hook.runs_in {
                 crate::input::RunsIn::Unknown(why) => Some(why),
+                _ if after_cd => Some(crate::file_tools::PATCH_AFTER_CD),
                 _ => None,
             },
         };

@@ -585,13 +585,15 @@ fn quarantined_file_tools_read_only_inside_and_write_nothing_in_any_spelling() {
         for call in all {
             let reads = matches!(call, Call::Read(_) | Call::List(_) | Call::Grep(_));
             // Readers inside the worktree run (a harness's settings there too: reading
-            // them changes nothing); everything else is denied.
-            let want = if reads && matches!(lands, "inside" | "settings") {
-                0
-            } else {
-                2
-            };
+            // them changes nothing); everything else is denied, and so is Gemini CLI's
+            // grep, which reads by running programs.
             for shape in SHAPES {
+                let gemini_grep = *shape == "gemini" && matches!(call, Call::Grep(_));
+                let want = if reads && matches!(lands, "inside" | "settings") && !gemini_grep {
+                    0
+                } else {
+                    2
+                };
                 let Some(ran) = run_call(&lane, &hooks, shape, &call, session) else {
                     continue;
                 };

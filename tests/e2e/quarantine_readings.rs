@@ -21,6 +21,7 @@
 use crate::guard::Lane;
 use crate::quarantine_corpus::{
     Call, Damage, SHAPES, hook, input, installed, nothing_moved, planted, quarantined, run_call,
+    shell,
 };
 use crate::quarantine_shapes::Counter;
 use serde_json::json;
@@ -285,4 +286,79 @@ fn gemini_s_grep_runs_programs_and_is_no_reader_in_quarantine() {
         }
     }
     nothing_moved(&damage, &lane, &[]);
+}
+
+/// Codex applies a patch a shell command carries (`apply_patch <<'EOF' … EOF`, also after
+/// `cd DIR &&`) itself and reports the call as its shell: it is judged as the
+/// `apply_patch` it is, at every reading of its paths, for every session state; a patch
+/// after a `cd` takes its relative paths from a directory the guard does not follow, and
+/// is denied; the everyday patch inside the worktree runs.
+#[test]
+fn a_patch_carried_by_a_shell_call_is_judged_as_apply_patch() {
+    let mut lane = Lane::held();
+    let server = Counter::start();
+    planted(&lane, &server);
+    let hooks = installed(&lane);
+    let damage = Damage::watch(&lane, server, "s-shell-patch");
+    let home = lane.home.home.display().to_string();
+    let carried = |path: &str, lead: &str| {
+        format!(
+            "{lead}apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: {path}\n+{{\"planted\": true}}\n*** End Patch\nEOF\n"
+        )
+    };
+    let states: [(&str, &[&str]); 3] = [
+        ("allowed", &["home", "cd"]),
+        // `apply_patch` is no program on PATH here: opaque, which a row whose fence cannot
+        // be read does not run wherever it writes.
+        ("unread", &["home", "cd", "git", "settings", "inside"]),
+        ("unbound", &["home", "cd"]),
+    ];
+    let mut calls = 0;
+    let mut through = Vec::new();
+    for (state, closed) in states {
+        match state {
+            "unread" => {
+                lane.daemon.take().unwrap().stop();
+            }
+            "unbound" => fs::remove_file(lane.repo.descriptor()).unwrap(),
+            _ => {}
+        }
+        let session = format!("s-shell-patch-{state}");
+        let prime = Call::Read("file.txt".into());
+        let primed = run_call(&lane, &hooks, "claude", &prime, &session).unwrap();
+        assert_eq!(primed.code, 0, "{state}: {}", primed.stderr);
+        for (command, lands) in [
+            (carried(&format!("{home}/sessions/s.json"), ""), "home"),
+            (carried("~/home/x.json", ""), "home"),
+            (carried("qlink/../sessions/s.json", ""), "home"),
+            (carried("sessions/s.json", &format!("cd {home} && ")), "cd"),
+            (carried(".git/hooks/pre-push", ""), "git"),
+            (carried(".Git/info/attributes", ""), "git"),
+            (carried(".claude/settings.json", ""), "settings"),
+            (carried("notes.md", ""), "inside"),
+        ] {
+            let want = if closed.contains(&lands) { 2 } else { 0 };
+            let ran = run_call(&lane, &hooks, "codex", &shell(&command), &session).unwrap();
+            calls += 1;
+            if ran.code != want {
+                through.push(format!(
+                    "{state} {command:?} ({lands}): exit {}: {}",
+                    ran.code,
+                    ran.stderr.lines().last().unwrap_or("")
+                ));
+            }
+        }
+    }
+    let home_moved: Vec<String> = damage
+        .done(&lane)
+        .into_iter()
+        .filter(|m| m.contains(&home))
+        .collect();
+    assert!(
+        through.is_empty() && home_moved.is_empty(),
+        "wrong verdicts:\n{}\nhome changed:\n{}",
+        through.join("\n"),
+        home_moved.join("\n")
+    );
+    eprintln!("{calls} patches carried by shell calls judged");
 }
