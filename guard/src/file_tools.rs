@@ -246,10 +246,11 @@ pub fn named(
         }
     }
     for pattern in patterns {
-        let prefix = glob_prefix(pattern)?;
-        named
-            .pattern_roots
-            .extend(readings(&prefix.to_string_lossy(), &under)?);
+        for prefix in glob_prefixes(pattern)? {
+            named
+                .pattern_roots
+                .extend(readings(&prefix.to_string_lossy(), &under)?);
+        }
     }
     Ok(named)
 }
@@ -363,25 +364,91 @@ fn strings(value: &serde_json::Value) -> Option<Vec<&str>> {
     }
 }
 
-/// The directories a glob pattern names before its first wildcard (every match lies
-/// under them); a `..` anywhere in it could climb out after a wildcard, and denies.
-fn glob_prefix(pattern: &str) -> Result<PathBuf, Unread> {
-    let path = Path::new(pattern);
-    if path.components().any(|c| c == Component::ParentDir) {
-        return Err(format!("the pattern `{pattern}` climbs out with `..`"));
-    }
-    let mut prefix = PathBuf::new();
-    for part in path.components() {
-        if part
-            .as_os_str()
-            .to_string_lossy()
-            .contains(['*', '?', '[', '{'])
-        {
-            break;
+/// The most patterns one glob pattern's braces expand to before the guard stops reading
+/// it (and denies).
+pub const MAX_BRACE_EXPANSIONS: usize = 256;
+
+/// The directories each of a glob pattern's brace alternatives names before its first
+/// wildcard (every match lies under one of them): `{/etc,src}/*` is `/etc/*` and `src/*`
+/// to a glob library, so both roots are judged. A `..` anywhere in an alternative (also
+/// inside an extglob group such as `@(..)`) could climb out after a wildcard, and denies.
+fn glob_prefixes(pattern: &str) -> Result<Vec<PathBuf>, Unread> {
+    let mut expanded = Vec::new();
+    expand_braces(pattern, &mut expanded)?;
+    let mut prefixes = Vec::new();
+    for alternative in &expanded {
+        let path = Path::new(alternative);
+        let climbs = path.components().any(|c| {
+            c == Component::ParentDir || {
+                let text = c.as_os_str().to_string_lossy();
+                text.contains("..") && text.contains(['(', ')', '|'])
+            }
+        });
+        if climbs {
+            return Err(format!("the pattern `{pattern}` climbs out with `..`"));
         }
-        prefix.push(part);
+        let mut prefix = PathBuf::new();
+        for part in path.components() {
+            if part
+                .as_os_str()
+                .to_string_lossy()
+                .contains(['*', '?', '[', '{', '(', '!', '+', '@'])
+            {
+                break;
+            }
+            prefix.push(part);
+        }
+        if !prefixes.contains(&prefix) {
+            prefixes.push(prefix);
+        }
     }
-    Ok(prefix)
+    Ok(prefixes)
+}
+
+/// Appends every pattern `pattern`'s brace alternatives (`{a,b}`, nested) expand to, as a
+/// glob library expands them; at most [`MAX_BRACE_EXPANSIONS`].
+fn expand_braces(pattern: &str, out: &mut Vec<String>) -> Result<(), Unread> {
+    if out.len() >= MAX_BRACE_EXPANSIONS {
+        return Err(format!(
+            "the pattern `{pattern}` expands to more than {MAX_BRACE_EXPANSIONS} patterns"
+        ));
+    }
+    let bytes = pattern.as_bytes();
+    for (open, _) in pattern.match_indices('{') {
+        // The matching `}` and the top-level commas between them.
+        let mut depth = 0usize;
+        let mut commas = Vec::new();
+        let mut close = None;
+        for (k, b) in bytes.iter().enumerate().skip(open) {
+            match b {
+                b'{' => depth += 1,
+                b'}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        close = Some(k);
+                        break;
+                    }
+                }
+                b',' if depth == 1 => commas.push(k),
+                _ => {}
+            }
+        }
+        let Some(close) = close else { continue };
+        if commas.is_empty() {
+            continue;
+        }
+        let mut bounds = vec![open];
+        bounds.extend(&commas);
+        bounds.push(close);
+        for pair in bounds.windows(2) {
+            let alternative = &pattern[pair[0] + 1..pair[1]];
+            let next = format!("{}{alternative}{}", &pattern[..open], &pattern[close + 1..]);
+            expand_braces(&next, out)?;
+        }
+        return Ok(());
+    }
+    out.push(pattern.to_string());
+    Ok(())
 }
 
 #[cfg(test)]
@@ -423,6 +490,35 @@ mod tests {
         // Relative paths stay relative from an empty base (how a write whose directory is
         // unknown tells them apart).
         assert!(!readings("a", Path::new("")).unwrap()[0].is_absolute());
+    }
+
+    #[test]
+    fn every_brace_alternative_of_a_pattern_is_a_root() {
+        let roots = |p: &str| {
+            glob_prefixes(p).map(|v| {
+                v.into_iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+            })
+        };
+        assert_eq!(roots("src/**/*.rs").unwrap(), vec!["src"]);
+        assert_eq!(roots("{/etc,src}/*").unwrap(), vec!["/etc", "src"]);
+        assert_eq!(
+            roots("a/{b,{/h/sessions,c}}/x*").unwrap(),
+            vec!["a/b", "a/h/sessions", "a/c"]
+        );
+        assert_eq!(roots("{a}/x").unwrap(), vec![""]);
+        for climbing in [
+            "{..,src}/*",
+            "src/{x,../..}/*",
+            "@(..)/x",
+            "src/+(..|a)/*",
+            "../*",
+        ] {
+            assert!(glob_prefixes(climbing).is_err(), "{climbing}");
+        }
+        let many = "{a,b}".repeat(9);
+        assert!(glob_prefixes(&many).is_err());
     }
 
     #[test]

@@ -236,11 +236,16 @@ fn cursor(mut m: Map<String, Value>) -> (Value, RunsIn) {
 
 /// A Cursor tool name in the guard's spelling: `MCP:server:tool` (or `MCP:tool`, the
 /// server unnamed) is `mcp__SERVER__TOOL`; a built-in tool keeps its name (Cursor's
-/// `Read`, `Write`, `Grep`… are Claude Code's names).
+/// `Read`, `Write`, `Grep`… are Claude Code's names). A name that splits more than one way
+/// (`MCP:gh:get_x:merge`: server `gh`, tool `get_x:merge`, or server `gh:get_x`, tool
+/// `merge`) keeps every part as the server and no tool, which no read-only rule matches.
 fn cursor_tool(name: &str) -> String {
     match name.strip_prefix("MCP:") {
         Some(rest) => match rest.split_once(':') {
-            Some((server, tool)) => format!("mcp__{server}__{tool}"),
+            Some((server, tool)) if !tool.contains(':') && !tool.is_empty() => {
+                format!("mcp__{server}__{tool}")
+            }
+            Some(_) => format!("mcp__{rest}__"),
             None => format!("mcp__cursor__{rest}"),
         },
         None => name.to_string(),
@@ -478,6 +483,22 @@ mod tests {
                    "tool_name": "mcp_github_search", "tool_input": {}}),
         );
         assert_eq!(plain.tool.name(), "mcp__github__search");
+    }
+
+    #[test]
+    fn cursor_mcp_names_that_split_more_than_one_way_are_not_read_only() {
+        assert_eq!(
+            cursor_tool("MCP:github:get_issue"),
+            "mcp__github__get_issue"
+        );
+        assert_eq!(cursor_tool("MCP:get_issue"), "mcp__cursor__get_issue");
+        for ambiguous in ["MCP:gh:get_x:merge_pull_request", "MCP:gh:", "MCP:a:b:c:d"] {
+            let name = cursor_tool(ambiguous);
+            assert!(
+                !crate::quarantine::tools::mcp_reads(&name, None),
+                "{ambiguous} read as {name}"
+            );
+        }
     }
 
     #[test]

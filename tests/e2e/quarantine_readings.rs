@@ -362,3 +362,83 @@ fn a_patch_carried_by_a_shell_call_is_judged_as_apply_patch() {
     );
     eprintln!("{calls} patches carried by shell calls judged");
 }
+
+/// In quarantine, a glob pattern's brace alternatives are each a root (`{/etc,src}/*` is
+/// `/etc/*` to a glob library), an extglob group holding `..` climbs, and a Cursor MCP
+/// name that splits more than one way is not read-only; patterns that stay inside run.
+#[test]
+fn brace_alternatives_and_ambiguous_cursor_mcp_names_in_quarantine() {
+    let session = "s-braces";
+    let (lane, hooks, damage) = quarantined(session);
+    let home = lane.home.home.display().to_string();
+    let tmp = lane.tmp().display().to_string();
+    let clone = lane.repo.clone.clone();
+    let claude = |tool: &str, i: serde_json::Value| {
+        json!({"session_id": session, "cwd": clone, "hook_event_name": "PreToolUse",
+               "tool_name": tool, "tool_input": i})
+    };
+    let gemini = |tool: &str, i: serde_json::Value| {
+        let mut v = claude(tool, i);
+        v["hook_event_name"] = json!("BeforeTool");
+        v
+    };
+    let cursor_pre = |tool: &str, i: serde_json::Value| {
+        json!({"conversation_id": session, "generation_id": "g-1", "hook_event_name": "preToolUse",
+               "workspace_roots": [clone], "cwd": clone, "tool_name": tool, "tool_input": i})
+    };
+    let cursor_mcp = |tool: &str| {
+        json!({"conversation_id": session, "generation_id": "g-1", "hook_event_name": "beforeMCPExecution",
+               "workspace_roots": [clone], "cwd": clone, "tool_name": tool, "tool_input": "{}"})
+    };
+    let mut cases = Vec::new();
+    for pattern in [
+        format!("{{{home},src}}/**/*.json"),
+        format!("{{src,{{{home}/sessions,sub}}}}/*"),
+        format!("{{{tmp}/lane-a-remote.git,x}}/**"),
+        "{..,src}/*".to_string(),
+        "sub/{a,../..}/*".to_string(),
+        "@(..)/*".to_string(),
+        "{~,src}/.profile".to_string(),
+    ] {
+        cases.push(("claude", claude("Glob", json!({"pattern": pattern})), 2));
+        cases.push(("gemini", gemini("glob", json!({"pattern": pattern})), 2));
+        cases.push((
+            "gemini",
+            gemini("read_many_files", json!({"paths": [pattern]})),
+            2,
+        ));
+    }
+    for name in [
+        "MCP:gh:get_x:merge_pull_request",
+        "MCP:gh:list_a:delete_repo",
+        "MCP:gh:",
+    ] {
+        cases.push(("cursor", cursor_pre(name, json!({})), 2));
+    }
+    cases.push(("cursor", cursor_mcp("merge_pull_request"), 2));
+    // Inside: they run.
+    cases.push((
+        "claude",
+        claude("Glob", json!({"pattern": "{sub,src}/*"})),
+        0,
+    ));
+    cases.push((
+        "gemini",
+        gemini("read_many_files", json!({"paths": ["{sub,file}*"]})),
+        0,
+    ));
+    cases.push(("cursor", cursor_pre("MCP:github:get_issue", json!({})), 0));
+    let mut wrong = Vec::new();
+    for (harness, input, want) in &cases {
+        let ran = hook(&lane, &hooks, harness, input);
+        if ran.code != *want {
+            wrong.push(format!(
+                "{harness} {input}: exit {}: {}",
+                ran.code,
+                ran.stderr.lines().last().unwrap_or("")
+            ));
+        }
+    }
+    nothing_moved(&damage, &lane, &wrong);
+    eprintln!("{} brace and MCP-name calls in quarantine", cases.len());
+}
