@@ -198,6 +198,10 @@ pub struct Named {
     /// Every glob pattern's literal prefix (the directory every match lies under), taken
     /// under the tool's last path (or the base).
     pub pattern_roots: Vec<PathBuf>,
+    /// Outside `strict` reading: the strings of members the table does not list, each
+    /// read as a path too (a harness release that names its path in a member the guard
+    /// does not know still has that path judged where writes are closed).
+    pub unknown: Vec<PathBuf>,
 }
 
 /// Why a call's paths cannot be read out of it (a sentence).
@@ -228,6 +232,14 @@ pub fn named(
                     "`{}` with the member `{key}` is not one the guard reads",
                     tool.name
                 ));
+            }
+            for text in strings(value).unwrap_or_default() {
+                // A text no harness could open as a path is no path (content, a mode).
+                if !text.is_empty() && !text.contains('\0') {
+                    named
+                        .unknown
+                        .extend(readings(text, base).unwrap_or_default());
+                }
             }
             continue;
         };

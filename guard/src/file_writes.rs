@@ -40,7 +40,8 @@ pub fn check(
         } else {
             match file_tools::find(name) {
                 Some(tool) if file_tools::writes(name) => {
-                    file_tools::named(tool, input, base, false)?.paths
+                    let named = file_tools::named(tool, input, base, false)?;
+                    named.paths.into_iter().chain(named.unknown).collect()
                 }
                 _ => return Ok(None),
             }
@@ -165,6 +166,24 @@ mod tests {
             assert!(write(path, true).is_err(), "{path}");
         }
         assert!(write(".gitattributes", true).is_ok());
+        // A member the table does not list is judged as a path too.
+        let rules = Rules {
+            home: Some(&home),
+            guard_git: false,
+            unknown_base: None,
+        };
+        let extra = |v: &str| json!({"file_path": "notes.md", "target_file": v, "content": "x"});
+        assert!(check("Write", &extra("qlink/s.json"), &tree, &rules).is_err());
+        assert!(check("Write", &extra("src/x.rs"), &tree, &rules).is_ok());
+        assert!(
+            check(
+                "Edit",
+                &json!({"file_path": "a", "encoding": "utf-8"}),
+                &tree,
+                &rules
+            )
+            .is_ok()
+        );
         let patch = json!({"command": "*** Begin Patch\n*** Add File: qlink/../sessions/s.json\n+x\n*** End Patch"});
         let rules = Rules {
             home: Some(&home),

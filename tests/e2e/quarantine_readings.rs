@@ -442,3 +442,42 @@ fn brace_alternatives_and_ambiguous_cursor_mcp_names_in_quarantine() {
     nothing_moved(&damage, &lane, &wrong);
     eprintln!("{} brace and MCP-name calls in quarantine", cases.len());
 }
+
+/// Outside quarantine a write tool's member the guard does not know (a harness release
+/// naming its path `target_file`) is read as a path too: into the fence's home it is
+/// denied for an unbound session, elsewhere it runs.
+#[test]
+fn an_unknown_member_of_a_write_tool_is_judged_as_a_path() {
+    let lane = Lane::held();
+    let hooks = installed(&lane);
+    fs::remove_file(lane.repo.descriptor()).unwrap();
+    let clone = lane.repo.clone.clone();
+    let home = lane.home.home.display().to_string();
+    for (tool, input, want) in [
+        (
+            "Write",
+            json!({"file_path": "notes.md", "target_file": format!("{home}/sessions/s.json"), "content": "x"}),
+            2,
+        ),
+        (
+            "Edit",
+            json!({"file_path": "notes.md", "path2": "~/home/x.json", "old_string": "a", "new_string": "b"}),
+            2,
+        ),
+        (
+            "Write",
+            json!({"file_path": "notes.md", "target_file": "src/other.rs", "content": "x"}),
+            0,
+        ),
+        (
+            "Write",
+            json!({"file_path": "notes.md", "encoding": "utf-8", "content": "x"}),
+            0,
+        ),
+    ] {
+        let v = json!({"session_id": "s-unknown-member", "cwd": clone, "hook_event_name": "PreToolUse",
+                       "tool_name": tool, "tool_input": input});
+        let ran = hook(&lane, &hooks, "claude", &v);
+        assert_eq!(ran.code, want, "{tool} {input}: {}", ran.stderr);
+    }
+}
