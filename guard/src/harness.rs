@@ -10,9 +10,9 @@
 //!   in its hooks crate, tag `rust-v0.169.0`) Codex adds `tool_cwd`, the directory the
 //!   tool runs in, which may differ from the turn's `cwd` (`exec_command`'s `workdir`);
 //!   without it the directory is unknown (`install agent-hook` and `doctor` check the
-//!   installed Codex's version). `apply_patch` stays
-//!   a tool of its own (its paths are read from the patch). Exit 2 blocks, stderr the
-//!   reason.
+//!   installed Codex's version). `apply_patch` stays a tool of its own (its paths are
+//!   read from the patch), applied in the turn's `cwd` (a patch carried by a shell call
+//!   is the shell's, run in that call's directory). Exit 2 blocks, stderr the reason.
 //! - `gemini`: Gemini CLI's `BeforeTool` (`settings.json`): `session_id`, `cwd`,
 //!   `tool_name`, `tool_input`, and `mcp_context` (`server_name`, `tool_name`) for an MCP
 //!   tool; `run_shell_command` becomes Bash (run in its `dir_path`), its file tools the
@@ -98,9 +98,10 @@ fn codex(mut m: Map<String, Value>) -> (Value, RunsIn) {
         Some(Value::String(dir)) if dir.starts_with('/') => {
             RunsIn::At(std::path::PathBuf::from(dir))
         }
-        Some(Value::Null) | None if shell || tool == crate::file_tools::APPLY_PATCH => {
-            RunsIn::Unknown(CODEX_NO_TOOL_CWD.into())
-        }
+        // The `apply_patch` tool applies its patch in the turn's `cwd` (its handler takes
+        // the turn's directory; only a patch carried by a shell call runs in that call's
+        // `workdir`, and that call is the shell's).
+        Some(Value::Null) | None if shell => RunsIn::Unknown(CODEX_NO_TOOL_CWD.into()),
         Some(Value::Null) | None => RunsIn::Cwd,
         Some(other) => RunsIn::Unknown(format!("Codex's tool_cwd {other} is not an absolute path")),
     };
@@ -357,6 +358,8 @@ mod tests {
                    "tool_input": {"command": "*** Begin Patch\n*** Add File: .gitattributes\n+x\n*** End Patch"}}),
         );
         assert_eq!(patch.tool.name(), "apply_patch");
+        // The apply_patch tool runs in the turn's cwd, with or without tool_cwd.
+        assert_eq!(patch.runs_in, RunsIn::Cwd);
         let mcp = read(
             Harness::Codex,
             json!({"session_id": "c1", "cwd": "/w", "tool_name": "mcp__github__get_issue",

@@ -216,39 +216,53 @@ fn the_readings_really_land_in_the_home_without_the_guard() {
     }
 }
 
-/// A Codex `apply_patch` without `tool_cwd` (Codex before 0.169.0): a relative path names
-/// no place the guard can judge and is denied for every session; an absolute one is
-/// judged where it lands; with `tool_cwd` the relative one runs.
+/// Codex without `tool_cwd` (before 0.169.0): its `apply_patch` tool applies the patch in
+/// the turn's `cwd` (the hook's), so a relative path is judged there and the everyday
+/// patch runs; a patch carried by a shell call runs in that call's `workdir`, which the
+/// hook is not told, so its relative paths are denied for every session (absolute ones
+/// are judged where they land); with `tool_cwd` the shell-carried relative patch runs.
 #[test]
 fn a_relative_patch_whose_directory_is_unknown_is_denied() {
     let lane = Lane::held();
     let hooks = installed(&lane);
     let clone = lane.repo.clone.display().to_string();
+    let home = lane.home.home.display().to_string();
+    let carried = |path: &str| {
+        format!(
+            "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: {path}\n+x\n*** End Patch\nEOF\n"
+        )
+    };
     for state in ["allowed", "unbound"] {
         if state == "unbound" {
             fs::remove_file(lane.repo.descriptor()).unwrap();
         }
         let session = format!("s-unknown-{state}");
-        for (path, with_cwd, want) in [
-            ("notes.md".to_string(), false, 2),
-            ("sessions/s.json".to_string(), false, 2),
-            (format!("{clone}/notes.md"), false, 0),
-            ("notes.md".to_string(), true, 0),
+        for (call, with_cwd, want) in [
+            (Call::Patch("notes.md".into()), false, 0),
+            (Call::Patch(format!("{home}/sessions/s.json")), false, 2),
+            (shell(&carried("notes.md")), false, 2),
+            (shell(&carried("sessions/s.json")), false, 2),
+            // A row-bound session's opaque command where the directory is unknown is
+            // denied as such (README, Codex without tool_cwd).
+            (
+                shell(&carried(&format!("{clone}/notes.md"))),
+                false,
+                if state == "allowed" { 2 } else { 0 },
+            ),
+            (shell(&carried("notes.md")), true, 0),
         ] {
-            let call = Call::Patch(path.clone());
             let mut v = input("codex", &call, &session, &lane.repo.clone).unwrap();
             if !with_cwd {
                 v.as_object_mut().unwrap().remove("tool_cwd");
             }
             let ran = hook(&lane, &hooks, "codex", &v);
+            // An unbound session's `apply_patch` program (no program on PATH here) is not
+            // asked about; a row-bound session's is opaque, and ALLOWED runs it.
             assert_eq!(
                 ran.code, want,
-                "{state} {path} tool_cwd {with_cwd}: {}",
+                "{state} {call:?} tool_cwd {with_cwd}: {}",
                 ran.stderr
             );
-            if want == 2 {
-                assert!(ran.stderr.contains("relative path"), "{}", ran.stderr);
-            }
         }
     }
 }
