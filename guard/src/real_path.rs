@@ -140,13 +140,16 @@ pub fn is_dot_git(name: &std::ffi::OsStr) -> bool {
 }
 
 /// True when `name` spells `dir` (a dot-name such as `.git` or `.claude`) on some disk:
-/// any letter case, HFS+'s ignored code points removed, NTFS's trailing dots and spaces
-/// dropped.
+/// any letter case — Unicode's, not only ASCII's, since a case-insensitive disk folds
+/// `ſ` (long s) to `s` and the Kelvin sign to `k`, and NTFS upper-cases `ı` to `I` — with
+/// HFS+'s ignored code points removed and NTFS's trailing dots and spaces dropped.
 pub fn names_dir(name: &std::ffi::OsStr, dir: &str) -> bool {
     let text = name.to_string_lossy();
     let kept: String = text.chars().filter(|c| !hfs_ignored(*c)).collect();
     let trimmed = kept.trim_end_matches(['.', ' ']);
     trimmed.eq_ignore_ascii_case(dir)
+        || trimmed.to_uppercase() == dir.to_uppercase()
+        || trimmed.to_lowercase() == dir.to_lowercase()
 }
 
 /// The code points HFS+ ignores in a name (git's `next_hfs_char` list).
@@ -230,6 +233,10 @@ mod tests {
             assert!(!is_dot_git(name.as_ref()), "{name:?}");
         }
         assert!(names_dir(".CLAUDE".as_ref(), ".claude"));
+        // Unicode case: a case-insensitive disk opens these as the ASCII names.
+        assert!(names_dir(".cur\u{17f}or".as_ref(), ".cursor"));
+        assert!(is_dot_git(".g\u{131}t".as_ref()));
+        assert!(names_dir(".\u{212a}eep".as_ref(), ".keep"));
         assert!(!names_dir(".claude-x".as_ref(), ".claude"));
     }
 }

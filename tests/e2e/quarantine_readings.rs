@@ -30,7 +30,8 @@ use std::path::PathBuf;
 
 /// Path texts with where each lands to a harness that reads them as Codex's
 /// `apply_patch` does: `home` (the fence's), `user` (the user's home, open to a write
-/// outside quarantine), `git`, `git-outside`, `settings-outside`, `inside`, or `proc`
+/// outside quarantine), `git`, `git-outside`, `settings-outside`, `settings-in` (a
+/// harness's settings inside the worktree), `inside`, or `proc`
 /// (through a link the kernel resolves per process: closed to every session, as the guard
 /// cannot follow it where the harness would).
 fn texts(lane: &Lane, session: &str) -> Vec<(String, &'static str)> {
@@ -51,6 +52,9 @@ fn texts(lane: &Lane, session: &str) -> Vec<(String, &'static str)> {
         ("~/user/.codex/config.toml".into(), "settings-outside"),
         ("~/.profile".into(), "user"),
         ("~/outside/x.txt".into(), "user"),
+        // A case-insensitive disk folds Unicode case: `ſ` is `s`, `ı` upper-cases to `I`.
+        (".cur\u{17f}or/hooks.json".into(), "settings-in"),
+        (".g\u{131}t/config".into(), "git"),
         ("notes.md".into(), "inside"),
     ]
 }
@@ -98,7 +102,8 @@ fn quarantined_tools_are_judged_at_every_reading_of_their_paths() {
             let reads = matches!(call, Call::Read(_) | Call::List(_) | Call::Grep(_));
             for shape in SHAPES {
                 let gemini_grep = *shape == "gemini" && matches!(call, Call::Grep(_));
-                let want = if reads && lands == "inside" && !gemini_grep {
+                // Reading a harness's settings inside the worktree changes nothing.
+                let want = if reads && matches!(lands, "inside" | "settings-in") && !gemini_grep {
                     0
                 } else {
                     2
@@ -139,7 +144,14 @@ fn outside_quarantine_every_reading_of_a_write_is_judged() {
         ("allowed", &["home", "proc"]),
         (
             "unread",
-            &["home", "proc", "git", "settings-outside", "git-outside"],
+            &[
+                "home",
+                "proc",
+                "git",
+                "settings-outside",
+                "settings-in",
+                "git-outside",
+            ],
         ),
         ("unbound", &["home", "proc"]),
     ];
