@@ -190,11 +190,10 @@ pub fn judge(hook: &Hook, plan: &Plan, cwd: &Path, settings: &Settings) -> i32 {
         judge.explicit(&action, &path);
     }
     if let crate::input::Tool::Other { name, .. } = &hook.tool {
-        // An MCP tool that is not read-only by rule is opaque: it runs only when the
-        // standing ask is ALLOWED (today's rules for a call the guard cannot read).
-        if crate::quarantine::tools::mcp(name).is_some()
-            && !crate::quarantine::tools::mcp_reads(name, settings.home.as_deref().ok())
-        {
+        // An MCP tool that is not read-only by rule, and a tool the guard does not know,
+        // is opaque: it runs only when the standing ask is ALLOWED (today's rules for a
+        // call the guard cannot read).
+        if crate::quarantine::tools::opaque_outside(name, settings.home.as_deref().ok()) {
             for path in judge.standing.clone() {
                 judge.explicit(name, &path);
             }

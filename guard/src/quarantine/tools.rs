@@ -36,6 +36,44 @@ pub const INERT: &[&str] = &[
 /// directory under the user's home; and it checks for them with a shell (`command -v`).
 pub const RUNS_PROGRAMS: &[&str] = &["grep_search", "search_file_content"];
 
+/// Tools other than file tools and MCP tools that the guard knows write nothing it
+/// fences, outside quarantine: web reads, subagents (whose own calls are hooked), the
+/// conversation's own state and background shells. A row-bound session runs them
+/// whatever its standing ask says (in quarantine only [`INERT`] ones run).
+pub const KNOWN_OUTSIDE: &[&str] = &[
+    "WebFetch",
+    "WebSearch",
+    "Task",
+    "Agent",
+    "Skill",
+    "SlashCommand",
+    "AskUserQuestion",
+    "EnterPlanMode",
+    "ListMcpResourcesTool",
+    "ReadMcpResourceTool",
+    "TaskOutput",
+    "TaskStop",
+    "web_fetch",
+    "google_web_search",
+    "view_image",
+];
+
+/// True when a tool other than the shell is opaque outside quarantine (it runs for a
+/// row-bound session only when the standing ask is ALLOWED): an MCP tool that is not
+/// read-only by the rule, and any tool the guard does not know (Cursor's `Delete`, Gemini
+/// CLI's `save_memory`, a harness's next tool), since nothing says what it writes.
+pub fn opaque_outside(name: &str, home: Option<&Path>) -> bool {
+    if mcp(name).is_some() {
+        return !mcp_reads(name, home);
+    }
+    let known = INERT.contains(&name)
+        || KNOWN_OUTSIDE.contains(&name)
+        || RUNS_PROGRAMS.contains(&name)
+        || file_tools::find(name).is_some()
+        || name == file_tools::APPLY_PATCH;
+    !known
+}
+
 /// Name prefixes of MCP tools that only read (after `mcp__SERVER__`).
 pub const READ_ONLY_MCP_PREFIXES: &[&str] = &["get_", "list_", "search_", "read_"];
 
@@ -191,6 +229,25 @@ mod tests {
         assert_eq!(mcp("mcp____get_x"), Some(("__get_x", None)));
         assert_eq!(mcp("Read"), None);
         assert!(mcp_reads("mcp__github__list_issues", None));
+        // Outside quarantine: a tool the guard does not know is opaque, known ones not.
+        for opaque in [
+            "Delete",
+            "save_memory",
+            "mcp__github__merge_pull_request",
+            "x",
+        ] {
+            assert!(opaque_outside(opaque, None), "{opaque}");
+        }
+        for known in [
+            "Read",
+            "Write",
+            "apply_patch",
+            "WebFetch",
+            "TodoWrite",
+            "grep_search",
+        ] {
+            assert!(!opaque_outside(known, None), "{known}");
+        }
         for name in [
             "mcp__gh__get__merge_pull_request",
             "mcp__gh__list__x__y",
