@@ -162,6 +162,35 @@ pub const FILE_TOOLS: &[FileTool] = &[
         access: Access::Write,
         members: &[("file_path", P), ("edits", Data)],
     },
+    // Cursor's `preToolUse` names its edits `StrReplace` and `TabWrite`, and removes a
+    // file with `Delete` (removing is writing: a `.git` file or a binding gone changes
+    // what runs next).
+    FileTool {
+        name: "StrReplace",
+        access: Access::Write,
+        members: &[
+            ("path", P),
+            ("file_path", P),
+            ("old_string", Data),
+            ("new_string", Data),
+            ("replace_all", Data),
+        ],
+    },
+    FileTool {
+        name: "TabWrite",
+        access: Access::Write,
+        members: &[
+            ("path", P),
+            ("file_path", P),
+            ("contents", Data),
+            ("content", Data),
+        ],
+    },
+    FileTool {
+        name: "Delete",
+        access: Access::Write,
+        members: &[("path", P), ("file_path", P)],
+    },
     FileTool {
         name: "NotebookEdit",
         access: Access::Write,

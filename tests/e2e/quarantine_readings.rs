@@ -507,3 +507,73 @@ fn an_unknown_member_of_a_write_tool_is_judged_as_a_path() {
         assert_eq!(ran.code, want, "{tool} {input}: {}", ran.stderr);
     }
 }
+
+/// Cursor's `preToolUse` names its writes `Write`, `StrReplace`, `TabWrite` and `Delete`:
+/// each is a write, so none reaches the fence's home for any session, none reaches `.git`
+/// while the row cannot be read, none runs in quarantine, and inside the worktree they
+/// run for an ALLOWED or unbound session.
+#[test]
+fn cursor_s_own_write_tools_are_writes() {
+    let mut lane = Lane::held();
+    let hooks = installed(&lane);
+    let clone = lane.repo.clone.clone();
+    let home = lane.home.home.display().to_string();
+    let pre = |session: &str, tool: &str, path: &str| {
+        let input = match tool {
+            "StrReplace" => json!({"path": path, "old_string": "a", "new_string": "b"}),
+            "Delete" => json!({"path": path}),
+            _ => json!({"path": path, "contents": "x"}),
+        };
+        json!({"conversation_id": session, "generation_id": "g-1", "hook_event_name": "preToolUse",
+               "workspace_roots": [clone], "cwd": clone, "tool_name": tool, "tool_input": input,
+               "tool_use_id": "u-1", "model": "m", "cursor_version": "2.0.0"})
+    };
+    let states: [(&str, &[&str]); 4] = [
+        ("allowed", &["home"]),
+        ("quarantined", &["home", "git", "inside"]),
+        ("unread", &["home", "git"]),
+        ("unbound", &["home"]),
+    ];
+    let mut wrong = Vec::new();
+    let mut calls = 0;
+    for (state, closed) in states {
+        match state {
+            "quarantined" => lane.lose(),
+            "unread" => {
+                // The row granted back: the quarantined session's next ask is ALLOWED and
+                // lifts its record (else a fresh session of the lane would be quarantined
+                // while the fence cannot be read).
+                lane.regain();
+                let lift = pre("s-cursor-writes-quarantined", "Write", "notes.md");
+                let lifted = hook(&lane, &hooks, "cursor", &lift);
+                assert_eq!(lifted.code, 0, "{}", lifted.stderr);
+                lane.daemon.take().unwrap().stop();
+            }
+            "unbound" => fs::remove_file(lane.repo.descriptor()).unwrap(),
+            _ => {}
+        }
+        let session = format!("s-cursor-writes-{state}");
+        for (path, lands) in [
+            (format!("{home}/sessions/{session}.json"), "home"),
+            ("~/home/quarantine/s.json".to_string(), "home"),
+            (format!("{}/.git/hooks/pre-push", clone.display()), "git"),
+            (format!("{}/.git/config", clone.display()), "git"),
+            (format!("{}/notes.md", clone.display()), "inside"),
+        ] {
+            for tool in ["Write", "StrReplace", "TabWrite", "Delete"] {
+                let want = if closed.contains(&lands) { 2 } else { 0 };
+                let ran = hook(&lane, &hooks, "cursor", &pre(&session, tool, &path));
+                calls += 1;
+                if ran.code != want {
+                    wrong.push(format!(
+                        "{state} {tool} {path} ({lands}): exit {}: {}",
+                        ran.code,
+                        ran.stderr.lines().last().unwrap_or("")
+                    ));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "wrong verdicts:\n{}", wrong.join("\n"));
+    eprintln!("{calls} Cursor write-tool calls judged");
+}

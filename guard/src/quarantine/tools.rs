@@ -230,15 +230,13 @@ mod tests {
         assert_eq!(mcp("Read"), None);
         assert!(mcp_reads("mcp__github__list_issues", None));
         // Outside quarantine: a tool the guard does not know is opaque, known ones not.
-        for opaque in [
-            "Delete",
-            "save_memory",
-            "mcp__github__merge_pull_request",
-            "x",
-        ] {
+        for opaque in ["save_memory", "mcp__github__merge_pull_request", "x"] {
             assert!(opaque_outside(opaque, None), "{opaque}");
         }
         for known in [
+            "Delete",
+            "StrReplace",
+            "TabWrite",
             "Read",
             "Write",
             "apply_patch",
