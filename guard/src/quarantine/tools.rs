@@ -55,7 +55,15 @@ pub const KNOWN_OUTSIDE: &[&str] = &[
     "TaskStop",
     "web_fetch",
     "google_web_search",
+    "ask_user",
+    "enter_plan_mode",
+    "exit_plan_mode",
+    "activate_skill",
+    "get_internal_docs",
+    "update_topic",
+    "codebase_investigator",
     "view_image",
+    "web_search",
 ];
 
 /// True when a tool other than the shell is opaque outside quarantine (it runs for a
