@@ -734,6 +734,15 @@ fn writes_that_outlive_the_call_are_denied_for_a_row_bound_session() {
         format!("until false; do sleep 5; {push}; done"),
         format!("wait; {push}"),
         "nohup python3 -c 'print(1)' &".to_string(),
+        // Queues and detached sessions (round five).
+        format!("pueue add -- {push}"),
+        format!("tsp {push}"),
+        format!("nq {push}"),
+        format!("dtach -n /tmp/rt31-s {push}"),
+        format!("abduco -n s {push}"),
+        format!("sem {push}"),
+        format!("zellij run -- {push}"),
+        format!("byobu new-session -d '{push}'"),
     ];
     let session = "s-deferred";
     let mut calls = 0;
