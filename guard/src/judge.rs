@@ -556,9 +556,12 @@ impl Judge<'_> {
                     // the refusal another session of it met still stands.
                     || crate::quarantine::record::names_any(home, &self.standing)
             }
+            // An input without a session id is judged by its cwd's descriptor: a record
+            // naming it (a session of that lane was refused) stands for it too.
+            (Some(home), None) => crate::quarantine::record::names_any(home, &self.standing),
             // A session whose home cannot be found may have been refused: fail closed.
             (None, Some(_)) => true,
-            _ => false,
+            (None, None) => false,
         };
         let quarantined = match &standing {
             Standing::Refused { .. } => true,

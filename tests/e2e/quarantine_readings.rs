@@ -577,3 +577,38 @@ fn cursor_s_own_write_tools_are_writes() {
     assert!(wrong.is_empty(), "wrong verdicts:\n{}", wrong.join("\n"));
     eprintln!("{calls} Cursor write-tool calls judged");
 }
+
+/// An input without a session id (judged by its cwd's descriptor) of a lane one of whose
+/// sessions was refused, while the fence cannot be read: the lane's record counts, as it
+/// does for a fresh session, so no shell runs (`git status` would run what the lane
+/// planted in its configuration).
+#[test]
+fn a_session_less_call_of_a_refused_lane_is_quarantined_while_the_fence_is_unread() {
+    let session = "s-sessionless";
+    let (mut lane, hooks, damage) = quarantined(session);
+    lane.daemon.take().unwrap().stop();
+    let mut through = Vec::new();
+    for command in [
+        "git status",
+        "git show 0123456789abcdef0123456789abcdef01234567",
+        "ls",
+    ] {
+        let call = shell(command);
+        for shape in ["claude", "codex", "gemini", "cursor"] {
+            let mut v = input(shape, &call, session, &lane.repo.clone).unwrap();
+            let m = v.as_object_mut().unwrap();
+            m.remove("session_id");
+            m.remove("conversation_id");
+            let ran = hook(&lane, &hooks, shape, &v);
+            if ran.code != 2 {
+                let _ = lane.run_for_real(command, &lane.repo.clone);
+                through.push(format!(
+                    "{shape} {command}: exit {}: {}",
+                    ran.code,
+                    ran.stderr.lines().last().unwrap_or("")
+                ));
+            }
+        }
+    }
+    nothing_moved(&damage, &lane, &through);
+}
