@@ -587,23 +587,33 @@ fn a_session_less_call_of_a_refused_lane_is_quarantined_while_the_fence_is_unrea
     let session = "s-sessionless";
     let (mut lane, hooks, damage) = quarantined(session);
     lane.daemon.take().unwrap().stop();
+    // The worktree spelled through a link, as a harness started there would send it.
+    let linked = lane.tmp().join("wt-link");
+    std::os::unix::fs::symlink(&lane.repo.clone, &linked).unwrap();
+    let missing = "git show 0123456789abcdef0123456789abcdef01234567";
+    let clone = lane.repo.clone.clone();
     let mut through = Vec::new();
-    for command in [
-        "git status",
-        "git show 0123456789abcdef0123456789abcdef01234567",
-        "ls",
+    for (command, cwd, fresh) in [
+        ("git status", &clone, None),
+        (missing, &clone, None),
+        ("ls", &clone, None),
+        (missing, &linked, None),
+        (missing, &linked, Some("s-sessionless-fresh")),
     ] {
         let call = shell(command);
         for shape in ["claude", "codex", "gemini", "cursor"] {
-            let mut v = input(shape, &call, session, &lane.repo.clone).unwrap();
-            let m = v.as_object_mut().unwrap();
-            m.remove("session_id");
-            m.remove("conversation_id");
+            let mut v = input(shape, &call, fresh.unwrap_or(session), cwd).unwrap();
+            if fresh.is_none() {
+                let m = v.as_object_mut().unwrap();
+                m.remove("session_id");
+                m.remove("conversation_id");
+            }
             let ran = hook(&lane, &hooks, shape, &v);
             if ran.code != 2 {
-                let _ = lane.run_for_real(command, &lane.repo.clone);
+                let _ = lane.run_for_real(command, &clone);
                 through.push(format!(
-                    "{shape} {command}: exit {}: {}",
+                    "{shape} {command} in {} (session {fresh:?}): exit {}: {}",
+                    cwd.display(),
                     ran.code,
                     ran.stderr.lines().last().unwrap_or("")
                 ));
