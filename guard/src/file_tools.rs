@@ -428,6 +428,14 @@ fn glob_prefixes(pattern: &str) -> Result<Vec<PathBuf>, Unread> {
         if climbs {
             return Err(format!("the pattern `{pattern}` climbs out with `..`"));
         }
+        // A literal `.git` anywhere in it names git's own directory, past a wildcard too
+        // (`**/.git/config`): judged as a path naming it would be.
+        if path
+            .components()
+            .any(|c| crate::real_path::is_dot_git(c.as_os_str()))
+        {
+            return Err(format!("the pattern `{pattern}` names git's own directory"));
+        }
         let mut prefix = PathBuf::new();
         for part in path.components() {
             if part
@@ -550,6 +558,8 @@ mod tests {
         );
         assert_eq!(roots("{a}/x").unwrap(), vec![""]);
         for climbing in [
+            "**/.git/config",
+            "{src,.GIT}/*",
             "{..,src}/*",
             "src/{x,../..}/*",
             "@(..)/x",

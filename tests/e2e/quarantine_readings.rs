@@ -425,6 +425,8 @@ fn brace_alternatives_and_ambiguous_cursor_mcp_names_in_quarantine() {
         "sub/{a,../..}/*".to_string(),
         "@(..)/*".to_string(),
         "{~,src}/.profile".to_string(),
+        "**/.git/config".to_string(),
+        "{src,.Git}/**".to_string(),
     ] {
         cases.push(("claude", claude("Glob", json!({"pattern": pattern})), 2));
         cases.push(("gemini", gemini("glob", json!({"pattern": pattern})), 2));
