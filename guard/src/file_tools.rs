@@ -24,11 +24,15 @@ pub enum Member {
     /// Glob patterns whose matches the tool reads, taken under the tool's path (a string
     /// or an array of strings).
     Pattern,
-    /// Anything else the tool takes: contents, regexes, filters within the path, counts.
+    /// A glob filter applied to the files under the tool's path (Grep's `glob`): it adds
+    /// no root, but one naming `.git` picks git's own files, and is judged as a path
+    /// naming it would be.
+    Filter,
+    /// Anything else the tool takes: contents, regexes, counts.
     Data,
 }
 
-use Member::{Data, Path as P, Pattern};
+use Member::{Data, Filter, Path as P, Pattern};
 
 /// One built-in file tool.
 pub struct FileTool {
@@ -92,9 +96,9 @@ pub const FILE_TOOLS: &[FileTool] = &[
             ("pattern", Data),
             ("path", P),
             ("dir_path", P),
-            ("glob", Data),
-            ("include", Data),
-            ("include_pattern", Data),
+            ("glob", Filter),
+            ("include", Filter),
+            ("include_pattern", Filter),
             ("exclude_pattern", Data),
             ("names_only", Data),
             ("max_matches_per_file", Data),
@@ -277,6 +281,10 @@ pub fn named(
         }
         let texts = strings(value).ok_or(format!("the tool's {key} is not a string"))?;
         for text in texts {
+            if kind == Filter {
+                glob_prefixes(text)?;
+                continue;
+            }
             if kind == P {
                 let read = readings(text, base)?;
                 under = read[0].clone();

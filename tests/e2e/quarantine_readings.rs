@@ -444,7 +444,20 @@ fn brace_alternatives_and_ambiguous_cursor_mcp_names_in_quarantine() {
         cases.push(("cursor", cursor_pre(name, json!({})), 2));
     }
     cases.push(("cursor", cursor_mcp("merge_pull_request"), 2));
+    // A Grep filter that names `.git` picks git's own files.
+    for glob in ["**/.git/*", ".git/config", "{x,.GIT}/**"] {
+        cases.push((
+            "claude",
+            claude("Grep", json!({"pattern": "url", "glob": glob})),
+            2,
+        ));
+    }
     // Inside: they run.
+    cases.push((
+        "claude",
+        claude("Grep", json!({"pattern": "x", "glob": "*.{rs,txt}"})),
+        0,
+    ));
     cases.push((
         "claude",
         claude("Glob", json!({"pattern": "{sub,src}/*"})),

@@ -284,6 +284,12 @@ mod tests {
         let ok = |name: &str, input: serde_json::Value| check(name, &input, &at).is_ok();
         assert!(ok("Read", json!({"file_path": "src/main.rs"})));
         assert!(ok("Grep", json!({"pattern": "x"})));
+        assert!(ok("Grep", json!({"pattern": "x", "glob": "*.{rs,md}"})));
+        assert!(!ok("Grep", json!({"pattern": "x", "glob": "**/.git/*"})));
+        assert!(!ok(
+            "Grep",
+            json!({"pattern": "x", "glob": "{src,.GIT}/config"})
+        ));
         assert!(ok("Glob", json!({"pattern": "src/**/*.rs"})));
         assert!(ok("read_many_files", json!({"include": ["src/**/*.rs"]})));
         for inert in INERT {
