@@ -172,7 +172,12 @@ pub fn judge(hook: &Hook, plan: &Plan, cwd: &Path, settings: &Settings) -> i32 {
         judge.standing.push(q.descriptor);
     }
     let bash = matches!(hook.tool, crate::input::Tool::Bash { .. });
-    if judge.standing.is_empty() && judge.binding_problem.is_none() {
+    judge.git_places(plan);
+    if judge.standing.is_empty()
+        && judge.binding_problem.is_none()
+        && judge.asks.is_empty()
+        && judge.problems.is_empty()
+    {
         // Unbound: a tool other than the shell is denied only when it writes the
         // fence's home, and a shell command with nothing fenced or opaque runs without an
         // ask.
@@ -333,6 +338,53 @@ impl Judge<'_> {
             }
         }
         bound
+    }
+
+    /// git reads the configuration of the repository it runs in, which the lane owning it
+    /// may have planted (ARCHITECTURE.md, "Quarantine"): every place git runs at whose
+    /// descriptor is not one the session stands on is asked about too, and a verdict
+    /// other than ALLOWED denies the call — a refused lane's repository is no place for
+    /// git to run, whoever calls it (an unbound session in a parent directory, another
+    /// lane's session with `git -C`).
+    fn git_places(&mut self, plan: &Plan) {
+        if plan.git_places_over {
+            self.problems.push((
+                Reason::TooManyDirectories,
+                "git".into(),
+                format!(
+                    "git runs in more than {} places, over the guard's limit; split the command",
+                    crate::walk::MAX_GIT_PLACES
+                ),
+            ));
+        }
+        let standing: Vec<PathBuf> = self
+            .standing
+            .iter()
+            .map(|p| crate::quarantine::record::identity(p))
+            .collect();
+        for place in &plan.git_places {
+            let Dir::Known(dir) = &place.dir else {
+                continue;
+            };
+            let git_dir = match &place.git_dir {
+                None => None,
+                Some(Dir::Known(g)) => Some(g.display().to_string()),
+                Some(Dir::Unknown(_)) => continue,
+            };
+            if !dir.is_dir() {
+                continue;
+            }
+            if let Resolution::Found(path, d) = resolve(dir, git_dir.as_deref())
+                && !standing.contains(&crate::quarantine::record::identity(&path))
+            {
+                let action = format!(
+                    "git in {}, whose configuration is lane {}'s",
+                    dir.display(),
+                    d.lane
+                );
+                self.ask(path, d, &action, dir);
+            }
+        }
     }
 
     /// Resolves one place's descriptor and files the ask (or the guard's own verdict).

@@ -637,3 +637,52 @@ fn a_session_less_call_of_a_refused_lane_is_quarantined_while_the_fence_is_unrea
     }
     nothing_moved(&damage, &lane, &through);
 }
+
+/// git reads the configuration of the repository it runs in: a session that is not
+/// quarantined itself (unbound, its harness started in a parent directory; or bound to
+/// another lane) that runs git in a refused lane's clone would run what that lane
+/// planted. Each place git runs at is asked about: a refused one denies the call, whoever
+/// calls it; once the row is granted back, the same call runs.
+#[test]
+fn git_in_a_refused_lane_s_repository_is_denied_whoever_calls_it() {
+    let lane = Lane::refused();
+    let server = Counter::start();
+    planted(&lane, &server);
+    let hooks = installed(&lane);
+    let damage = Damage::watch(&lane, server, "s-parent");
+    let parent = lane.tmp();
+    let clone = lane.repo.clone.display().to_string();
+    let missing = "0123456789abcdef0123456789abcdef01234567";
+    let commands = [
+        format!("git -C {clone} show {missing}"),
+        format!("cd {clone} && git show {missing}"),
+        format!("git --git-dir={clone}/.git log -1"),
+        format!("(cd {clone}; git status)"),
+    ];
+    let mut through = Vec::new();
+    let mut calls = 0;
+    for shape in ["claude", "codex", "gemini", "cursor", "cursor-pre"] {
+        for command in &commands {
+            let session = format!("s-parent-{shape}");
+            let v = input(shape, &shell(command), &session, &parent).unwrap();
+            let ran = hook(&lane, &hooks, shape, &v);
+            calls += 1;
+            if ran.code != 2 {
+                let _ = lane.run_for_real(command, &parent);
+                through.push(format!(
+                    "{shape} {command}: exit {}: {}",
+                    ran.code,
+                    ran.stderr.lines().last().unwrap_or("")
+                ));
+            }
+        }
+    }
+    nothing_moved(&damage, &lane, &through);
+    // The row granted back: the same reads run (nothing planted is triggered by status).
+    lane.regain();
+    let status = format!("git -C {clone} status --short");
+    let v = input("claude", &shell(&status), "s-parent-after", &parent).unwrap();
+    let ran = hook(&lane, &hooks, "claude", &v);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    eprintln!("{calls} git calls in a refused lane's repository from outside it denied");
+}
