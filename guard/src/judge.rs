@@ -341,7 +341,8 @@ impl Judge<'_> {
     }
 
     /// git reads the configuration of the repository it runs in, which the lane owning it
-    /// may have planted (ARCHITECTURE.md, "Quarantine"): every place git runs at whose
+    /// may have planted (ARCHITECTURE.md, "Quarantine"): every place git (or an opaque
+    /// command, which may run git) runs at whose
     /// descriptor is not one the session stands on is asked about too, and a verdict
     /// other than ALLOWED denies the call — a refused lane's repository is no place for
     /// git to run, whoever calls it (an unbound session in a parent directory, another
@@ -362,7 +363,18 @@ impl Judge<'_> {
             .iter()
             .map(|p| crate::quarantine::record::identity(p))
             .collect();
-        for place in &plan.git_places {
+        // Code the guard cannot read may run git there too.
+        let opaque = plan
+            .findings
+            .iter()
+            .filter(|f| f.kind == Kind::Opaque)
+            .flat_map(|f| &f.places);
+        let mut seen = 0;
+        for place in plan.git_places.iter().chain(opaque) {
+            seen += 1;
+            if seen > MAX_PLACES {
+                break;
+            }
             let Dir::Known(dir) = &place.dir else {
                 continue;
             };
@@ -378,7 +390,7 @@ impl Judge<'_> {
                 && !standing.contains(&crate::quarantine::record::identity(&path))
             {
                 let action = format!(
-                    "git in {}, whose configuration is lane {}'s",
+                    "git (or code that may run it) in {}, whose configuration is lane {}'s",
                     dir.display(),
                     d.lane
                 );

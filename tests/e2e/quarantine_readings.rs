@@ -658,6 +658,9 @@ fn git_in_a_refused_lane_s_repository_is_denied_whoever_calls_it() {
         format!("cd {clone} && git show {missing}"),
         format!("git --git-dir={clone}/.git log -1"),
         format!("(cd {clone}; git status)"),
+        format!(
+            "cd {clone} && python3 -c 'import subprocess; subprocess.run([\"git\", \"show\", \"{missing}\"])'"
+        ),
     ];
     let mut through = Vec::new();
     let mut calls = 0;
