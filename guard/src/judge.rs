@@ -410,7 +410,8 @@ impl Judge<'_> {
     /// finding) when row-bound, nothing when unbound, and git's transport gate behind both
     /// (ARCHITECTURE.md, "The agent guard's policy"). Only where the harness does not say
     /// where the whole call runs (a Codex without `tool_cwd`) does a row-bound session's
-    /// opaque command deny too.
+    /// opaque command deny too. (The repository there is asked about as a place git may
+    /// run at: [`Judge::git_places`].)
     fn place(
         &mut self,
         action: &str,
