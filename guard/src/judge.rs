@@ -369,8 +369,30 @@ impl Judge<'_> {
             .iter()
             .filter(|f| f.kind == Kind::Opaque)
             .flat_map(|f| &f.places);
+        // A harness's reader that runs git (Gemini CLI's grep runs `git grep` where it
+        // searches): its directory is such a place.
+        let tool_place = match &self.hook.tool {
+            crate::input::Tool::Other { name, input }
+                if crate::quarantine::tools::RUNS_PROGRAMS.contains(&name.as_str()) =>
+            {
+                let dir = match input.get("dir_path").or_else(|| input.get("path")) {
+                    Some(serde_json::Value::String(d)) => self.cwd.join(d),
+                    _ => self.cwd.clone(),
+                };
+                Some(crate::finding::Place {
+                    dir: Dir::Known(dir),
+                    git_dir: None,
+                })
+            }
+            _ => None,
+        };
         let mut seen = 0;
-        for place in plan.git_places.iter().chain(opaque) {
+        for place in plan
+            .git_places
+            .iter()
+            .chain(opaque)
+            .chain(tool_place.as_ref())
+        {
             seen += 1;
             if seen > MAX_PLACES {
                 break;

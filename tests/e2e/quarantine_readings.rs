@@ -680,9 +680,21 @@ fn git_in_a_refused_lane_s_repository_is_denied_whoever_calls_it() {
             }
         }
     }
+    // Gemini CLI's grep runs `git grep` where it searches.
+    let grep = |session: &str| {
+        json!({"session_id": session, "cwd": parent, "hook_event_name": "BeforeTool",
+               "tool_name": "grep_search", "tool_input": {"pattern": "x", "dir_path": clone}})
+    };
+    let ran = hook(&lane, &hooks, "gemini", &grep("s-parent-grep"));
+    calls += 1;
+    if ran.code != 2 {
+        through.push(format!("gemini grep_search in {clone}: exit {}", ran.code));
+    }
     nothing_moved(&damage, &lane, &through);
     // The row granted back: the same reads run (nothing planted is triggered by status).
     lane.regain();
+    let ran = hook(&lane, &hooks, "gemini", &grep("s-parent-grep-after"));
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
     let status = format!("git -C {clone} status --short");
     let v = input("claude", &shell(&status), "s-parent-after", &parent).unwrap();
     let ran = hook(&lane, &hooks, "claude", &v);
