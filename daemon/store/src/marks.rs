@@ -720,7 +720,7 @@ fn read_file(path: &Path) -> std::io::Result<MarksFile> {
         )
     };
     match serde_json::from_slice::<MarksFile>(&bytes) {
-        Ok(file) => Ok(file),
+        Ok(file) => known_version(file.version).map(|()| file),
         Err(e) => {
             match serde_json::from_slice::<BTreeMap<String, BTreeMap<String, Mark>>>(&bytes) {
                 Ok(first) => Ok(MarksFile {
@@ -749,6 +749,21 @@ fn read_file(path: &Path) -> std::io::Result<MarksFile> {
     }
 }
 
+/// Refuses a file of a format newer than this version writes: its fields may mean what
+/// this version cannot judge by, and merged into the format this version writes they would
+/// be lost, so it judges nothing (fail closed) until the newer version runs again.
+fn known_version(version: u32) -> std::io::Result<()> {
+    if version > VERSION {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "written by a newer row-fence (floors format {version}; this one reads up to {VERSION}): run that version, or restore the file it replaced"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The file as a refresh reads it: each board's floors left as written, parsed when a call
 /// needs them.
 #[derive(Deserialize)]
@@ -775,20 +790,23 @@ fn read_lazy(path: &Path) -> std::io::Result<LazyFile> {
         }
         Err(e) => return Err(e),
     };
-    serde_json::from_slice::<LazyFile>(&bytes).or_else(|e| {
-        serde_json::from_slice::<BTreeMap<String, BTreeMap<String, Box<RawValue>>>>(&bytes)
-            .map(|stores| LazyFile {
-                version: 1,
-                stores,
-                addresses: BTreeMap::new(),
-            })
-            .map_err(|_| {
-                std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("not JSON floors: {e}"),
-                )
-            })
-    })
+    match serde_json::from_slice::<LazyFile>(&bytes) {
+        Ok(file) => known_version(file.version).map(|()| file),
+        Err(e) => {
+            serde_json::from_slice::<BTreeMap<String, BTreeMap<String, Box<RawValue>>>>(&bytes)
+                .map(|stores| LazyFile {
+                    version: 1,
+                    stores,
+                    addresses: BTreeMap::new(),
+                })
+                .map_err(|_| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("not JSON floors: {e}"),
+                    )
+                })
+        }
+    }
 }
 
 /// Merges what a process knows into the file, under the file's lock; returns the floors
@@ -940,6 +958,28 @@ mod tests {
             reader.unwritten().is_some(),
             "a board that is not floors judges nothing"
         );
+    }
+
+    /// A file a newer version wrote, or one cut short, judges nothing and is never
+    /// replaced by a fresh one: every read fails, and so does every write.
+    #[test]
+    fn a_future_or_truncated_file_fails_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(MARKS_FILE);
+        let writer = Marks::load(Some(path.clone()));
+        writer.observe("id:s", "b", mark(9, 0, 0));
+        writer.flush().unwrap();
+        let written = std::fs::read_to_string(&path).unwrap();
+        let future = written.replace("\"version\":2", "\"version\":3");
+        assert_ne!(future, written);
+        for broken in [future.as_str(), &written[..written.len() / 2], ""] {
+            std::fs::write(&path, broken).unwrap();
+            let marks = Marks::load(Some(path.clone()));
+            assert!(marks.unwritten().is_some(), "{broken:?} was judged by");
+            marks.observe("id:s", "b", mark(10, 0, 0));
+            assert!(marks.flush().is_err(), "{broken:?} was written over");
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), broken);
+        }
     }
 
     #[test]
