@@ -101,6 +101,33 @@ fn a_cluster_restored_from_before_a_takeover_never_allows_the_old_holder() {
         .expect(0, "row-fence: ALLOWED");
 }
 
+/// The cluster's identity key deleted by hand: through any URL the home answers
+/// `store_regressed` (it knew the cluster's identity at every member). An operator's accept
+/// made through a URL naming one member accepts the cluster: the other members the home
+/// knew the old identity at expect the new one too, so a URL naming all of them (the
+/// daemon's) grants and answers ALLOWED, with no generation handed out again.
+#[test]
+fn an_accept_through_one_member_accepts_the_cluster() {
+    let cluster = EtcdCluster::start_direct();
+    let home = Home::with_store(cluster.url());
+    let (g1, a) = home.acquire("b", "r", "lane-a", &[]);
+    let deleted = run(cluster.ctl(&[0]).args(["del", "rowfence/store-id"]));
+    assert_eq!(deleted.stdout.trim(), "1", "{}", deleted.stderr);
+    home.cli(&["check", "--descriptor", a.to_str().unwrap()])
+        .expect(1, "row-fence: COULD NOT READ (store_regressed)");
+    let accepted = run(home
+        .command(bin("row-fence"))
+        .env("ROW_FENCE_STORE", cluster.url_of(0))
+        .args(["store", "accept-regression", "b"]));
+    assert_eq!(accepted.code, 0, "{}", accepted.stderr);
+    let _daemon = home.daemon();
+    let (g2, c) = home.acquire("b", "r", "lane-c", &[]);
+    assert!(g2 > g1, "generation {g2} was handed out before ({g1})");
+    home.ask_with(&c, &[]).expect(0, "row-fence: ALLOWED");
+    home.cli(&["check", "--descriptor", c.to_str().unwrap()])
+        .expect(0, "row-fence: ALLOWED");
+}
+
 /// Makes a CA in `dir` (`<name>-ca.pem`), and, signed by it, a server certificate for
 /// 127.0.0.1 and a client certificate, with the `openssl` CLI (P-256, valid 2 days).
 fn certs(dir: &Path, name: &str) -> ClusterTls {

@@ -314,6 +314,81 @@ fn one_redis_by_tcp_socket_or_sentinel_is_one_store_after_a_restore() {
     }
 }
 
+/// A restore from a backup made before the store had an identity (an older version's, or
+/// the key deleted by hand) brings back a server that carries none. A home that knew the
+/// server under one spelling (its TCP address, or its Unix socket) finds it emptied or
+/// replaced under every other one too — the server says which TCP address a socket or a
+/// sentinel reached — so the daemon's ask and a cold check answer `store_regressed`, never
+/// ALLOWED, and a grant hands out no generation again.
+#[test]
+fn a_redis_restored_from_before_its_identity_is_regressed_under_every_spelling() {
+    for known_by_socket in [false, true] {
+        let mut redis = Redis::start_tcp(&[]);
+        let sentinel = crate::util::Sentinel::watching(redis.port.unwrap());
+        let socket = redis.socket.display().to_string();
+        let home = Home::with_store(if known_by_socket {
+            format!("unix://{socket}")
+        } else {
+            redis.tcp_url()
+        });
+        let aof = redis.dir.path().join("appendonlydir");
+        let before = redis.dir.path().join("aof-before-takeover");
+        let (_, a) = home.acquire("b", "r", "lane-a", &[]);
+        copy_dir(&aof, &before);
+        home.acquire("b", "r", "lane-b", &["--takeover"]);
+        redis.stop();
+        std::fs::remove_dir_all(&aof).unwrap();
+        copy_dir(&before, &aof);
+        redis.restart();
+        assert_eq!(redis.cli(&["DEL", "rowfence:store-id"]).trim(), "1");
+        let others = if known_by_socket {
+            vec![
+                format!("redis://localhost:{}", redis.port.unwrap()),
+                format!(
+                    "redis+sentinel://127.0.0.1:{}/{}",
+                    sentinel.port,
+                    crate::util::SENTINEL_MASTER
+                ),
+            ]
+        } else {
+            vec![
+                format!("unix://{socket}"),
+                format!("redis+unix://{socket}?db=0"),
+                format!(
+                    "redis+sentinel://127.0.0.1:{}/{}",
+                    sentinel.port,
+                    crate::util::SENTINEL_MASTER
+                ),
+            ]
+        };
+        for spelling in others {
+            cli_on(
+                &home,
+                &spelling,
+                &[],
+                &["check", "--descriptor", a.to_str().unwrap()],
+            )
+            .expect(1, "row-fence: COULD NOT READ (store_regressed)");
+            let daemon = home.daemon_with(&[], &[("ROW_FENCE_STORE", spelling.as_str())]);
+            home.ask_with(&a, &[])
+                .expect(1, "row-fence: COULD NOT READ (store_regressed)");
+            drop(daemon);
+            let granted = cli_on(
+                &home,
+                &spelling,
+                &[],
+                &["acquire", "b", "r2", "--lane", "lane-c"],
+            );
+            assert_eq!(granted.code, 1, "{spelling}: {}", granted.stderr);
+            assert!(
+                granted.stderr.contains("carries no identity"),
+                "{spelling}: {}",
+                granted.stderr
+            );
+        }
+    }
+}
+
 /// The reproduction (store-3 02, Redis): after a restore, a home that never saw the lost
 /// takeover raises the board back to the floor with a grant of its own. The daemon's home
 /// (which saw the takeover through an ask) and the controller's (which made it) go on
@@ -347,6 +422,48 @@ fn a_restored_redis_raised_back_to_the_floor_is_still_regressed_where_the_takeov
         "a home that never saw generation {g2} cannot know it"
     );
     for d in [&a, &b] {
+        let asked = until(
+            std::time::Duration::from_secs(5),
+            || daemon_home.ask_with(d, &[]),
+            |r| !r.verdict_line().contains("store_unreachable"),
+        );
+        asked.expect(1, "row-fence: COULD NOT READ (store_regressed)");
+        controller
+            .cli(&["check", "--descriptor", d.to_str().unwrap()])
+            .expect(1, "row-fence: COULD NOT READ (store_regressed)");
+    }
+}
+
+/// After a restore, a home that never saw the lost takeover takes the same row over: the
+/// store hands the lost generation out again, to another lane. The homes that saw that
+/// generation held by the lost lane (the daemon's, through an ask; the controller's, which
+/// granted it) answer `store_regressed` for both lanes, never ALLOWED for the second holder
+/// nor `different_holder` for the first.
+#[test]
+fn a_generation_handed_out_again_to_another_lane_is_regressed_where_the_first_was_seen() {
+    let mut redis = Redis::start();
+    let daemon_home = Home::on(Some(&redis));
+    let controller = Home::on(Some(&redis));
+    let unaware = Home::on(Some(&redis));
+    let _daemon = daemon_home.daemon();
+    let (_, a) = controller.acquire("b", "r", "lane-a", &[]);
+    let aof = redis.dir.path().join("appendonlydir");
+    let before = redis.dir.path().join("aof-before-takeover");
+    copy_dir(&aof, &before);
+    let (g2, b) = controller.acquire("b", "r", "lane-b", &["--takeover"]);
+    daemon_home
+        .ask_with(&b, &[])
+        .expect(0, "row-fence: ALLOWED");
+    redis.stop();
+    std::fs::remove_dir_all(&aof).unwrap();
+    copy_dir(&before, &aof);
+    redis.restart();
+    let (again, c) = unaware.acquire("b", "r", "lane-c", &["--takeover"]);
+    assert_eq!(
+        again, g2,
+        "a home that never saw generation {g2} cannot know it"
+    );
+    for d in [&c, &b, &a] {
         let asked = until(
             std::time::Duration::from_secs(5),
             || daemon_home.ask_with(d, &[]),

@@ -72,6 +72,42 @@ pub fn addresses(url: &str, prefix: &str) -> Vec<String> {
     all
 }
 
+/// The address the server itself says a connection reached, from its `CLIENT INFO` line
+/// (`laddr=` and `db=`) and, for a Unix socket, its `tcp_port` (`INFO server`): spelled as
+/// [`identity`] spells a `redis://` URL of that server, so a store reached over its socket
+/// or through Sentinel is also known at the TCP address a home may have reached it at
+/// (ARCHITECTURE.md, "The lease store"). A socket reaches a server on this machine, so its
+/// TCP address is `localhost` and the port it listens on; a server that listens on no TCP
+/// port (0), or a line without these fields, gives none.
+pub fn served_address(client_info: &str, tcp_port: Option<u16>, prefix: &str) -> Option<String> {
+    let field = |name: &str| {
+        client_info
+            .split_ascii_whitespace()
+            .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
+    };
+    let db: i64 = field("db")?.parse().ok()?;
+    let laddr = field("laddr")?;
+    let (host, port) = if laddr.starts_with('/') {
+        ("localhost".to_string(), tcp_port.filter(|p| *p != 0)?)
+    } else {
+        let (host, port) = laddr.rsplit_once(':')?;
+        let port: u16 = port.parse().ok()?;
+        (host_identity(host, port), port)
+    };
+    Some(format!(
+        "redis host={host} port={port} db={db} prefix={prefix}"
+    ))
+}
+
+/// The `tcp_port` an `INFO server` answer names.
+pub fn tcp_port(info: &str) -> Option<u16> {
+    info.lines()
+        .find_map(|line| line.trim().strip_prefix("tcp_port:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
 fn server_identity(server: &str, kind: &str) -> String {
     let Ok(info) = server.into_connection_info() else {
         return format!("{kind} {}", super::super::spec::redact(server));
@@ -163,6 +199,29 @@ mod tests {
             super::addresses("redis://127.0.0.1:6390", "p"),
             vec![identity("redis://localhost:6390/0", "p")]
         );
+    }
+
+    #[test]
+    fn the_address_a_server_says_is_the_one_its_tcp_url_gives() {
+        let tcp = identity("redis://127.0.0.1:6390/2", "p");
+        let over_tcp = "id=3 addr=127.0.0.1:38566 laddr=127.0.0.1:6390 fd=9 name= db=2 sub=0";
+        assert_eq!(
+            super::served_address(over_tcp, None, "p"),
+            Some(tcp.clone())
+        );
+        let over_v6 = "id=4 addr=[::1]:59268 laddr=[::1]:6390 fd=9 db=2";
+        assert_eq!(super::served_address(over_v6, None, "p"), Some(tcp.clone()));
+        let over_socket = "id=5 addr=/run/r.sock:0 laddr=/run/r.sock:0 fd=9 flags=U db=2";
+        let port = super::tcp_port("# Server\r\nredis_version:7.2.4\r\ntcp_port:6390\r\n");
+        assert_eq!(port, Some(6390));
+        assert_eq!(
+            super::served_address(over_socket, port, "p"),
+            Some(tcp.clone())
+        );
+        assert_eq!(super::served_address(over_socket, Some(0), "p"), None);
+        assert_eq!(super::served_address(over_socket, None, "p"), None);
+        assert_ne!(super::served_address(over_tcp, None, "q"), Some(tcp));
+        assert_eq!(super::served_address("ERR unknown", None, "p"), None);
     }
 
     #[test]
