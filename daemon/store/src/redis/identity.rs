@@ -72,14 +72,25 @@ pub fn addresses(url: &str, prefix: &str) -> Vec<String> {
     all
 }
 
-/// The address the server itself says a connection reached, from its `CLIENT INFO` line
+/// The addresses the server itself says a connection reached, from its `CLIENT INFO` line
 /// (`laddr=` and `db=`) and, for a Unix socket, its `tcp_port` (`INFO server`): spelled as
-/// [`identity`] spells a `redis://` URL of that server, so a store reached over its socket
-/// or through Sentinel is also known at the TCP address a home may have reached it at
-/// (ARCHITECTURE.md, "The lease store"). A socket reaches a server on this machine, so its
-/// TCP address is `localhost` and the port it listens on; a server that listens on no TCP
-/// port (0), or a line without these fields, gives none.
-pub fn served_address(client_info: &str, tcp_port: Option<u16>, prefix: &str) -> Option<String> {
+/// [`identity`] spells a `redis://` URL of that server, so a store reached over its socket,
+/// through Sentinel or at another of its addresses is also known at the TCP address a home
+/// may have reached it at (ARCHITECTURE.md, "The lease store"). A socket reaches a server
+/// on this machine, so its TCP address is `localhost` and the port it listens on; an
+/// address of this machine is also `localhost` ([`host_forms`]); a server that listens on
+/// no TCP port (0), or a line without these fields, gives none.
+pub fn served_addresses(client_info: &str, tcp_port: Option<u16>, prefix: &str) -> Vec<String> {
+    served(client_info, tcp_port).map_or_else(Vec::new, |(hosts, port, db)| {
+        hosts
+            .into_iter()
+            .map(|host| format!("redis host={host} port={port} db={db} prefix={prefix}"))
+            .collect()
+    })
+}
+
+/// The hosts, port and database a `CLIENT INFO` line says (see [`served_addresses`]).
+fn served(client_info: &str, tcp_port: Option<u16>) -> Option<(Vec<String>, u16, i64)> {
     let field = |name: &str| {
         client_info
             .split_ascii_whitespace()
@@ -87,16 +98,32 @@ pub fn served_address(client_info: &str, tcp_port: Option<u16>, prefix: &str) ->
     };
     let db: i64 = field("db")?.parse().ok()?;
     let laddr = field("laddr")?;
-    let (host, port) = if laddr.starts_with('/') {
-        ("localhost".to_string(), tcp_port.filter(|p| *p != 0)?)
+    if laddr.starts_with('/') {
+        return Some((
+            vec!["localhost".to_string()],
+            tcp_port.filter(|p| *p != 0)?,
+            db,
+        ));
+    }
+    let (host, port) = laddr.rsplit_once(':')?;
+    let port: u16 = port.parse().ok()?;
+    Some((host_forms(host, port), port, db))
+}
+
+/// `host` as [`host_identity`] spells it and, when it is an address of this machine
+/// (one a socket can be bound to here) that is not loopback, also `localhost`: a server
+/// reached at this machine's own address is the one `localhost` reaches on that port.
+pub(crate) fn host_forms(host: &str, port: u16) -> Vec<String> {
+    let named = host_identity(host, port);
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let local = bare
+        .parse::<IpAddr>()
+        .is_ok_and(|ip| !ip.is_unspecified() && std::net::UdpSocket::bind((ip, 0)).is_ok());
+    if local && named != "localhost" {
+        vec![named, "localhost".to_string()]
     } else {
-        let (host, port) = laddr.rsplit_once(':')?;
-        let port: u16 = port.parse().ok()?;
-        (host_identity(host, port), port)
-    };
-    Some(format!(
-        "redis host={host} port={port} db={db} prefix={prefix}"
-    ))
+        vec![named]
+    }
 }
 
 /// The `tcp_port` an `INFO server` answer names.
@@ -203,25 +230,26 @@ mod tests {
 
     #[test]
     fn the_address_a_server_says_is_the_one_its_tcp_url_gives() {
-        let tcp = identity("redis://127.0.0.1:6390/2", "p");
+        use super::served_addresses as served;
+        let tcp = vec![identity("redis://127.0.0.1:6390/2", "p")];
         let over_tcp = "id=3 addr=127.0.0.1:38566 laddr=127.0.0.1:6390 fd=9 name= db=2 sub=0";
-        assert_eq!(
-            super::served_address(over_tcp, None, "p"),
-            Some(tcp.clone())
-        );
+        assert_eq!(served(over_tcp, None, "p"), tcp);
         let over_v6 = "id=4 addr=[::1]:59268 laddr=[::1]:6390 fd=9 db=2";
-        assert_eq!(super::served_address(over_v6, None, "p"), Some(tcp.clone()));
+        assert_eq!(served(over_v6, None, "p"), tcp);
         let over_socket = "id=5 addr=/run/r.sock:0 laddr=/run/r.sock:0 fd=9 flags=U db=2";
         let port = super::tcp_port("# Server\r\nredis_version:7.2.4\r\ntcp_port:6390\r\n");
         assert_eq!(port, Some(6390));
+        assert_eq!(served(over_socket, port, "p"), tcp);
+        assert!(served(over_socket, Some(0), "p").is_empty());
+        assert!(served(over_socket, None, "p").is_empty());
+        assert_ne!(served(over_tcp, None, "q"), tcp);
+        assert!(served("ERR unknown", None, "p").is_empty());
+        // An address of another machine is only itself.
+        let remote = "id=6 laddr=192.0.2.77:6390 db=2";
         assert_eq!(
-            super::served_address(over_socket, port, "p"),
-            Some(tcp.clone())
+            served(remote, None, "p"),
+            vec![identity("redis://192.0.2.77:6390/2", "p")]
         );
-        assert_eq!(super::served_address(over_socket, Some(0), "p"), None);
-        assert_eq!(super::served_address(over_socket, None, "p"), None);
-        assert_ne!(super::served_address(over_tcp, None, "q"), Some(tcp));
-        assert_eq!(super::served_address("ERR unknown", None, "p"), None);
     }
 
     #[test]

@@ -78,9 +78,10 @@ pub struct Shared {
     identity: String,
     /// Every address it is reached at ([`identity::addresses`]).
     addresses: Vec<String>,
-    /// The address the server said the last look at its identity reached
-    /// ([`identity::served_address`]; none on a Cluster, or where the server would not say).
-    served: std::sync::Mutex<Option<String>>,
+    /// The addresses the server said the last look at its identity reached
+    /// ([`identity::served_addresses`]; none on a Cluster, or where the server would not
+    /// say).
+    served: std::sync::Mutex<Vec<String>>,
     /// The key prefix `P`.
     prefix: String,
     /// Which verdicts an ask records (`?asks=`).
@@ -166,7 +167,7 @@ impl Shared {
             redacted,
             identity: identity::identity(url, prefix),
             addresses: identity::addresses(url, prefix),
-            served: std::sync::Mutex::new(None),
+            served: std::sync::Mutex::new(Vec::new()),
             prefix: prefix.to_string(),
             asks: parsed.asks,
             batch: Script::new(&FENCED_BATCH_LUA),
@@ -189,26 +190,28 @@ impl Shared {
         self.conn.clone()
     }
 
-    /// Where the server says this connection reached it ([`identity::served_address`]):
-    /// `CLIENT INFO`, and `INFO server` for a socket. `None` where the server would not say
+    /// Where the server says this connection reached it ([`identity::served_addresses`]):
+    /// `CLIENT INFO`, and `INFO server` for a socket. None where the server would not say
     /// (an ACL that refuses them): the URL's addresses are then all a home knows it by.
-    async fn served_address(&self) -> Option<String> {
-        let info: String = redis::cmd("CLIENT")
+    async fn served_addresses(&self) -> Vec<String> {
+        let Ok(info) = redis::cmd("CLIENT")
             .arg("INFO")
-            .query_async(&mut self.conn())
+            .query_async::<String>(&mut self.conn())
             .await
-            .ok()?;
+        else {
+            return Vec::new();
+        };
         let port = if info.contains(" laddr=/") {
-            let server: String = redis::cmd("INFO")
+            redis::cmd("INFO")
                 .arg("server")
-                .query_async(&mut self.conn())
+                .query_async::<String>(&mut self.conn())
                 .await
-                .ok()?;
-            identity::tcp_port(&server)
+                .ok()
+                .and_then(|server| identity::tcp_port(&server))
         } else {
             None
         };
-        identity::served_address(&info, port, &self.prefix)
+        identity::served_addresses(&info, port, &self.prefix)
     }
 
     /// The live link held for one read and its barrier ([`Shared::barrier`]).
@@ -717,7 +720,7 @@ impl LeaseStore for RedisStore {
             .await
             .map_err(|e| self.shared.map_err(e))?;
         if !self.shared.conn.is_cluster() {
-            let served = self.shared.served_address().await;
+            let served = self.shared.served_addresses().await;
             *self.shared.served.lock().unwrap_or_else(|p| p.into_inner()) = served;
         }
         raw.map(|text| StoreId::parse(&text)).transpose()
