@@ -151,10 +151,8 @@ fn a_member_named_by_this_machines_address_is_the_one_loopback_names() {
         eprintln!("this machine has no address but loopback: nothing to name the member by");
         return;
     };
-    let mut etcd = crate::etcd_cluster::SingleEtcd::start(&[]);
+    let etcd = crate::etcd_cluster::SingleEtcd::start_also_on(&ip);
     let port = etcd.client_port;
-    let listen = format!("http://127.0.0.1:{port},http://{ip}:{port}");
-    etcd.restart_with(&["--listen-client-urls", &listen]);
     let healthy = until(
         Duration::from_secs(20),
         || run(etcd.ctl().args(["endpoint", "health"])),
