@@ -524,6 +524,75 @@ fn a_file_store_path_repointed_at_a_backup_is_regressed() {
     }
 }
 
+/// A bind mount of a directory, unmounted when dropped.
+struct BindMount {
+    at: std::path::PathBuf,
+}
+
+impl BindMount {
+    fn of(from: &Path, at: &Path) -> BindMount {
+        std::fs::create_dir_all(at).unwrap();
+        let ran = run(std::process::Command::new("mount")
+            .arg("--bind")
+            .arg(from)
+            .arg(at));
+        assert_eq!(
+            ran.code, 0,
+            "a bind mount needs root (CI runs as root): {}",
+            ran.stderr
+        );
+        BindMount { at: at.into() }
+    }
+}
+
+impl Drop for BindMount {
+    fn drop(&mut self) {
+        let _ = run(std::process::Command::new("umount").arg(&self.at));
+    }
+}
+
+/// A file store restored from a backup made before it had an identity (its `.store-id`
+/// gone), reached through a bind mount of its directory: the home knew the store at the
+/// directory's place on its file system, so a cold check, the daemon and a grant through
+/// the mount answer `store_regressed`, never ALLOWED from a fresh start.
+#[test]
+fn a_file_store_through_a_bind_mount_is_the_store_at_its_directory() {
+    let home = Home::file();
+    let store = home.home.join("store");
+    let backup = home.path("store-before-takeover");
+    let (_, a) = home.acquire("b", "r", "lane-a", &[]);
+    copy_dir(&store, &backup);
+    home.acquire("b", "r", "lane-b", &["--takeover"]);
+    std::fs::remove_dir_all(&store).unwrap();
+    copy_dir(&backup, &store);
+    std::fs::remove_file(store.join(".store-id")).unwrap();
+    let mount = BindMount::of(&store, &home.path("mounted"));
+    let through = format!("file:{}", mount.at.display());
+    cli_on(
+        &home,
+        &through,
+        &[],
+        &["check", "--descriptor", a.to_str().unwrap()],
+    )
+    .expect(1, "row-fence: COULD NOT READ (store_regressed)");
+    let daemon = home.daemon_with(&[], &[("ROW_FENCE_STORE", through.as_str())]);
+    home.ask_with(&a, &[])
+        .expect(1, "row-fence: COULD NOT READ (store_regressed)");
+    drop(daemon);
+    let granted = cli_on(
+        &home,
+        &through,
+        &[],
+        &["acquire", "b", "r2", "--lane", "lane-c"],
+    );
+    assert_eq!(granted.code, 1, "{}", granted.stderr);
+    assert!(
+        granted.stderr.contains("carries no identity"),
+        "{}",
+        granted.stderr
+    );
+}
+
 /// Two unrelated Sentinel deployments with one master name are two stores: a home that
 /// wrote to the first (its floors high) finds the second a store of its own, not one that
 /// went back in time.
