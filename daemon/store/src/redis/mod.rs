@@ -190,9 +190,10 @@ impl Shared {
         self.conn.clone()
     }
 
-    /// Where the server says this connection reached it ([`identity::served_addresses`]):
-    /// `CLIENT INFO`, and `INFO server` for a socket. None where the server would not say
-    /// (an ACL that refuses them): the URL's addresses are then all a home knows it by.
+    /// Where this connection reached the server ([`identity::served_addresses`]): the
+    /// address it dialed, `CLIENT INFO`, and `INFO server` for a socket. None where the
+    /// server would not say (an ACL that refuses them): the URL's addresses are then all a
+    /// home knows it by.
     async fn served_addresses(&self) -> Vec<String> {
         let Ok(info) = redis::cmd("CLIENT")
             .arg("INFO")
@@ -211,7 +212,13 @@ impl Shared {
         } else {
             None
         };
-        identity::served_addresses(&info, port, &self.prefix)
+        let dialed = self.conn.dialed();
+        identity::served_addresses(
+            &info,
+            port,
+            dialed.as_ref().map(|(h, p)| (h.as_str(), *p)),
+            &self.prefix,
+        )
     }
 
     /// The live link held for one read and its barrier ([`Shared::barrier`]).
