@@ -128,18 +128,6 @@ fn an_accept_through_one_member_accepts_the_cluster() {
         .expect(0, "row-fence: ALLOWED");
 }
 
-/// This machine's first address that is not loopback (`hostname -I`), if it has one.
-fn this_machines_address() -> Option<String> {
-    let out = Command::new("hostname").arg("-I").output().ok()?;
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .find(|a| {
-            a.parse::<std::net::Ipv4Addr>()
-                .is_ok_and(|ip| !ip.is_loopback())
-        })
-        .map(str::to_string)
-}
-
 /// A member listening on loopback and on this machine's address is one member whichever
 /// the URL names: its identity key deleted by hand (what a restore from before the identity
 /// leaves), a home that knew it as `127.0.0.1` answers `store_regressed` through a URL
@@ -147,7 +135,7 @@ fn this_machines_address() -> Option<String> {
 /// from a fresh start.
 #[test]
 fn a_member_named_by_this_machines_address_is_the_one_loopback_names() {
-    let Some(ip) = this_machines_address() else {
+    let Some(ip) = crate::util::this_machines_address() else {
         eprintln!("this machine has no address but loopback: nothing to name the member by");
         return;
     };

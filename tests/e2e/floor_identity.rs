@@ -389,6 +389,59 @@ fn a_redis_restored_from_before_its_identity_is_regressed_under_every_spelling()
     }
 }
 
+/// A Redis listening on loopback and on this machine's address, restored from before its
+/// identity: a home that knew it as `127.0.0.1` answers `store_regressed` through a URL
+/// naming this machine's address, and one that knew it by that address answers so through
+/// its Unix socket.
+#[test]
+fn a_redis_at_this_machines_address_is_the_one_loopback_reaches() {
+    let Some(ip) = crate::util::this_machines_address() else {
+        eprintln!("this machine has no address but loopback: nothing to name the server by");
+        return;
+    };
+    for by_address_first in [false, true] {
+        let mut redis = Redis::start_tcp(&[
+            "--bind",
+            &format!("127.0.0.1 {ip}"),
+            "--protected-mode",
+            "no",
+        ]);
+        let port = redis.port.unwrap();
+        let by_address = format!("redis://{ip}:{port}");
+        let socket = format!("unix://{}", redis.socket.display());
+        let (known, other) = if by_address_first {
+            (by_address.clone(), socket)
+        } else {
+            (redis.tcp_url(), by_address.clone())
+        };
+        let home = Home::with_store(known);
+        let aof = redis.dir.path().join("appendonlydir");
+        let before = redis.dir.path().join("aof-before-takeover");
+        let (_, a) = home.acquire("b", "r", "lane-a", &[]);
+        copy_dir(&aof, &before);
+        home.acquire("b", "r", "lane-b", &["--takeover"]);
+        redis.stop();
+        std::fs::remove_dir_all(&aof).unwrap();
+        copy_dir(&before, &aof);
+        redis.restart();
+        assert_eq!(redis.cli(&["DEL", "rowfence:store-id"]).trim(), "1");
+        cli_on(
+            &home,
+            &other,
+            &[],
+            &["check", "--descriptor", a.to_str().unwrap()],
+        )
+        .expect(1, "row-fence: COULD NOT READ (store_regressed)");
+        let granted = cli_on(
+            &home,
+            &other,
+            &[],
+            &["acquire", "b", "r2", "--lane", "lane-c"],
+        );
+        assert_eq!(granted.code, 1, "{other}: {}", granted.stderr);
+    }
+}
+
 /// The reproduction (store-3 02, Redis): after a restore, a home that never saw the lost
 /// takeover raises the board back to the floor with a grant of its own. The daemon's home
 /// (which saw the takeover through an ask) and the controller's (which made it) go on
