@@ -351,7 +351,22 @@ impl Resident {
             fence,
             tenant: self.registry.tenant(&d.board),
         });
-        gate::gate_located(self.store.as_ref(), &check, located, deadline).await
+        let (mut gated, located) =
+            gate::gate_located(self.store.as_ref(), &check, located, deadline).await;
+        // The ALLOWED line says what the row's holder may push (ARCHITECTURE.md, "Row scope").
+        if gated.verdict == Verdict::Allowed
+            && let Some(scope) = self.registry.scope(&d.board)
+        {
+            gated
+                .detail
+                .push_str(&format!("; scope: {}", scope.summary(&d.row)));
+        }
+        (gated, located)
+    }
+
+    /// The board registry this daemon loaded with its code stamp.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
     }
 
     /// The asker runs other code than we loaded. If our own files changed, we are the
