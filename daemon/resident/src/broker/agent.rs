@@ -243,7 +243,7 @@ impl Session for PeerSession {
                 let action = format!("ssh list identities, {}", self.destination.host());
                 let gated = self.judge(&binding, &action).await;
                 if gated.verdict == Verdict::Allowed {
-                    read(held).push.identities()
+                    read(held).push.identities_for(binding.lane.as_deref())
                 } else {
                     Vec::new()
                 }
@@ -287,8 +287,27 @@ impl Session for PeerSession {
             stats.refused.fetch_add(1, Ordering::Relaxed);
             return Err(AgentError::Failure);
         }
+        let owner = read(&shared.held).push.lane_of(public).map(str::to_string);
         let allowed = !push
             || match self.peer() {
+                Peer::Lane(binding) if owner.is_some() && owner != binding.lane => {
+                    // Another lane's key: the forge would take this login for that lane.
+                    let gated = Gated {
+                        verdict: Verdict::CouldNotRead(Reason::PeerRefused),
+                        detail: format!(
+                            "key {} is lane {}'s; uid {} is bound to lane {}",
+                            fingerprint(public),
+                            owner.as_deref().unwrap_or_default(),
+                            binding.uid,
+                            binding.lane.as_deref().unwrap_or("(none)")
+                        ),
+                    };
+                    let action = format!("{action} ({})", self.who());
+                    self.broker
+                        .resident
+                        .record_denial(None, &action, &gated, self.uid);
+                    false
+                }
                 Peer::Lane(binding) => {
                     self.judge(&binding, &action).await.verdict == Verdict::Allowed
                 }
