@@ -15,6 +15,7 @@
 use super::Broker;
 use super::bound;
 use super::destination::{Destination, Refused};
+use super::forge_check;
 use super::keys::{self, fingerprint};
 use super::lanes::Binding;
 use super::lease::{self, LeaseAnswer, LeaseRequest};
@@ -363,6 +364,20 @@ impl Session for PeerSession {
             return Ok(Some(Extension {
                 name: extension.name,
                 details: body.into(),
+            }));
+        }
+        if extension.name == forge_check::FORGE_CHECK {
+            let who = self.who().replace("broker peer", "forge-hook peer");
+            let answer = match serde_json::from_slice(extension.details.as_ref()) {
+                Ok(check) => forge_check::answer(&self.broker, self.uid, &who, check).await,
+                Err(e) => self
+                    .broker
+                    .resident
+                    .malformed(format!("the request is not a forge check: {e}")),
+            };
+            return Ok(Some(Extension {
+                name: extension.name,
+                details: answer.to_line().into(),
             }));
         }
         if extension.name != SESSION_BIND {

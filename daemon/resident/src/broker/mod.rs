@@ -15,6 +15,7 @@
 //! - [`conn`]: the socket's accept loop and framing, bounded per peer.
 //! - [`agent`]: one connection's ssh-agent session, deciding by the peer's uid.
 //! - [`lease`]: a bound lane's renew and release, asked on the broker socket.
+//! - [`forge_check`]: a forge's pre-receive hook asking about a lane's push, at the write.
 //! - [`admin`]: the daemon's own uid's key and lane changes, asked on the control socket.
 //! - here: the flags, the process hardening, the socket and the serving loop.
 
@@ -24,6 +25,7 @@ pub mod agent;
 pub mod bound;
 pub mod conn;
 pub mod destination;
+pub mod forge_check;
 pub mod forges;
 pub mod keys;
 pub mod lanes;
