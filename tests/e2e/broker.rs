@@ -5,6 +5,10 @@
 //! and fail when they cannot make users or start sshd: they never pass by skipping.
 
 use crate::util::{Daemon, Home, Ran, free_port, run};
+
+// The forge hook's tests run on this file's `Site` (ARCHITECTURE.md, "Forge hook").
+#[path = "forge_hook.rs"]
+mod forge_hook;
 use row_fence_contract::ledger::{self, LedgerRecord};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
