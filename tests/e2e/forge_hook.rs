@@ -525,3 +525,109 @@ fn every_forge_doc_shell_block_is_marked_and_its_synopsis_flags_exist() {
     }
     assert!(blocks >= 3, "{blocks} sh blocks");
 }
+
+/// The same hook behind `git http-backend` (a real HTTP server running it as CGI, basic
+/// auth), the lane taken from `REMOTE_USER` (`--lane-from remote-user`): the lane's own
+/// ref lands, a ref outside its scope is refused, and after a takeover its push is refused.
+#[test]
+fn behind_git_http_backend_the_hook_takes_the_lane_from_remote_user() {
+    use crate::http_git::{HttpGit, PASSWORD, USER};
+    let mut site = Site::new();
+    let root = site.home.dir.path().to_path_buf();
+    let lane = site.users.add(&root, "h");
+    let srv = site.home.path("srv");
+    fs::create_dir(&srv).expect("srv");
+    let app = srv.join("app.git");
+    as_root_git(&root, &["init", "-q", "--bare", "-b", "main"], &app);
+    let registry = row_fence_contract::paths::registry(&site.home.home);
+    fs::create_dir_all(&registry).expect("registry dir");
+    fs::write(registry.join("boards.toml"), scope_toml(&app)).expect("boards.toml");
+    let descriptor = site.home.path("lane.json");
+    let path = descriptor.display().to_string();
+    operator(
+        &site,
+        &[
+            "acquire",
+            "board-1",
+            "row-1",
+            "--lane",
+            USER,
+            "--write-descriptor",
+            &path,
+        ],
+    );
+    fs::write(
+        &site.lanes,
+        format!(
+            "[[lane]]\nlane = \"{USER}\"\nuid = {}\ndescriptor = \"{path}\"\nboard = \"board-1\"\nrow = \"row-1\"\n",
+            lane.uid
+        ),
+    )
+    .expect("lanes.toml");
+    let mut args = vec![
+        "--broker-socket".to_string(),
+        site.agent.display().to_string(),
+        "--broker-lanes".into(),
+        site.lanes.display().to_string(),
+    ];
+    args.extend(site.forge_args());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let _daemon = site.home.daemon_with(&args, &[]);
+    let (repo, agent) = (app.display().to_string(), site.agent.display().to_string());
+    operator(
+        &site,
+        &[
+            "install",
+            "forge-hook",
+            "--repo",
+            &repo,
+            "--agent",
+            &agent,
+            "--lane-from",
+            "remote-user",
+        ],
+    );
+    let server = HttpGit::start(&srv);
+    let url = server
+        .url("app.git")
+        .replace("http://", &format!("http://{USER}:{PASSWORD}@"));
+    let tree = site.home.path("http-tree");
+    as_root_git(&root, &["init", "-q", "-b", "main"], &tree);
+    let git = |args: &[&str]| {
+        run(Command::new("git")
+            .current_dir(&tree)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", &root)
+            .args(["-c", "user.name=l", "-c", "user.email=l@example.invalid"])
+            .args(args))
+    };
+    git(&["commit", "-q", "--allow-empty", "-m", "one"]).expect_ok("commit");
+    git(&["push", &url, "HEAD:refs/heads/feature/row-1"]).expect_ok("the lane's own ref over http");
+    rejected(
+        &git(&["push", &url, "HEAD:refs/heads/main"]),
+        "a push outside the row's refs over http",
+        "outside_scope",
+        "refs/heads/main",
+    );
+    assert!(remote_full_ref(&app, "refs/heads/main").is_none());
+    operator(
+        &site,
+        &[
+            "acquire",
+            "board-1",
+            "row-1",
+            "--lane",
+            "lane-b",
+            "--takeover",
+        ],
+    );
+    git(&["commit", "-q", "--allow-empty", "-m", "two"]).expect_ok("commit");
+    let before = remote_full_ref(&app, "refs/heads/feature/row-1");
+    rejected(
+        &git(&["push", &url, "HEAD:refs/heads/feature/row-1"]),
+        "a push over http after the takeover",
+        "different_holder",
+        "lane-b",
+    );
+    assert_eq!(remote_full_ref(&app, "refs/heads/feature/row-1"), before);
+}
