@@ -427,6 +427,24 @@ fn the_forge_hook_judges_every_push_at_ref_update_time_and_fails_closed() {
         remote_full_ref(&site.remote, "refs/heads/feature/row-1").as_deref(),
         Some(theirs.as_str())
     );
+    // A lane's uid gets only its own key: lane-b, ALLOWED now, cannot log in with lane-a's.
+    let with_a_key = format!(
+        "{SSH} -o IdentitiesOnly=yes -o IdentityFile={}",
+        a_key.with_extension("pub").display()
+    );
+    let ran = site.as_lane_env(
+        &b,
+        &b_tree,
+        "git",
+        &["push", "origin", "HEAD:refs/heads/feature/row-1"],
+        &[("GIT_SSH_COMMAND", &with_a_key)],
+    );
+    assert_ne!(
+        ran.code, 0,
+        "lane-b logged in with lane-a's key: {}",
+        ran.stderr
+    );
+    assert!(ran.stderr.contains("Permission denied"), "{}", ran.stderr);
     let b_control = b.home.join("cm");
     fs::create_dir_all(&b.home).expect("b home");
     chown(&b.home, b.uid, b.gid);
@@ -630,4 +648,93 @@ fn behind_git_http_backend_the_hook_takes_the_lane_from_remote_user() {
         "lane-b",
     );
     assert_eq!(remote_full_ref(&app, "refs/heads/feature/row-1"), before);
+}
+
+/// A lane pinned to a board with no scope may push any ref: doctor says so (a warning, not
+/// a problem: no scope is the old behaviour, the operator's choice).
+#[test]
+fn doctor_warns_of_a_lane_whose_board_has_no_scope() {
+    let home = Home::file();
+    let lanes = home.path("lanes.toml");
+    fs::write(
+        &lanes,
+        "[[lane]]\nlane = \"lane-a\"\nuid = 65534\ndescriptor = \"/nonexistent/row-fence.json\"\nboard = \"board-9\"\nrow = \"row-1\"\n",
+    )
+    .expect("lanes.toml");
+    let path = lanes.display().to_string();
+    let ran = home.cli(&["doctor", "--broker-lanes", &path]);
+    assert!(
+        ran.stdout
+            .contains("warning: board board-9 has no scope in registry/boards.toml"),
+        "{}{}",
+        ran.stdout,
+        ran.stderr
+    );
+    let registry = row_fence_contract::paths::registry(&home.home);
+    fs::create_dir_all(&registry).expect("registry");
+    fs::write(
+        registry.join("boards.toml"),
+        "[boards.board-9.scope]\nrefs = [\"refs/heads/{row}\"]\n",
+    )
+    .expect("boards.toml");
+    let ran = home.cli(&["doctor", "--broker-lanes", &path]);
+    assert!(!ran.stdout.contains("has no scope"), "{}", ran.stdout);
+}
+
+/// `forge-check` fails closed on what it is handed: no lane, a line that is no ref update,
+/// no fence to ask. Each is one `REFUSED (<reason>)` line and a non-zero exit.
+#[test]
+fn forge_check_refuses_bad_input_and_an_unreachable_fence_with_one_line() {
+    let home = Home::file();
+    let repo = home.path("r.git");
+    as_root_git(home.dir.path(), &["init", "-q", "--bare"], &repo);
+    let socket = home.path("no-broker.sock").display().to_string();
+    let zeros = "0".repeat(40);
+    let update = format!("{zeros} {} refs/heads/x\n", "1".repeat(40));
+    let cases: [(&[(&str, &str)], String, &str); 4] = [
+        (
+            &[],
+            update.clone(),
+            "REFUSED (peer_refused) ROW_FENCE_LANE is not set",
+        ),
+        (
+            &[("ROW_FENCE_LANE", "")],
+            update.clone(),
+            "REFUSED (peer_refused)",
+        ),
+        (
+            &[("ROW_FENCE_LANE", "lane-a")],
+            "not an update\n".into(),
+            "REFUSED (protocol_error)",
+        ),
+        (
+            &[("ROW_FENCE_LANE", "lane-a")],
+            update,
+            "REFUSED (fence_unreadable) cannot reach the fence",
+        ),
+    ];
+    for (envs, input, said) in cases {
+        let mut cmd = home.command(crate::util::bin("row-fence"));
+        cmd.env_remove("ROW_FENCE_LANE")
+            .envs(envs.iter().copied())
+            .args(["forge-check", "--agent", &socket, "--repo"])
+            .arg(&repo)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("row-fence forge-check");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("input");
+        let out = child.wait_with_output().expect("output");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{said}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("row-fence: {said}")) && stderr.lines().count() == 1,
+            "{said}: {stderr}"
+        );
+    }
 }

@@ -10,7 +10,7 @@
 //! with the verdict's code: the push is rejected whole.
 
 use row_fence_contract::protocol::Answer;
-use row_fence_contract::scope::{RefUpdate, UpdateKind};
+use row_fence_contract::scope::{RefUpdate, UpdateKind, valid_refname};
 use row_fence_contract::{Reason, Verdict, say};
 use row_fence_resident::broker::forge_check::{FORGE_CHECK, ForgeCheck, MAX_UPDATES};
 use ssh_agent_lib::agent::Session;
@@ -138,6 +138,13 @@ fn updates(repo: &Path) -> Result<Vec<RefUpdate>, Refusal> {
                 format!("{line:?} is not `<old> <new> <ref>`"),
             ));
         };
+        let oid = |o: &str| matches!(o.len(), 40 | 64) && o.bytes().all(|b| b.is_ascii_hexdigit());
+        if !oid(old) || !oid(new) || !valid_refname(refname) {
+            return Err(could_not(
+                Reason::ProtocolError,
+                format!("{line:?} is not `<old> <new> <ref>` with object ids and a ref name"),
+            ));
+        }
         let kind = classify(repo, old, new);
         updates.push(RefUpdate {
             old: old.into(),
