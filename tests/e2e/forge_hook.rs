@@ -681,6 +681,9 @@ fn doctor_warns_of_a_lane_whose_board_has_no_scope() {
     assert!(!ran.stdout.contains("has no scope"), "{}", ran.stdout);
 }
 
+/// Environment variables a case sets.
+type Env<'a> = &'a [(&'a str, &'a str)];
+
 /// `forge-check` fails closed on what it is handed: no lane, a line that is no ref update,
 /// no fence to ask. Each is one `REFUSED (<reason>)` line and a non-zero exit.
 #[test]
@@ -691,7 +694,7 @@ fn forge_check_refuses_bad_input_and_an_unreachable_fence_with_one_line() {
     let socket = home.path("no-broker.sock").display().to_string();
     let zeros = "0".repeat(40);
     let update = format!("{zeros} {} refs/heads/x\n", "1".repeat(40));
-    let cases: [(&[(&str, &str)], String, &str); 4] = [
+    let cases: [(Env, String, &str); 4] = [
         (
             &[],
             update.clone(),
