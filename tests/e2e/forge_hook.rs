@@ -741,3 +741,40 @@ fn forge_check_refuses_bad_input_and_an_unreachable_fence_with_one_line() {
         );
     }
 }
+
+/// A board's scope is shown where its rows are: `show` (text and `--json`), `top --once
+/// --json` and the ALLOWED line, with the row put in for `{row}`.
+#[test]
+fn a_rows_scope_is_shown_by_show_top_and_the_allowed_line() {
+    let home = Home::file();
+    let registry = row_fence_contract::paths::registry(&home.home);
+    fs::create_dir_all(&registry).expect("registry");
+    fs::write(
+        registry.join("boards.toml"),
+        "[boards.board-1.scope]\nrefs = [\"refs/heads/feature/{row}\"]\nallow_force = true\n",
+    )
+    .expect("boards.toml");
+    let (_, descriptor) = home.acquire("board-1", "row-1", "lane-a", &[]);
+    let _daemon = home.daemon();
+    let want = "refs/heads/feature/row-1 (no delete, force, no tags)";
+    let asked = home.ask_with(&descriptor, &[]);
+    asked.expect(0, "row-fence: ALLOWED");
+    assert!(
+        asked.stderr.contains(&format!("scope: {want}")),
+        "{}",
+        asked.stderr
+    );
+    let shown = home.cli(&["show", "board-1"]);
+    assert!(
+        shown.stdout.contains(&format!("scope of row-1: {want}")),
+        "{}",
+        shown.stdout
+    );
+    let shown = home.cli(&["show", "board-1", "--json"]).json();
+    assert_eq!(shown[0]["scope"]["allow_force"], true, "{shown}");
+    let top = home.cli(&["top", "--once", "--json"]).json();
+    let rows = &top["boards"][0]["rows"];
+    assert_eq!(rows[0]["scope"][0].as_str(), Some(want), "{top}");
+    let unscoped = home.cli(&["show", "board-2"]);
+    assert_eq!(unscoped.code, 0, "{}", unscoped.stderr);
+}
