@@ -23,6 +23,10 @@ use std::time::Duration;
 /// How long the daemon gets to answer (it bounds its store call by 5 s).
 const ANSWER_WITHIN: Duration = Duration::from_secs(8);
 
+/// The classification of a push's updates (one `git merge-base` each) gets this long;
+/// past it the push is refused (`timeout`) rather than held open.
+const CLASSIFY_WITHIN: Duration = Duration::from_secs(10);
+
 /// The most stdin read: [`MAX_UPDATES`] lines of two SHA-256 ids and a long ref.
 const MAX_INPUT_BYTES: u64 = (MAX_UPDATES as u64 + 1) * 512;
 
@@ -128,7 +132,16 @@ fn updates(repo: &Path) -> Result<Vec<RefUpdate>, Refusal> {
             )
         })?;
     let mut updates = Vec::new();
+    let started = std::time::Instant::now();
     for line in input.lines().filter(|l| !l.is_empty()) {
+        if started.elapsed() > CLASSIFY_WITHIN {
+            return Err(could_not(
+                Reason::Timeout,
+                format!(
+                    "classifying the push's ref updates took over {CLASSIFY_WITHIN:?}; the push is refused"
+                ),
+            ));
+        }
         let mut words = line.split(' ');
         let (Some(old), Some(new), Some(refname), None) =
             (words.next(), words.next(), words.next(), words.next())

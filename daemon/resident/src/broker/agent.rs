@@ -6,7 +6,9 @@
 //! push key only while its lane is ALLOWED, judged by the same gate as every ask at the
 //! moment of each request. Read keys (fetch only, as the forge enforces) are listed after
 //! the push keys and signed for every peer's login, so a refused lane still fetches. A
-//! bound lane may also renew and release its own lease ([`super::lease`]). Every other
+//! bound lane may also renew and release its own lease ([`super::lease`]), and any peer
+//! (a forge's pre-receive hook) may ask whether a lane's push is covered now
+//! ([`super::forge_check`]). Every other
 //! request (adding, removing, locking keys) is refused to everyone on this socket, so no
 //! peer can change what the broker holds; the daemon's own uid changes keys on the control
 //! socket ([`super::admin`]). The daemon's own uid may list the keys here (`ssh-add -l`)
