@@ -7,7 +7,7 @@
 //! named; a `..` after it climbs back, as it does once a tool creates the directory.
 //!
 //! A link swapped after this check by a process the lane started earlier is outside what
-//! a check can see (the README's threat model says so).
+//! a check can see (docs/hard-mode.md, "Threat model", says so).
 
 use std::collections::VecDeque;
 use std::ffi::OsString;

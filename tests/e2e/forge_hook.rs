@@ -492,58 +492,6 @@ fn the_forge_hook_judges_every_push_at_ref_update_time_and_fails_closed() {
     assert_eq!(hooks, ["pre-receive"]);
 }
 
-/// Every ```sh block of docs/forge.md says why no test runs it (the README's markers), and
-/// each synopsis line names a command whose `--help` has every flag it shows.
-#[test]
-fn every_forge_doc_shell_block_is_marked_and_its_synopsis_flags_exist() {
-    let doc = fs::read_to_string(crate::util::repo_root().join("docs/forge.md")).expect("doc");
-    let lines: Vec<&str> = doc.lines().collect();
-    let home = Home::file();
-    let mut blocks = 0;
-    for (i, line) in lines.iter().enumerate() {
-        if *line != "```sh" {
-            continue;
-        }
-        blocks += 1;
-        let marker = lines[i - 1]
-            .strip_prefix("<!-- not run by a test: ")
-            .and_then(|m| m.strip_suffix(" -->"))
-            .unwrap_or_else(|| panic!("line {}: a sh block with no marker", i + 1));
-        assert!(
-            ["root:", "synopsis:"].iter().any(|r| marker.starts_with(r)),
-            "line {}: {marker}",
-            i + 1
-        );
-        if !marker.starts_with("synopsis:") {
-            continue;
-        }
-        for line in lines[i + 1..].iter().take_while(|l| **l != "```") {
-            let Some(rest) = line.strip_prefix("row-fence ") else {
-                continue;
-            };
-            let words: Vec<&str> = rest.split_whitespace().collect();
-            let mut args: Vec<&str> = words
-                .iter()
-                .take_while(|w| {
-                    !w.starts_with('-') && w.chars().all(|c| c.is_ascii_lowercase() || c == '-')
-                })
-                .copied()
-                .collect();
-            args.push("--help");
-            let help = home.cli(&args);
-            assert_eq!(help.code, 0, "{line}: {}", help.stderr);
-            for flag in words.iter().filter_map(|w| {
-                let w = w.trim_start_matches('[');
-                w.starts_with("--")
-                    .then(|| w.trim_end_matches(']').split('=').next().unwrap_or(w))
-            }) {
-                assert!(help.stdout.contains(flag), "{line}: no {flag} in --help");
-            }
-        }
-    }
-    assert!(blocks >= 3, "{blocks} sh blocks");
-}
-
 /// The same hook behind `git http-backend` (a real HTTP server running it as CGI, basic
 /// auth), the lane taken from `REMOTE_USER` (`--lane-from remote-user`): the lane's own
 /// ref lands, a ref outside its scope is refused, and after a takeover its push is refused.

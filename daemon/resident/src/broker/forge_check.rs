@@ -24,7 +24,7 @@
 use super::Broker;
 use super::bound;
 use crate::gate::Gated;
-use crate::resident::Claim;
+use crate::judge::Claim;
 use crate::sync::read;
 use row_fence_contract::descriptor::validate_lane;
 use row_fence_contract::protocol::Answer;
@@ -58,11 +58,11 @@ pub struct ForgeCheck {
 /// answer is the forge's, and a denial is filed with no uid). `who` names the peer for
 /// the ledger.
 pub async fn answer(broker: &Broker, uid: Option<u32>, who: &str, check: ForgeCheck) -> Answer {
-    let resident = &broker.resident;
+    let judge = &broker.judge;
     let action = action(&check, who);
     let deny = |verdict: Verdict, detail: String| {
         let gated = Gated { verdict, detail };
-        resident.record_denial(None, &action, &gated, uid);
+        judge.record_denial(None, &action, &gated, uid);
         Answer::verdict(gated.verdict, gated.detail, None)
     };
     if let Err(e) = validate(&check) {
@@ -81,7 +81,7 @@ pub async fn answer(broker: &Broker, uid: Option<u32>, who: &str, check: ForgeCh
     let d = match bound::read_now(&binding).await {
         Ok(d) => d,
         Err(gated) => {
-            resident.record_denial(None, &action, &gated, uid);
+            judge.record_denial(None, &action, &gated, uid);
             let reason = gated.verdict.reason().map_or("refused", |r| r.as_str());
             // The detail may quote what the daemon read with its own rights: ledger only.
             return Answer::verdict(
@@ -100,17 +100,17 @@ pub async fn answer(broker: &Broker, uid: Option<u32>, who: &str, check: ForgeCh
         session: Some(who),
         uid,
     };
-    if let Some(scope) = resident.registry().scope(&d.board)
+    if let Some(scope) = judge.registry().scope(&d.board)
         && let Err(refused) = scope.judge(&d.row, &check.repository, &check.updates)
     {
         let gated = Gated {
             verdict: Verdict::Refused(Reason::OutsideScope),
             detail: format!("{}/{}: {refused}", d.board, d.row),
         };
-        resident.record_denial(Some(&claim), &action, &gated, uid);
+        judge.record_denial(Some(&claim), &action, &gated, uid);
         return Answer::verdict(gated.verdict, gated.detail, Some(&d));
     }
-    let gated = resident.gate_claim(&claim, super::SIGN_DEADLINE_MS).await;
+    let gated = judge.gate_claim(&claim, super::SIGN_DEADLINE_MS).await;
     Answer::verdict(gated.verdict, gated.detail, Some(&d))
 }
 
