@@ -79,20 +79,53 @@ pub fn parse_lane_from(text: &str) -> Result<String, String> {
 }
 
 /// The hooks directory of the repository at `repo`: `repo/hooks` for a bare one,
-/// `repo/.git/hooks` for a worktree.
+/// `repo/.git/hooks` for a worktree. A repository whose git reads its hooks elsewhere
+/// (`core.hooksPath`) is refused: a hook written where git does not look would let every
+/// push through.
 fn hooks_dir(repo: &Path) -> Result<PathBuf, Failure> {
     let repo = std::path::absolute(repo)
         .map_err(|e| Failure::usage(format!("--repo {}: {e}", repo.display())))?;
-    if repo.join("objects").is_dir() && repo.join("HEAD").is_file() {
-        return Ok(repo.join("hooks"));
+    let git_dir = if repo.join("objects").is_dir() && repo.join("HEAD").is_file() {
+        repo.clone()
+    } else if repo.join(".git").join("objects").is_dir() {
+        repo.join(".git")
+    } else {
+        return Err(Failure::usage(format!(
+            "--repo {}: not a git repository (no objects/ and HEAD, nor .git/)",
+            repo.display()
+        )));
+    };
+    if let Some(elsewhere) = hooks_path(&git_dir)? {
+        return Err(Failure::could_not(format!(
+            "--repo {}: git reads its hooks from {elsewhere} (core.hooksPath), not from {}: unset it, or the hook would never run",
+            repo.display(),
+            git_dir.join("hooks").display()
+        )));
     }
-    if repo.join(".git").join("objects").is_dir() {
-        return Ok(repo.join(".git").join("hooks"));
+    Ok(git_dir.join("hooks"))
+}
+
+/// `core.hooksPath` as git run here reads it for `git_dir` (the repository's config, the
+/// system's and the installing user's own), if set. The forge's user's own global config
+/// is not read: docs/forge.md says to keep `core.hooksPath` out of it.
+fn hooks_path(git_dir: &Path) -> Result<Option<String>, Failure> {
+    let ran = std::process::Command::new("git")
+        .args(["-c", "safe.directory=*", "--git-dir"])
+        .arg(git_dir)
+        .args(["config", "--get", "core.hooksPath"])
+        .output()
+        .map_err(|e| Failure::could_not(format!("cannot run git: {e}")))?;
+    match ran.status.code() {
+        Some(0) => Ok(Some(
+            String::from_utf8_lossy(&ran.stdout).trim().to_string(),
+        )),
+        Some(1) => Ok(None),
+        _ => Err(Failure::could_not(format!(
+            "git config --get core.hooksPath in {}: {}",
+            git_dir.display(),
+            String::from_utf8_lossy(&ran.stderr).trim()
+        ))),
     }
-    Err(Failure::usage(format!(
-        "--repo {}: not a git repository (no objects/ and HEAD, nor .git/)",
-        repo.display()
-    )))
 }
 
 /// Installs or rolls back the hook; prints what was done.
@@ -159,6 +192,33 @@ mod tests {
         for bad in ["env:", "env:1X", "env:A-B", "REMOTE_USER", "env:$(x)", ""] {
             assert!(parse_lane_from(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_repository_whose_git_reads_hooks_elsewhere_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("r.git");
+        let git = |args: &[&str]| {
+            let ok = std::process::Command::new("git")
+                .args(args)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("HOME", dir.path())
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        git(&["init", "-q", "--bare", repo.to_str().unwrap()]);
+        assert_eq!(hooks_dir(&repo).unwrap(), repo.join("hooks"));
+        git(&[
+            "--git-dir",
+            repo.to_str().unwrap(),
+            "config",
+            "core.hooksPath",
+            "/elsewhere",
+        ]);
+        let refused = hooks_dir(&repo).unwrap_err().message;
+        assert!(refused.contains("core.hooksPath"), "{refused}");
     }
 
     #[test]
