@@ -123,7 +123,7 @@ fn repository(repo: Option<&Path>) -> Result<PathBuf, Refusal> {
 fn updates(repo: &Path) -> Result<Vec<RefUpdate>, Refusal> {
     let mut input = String::new();
     std::io::stdin()
-        .take(MAX_INPUT_BYTES)
+        .take(MAX_INPUT_BYTES + 1)
         .read_to_string(&mut input)
         .map_err(|e| {
             could_not(
@@ -131,6 +131,13 @@ fn updates(repo: &Path) -> Result<Vec<RefUpdate>, Refusal> {
                 format!("cannot read the ref updates: {e}"),
             )
         })?;
+    // A push cut short here would have refs no one judged: over the limit is refused whole.
+    if input.len() as u64 > MAX_INPUT_BYTES {
+        return Err(could_not(
+            Reason::ProtocolError,
+            format!("the push names more ref updates than the {MAX_UPDATES} one check judges"),
+        ));
+    }
     let mut updates = Vec::new();
     let started = std::time::Instant::now();
     for line in input.lines().filter(|l| !l.is_empty()) {
