@@ -1,4 +1,4 @@
-//! A row's scope (ARCHITECTURE.md, "Row scope"): which repositories and refs the holder of
+//! A row's scope (ARCHITECTURE.md, "Forge hook"): which repositories and refs the holder of
 //! a row may update, set per board in `registry/boards.toml`, and the one judgement of a
 //! push against it. Pure: no I/O, no clock; the daemon judges the lease, this judges the
 //! refs, and a push passes only when both say yes.

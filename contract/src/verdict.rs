@@ -95,7 +95,7 @@ pub enum Reason {
     /// daemon's allowlist, another session or user): signed for no one, ALLOWED or not.
     DestinationRefused,
     /// A push's ref, repository or kind of update is outside the scope of the row its
-    /// lane holds (ARCHITECTURE.md, "Row scope"): the detail names the ref and the rule.
+    /// lane holds (ARCHITECTURE.md, "Forge hook"): the detail names the ref and the rule.
     OutsideScope,
 
     // COULD NOT READ (exit 1)

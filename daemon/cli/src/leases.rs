@@ -555,7 +555,7 @@ pub async fn show(args: ShowArgs, settings: &Settings) -> Outcome {
             }
         }
         None => out(&format!(
-            "scope: none for board {} (its rows' holders may push any ref; ARCHITECTURE.md, \"Row scope\")",
+            "scope: none for board {} (its rows' holders may push any ref; docs/forge.md)",
             args.board
         )),
     }

@@ -57,7 +57,7 @@ struct LaneReport {
     /// Why its uid cannot connect to the broker's socket, if it cannot.
     unreachable: Option<String>,
     /// The pinned lease's board has no scope in the registry: its holder may push any
-    /// ref the forge lets the key push (ARCHITECTURE.md, "Row scope"). A warning, not a
+    /// ref the forge lets the key push (ARCHITECTURE.md, "Forge hook"). A warning, not a
     /// problem: no scope is today's behaviour, chosen by the operator.
     #[serde(skip_serializing_if = "Option::is_none")]
     no_scope: Option<String>,

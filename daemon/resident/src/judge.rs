@@ -211,7 +211,7 @@ impl Judge {
         });
         let (mut gated, located) =
             gate::gate_located(self.store.as_ref(), &check, located, deadline).await;
-        // The ALLOWED line says what the row's holder may push (ARCHITECTURE.md, "Row scope").
+        // The ALLOWED line says what the row's holder may push (ARCHITECTURE.md, "Forge hook").
         if gated.verdict == Verdict::Allowed
             && let Some(scope) = self.registry.scope(&d.board)
         {

@@ -8,7 +8,7 @@
 //! tenant = "acme"
 //! margin = "30s"
 //!
-//! # A row's scope (ARCHITECTURE.md, "Row scope"); absent: any ref of any repository.
+//! # A row's scope (ARCHITECTURE.md, "Forge hook"); absent: any ref of any repository.
 //! [boards.board-1.scope]
 //! refs = ["refs/heads/feature/{row}", "refs/heads/feature/{row}/*"]
 //! repositories = ["/srv/git/app.git"]   # optional
