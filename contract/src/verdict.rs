@@ -94,6 +94,9 @@ pub enum Reason {
     /// userauth request, no verified `session-bind@openssh.com` to a host key on the
     /// daemon's allowlist, another session or user): signed for no one, ALLOWED or not.
     DestinationRefused,
+    /// A push's ref, repository or kind of update is outside the scope of the row its
+    /// lane holds (ARCHITECTURE.md, "Forge hook"): the detail names the ref and the rule.
+    OutsideScope,
 
     // COULD NOT READ (exit 1)
     /// The descriptor exists but cannot be read, parsed or validated.
@@ -167,6 +170,7 @@ impl Reason {
         Reason::MappedElsewhere,
         Reason::TenantNotActive,
         Reason::DestinationRefused,
+        Reason::OutsideScope,
         Reason::DescriptorUnreadable,
         Reason::DescriptorMissing,
         Reason::FenceUnreadable,
@@ -206,6 +210,7 @@ impl Reason {
             Reason::MappedElsewhere => "mapped_elsewhere",
             Reason::TenantNotActive => "tenant_not_active",
             Reason::DestinationRefused => "destination_refused",
+            Reason::OutsideScope => "outside_scope",
             Reason::DescriptorUnreadable => "descriptor_unreadable",
             Reason::DescriptorMissing => "descriptor_missing",
             Reason::FenceUnreadable => "fence_unreadable",
@@ -253,6 +258,7 @@ impl Reason {
                 | Reason::MappedElsewhere
                 | Reason::TenantNotActive
                 | Reason::DestinationRefused
+                | Reason::OutsideScope
         )
     }
 }

@@ -90,7 +90,15 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "install git-hook",
         "row-fence install git-hook --repo ~/src/app --recurse-submodules",
     ),
+    (
+        "install forge-hook",
+        "row-fence install forge-hook --repo /srv/git/app.git --agent /run/row-fence/agent.sock --lane-from env:ROW_FENCE_LANE",
+    ),
     ("doctor", "row-fence doctor --repo ~/src/app --json"),
+    (
+        "forge-check",
+        "row-fence forge-check --agent /run/row-fence/agent.sock --lane-from remote-user",
+    ),
     ("store", "row-fence store check"),
     ("store check", "row-fence store check --json"),
     (

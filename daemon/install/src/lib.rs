@@ -51,6 +51,7 @@ pub mod created_files;
 pub mod daemon_answers;
 pub mod deploy;
 pub mod doctor;
+pub mod forge_hook;
 pub mod gate_lines;
 pub mod git_gate;
 pub mod git_hook;

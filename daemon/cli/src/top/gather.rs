@@ -393,12 +393,11 @@ fn text(v: &Value) -> String {
 }
 
 /// The registry as last read, read again when its file changes: the boards it names,
-/// their margins, and what else a board's table carries (its scope, once rows have one).
+/// their margins and their rows' scopes.
 #[derive(Default)]
 struct RegistryFile {
     modified: Option<SystemTime>,
     registry: Registry,
-    raw: toml::Table,
 }
 
 impl RegistryFile {
@@ -418,31 +417,13 @@ impl RegistryFile {
                 return Some(e.to_string());
             }
         }
-        self.raw = std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|text| text.parse().ok())
-            .unwrap_or_default();
         None
     }
 
-    /// The scope the registry gives `row` of `board` (`boards.B.rows.R.scope`, else
-    /// `boards.B.scope`: a pattern or a list of them); absent until it gives one.
+    /// The scope the registry gives `row` of `board` (`[boards.B.scope]`), as one line:
+    /// the row's refs, repositories and flags ([`row_fence_contract::scope::Scope::summary`]);
+    /// absent when the board has none (any ref).
     fn scope(&self, board: &str, row: &str) -> Option<Vec<String>> {
-        let table = self.raw.get("boards")?.get(board)?;
-        let scope = table
-            .get("rows")
-            .and_then(|rows| rows.get(row))
-            .and_then(|r| r.get("scope"))
-            .or_else(|| table.get("scope"))?;
-        match scope {
-            toml::Value::String(s) => Some(vec![s.clone()]),
-            toml::Value::Array(items) => Some(
-                items
-                    .iter()
-                    .map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_string))
-                    .collect(),
-            ),
-            other => Some(vec![other.to_string()]),
-        }
+        Some(vec![self.registry.scope(board)?.summary(row)])
     }
 }

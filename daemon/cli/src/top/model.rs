@@ -143,7 +143,8 @@ pub struct RowView {
     /// The board's tenant recorded in the lease.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
-    /// The refs (and repository) its holder may write; absent until rows carry a scope.
+    /// The refs (and repositories) its holder may write, one line (`Scope::summary`);
+    /// `None` when the board has no scope (any ref).
     pub scope: Option<Vec<String>>,
 }
 
