@@ -418,6 +418,7 @@ impl Resident {
             stamp: self.stamp.clone(),
             socket: self.settings.socket.display().to_string(),
             home: self.settings.home.display().to_string(),
+            home_bytes: Status::home_bytes_of(&self.settings.home),
             store: self.store.describe(),
             key_prefix: self.settings.key_prefix.clone(),
             store_reconnects: self.store.connection_losses(),
