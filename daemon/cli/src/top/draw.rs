@@ -116,19 +116,34 @@ fn header_line(s: &Snapshot, now_ms: u64, p: Palette) -> Line<'static> {
                 .map_or("—".to_string(), |r| format!("{r:.1}")),
             d.store_kind.as_deref().unwrap_or("—"),
         )));
+        if d.heartbeat_age_ms.is_some_and(|ms| ms > STALE_HEARTBEAT_MS) {
+            spans.push(Span::styled("  HEARTBEAT STALE", p.bad()));
+        }
         if d.mismatch.is_some() {
             spans.push(Span::styled("  ANOTHER STORE", p.bad()));
         }
     } else {
+        // The clock goes before the reason, which is long (a path, an OS error): cut at
+        // the screen's edge, the reason loses its tail, never the ticking clock that
+        // tells a live view of a gone daemon from a frozen one.
         spans.push(Span::styled("daemon GONE", p.bad()));
+        push_clock(&mut spans, s.taken_at_ms, now_ms, p);
         spans.push(Span::raw(format!(
             ": {}",
             d.error.as_deref().unwrap_or("no answer")
         )));
+        return Line::from(spans);
     }
-    let late = now_ms.saturating_sub(s.taken_at_ms);
+    push_clock(&mut spans, s.taken_at_ms, now_ms, p);
+    Line::from(spans)
+}
+
+/// The header's clock: when the snapshot was read, and how late it is when that is more
+/// than 5 s ago.
+fn push_clock(spans: &mut Vec<Span<'static>>, taken_at_ms: u64, now_ms: u64, p: Palette) {
+    let late = now_ms.saturating_sub(taken_at_ms);
     spans.push(Span::styled(
-        format!("  {} UTC", clock(s.taken_at_ms)),
+        format!("  {} UTC", clock(taken_at_ms)),
         p.dim(),
     ));
     if late > 5_000 {
@@ -137,7 +152,6 @@ fn header_line(s: &Snapshot, now_ms: u64, p: Palette) -> Line<'static> {
             p.bad(),
         ));
     }
-    Line::from(spans)
 }
 
 fn tab_line(ui: &Ui, p: Palette) -> Line<'static> {
@@ -449,6 +463,27 @@ fn daemon(f: &mut Frame, area: Rect, s: &Snapshot, p: Palette) {
     );
 }
 
+/// The heartbeat age past which `row-fence health` says unhealthy by default (its
+/// `--max-age 90s`): the daemon writes the heartbeat only after a store call succeeded,
+/// so an older one means the store, or the writer, is failing.
+const STALE_HEARTBEAT_MS: u64 = 90_000;
+
+/// The heartbeat's age, marked `STALE` (in words, so `NO_COLOR` keeps it) once older
+/// than `row-fence health` accepts.
+fn heartbeat_span(age_ms: Option<u64>, p: Palette) -> Span<'static> {
+    match age_ms {
+        None => Span::styled("never written", p.bad()),
+        Some(ms) if ms > STALE_HEARTBEAT_MS => Span::styled(
+            format!(
+                "{} ago: STALE (row-fence health takes 90s at most: the store calls fail, or the daemon is stuck)",
+                short_span(ms)
+            ),
+            p.bad(),
+        ),
+        Some(ms) => Span::raw(format!("{} ago", short_span(ms))),
+    }
+}
+
 fn daemon_lines(d: &DaemonView, lines: &mut Vec<Line<'static>>, p: Palette) {
     let pair = |k: &str, v: String| {
         Line::from(vec![
@@ -468,12 +503,10 @@ fn daemon_lines(d: &DaemonView, lines: &mut Vec<Line<'static>>, p: Palette) {
         ),
     ));
     lines.push(pair("code stamp", or_dash(&d.stamp)));
-    lines.push(pair(
-        "heartbeat",
-        d.heartbeat_age_ms.map_or("never written".into(), |ms| {
-            format!("{} ago", short_span(ms))
-        }),
-    ));
+    lines.push(Line::from(vec![
+        Span::styled(format!("{:<16}", "heartbeat"), p.heading()),
+        heartbeat_span(d.heartbeat_age_ms, p),
+    ]));
     lines.push(pair(
         "store",
         format!("{} ({})", or_dash(&d.store), or_dash(&d.store_kind)),
@@ -493,6 +526,9 @@ fn daemon_lines(d: &DaemonView, lines: &mut Vec<Line<'static>>, p: Palette) {
             count(d.min_replicas)
         )),
         health,
+        Span::raw(d.store_checked_age_ms.map_or(String::new(), |ms| {
+            format!(" (checked {} ago)", short_span(ms))
+        })),
     ]));
     for problem in &d.problems {
         lines.push(Line::from(Span::styled(

@@ -161,6 +161,9 @@ impl Gatherer {
             replicas: check.as_ref().map(|c| c.replicas),
             min_replicas: check.as_ref().map(|c| c.min_replicas),
             durable: check.as_ref().map(|c| c.durable),
+            store_checked_age_ms: check
+                .as_ref()
+                .map(|c| ledger::now_ms().saturating_sub(c.checked_at_ms)),
             problems: check.map(|c| c.problems).unwrap_or_default(),
             asks: Some(status.counts.asks),
             allowed: Some(status.counts.allowed),

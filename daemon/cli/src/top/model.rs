@@ -70,6 +70,10 @@ pub struct DaemonView {
     pub min_replicas: Option<u64>,
     /// True when grants may go ahead (nothing makes an acknowledged write losable).
     pub durable: Option<bool>,
+    /// How long ago, in ms, the daemon last checked the store (role, replicas,
+    /// durability): a store that went away keeps its last check, so its age is shown.
+    #[serde(default)]
+    pub store_checked_age_ms: Option<u64>,
     /// What makes acknowledged writes losable, each naming its fix.
     pub problems: Vec<String>,
     /// The read barrier of a primary with replicas, as the daemon reports it; absent

@@ -67,6 +67,7 @@ pub fn fixture() -> Snapshot {
             replicas: Some(1),
             min_replicas: Some(1),
             durable: Some(true),
+            store_checked_age_ms: Some(20_000),
             problems: Vec::new(),
             read_barrier: None,
             etcd_members: None,
@@ -234,6 +235,47 @@ fn a_daemon_that_is_gone_is_drawn_gone() {
     };
     check("daemon_gone", &snapshot, &ui_in(View::Daemon), 100, 14);
     check("overview_gone", &snapshot, &Ui::new(false), 100, 12);
+    // The header keeps its clock however long the reason: a gone daemon's view still
+    // shows that it is live.
+    let header = render_with(
+        &snapshot,
+        &Ui::new(false),
+        60,
+        12,
+        NOW + 1_500,
+        Palette::new(false),
+    )
+    .remove(0);
+    assert!(
+        header.starts_with("row-fence top  daemon GONE  ") && header.contains(" UTC: "),
+        "{header}"
+    );
+}
+
+#[test]
+fn a_heartbeat_older_than_health_takes_is_marked_stale_in_words() {
+    let lines = |snapshot: &Snapshot, view: View| {
+        render_with(
+            snapshot,
+            &ui_in(view),
+            120,
+            20,
+            NOW + 1_500,
+            Palette::new(true),
+        )
+    };
+    let fresh = fixture();
+    assert!(!lines(&fresh, View::Overview)[0].contains("STALE"));
+    let mut stale = fixture();
+    stale.daemon.heartbeat_age_ms = Some(91_000);
+    stale.daemon.store_checked_age_ms = Some(95_000);
+    assert!(lines(&stale, View::Overview)[0].contains("HEARTBEAT STALE"));
+    let daemon = lines(&stale, View::Daemon).join("\n");
+    assert!(
+        daemon.contains("heartbeat       1m31s ago: STALE"),
+        "{daemon}"
+    );
+    assert!(daemon.contains("(checked 1m35s ago)"), "{daemon}");
 }
 
 #[test]
