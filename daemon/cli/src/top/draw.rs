@@ -517,19 +517,28 @@ fn daemon_lines(d: &DaemonView, lines: &mut Vec<Line<'static>>, p: Palette) {
         Some(false) => Span::styled("NOT durable: grants are refused", p.bad()),
         None => Span::raw("not checked yet"),
     };
-    lines.push(Line::from(vec![
-        Span::styled(format!("{:<16}", "health"), p.heading()),
-        Span::raw(format!(
-            "{}, {} replicas, writes wait for {}; ",
-            or_dash(&d.role),
-            count(d.replicas),
-            count(d.min_replicas)
-        )),
-        health,
-        Span::raw(d.store_checked_age_ms.map_or(String::new(), |ms| {
-            format!(" (checked {} ago)", short_span(ms))
-        })),
-    ]));
+    if d.durable.is_none() && d.store_kind.as_deref() == Some("file") {
+        // The embedded file store has no role, replicas or durability setting to check
+        // (it syncs every write to this machine's disk): "not checked yet" would never end.
+        lines.push(pair(
+            "health",
+            "nothing to check: the file store is this machine's disk, no role or replicas".into(),
+        ));
+    } else {
+        lines.push(Line::from(vec![
+            Span::styled(format!("{:<16}", "health"), p.heading()),
+            Span::raw(format!(
+                "{}, {} replicas, writes wait for {}; ",
+                or_dash(&d.role),
+                count(d.replicas),
+                count(d.min_replicas)
+            )),
+            health,
+            Span::raw(d.store_checked_age_ms.map_or(String::new(), |ms| {
+                format!(" (checked {} ago)", short_span(ms))
+            })),
+        ]));
+    }
     for problem in &d.problems {
         lines.push(Line::from(Span::styled(
             format!("{:<16}{problem}", ""),

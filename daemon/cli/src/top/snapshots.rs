@@ -279,6 +279,31 @@ fn a_heartbeat_older_than_health_takes_is_marked_stale_in_words() {
 }
 
 #[test]
+fn a_file_store_is_never_drawn_as_not_checked_yet() {
+    let mut snapshot = fixture();
+    snapshot.daemon.store_kind = Some("file".into());
+    snapshot.daemon.role = None;
+    snapshot.daemon.replicas = None;
+    snapshot.daemon.min_replicas = None;
+    snapshot.daemon.durable = None;
+    snapshot.daemon.store_checked_age_ms = None;
+    let daemon = render_with(
+        &snapshot,
+        &ui_in(View::Daemon),
+        120,
+        20,
+        NOW + 1_500,
+        Palette::new(true),
+    )
+    .join("\n");
+    assert!(!daemon.contains("not checked yet"), "{daemon}");
+    assert!(
+        daemon.contains("health          nothing to check: the file store is this machine's disk"),
+        "{daemon}"
+    );
+}
+
+#[test]
 fn a_terminal_too_small_says_so() {
     check("too_small", &fixture(), &Ui::new(false), 40, 8);
 }
