@@ -220,12 +220,23 @@ fn overview(f: &mut Frame, area: Rect, s: &Snapshot, ui: &Ui, now_ms: u64, p: Pa
     refusals(f, bottom, s, ui, 1, false, p);
 }
 
+/// A pane's count: `shown`, or `shown of all (filtered)` when the filter hides some, so
+/// a filter that matches nothing never reads as "no refusals".
+fn counted(shown: usize, all: usize) -> String {
+    if shown == all {
+        shown.to_string()
+    } else {
+        format!("{shown} of {all} (filtered)")
+    }
+}
+
 fn rows(f: &mut Frame, area: Rect, s: &Snapshot, ui: &Ui, now_ms: u64, p: Palette) {
     let elapsed = now_ms.saturating_sub(s.taken_at_ms);
     let list = visible_rows(s, ui, now_ms);
+    let all = s.boards.iter().map(|b| b.rows.len()).sum::<usize>();
     let mut title = format!(
         "Rows: {} on {} board{}",
-        list.len(),
+        counted(list.len(), all),
         s.boards.len(),
         if s.boards.len() == 1 { "" } else { "s" }
     );
@@ -293,7 +304,10 @@ fn refusals(
     p: Palette,
 ) {
     let list = visible_refusals(s, ui);
-    let mut title = format!("Refusals: {} newest first (refusal ledger)", list.len());
+    let mut title = format!(
+        "Refusals: {} newest first (refusal ledger)",
+        counted(list.len(), s.refusals.len())
+    );
     if let Some(e) = &s.refusals_error {
         title.push_str(&format!(" — cannot read: {e}"));
     }
