@@ -220,6 +220,15 @@ fn overview(f: &mut Frame, area: Rect, s: &Snapshot, ui: &Ui, now_ms: u64, p: Pa
     refusals(f, bottom, s, ui, 1, false, p);
 }
 
+/// Text a lane could have put in the ledger or a quarantine record (an action, a
+/// detail, a session id, a tool name) as the console draws it: every control, bidi or
+/// invisible character written `\u{…}`, as every other human-readable line of the
+/// fence writes it, so such text can neither hide part of itself (a newline cuts a
+/// cell), reorder what is drawn, nor reach the terminal as a control.
+fn plain(text: &str) -> String {
+    row_fence_contract::spelling::escape_unsafe(text, false)
+}
+
 /// A pane's count: `shown`, or `shown of all (filtered)` when the filter hides some, so
 /// a filter that matches nothing never reads as "no refusals".
 fn counted(shown: usize, all: usize) -> String {
@@ -314,12 +323,12 @@ fn refusals(
     let line = |r: &Refusal| {
         let mut cells = vec![
             Cell::from(clock(r.ts_ms)),
-            Cell::from(r.lane.clone().unwrap_or_else(|| "—".into())),
-            Cell::from(format!(
+            Cell::from(plain(r.lane.as_deref().unwrap_or("—"))),
+            Cell::from(plain(&format!(
                 "{}/{}",
                 r.board.as_deref().unwrap_or("—"),
                 r.row.as_deref().unwrap_or("—")
-            )),
+            ))),
             Cell::from(r.route.label()),
             Cell::from(Span::styled(
                 if r.verdict == "could_not_read" {
@@ -331,11 +340,11 @@ fn refusals(
             )),
         ];
         if whole {
-            cells.push(Cell::from(if r.action.is_empty() {
+            cells.push(Cell::from(plain(&if r.action.is_empty() {
                 r.detail.clone()
             } else {
                 format!("{}: {}", r.action, r.detail)
-            }));
+            })));
         }
         Row::new(cells)
     };
@@ -380,13 +389,13 @@ fn quarantine(f: &mut Frame, area: Rect, s: &Snapshot, ui: &Ui, p: Palette) {
     let shown = q.sessions.iter().skip(offset).take(top.height as usize);
     let sessions = shown.map(|x| {
         Row::new(vec![
-            Cell::from(x.session.clone()),
+            Cell::from(plain(&x.session)),
             Cell::from(x.since_ms.map_or("—".to_string(), clock)),
             Cell::from(x.denials.to_string()),
             Cell::from(if x.unreadable {
                 Span::styled("record unreadable (counts as quarantined)", p.bad())
             } else {
-                Span::raw(x.refusal.clone().unwrap_or_else(|| "—".into()))
+                Span::raw(plain(x.refusal.as_deref().unwrap_or("—")))
             }),
         ])
     });
@@ -413,8 +422,8 @@ fn quarantine(f: &mut Frame, area: Rect, s: &Snapshot, ui: &Ui, p: Palette) {
     let denials = shown.map(|d| {
         Row::new(vec![
             Cell::from(clock(d.ts_ms)),
-            Cell::from(d.session.clone()),
-            Cell::from(d.tool.clone()),
+            Cell::from(plain(&d.session)),
+            Cell::from(plain(&d.tool)),
         ])
     });
     let table = Table::new(

@@ -304,6 +304,30 @@ fn a_file_store_is_never_drawn_as_not_checked_yet() {
 }
 
 #[test]
+fn a_lanes_text_is_drawn_with_its_controls_escaped_never_cut_or_hidden() {
+    let mut snapshot = fixture();
+    snapshot.refusals[0].action = "evil\u{1b}[2J\nNEWLINE\u{202e}gnp".into();
+    snapshot.quarantine.sessions[0].session = "s\u{7}1".into();
+    let text = |view| {
+        render_with(
+            &snapshot,
+            &ui_in(view),
+            160,
+            20,
+            NOW + 1_500,
+            Palette::new(true),
+        )
+        .join("\n")
+    };
+    let refusals = text(View::Refusals);
+    assert!(
+        refusals.contains("evil\\u{1b}[2J\\u{a}NEWLINE\\u{202e}gnp"),
+        "{refusals}"
+    );
+    assert!(text(View::Quarantine).contains("s\\u{7}1"));
+}
+
+#[test]
 fn a_terminal_too_small_says_so() {
     check("too_small", &fixture(), &Ui::new(false), 40, 8);
 }
