@@ -463,7 +463,9 @@ fn daemon(f: &mut Frame, area: Rect, s: &Snapshot, p: Palette) {
         ]));
         lines.push(pair(
             "what to do",
-            "start it with row-fence-resident (same --home/--socket), or load its launchd/systemd job".into(),
+            d.what_to_do.clone().unwrap_or_else(|| {
+                "start it with row-fence-resident (same --home/--socket), or load its launchd/systemd job".into()
+            }),
         ));
     } else {
         daemon_lines(d, &mut lines, p);

@@ -9,6 +9,7 @@ use super::model::{
 use super::refusals::LedgerLine;
 use super::tail::Tail;
 use crate::open;
+use row_fence_contract::client::{ExchangeError, StatusError};
 use row_fence_contract::status::Status;
 use row_fence_contract::{client, ledger, paths, quarantine};
 use row_fence_resident::config::Settings;
@@ -50,6 +51,23 @@ pub struct Gatherer {
     rows: BTreeMap<String, (u64, Vec<RowView>)>,
     /// (pid, asks answered, when read): the asks-per-second baseline.
     last_asks: Option<(u32, u64, Instant)>,
+}
+
+/// What to do about a daemon whose status did not come: one that listens but does not
+/// answer in time is running (stopped with SIGSTOP, stuck, overloaded), so starting
+/// another is no help (it would refuse: one daemon per home); anything else means none
+/// listens.
+fn what_to_do(e: &StatusError, home: &std::path::Path) -> String {
+    match e {
+        StatusError::NoAnswer {
+            why: ExchangeError::Timeout,
+            ..
+        } => format!(
+            "a daemon listens but does not answer within {STATUS_WAIT_MS} ms (stopped, stuck or overloaded): read its log ({}, or journalctl --user -u row-fence-resident) and restart it",
+            row_fence_resident::detach::log_file(home).display()
+        ),
+        _ => "start it with row-fence-resident (same --home/--socket), or load its launchd/systemd job".to_string(),
+    }
 }
 
 impl Gatherer {
@@ -111,6 +129,7 @@ impl Gatherer {
             Err(e) => {
                 self.last_asks = None;
                 return DaemonView {
+                    what_to_do: Some(what_to_do(&e, &self.settings.home)),
                     error: Some(e.to_string()),
                     socket,
                     ..DaemonView::default()
@@ -447,5 +466,31 @@ impl RegistryFile {
             ),
             other => Some(vec![other.to_string()]),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::{Path, PathBuf};
+
+    #[test]
+    fn a_daemon_that_listens_but_does_not_answer_is_not_told_to_be_started() {
+        let socket = PathBuf::from("/h/sock");
+        let hung = StatusError::NoAnswer {
+            socket: socket.clone(),
+            why: ExchangeError::Timeout,
+        };
+        let said = what_to_do(&hung, Path::new("/h"));
+        assert!(
+            said.starts_with("a daemon listens but does not answer"),
+            "{said}"
+        );
+        assert!(said.contains("/h/log/resident.log"), "{said}");
+        let none = StatusError::NoAnswer {
+            socket,
+            why: ExchangeError::Unreachable("connection refused".into()),
+        };
+        assert!(what_to_do(&none, Path::new("/h")).starts_with("start it"));
     }
 }

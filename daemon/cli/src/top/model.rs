@@ -43,6 +43,10 @@ pub struct DaemonView {
     /// Why no status came (no daemon, a timeout, an answer that does not parse).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What the operator can do about a daemon that is gone: start one (nothing
+    /// listens), or look at the one that listens but does not answer (stopped, stuck).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub what_to_do: Option<String>,
     /// The socket asked.
     pub socket: String,
     /// The daemon's process id.

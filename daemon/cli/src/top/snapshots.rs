@@ -54,6 +54,7 @@ pub fn fixture() -> Snapshot {
         daemon: DaemonView {
             up: true,
             error: None,
+            what_to_do: None,
             socket: "/home/ops/.row-fence/sock".into(),
             pid: Some(4242),
             version: Some("0.1.0".into()),
