@@ -6,7 +6,7 @@
 //! an expired one `expired`, a daemon that is gone `GONE`, so `NO_COLOR` and a screen
 //! reader lose nothing.
 
-use super::model::{DaemonView, Refusal, Snapshot};
+use super::model::{DaemonView, REFUSALS_KEPT, Refusal, Snapshot};
 use super::ui::{Ui, View, visible_refusals, visible_rows};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -314,8 +314,13 @@ fn refusals(
 ) {
     let list = visible_refusals(s, ui);
     let mut title = format!(
-        "Refusals: {} newest first (refusal ledger)",
-        counted(list.len(), s.refusals.len())
+        "Refusals: {} newest first (refusal ledger{})",
+        counted(list.len(), s.refusals.len()),
+        if s.refusals.len() >= REFUSALS_KEPT {
+            ": the newest it keeps; older ones are in refusals.jsonl"
+        } else {
+            ""
+        }
     );
     if let Some(e) = &s.refusals_error {
         title.push_str(&format!(" — cannot read: {e}"));

@@ -20,9 +20,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-/// Refusals kept from the ledger (the console shows the newest).
-const REFUSALS_KEPT: usize = 500;
-
 /// Denials kept from the quarantine's log.
 const DENIALS_KEPT: usize = 200;
 
@@ -78,7 +75,7 @@ impl Gatherer {
         Ok(Gatherer {
             store,
             named,
-            ledger: Tail::new(paths::ledger(&settings.home), REFUSALS_KEPT),
+            ledger: Tail::new(paths::ledger(&settings.home), super::model::REFUSALS_KEPT),
             denials: Tail::new(quarantine::denials_log(&settings.home), DENIALS_KEPT),
             registry: RegistryFile::default(),
             rows: BTreeMap::new(),

@@ -9,6 +9,10 @@
 
 use serde::Serialize;
 
+/// Refusals kept from the ledger, the newest: a snapshot holding this many may have
+/// older ones only the ledger has.
+pub const REFUSALS_KEPT: usize = 500;
+
 /// One refresh.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Snapshot {

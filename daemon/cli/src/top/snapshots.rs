@@ -329,6 +329,34 @@ fn a_lanes_text_is_drawn_with_its_controls_escaped_never_cut_or_hidden() {
 }
 
 #[test]
+fn a_ledger_longer_than_the_console_keeps_says_older_refusals_are_in_the_file() {
+    let mut snapshot = fixture();
+    let title = |snapshot: &Snapshot| {
+        render_with(
+            snapshot,
+            &ui_in(View::Refusals),
+            160,
+            12,
+            NOW + 1_500,
+            Palette::new(true),
+        )[2]
+        .clone()
+    };
+    assert!(
+        !title(&snapshot).contains("older ones"),
+        "{}",
+        title(&snapshot)
+    );
+    let one = snapshot.refusals[0].clone();
+    snapshot.refusals = vec![one; super::model::REFUSALS_KEPT];
+    assert!(
+        title(&snapshot).starts_with("Refusals: 500 newest first (refusal ledger: the newest it keeps; older ones are in refusals.jsonl)"),
+        "{}",
+        title(&snapshot)
+    );
+}
+
+#[test]
 fn a_terminal_too_small_says_so() {
     check("too_small", &fixture(), &Ui::new(false), 40, 8);
 }
