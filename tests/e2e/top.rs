@@ -277,6 +277,9 @@ fn once_json_is_the_snapshot_parsed_back_and_a_gone_daemon_exits_1() {
     // --board narrows; a board name that is not one is a usage error.
     let ran = home.cli(&["top", "--once", "--json", "--board", "b2"]);
     assert_eq!(ran.json()["boards"].as_array().unwrap().len(), 1);
+    // A board named twice is read and shown once.
+    let ran = home.cli(&["top", "--once", "--json", "--board", "b2", "--board", "b2"]);
+    assert_eq!(ran.json()["boards"].as_array().unwrap().len(), 1);
     assert_eq!(home.cli(&["top", "--once", "--board", "B 2"]).code, 2);
     // Without a terminal the console says what to use instead.
     let ran = home.cli(&["top"]);

@@ -31,6 +31,17 @@ const MIN_REFRESH_MS: u64 = 100;
 /// answer for that long (a frozen view is what the console must never show).
 const MAX_REFRESH_MS: u64 = 10_000;
 
+/// The `--board` names, each once, in the order given: a board named twice is read and
+/// drawn once (it showed twice, every row doubled).
+fn once_each(boards: &[String]) -> Vec<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    boards
+        .iter()
+        .filter(|b| seen.insert(b.as_str()))
+        .cloned()
+        .collect()
+}
+
 /// `--refresh-ms` as the console's period, or why not (a usage error).
 fn refresh_period(ms: u64) -> Result<std::time::Duration, String> {
     if ms < MIN_REFRESH_MS {
@@ -71,7 +82,7 @@ pub async fn run(args: TopArgs, settings: &Settings) -> Outcome {
     }
     let refresh = refresh_period(args.refresh_ms).map_err(Failure::usage)?;
     let mut gatherer =
-        gather::Gatherer::new(settings, args.board.clone()).map_err(Failure::could_not)?;
+        gather::Gatherer::new(settings, once_each(&args.board)).map_err(Failure::could_not)?;
     if args.once {
         let snapshot = gatherer.gather().await;
         if args.json {
@@ -109,6 +120,15 @@ fn print_once(snapshot: &model::Snapshot) {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn a_board_named_twice_is_read_once() {
+        let named = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            once_each(&named(&["b2", "b1", "b2", "b1"])),
+            named(&["b2", "b1"])
+        );
+    }
 
     #[test]
     fn refresh_ms_outside_100_to_10000_is_a_usage_error() {
