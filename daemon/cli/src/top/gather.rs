@@ -9,6 +9,7 @@ use super::model::{
 use super::refusals::LedgerLine;
 use super::tail::Tail;
 use crate::open;
+use row_fence_contract::client::{ExchangeError, StatusError};
 use row_fence_contract::status::Status;
 use row_fence_contract::{client, ledger, paths, quarantine};
 use row_fence_resident::config::Settings;
@@ -18,9 +19,6 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
-
-/// Refusals kept from the ledger (the console shows the newest).
-const REFUSALS_KEPT: usize = 500;
 
 /// Denials kept from the quarantine's log.
 const DENIALS_KEPT: usize = 200;
@@ -52,6 +50,23 @@ pub struct Gatherer {
     last_asks: Option<(u32, u64, Instant)>,
 }
 
+/// What to do about a daemon whose status did not come: one that listens but does not
+/// answer in time is running (stopped with SIGSTOP, stuck, overloaded), so starting
+/// another is no help (it would refuse: one daemon per home); anything else means none
+/// listens.
+fn what_to_do(e: &StatusError, home: &std::path::Path) -> String {
+    match e {
+        StatusError::NoAnswer {
+            why: ExchangeError::Timeout,
+            ..
+        } => format!(
+            "a daemon listens but does not answer within {STATUS_WAIT_MS} ms (stopped, stuck or overloaded): read its log ({}, or journalctl --user -u row-fence-resident) and restart it",
+            row_fence_resident::detach::log_file(home).display()
+        ),
+        _ => "start it with row-fence-resident (same --home/--socket), or load its launchd/systemd job".to_string(),
+    }
+}
+
 impl Gatherer {
     /// A gatherer over `settings`' home, socket and store (opened lazily: a store that is
     /// down is shown as such at each refresh).
@@ -60,7 +75,7 @@ impl Gatherer {
         Ok(Gatherer {
             store,
             named,
-            ledger: Tail::new(paths::ledger(&settings.home), REFUSALS_KEPT),
+            ledger: Tail::new(paths::ledger(&settings.home), super::model::REFUSALS_KEPT),
             denials: Tail::new(quarantine::denials_log(&settings.home), DENIALS_KEPT),
             registry: RegistryFile::default(),
             rows: BTreeMap::new(),
@@ -111,6 +126,7 @@ impl Gatherer {
             Err(e) => {
                 self.last_asks = None;
                 return DaemonView {
+                    what_to_do: Some(what_to_do(&e, &self.settings.home)),
                     error: Some(e.to_string()),
                     socket,
                     ..DaemonView::default()
@@ -161,6 +177,9 @@ impl Gatherer {
             replicas: check.as_ref().map(|c| c.replicas),
             min_replicas: check.as_ref().map(|c| c.min_replicas),
             durable: check.as_ref().map(|c| c.durable),
+            store_checked_age_ms: check
+                .as_ref()
+                .map(|c| ledger::now_ms().saturating_sub(c.checked_at_ms)),
             problems: check.map(|c| c.problems).unwrap_or_default(),
             asks: Some(status.counts.asks),
             allowed: Some(status.counts.allowed),
@@ -425,5 +444,31 @@ impl RegistryFile {
     /// absent when the board has none (any ref).
     fn scope(&self, board: &str, row: &str) -> Option<Vec<String>> {
         Some(vec![self.registry.scope(board)?.summary(row)])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::{Path, PathBuf};
+
+    #[test]
+    fn a_daemon_that_listens_but_does_not_answer_is_not_told_to_be_started() {
+        let socket = PathBuf::from("/h/sock");
+        let hung = StatusError::NoAnswer {
+            socket: socket.clone(),
+            why: ExchangeError::Timeout,
+        };
+        let said = what_to_do(&hung, Path::new("/h"));
+        assert!(
+            said.starts_with("a daemon listens but does not answer"),
+            "{said}"
+        );
+        assert!(said.contains("/h/log/resident.log"), "{said}");
+        let none = StatusError::NoAnswer {
+            socket,
+            why: ExchangeError::Unreachable("connection refused".into()),
+        };
+        assert!(what_to_do(&none, Path::new("/h")).starts_with("start it"));
     }
 }
