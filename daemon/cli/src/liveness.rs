@@ -82,9 +82,17 @@ pub fn stop(_args: StopArgs, settings: &Settings, timeout: Duration) -> Outcome 
     let until = Instant::now() + timeout;
     while Instant::now() < until {
         let ping = Instant::now() + Duration::from_millis(PING_MS);
-        match client::status(&settings.socket, ping) {
-            Ok(s) if s.pid == status.pid => std::thread::sleep(Duration::from_millis(50)),
-            _ => {
+        let answered = client::status(&settings.socket, ping);
+        // A status that timed out is a daemon still shutting down (or a loaded machine),
+        // not a stopped one: stopped is its process gone or its socket removed, which it
+        // does last.
+        let still_there = match &answered {
+            Ok(s) => s.pid == status.pid,
+            Err(_) => nix::sys::signal::kill(pid, None).is_ok() && settings.socket.exists(),
+        };
+        match still_there {
+            true => std::thread::sleep(Duration::from_millis(50)),
+            false => {
                 say!(
                     "row-fence: stopped the daemon (pid {}) of {}",
                     status.pid,
