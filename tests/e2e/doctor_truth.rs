@@ -197,6 +197,28 @@ fn doctor_outside_a_repository_checks_the_agent_hooks_and_says_no_repository_was
     assert_eq!(ran.code, 1);
     assert_eq!(v["problems"], 1, "{v}");
     assert!(!ran.stderr.contains("fatal"), "{}", ran.stderr);
+
+    // Outside a repository, Claude Code's project is the directory it starts in; run in
+    // $HOME, that project's settings.local.json is the user's own. A switch there (set to
+    // anything but false, a string too) turns the hook off, and the doctor says so.
+    for text in [
+        r#"{"disableAllHooks": true}"#,
+        r#"{"disableAllHooks": "true"}"#,
+    ] {
+        let local = home.dir.path().join(".claude/settings.local.json");
+        fs::write(&local, text).unwrap();
+        let (ran, v) = doctor_in(&home, home.dir.path(), None);
+        let r = claude_report(&v, &settings);
+        assert_eq!(r["hook"], "disabled", "{text}: {r}");
+        assert_eq!(ran.code, 1, "{}", ran.stdout);
+        let (_, v) = doctor_in(&home, &outside, None);
+        assert_eq!(
+            claude_report(&v, &settings)["hook"],
+            "on",
+            "another project: {v}"
+        );
+        fs::remove_file(&local).unwrap();
+    }
 }
 
 #[test]

@@ -92,7 +92,10 @@ pub fn switched_off(
         if !schema_problems(&v).is_empty() {
             continue;
         }
-        let on = |key: &str| v[key] == true;
+        // A switch set to anything but false (a string "true", a number) is counted as
+        // set: whether Claude Code coerces it or rejects the file, the doctor must not say
+        // "on" for a hook that may not run.
+        let on = |key: &str| !matches!(v.get(key), None | Some(Value::Null | Value::Bool(false)));
         if on("disableAllHooks") && (*from == Source::Managed || source != Source::Managed) {
             problems.push(format!(
                 "{} sets disableAllHooks: Claude Code runs no hook from {}",
@@ -281,6 +284,12 @@ mod tests {
             managed.join("managed-settings.d/50-hooks.json"),
         ] {
             assert!(off(&at, r#"{"disableAllHooks": true}"#), "{}", at.display());
+            assert!(
+                off(&at, r#"{"disableAllHooks": "true"}"#),
+                "{}",
+                at.display()
+            );
+            assert!(off(&at, r#"{"disableAllHooks": 1}"#), "{}", at.display());
             assert!(
                 !off(&at, r#"{"disableAllHooks": false}"#),
                 "{}",

@@ -231,7 +231,14 @@ pub fn run(args: DoctorArgs) -> Outcome {
         .iter()
         .find(|r| !r.submodule)
         .and_then(|r| r.worktrees.iter().find(|w| args_in(&dir, &w.path)))
-        .map(|w| w.path.clone());
+        .map(|w| w.path.clone())
+        // Outside a repository Claude Code's project is the directory it starts in: its
+        // `.claude/settings.local.json` (in $HOME, the user's own) is read there too.
+        .or_else(|| {
+            unchecked
+                .as_ref()
+                .and_then(|_| std::path::absolute(&dir).ok())
+        });
     let agents = user_home
         .as_deref()
         .map(|h| agent_doctor::examine(h, top.as_deref()))
