@@ -64,6 +64,7 @@ mod paths_owners;
 mod push;
 mod quarantine_corpus;
 mod quarantine_globs;
+mod quarantine_opaque;
 mod quarantine_readings;
 mod quarantine_shapes;
 mod readme;
