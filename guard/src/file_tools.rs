@@ -231,6 +231,10 @@ pub struct Named {
     /// Every glob pattern's literal prefix (the directory every match lies under), taken
     /// under the tool's last path (or the base).
     pub pattern_roots: Vec<PathBuf>,
+    /// Every glob pattern, its braces expanded, with the directory it is taken under:
+    /// what a wildcard matches is only known by walking it
+    /// ([`crate::quarantine::tools`] does).
+    pub patterns: Vec<(PathBuf, String)>,
     /// Outside `strict` reading: the strings of members the table does not list, each
     /// read as a path too (a harness release that names its path in a member the guard
     /// does not know still has that path judged where writes are closed).
@@ -283,6 +287,19 @@ pub fn named(
         for text in texts {
             if kind == Filter {
                 glob_prefixes(text)?;
+                // A filter picks among the files its tool walks, unseen by the guard: a
+                // part that may match git's own directory (`[.]git`, `*`) may pick it.
+                let mut expanded = Vec::new();
+                expand_braces(text, &mut expanded)?;
+                if expanded.iter().any(|e| {
+                    Path::new(e)
+                        .components()
+                        .any(|c| may_match_dot_git(c.as_os_str()))
+                }) {
+                    return Err(format!(
+                        "the filter `{text}` may pick files in git's own directory"
+                    ));
+                }
                 continue;
             }
             if kind == P {
@@ -299,6 +316,16 @@ pub fn named(
             named
                 .pattern_roots
                 .extend(readings(&prefix.to_string_lossy(), &under)?);
+        }
+        let mut expanded = Vec::new();
+        expand_braces(pattern, &mut expanded)?;
+        for alternative in expanded {
+            for t in [alternative.as_str(), alternative.trim()] {
+                let entry = (under.clone(), t.to_string());
+                if !t.is_empty() && !named.patterns.contains(&entry) {
+                    named.patterns.push(entry);
+                }
+            }
         }
     }
     Ok(named)
@@ -427,17 +454,20 @@ fn glob_prefixes(pattern: &str) -> Result<Vec<PathBuf>, Unread> {
     let mut prefixes = Vec::new();
     for alternative in &expanded {
         let path = Path::new(alternative);
+        // `\.\.` is `..` to a glob library that reads `\` as an escape.
         let climbs = path.components().any(|c| {
             c == Component::ParentDir || {
                 let text = c.as_os_str().to_string_lossy();
-                text.contains("..") && text.contains(['(', ')', '|'])
+                text.replace('\\', "") == ".."
+                    || (text.contains("..") && text.contains(['(', ')', '|']))
             }
         });
         if climbs {
             return Err(format!("the pattern `{pattern}` climbs out with `..`"));
         }
         // A literal `.git` anywhere in it names git's own directory, past a wildcard too
-        // (`**/.git/config`): judged as a path naming it would be.
+        // (`**/.git/config`): judged as a path naming it would be (what its wildcards
+        // match is judged on the disk by the quarantine's walk).
         if path
             .components()
             .any(|c| crate::real_path::is_dot_git(c.as_os_str()))
@@ -449,7 +479,7 @@ fn glob_prefixes(pattern: &str) -> Result<Vec<PathBuf>, Unread> {
             if part
                 .as_os_str()
                 .to_string_lossy()
-                .contains(['*', '?', '[', '{', '(', '!', '+', '@'])
+                .contains(['*', '?', '[', '{', '(', '!', '+', '@', '\\'])
             {
                 break;
             }
@@ -462,9 +492,48 @@ fn glob_prefixes(pattern: &str) -> Result<Vec<PathBuf>, Unread> {
     Ok(prefixes)
 }
 
+/// Names a disk may give git's own directory, that a glob part is tried against.
+const DOT_GIT_SPELLINGS: &[&str] = &[".git", ".GIT", ".git.", ".git ", "git~1", "GIT~1"];
+
+/// True when one part of a glob pattern may match git's own directory: a literal part
+/// spelling it ([`crate::real_path::is_dot_git`]); a wildcard part that, as a glob library
+/// reads it (escapes, classes, `?`, `*`, letter case ignored), matches one of its
+/// spellings; or a part a glob library reads as an extglob group (`@(…)`, `!(…)`), which
+/// may match anything. `**` matches directories, not a name: what lies under it is judged
+/// by walking it.
+pub fn may_match_dot_git(part: &std::ffi::OsStr) -> bool {
+    if crate::real_path::is_dot_git(part) {
+        return true;
+    }
+    let text = part.to_string_lossy();
+    if text == "**" || !text.contains(['*', '?', '[', '\\', '(']) {
+        return false;
+    }
+    if text.contains('(') {
+        return true;
+    }
+    match part_matcher(&text) {
+        Some(m) => DOT_GIT_SPELLINGS.iter().any(|name| m.is_match(name)),
+        None => true,
+    }
+}
+
+/// One glob part as the most permissive glob library reads it (letter case ignored, `\`
+/// escaping, `*` matching a leading dot), or `None` when it is not a glob any library
+/// reads the same way (then nothing is known of what it matches).
+pub fn part_matcher(part: &str) -> Option<globset::GlobMatcher> {
+    globset::GlobBuilder::new(part)
+        .case_insensitive(true)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+        .ok()
+        .map(|g| g.compile_matcher())
+}
+
 /// Appends every pattern `pattern`'s brace alternatives (`{a,b}`, nested) expand to, as a
 /// glob library expands them; at most [`MAX_BRACE_EXPANSIONS`].
-fn expand_braces(pattern: &str, out: &mut Vec<String>) -> Result<(), Unread> {
+pub fn expand_braces(pattern: &str, out: &mut Vec<String>) -> Result<(), Unread> {
     if out.len() >= MAX_BRACE_EXPANSIONS {
         return Err(format!(
             "the pattern `{pattern}` expands to more than {MAX_BRACE_EXPANSIONS} patterns"

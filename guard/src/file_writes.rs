@@ -47,6 +47,12 @@ pub fn check(
             }
         }))
     };
+    if file_tools::find(name).is_none()
+        && name != APPLY_PATCH
+        && crate::quarantine::tools::opaque_outside(name, rules.home)
+    {
+        return opaque_stays_out_of_home(name, input, base, rules);
+    }
     let Some(absolute) = targets(base)? else {
         return Ok(());
     };
@@ -62,6 +68,66 @@ pub fn check(
     }
     for target in absolute {
         lands_open(&target, rules)?;
+    }
+    Ok(())
+}
+
+/// The most strings of an opaque tool's input judged as paths before the guard stops
+/// reading it (and denies).
+pub const MAX_OPAQUE_STRINGS: usize = 4096;
+
+/// The longest text a kernel opens as a path (`PATH_MAX`, with its NUL): a longer string
+/// names no file.
+const PATH_MAX: usize = 4096;
+
+/// A tool the guard does not know (a harness's next edit tool, an MCP tool not read-only
+/// by rule) may write any path its input names, in any member: every string in it, at
+/// every depth and at every reading ([`file_tools::readings`]), is judged as a path, and
+/// none may land in the fence's home, which no tool call writes. (Whether it runs at all
+/// for a row-bound session is the standing ask's: it is opaque.)
+fn opaque_stays_out_of_home(
+    name: &str,
+    input: &serde_json::Value,
+    base: &Path,
+    rules: &Rules,
+) -> Result<(), String> {
+    if rules.home.is_none() {
+        return Ok(());
+    }
+    let mut texts = Vec::new();
+    let mut stack = vec![input];
+    while let Some(value) = stack.pop() {
+        match value {
+            serde_json::Value::String(text) => {
+                if texts.len() == MAX_OPAQUE_STRINGS {
+                    return Err(format!(
+                        "`{name}` is a tool the guard does not know, and its input holds more than {MAX_OPAQUE_STRINGS} strings, any of which it may write"
+                    ));
+                }
+                texts.push(text.as_str());
+            }
+            serde_json::Value::Array(items) => stack.extend(items),
+            serde_json::Value::Object(members) => stack.extend(members.values()),
+            _ => {}
+        }
+    }
+    let home_only = Rules {
+        home: rules.home,
+        guard_git: false,
+        unknown_base: None,
+    };
+    for text in texts {
+        if text.is_empty() || text.len() >= PATH_MAX || text.contains('\0') {
+            continue;
+        }
+        for place in file_tools::readings(text, base).unwrap_or_default() {
+            // A text whose way the kernel cannot walk (a file as a directory, no
+            // permission) names no file the tool could write either.
+            if let Err(real_path::Unresolved::Io { .. }) = real_path::resolve(&place) {
+                continue;
+            }
+            lands_open(&place, &home_only)?;
+        }
     }
     Ok(())
 }
@@ -213,5 +279,46 @@ mod tests {
         let absolute = tree.join("notes.md").display().to_string();
         assert!(check("apply_patch", &tilde(&absolute), &tree, &unknown).is_ok());
         assert!(check("Read", &json!({"file_path": "qlink/s.json"}), &tree, &rules).is_ok());
+    }
+
+    #[test]
+    fn a_tool_the_guard_does_not_know_writes_no_path_its_input_names_into_the_home() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        let tree = root.join("wt");
+        let home = root.join("home");
+        std::fs::create_dir_all(home.join("sessions")).unwrap();
+        std::fs::create_dir_all(&tree).unwrap();
+        std::fs::write(tree.join("README.md"), "").unwrap();
+        std::os::unix::fs::symlink(home.join("sessions"), tree.join("qlink")).unwrap();
+        let rules = Rules {
+            home: Some(&home),
+            guard_git: false,
+            unknown_base: None,
+        };
+        let run = |name: &str, input: serde_json::Value| check(name, &input, &tree, &rules);
+        let binding = home.join("sessions/s.json").display().to_string();
+        for (name, input) in [
+            ("EditNotebook", json!({"target_notebook": binding})),
+            ("smart_edit", json!({"a": [{"b": {"c": binding}}]})),
+            ("mcp__fs__write_file", json!({"path": "qlink/s.json"})),
+            ("x", json!(binding)),
+        ] {
+            assert!(run(name, input.clone()).is_err(), "{name} {input}");
+        }
+        let many: Vec<String> = (0..=MAX_OPAQUE_STRINGS).map(|k| k.to_string()).collect();
+        assert!(run("x", json!(many)).is_err());
+        for (name, input) in [
+            ("EditNotebook", json!({"target_notebook": "nb.ipynb"})),
+            (
+                "mcp__gh__create_issue",
+                json!({"body": "README.md/x", "n": 3}),
+            ),
+            ("mcp__gh__get_issue", json!({"path": binding})),
+            ("TodoWrite", json!({"todos": [binding]})),
+            ("x", json!({"long": "a".repeat(PATH_MAX)})),
+        ] {
+            assert!(run(name, input.clone()).is_ok(), "{name} {input}");
+        }
     }
 }

@@ -63,6 +63,8 @@ mod paths_options;
 mod paths_owners;
 mod push;
 mod quarantine_corpus;
+mod quarantine_globs;
+mod quarantine_opaque;
 mod quarantine_readings;
 mod quarantine_shapes;
 mod readme;

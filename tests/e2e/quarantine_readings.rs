@@ -458,9 +458,15 @@ fn brace_alternatives_and_ambiguous_cursor_mcp_names_in_quarantine() {
         claude("Grep", json!({"pattern": "x", "glob": "*.{rs,txt}"})),
         0,
     ));
+    // `sub/*` matches `sub/.git` (git's own file): judged by what it matches.
     cases.push((
         "claude",
         claude("Glob", json!({"pattern": "{sub,src}/*"})),
+        2,
+    ));
+    cases.push((
+        "claude",
+        claude("Glob", json!({"pattern": "{sub,src}/*.txt"})),
         0,
     ));
     cases.push((

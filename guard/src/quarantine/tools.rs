@@ -159,6 +159,10 @@ pub fn check(name: &str, input: &serde_json::Value, at: &Where) -> Result<(), St
         for path in named.paths.iter().chain(&named.pattern_roots) {
             read_inside(path, at)?;
         }
+        let mut budget = MAX_WALKED;
+        for (under, pattern) in &named.patterns {
+            pattern_reads(&under.join(pattern), at, &mut budget)?;
+        }
         return Ok(());
     }
     if mcp(name).is_some() {
@@ -174,6 +178,114 @@ pub fn check(name: &str, input: &serde_json::Value, at: &Where) -> Result<(), St
     Err(format!(
         "the tool `{name}` is not one the quarantine lets run"
     ))
+}
+
+/// The most directory entries the guard reads while walking one call's glob patterns
+/// before it stops (and denies): a pattern it cannot walk is one it cannot judge.
+pub const MAX_WALKED: usize = 200_000;
+
+/// Every file a glob pattern (absolute, braces expanded) may read is judged as a path
+/// naming it would be: what a wildcard matches is only known on the disk, where a
+/// wildcard walks through a link the lane planted (`*/s.json` through `link -> $HOME`)
+/// as readily as through a directory. The guard walks the pattern as the most permissive
+/// glob library would (letter case ignored, `*` matching a leading dot, `**` any depth
+/// of directories, a link under `**` judged where it lands) and judges every match of its
+/// last part with [`read_inside`].
+fn pattern_reads(pattern: &Path, at: &Where, budget: &mut usize) -> Result<(), String> {
+    let meta = ['*', '?', '[', '{', '(', '!', '+', '@', '\\'];
+    let mut start = PathBuf::new();
+    let mut parts: Vec<String> = Vec::new();
+    for c in pattern.components() {
+        let text = c.as_os_str().to_string_lossy();
+        if parts.is_empty() && !text.contains(meta) {
+            start.push(c);
+        } else {
+            parts.push(text.into_owned());
+        }
+    }
+    if parts.is_empty() {
+        // No wildcard: the pattern is its root, judged already.
+        return Ok(());
+    }
+    if parts.last().is_some_and(|p| p == "**") {
+        parts.push("*".into());
+    }
+    let mut set = vec![start];
+    for (k, part) in parts.iter().enumerate() {
+        let last = k + 1 == parts.len();
+        let mut next = Vec::new();
+        if part == "**" {
+            for dir in &set {
+                under_any_depth(dir, budget, &mut next)?;
+            }
+        } else {
+            // A part no glob library reads the same way (an extglob group) may match
+            // anything.
+            let matcher = if part.contains('(') {
+                None
+            } else {
+                Some(file_tools::part_matcher(part).ok_or(format!(
+                    "{}: the guard cannot read `{part}` as a glob",
+                    pattern.display()
+                ))?)
+            };
+            for dir in &set {
+                for (path, _) in entries(dir, pattern, budget)? {
+                    let name = path.file_name().unwrap_or_default();
+                    if !matcher.as_ref().is_none_or(|m| m.is_match(name)) {
+                        continue;
+                    }
+                    if last {
+                        read_inside(&path, at)?;
+                    } else {
+                        next.push(path);
+                    }
+                }
+            }
+        }
+        set = next;
+        if set.is_empty() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The entries of `dir` with whether each is a link (none when it cannot be read: a
+/// harness reads nothing there either), counted against `budget`.
+fn entries(dir: &Path, pattern: &Path, budget: &mut usize) -> Result<Vec<(PathBuf, bool)>, String> {
+    let Ok(read) = std::fs::read_dir(dir) else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for entry in read.flatten() {
+        *budget = budget.checked_sub(1).ok_or(format!(
+            "{}: the pattern reaches more than {MAX_WALKED} files, too many for the guard to judge in quarantine; name a narrower one",
+            pattern.display()
+        ))?;
+        let link = entry.file_type().is_ok_and(|t| t.is_symlink());
+        out.push((entry.path(), link));
+    }
+    Ok(out)
+}
+
+/// `dir` and every directory under it (what `**` matches), into `out`. A link under it
+/// is taken as one more directory (a glob library may match through it: what the next
+/// part matches there is judged where it lands) and not walked further (the glob
+/// libraries the harnesses use do not crawl linked directories under `**`).
+fn under_any_depth(dir: &Path, budget: &mut usize, out: &mut Vec<PathBuf>) -> Result<(), String> {
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for (path, link) in entries(&d, dir, budget)? {
+            if link {
+                out.push(path);
+            } else if path.is_dir() {
+                stack.push(path);
+            }
+        }
+        out.push(d);
+    }
+    Ok(())
 }
 
 /// A read of `path` is allowed: it lands, as the kernel resolves it now, inside the
@@ -340,6 +452,45 @@ mod tests {
         std::fs::write(read_only_servers_file(&home), "# docs only\ndocs\n").unwrap();
         assert!(ok("mcp__docs__fetch_page", json!({})));
         assert!(!ok("mcp__github__fetch_page", json!({})));
+        // A wildcard reads what it matches on the disk: spellings of `.git` a glob library
+        // matches, and links planted under the worktree that a wildcard walks through.
+        std::os::unix::fs::symlink(tree.join(".git"), tree.join("src/g")).unwrap();
+        std::fs::write(home.join("sessions/s.json"), "{}").unwrap();
+        std::fs::write(tree.join("src/main.rs"), "").unwrap();
+        std::fs::write(tree.join(".git/config"), "").unwrap();
+        for (name, input) in [
+            ("Grep", json!({"pattern": "x", "glob": "[.]git/*"})),
+            ("Grep", json!({"pattern": "x", "glob": ".gi[t]/config"})),
+            ("Grep", json!({"pattern": "x", "glob": "\\.git/config"})),
+            ("Grep", json!({"pattern": "x", "glob": ".gi?/config"})),
+            ("Grep", json!({"pattern": "x", "glob": ".G*/config"})),
+            ("Grep", json!({"pattern": "x", "glob": "@(.git)/config"})),
+            ("Glob", json!({"pattern": "[.]git/*"})),
+            ("Glob", json!({"pattern": ".gi\\t/config"})),
+            ("Glob", json!({"pattern": "\\.\\./x/*"})),
+            ("read_many_files", json!({"paths": ["[.]git/config"]})),
+            ("read_many_files", json!({"paths": ["*/s.json"]})),
+            ("read_many_files", json!({"paths": ["Q*/s.json"]})),
+            ("read_many_files", json!({"paths": ["src/?/config"]})),
+            ("read_many_files", json!({"include": ["**/s.json"]})),
+            ("read_many_files", json!({"include": ["src/**"]})),
+            ("Glob", json!({"pattern": "q*/*"})),
+            // `**` matches through the links planted at the top.
+            ("Glob", json!({"pattern": "**/*.json"})),
+        ] {
+            assert!(!ok(name, input.clone()), "{name} {input}");
+        }
+        std::fs::create_dir_all(tree.join("src/q")).unwrap();
+        std::fs::write(tree.join("src/q/mod.rs"), "").unwrap();
+        for (name, input) in [
+            ("Glob", json!({"pattern": "src/*/mod.rs"})),
+            ("Glob", json!({"pattern": "src/q/**/*.rs"})),
+            ("Glob", json!({"pattern": "**/*.rs"})),
+            ("read_many_files", json!({"include": ["src/*.rs", "*.md"]})),
+            ("Grep", json!({"pattern": "x", "glob": "*.rs"})),
+        ] {
+            assert!(ok(name, input.clone()), "{name} {input}");
+        }
         // No binding: no worktree to keep a reader inside.
         let unbound = Where {
             worktree: None,
