@@ -94,6 +94,10 @@ pub enum Reason {
     /// userauth request, no verified `session-bind@openssh.com` to a host key on the
     /// daemon's allowlist, another session or user): signed for no one, ALLOWED or not.
     DestinationRefused,
+    /// Forge API: a write that is no listed route or mutation, or is out of the row's
+    /// repository or scope: passed for no lane, ALLOWED or not (ARCHITECTURE.md, "Forge
+    /// API").
+    ForgeWriteRefused,
 
     // COULD NOT READ (exit 1)
     /// The descriptor exists but cannot be read, parsed or validated.
@@ -167,6 +171,7 @@ impl Reason {
         Reason::MappedElsewhere,
         Reason::TenantNotActive,
         Reason::DestinationRefused,
+        Reason::ForgeWriteRefused,
         Reason::DescriptorUnreadable,
         Reason::DescriptorMissing,
         Reason::FenceUnreadable,
@@ -206,6 +211,7 @@ impl Reason {
             Reason::MappedElsewhere => "mapped_elsewhere",
             Reason::TenantNotActive => "tenant_not_active",
             Reason::DestinationRefused => "destination_refused",
+            Reason::ForgeWriteRefused => "forge_write_refused",
             Reason::DescriptorUnreadable => "descriptor_unreadable",
             Reason::DescriptorMissing => "descriptor_missing",
             Reason::FenceUnreadable => "fence_unreadable",
@@ -253,6 +259,7 @@ impl Reason {
                 | Reason::MappedElsewhere
                 | Reason::TenantNotActive
                 | Reason::DestinationRefused
+                | Reason::ForgeWriteRefused
         )
     }
 }

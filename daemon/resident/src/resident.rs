@@ -74,6 +74,8 @@ pub struct Resident {
     location: Option<Arc<LocationFence>>,
     /// The key broker's keys, bindings and counters, set once when the broker is on.
     pub broker: std::sync::OnceLock<Arc<crate::broker::Shared>>,
+    /// The forge API endpoint's token and counters, set once when it is on.
+    pub forge_api: std::sync::OnceLock<Arc<crate::forge_api::Shared>>,
     /// A service manager restarts this daemon (`--supervised`): on stale code it exits
     /// for it; otherwise it executes its new binary in place ([`crate::reexec`]).
     supervised: bool,
@@ -124,6 +126,7 @@ impl Resident {
             registry: Registry::default(),
             location: None,
             broker: std::sync::OnceLock::new(),
+            forge_api: std::sync::OnceLock::new(),
             supervised: false,
         }
     }
@@ -169,6 +172,10 @@ impl Resident {
             let shared = self.broker.get().map(|shared| shared.as_ref());
             return crate::broker::admin::answer(shared, request.op, uid);
         }
+        if let Op::ForgeTokenAdd(add) = request.op {
+            let shared = self.forge_api.get().map(|shared| shared.as_ref());
+            return crate::forge_api::admin::token_add(shared, add, uid);
+        }
         match request.op {
             Op::Ask(ask) => self.ask(*ask, uid).await,
             Op::Ping => Answer {
@@ -184,8 +191,12 @@ impl Resident {
                 status: Some(Box::new(self.status())),
                 ..Answer::default()
             },
-            Op::KeysAdd(_) | Op::KeysList | Op::KeysRemove { .. } | Op::LanesReload => {
-                unreachable!("answered above (broker::admin::is_admin)")
+            Op::KeysAdd(_)
+            | Op::KeysList
+            | Op::KeysRemove { .. }
+            | Op::LanesReload
+            | Op::ForgeTokenAdd(_) => {
+                unreachable!("answered above (broker::admin::is_admin, forge_api::admin)")
             }
         }
     }
@@ -441,6 +452,7 @@ impl Resident {
             supervised: self.supervised,
             location_fence: self.location.as_ref().map(|fence| fence.status()),
             broker: self.broker.get().map(|shared| shared.status()),
+            forge_api: self.forge_api.get().map(|shared| shared.status()),
         }
     }
 }
