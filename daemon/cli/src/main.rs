@@ -41,6 +41,7 @@ mod migrate;
 mod open;
 mod records;
 mod store;
+mod token;
 mod top;
 mod via_daemon;
 
@@ -128,6 +129,8 @@ enum Command {
     Keys(keys::KeysArgs),
     /// Which uid is which lane for the key broker: add, list, remove
     Lane(lanes::LaneArgs),
+    /// The forge API endpoint's token, held in the running daemon's memory: add
+    Token(token::TokenArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) generated from these definitions
     Completion(help::CompletionArgs),
     /// Print the man page, or write every command's page into DIR
@@ -301,6 +304,7 @@ async fn run(command: Command, settings: &Settings, timeout: Duration) -> Outcom
         Command::Store(args) => store::run(args, settings).await,
         Command::Keys(args) => keys::keys(args, settings),
         Command::Lane(args) => lanes::lane(args, settings),
+        Command::Token(args) => token::token(args, settings),
         Command::Completion(args) => help::completion(args, help::command::<Cli>()),
         Command::Man(args) => help::man(args, help::command::<Cli>()),
     }

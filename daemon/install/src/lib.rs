@@ -9,7 +9,7 @@
 //! # Layout
 //!
 //! The commands:
-//! - [`install`]: `install launchd|systemd|claude-hook|agent-hook|git-hook|broker`;
+//! - [`install`]: `install launchd|systemd|claude-hook|agent-hook|git-hook|broker|gh`;
 //!   [`job_commands`]: the load, by-hand and rollback lines the job installs print.
 //! - [`render`]: `render launchd|systemd`, and the job settings `install` shares.
 //! - [`git_install`]: `install git-hook`, git's layer in every worktree of a repository.
@@ -19,6 +19,7 @@
 //!   [`codex_version`]: whether the installed Codex tells the hook where a tool runs.
 //! - [`broker`]: `install broker`, git's ssh through the daemon's key broker;
 //!   [`lane_socket`]: whether the lane can reach the broker's socket.
+//! - [`gh_install`]: `install gh`, a lane's gh through the daemon's forge API.
 //!
 //! What they write:
 //! - [`deploy`]: the launchd and systemd jobs, rendered from `deploy/` with tera.
@@ -49,6 +50,7 @@ pub mod daemon_answers;
 pub mod deploy;
 pub mod doctor;
 pub mod gate_lines;
+pub mod gh_install;
 pub mod git_gate;
 pub mod git_hook;
 pub mod git_install;
