@@ -1,0 +1,486 @@
+//! The forge API endpoint end to end (README, docs/forge-api.md): the real `gh` (the
+//! system's package), configured by `row-fence install gh`, talks to the daemon's socket;
+//! the daemon judges each request and sends what it passes, with the real token it holds
+//! in memory only, to a stand-in GitHub API on loopback HTTPS (tests/e2e/forge_standin.rs).
+//! gh never reaches the internet: its only route is the socket, and the daemon dials only
+//! the stand-in (`--forge-api-connect`).
+
+use crate::forge_standin::{PR_ID, PR_SHA, REPO_ID, StandIn};
+use crate::util::{Home, bin, run};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The real token the daemon holds; no lane file or environment may carry it.
+const TOKEN: &str = "ghp_rowfenceRealTokenNeverInALane0123";
+
+/// A home with its daemon serving the forge API in front of the stand-in, lane-a holding
+/// row b/r1 with its gh wired to the socket.
+struct Site {
+    home: Home,
+    forge: StandIn,
+    socket: PathBuf,
+    gh_dir: PathBuf,
+    _daemon: crate::util::Daemon,
+}
+
+impl Site {
+    fn start() -> Site {
+        let home = Home::file();
+        let forge = StandIn::start(home.dir.path());
+        let socket = home.home.join("forge").join("api.sock");
+        let socket_text = socket.display().to_string();
+        let ca = forge.ca.display().to_string();
+        let addr = forge.addr();
+        let daemon = home.daemon_with(
+            &[
+                "--forge-api-socket",
+                &socket_text,
+                "--forge-api-ca",
+                &ca,
+                "--forge-api-connect",
+                &addr,
+            ],
+            &[],
+        );
+        let (_, descriptor) = home.acquire("b", "r1", "lane-a", &[]);
+        let mut add = home.command(bin("row-fence"));
+        add.args(["token", "add", "-"]);
+        let added = run_with_stdin(&mut add, TOKEN);
+        assert_eq!(added.0, 0, "token add: {}", added.1);
+        let gh_dir = home.path("lane-a-gh");
+        let installed = home.cli(&[
+            "install",
+            "gh",
+            "--lane",
+            "lane-a",
+            "--repo",
+            "o/r",
+            "--gh-config-dir",
+            gh_dir.to_str().unwrap(),
+            "--forge-api-socket",
+            &socket_text,
+            "--descriptor",
+            descriptor.to_str().unwrap(),
+            "--json",
+        ]);
+        assert_eq!(installed.code, 0, "install gh: {}", installed.stderr);
+        Site {
+            home,
+            forge,
+            socket,
+            gh_dir,
+            _daemon: daemon,
+        }
+    }
+
+    /// `gh ARGS` as lane-a: its config dir, no token in its environment, no prompt, no
+    /// pager, its working directory outside any repository.
+    fn gh(&self, args: &[&str]) -> (i32, String, String) {
+        let mut cmd = self.home.command("gh");
+        cmd.args(args)
+            .env("GH_CONFIG_DIR", &self.gh_dir)
+            .env("TMPDIR", self.home.dir.path())
+            .env("GH_NO_UPDATE_NOTIFIER", "1")
+            .env("GH_PROMPT_DISABLED", "1")
+            .env("NO_COLOR", "1")
+            .env("GH_PAGER", "cat")
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .current_dir(self.home.dir.path());
+        let ran = run(&mut cmd);
+        (ran.code, ran.stdout, ran.stderr)
+    }
+
+    /// `curl --unix-socket` to the daemon with lane-a's placeholder token.
+    fn curl(&self, args: &[&str]) -> (i32, String) {
+        let hosts = std::fs::read_to_string(self.gh_dir.join("hosts.yml")).unwrap();
+        let placeholder = hosts
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("oauth_token: "))
+            .expect("a placeholder")
+            .to_string();
+        let mut cmd = Command::new("curl");
+        cmd.args(["-sS", "--max-time", "20", "--unix-socket"])
+            .arg(&self.socket)
+            .arg("-H")
+            .arg(format!("Authorization: token {placeholder}"))
+            .args(args);
+        let ran = run(&mut cmd);
+        (ran.code, ran.stdout)
+    }
+}
+
+fn run_with_stdin(cmd: &mut Command, input: &str) -> (i32, String) {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+/// Every file under `dir`, read whole.
+fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_under(&path));
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            found.push((path, bytes));
+        }
+    }
+    found
+}
+
+#[test]
+fn an_allowed_lanes_gh_opens_and_merges_with_the_real_token_and_after_a_takeover_no_write_shape_arrives()
+ {
+    let site = Site::start();
+    let real = format!("token {TOKEN}");
+
+    // A read passes with the real token.
+    let (code, out, err) = site.gh(&["api", "/repos/o/r"]);
+    assert_eq!(code, 0, "gh api: {out} {err}");
+    assert!(out.contains("\"full_name\""), "{out}");
+
+    // gh pr create and gh pr merge arrive, with the real token, the merge pinned.
+    let (code, out, err) = site.gh(&[
+        "pr", "create", "-R", "o/r", "--head", "feature", "--base", "main", "--title", "t",
+        "--body", "b",
+    ]);
+    assert_eq!(code, 0, "gh pr create: {out} {err}");
+    let (code, out, err) = site.gh(&["pr", "merge", "1", "-R", "o/r", "--merge"]);
+    assert_eq!(code, 0, "gh pr merge: {out} {err}");
+    let requests = site.forge.requests();
+    let created = requests
+        .iter()
+        .find(|r| r.operation.as_deref() == Some("PullRequestCreate"))
+        .expect("the create arrived");
+    assert_eq!(created.authorization.as_deref(), Some(real.as_str()));
+    let input: serde_json::Value = serde_json::from_str(&created.body).unwrap();
+    assert_eq!(input["variables"]["input"]["repositoryId"], REPO_ID);
+    let merged = requests
+        .iter()
+        .find(|r| r.operation.as_deref() == Some("PullRequestMerge"))
+        .expect("the merge arrived");
+    assert_eq!(merged.authorization.as_deref(), Some(real.as_str()));
+    let merge: serde_json::Value = serde_json::from_str(&merged.body).unwrap();
+    assert_eq!(merge["variables"]["input"]["pullRequestId"], PR_ID);
+    assert_eq!(merge["variables"]["input"]["expectedHeadOid"], PR_SHA);
+    for r in &requests {
+        assert_eq!(
+            r.authorization.as_deref(),
+            Some(real.as_str()),
+            "{} {} arrived without the real token",
+            r.method,
+            r.path
+        );
+    }
+    let (code, out) = site.curl(&[
+        "-X",
+        "PUT",
+        "-d",
+        "{\"merge_method\":\"merge\"}",
+        "http://api.github.com/repos/o/r/pulls/1/merge",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    let pinned = site
+        .forge
+        .writes()
+        .into_iter()
+        .find(|r| r.path == "/repos/o/r/pulls/1/merge")
+        .expect("the REST merge arrived");
+    let body: serde_json::Value = serde_json::from_str(&pinned.body).unwrap();
+    assert_eq!(body["sha"], PR_SHA, "the REST merge is pinned");
+
+    // While ALLOWED, a write off the list or outside the row's repository is refused too.
+    let writes_allowed = site.forge.writes().len();
+    for args in [
+        &["api", "-X", "POST", "/repos/o/r/issues", "-f", "title=x"][..],
+        &[
+            "api",
+            "-X",
+            "POST",
+            "/repos/o/other/pulls",
+            "-f",
+            "head=feature",
+            "-f",
+            "base=main",
+        ],
+        &[
+            "api",
+            "-X",
+            "PATCH",
+            "/repos/o/r",
+            "-f",
+            "default_branch=feature",
+        ],
+        &[
+            "api",
+            "-X",
+            "PATCH",
+            "/repos/o/r/pulls/1",
+            "-f",
+            "base=other",
+        ],
+    ] {
+        let (code, out, err) = site.gh(args);
+        assert_ne!(code, 0, "gh {args:?} passed: {out} {err}");
+        assert!(
+            err.contains("forge_write_refused"),
+            "gh {args:?}: {out} {err}"
+        );
+    }
+    assert_eq!(site.forge.writes().len(), writes_allowed);
+
+    // The takeover.
+    site.home.acquire("b", "r1", "lane-b", &["--takeover"]);
+    let writes_before = site.forge.writes().len();
+
+    let refused_gh: &[&[&str]] = &[
+        &[
+            "pr", "create", "-R", "o/r", "--head", "feature2", "--base", "main", "--title", "t",
+            "--body", "b",
+        ],
+        &["pr", "merge", "1", "-R", "o/r", "--merge"],
+        &[
+            "api",
+            "-X",
+            "POST",
+            "/repos/o/r/pulls",
+            "-f",
+            "head=feature",
+            "-f",
+            "base=main",
+            "-f",
+            "title=t",
+        ],
+        &["api", "-X", "PUT", "/repos/o/r/pulls/1/merge"],
+        &[
+            "api",
+            "-X",
+            "PATCH",
+            "/repos/o/r/pulls/1",
+            "-f",
+            "state=closed",
+        ],
+        &["api", "-X", "DELETE", "/repos/o/r/git/refs/heads/feature"],
+        &["api", "-X", "POST", "/repos/o/r/issues", "-f", "title=x"],
+        &[
+            "api",
+            "graphql",
+            "-f",
+            "query=mutation M($i: MergePullRequestInput!) { mergePullRequest(input: $i) { clientMutationId } }",
+        ],
+        &[
+            "api",
+            "graphql",
+            "-f",
+            "query=mutation { a: mergePullRequest(input: {pullRequestId: \"PR_kwDOrowfence1\"}) { clientMutationId } }",
+        ],
+        &[
+            "api",
+            "graphql",
+            "-f",
+            "query=mutation M { ...F } fragment F on Mutation { closePullRequest(input: {pullRequestId: \"PR_kwDOrowfence1\"}) { clientMutationId } }",
+        ],
+        &[
+            "api",
+            "-X",
+            "GET",
+            "graphql",
+            "-f",
+            "query=mutation { closePullRequest(input: {pullRequestId: \"PR_kwDOrowfence1\"}) { clientMutationId } }",
+        ],
+    ];
+    for args in refused_gh {
+        let (code, out, err) = site.gh(args);
+        assert_ne!(
+            code, 0,
+            "gh {args:?} passed after the takeover: {out} {err}"
+        );
+        assert!(
+            err.contains("row-fence") || out.contains("row-fence"),
+            "gh {args:?} did not say why: {out} {err}"
+        );
+    }
+    let batch = json!([
+        {"query": "{ viewer { login } }"},
+        {"query": "mutation { mergePullRequest(input: $i) { clientMutationId } }", "variables": {"i": {"pullRequestId": PR_ID}}}
+    ])
+    .to_string();
+    let (_, out) = site.curl(&["-d", &batch, "http://api.github.com/graphql"]);
+    assert!(out.contains("row-fence: REFUSED"), "a batch: {out}");
+    let (_, out) = site.curl(&[
+        "-d",
+        "{\"head\":\"feature\",\"base\":\"main\",\"title\":\"t\"}",
+        "http://api.github.com/repos/o/r/pulls",
+    ]);
+    assert!(out.contains("row-fence: REFUSED"), "curl: {out}");
+    let (_, out) = site.curl(&[
+        "-d",
+        "{\"query\": \"mutation {\"}",
+        "http://api.github.com/graphql",
+    ]);
+    assert!(out.contains("row-fence: REFUSED"), "unparsable: {out}");
+    let big = "x".repeat(2 * 1024 * 1024);
+    let big_path = site.home.path("big.json");
+    std::fs::write(
+        &big_path,
+        format!("{{\"query\": \"{{ viewer {{ login }} }}\", \"x\": \"{big}\"}}"),
+    )
+    .unwrap();
+    let (_, out) = site.curl(&[
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "--data-binary",
+        &format!("@{}", big_path.display()),
+        "http://api.github.com/graphql",
+    ]);
+    assert_eq!(out.trim(), "413", "an oversized body");
+    let (_, out) = site.curl(&["http://uploads.github.com/repos/o/r"]);
+    assert!(out.contains("row-fence: REFUSED"), "another host: {out}");
+    assert_eq!(
+        site.forge.writes().len(),
+        writes_before,
+        "a write arrived after the takeover: {:?}",
+        &site.forge.writes()[writes_before..]
+    );
+
+    // Reads still work.
+    let (code, out, err) = site.gh(&["api", "/repos/o/r"]);
+    assert_eq!(code, 0, "a read after the takeover: {out} {err}");
+
+    // The ledger has the refusals, the status counts them.
+    let status = crate::util::status(&site.home.socket());
+    let forge = &status["forge_api"];
+    assert!(
+        forge["refused"].as_u64().unwrap() >= refused_gh.len() as u64,
+        "{forge}"
+    );
+    assert!(forge["passed"].as_u64().unwrap() >= 3, "{forge}");
+    let ledger = std::fs::read_to_string(site.home.home.join("refusals.jsonl")).unwrap_or_default();
+    assert!(ledger.contains("forge-api"), "the ledger: {ledger}");
+
+    // The token is in no lane file and no problem was seen by the stand-in.
+    for (path, bytes) in files_under(&site.gh_dir).into_iter().chain(
+        files_under(site.home.dir.path())
+            .into_iter()
+            .filter(|(p, _)| !p.starts_with(&site.home.home)),
+    ) {
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(TOKEN),
+            "{} holds the token",
+            path.display()
+        );
+    }
+    let problems = site.forge.problems.lock().unwrap().clone();
+    assert!(
+        problems.is_empty(),
+        "shapes the stand-in did not expect: {problems:?}"
+    );
+}
+
+#[test]
+fn install_gh_rolls_back_byte_for_byte() {
+    let home = Home::file();
+    let gh_dir = home.path("gh");
+    std::fs::create_dir_all(&gh_dir).unwrap();
+    let config = b"git_protocol: ssh\neditor: vim".to_vec();
+    let hosts = b"github.com:\n    oauth_token: gho_aRealOneTheLaneHad\n    user: me\n".to_vec();
+    std::fs::write(gh_dir.join("config.yml"), &config).unwrap();
+    std::fs::write(gh_dir.join("hosts.yml"), &hosts).unwrap();
+    let socket = home.home.join("forge").join("api.sock");
+    let args = |rollback: bool| {
+        let mut a = vec![
+            "install".to_string(),
+            "gh".into(),
+            "--lane".into(),
+            "lane-a".into(),
+            "--gh-config-dir".into(),
+            gh_dir.display().to_string(),
+        ];
+        if rollback {
+            a.push("--rollback".into());
+        } else {
+            a.extend([
+                "--repo".into(),
+                "o/r".into(),
+                "--forge-api-socket".into(),
+                socket.display().to_string(),
+            ]);
+        }
+        a
+    };
+    let refs = |a: &[String]| {
+        a.iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join("\u{0}")
+    };
+    let installed = home.cli(&refs(&args(false)).split('\u{0}').collect::<Vec<_>>());
+    assert_eq!(installed.code, 0, "{}", installed.stderr);
+    let wired = std::fs::read_to_string(gh_dir.join("config.yml")).unwrap();
+    assert!(
+        wired.starts_with("git_protocol: ssh\neditor: vim\n"),
+        "{wired}"
+    );
+    assert!(
+        wired.contains(&format!("http_unix_socket: {}\n", socket.display())),
+        "{wired}"
+    );
+    let placeholder = std::fs::read_to_string(gh_dir.join("hosts.yml")).unwrap();
+    assert!(
+        !placeholder.contains("gho_aRealOneTheLaneHad"),
+        "{placeholder}"
+    );
+    assert!(
+        placeholder.contains("oauth_token: rowfence_placeholder_"),
+        "{placeholder}"
+    );
+    let lanes = std::fs::read_to_string(home.home.join("forge-api").join("lanes.toml")).unwrap();
+    assert!(
+        lanes.contains("lane = \"lane-a\"") && lanes.contains("repo = \"o/r\""),
+        "{lanes}"
+    );
+    let rolled = home.cli(&refs(&args(true)).split('\u{0}').collect::<Vec<_>>());
+    assert_eq!(rolled.code, 0, "{}", rolled.stderr);
+    assert_eq!(std::fs::read(gh_dir.join("config.yml")).unwrap(), config);
+    assert_eq!(std::fs::read(gh_dir.join("hosts.yml")).unwrap(), hosts);
+    let lanes = std::fs::read_to_string(home.home.join("forge-api").join("lanes.toml")).unwrap();
+    assert!(!lanes.contains("lane-a"), "{lanes}");
+
+    // Files install created are removed by the rollback.
+    let fresh = home.path("fresh-gh");
+    let mut a = args(false);
+    a[5] = fresh.display().to_string();
+    assert_eq!(
+        home.cli(&refs(&a).split('\u{0}').collect::<Vec<_>>()).code,
+        0
+    );
+    let mut r = args(true);
+    r[5] = fresh.display().to_string();
+    assert_eq!(
+        home.cli(&refs(&r).split('\u{0}').collect::<Vec<_>>()).code,
+        0
+    );
+    assert!(!fresh.join("config.yml").exists() && !fresh.join("hosts.yml").exists());
+}
