@@ -131,6 +131,17 @@ fn run_with_stdin(cmd: &mut Command, input: &str) -> (i32, String) {
     )
 }
 
+/// The ```sh block of docs/forge-api.md holding `needle`.
+fn docs_block(needle: &str) -> String {
+    let docs = std::fs::read_to_string(crate::util::repo_root().join("docs/forge-api.md")).unwrap();
+    docs.split("```sh\n")
+        .skip(1)
+        .filter_map(|rest| rest.split_once("\n```").map(|(block, _)| block))
+        .find(|block| block.contains(needle))
+        .unwrap_or_else(|| panic!("docs/forge-api.md has an sh block with {needle:?}"))
+        .to_string()
+}
+
 /// Every file under `dir`, read whole.
 fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut found = Vec::new();
@@ -158,6 +169,26 @@ fn an_allowed_lanes_gh_opens_and_merges_with_the_real_token_and_after_a_takeover
     let (code, out, err) = site.gh(&["api", "/repos/o/r"]);
     assert_eq!(code, 0, "gh api: {out} {err}");
     assert!(out.contains("\"full_name\""), "{out}");
+
+    // The documented curl line reads through the socket.
+    let hosts = std::fs::read_to_string(site.gh_dir.join("hosts.yml")).unwrap();
+    let placeholder = hosts
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("oauth_token: "))
+        .unwrap();
+    let ran = run(site
+        .home
+        .command("sh")
+        .arg("-c")
+        .arg(docs_block("curl -sS --unix-socket"))
+        .env("SOCKET", &site.socket)
+        .env("PLACEHOLDER", placeholder));
+    assert!(
+        ran.stdout.contains("\"full_name\""),
+        "the documented curl: {} {}",
+        ran.stdout,
+        ran.stderr
+    );
 
     // gh pr create and gh pr merge arrive, with the real token, the merge pinned.
     let (code, out, err) = site.gh(&[
