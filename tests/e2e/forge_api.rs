@@ -515,3 +515,212 @@ fn install_gh_rolls_back_byte_for_byte() {
     );
     assert!(!fresh.join("config.yml").exists() && !fresh.join("hosts.yml").exists());
 }
+
+/// A user made for the hard-mode test (`useradd`), removed with its processes when dropped.
+#[cfg(target_os = "linux")]
+struct LaneUser {
+    name: String,
+    uid: u32,
+    gid: u32,
+    home: PathBuf,
+}
+
+#[cfg(target_os = "linux")]
+impl LaneUser {
+    fn add(dir: &Path, tag: &str) -> LaneUser {
+        use std::os::unix::fs::PermissionsExt;
+        let name = format!("rff{}{tag}", std::process::id());
+        let home = dir.join(format!("{tag}-home"));
+        let made = run(Command::new("useradd")
+            .args(["-U", "-M", "-p", "*", "-s", "/bin/sh", "-d"])
+            .arg(&home)
+            .arg(&name));
+        assert_eq!(made.code, 0, "useradd {name}: {}", made.stderr);
+        let entry = nix::unistd::User::from_name(&name)
+            .expect("getpwnam")
+            .expect("the new user exists");
+        let user = LaneUser {
+            name,
+            uid: entry.uid.as_raw(),
+            gid: entry.gid.as_raw(),
+            home,
+        };
+        std::fs::create_dir(&user.home).expect("user home");
+        std::fs::set_permissions(&user.home, std::fs::Permissions::from_mode(0o700)).unwrap();
+        user.chown(&user.home);
+        user
+    }
+
+    fn chown(&self, path: &Path) {
+        let ran = run(Command::new("chown")
+            .arg("-R")
+            .arg(format!("{}:{}", self.uid, self.gid))
+            .arg(path));
+        assert_eq!(ran.code, 0, "chown: {}", ran.stderr);
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for LaneUser {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            let _ = Command::new("pkill")
+                .args(["-KILL", "-u", &self.name])
+                .output();
+            let gone = Command::new("userdel")
+                .arg(&self.name)
+                .output()
+                .is_ok_and(|o| o.status.success());
+            if gone
+                || nix::unistd::User::from_name(&self.name)
+                    .ok()
+                    .flatten()
+                    .is_none()
+            {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let _ = Command::new("groupdel").arg(&self.name).output();
+    }
+}
+
+/// The hard mode: lanes are their own uids and hold no token; the daemon (root here) names
+/// the lane by the peer's uid through the key broker's bindings. lane-a's gh opens a pull
+/// request with the real token while ALLOWED and is refused after the takeover; a uid bound
+/// to no lane is refused even a read; a placeholder copied from lane-a's file names nothing
+/// for another uid.
+#[cfg(target_os = "linux")]
+#[test]
+fn in_the_hard_mode_the_peers_uid_names_the_lane_and_an_unbound_uid_gets_nothing() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    assert_eq!(
+        nix::unistd::geteuid().as_raw(),
+        0,
+        "the hard mode's test makes users: run it as root (CI does)"
+    );
+    let home = Home::file();
+    let root = home.dir.path().to_path_buf();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let forge = StandIn::start(&root);
+    let lane = LaneUser::add(&root, "a");
+    let stranger = LaneUser::add(&root, "x");
+    let socket = root.join("forge").join("api.sock");
+    let socket_text = socket.display().to_string();
+    let (_, descriptor) = home.acquire("b", "r1", "lane-a", &[]);
+    let lanes = home.home.join("broker").join("lanes.toml");
+    std::fs::create_dir_all(lanes.parent().unwrap()).unwrap();
+    std::fs::write(
+        &lanes,
+        format!(
+            "[[lane]]\nlane = \"lane-a\"\nuid = {}\ndescriptor = \"{}\"\nboard = \"b\"\nrow = \"r1\"\n",
+            lane.uid,
+            descriptor.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&lanes, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let ca = forge.ca.display().to_string();
+    let addr = forge.addr();
+    let _daemon = home.daemon_with(
+        &[
+            "--forge-api-socket",
+            &socket_text,
+            "--forge-api-ca",
+            &ca,
+            "--forge-api-connect",
+            &addr,
+        ],
+        &[],
+    );
+    let mut add = home.command(bin("row-fence"));
+    add.args(["token", "add", "-"]);
+    assert_eq!(run_with_stdin(&mut add, TOKEN).0, 0);
+    for user in [&lane, &stranger] {
+        let gh_dir = user.home.join(".config").join("gh");
+        let name = if user.uid == lane.uid {
+            "lane-a"
+        } else {
+            "lane-x"
+        };
+        let installed = home.cli(&[
+            "install",
+            "gh",
+            "--lane",
+            name,
+            "--repo",
+            "o/r",
+            "--gh-config-dir",
+            gh_dir.to_str().unwrap(),
+            "--forge-api-socket",
+            &socket_text,
+        ]);
+        assert_eq!(installed.code, 0, "install gh: {}", installed.stderr);
+        user.chown(&user.home);
+    }
+    let gh = |user: &LaneUser, args: &[&str]| {
+        let mut cmd = home.command("gh");
+        cmd.args(args)
+            .env("HOME", &user.home)
+            .env("GH_CONFIG_DIR", user.home.join(".config").join("gh"))
+            .env("TMPDIR", &user.home)
+            .env("GH_NO_UPDATE_NOTIFIER", "1")
+            .env("GH_PROMPT_DISABLED", "1")
+            .env("NO_COLOR", "1")
+            .current_dir(&user.home)
+            .uid(user.uid)
+            .gid(user.gid);
+        let ran = run(&mut cmd);
+        (ran.code, format!("{}{}", ran.stdout, ran.stderr))
+    };
+    let create = [
+        "pr", "create", "-R", "o/r", "--head", "feature", "--base", "main", "--title", "t",
+        "--body", "b",
+    ];
+    let (code, out) = gh(&lane, &create);
+    assert_eq!(code, 0, "lane-a's gh pr create: {out}");
+    let created = forge
+        .requests()
+        .into_iter()
+        .find(|r| r.operation.as_deref() == Some("PullRequestCreate"))
+        .expect("the create arrived");
+    assert_eq!(created.authorization, Some(format!("token {TOKEN}")));
+
+    // A uid bound to no lane: nothing, not even a read, with its own placeholder or
+    // lane-a's.
+    let before = forge.requests().len();
+    let (code, out) = gh(&stranger, &["api", "/repos/o/r"]);
+    assert_ne!(code, 0, "an unbound uid read: {out}");
+    assert!(out.contains("peer_refused"), "{out}");
+    let a_hosts = std::fs::read(lane.home.join(".config/gh/hosts.yml")).unwrap();
+    std::fs::write(stranger.home.join(".config/gh/hosts.yml"), a_hosts).unwrap();
+    let (code, out) = gh(&stranger, &create);
+    assert_ne!(code, 0, "an unbound uid with lane-a's placeholder: {out}");
+    assert_eq!(
+        forge.requests().len(),
+        before,
+        "an unbound uid reached the forge"
+    );
+
+    // The takeover: lane-a's writes are refused, its reads pass.
+    home.acquire("b", "r1", "lane-b", &["--takeover"]);
+    let writes = forge.writes().len();
+    let (code, out) = gh(&lane, &["pr", "merge", "1", "-R", "o/r", "--merge"]);
+    assert_ne!(code, 0, "lane-a merged after the takeover: {out}");
+    assert!(out.contains("different_holder"), "{out}");
+    assert_eq!(forge.writes().len(), writes);
+    let (code, out) = gh(&lane, &["api", "/repos/o/r"]);
+    assert_eq!(code, 0, "lane-a's read after the takeover: {out}");
+
+    // No lane file holds the token.
+    for user in [&lane, &stranger] {
+        for (path, bytes) in files_under(&user.home) {
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains(TOKEN),
+                "{} holds the token",
+                path.display()
+            );
+        }
+    }
+}
