@@ -387,6 +387,30 @@ fn an_allowed_lanes_gh_opens_and_merges_with_the_real_token_and_after_a_takeover
         "http://api.github.com/graphql",
     ]);
     assert_eq!(out.trim(), "413", "an oversized body");
+    for (raw, status) in [
+        (b"NOT HTTP AT ALL\r\n\r\n".to_vec(), "400"),
+        (
+            format!(
+                "GET /repos/o/r HTTP/1.1\r\nHost: api.github.com\r\nX-Big: {}\r\n\r\n",
+                "y".repeat(100 * 1024)
+            )
+            .into_bytes(),
+            "431",
+        ),
+    ] {
+        use std::io::{Read, Write};
+        let mut stream = std::os::unix::net::UnixStream::connect(&site.socket).unwrap();
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        let _ = stream.write_all(&raw);
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status}")),
+            "a malformed request: {answer:?}"
+        );
+    }
     let (_, out) = site.curl(&["http://uploads.github.com/repos/o/r"]);
     assert!(out.contains("row-fence: REFUSED"), "another host: {out}");
     assert_eq!(

@@ -39,8 +39,15 @@ pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 /// A request's head must arrive within this long of the connection's last request.
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// At most this many connections are served at once (a lane's gh opens a few).
+/// A request's body must arrive within this long of its head.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// At most this many connections are served at once (gh opens one per request and
+/// closes it).
 pub const MAX_CONNECTIONS: usize = 256;
+
+/// One uid holds at most this many of them, so no peer costs the others their requests.
+pub const MAX_CONNECTIONS_PER_UID: usize = 32;
 
 /// What every connection shares.
 pub struct ForgeApi {
@@ -67,6 +74,7 @@ pub async fn run(
         }
     };
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let open: Arc<std::sync::Mutex<std::collections::HashMap<Option<u32>, usize>>> = Arc::default();
     loop {
         let accepted = tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -84,13 +92,16 @@ pub async fn run(
             continue;
         };
         let cred = stream.peer_cred().ok();
+        let Some(per_uid) = PerUid::take(&open, cred.map(|c| c.uid())) else {
+            continue;
+        };
         let peer = Peer {
             uid: cred.map(|c| c.uid()),
             pid: cred.and_then(|c| c.pid()),
         };
         let api = api.clone();
         tokio::spawn(async move {
-            let _slot = slot;
+            let _slot = (slot, per_uid);
             let io = hyper_util::rt::TokioIo::new(stream);
             let service = hyper::service::service_fn(move |request| {
                 let api = api.clone();
@@ -100,9 +111,46 @@ pub async fn run(
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(HEADER_TIMEOUT)
                 .max_buf_size(MAX_HEADER_BYTES)
+                .max_header_size(MAX_HEADER_BYTES)
                 .serve_connection(io, service)
                 .await;
         });
+    }
+}
+
+/// One uid's share of the connections, given back when dropped.
+struct PerUid {
+    open: Arc<std::sync::Mutex<std::collections::HashMap<Option<u32>, usize>>>,
+    uid: Option<u32>,
+}
+
+impl PerUid {
+    fn take(
+        open: &Arc<std::sync::Mutex<std::collections::HashMap<Option<u32>, usize>>>,
+        uid: Option<u32>,
+    ) -> Option<PerUid> {
+        let mut counts = crate::sync::lock(open);
+        let count = counts.entry(uid).or_default();
+        if *count >= MAX_CONNECTIONS_PER_UID {
+            return None;
+        }
+        *count += 1;
+        Some(PerUid {
+            open: open.clone(),
+            uid,
+        })
+    }
+}
+
+impl Drop for PerUid {
+    fn drop(&mut self) {
+        let mut counts = crate::sync::lock(&self.open);
+        if let Some(count) = counts.get_mut(&self.uid) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(&self.uid);
+            }
+        }
     }
 }
 
@@ -195,7 +243,11 @@ impl ForgeApi {
             Ok(found) => found,
             Err(why) => return refuse(StatusCode::FORBIDDEN, peer_refused(why), true),
         };
-        let body = match Limited::new(body, MAX_BODY_BYTES).collect().await {
+        let collected =
+            tokio::time::timeout(BODY_TIMEOUT, Limited::new(body, MAX_BODY_BYTES).collect())
+                .await
+                .unwrap_or_else(|_| Err("the body did not arrive in time".into()));
+        let body = match collected {
             Ok(body) => body.to_bytes(),
             Err(e) if e.is::<http_body_util::LengthLimitError>() => {
                 return refuse(
