@@ -737,6 +737,59 @@ fn in_the_hard_mode_the_peers_uid_names_the_lane_and_an_unbound_uid_gets_nothing
     let (code, out) = gh(&lane, &["api", "/repos/o/r"]);
     assert_eq!(code, 0, "lane-a's read after the takeover: {out}");
 
+    // doctor: a real gh token the lane can read, or one in a lane process's environment,
+    // is a route around the forge API; the placeholder is not.
+    let repo = root.join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    run(home.command("git").current_dir(&repo).args(["init", "-q"])).expect(0, "");
+    let doctor = || -> Vec<String> {
+        let ran = run(home
+            .command(bin("row-fence"))
+            .current_dir(&repo)
+            .args(["doctor", "--json", "--broker-lanes"])
+            .arg(&lanes)
+            .arg("--broker-socket")
+            .arg(&socket));
+        ran.json()["lanes"][0]["warnings"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|w| w.as_str().unwrap_or("").to_string())
+            .filter(|w| w.contains("hosts.yml") || w.contains("GH_TOKEN"))
+            .collect()
+    };
+    assert_eq!(
+        doctor(),
+        Vec::<String>::new(),
+        "the placeholder is no route"
+    );
+    let hosts = lane.home.join(".config/gh/hosts.yml");
+    let wired = std::fs::read(&hosts).unwrap();
+    std::fs::write(&hosts, "github.com:\n    oauth_token: gho_theLanesOwn\n").unwrap();
+    lane.chown(&hosts);
+    let warned = doctor();
+    assert!(
+        warned.len() == 1 && warned[0].contains("hosts.yml"),
+        "{warned:?}"
+    );
+    std::fs::write(&hosts, wired).unwrap();
+    let mut sleeper = Command::new("sleep")
+        .arg("30")
+        .env_clear()
+        .env("GH_TOKEN", "gho_inTheEnvironment")
+        .uid(lane.uid)
+        .gid(lane.gid)
+        .spawn()
+        .expect("sleep as the lane");
+    let warned = doctor();
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert!(
+        warned.len() == 1 && warned[0].contains("GH_TOKEN"),
+        "{warned:?}"
+    );
+
     // No lane file holds the token.
     for user in [&lane, &stranger] {
         for (path, bytes) in files_under(&user.home) {
