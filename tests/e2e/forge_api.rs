@@ -240,6 +240,26 @@ fn an_allowed_lanes_gh_opens_and_merges_with_the_real_token_and_after_a_takeover
     let body: serde_json::Value = serde_json::from_str(&pinned.body).unwrap();
     assert_eq!(body["sha"], PR_SHA, "the REST merge is pinned");
 
+    // gh pr comment and gh pr close arrive too (the daemon read the pull request first).
+    for args in [
+        &["pr", "comment", "1", "-R", "o/r", "--body", "hi"][..],
+        &["pr", "close", "1", "-R", "o/r"],
+    ] {
+        let (code, out, err) = site.gh(args);
+        assert_eq!(code, 0, "gh {args:?}: {out} {err}");
+    }
+    let arrived: Vec<String> = site
+        .forge
+        .writes()
+        .iter()
+        .filter_map(|r| r.operation.clone())
+        .collect();
+    assert!(
+        arrived.contains(&"CommentCreate".to_string())
+            && arrived.contains(&"PullRequestClose".to_string()),
+        "{arrived:?}"
+    );
+
     // While ALLOWED, a write off the list or outside the row's repository is refused too.
     let writes_allowed = site.forge.writes().len();
     for args in [
@@ -285,6 +305,8 @@ fn an_allowed_lanes_gh_opens_and_merges_with_the_real_token_and_after_a_takeover
     let writes_before = site.forge.writes().len();
 
     let refused_gh: &[&[&str]] = &[
+        &["pr", "comment", "1", "-R", "o/r", "--body", "hi"],
+        &["pr", "close", "1", "-R", "o/r"],
         &[
             "pr", "create", "-R", "o/r", "--head", "feature2", "--base", "main", "--title", "t",
             "--body", "b",
@@ -432,6 +454,17 @@ fn an_allowed_lanes_gh_opens_and_merges_with_the_real_token_and_after_a_takeover
         "{forge}"
     );
     assert!(forge["passed"].as_u64().unwrap() >= 3, "{forge}");
+    let prometheus = site.home.cli(&["health", "--prometheus"]);
+    assert!(
+        prometheus
+            .stdout
+            .contains("row_fence_forge_api_refused_total ")
+            && prometheus
+                .stdout
+                .contains("row_fence_forge_api_passed_total "),
+        "{}",
+        prometheus.stdout
+    );
     let ledger = std::fs::read_to_string(site.home.home.join("refusals.jsonl")).unwrap_or_default();
     assert!(ledger.contains("forge-api"), "the ledger: {ledger}");
 

@@ -207,6 +207,8 @@ const OPERATIONS: &[&str] = &[
     "query RowFencePull",
     "query UserCurrent",
     "query PullRequest_fields",
+    "mutation PullRequestClose",
+    "mutation CommentCreate",
 ];
 
 async fn answer(
@@ -314,6 +316,25 @@ async fn answer(
                     } else {
                         (StatusCode::OK, json!({"data": {"node": null}}))
                     }
+                }
+                Some("PullRequestClose") => {
+                    if vars["input"]["pullRequestId"] != PR_ID {
+                        problem(format!("PullRequestClose input {}", vars["input"]));
+                    }
+                    (
+                        StatusCode::OK,
+                        json!({"data": {"closePullRequest": {"pullRequest": {"id": PR_ID}}}}),
+                    )
+                }
+                Some("CommentCreate") => {
+                    let input = &vars["input"];
+                    if input["subjectId"] != PR_ID || input["body"].as_str().is_none() {
+                        problem(format!("CommentCreate input {input}"));
+                    }
+                    (
+                        StatusCode::OK,
+                        json!({"data": {"addComment": {"commentEdge": {"node": {"url": "https://github.com/o/r/pull/1#issuecomment-1"}}}}}),
+                    )
                 }
                 Some("PullRequest_fields") => (
                     StatusCode::OK,
