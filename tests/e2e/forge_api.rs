@@ -714,7 +714,21 @@ fn in_the_hard_mode_the_peers_uid_names_the_lane_and_an_unbound_uid_gets_nothing
             &socket_text,
         ]);
         assert_eq!(installed.code, 0, "install gh: {}", installed.stderr);
-        user.chown(&user.home);
+        // install gh, as root, gave the files and the directories it made to the lane.
+        use std::os::unix::fs::MetadataExt;
+        for path in [
+            user.home.join(".config"),
+            gh_dir.clone(),
+            gh_dir.join("config.yml"),
+            gh_dir.join("hosts.yml"),
+        ] {
+            assert_eq!(
+                std::fs::metadata(&path).unwrap().uid(),
+                user.uid,
+                "{}",
+                path.display()
+            );
+        }
     }
     let gh = |user: &LaneUser, args: &[&str]| {
         let mut cmd = home.command("gh");

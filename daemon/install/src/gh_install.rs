@@ -251,13 +251,22 @@ fn install(
     };
     let text = serde_json::to_vec_pretty(&installed).expect("serializes");
     write_home_file(record, &text)?;
+    let owner = owner_of_nearest(config_dir);
+    let made: Vec<PathBuf> = config_dir
+        .ancestors()
+        .take_while(|d| !d.exists())
+        .map(Path::to_path_buf)
+        .collect();
     fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(config_dir)
         .map_err(|e| could_not(config_dir, e))?;
+    for dir in &made {
+        give_to_lane(dir, owner)?;
+    }
     for file in &installed.files {
-        write_private(&file.path, &file.after).map_err(|e| could_not(&file.path, e))?;
+        write_lanes_file(&file.path, &file.after, owner)?;
     }
     say!(
         "row-fence: gh in {} sends its API requests to {} as lane {} (rollback: row-fence install gh --lane {} --gh-config-dir {} --rollback)",
@@ -307,9 +316,7 @@ fn rollback(
         }
         for file in &installed.files {
             match &file.before {
-                Some(before) => {
-                    write_private(&file.path, before).map_err(|e| could_not(&file.path, e))?
-                }
+                Some(before) => write_lanes_file(&file.path, before, owner_of_nearest(config_dir))?,
                 None => fs::remove_file(&file.path).map_err(|e| could_not(&file.path, e))?,
             }
         }
@@ -335,6 +342,32 @@ fn rollback(
         hosts,
         socket: None,
     })
+}
+
+/// The owner of `dir` or of its nearest existing ancestor: whose the lane's gh files are.
+fn owner_of_nearest(dir: &Path) -> Option<(u32, u32)> {
+    use std::os::unix::fs::MetadataExt;
+    dir.ancestors()
+        .find_map(|d| fs::metadata(d).ok())
+        .map(|m| (m.uid(), m.gid()))
+}
+
+/// Writes one of the lane's gh files (0600), and, when this runs as root for a lane of
+/// another uid (the hard mode), gives it to the owner of the nearest directory that was
+/// there, as the directories install made, so the lane's gh can read it.
+fn write_lanes_file(path: &Path, bytes: &[u8], owner: Option<(u32, u32)>) -> Result<(), Failure> {
+    write_private(path, bytes).map_err(|e| could_not(path, e))?;
+    give_to_lane(path, owner)
+}
+
+/// Chowns `path` to `owner` when this runs as root and the owner is another uid.
+fn give_to_lane(path: &Path, owner: Option<(u32, u32)>) -> Result<(), Failure> {
+    match owner {
+        Some((uid, gid)) if paths::euid() == 0 && uid != 0 => {
+            std::os::unix::fs::chown(path, Some(uid), Some(gid)).map_err(|e| could_not(path, e))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Writes a file under the home (its directory created 0700).
