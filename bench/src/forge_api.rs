@@ -65,6 +65,9 @@ fn samples(options: &Options) -> usize {
     }
 }
 
+/// One timed arm: its name and how to make its command.
+type Arm<'a> = (&'static str, Box<dyn Fn() -> Command + 'a>);
+
 /// The stand-in forge: answers the reads and the two writes the case sends.
 const STAND_IN: &str = r#"
 import http.server, ssl, json, sys
@@ -256,7 +259,7 @@ pub fn run(options: &Options, bin_dir: &Path) -> Result<Figures, String> {
         cmd
     };
     let create = ["-d", r#"{"head":"feature","base":"main","title":"t"}"#];
-    let arms: Vec<(&str, Box<dyn Fn() -> Command>)> = vec![
+    let arms: Vec<Arm> = vec![
         ("gh through the daemon", Box::new(|| gh(&gh_daemon))),
         ("gh through the relay", Box::new(|| gh(&gh_relay))),
         (
