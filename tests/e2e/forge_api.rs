@@ -466,7 +466,11 @@ fn an_allowed_lanes_gh_opens_and_merges_with_the_real_token_and_after_a_takeover
         prometheus.stdout
     );
     let ledger = std::fs::read_to_string(site.home.home.join("refusals.jsonl")).unwrap_or_default();
-    assert!(ledger.contains("forge-api"), "the ledger: {ledger}");
+    assert!(
+        ledger.contains("forge-api graphql mergePullRequest")
+            && ledger.contains("forge-api PUT /repos/o/r/pulls/1/merge"),
+        "the ledger: {ledger}"
+    );
 
     // The token is in no lane file and no problem was seen by the stand-in.
     for (path, bytes) in files_under(&site.gh_dir).into_iter().chain(

@@ -308,6 +308,13 @@ impl ForgeApi {
                     session: &session,
                     uid: peer.uid,
                 };
+                // The ledger names the mutation a GraphQL write calls.
+                let action = match &write {
+                    Write::Graphql(call, _) => {
+                        format!("forge-api graphql {}", call.mutation.field())
+                    }
+                    Write::Rest(..) => action.clone(),
+                };
                 match judge::write(&asker, &lane, write, &action).await {
                     Ok(body) => Bytes::from(body),
                     Err(refusal) => {
