@@ -841,7 +841,7 @@ fn in_the_hard_mode_the_peers_uid_names_the_lane_and_an_unbound_uid_gets_nothing
         "{warned:?}"
     );
 
-    // No lane file holds the token.
+    // No lane file holds the token; the stand-in saw only the shapes gh sends.
     for user in [&lane, &stranger] {
         for (path, bytes) in files_under(&user.home) {
             assert!(
@@ -851,4 +851,9 @@ fn in_the_hard_mode_the_peers_uid_names_the_lane_and_an_unbound_uid_gets_nothing
             );
         }
     }
+    let problems = forge.problems.lock().unwrap().clone();
+    assert!(
+        problems.is_empty(),
+        "shapes the stand-in did not expect: {problems:?}"
+    );
 }

@@ -241,6 +241,18 @@ async fn answer(
             .unwrap()
             .push(format!("{method} {path}: {why}"))
     };
+    let authorizations = parts.headers.get_all("authorization").iter().count();
+    if authorizations != 1 {
+        problem(format!("{authorizations} Authorization headers"));
+    }
+    if parts
+        .headers
+        .get_all("authorization")
+        .iter()
+        .any(|v| v.to_str().unwrap_or("").contains("rowfence_placeholder_"))
+    {
+        problem("the lane's placeholder reached the forge".into());
+    }
     let host = parts.headers.get("host").and_then(|v| v.to_str().ok());
     if host != Some("api.github.com") {
         problem(format!("Host {host:?}"));
