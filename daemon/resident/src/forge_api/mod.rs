@@ -187,6 +187,12 @@ pub fn prepare(settings: &Settings, home: &Path) -> Result<Prepared, ForgeApiErr
             reason: format!("{:?} is not a host name", settings.host),
         });
     }
+    // The token will be in this process's memory and nowhere else: no core file, no
+    // ptrace or /proc/<pid>/mem for the daemon's own uid's other processes.
+    crate::broker::harden().map_err(|e| ForgeApiError::Setting {
+        name: "process hardening",
+        reason: format!("cannot make the process undumpable: {e}"),
+    })?;
     let upstream = upstream::Upstream::new(settings)?;
     crate::broker::prepare_dir(&settings.socket)?;
     let (listener, guard) = socket::bind(&settings.socket)?;
