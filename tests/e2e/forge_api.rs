@@ -165,11 +165,12 @@ fn an_allowed_lanes_gh_opens_and_merges_with_the_real_token_and_after_a_takeover
     let site = Site::start();
     let real = format!("token {TOKEN}");
 
-    // The daemon holding the token writes no core file (and is undumpable).
+    // The daemon holding the token writes no core file: its hard limit is 0 (the
+    // daemon set it, with undumpable, before serving).
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", site._daemon.pid())).unwrap();
     assert!(
         limits.lines().any(
-            |l| l.starts_with("Max core file size") && l.split_whitespace().nth(4) == Some("0")
+            |l| l.starts_with("Max core file size") && l.split_whitespace().nth(5) == Some("0")
         ),
         "{limits}"
     );
