@@ -308,6 +308,26 @@ fn an_allowed_lanes_gh_opens_and_merges_with_the_real_token_and_after_a_takeover
             "gh {args:?}: {out} {err}"
         );
     }
+    // A merge naming another head than the one the daemon reads, and a create in another
+    // repository by node id, are refused while ALLOWED too.
+    let (_, out) = site.curl(&[
+        "-X",
+        "PUT",
+        "-d",
+        "{\"sha\":\"2222222222222222222222222222222222222222\"}",
+        "http://api.github.com/repos/o/r/pulls/1/merge",
+    ]);
+    assert!(out.contains("forge_write_refused"), "another head: {out}");
+    let elsewhere = json!({
+        "query": "mutation C($i: CreatePullRequestInput!) { createPullRequest(input: $i) { pullRequest { id } } }",
+        "variables": {"i": {"repositoryId": "R_someoneElse", "headRefName": "feature", "baseRefName": "main", "title": "t"}}
+    })
+    .to_string();
+    let (_, out) = site.curl(&["-d", &elsewhere, "http://api.github.com/graphql"]);
+    assert!(
+        out.contains("forge_write_refused"),
+        "another repository: {out}"
+    );
     assert_eq!(site.forge.writes().len(), writes_allowed);
 
     // The takeover.
