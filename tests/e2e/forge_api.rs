@@ -200,6 +200,26 @@ fn an_allowed_lanes_gh_opens_and_merges_with_the_real_token_and_after_a_takeover
         ran.stderr
     );
 
+    // A redirect goes back to the lane; the daemon follows none with the token.
+    let before = site.forge.requests().len();
+    let (_, out) = site.curl(&[
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code} %{redirect_url}",
+        "http://api.github.com/repos/o/moved",
+    ]);
+    assert_eq!(
+        out.trim(),
+        "301 https://api.github.com/repos/o/r",
+        "a redirect"
+    );
+    let after: Vec<String> = site.forge.requests()[before..]
+        .iter()
+        .map(|r| r.path.clone())
+        .collect();
+    assert_eq!(after, ["/repos/o/moved"], "the daemon followed a redirect");
+
     // gh pr create and gh pr merge arrive, with the real token, the merge pinned.
     let (code, out, err) = site.gh(&[
         "pr", "create", "-R", "o/r", "--head", "feature", "--base", "main", "--title", "t",

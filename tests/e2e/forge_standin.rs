@@ -377,6 +377,10 @@ async fn answer(
                    "head": {"ref": PR_HEAD, "sha": PR_SHA, "repo": {"full_name": REPO}},
                    "base": {"ref": "main", "repo": {"full_name": REPO}}}),
         ),
+        ("GET", "/repos/o/moved") => (
+            StatusCode::MOVED_PERMANENTLY,
+            json!({"message": "Moved Permanently", "url": "https://api.github.com/repos/o/r"}),
+        ),
         ("GET", "/user") => (StatusCode::OK, json!({"login": "lane"})),
         ("PUT", "/repos/o/r/pulls/1/merge") => {
             if json_body["sha"].as_str().is_none() {
@@ -397,6 +401,12 @@ async fn answer(
     });
     let mut response = Response::new(Full::new(Bytes::from(reply.to_string())));
     *response.status_mut() = status;
+    if status == StatusCode::MOVED_PERMANENTLY {
+        response.headers_mut().insert(
+            "location",
+            "https://api.github.com/repos/o/r".parse().unwrap(),
+        );
+    }
     response.headers_mut().insert(
         "content-type",
         "application/json; charset=utf-8".parse().unwrap(),
