@@ -1,7 +1,7 @@
 //! For each missed target, what bounds it, in this run's own figures: the report says
 //! not only that a target was missed but which floor or which share of the machine
 //! stands in the way. The fixes these point to were measured once and are written up in
-//! the README's "Performance" section.
+//! docs/performance.md.
 
 use crate::clients::{Client, Route};
 use crate::run::{DELAY, Results};

@@ -64,7 +64,7 @@ pub fn run(dir: &Path, samples: usize) -> Result<FloorFigures, String> {
     rt.block_on(async {
         let bare = Arc::new(FileStore::new(&store_dir));
         let guarded = Monotonic::new(bare.clone(), Some(marks_path.clone()), true);
-        let check = crate::stores::grant(&guarded).await?;
+        let check = crate::grant::grant(&guarded).await?;
         timed(bare.as_ref(), &check, 50).await?;
         timed(&guarded, &check, 50).await?;
         let bare_p50_us = timed(bare.as_ref(), &check, samples).await?;

@@ -40,7 +40,8 @@
 //!   the daemon ÷ through a plain relay, and what a judged write adds.
 //! - [`barrier`]: the ask with and without the read barrier of a replicated Redis.
 //! - [`stores`]: the store's ask on a 3-member etcd beside a durable Redis, and with a
-//!   member down; [`floors`]: what the home's floors cost an ask.
+//!   member down; [`floors`]: what the home's floors cost an ask; [`grant`]: the row
+//!   lease both cases' asks check.
 //! - [`profile`]: the daemon's CPU profile (`perf`), summarised by kind of work.
 //! - [`rss`]: resident memory of a process, from `/proc`.
 //! - [`machine`]: the machine and the versions under test.
@@ -48,6 +49,10 @@
 //! - [`bounds`]: for each missed target, what bounds it, in the run's own figures.
 //! - [`plots`]: the report's SVG pictures (latency per phase, cost vs board size).
 //! - [`report`]: the Markdown report.
+//!
+//! The `row-fence-bench` program is the `row-fence-bench-bin` package (`bench-bin/`), the
+//! only one of the two that links the build digest: this library takes its version as a
+//! value ([`run::Runner::new`]), so an edit elsewhere does not rebuild it.
 
 pub mod agent_hooks;
 pub mod barrier;
@@ -65,6 +70,7 @@ pub mod file_boards;
 pub mod fixture;
 pub mod floors;
 pub mod forge_api;
+pub mod grant;
 pub mod interrupt;
 pub mod load;
 pub mod machine;

@@ -1,4 +1,4 @@
-//! The benchmark's targets (the README's "Performance"), each judged against the figures
+//! The benchmark's targets (docs/performance.md), each judged against the figures
 //! of one run.
 //! Ratios compare two figures from the same phase, where the cases were interleaved
 //! sample by sample. Each target is a [`Target`] variant (never its display text) and

@@ -2,8 +2,8 @@
 //! protocol"): what `row-fence status` prints and `--json` shows. The daemon builds it
 //! once and the CLI reads it back as these types, so a field has one spelling.
 //! Every field is always written (zero, empty or null when so), but the location fence's
-//! object, absent while it is off: a monitor reading `status --json` finds each field the
-//! README lists.
+//! object, absent while it is off: a monitor reading `status --json` finds each field
+//! docs/operations.md lists.
 
 use crate::ledger::LedgerRecord;
 use crate::verdict::Reason;
@@ -63,14 +63,14 @@ pub struct Status {
     /// Refusals the ledger writer had no room for (its queue was full): not recorded.
     #[serde(default)]
     pub ledger_dropped: u64,
-    /// The location fence's state, when it is on.
-    /// Absent while the fence is off: an inert fence adds nothing (README, "Location fence").
+    /// The location fence's state, when it is on. Absent while the fence is off: an inert
+    /// fence adds nothing (docs/git-layer.md, "Location fence").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location_fence: Option<LocationStatus>,
     /// The key broker's state, when it is on (ARCHITECTURE.md, "Key broker").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub broker: Option<BrokerStatus>,
-    /// The forge API endpoint's state, when it is on (ARCHITECTURE.md, "Forge API").
+    /// The forge API endpoint's state, when it is on (docs/forge-api.md, "Design").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forge_api: Option<ForgeApiStatus>,
 }
@@ -134,6 +134,19 @@ pub struct StoreCheck {
     /// When checked, ms since the Unix epoch (this machine's clock).
     #[serde(default)]
     pub checked_at_ms: u64,
+    /// The identity the store carries (ARCHITECTURE.md, "The generation never goes back"):
+    /// the key this home's floors are kept under; `None` before the store's first write
+    /// gave it one, or from a daemon older than identities.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
+    /// etcd: each member the cluster lists, by name, as it lists them; empty for the
+    /// other stores.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<String>,
+    /// etcd: the member that leads, by name; `None` without a leader or for the other
+    /// stores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<String>,
 }
 
 /// Verdicts since start.

@@ -95,8 +95,8 @@ pub enum Reason {
     /// daemon's allowlist, another session or user): signed for no one, ALLOWED or not.
     DestinationRefused,
     /// Forge API: a write that is no listed route or mutation, or is out of the row's
-    /// repository or scope: passed for no lane, ALLOWED or not (ARCHITECTURE.md, "Forge
-    /// API").
+    /// repository or scope: passed for no lane, ALLOWED or not (docs/forge-api.md,
+    /// "Design").
     ForgeWriteRefused,
 
     // COULD NOT READ (exit 1)

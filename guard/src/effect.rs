@@ -42,6 +42,10 @@ pub enum Effect {
     Arithmetic(Vec<Value>),
     /// `set -P` (true) / `set +P`: later `cd`s resolve physically.
     Physical(bool),
+    /// git runs at these places and reads the configuration of the repository there,
+    /// which the lane owning it may have planted: the judge asks that repository's row
+    /// (a refused one is no place for git to run, whoever calls it).
+    GitAt(Vec<Place>),
     /// What `effects` does happens after the call returns (`nohup`, `setsid`, `at`,
     /// `systemd-run`, `watch`…): `why` says how. A write in it is judged now and lands
     /// later.

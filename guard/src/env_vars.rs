@@ -1,9 +1,9 @@
 //! Environment variables that change what a later program runs (ARCHITECTURE.md, "The agent
-//! guard's policy"; README, "Git's own layer": setting `GIT_SSH_COMMAND` is opaque, since
-//! it overrides the transport gate's `core.sshCommand`). Setting one is opaque, whatever
-//! its value: by prefix (`GIT_SSH_COMMAND=… cmd`), on its own (`export X=…`) or through
-//! `env`. The editor and pager variables hold shell code: a literal value is read as a
-//! command (`GIT_PAGER=cat` is ordinary), anything else is opaque.
+//! guard's policy"; docs/git-layer.md, "Git's own layer": setting `GIT_SSH_COMMAND` is
+//! opaque, since it overrides the transport gate's `core.sshCommand`). Setting one is
+//! opaque, whatever its value: by prefix (`GIT_SSH_COMMAND=… cmd`), on its own (`export
+//! X=…`) or through `env`. The editor and pager variables hold shell code: a literal value
+//! is read as a command (`GIT_PAGER=cat` is ordinary), anything else is opaque.
 
 use crate::effect::{Ctx, Effect};
 use crate::words::Value;

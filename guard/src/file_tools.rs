@@ -24,11 +24,15 @@ pub enum Member {
     /// Glob patterns whose matches the tool reads, taken under the tool's path (a string
     /// or an array of strings).
     Pattern,
-    /// Anything else the tool takes: contents, regexes, filters within the path, counts.
+    /// A glob filter applied to the files under the tool's path (Grep's `glob`): it adds
+    /// no root, but one naming `.git` picks git's own files, and is judged as a path
+    /// naming it would be.
+    Filter,
+    /// Anything else the tool takes: contents, regexes, counts.
     Data,
 }
 
-use Member::{Data, Path as P, Pattern};
+use Member::{Data, Filter, Path as P, Pattern};
 
 /// One built-in file tool.
 pub struct FileTool {
@@ -92,9 +96,9 @@ pub const FILE_TOOLS: &[FileTool] = &[
             ("pattern", Data),
             ("path", P),
             ("dir_path", P),
-            ("glob", Data),
-            ("include", Data),
-            ("include_pattern", Data),
+            ("glob", Filter),
+            ("include", Filter),
+            ("include_pattern", Filter),
             ("exclude_pattern", Data),
             ("names_only", Data),
             ("max_matches_per_file", Data),
@@ -162,6 +166,35 @@ pub const FILE_TOOLS: &[FileTool] = &[
         access: Access::Write,
         members: &[("file_path", P), ("edits", Data)],
     },
+    // Cursor's `preToolUse` names its edits `StrReplace` and `TabWrite`, and removes a
+    // file with `Delete` (removing is writing: a `.git` file or a binding gone changes
+    // what runs next).
+    FileTool {
+        name: "StrReplace",
+        access: Access::Write,
+        members: &[
+            ("path", P),
+            ("file_path", P),
+            ("old_string", Data),
+            ("new_string", Data),
+            ("replace_all", Data),
+        ],
+    },
+    FileTool {
+        name: "TabWrite",
+        access: Access::Write,
+        members: &[
+            ("path", P),
+            ("file_path", P),
+            ("contents", Data),
+            ("content", Data),
+        ],
+    },
+    FileTool {
+        name: "Delete",
+        access: Access::Write,
+        members: &[("path", P), ("file_path", P)],
+    },
     FileTool {
         name: "NotebookEdit",
         access: Access::Write,
@@ -198,6 +231,10 @@ pub struct Named {
     /// Every glob pattern's literal prefix (the directory every match lies under), taken
     /// under the tool's last path (or the base).
     pub pattern_roots: Vec<PathBuf>,
+    /// Outside `strict` reading: the strings of members the table does not list, each
+    /// read as a path too (a harness release that names its path in a member the guard
+    /// does not know still has that path judged where writes are closed).
+    pub unknown: Vec<PathBuf>,
 }
 
 /// Why a call's paths cannot be read out of it (a sentence).
@@ -229,6 +266,14 @@ pub fn named(
                     tool.name
                 ));
             }
+            for text in strings(value).unwrap_or_default() {
+                // A text no harness could open as a path is no path (content, a mode).
+                if !text.is_empty() && !text.contains('\0') {
+                    named
+                        .unknown
+                        .extend(readings(text, base).unwrap_or_default());
+                }
+            }
             continue;
         };
         if kind == Data || value.is_null() {
@@ -236,18 +281,87 @@ pub fn named(
         }
         let texts = strings(value).ok_or(format!("the tool's {key} is not a string"))?;
         for text in texts {
+            if kind == Filter {
+                glob_prefixes(text)?;
+                continue;
+            }
             if kind == P {
-                under = base.join(text);
-                named.paths.push(under.clone());
+                let read = readings(text, base)?;
+                under = read[0].clone();
+                named.paths.extend(read);
             } else {
                 patterns.push(text);
             }
         }
     }
     for pattern in patterns {
-        named.pattern_roots.push(under.join(glob_prefix(pattern)?));
+        for prefix in glob_prefixes(pattern)? {
+            named
+                .pattern_roots
+                .extend(readings(&prefix.to_string_lossy(), &under)?);
+        }
     }
     Ok(named)
+}
+
+/// Every place a path's text may name to the harness reading it, relative ones from
+/// `base`, the literal reading first: the text as given; the text without the white space
+/// around it; and a leading `~` or `~/` expanded from `$HOME` (Codex's `apply_patch`
+/// expands it, and so do file tools that take a path the way a shell does). A tool's
+/// call is judged at every reading, so a spelling that one harness reads another way than
+/// the guard names no place the guard did not judge. A `~` when `$HOME` is unset or
+/// relative cannot be placed, and is an error.
+pub fn readings(text: &str, base: &Path) -> Result<Vec<PathBuf>, Unread> {
+    let mut out = vec![base.join(text)];
+    let trimmed = text.trim();
+    for t in [text, trimmed] {
+        if t.is_empty() {
+            continue;
+        }
+        let place = base.join(t);
+        if !out.contains(&place) {
+            out.push(place);
+        }
+        let rest = match t.strip_prefix('~') {
+            Some("") => "",
+            Some(rest) if rest.starts_with('/') => rest.trim_start_matches('/'),
+            _ => continue,
+        };
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .filter(|h| h.is_absolute())
+            .ok_or(format!(
+                "`{text}` starts with `~`, which a harness reads as $HOME, and $HOME is not an absolute path here"
+            ))?;
+        let place = home.join(rest);
+        if !out.contains(&place) {
+            out.push(place);
+        }
+    }
+    Ok(out)
+}
+
+/// Why the relative paths of a patch carried by a shell command that does not start with
+/// `apply_patch` are taken from an unknown directory.
+pub const PATCH_AFTER_CD: &str = "the shell command applies its patch after something else (Codex reads `cd DIR && apply_patch <<EOF` as a patch applied in DIR)";
+
+/// Whether a shell command carries a patch to `apply_patch`: Codex applies such a patch
+/// itself (its shell handlers intercept `apply_patch <<'EOF' … EOF`, also after `cd DIR
+/// &&`), reporting the call as its shell, and elsewhere `apply_patch` is the program that
+/// applies it. `Some(true)` when the command starts with `apply_patch` (its relative
+/// paths are taken from the call's directory), `Some(false)` when something comes first,
+/// `None` when it carries no patch.
+pub fn shell_patch(command: &str) -> Option<bool> {
+    let names = ["apply_patch", "applypatch"];
+    if !command.contains("*** Begin Patch") || !names.iter().any(|n| command.contains(n)) {
+        return None;
+    }
+    let start = command.trim_start();
+    Some(names.iter().any(|n| {
+        start
+            .strip_prefix(n)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\n', '<']))
+    }))
 }
 
 /// Every file an `apply_patch` call adds, updates, deletes or moves to, relative ones
@@ -261,7 +375,11 @@ pub fn patch_targets(input: &serde_json::Value, base: &Path) -> Result<Vec<PathB
     if paths.is_empty() {
         return Err("the patch names no file".into());
     }
-    Ok(paths.iter().map(|p| base.join(p)).collect())
+    let mut targets = Vec::new();
+    for p in &paths {
+        targets.extend(readings(p, base)?);
+    }
+    Ok(targets)
 }
 
 /// The paths an `apply_patch` patch touches (`*** Add File:`, `*** Update File:`,
@@ -295,23 +413,190 @@ fn strings(value: &serde_json::Value) -> Option<Vec<&str>> {
     }
 }
 
-/// The directories a glob pattern names before its first wildcard (every match lies
-/// under them); a `..` anywhere in it could climb out after a wildcard, and denies.
-fn glob_prefix(pattern: &str) -> Result<PathBuf, Unread> {
-    let path = Path::new(pattern);
-    if path.components().any(|c| c == Component::ParentDir) {
-        return Err(format!("the pattern `{pattern}` climbs out with `..`"));
-    }
-    let mut prefix = PathBuf::new();
-    for part in path.components() {
-        if part
-            .as_os_str()
-            .to_string_lossy()
-            .contains(['*', '?', '[', '{'])
-        {
-            break;
+/// The most patterns one glob pattern's braces expand to before the guard stops reading
+/// it (and denies).
+pub const MAX_BRACE_EXPANSIONS: usize = 256;
+
+/// The directories each of a glob pattern's brace alternatives names before its first
+/// wildcard (every match lies under one of them): `{/etc,src}/*` is `/etc/*` and `src/*`
+/// to a glob library, so both roots are judged. A `..` anywhere in an alternative (also
+/// inside an extglob group such as `@(..)`) could climb out after a wildcard, and denies.
+fn glob_prefixes(pattern: &str) -> Result<Vec<PathBuf>, Unread> {
+    let mut expanded = Vec::new();
+    expand_braces(pattern, &mut expanded)?;
+    let mut prefixes = Vec::new();
+    for alternative in &expanded {
+        let path = Path::new(alternative);
+        let climbs = path.components().any(|c| {
+            c == Component::ParentDir || {
+                let text = c.as_os_str().to_string_lossy();
+                text.contains("..") && text.contains(['(', ')', '|'])
+            }
+        });
+        if climbs {
+            return Err(format!("the pattern `{pattern}` climbs out with `..`"));
         }
-        prefix.push(part);
+        // A literal `.git` anywhere in it names git's own directory, past a wildcard too
+        // (`**/.git/config`): judged as a path naming it would be.
+        if path
+            .components()
+            .any(|c| crate::real_path::is_dot_git(c.as_os_str()))
+        {
+            return Err(format!("the pattern `{pattern}` names git's own directory"));
+        }
+        let mut prefix = PathBuf::new();
+        for part in path.components() {
+            if part
+                .as_os_str()
+                .to_string_lossy()
+                .contains(['*', '?', '[', '{', '(', '!', '+', '@'])
+            {
+                break;
+            }
+            prefix.push(part);
+        }
+        if !prefixes.contains(&prefix) {
+            prefixes.push(prefix);
+        }
     }
-    Ok(prefix)
+    Ok(prefixes)
+}
+
+/// Appends every pattern `pattern`'s brace alternatives (`{a,b}`, nested) expand to, as a
+/// glob library expands them; at most [`MAX_BRACE_EXPANSIONS`].
+fn expand_braces(pattern: &str, out: &mut Vec<String>) -> Result<(), Unread> {
+    if out.len() >= MAX_BRACE_EXPANSIONS {
+        return Err(format!(
+            "the pattern `{pattern}` expands to more than {MAX_BRACE_EXPANSIONS} patterns"
+        ));
+    }
+    let bytes = pattern.as_bytes();
+    for (open, _) in pattern.match_indices('{') {
+        // The matching `}` and the top-level commas between them.
+        let mut depth = 0usize;
+        let mut commas = Vec::new();
+        let mut close = None;
+        for (k, b) in bytes.iter().enumerate().skip(open) {
+            match b {
+                b'{' => depth += 1,
+                b'}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        close = Some(k);
+                        break;
+                    }
+                }
+                b',' if depth == 1 => commas.push(k),
+                _ => {}
+            }
+        }
+        let Some(close) = close else { continue };
+        if commas.is_empty() {
+            continue;
+        }
+        let mut bounds = vec![open];
+        bounds.extend(&commas);
+        bounds.push(close);
+        for pair in bounds.windows(2) {
+            let alternative = &pattern[pair[0] + 1..pair[1]];
+            let next = format!("{}{alternative}{}", &pattern[..open], &pattern[close + 1..]);
+            expand_braces(&next, out)?;
+        }
+        return Ok(());
+    }
+    out.push(pattern.to_string());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_is_judged_at_every_place_a_harness_may_read_it_at() {
+        let base = Path::new("/w");
+        assert_eq!(
+            readings("a/b", base).unwrap(),
+            vec![PathBuf::from("/w/a/b")]
+        );
+        assert_eq!(readings("/x", base).unwrap(), vec![PathBuf::from("/x")]);
+        assert_eq!(
+            readings(" /x ", base).unwrap(),
+            vec![PathBuf::from("/w/ /x "), PathBuf::from("/x")]
+        );
+        if let Some(home) = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .filter(|h| h.is_absolute())
+        {
+            for (text, lands) in [
+                ("~", ""),
+                ("~/", ""),
+                ("~/.profile", ".profile"),
+                ("~//a", "a"),
+            ] {
+                let read = readings(text, base).unwrap();
+                assert_eq!(read[0], base.join(text), "{text}");
+                assert!(read.contains(&home.join(lands)), "{text}: {read:?}");
+            }
+        }
+        // `~user` is not expanded by any harness's reader: only the literal reading.
+        assert_eq!(
+            readings("~u/x", base).unwrap(),
+            vec![PathBuf::from("/w/~u/x")]
+        );
+        // Relative paths stay relative from an empty base (how a write whose directory is
+        // unknown tells them apart).
+        assert!(!readings("a", Path::new("")).unwrap()[0].is_absolute());
+    }
+
+    #[test]
+    fn every_brace_alternative_of_a_pattern_is_a_root() {
+        let roots = |p: &str| {
+            glob_prefixes(p).map(|v| {
+                v.into_iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+            })
+        };
+        assert_eq!(roots("src/**/*.rs").unwrap(), vec!["src"]);
+        assert_eq!(roots("{/etc,src}/*").unwrap(), vec!["/etc", "src"]);
+        assert_eq!(
+            roots("a/{b,{/h/sessions,c}}/x*").unwrap(),
+            vec!["a/b", "a/h/sessions", "a/c"]
+        );
+        assert_eq!(roots("{a}/x").unwrap(), vec![""]);
+        for climbing in [
+            "**/.git/config",
+            "{src,.GIT}/*",
+            "{..,src}/*",
+            "src/{x,../..}/*",
+            "@(..)/x",
+            "src/+(..|a)/*",
+            "../*",
+        ] {
+            assert!(glob_prefixes(climbing).is_err(), "{climbing}");
+        }
+        let many = "{a,b}".repeat(9);
+        assert!(glob_prefixes(&many).is_err());
+    }
+
+    #[test]
+    fn a_shell_command_carrying_a_patch_is_read_as_apply_patch() {
+        let patch = "*** Begin Patch\n*** Add File: a\n+x\n*** End Patch\n";
+        assert_eq!(
+            shell_patch(&format!("apply_patch <<'EOF'\n{patch}EOF\n")),
+            Some(true)
+        );
+        assert_eq!(
+            shell_patch(&format!("applypatch <<EOF\n{patch}EOF")),
+            Some(true)
+        );
+        assert_eq!(
+            shell_patch(&format!("cd /x && apply_patch <<'EOF'\n{patch}EOF\n")),
+            Some(false)
+        );
+        assert_eq!(shell_patch("apply_patch_helper x"), None);
+        assert_eq!(shell_patch("ls"), None);
+        assert_eq!(shell_patch(&format!("echo '{patch}'")), None);
+    }
 }

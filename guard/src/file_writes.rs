@@ -21,6 +21,9 @@ pub struct Rules<'a> {
     pub home: Option<&'a Path>,
     /// Close git directories and harness settings too.
     pub guard_git: bool,
+    /// Why the directory the tool runs in is unknown (a Codex without `tool_cwd`), when it
+    /// is: then a relative path names no place the guard can judge, and is denied.
+    pub unknown_base: Option<&'a str>,
 }
 
 /// `Ok` when the call of `name` with `input` writes nowhere `rules` close (or is not a
@@ -31,17 +34,33 @@ pub fn check(
     base: &Path,
     rules: &Rules,
 ) -> Result<(), String> {
-    let targets = if name == APPLY_PATCH {
-        file_tools::patch_targets(input, base)?
-    } else {
-        match file_tools::find(name) {
-            Some(tool) if file_tools::writes(name) => {
-                file_tools::named(tool, input, base, false)?.paths
+    let targets = |base: &Path| -> Result<Option<Vec<std::path::PathBuf>>, String> {
+        Ok(Some(if name == APPLY_PATCH {
+            file_tools::patch_targets(input, base)?
+        } else {
+            match file_tools::find(name) {
+                Some(tool) if file_tools::writes(name) => {
+                    let named = file_tools::named(tool, input, base, false)?;
+                    named.paths.into_iter().chain(named.unknown).collect()
+                }
+                _ => return Ok(None),
             }
-            _ => return Ok(()),
-        }
+        }))
     };
-    for target in targets {
+    let Some(absolute) = targets(base)? else {
+        return Ok(());
+    };
+    if let Some(why) = rules.unknown_base {
+        // Taken from an empty base, a relative path stays relative.
+        let bare = targets(Path::new(""))?.unwrap_or_default();
+        if let Some(relative) = bare.iter().find(|p| !p.is_absolute()) {
+            return Err(format!(
+                "{}: a relative path, and the directory the tool runs in is unknown ({why}); name the file by its absolute path",
+                relative.display()
+            ));
+        }
+    }
+    for target in absolute {
         lands_open(&target, rules)?;
     }
     Ok(())
@@ -121,6 +140,7 @@ mod tests {
             let rules = Rules {
                 home: Some(&home),
                 guard_git,
+                unknown_base: None,
             };
             check(
                 "Write",
@@ -146,12 +166,52 @@ mod tests {
             assert!(write(path, true).is_err(), "{path}");
         }
         assert!(write(".gitattributes", true).is_ok());
+        // A member the table does not list is judged as a path too.
+        let rules = Rules {
+            home: Some(&home),
+            guard_git: false,
+            unknown_base: None,
+        };
+        let extra = |v: &str| json!({"file_path": "notes.md", "target_file": v, "content": "x"});
+        assert!(check("Write", &extra("qlink/s.json"), &tree, &rules).is_err());
+        assert!(check("Write", &extra("src/x.rs"), &tree, &rules).is_ok());
+        assert!(
+            check(
+                "Edit",
+                &json!({"file_path": "a", "encoding": "utf-8"}),
+                &tree,
+                &rules
+            )
+            .is_ok()
+        );
         let patch = json!({"command": "*** Begin Patch\n*** Add File: qlink/../sessions/s.json\n+x\n*** End Patch"});
         let rules = Rules {
             home: Some(&home),
             guard_git: false,
+            unknown_base: None,
         };
         assert!(check("apply_patch", &patch, &tree, &rules).is_err());
+        // `~` is the user's home to the harness: judged there too.
+        let user = std::env::var("HOME").unwrap();
+        let tilde = |p: &str| json!({"command": format!("*** Begin Patch\n*** Add File: {p}\n+x\n*** End Patch")});
+        let in_home = home
+            .strip_prefix(&user)
+            .ok()
+            .map(|rest| format!("~/{}/sessions/s.json", rest.display()));
+        if let Some(p) = in_home {
+            assert!(
+                check("apply_patch", &tilde(&p), &tree, &rules).is_err(),
+                "{p}"
+            );
+        }
+        let unknown = Rules {
+            home: Some(&home),
+            guard_git: false,
+            unknown_base: Some("no tool_cwd"),
+        };
+        assert!(check("apply_patch", &tilde("notes.md"), &tree, &unknown).is_err());
+        let absolute = tree.join("notes.md").display().to_string();
+        assert!(check("apply_patch", &tilde(&absolute), &tree, &unknown).is_ok());
         assert!(check("Read", &json!({"file_path": "qlink/s.json"}), &tree, &rules).is_ok());
     }
 }

@@ -313,16 +313,16 @@ pub fn classify(args: &[Value], ctx: &Ctx, depth: usize) -> Vec<Effect> {
         ctx: &here,
         git_dir,
     };
+    let at = Effect::GitAt(effect_ctx.places());
     if let Some(why) = opaque {
-        return vec![effect_ctx.opaque(why)];
+        return vec![at, effect_ctx.opaque(why)];
     }
     // A pager or editor given as a literal is a command git runs: read it as one.
-    let mut effects: Vec<Effect> = code
-        .into_iter()
-        .map(|text| Effect::Code {
+    let mut effects: Vec<Effect> = std::iter::once(at)
+        .chain(code.into_iter().map(|text| Effect::Code {
             text,
             dirs: here.dirs.clone(),
-        })
+        }))
         .collect();
     effects.extend(subcommand(args, i, &effect_ctx, depth));
     effects

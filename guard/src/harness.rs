@@ -10,13 +10,15 @@
 //!   in its hooks crate, tag `rust-v0.169.0`) Codex adds `tool_cwd`, the directory the
 //!   tool runs in, which may differ from the turn's `cwd` (`exec_command`'s `workdir`);
 //!   without it the directory is unknown (`install agent-hook` and `doctor` check the
-//!   installed Codex's version). `apply_patch` stays
-//!   a tool of its own (its paths are read from the patch). Exit 2 blocks, stderr the
-//!   reason.
+//!   installed Codex's version). `apply_patch` stays a tool of its own (its paths are
+//!   read from the patch), applied in the turn's `cwd` (a patch carried by a shell call
+//!   is the shell's, run in that call's directory). Exit 2 blocks, stderr the reason.
 //! - `gemini`: Gemini CLI's `BeforeTool` (`settings.json`): `session_id`, `cwd`,
 //!   `tool_name`, `tool_input`, and `mcp_context` (`server_name`, `tool_name`) for an MCP
 //!   tool; `run_shell_command` becomes Bash (run in its `dir_path`), its file tools the
-//!   matching Claude Code tools. Exit 2 blocks, stderr the reason.
+//!   matching Claude Code tools, except its grep (`grep_search`, `search_file_content`),
+//!   which keeps its name: it runs programs (`git grep`, `grep` or `rg`) where Claude
+//!   Code's Grep only reads. Exit 2 blocks, stderr the reason.
 //! - `cursor`: Cursor's `beforeShellExecution` (`command`, `cwd`), `beforeMCPExecution`
 //!   (`tool_name`, `tool_input` as a JSON string) and `preToolUse` (`tool_name` such as
 //!   `Shell`, `Read`, `Write` or `MCP:…`, `tool_input` an object, a shell's
@@ -96,9 +98,10 @@ fn codex(mut m: Map<String, Value>) -> (Value, RunsIn) {
         Some(Value::String(dir)) if dir.starts_with('/') => {
             RunsIn::At(std::path::PathBuf::from(dir))
         }
-        Some(Value::Null) | None if shell || tool == crate::file_tools::APPLY_PATCH => {
-            RunsIn::Unknown(CODEX_NO_TOOL_CWD.into())
-        }
+        // The `apply_patch` tool applies its patch in the turn's `cwd` (its handler takes
+        // the turn's directory; only a patch carried by a shell call runs in that call's
+        // `workdir`, and that call is the shell's).
+        Some(Value::Null) | None if shell => RunsIn::Unknown(CODEX_NO_TOOL_CWD.into()),
         Some(Value::Null) | None => RunsIn::Cwd,
         Some(other) => RunsIn::Unknown(format!("Codex's tool_cwd {other} is not an absolute path")),
     };
@@ -120,7 +123,6 @@ fn gemini(mut m: Map<String, Value>) -> (Value, RunsIn) {
         "read_file" => Some("Read"),
         "list_directory" => Some("LS"),
         "glob" => Some("Glob"),
-        "search_file_content" | "grep_search" => Some("Grep"),
         "web_fetch" => Some("WebFetch"),
         "google_web_search" => Some("WebSearch"),
         _ => None,
@@ -235,11 +237,16 @@ fn cursor(mut m: Map<String, Value>) -> (Value, RunsIn) {
 
 /// A Cursor tool name in the guard's spelling: `MCP:server:tool` (or `MCP:tool`, the
 /// server unnamed) is `mcp__SERVER__TOOL`; a built-in tool keeps its name (Cursor's
-/// `Read`, `Write`, `Grep`… are Claude Code's names).
+/// `Read`, `Write`, `Grep`… are Claude Code's names). A name that splits more than one way
+/// (`MCP:gh:get_x:merge`: server `gh`, tool `get_x:merge`, or server `gh:get_x`, tool
+/// `merge`) keeps every part as the server and no tool, which no read-only rule matches.
 fn cursor_tool(name: &str) -> String {
     match name.strip_prefix("MCP:") {
         Some(rest) => match rest.split_once(':') {
-            Some((server, tool)) => format!("mcp__{server}__{tool}"),
+            Some((server, tool)) if !tool.contains(':') && !tool.is_empty() => {
+                format!("mcp__{server}__{tool}")
+            }
+            Some(_) => format!("mcp__{rest}__"),
             None => format!("mcp__cursor__{rest}"),
         },
         None => name.to_string(),
@@ -351,6 +358,8 @@ mod tests {
                    "tool_input": {"command": "*** Begin Patch\n*** Add File: .gitattributes\n+x\n*** End Patch"}}),
         );
         assert_eq!(patch.tool.name(), "apply_patch");
+        // The apply_patch tool runs in the turn's cwd, with or without tool_cwd.
+        assert_eq!(patch.runs_in, RunsIn::Cwd);
         let mcp = read(
             Harness::Codex,
             json!({"session_id": "c1", "cwd": "/w", "tool_name": "mcp__github__get_issue",
@@ -391,7 +400,8 @@ mod tests {
             json!({"session_id": "g1", "cwd": "/w", "tool_name": "grep_search",
                    "tool_input": {"pattern": "x", "dir_path": "src"}}),
         );
-        assert_eq!(grep.tool.name(), "Grep");
+        // Gemini CLI's grep runs `git grep` (or `grep`, `rg`): not Claude Code's Grep.
+        assert_eq!(grep.tool.name(), "grep_search");
         let cursor = read(
             Harness::Cursor,
             json!({"conversation_id": "k1", "generation_id": "g", "hook_event_name": "beforeShellExecution",
@@ -476,6 +486,22 @@ mod tests {
                    "tool_name": "mcp_github_search", "tool_input": {}}),
         );
         assert_eq!(plain.tool.name(), "mcp__github__search");
+    }
+
+    #[test]
+    fn cursor_mcp_names_that_split_more_than_one_way_are_not_read_only() {
+        assert_eq!(
+            cursor_tool("MCP:github:get_issue"),
+            "mcp__github__get_issue"
+        );
+        assert_eq!(cursor_tool("MCP:get_issue"), "mcp__cursor__get_issue");
+        for ambiguous in ["MCP:gh:get_x:merge_pull_request", "MCP:gh:", "MCP:a:b:c:d"] {
+            let name = cursor_tool(ambiguous);
+            assert!(
+                !crate::quarantine::tools::mcp_reads(&name, None),
+                "{ambiguous} read as {name}"
+            );
+        }
     }
 
     #[test]

@@ -312,6 +312,18 @@ mod tests {
         let hook = parse(br#"{"tool_name":"Read","tool_input":{"file_path":"/x"}}"#).unwrap();
         assert!(matches!(hook.tool, Tool::Other { .. }));
         assert!(parse(br#"{"tool_name":7,"tool_input":{}}"#).is_err());
+        // A key given twice is read as the last one, as every harness's own JSON reader
+        // (JavaScript's, Rust's serde, Go's) reads it: the tool the harness runs is the
+        // tool judged.
+        let twice = parse(
+            br#"{"tool_name":"Read","tool_name":"Write","tool_input":{"file_path":"a","file_path":"/h/x"}}"#,
+        )
+        .unwrap();
+        assert_eq!(twice.tool.name(), "Write");
+        let Tool::Other { input, .. } = &twice.tool else {
+            panic!("not a file tool");
+        };
+        assert_eq!(input["file_path"], "/h/x");
         assert!(parse(br#"{"tool_name":"Bash","tool_input":{}}"#).is_err());
         // A reader that would block after the object (a host that never closes stdin)
         // is not read past it.

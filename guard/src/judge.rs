@@ -172,7 +172,12 @@ pub fn judge(hook: &Hook, plan: &Plan, cwd: &Path, settings: &Settings) -> i32 {
         judge.standing.push(q.descriptor);
     }
     let bash = matches!(hook.tool, crate::input::Tool::Bash { .. });
-    if judge.standing.is_empty() && judge.binding_problem.is_none() {
+    judge.git_places(plan);
+    if judge.standing.is_empty()
+        && judge.binding_problem.is_none()
+        && judge.asks.is_empty()
+        && judge.problems.is_empty()
+    {
         // Unbound: a tool other than the shell is denied only when it writes the
         // fence's home, and a shell command with nothing fenced or opaque runs without an
         // ask.
@@ -180,7 +185,8 @@ pub fn judge(hook: &Hook, plan: &Plan, cwd: &Path, settings: &Settings) -> i32 {
             return judge.file_writes(false);
         }
         if plan.findings.is_empty() && plan.unreadable.is_none() {
-            return ALLOW;
+            // A patch the shell call carries to `apply_patch` is a file write.
+            return judge.file_writes(false);
         }
     }
     // A row-bound session asks on every call: a refusal quarantines it.
@@ -189,11 +195,10 @@ pub fn judge(hook: &Hook, plan: &Plan, cwd: &Path, settings: &Settings) -> i32 {
         judge.explicit(&action, &path);
     }
     if let crate::input::Tool::Other { name, .. } = &hook.tool {
-        // An MCP tool that is not read-only by rule is opaque: it runs only when the
-        // standing ask is ALLOWED (today's rules for a call the guard cannot read).
-        if crate::quarantine::tools::mcp(name).is_some()
-            && !crate::quarantine::tools::mcp_reads(name, settings.home.as_deref().ok())
-        {
+        // An MCP tool that is not read-only by rule, and a tool the guard does not know,
+        // is opaque: it runs only when the standing ask is ALLOWED (today's rules for a
+        // call the guard cannot read).
+        if crate::quarantine::tools::opaque_outside(name, settings.home.as_deref().ok()) {
             for path in judge.standing.clone() {
                 judge.explicit(name, &path);
             }
@@ -335,6 +340,87 @@ impl Judge<'_> {
         bound
     }
 
+    /// git reads the configuration of the repository it runs in, which the lane owning it
+    /// may have planted (ARCHITECTURE.md, "Quarantine"): every place git (or an opaque
+    /// command, which may run git) runs at whose
+    /// descriptor is not one the session stands on is asked about too, and a verdict
+    /// other than ALLOWED denies the call — a refused lane's repository is no place for
+    /// git to run, whoever calls it (an unbound session in a parent directory, another
+    /// lane's session with `git -C`).
+    fn git_places(&mut self, plan: &Plan) {
+        if plan.git_places_over {
+            self.problems.push((
+                Reason::TooManyDirectories,
+                "git".into(),
+                format!(
+                    "git runs in more than {} places, over the guard's limit; split the command",
+                    crate::walk::MAX_GIT_PLACES
+                ),
+            ));
+        }
+        let standing: Vec<PathBuf> = self
+            .standing
+            .iter()
+            .map(|p| crate::quarantine::record::identity(p))
+            .collect();
+        // Code the guard cannot read may run git there too.
+        let opaque = plan
+            .findings
+            .iter()
+            .filter(|f| f.kind == Kind::Opaque)
+            .flat_map(|f| &f.places);
+        // A harness's reader that runs git (Gemini CLI's grep runs `git grep` where it
+        // searches): its directory is such a place.
+        let tool_place = match &self.hook.tool {
+            crate::input::Tool::Other { name, input }
+                if crate::quarantine::tools::RUNS_PROGRAMS.contains(&name.as_str()) =>
+            {
+                let dir = match input.get("dir_path").or_else(|| input.get("path")) {
+                    Some(serde_json::Value::String(d)) => self.cwd.join(d),
+                    _ => self.cwd.clone(),
+                };
+                Some(crate::finding::Place {
+                    dir: Dir::Known(dir),
+                    git_dir: None,
+                })
+            }
+            _ => None,
+        };
+        let mut seen = 0;
+        for place in plan
+            .git_places
+            .iter()
+            .chain(opaque)
+            .chain(tool_place.as_ref())
+        {
+            seen += 1;
+            if seen > MAX_PLACES {
+                break;
+            }
+            let Dir::Known(dir) = &place.dir else {
+                continue;
+            };
+            let git_dir = match &place.git_dir {
+                None => None,
+                Some(Dir::Known(g)) => Some(g.display().to_string()),
+                Some(Dir::Unknown(_)) => continue,
+            };
+            if !dir.is_dir() {
+                continue;
+            }
+            if let Resolution::Found(path, d) = resolve(dir, git_dir.as_deref())
+                && !standing.contains(&crate::quarantine::record::identity(&path))
+            {
+                let action = format!(
+                    "git (or code that may run it) in {}, whose configuration is lane {}'s",
+                    dir.display(),
+                    d.lane
+                );
+                self.ask(path, d, &action, dir);
+            }
+        }
+    }
+
     /// Resolves one place's descriptor and files the ask (or the guard's own verdict).
     /// `deferred`: the finding would run after the call (then a row-bound place denies
     /// instead of asking). `bound`: the session is row-bound.
@@ -346,7 +432,8 @@ impl Judge<'_> {
     /// finding) when row-bound, nothing when unbound, and git's transport gate behind both
     /// (ARCHITECTURE.md, "The agent guard's policy"). Only where the harness does not say
     /// where the whole call runs (a Codex without `tool_cwd`) does a row-bound session's
-    /// opaque command deny too.
+    /// opaque command deny too. (The repository there is asked about as a place git may
+    /// run at: [`Judge::git_places`].)
     fn place(
         &mut self,
         action: &str,
@@ -556,9 +643,12 @@ impl Judge<'_> {
                     // the refusal another session of it met still stands.
                     || crate::quarantine::record::names_any(home, &self.standing)
             }
+            // An input without a session id is judged by its cwd's descriptor: a record
+            // naming it (a session of that lane was refused) stands for it too.
+            (Some(home), None) => crate::quarantine::record::names_any(home, &self.standing),
             // A session whose home cannot be found may have been refused: fail closed.
             (None, Some(_)) => true,
-            _ => false,
+            (None, None) => false,
         };
         let quarantined = match &standing {
             Standing::Refused { .. } => true,
@@ -593,8 +683,9 @@ impl Judge<'_> {
             // The row granted back: the session leaves quarantine.
             let _ = crate::quarantine::record::lift(home, session);
         }
-        if matches!(self.hook.tool, crate::input::Tool::Other { .. }) {
-            // A row-bound session whose row is not ALLOWED writes no git directory and no
+        {
+            // A file tool's writes, and a patch a shell call carries to `apply_patch`: a
+            // row-bound session whose row is not ALLOWED writes no git directory and no
             // harness settings (ARCHITECTURE.md, "Quarantine").
             let guard_git = !matches!(standing, Standing::Allowed | Standing::Unbound);
             if self.file_writes(guard_git) == DENY {
@@ -777,9 +868,21 @@ impl Judge<'_> {
     /// The rule for a file tool's writes outside quarantine: never into the fence's home;
     /// with `guard_git` (a row-bound session whose row is not ALLOWED), never into a git
     /// directory or a harness's settings. Prints the denial and returns the exit code.
+    ///
+    /// A shell command that carries a patch to `apply_patch` (Codex applies it itself,
+    /// reporting the call as its shell: [`crate::file_tools::shell_patch`]) is judged as
+    /// that `apply_patch` too.
     fn file_writes(&self, guard_git: bool) -> i32 {
-        let crate::input::Tool::Other { name, input } = &self.hook.tool else {
-            return ALLOW;
+        let carried;
+        let (name, input, after_cd) = match &self.hook.tool {
+            crate::input::Tool::Other { name, input } => (name.as_str(), input, false),
+            crate::input::Tool::Bash { command, .. } => {
+                let Some(at_call_dir) = crate::file_tools::shell_patch(command) else {
+                    return ALLOW;
+                };
+                carried = serde_json::json!({ "command": command });
+                (crate::file_tools::APPLY_PATCH, &carried, !at_call_dir)
+            }
         };
         let base = match &self.hook.runs_in {
             crate::input::RunsIn::At(dir) => dir.clone(),
@@ -788,6 +891,11 @@ impl Judge<'_> {
         let rules = crate::file_writes::Rules {
             home: self.settings.home.as_deref().ok(),
             guard_git,
+            unknown_base: match &self.hook.runs_in {
+                crate::input::RunsIn::Unknown(why) => Some(why),
+                _ if after_cd => Some(crate::file_tools::PATCH_AFTER_CD),
+                _ => None,
+            },
         };
         match crate::file_writes::check(name, input, &base, &rules) {
             Ok(()) => ALLOW,

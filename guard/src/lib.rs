@@ -43,6 +43,11 @@
 //! - [`binding`]: session → descriptor files.
 //! - [`lookup`]: which program a command word runs (PATH, symlinks, copies of git).
 //! - [`judge`]: descriptors, asks, verdict lines, ledger, exit code ([`exit`]).
+//!
+//! The program itself (flags, the hook input read and walked on a large-stack thread, the
+//! hard deadline) is the `row-fence-guard-bin` package (`guard-bin/`), the only one of the
+//! two that links the build digest: this library takes it as a value
+//! ([`judge::Settings`]), so an edit elsewhere does not rebuild it.
 
 pub mod awk;
 pub mod binding;

@@ -354,6 +354,15 @@ const OPAQUE_RUNNERS: &[&str] = &[
     "nodemon",
     "daemonize",
     "start-stop-daemon",
+    "pueue",
+    "tsp",
+    "nq",
+    "dtach",
+    "abduco",
+    "sem",
+    "zellij",
+    "byobu",
+    "launchctl",
 ];
 
 /// Runners that start their command later or apart from the call (a queue, a service
@@ -368,6 +377,17 @@ const DEFERRING_RUNNERS: &[&str] = &[
     "daemonize",
     "start-stop-daemon",
     "nohup-run",
+    // Queues and detached sessions: task spooler, pueue, nq, GNU parallel's `sem`,
+    // dtach, abduco, zellij, byobu, launchd.
+    "pueue",
+    "tsp",
+    "nq",
+    "dtach",
+    "abduco",
+    "sem",
+    "zellij",
+    "byobu",
+    "launchctl",
 ];
 
 /// `effects`, as run after the call returns (`why` says how). Nothing to defer is nothing.

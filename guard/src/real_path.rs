@@ -7,7 +7,7 @@
 //! named; a `..` after it climbs back, as it does once a tool creates the directory.
 //!
 //! A link swapped after this check by a process the lane started earlier is outside what
-//! a check can see (the README's threat model says so).
+//! a check can see (docs/hard-mode.md, "Threat model", says so).
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -36,6 +36,17 @@ pub enum Unresolved {
     /// The path is relative: it must be joined to the directory it is taken from first.
     #[error("{} is not an absolute path", .0.display())]
     Relative(PathBuf),
+    /// The path goes through a link under `/proc` (`/proc/self`, `/proc/<pid>/cwd`,
+    /// `/proc/<pid>/root`, `/proc/<pid>/fd/<n>`, and `/dev/fd`, `/dev/stdin` through
+    /// them): the kernel resolves such a link for the process that opens it, so where the
+    /// harness lands is not where the guard would.
+    #[error("{} goes through {}, a link the kernel resolves per process (the harness would not land where the guard looks)", .path.display(), .link.display())]
+    ProcessRelative {
+        /// The path given.
+        path: PathBuf,
+        /// The per-process link on its way.
+        link: PathBuf,
+    },
     /// More than [`MAX_LINKS`] links on the way (a loop).
     #[error("{} goes through more than {MAX_LINKS} symbolic links", .0.display())]
     TooManyLinks(PathBuf),
@@ -74,6 +85,12 @@ pub fn resolve(path: &Path) -> Result<Landing, Unresolved> {
         let candidate = real.join(&part);
         match std::fs::symlink_metadata(&candidate) {
             Ok(meta) if meta.file_type().is_symlink() => {
+                if candidate.starts_with("/proc") {
+                    return Err(Unresolved::ProcessRelative {
+                        path: path.to_path_buf(),
+                        link: candidate,
+                    });
+                }
                 last_is_link |= is_last;
                 links += 1;
                 if links > MAX_LINKS {
@@ -123,13 +140,16 @@ pub fn is_dot_git(name: &std::ffi::OsStr) -> bool {
 }
 
 /// True when `name` spells `dir` (a dot-name such as `.git` or `.claude`) on some disk:
-/// any letter case, HFS+'s ignored code points removed, NTFS's trailing dots and spaces
-/// dropped.
+/// any letter case — Unicode's, not only ASCII's, since a case-insensitive disk folds
+/// `ſ` (long s) to `s` and the Kelvin sign to `k`, and NTFS upper-cases `ı` to `I` — with
+/// HFS+'s ignored code points removed and NTFS's trailing dots and spaces dropped.
 pub fn names_dir(name: &std::ffi::OsStr, dir: &str) -> bool {
     let text = name.to_string_lossy();
     let kept: String = text.chars().filter(|c| !hfs_ignored(*c)).collect();
     let trimmed = kept.trim_end_matches(['.', ' ']);
     trimmed.eq_ignore_ascii_case(dir)
+        || trimmed.to_uppercase() == dir.to_uppercase()
+        || trimmed.to_lowercase() == dir.to_lowercase()
 }
 
 /// The code points HFS+ ignores in a name (git's `next_hfs_char` list).
@@ -173,6 +193,27 @@ mod tests {
             resolve(Path::new("rel")),
             Err(Unresolved::Relative(_))
         ));
+        // Links the kernel resolves per process lead where the guard cannot follow.
+        for p in [
+            "/proc/self/root/etc/passwd",
+            "/proc/self/cwd/x",
+            "/proc/thread-self/root/x",
+            "/dev/fd/0",
+            "/dev/stdin",
+        ] {
+            assert!(
+                matches!(
+                    resolve(Path::new(p)),
+                    Err(Unresolved::ProcessRelative { .. })
+                ),
+                "{p}"
+            );
+        }
+        let pid = std::process::id();
+        assert!(matches!(
+            resolve(Path::new(&format!("/proc/{pid}/root/x"))),
+            Err(Unresolved::ProcessRelative { .. })
+        ));
     }
 
     #[test]
@@ -192,6 +233,10 @@ mod tests {
             assert!(!is_dot_git(name.as_ref()), "{name:?}");
         }
         assert!(names_dir(".CLAUDE".as_ref(), ".claude"));
+        // Unicode case: a case-insensitive disk opens these as the ASCII names.
+        assert!(names_dir(".cur\u{17f}or".as_ref(), ".cursor"));
+        assert!(is_dot_git(".g\u{131}t".as_ref()));
+        assert!(names_dir(".\u{212a}eep".as_ref(), ".keep"));
         assert!(!names_dir(".claude-x".as_ref(), ".claude"));
     }
 }

@@ -48,6 +48,12 @@ pub struct Plan {
     pub findings: Vec<Finding>,
     /// Why (part of) the command could not be read; the judge denies such a command.
     pub unreadable: Option<String>,
+    /// Every distinct place git runs at (at most [`MAX_GIT_PLACES`]): the judge asks the
+    /// row of each repository there.
+    pub git_places: Vec<Place>,
+    /// True when git runs at more places than [`MAX_GIT_PLACES`] (the judge denies: it
+    /// cannot ask about them all in time).
+    pub git_places_over: bool,
     /// The walk's work, counted: simple commands read (calls and loop passes included),
     /// at most [`MAX_STEPS`].
     pub steps: usize,
@@ -134,6 +140,10 @@ struct Walker<'a> {
     /// later than the fence's answer.
     delayed: Option<String>,
 }
+
+/// The most distinct places git runs at that a plan keeps; past it the plan says so (the
+/// judge denies).
+pub const MAX_GIT_PLACES: usize = 32;
 
 /// Commands that wait before the next one runs: a write after one of them in the same
 /// call lands later than the fence's answer.
@@ -873,6 +883,18 @@ impl Walker<'_> {
                 }
                 Effect::Arithmetic(words) => self.arithmetic_words(&words, state),
                 Effect::Physical(on) => state.physical = on,
+                Effect::GitAt(places) => {
+                    for place in places {
+                        if self.plan.git_places.contains(&place) {
+                            continue;
+                        }
+                        if self.plan.git_places.len() >= MAX_GIT_PLACES {
+                            self.plan.git_places_over = true;
+                            break;
+                        }
+                        self.plan.git_places.push(place);
+                    }
+                }
                 Effect::Deferred { why, effects } => {
                     self.deferred(&why, |w| w.apply(effects, state, None));
                 }

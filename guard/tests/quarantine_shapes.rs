@@ -305,6 +305,7 @@ fn no_write_spelling_reaches_the_home_and_an_unread_row_writes_no_git_or_setting
                 let rules = Rules {
                     home: Some(&w.home),
                     guard_git,
+                    unknown_base: None,
                 };
                 let verdict = file_writes::check(name, &input(&path), &w.tree, &rules);
                 let expect_denied = lands == "home" || (guard_git && lands != "outside");
@@ -318,6 +319,7 @@ fn no_write_spelling_reaches_the_home_and_an_unread_row_writes_no_git_or_setting
         let rules = Rules {
             home: Some(&w.home),
             guard_git: true,
+            unknown_base: None,
         };
         assert!(file_writes::check(name, &input("src/new.rs"), &w.tree, &rules).is_ok());
     }

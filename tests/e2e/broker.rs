@@ -39,8 +39,8 @@ impl Users {
     }
 
     /// Makes a user `rfb<pid><tag>` whose HOME is `<dir>/<tag>-home`, with a group of its
-    /// own (`useradd -U`, as README "Key broker" makes lanes: a group shared by lanes
-    /// lets one write another's git dir). The password field is `*` (no password, not
+    /// own (`useradd -U`, as docs/hard-mode.md, "Key broker", makes lanes: a group shared
+    /// by lanes lets one write another's git dir). The password field is `*` (no password, not
     /// locked), so sshd lets it log in with a key.
     fn add(&mut self, dir: &Path, tag: &str) -> User {
         self.add_with(dir, tag, &["-U"])
@@ -2622,9 +2622,9 @@ fn a_lane_plants_no_hook_in_another_lanes_git_dir_unless_they_share_a_group_whic
         (ran.code, found)
     };
 
-    // As README "Key broker" makes lanes: a group each (useradd -U). Even a git dir made
-    // group-writable is then the lane's alone: lane B, refused or not, cannot plant a hook
-    // in lane A's.
+    // As docs/hard-mode.md, "Key broker", makes lanes: a group each (useradd -U). Even a
+    // git dir made group-writable is then the lane's alone: lane B, refused or not, cannot
+    // plant a hook in lane A's.
     let a = users.add(&root, "ga");
     let b = users.add(&root, "gb");
     let a_tree = shared_worktree(&root, &a, "ga");

@@ -508,7 +508,7 @@ fn no_daemon_says_it_is_not_running_and_start_points_to_the_daemon() {
     }
 }
 
-/// `status --json` writes every field the README lists, zero or unset ones too.
+/// `status --json` writes every field docs/operations.md lists, zero or unset ones too.
 #[test]
 fn status_json_has_every_field_even_when_zero_or_unset() {
     let home = Home::file();

@@ -1,5 +1,5 @@
 //! `row-fence doctor` says "on" only for a hook the harness runs, and "fenced" only for
-//! what it checked (README, "Agent hooks" and "Git's own layer"): every shape of a Claude
+//! what it checked (docs/agent-hooks.md and docs/git-layer.md): every shape of a Claude
 //! Code settings file that switches the entry off, a doctor run outside any repository,
 //! and a local-path remote, which git's layer can only fence with the pre-push hook.
 

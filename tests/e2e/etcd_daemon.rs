@@ -285,6 +285,24 @@ fn store_check_names_the_quorum_and_health_fails_while_asks_fail() {
         |r| r.code == 0,
     )
     .expect(0, "row-fence: healthy");
+    // The daemon's status gives the same as typed fields: the members as listed, the
+    // leader among them, and the identity the store carries since the first write.
+    let status = home.cli(&["status", "--json"]);
+    assert_eq!(status.code, 0, "{}", status.stderr);
+    let check = &status.json()["store_check"];
+    let mut members: Vec<&str> = check["members"]
+        .as_array()
+        .map(|m| m.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
+    members.sort_unstable();
+    assert_eq!(members, ["m0", "m1", "m2"], "{check}");
+    let led = check["leader"].as_str().unwrap_or_default();
+    assert!(["m0", "m1", "m2"].contains(&led), "{check}");
+    let identity = check["identity"].as_str().unwrap_or_default();
+    assert!(
+        shown_identity(&home.cli(&["store", "check"]).stdout).is_some_and(|s| s == identity),
+        "{check}"
+    );
 
     let leader = cluster.leader();
     let lost: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
@@ -374,4 +392,10 @@ fn a_whole_cluster_paused_answers_could_not_read_within_the_asks_deadline() {
         |r| r.code == 0,
     )
     .expect(0, "row-fence: ALLOWED");
+}
+
+/// The identity `store check` prints (`identity: <id> (carried by the store; …)`).
+fn shown_identity(stdout: &str) -> Option<String> {
+    let at = stdout.find("identity: ")? + "identity: ".len();
+    stdout[at..].split_whitespace().next().map(str::to_string)
 }

@@ -1,15 +1,17 @@
-//! What the README and `--help` claim is what the programs do (README, "Before you start"
-//! and "Liveness and monitoring"): no internal crate name in any `--help` or the man
-//! page's NAME line, the options every command takes listed apart from its own,
-//! `controller show --json` always one object, every client that finds no daemon saying
-//! how to start it, and `--help`'s examples naming what exists.
+//! What the docs and `--help` claim is what the programs do (README, "Before you start";
+//! docs/operations.md, "Liveness and monitoring"): no internal crate name in any `--help`
+//! or the man page's NAME line, the options every command takes listed apart from its own,
+//! `controller show --json` always one object, every client that finds no daemon saying how
+//! to start it, and `--help`'s examples naming what exists.
 
 use crate::util::{Home, bin};
 
 /// The workspace's package names that are not a program's name.
-const CRATES: [&str; 6] = [
+const CRATES: [&str; 8] = [
     "row-fence-install",
     "row-fence-resident-bin",
+    "row-fence-guard-bin",
+    "row-fence-bench-bin",
     "row-fence-contract",
     "row-fence-store",
     "row-fence-stamp",

@@ -1,4 +1,4 @@
-//! The forge API endpoint end to end (README, docs/forge-api.md): the real `gh` (the
+//! The forge API endpoint end to end (docs/forge-api.md): the real `gh` (the
 //! system's package), configured by `row-fence install gh`, talks to the daemon's socket;
 //! the daemon judges each request and sends what it passes, with the real token it holds
 //! in memory only, to a stand-in GitHub API on loopback HTTPS (tests/e2e/forge_standin.rs).
@@ -132,7 +132,7 @@ fn run_with_stdin(cmd: &mut Command, input: &str) -> (i32, String) {
 }
 
 /// The ```sh block of docs/forge-api.md holding `needle`.
-fn docs_block(needle: &str) -> String {
+fn sh_block(needle: &str) -> String {
     let docs = std::fs::read_to_string(crate::util::repo_root().join("docs/forge-api.md")).unwrap();
     docs.split("```sh\n")
         .skip(1)
@@ -190,7 +190,7 @@ fn an_allowed_lanes_gh_opens_and_merges_with_the_real_token_and_after_a_takeover
         .home
         .command("sh")
         .arg("-c")
-        .arg(docs_block("curl -sS --unix-socket"))
+        .arg(sh_block("curl -sS --unix-socket"))
         .env("SOCKET", &site.socket)
         .env("PLACEHOLDER", placeholder));
     assert!(

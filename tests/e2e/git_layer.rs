@@ -518,22 +518,19 @@ fn a_stamp_mismatch_from_another_homes_registry_names_both_registries() {
     assert!(!line.contains("runs other code"), "{line}");
 }
 
-/// The lines README.md shows install appending are the ones it appends.
+/// The lines docs/git-layer.md shows install appending are the ones it appends.
 #[test]
-fn the_config_lines_install_appends_are_the_readmes() {
+fn the_config_lines_install_appends_are_the_ones_the_docs_show() {
     let world = World::new();
     let remote = world.bare("remote.git");
     let clone = world.clone(&world.ssh_url(&remote), "lane-a");
     let before = fs::read_to_string(clone.join(".git/config")).unwrap();
     let installed = world.install(&clone, &[]);
     assert_eq!(installed.code, 0, "{}", installed.stderr);
-    let readme = fs::read_to_string(crate::util::repo_root().join("README.md")).unwrap();
-    let block = readme
-        .split("```text\n")
-        .skip(1)
-        .filter_map(|rest| rest.split_once("\n```").map(|(block, _)| block))
+    let block = crate::util::doc_blocks("text")
+        .into_iter()
         .find(|block| block.contains("transport gate"))
-        .expect("README.md shows the appended lines");
+        .expect("the docs show the appended lines");
     assert_eq!(
         fs::read_to_string(clone.join(".git/config")).unwrap(),
         format!("{before}{block}\n")

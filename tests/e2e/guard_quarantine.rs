@@ -124,6 +124,22 @@ fn table(lane: &Lane) -> Vec<(&'static str, serde_json::Value, [i32; 5])> {
             json!({"url": "http://127.0.0.1:9/", "prompt": "x"}),
             [0, 2, 2, 0, 0],
         ),
+        // Cursor's Delete is a write: no `.git` for a row whose fence cannot be read,
+        // never the home.
+        (
+            "Delete",
+            json!({"path": format!("{clone}/.git/hooks/pre-push")}),
+            [0, 2, 2, 2, 0],
+        ),
+        (
+            "StrReplace",
+            json!({"path": format!("{}/sessions/s-q.json", lane.home.home.display()), "old_string": "a", "new_string": "b"}),
+            [2, 2, 2, 2, 2],
+        ),
+        // A tool the guard does not know (Gemini CLI's save_memory, which writes under
+        // ~/.gemini): opaque, so it runs for a row-bound session only when its ask is
+        // ALLOWED.
+        ("save_memory", json!({"fact": "x"}), [0, 2, 2, 2, 0]),
     ]
 }
 

@@ -1,9 +1,10 @@
-//! Paths and owners a newcomer's machine has (README, "Install" and "Key broker"): a
-//! repository or home whose path is not UTF-8 is found where it is and the installers
-//! refuse it by name (never a changed copy of the path written into a hook), while the
-//! fence itself works there; root on a repository a lane owns is told git's real reason
-//! (dubious ownership) first; a key broker socket in a directory lanes cannot traverse is
-//! named, with the fix, by the daemon, `install broker` and `doctor`.
+//! Paths and owners a newcomer's machine has (docs/operations.md, "Installers in detail";
+//! docs/hard-mode.md, "Key broker"): a repository or home whose path is not UTF-8 is found
+//! where it is and the installers refuse it by name (never a changed copy of the path
+//! written into a hook), while the fence itself works there; root on a repository a lane
+//! owns is told git's real reason (dubious ownership) first; a key broker socket in a
+//! directory lanes cannot traverse is named, with the fix, by the daemon, `install broker`
+//! and `doctor`.
 
 use crate::util::{Home, bin, bin_dir, git, run};
 use std::ffi::OsStr;

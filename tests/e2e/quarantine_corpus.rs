@@ -32,11 +32,11 @@ use std::path::{Path, PathBuf};
 /// `PreToolUse` (0.169: `tool_input` `{command}`, `tool_cwd`), Gemini CLI's `BeforeTool`
 /// (with `mcp_context` for MCP tools), Cursor's `beforeShellExecution`/
 /// `beforeMCPExecution` and its general `preToolUse`.
-const SHAPES: &[&str] = &["claude", "codex", "gemini", "cursor", "cursor-pre"];
+pub(crate) const SHAPES: &[&str] = &["claude", "codex", "gemini", "cursor", "cursor-pre"];
 
 /// One tool call, harness-neutral.
 #[derive(Clone, Debug)]
-enum Call {
+pub(crate) enum Call {
     Shell { command: String, background: bool },
     Read(String),
     List(String),
@@ -47,7 +47,7 @@ enum Call {
 }
 
 /// The hook command each harness runs, as `install agent-hook` wrote it.
-fn installed(lane: &Lane) -> Vec<(&'static str, String)> {
+pub(crate) fn installed(lane: &Lane) -> Vec<(&'static str, String)> {
     ["claude", "codex", "gemini", "cursor"]
         .into_iter()
         .map(|h| {
@@ -67,7 +67,7 @@ fn installed(lane: &Lane) -> Vec<(&'static str, String)> {
 }
 
 /// `call` in `shape`'s input, `None` when that harness has no hook for such a tool.
-fn input(shape: &str, call: &Call, session: &str, cwd: &Path) -> Option<Value> {
+pub(crate) fn input(shape: &str, call: &Call, session: &str, cwd: &Path) -> Option<Value> {
     let claude = |tool: &str, input: Value| {
         json!({"session_id": session, "transcript_path": "/nonexistent/t.jsonl", "cwd": cwd,
                "permission_mode": "default", "hook_event_name": "PreToolUse",
@@ -169,7 +169,7 @@ fn input(shape: &str, call: &Call, session: &str, cwd: &Path) -> Option<Value> {
 
 /// Runs `shape`'s installed hook with `input`; the exit, and Cursor's answer read back
 /// with a JSON parser (it must agree with the exit).
-fn hook(lane: &Lane, hooks: &[(&str, String)], shape: &str, input: &Value) -> Ran {
+pub(crate) fn hook(lane: &Lane, hooks: &[(&str, String)], shape: &str, input: &Value) -> Ran {
     let harness = shape.trim_end_matches("-pre");
     let command = &hooks.iter().find(|(h, _)| *h == harness).unwrap().1;
     let mut cmd = lane.home.command("sh");
@@ -186,7 +186,7 @@ fn hook(lane: &Lane, hooks: &[(&str, String)], shape: &str, input: &Value) -> Ra
 
 /// `call` in `shape`'s input for `session` (in the lane's clone), run through its
 /// installed hook; `None` when that harness has no hook for such a tool.
-fn run_call(
+pub(crate) fn run_call(
     lane: &Lane,
     hooks: &[(&str, String)],
     shape: &str,
@@ -198,7 +198,7 @@ fn run_call(
 }
 
 /// A shell call in the foreground.
-fn shell(command: &str) -> Call {
+pub(crate) fn shell(command: &str) -> Call {
     Call::Shell {
         command: command.to_string(),
         background: false,
@@ -208,7 +208,7 @@ fn shell(command: &str) -> Call {
 /// A lane that planted everything while it held its row and was then refused, every
 /// harness's hook installed, and `session` bound (and quarantined) by a first call, a
 /// read; the damage is watched from then on.
-fn quarantined(session: &str) -> (Lane, Vec<(&'static str, String)>, Damage) {
+pub(crate) fn quarantined(session: &str) -> (Lane, Vec<(&'static str, String)>, Damage) {
     let lane = Lane::held();
     let server = Counter::start();
     planted(&lane, &server);
@@ -223,18 +223,18 @@ fn quarantined(session: &str) -> (Lane, Vec<(&'static str, String)>, Damage) {
 }
 
 /// What a refused lane could damage, and how to tell.
-struct Damage {
+pub(crate) struct Damage {
     remote: String,
     proof: PathBuf,
     server: Counter,
     /// Files whose bytes must not change.
-    kept: Vec<(PathBuf, Option<Vec<u8>>)>,
+    pub(crate) kept: Vec<(PathBuf, Option<Vec<u8>>)>,
     /// Directories that must stay empty.
     empty: Vec<PathBuf>,
 }
 
 impl Damage {
-    fn watch(lane: &Lane, server: Counter, session: &str) -> Damage {
+    pub(crate) fn watch(lane: &Lane, server: Counter, session: &str) -> Damage {
         let tmp = lane.tmp();
         let home = &lane.home.home;
         let kept: Vec<PathBuf> = vec![
@@ -266,7 +266,7 @@ impl Damage {
     }
 
     /// What moved since [`Damage::watch`], one line each (empty: nothing).
-    fn done(&self, lane: &Lane) -> Vec<String> {
+    pub(crate) fn done(&self, lane: &Lane) -> Vec<String> {
         let mut moved = Vec::new();
         if lane.remote_head() != self.remote {
             moved.push("the remote's main moved".into());
@@ -292,7 +292,7 @@ impl Damage {
 }
 
 /// Carries out a call the hook let through, as its harness would.
-fn carry_out(lane: &Lane, call: &Call) {
+pub(crate) fn carry_out(lane: &Lane, call: &Call) {
     let at = |p: &str| lane.repo.clone.join(p);
     match call {
         Call::Shell { command, .. } => {
@@ -319,7 +319,7 @@ fn carry_out(lane: &Lane, call: &Call) {
 /// repository written file by file inside the worktree (`evil/`), a gitfile to a
 /// repository outside (`sub/.git`), and links into the home, `.git`, outside the
 /// worktree and the user's home.
-fn planted(lane: &Lane, server: &Counter) {
+pub(crate) fn planted(lane: &Lane, server: &Counter) {
     let tmp = lane.tmp();
     let clone = &lane.repo.clone;
     let remote = lane.repo.remote.display();
@@ -430,7 +430,7 @@ fn spellings(lane: &Lane) -> Vec<(String, &'static str)> {
 
 /// The remote stays, no program ran, no file moved: the quarantine corpus's verdict.
 #[track_caller]
-fn nothing_moved(damage: &Damage, lane: &Lane, through: &[String]) {
+pub(crate) fn nothing_moved(damage: &Damage, lane: &Lane, through: &[String]) {
     let moved = damage.done(lane);
     assert!(
         moved.is_empty() && through.is_empty(),
@@ -585,13 +585,15 @@ fn quarantined_file_tools_read_only_inside_and_write_nothing_in_any_spelling() {
         for call in all {
             let reads = matches!(call, Call::Read(_) | Call::List(_) | Call::Grep(_));
             // Readers inside the worktree run (a harness's settings there too: reading
-            // them changes nothing); everything else is denied.
-            let want = if reads && matches!(lands, "inside" | "settings") {
-                0
-            } else {
-                2
-            };
+            // them changes nothing); everything else is denied, and so is Gemini CLI's
+            // grep, which reads by running programs.
             for shape in SHAPES {
+                let gemini_grep = *shape == "gemini" && matches!(call, Call::Grep(_));
+                let want = if reads && matches!(lands, "inside" | "settings") && !gemini_grep {
+                    0
+                } else {
+                    2
+                };
                 let Some(ran) = run_call(&lane, &hooks, shape, &call, session) else {
                     continue;
                 };
@@ -732,6 +734,15 @@ fn writes_that_outlive_the_call_are_denied_for_a_row_bound_session() {
         format!("until false; do sleep 5; {push}; done"),
         format!("wait; {push}"),
         "nohup python3 -c 'print(1)' &".to_string(),
+        // Queues and detached sessions (round five).
+        format!("pueue add -- {push}"),
+        format!("tsp {push}"),
+        format!("nq {push}"),
+        format!("dtach -n /tmp/rt31-s {push}"),
+        format!("abduco -n s {push}"),
+        format!("sem {push}"),
+        format!("zellij run -- {push}"),
+        format!("byobu new-session -d '{push}'"),
     ];
     let session = "s-deferred";
     let mut calls = 0;

@@ -1,5 +1,7 @@
-//! The README's machine-readable examples are what the binaries do: its worked batch
-//! example runs as printed, with the outputs its comments name.
+//! The README's and the `docs/` chapters' machine-readable examples are what the binaries
+//! do: every shell block runs in a test or says why not, the worked batch example runs as
+//! printed with the outputs its comments name, and every link names a file and a heading
+//! that exist.
 
 use crate::stamp::{Supervisor, install_build, install_this_build, next_digest};
 use crate::util::{Home, Ran, bin_dir, git, repo_root, run, until};
@@ -10,26 +12,23 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-/// The ```sh block of README.md that contains `needle`.
+/// The ```sh block of the README or a `docs/` chapter that contains `needle`.
 fn sh_block(needle: &str) -> String {
     block("sh", needle)
 }
 
-/// The ```text block of README.md that contains `needle`.
+/// The ```text block of the README or a `docs/` chapter that contains `needle`.
 fn text_block(needle: &str) -> String {
     block("text", needle)
 }
 
-/// The README.md block fenced as ```kind that contains `needle`.
+/// The block fenced as ```kind, in the README or a `docs/` chapter, that contains
+/// `needle`.
 fn block(kind: &str, needle: &str) -> String {
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
-    readme
-        .split(&format!("```{kind}\n"))
-        .skip(1)
-        .filter_map(|rest| rest.split_once("\n```").map(|(block, _)| block))
+    crate::util::doc_blocks(kind)
+        .into_iter()
         .find(|block| block.contains(needle))
-        .unwrap_or_else(|| panic!("README.md has a {kind} block with {needle:?}"))
-        .to_string()
+        .unwrap_or_else(|| panic!("the docs have a {kind} block with {needle:?}"))
 }
 
 #[test]
@@ -73,7 +72,7 @@ fn the_worked_batch_example_runs_as_printed() {
     );
 }
 
-/// The metric names, HELP and TYPE lines the README shows are the ones `health
+/// The metric names, HELP and TYPE lines docs/operations.md shows are the ones `health
 /// --prometheus` prints, in order (values differ: there is no heartbeat here).
 #[test]
 fn the_readme_prometheus_lines_are_what_health_prints() {
@@ -550,6 +549,38 @@ fn every_piece_install_writes_comes_back_out_with_uninstall() {
         "{}",
         push.stderr
     );
+    // README "Binding a lane in your own repository": lane-a pushes, lane-b takes the row
+    // over in a worktree of its own, and lane-a's next push is refused, its commit local.
+    let takeover = sh_block("--lane lane-b --takeover --write-descriptor");
+    let ran = sh(&takeover);
+    assert_eq!(
+        ran.code, 1,
+        "git push exits 1: {}{}",
+        ran.stdout, ran.stderr
+    );
+    let (allowed, refused) = ran
+        .stderr
+        .split_once("REFUSED (different_holder")
+        .unwrap_or_else(|| panic!("the second push is refused: {}", ran.stderr));
+    assert!(allowed.contains("row-fence: ALLOWED"), "{}", ran.stderr);
+    assert!(!refused.contains("ALLOWED"), "{}", ran.stderr);
+    let head = |dir: &Path, rev: &str| git(&home, dir, &["rev-parse", rev]);
+    assert_eq!(
+        head(&remote, "main"),
+        head(&app, "HEAD~1"),
+        "lane-a's work landed"
+    );
+    assert_ne!(
+        head(&remote, "main"),
+        head(&app, "HEAD"),
+        "its later commit did not"
+    );
+    let lane_b = me.join("src/app-b");
+    git(
+        &home,
+        &app,
+        &["worktree", "remove", "--force", lane_b.to_str().unwrap()],
+    );
 
     // Completions and man pages, as printed, in bash (and the zsh line in sh: no $fpath).
     let completion = sh_block("mkdir -p ~/.zfunc");
@@ -644,16 +675,39 @@ const REASONS: [&str; 6] = [
     "bench:",
 ];
 
-/// Every ```sh block of the README runs in a test on a fresh `$HOME`, or says in a
-/// marker line right before it why it cannot (root, macOS, a synopsis, …). A synopsis's
-/// every `row-fence …` line names subcommands that exist, with flags their `--help` has.
+/// Every ```sh block of the README and of each `docs/` chapter runs in a test on a fresh
+/// `$HOME`, or says in a marker line right before it why it cannot (root, macOS, a
+/// synopsis, …). A synopsis's every `row-fence …` line names subcommands that exist, with
+/// flags their `--help` has.
 #[test]
 fn every_readme_shell_block_runs_in_a_test_or_says_why_not() {
-    let readme = fs::read_to_string(repo_root().join("README.md")).unwrap();
     let needles = needles_tests_run();
-    let lines: Vec<&str> = readme.lines().collect();
     let mut unrun = Vec::new();
     let mut synopses = Vec::new();
+    let docs = crate::util::user_docs();
+    assert!(docs.len() > 1, "the docs/ chapters are found");
+    let mut blocks = 0;
+    for (file, text) in &docs {
+        let lines: Vec<&str> = text.lines().collect();
+        shell_blocks_of(file, &lines, &needles, &mut unrun, &mut synopses);
+        blocks += lines.iter().filter(|l| **l == "```sh").count();
+    }
+    assert!(
+        blocks > 15,
+        "only {blocks} sh blocks found: is the scan broken?"
+    );
+    check_unrun_and_synopses(unrun, synopses);
+}
+
+/// Sorts the ```sh blocks of `file` (its `lines`) into run (a test's needle is in it),
+/// marked (a synopsis goes to `synopses`) and wrong (into `unrun`, naming the line).
+fn shell_blocks_of<'a>(
+    file: &str,
+    lines: &[&'a str],
+    needles: &[String],
+    unrun: &mut Vec<String>,
+    synopses: &mut Vec<Vec<&'a str>>,
+) {
     for (i, line) in lines.iter().enumerate() {
         if *line != "```sh" {
             continue;
@@ -671,18 +725,25 @@ fn every_readme_shell_block_runs_in_a_test_or_says_why_not() {
             .and_then(|m| m.strip_suffix(" -->"));
         match (covered, marker) {
             (true, None) => {}
-            (true, Some(_)) => unrun.push(format!("line {}: run by a test, yet marked", i + 1)),
+            (true, Some(_)) => unrun.push(format!("{file}:{}: run by a test, yet marked", i + 1)),
             (false, Some(reason)) if REASONS.iter().any(|r| reason.starts_with(r)) => {
                 if reason.starts_with("synopsis:") {
                     synopses.push(body.clone());
                 }
             }
             (false, Some(reason)) => {
-                unrun.push(format!("line {}: unknown reason {reason:?}", i + 1))
+                unrun.push(format!("{file}:{}: unknown reason {reason:?}", i + 1))
             }
-            (false, None) => unrun.push(format!("line {}: neither run nor marked:\n{text}", i + 1)),
+            (false, None) => {
+                unrun.push(format!("{file}:{}: neither run nor marked:\n{text}", i + 1))
+            }
         }
     }
+}
+
+/// Fails naming every block in `unrun`; then checks that each synopsis line names
+/// subcommands that exist, with flags their `--help` has.
+fn check_unrun_and_synopses(unrun: Vec<String>, synopses: Vec<Vec<&str>>) {
     assert!(unrun.is_empty(), "{}", unrun.join("\n"));
     assert!(!synopses.is_empty());
 
@@ -752,5 +813,140 @@ fn every_readme_shell_block_runs_in_a_test_or_says_why_not() {
                 "{line}: no {flag} in {paths:?}'s --help"
             );
         }
+    }
+}
+
+/// GitHub's anchor for a heading: lower case, every character but letters, digits, `-`,
+/// `_` and spaces dropped, spaces turned into `-`.
+fn anchor_of(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The lines of a Markdown text outside its fenced code blocks.
+fn prose_lines(text: &str) -> Vec<&str> {
+    let mut fenced = false;
+    text.lines()
+        .filter(|l| {
+            if l.starts_with("```") {
+                fenced = !fenced;
+                return false;
+            }
+            !fenced
+        })
+        .collect()
+}
+
+/// The anchors of a Markdown text's headings, a repeated one numbered as GitHub does.
+fn anchors_of(text: &str) -> std::collections::BTreeSet<String> {
+    let mut seen = std::collections::BTreeMap::<String, usize>::new();
+    prose_lines(text)
+        .into_iter()
+        .filter(|l| l.starts_with('#'))
+        .map(|l| {
+            let anchor = anchor_of(l.trim_start_matches('#'));
+            let n = seen.entry(anchor.clone()).or_default();
+            *n += 1;
+            match *n {
+                1 => anchor,
+                n => format!("{anchor}-{}", n - 1),
+            }
+        })
+        .collect()
+}
+
+/// Every relative link of the README, the `docs/` chapters and ARCHITECTURE.md names a
+/// file that exists, and its `#anchor`, when it has one, a heading of that file: the
+/// split into chapters left no link pointing at a section that moved.
+#[test]
+fn every_link_of_the_docs_names_a_file_and_a_heading_that_exist() {
+    let root = repo_root();
+    let mut docs = crate::util::user_docs();
+    docs.push((
+        "ARCHITECTURE.md".to_string(),
+        fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap(),
+    ));
+    let mut broken = Vec::new();
+    let mut links = 0;
+    for (file, text) in &docs {
+        let dir = Path::new(file).parent().unwrap_or(Path::new(""));
+        for line in prose_lines(text) {
+            for (at, _) in line.match_indices("](") {
+                let rest = &line[at + 2..];
+                let Some(target) = rest.split(')').next() else {
+                    continue;
+                };
+                if target.contains("://") || target.starts_with("mailto:") {
+                    continue;
+                }
+                links += 1;
+                let (path, anchor) = target.split_once('#').unwrap_or((target, ""));
+                let linked = match path {
+                    "" => root.join(file),
+                    path => root.join(dir).join(path),
+                };
+                if !linked.exists() {
+                    broken.push(format!("{file}: {target}: no such file"));
+                    continue;
+                }
+                if anchor.is_empty() {
+                    continue;
+                }
+                let anchors = fs::read_to_string(&linked)
+                    .map(|t| anchors_of(&t))
+                    .unwrap_or_default();
+                if !anchors.contains(anchor) {
+                    broken.push(format!("{file}: {target}: no such heading"));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+    assert!(links > 20, "only {links} links found: is the scan broken?");
+}
+
+/// The README is one a newcomer finishes in about ten minutes: its sections are the ones a
+/// first day needs, its prose (outside code blocks and tables) stays within 2,500 words,
+/// and its "Read on" table links every `docs/` chapter, so a chapter is never orphaned.
+#[test]
+fn the_readme_is_a_ten_minute_read_that_links_every_chapter() {
+    let docs = crate::util::user_docs();
+    let (_, readme) = &docs[0];
+    let headings: Vec<&str> = prose_lines(readme)
+        .into_iter()
+        .filter_map(|l| l.strip_prefix("## "))
+        .collect();
+    for needed in [
+        "Before you start",
+        "Quick start",
+        "Install",
+        "Binding a lane in your own repository",
+        "Verdicts and exit codes",
+        "Uninstall",
+        "Read on",
+    ] {
+        assert!(headings.contains(&needed), "no {needed:?} in {headings:?}");
+    }
+    let words: usize = prose_lines(readme)
+        .into_iter()
+        .filter(|l| !l.starts_with('|'))
+        .map(|l| l.split_whitespace().count())
+        .sum();
+    assert!(words <= 2500, "the README's prose has {words} words");
+    let read_on = readme
+        .split("\n## Read on\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .unwrap_or_default();
+    for (chapter, _) in &docs[1..] {
+        assert!(
+            read_on.contains(&format!("]({chapter})")),
+            "README \"Read on\" does not link {chapter}"
+        );
     }
 }

@@ -3,7 +3,7 @@
 //! sentinels by a network partition while the daemon still reaches it. Real servers: a
 //! primary behind a partition proxy, three replicas, three sentinels; the store URL names
 //! the replica set and what a write waits for (`?replicas=3&min_replicas=2`), every data
-//! node has the README's `min-replicas-to-write 1`, `min-replicas-max-lag 10`.
+//! node has docs/stores.md's `min-replicas-to-write 1`, `min-replicas-max-lag 10`.
 //!
 //! What must hold: once lane-b's takeover on the new primary is acknowledged (from another
 //! machine's home, so no floor of the daemon's home knows it), no ask of lane-a that
@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// Every data node: the README's guard against a deposed primary writing, and a full sync
+/// Every data node: docs/stores.md's guard against a deposed primary writing, and a full sync
 /// that starts at once (Redis otherwise waits 5 s for more replicas to join a diskless
 /// transfer: 15 s to start three replicas, and as long again after each failover).
 pub const NODE: &[&str] = &[
@@ -273,7 +273,7 @@ fn a_paused_primary_resumed_after_a_failover_never_answers_the_old_holder_allowe
     assert_no_split_brain(&home, &history, taken, "paused primary");
 }
 
-/// The reproduction: with the README's settings, the primary is cut off from its replicas
+/// The reproduction: with docs/stores.md's settings, the primary is cut off from its replicas
 /// and the sentinels (the proxy freezes those links) but not from the daemon. A replica is
 /// promoted and lane-b's takeover is acknowledged there; the old primary still believes it
 /// has its replicas (their lag is below `min-replicas-max-lag` for 10 s) and would answer

@@ -301,15 +301,17 @@ fn once_json_is_the_snapshot_parsed_back_and_a_gone_daemon_exits_1() {
     );
 }
 
-/// The README's capture of the console is the overview the snapshot test draws.
+/// The docs' capture of the console (docs/operations.md, "The console: `row-fence top`") is
+/// the overview the snapshot test draws.
 #[test]
-fn the_readme_capture_is_the_console_as_drawn() {
+fn the_docs_capture_is_the_console_as_drawn() {
     let root = crate::util::repo_root();
     let drawn =
         std::fs::read_to_string(root.join("daemon/cli/src/top/snapshots/overview.txt")).unwrap();
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     assert!(
-        readme.contains(&format!("```text\n{drawn}```")),
-        "README.md's capture of row-fence top differs from daemon/cli/src/top/snapshots/overview.txt"
+        crate::util::doc_blocks("text")
+            .iter()
+            .any(|block| format!("{block}\n") == drawn),
+        "the docs' capture of row-fence top differs from daemon/cli/src/top/snapshots/overview.txt"
     );
 }

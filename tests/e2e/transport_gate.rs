@@ -591,8 +591,8 @@ impl Lane {
     /// after lane-b took the row over, writes what the refusal told it into its own
     /// descriptor and pushes. Every route is REFUSED `token_mismatch` and the remote ref
     /// stays. A copy of lane-b's real descriptor (token included) is ALLOWED: the
-    /// documented limit of one uid (README, "Lease token and margin"), which separate
-    /// uids close.
+    /// documented limit of one uid (docs/operations.md, "Lease token and margin"), which
+    /// separate uids close.
     fn forged_descriptor_pushes_nowhere(&self, remote: &std::path::Path, url: &str, http: bool) {
         assert_eq!(self.git(&["push", "-q", "origin", "main"]).code, 0);
         let before = self.world.main_of(remote);

@@ -46,6 +46,42 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The user documentation: `README.md`, then every `docs/*.md` chapter by name, each as
+/// (its path from the repository's root, its text). Tests that run or compare a snippet
+/// look in all of them, so a snippet can move between chapters without a test change.
+pub fn user_docs() -> Vec<(String, String)> {
+    let root = repo_root();
+    let mut chapters: Vec<String> = std::fs::read_dir(root.join("docs"))
+        .expect("docs/ is readable")
+        .map(|entry| entry.expect("a docs/ entry").file_name())
+        .filter_map(|name| name.into_string().ok())
+        .filter(|name| name.ends_with(".md"))
+        .map(|name| format!("docs/{name}"))
+        .collect();
+    chapters.sort();
+    std::iter::once("README.md".to_string())
+        .chain(chapters)
+        .map(|path| {
+            let text =
+                std::fs::read_to_string(root.join(&path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+            (path, text)
+        })
+        .collect()
+}
+
+/// Every ```kind block of the user documentation ([`user_docs`]), in order.
+pub fn doc_blocks(kind: &str) -> Vec<String> {
+    user_docs()
+        .iter()
+        .flat_map(|(_, text)| {
+            text.split(&format!("```{kind}\n"))
+                .skip(1)
+                .filter_map(|rest| rest.split_once("\n```").map(|(block, _)| block.to_string()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 /// What a finished command left.
 #[derive(Debug)]
 pub struct Ran {

@@ -96,7 +96,7 @@ pub struct RenewArgs {
     /// Print the lease as JSON
     #[arg(long)]
     json: bool,
-    /// Ask the daemon to renew this uid's bound lane's lease, with the token of the descriptor the daemon reads itself (a lane with no store credentials; README, "Key broker")
+    /// Ask the daemon to renew this uid's bound lane's lease, with the token of the descriptor the daemon reads itself (a lane with no store credentials; docs/hard-mode.md, "Key broker")
     #[arg(long, conflicts_with_all = ["board", "row", "lane", "generation", "descriptor", "owner", "epoch"])]
     via_daemon: bool,
     /// The key broker's socket (with --via-daemon) [default: $SSH_AUTH_SOCK]
@@ -129,7 +129,7 @@ pub struct ReleaseArgs {
     /// ROW and --lane name a lease stored before the spelling rule, written as `store check --board` prints them (each non-ASCII or invisible character as \u{HEX}); released by holder and generation without a lease token, as a takeover would end it
     #[arg(long, conflicts_with = "descriptor")]
     stored_name: bool,
-    /// Ask the daemon to release this uid's bound lane's lease, with the token of the descriptor the daemon reads itself (a lane with no store credentials; README, "Key broker")
+    /// Ask the daemon to release this uid's bound lane's lease, with the token of the descriptor the daemon reads itself (a lane with no store credentials; docs/hard-mode.md, "Key broker")
     #[arg(long, conflicts_with_all = ["board", "row", "lane", "generation", "descriptor", "owner", "epoch"])]
     via_daemon: bool,
     /// The key broker's socket (with --via-daemon) [default: $SSH_AUTH_SOCK]

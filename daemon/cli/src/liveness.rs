@@ -179,6 +179,9 @@ fn print_status(s: &Status) {
             "           {}, {} replicas, writes wait for {}; {verdict}",
             check.role, check.replicas, check.min_replicas
         ));
+        if let Some(identity) = &check.identity {
+            out(&format!("           identity {identity}"));
+        }
         for problem in &check.problems {
             out(&format!("           problem: {problem}"));
         }

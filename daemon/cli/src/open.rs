@@ -41,7 +41,7 @@ pub fn store_for_read(settings: &Settings) -> Result<Arc<dyn LeaseStore>, Failur
 /// [`store_for_read`] for an operator who looks at `board` (show, records, log): on a
 /// store that went back in time, or a clock that did, it warns and reads the store as it
 /// is now, unchecked, so the operator can look before `row-fence store accept-regression`
-/// or `accept-clock`, as the README tells them to. Nothing is written through it.
+/// or `accept-clock`, as docs/stores.md tells them to. Nothing is written through it.
 pub async fn store_to_look(
     settings: &Settings,
     board: &str,

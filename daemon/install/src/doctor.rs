@@ -130,7 +130,7 @@ struct Report {
     submodule: bool,
     gate: bool,
     /// The key broker wired in by `install broker`, if any.
-    broker: Option<crate::broker::Wiring>,
+    broker: Option<crate::broker_wiring::Wiring>,
     worktrees: Vec<WorktreeReport>,
     remotes: Vec<Remote>,
     problems: Vec<String>,
@@ -364,7 +364,7 @@ fn examine(repo: &Repository) -> Report {
     let mut limits = Vec::new();
     let remotes = remotes(repo, &mut problems, &mut limits);
     let notes = git_gate::drift(&repo.common_dir).into_iter().collect();
-    let broker = crate::broker::Wiring::read(&repo.common_dir).unwrap_or_else(|e| {
+    let broker = crate::broker_wiring::Wiring::read(&repo.common_dir).unwrap_or_else(|e| {
         problems.push(e.to_string());
         None
     });

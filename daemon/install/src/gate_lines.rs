@@ -1,6 +1,6 @@
 //! The lines `row-fence install git-hook` appends to a repository's config to include the
 //! transport gate, and how rollback takes them out again (ARCHITECTURE.md, "Git's layer";
-//! README, "Git's own layer").
+//! docs/git-layer.md, "Git's own layer").
 //!
 //! ```text
 //! # row-fence: git's transport gate; …

@@ -25,6 +25,11 @@ use std::path::{Path, PathBuf};
 /// config that names it).
 pub const INCLUDE_FILE: &str = row_fence_contract::git_layout::INCLUDE_FILE;
 
+/// What the included file says of the broker's part.
+pub const INCLUDE_NOTE: &str = "# The key broker (`row-fence install broker`; `row-fence install broker --rollback` takes it\n\
+     # out): the ssh below offers only the push key the daemon's agent holds, through the\n\
+     # daemon's socket, on a connection of its own (no multiplexing).\n";
+
 /// The script git runs as its `core.gitProxy` for `git://` remotes, beside the included
 /// file (git runs a proxy without a shell, so the gate's flags live in the script).
 pub const PROXY_FILE: &str = "row-fence-git-proxy";
@@ -136,7 +141,7 @@ pub enum GateError {
     },
     /// The key broker's wiring file cannot be read.
     #[error(transparent)]
-    Broker(#[from] crate::broker::WiringError),
+    Broker(#[from] crate::broker_wiring::WiringError),
     /// The key broker is wired into a repository that runs an ssh command of its own: the
     /// broker's options must be the first ssh reads, and a command of the repository's
     /// may be anything (a script, plink).
@@ -337,7 +342,7 @@ pub fn plan_parts(common_dir: &Path, baked: &Baked, with_gate: bool) -> Result<P
         return Err(GateError::NoAsker { asker });
     }
     let previous = previous(&entries(common_dir)?)?;
-    let broker = crate::broker::Wiring::read(common_dir)?;
+    let broker = crate::broker_wiring::Wiring::read(common_dir)?;
     // The ssh the wrapper runs once the fence says yes: the broker's OpenSSH with its
     // options first, else what the repository ran before.
     let then = match (&broker, &previous.ssh_command) {
@@ -408,7 +413,7 @@ pub fn plan_parts(common_dir: &Path, baked: &Baked, with_gate: bool) -> Result<P
         );
     }
     if broker.is_some() {
-        include.push_str(crate::broker::INCLUDE_NOTE);
+        include.push_str(INCLUDE_NOTE);
     }
     include.push_str(&format!(
         "[core]\n\tsshCommand = {}\n",
@@ -607,7 +612,7 @@ pub fn rollback_refusal(common_dir: &Path) -> Result<(), GateError> {
 /// the included file is written again with the broker's part alone and the lines stay
 /// (`Done::NotInstalled` when the file was the broker's alone).
 pub fn rollback(common_dir: &Path) -> Result<Done, GateError> {
-    if crate::broker::Wiring::read(common_dir)?.is_some() {
+    if crate::broker_wiring::Wiring::read(common_dir)?.is_some() {
         // The included file is the broker's alone when it holds no gate: nothing to take.
         return match gate_in(common_dir) {
             true => broker_only(common_dir),

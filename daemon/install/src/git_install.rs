@@ -233,7 +233,7 @@ fn install_gate(repo: &Repository, plan: &Plan) -> Result<Undo, GateNotWritten> 
         undo.apply(&repo.common_dir)?;
         return Err(GateNotWritten::NotRun { config, problems });
     }
-    let broker = crate::broker::Wiring::read(&repo.common_dir)
+    let broker = crate::broker_wiring::Wiring::read(&repo.common_dir)
         .ok()
         .flatten()
         .map(|w| w.ssh_line());

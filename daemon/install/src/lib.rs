@@ -18,6 +18,8 @@
 //!   [`claude_policy`]: whether Claude Code runs a hook its settings files hold;
 //!   [`codex_version`]: whether the installed Codex tells the hook where a tool runs.
 //! - [`broker`]: `install broker`, git's ssh through the daemon's key broker;
+//!   [`broker_wiring`]: its wiring file, which the transport gate reads to write the
+//!   broker's part of the included file it owns;
 //!   [`lane_socket`]: whether the lane can reach the broker's socket.
 //! - [`gh_install`]: `install gh`, a lane's gh through the daemon's forge API.
 //!
@@ -41,6 +43,7 @@
 pub mod agent_doctor;
 pub mod agent_hooks;
 pub mod broker;
+pub mod broker_wiring;
 pub mod claude_policy;
 pub mod claude_settings;
 pub mod codex_toml;

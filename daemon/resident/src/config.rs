@@ -17,7 +17,7 @@ pub struct CommonArgs {
     /// Home directory for the socket, heartbeat, ledger, registry and file store [env: ROW_FENCE_HOME] [default: ~/.row-fence]
     #[arg(long, global = true, value_name = "DIR")]
     pub home: Option<PathBuf>,
-    /// Lease store: file, file:DIR, redis://…, rediss://…, redis+unix://…, redis+cluster://…, redis+sentinel://…, etcd://…, etcds://… (options: README, "Configuration") [env: ROW_FENCE_STORE] [default: file]
+    /// Lease store: file, file:DIR, redis://…, rediss://…, redis+unix://…, redis+cluster://…, redis+sentinel://…, etcd://…, etcds://… (options: docs/operations.md, "Configuration") [env: ROW_FENCE_STORE] [default: file]
     #[arg(long, global = true, value_name = "URL")]
     pub store: Option<String>,
     /// The daemon's socket [env: ROW_FENCE_SOCKET] [default: $ROW_FENCE_HOME/sock]

@@ -58,7 +58,7 @@ impl Connection {
     }
 
     /// Who is connected: `None` when the kernel cannot say (the caller refuses such a
-    /// peer: fail closed, README.md, "Threat model").
+    /// peer: fail closed, docs/hard-mode.md, "Threat model").
     pub async fn peer(&mut self) -> Option<Peer> {
         #[cfg(target_os = "linux")]
         if let Io::Unregistered(stream) = &self.io {

@@ -17,7 +17,8 @@
 //! - [`startup`]: from start to exit; [`detach`]: started without a service manager;
 //!   [`reexec`]: onto new binaries in place when no manager restarts it. [`server`]: the accept loop and per-connection
 //!   framing; [`connection`]: one connection's I/O, off the reactor unless it must wait.
-//!   [`resident`]: shared state and its answers (ask, ping, status).
+//!   [`resident`]: shared state and its answers (ask, ping, status); [`judge`]: the
+//!   gate, counters and ledger an ask and a broker's sign request are judged through.
 //! - [`socket`]: socket directory and file hygiene. [`own_code`]: what the daemon loaded,
 //!   to tell whose code is stale. [`supervisor`]: READY=1 and WATCHDOG=1 to systemd.
 //! - [`heartbeat`]: the liveness file. [`refusals`]: the ledger writer, recent refusals,
@@ -40,6 +41,7 @@ pub mod detach;
 pub mod forge_api;
 pub mod gate;
 pub mod heartbeat;
+pub mod judge;
 pub mod location;
 pub mod log_limit;
 pub mod own_code;

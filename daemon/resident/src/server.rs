@@ -74,7 +74,11 @@ pub async fn run(listener: UnixListener, resident: Arc<Resident>, shutdown: Canc
         };
         match accepted {
             Ok(stream) => {
-                resident.stats.connections.fetch_add(1, Ordering::Relaxed);
+                resident
+                    .judge
+                    .stats
+                    .connections
+                    .fetch_add(1, Ordering::Relaxed);
                 let resident = resident.clone();
                 tracker.spawn(async move {
                     serve(stream, &resident).await;

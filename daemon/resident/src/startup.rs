@@ -5,6 +5,7 @@
 
 use crate::config::Settings;
 use crate::heartbeat;
+use crate::judge::Judge;
 use crate::location::{self, LocationFence, SystemClock};
 use crate::own_code::OwnCode;
 use crate::registry::{Registry, RegistryError};
@@ -333,9 +334,13 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
     uids.extend(extra_uids);
     let marks = store.marks();
     let store: Arc<dyn LeaseStore> = store;
+    // The judge first, then the broker's state: the daemon and the broker share the one,
+    // and the daemon answers changes to the other, so both exist before it does.
+    let judge = Arc::new(Judge::new(store.clone(), &settings).with_location(registry, fence));
     let resident = Arc::new(
-        Resident::new(store.clone(), own_code, settings.clone(), uids)
-            .with_location(registry, fence)
+        Resident::new(judge.clone(), own_code, settings.clone(), uids)
+            .with_broker(broker.as_ref().map(|prepared| prepared.shared.clone()))
+            .with_forge_api(forge_api.as_ref().map(|prepared| prepared.shared.clone()))
             .supervised(supervised),
     );
     tracing::info!(
@@ -354,11 +359,13 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
         },
         heartbeat_interval,
         resident.heartbeat_ms.clone(),
-        resident.proof.clone(),
+        judge.proof.clone(),
         resident.shutdown.clone(),
     ));
     tokio::spawn(flush_marks(marks.clone(), resident.shutdown.clone()));
     tokio::spawn(stop_on_signal(resident.clone()));
+    // The forge API names a lane of another uid by the broker's bindings, when it is on.
+    let bindings = broker.as_ref().map(|prepared| prepared.shared.clone());
     let broker_guard = broker.map(|prepared| {
         let crate::broker::Prepared {
             shared,
@@ -370,17 +377,19 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
             lanes = %shared.lanes_path.display(),
             "the key broker is serving"
         );
-        let _ = resident.broker.set(shared.clone());
         let broker = Arc::new(crate::broker::Broker {
             shared,
-            resident: resident.clone(),
+            judge: judge.clone(),
             own_uid: paths::euid(),
         });
-        tokio::spawn(crate::broker::run(
-            listener,
-            broker,
-            resident.shutdown.clone(),
-        ));
+        let resident = resident.clone();
+        tokio::spawn(async move {
+            let served = crate::broker::run(listener, broker, resident.shutdown.clone()).await;
+            if let Err(e) = served {
+                tracing::error!(error = %e, "cannot poll the key broker's socket");
+                resident.stop(EXIT_START_FAILED);
+            }
+        });
         guard
     });
     let forge_guard = forge_api.map(|prepared| {
@@ -394,24 +403,28 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
             host = %shared.settings.host,
             "the forge API is serving"
         );
-        let _ = resident.forge_api.set(shared.clone());
         let api = Arc::new(crate::forge_api::serve::ForgeApi {
             shared,
-            resident: resident.clone(),
+            judge: judge.clone(),
+            bindings,
             own_uid: paths::euid(),
         });
-        tokio::spawn(crate::forge_api::serve::run(
-            listener,
-            api,
-            resident.shutdown.clone(),
-        ));
+        let resident = resident.clone();
+        tokio::spawn(async move {
+            let served =
+                crate::forge_api::serve::run(listener, api, resident.shutdown.clone()).await;
+            if let Err(e) = served {
+                tracing::error!(error = %e, "cannot poll the forge API's socket");
+                resident.stop(EXIT_START_FAILED);
+            }
+        });
         guard
     });
     // Bound and about to accept: only now may systemd count the daemon as started.
     crate::supervisor::ready(&settings.socket);
     server::run(listener, resident.clone(), resident.shutdown.clone()).await;
     crate::supervisor::stopping();
-    resident.refusals.close();
+    judge.refusals.close();
     if let Err(e) = marks.flush() {
         tracing::warn!(error = %e, "cannot write the revisions seen");
     }

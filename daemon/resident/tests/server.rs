@@ -8,6 +8,7 @@ use row_fence_contract::protocol::{
 };
 use row_fence_contract::{Descriptor, Reason, Verdict};
 use row_fence_resident::config::Settings;
+use row_fence_resident::judge::Judge;
 use row_fence_resident::own_code::OwnCode;
 use row_fence_resident::resident::Resident;
 use row_fence_resident::server;
@@ -54,7 +55,8 @@ impl Served {
             margin_ms: row_fence_resident::config::DEFAULT_MARGIN_MS,
         };
         let own_code = OwnCode::capture(&home, TEST_BUILD).unwrap();
-        let resident = Arc::new(Resident::new(store.clone(), own_code, settings, uids));
+        let judge = Arc::new(Judge::new(store.clone(), &settings));
+        let resident = Arc::new(Resident::new(judge, own_code, settings, uids));
         let listener = UnixListener::bind(&socket).unwrap();
         let shutdown = resident.shutdown.clone();
         let task = tokio::spawn(server::run(listener, resident.clone(), shutdown.clone()));
@@ -103,7 +105,7 @@ impl Drop for Served {
     /// The ledger writer appends on a thread of its own: it is waited for before the temp
     /// dir goes, or its last line would make the directory again and leave it behind.
     fn drop(&mut self) {
-        self.resident.refusals.close();
+        self.resident.judge.refusals.close();
     }
 }
 

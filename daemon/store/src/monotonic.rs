@@ -80,6 +80,9 @@ pub struct Monotonic {
     eager: bool,
     /// The store key resolved last ([`IDENTITY_TTL`]).
     resolved: Mutex<Option<Resolved>>,
+    /// The identity the store carried at the last [`LeaseStore::check`], given with
+    /// every [`LeaseStore::last_check`] (the daemon's status reads only that).
+    checked_identity: Mutex<Option<String>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -97,6 +100,7 @@ impl Monotonic {
             marks: Arc::new(Marks::load(marks_path)),
             eager,
             resolved: Mutex::new(None),
+            checked_identity: Mutex::new(None),
         }
     }
 
@@ -622,16 +626,21 @@ impl LeaseStore for Monotonic {
     /// The store's check, with the identity it carries as a note.
     async fn check(&self) -> Result<StoreCheck, StoreError> {
         let mut check = self.inner.check().await?;
-        check.notes.push(match self.inner.carried_identity().await {
+        let carried = self.inner.carried_identity().await;
+        check.notes.push(match &carried {
             Ok(Some(id)) => format!("identity: {id} (carried by the store; this home's floors are kept under it)"),
             Ok(None) => "identity: none yet (the first write gives the store one; until then this home's floors are kept under its address)".to_string(),
             Err(e) => format!("identity: could not be read ({e})"),
         });
+        check.identity = carried.ok().flatten().map(|id| id.to_string());
+        *lock(&self.checked_identity) = check.identity.clone();
         Ok(check)
     }
 
     fn last_check(&self) -> Option<StoreCheck> {
-        self.inner.last_check()
+        let mut check = self.inner.last_check()?;
+        check.identity = lock(&self.checked_identity).clone();
+        Some(check)
     }
 
     fn calls_in_flight(&self) -> u64 {

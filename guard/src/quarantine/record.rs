@@ -60,10 +60,13 @@ pub const MAX_RECORDS_READ: usize = 1000;
 
 /// True when any session's record names one of `descriptors` (a fresh session of a lane
 /// another of whose sessions was refused), or the records cannot be read (fail closed).
+/// A descriptor is the same whatever path spells it (a worktree reached through a link):
+/// records and descriptors are compared by [`identity`].
 pub fn names_any(home: &Path, descriptors: &[PathBuf]) -> bool {
     if descriptors.is_empty() {
         return false;
     }
+    let keys: Vec<PathBuf> = descriptors.iter().map(|d| identity(d)).collect();
     let entries = match fs::read_dir(dir(home)) {
         Ok(entries) => entries,
         Err(e) => return e.kind() != io::ErrorKind::NotFound,
@@ -84,12 +87,32 @@ pub fn names_any(home: &Path, descriptors: &[PathBuf]) -> bool {
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok());
         match record {
-            Some(q) if descriptors.contains(&q.descriptor) => return true,
+            Some(q)
+                if descriptors.contains(&q.descriptor)
+                    || keys.contains(&identity(&q.descriptor)) =>
+            {
+                return true;
+            }
             Some(_) => {}
             None => return true,
         }
     }
     false
+}
+
+/// The path a descriptor is known by, whatever spells it: its canonical path (every link
+/// resolved), or, when it no longer exists, its directory's canonical path and its name,
+/// or the path as given.
+pub fn identity(descriptor: &Path) -> PathBuf {
+    if let Ok(real) = fs::canonicalize(descriptor) {
+        return real;
+    }
+    match (descriptor.parent(), descriptor.file_name()) {
+        (Some(dir), Some(name)) => fs::canonicalize(dir)
+            .map(|d| d.join(name))
+            .unwrap_or_else(|_| descriptor.to_path_buf()),
+        _ => descriptor.to_path_buf(),
+    }
 }
 
 /// Records the quarantine (replacing an older record): a temporary file renamed into
@@ -134,6 +157,37 @@ pub fn lift(home: &Path, session: &str) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_names_its_descriptor_through_any_spelling() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        let tree = tmp.path().join("wt");
+        std::fs::create_dir_all(tree.join(".git")).unwrap();
+        let descriptor = tree.join(".git/row-fence.json");
+        std::fs::write(&descriptor, "{}").unwrap();
+        std::os::unix::fs::symlink(&tree, tmp.path().join("link")).unwrap();
+        mark(
+            &home,
+            &Quarantine {
+                session: "s-1".into(),
+                descriptor: descriptor.clone(),
+                refusal: "REFUSED".into(),
+                since_ms: 1,
+            },
+        )
+        .unwrap();
+        let linked = tmp.path().join("link/.git/row-fence.json");
+        assert!(names_any(&home, std::slice::from_ref(&linked)));
+        assert!(names_any(
+            &home,
+            &[tmp.path().join("link/.git/../.git/row-fence.json")]
+        ));
+        assert!(!names_any(&home, &[tmp.path().join("other.json")]));
+        // Gone, it is still known by its directory.
+        std::fs::remove_file(&descriptor).unwrap();
+        assert_eq!(identity(&linked), identity(&descriptor));
+    }
 
     #[test]
     fn a_quarantine_is_marked_lifted_and_an_unreadable_one_counts() {

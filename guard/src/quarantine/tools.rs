@@ -1,8 +1,10 @@
 //! Tools other than the shell, in quarantine (ARCHITECTURE.md, "Quarantine"): a
 //! harness's built-in file readers run only inside the session's worktree, outside `.git`
 //! (in any spelling a disk opens as it) and the fence's home, each path resolved as the
-//! kernel resolves it ([`crate::real_path`]) and never through a link as its last part;
-//! no file tool writes; an MCP tool runs only when read-only by a documented rule (its
+//! kernel resolves it ([`crate::real_path`]) at every place a harness may read its text
+//! at ([`file_tools::readings`]: `~` as `$HOME`, white space trimmed) and never through a
+//! link as its last part; a reader that runs programs to read ([`RUNS_PROGRAMS`]) is
+//! denied; no file tool writes; an MCP tool runs only when read-only by a documented rule (its
 //! name splits one way into server and tool, and the tool starts with `get_`, `list_`,
 //! `search_` or `read_`, or its server is one the operator lists as read-only); a few
 //! tools that touch nothing outside the conversation run; every other tool — web
@@ -26,6 +28,59 @@ pub const INERT: &[&str] = &[
     "update_plan",
     "write_todos",
 ];
+
+/// Tools that read files by running a program the lane can configure or plant, denied
+/// in quarantine whatever they are given: Gemini CLI's grep (`grep_search`, formerly
+/// `search_file_content`) runs `git grep` in the repository it searches (git reads the
+/// lane's configuration), else `grep` found on PATH, or `rg` from Gemini CLI's own
+/// directory under the user's home; and it checks for them with a shell (`command -v`).
+pub const RUNS_PROGRAMS: &[&str] = &["grep_search", "search_file_content"];
+
+/// Tools other than file tools and MCP tools that the guard knows write nothing it
+/// fences, outside quarantine: web reads, subagents (whose own calls are hooked), the
+/// conversation's own state and background shells. A row-bound session runs them
+/// whatever its standing ask says (in quarantine only [`INERT`] ones run).
+pub const KNOWN_OUTSIDE: &[&str] = &[
+    "WebFetch",
+    "WebSearch",
+    "Task",
+    "Agent",
+    "Skill",
+    "SlashCommand",
+    "AskUserQuestion",
+    "EnterPlanMode",
+    "ListMcpResourcesTool",
+    "ReadMcpResourceTool",
+    "TaskOutput",
+    "TaskStop",
+    "web_fetch",
+    "google_web_search",
+    "ask_user",
+    "enter_plan_mode",
+    "exit_plan_mode",
+    "activate_skill",
+    "get_internal_docs",
+    "update_topic",
+    "codebase_investigator",
+    "view_image",
+    "web_search",
+];
+
+/// True when a tool other than the shell is opaque outside quarantine (it runs for a
+/// row-bound session only when the standing ask is ALLOWED): an MCP tool that is not
+/// read-only by the rule, and any tool the guard does not know (Cursor's `Delete`, Gemini
+/// CLI's `save_memory`, a harness's next tool), since nothing says what it writes.
+pub fn opaque_outside(name: &str, home: Option<&Path>) -> bool {
+    if mcp(name).is_some() {
+        return !mcp_reads(name, home);
+    }
+    let known = INERT.contains(&name)
+        || KNOWN_OUTSIDE.contains(&name)
+        || RUNS_PROGRAMS.contains(&name)
+        || file_tools::find(name).is_some()
+        || name == file_tools::APPLY_PATCH;
+    !known
+}
 
 /// Name prefixes of MCP tools that only read (after `mcp__SERVER__`).
 pub const READ_ONLY_MCP_PREFIXES: &[&str] = &["get_", "list_", "search_", "read_"];
@@ -84,6 +139,11 @@ pub fn mcp_reads(name: &str, home: Option<&Path>) -> bool {
 pub fn check(name: &str, input: &serde_json::Value, at: &Where) -> Result<(), String> {
     if INERT.contains(&name) {
         return Ok(());
+    }
+    if RUNS_PROGRAMS.contains(&name) {
+        return Err(format!(
+            "`{name}` searches by running programs (git grep, grep or rg) that read files the lane could have written (git's configuration, programs on PATH or under the home); Read, Glob and list_directory still run"
+        ));
     }
     if file_tools::writes(name) {
         return Err(format!(
@@ -177,6 +237,23 @@ mod tests {
         assert_eq!(mcp("mcp____get_x"), Some(("__get_x", None)));
         assert_eq!(mcp("Read"), None);
         assert!(mcp_reads("mcp__github__list_issues", None));
+        // Outside quarantine: a tool the guard does not know is opaque, known ones not.
+        for opaque in ["save_memory", "mcp__github__merge_pull_request", "x"] {
+            assert!(opaque_outside(opaque, None), "{opaque}");
+        }
+        for known in [
+            "Delete",
+            "StrReplace",
+            "TabWrite",
+            "Read",
+            "Write",
+            "apply_patch",
+            "WebFetch",
+            "TodoWrite",
+            "grep_search",
+        ] {
+            assert!(!opaque_outside(known, None), "{known}");
+        }
         for name in [
             "mcp__gh__get__merge_pull_request",
             "mcp__gh__list__x__y",
@@ -207,6 +284,12 @@ mod tests {
         let ok = |name: &str, input: serde_json::Value| check(name, &input, &at).is_ok();
         assert!(ok("Read", json!({"file_path": "src/main.rs"})));
         assert!(ok("Grep", json!({"pattern": "x"})));
+        assert!(ok("Grep", json!({"pattern": "x", "glob": "*.{rs,md}"})));
+        assert!(!ok("Grep", json!({"pattern": "x", "glob": "**/.git/*"})));
+        assert!(!ok(
+            "Grep",
+            json!({"pattern": "x", "glob": "{src,.GIT}/config"})
+        ));
         assert!(ok("Glob", json!({"pattern": "src/**/*.rs"})));
         assert!(ok("read_many_files", json!({"include": ["src/**/*.rs"]})));
         for inert in INERT {
@@ -241,6 +324,15 @@ mod tests {
             ("WebFetch", json!({"url": "http://127.0.0.1/"})),
             ("Task", json!({})),
             ("SomeNewTool", json!({})),
+            ("grep_search", json!({"pattern": "x"})),
+            (
+                "search_file_content",
+                json!({"pattern": "x", "dir_path": "src"}),
+            ),
+            ("Read", json!({"file_path": "/proc/self/root/etc/passwd"})),
+            ("Read", json!({"file_path": "/dev/stdin"})),
+            ("Read", json!({"file_path": "~/.profile"})),
+            ("Glob", json!({"pattern": "~/**/*"})),
         ] {
             assert!(!ok(name, input.clone()), "{name} {input}");
         }

@@ -177,7 +177,7 @@ impl Gatherer {
             mismatch,
             ..DaemonView::default()
         };
-        fields_not_in_status_yet(&raw, &mut view);
+        fields_a_daemon_may_lack(&raw, &mut view);
         view
     }
 
@@ -363,11 +363,11 @@ fn board_error(e: &StoreError) -> String {
     }
 }
 
-/// The status fields other work is adding to the daemon's answer (the store's identity,
-/// the read barrier, etcd's members and leader), read from the answer as sent, so the
-/// console shows them from the day a daemon sends them; absent until then. Each is looked
-/// for where its sibling fields are (top level, or beside the store's check).
-fn fields_not_in_status_yet(raw: &Value, view: &mut DaemonView) {
+/// The store's identity, etcd's members and leader (the store check's `identity`,
+/// `members`, `leader`) and the read barrier, read from the answer as sent, so a daemon
+/// older than a field (or a store without it) shows it absent, never an error. Each is
+/// looked for where its sibling fields are (top level, or beside the store's check).
+fn fields_a_daemon_may_lack(raw: &Value, view: &mut DaemonView) {
     let find = |names: &[&str]| -> Option<&Value> {
         names.iter().find_map(|name| {
             raw.get(*name)

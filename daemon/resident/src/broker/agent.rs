@@ -19,7 +19,7 @@ use super::keys::{self, fingerprint};
 use super::lanes::Binding;
 use super::lease::{self, LeaseAnswer, LeaseRequest};
 use crate::gate::Gated;
-use crate::resident::Claim;
+use crate::judge::Claim;
 use crate::sync::read;
 use row_fence_contract::descriptor::Descriptor;
 use row_fence_contract::{Reason, Verdict};
@@ -106,7 +106,7 @@ impl PeerSession {
     /// Judges the bound lane's own descriptor, read now by the daemon, for `action`.
     async fn judge(&self, binding: &Binding, action: &str) -> Gated {
         let who = self.who();
-        let resident = &self.broker.resident;
+        let judge = &self.broker.judge;
         match bound::read_now(binding).await {
             Ok(d) => {
                 let claim = Claim {
@@ -115,10 +115,10 @@ impl PeerSession {
                     session: Some(&who),
                     uid: self.uid,
                 };
-                resident.gate_claim(&claim, super::SIGN_DEADLINE_MS).await
+                judge.gate_claim(&claim, super::SIGN_DEADLINE_MS).await
             }
             Err(gated) => {
-                resident.record_denial(None, &format!("{action} ({who})"), &gated, self.uid);
+                judge.record_denial(None, &format!("{action} ({who})"), &gated, self.uid);
                 gated
             }
         }
@@ -143,7 +143,7 @@ impl PeerSession {
                 // reason.
                 let action = format!("{name} ({})", self.who());
                 self.broker
-                    .resident
+                    .judge
                     .record_denial(None, &action, &gated, self.uid);
                 let reason = gated.verdict.reason().map_or("refused", |r| r.as_str());
                 return LeaseAnswer::could_not(format!(
@@ -155,7 +155,7 @@ impl PeerSession {
         if let Err(e) = d.validate() {
             return LeaseAnswer::could_not(format!("the lane's descriptor is invalid: {e}"));
         }
-        let store = self.broker.resident.store.as_ref();
+        let store = self.broker.judge.store.as_ref();
         let deadline = std::time::Duration::from_millis(super::SIGN_DEADLINE_MS);
         let done = if name == lease::RENEW {
             let most = self.broker.shared.renew_max_ms;
@@ -213,7 +213,7 @@ impl PeerSession {
         };
         let action = format!("{action} ({})", self.who());
         self.broker
-            .resident
+            .judge
             .record_denial(None, &action, &gated, self.uid);
     }
 
@@ -226,7 +226,7 @@ impl PeerSession {
         };
         let action = format!("{action} ({})", self.who());
         self.broker
-            .resident
+            .judge
             .record_denial(None, &action, &gated, self.uid);
     }
 }
@@ -300,7 +300,7 @@ impl Session for PeerSession {
                     };
                     let action = format!("{action} ({})", self.who());
                     self.broker
-                        .resident
+                        .judge
                         .record_denial(None, &action, &gated, self.uid);
                     false
                 }

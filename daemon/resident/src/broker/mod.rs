@@ -31,7 +31,7 @@ pub mod lease;
 pub mod userauth;
 pub mod writable;
 
-use crate::resident::Resident;
+use crate::judge::Judge;
 use crate::socket::{self, SocketError, SocketGuard};
 use crate::sync::{lock, read, write};
 use forges::{ForgeError, Forges};
@@ -290,7 +290,7 @@ pub struct Broker {
     /// The keys and bindings.
     pub shared: Arc<Shared>,
     /// The daemon's judge, counters and ledger: a sign request is judged as an ask is.
-    pub resident: Arc<Resident>,
+    pub judge: Arc<Judge>,
     /// The daemon's own uid (the operator's; no lane).
     pub own_uid: u32,
 }
@@ -397,23 +397,18 @@ pub fn harden() -> std::io::Result<()> {
     Ok(())
 }
 
-/// Serves the broker socket until `shutdown` is cancelled.
+/// Serves the broker socket until `shutdown` is cancelled; an error when the socket
+/// cannot be polled (the daemon then stops: a broker that cannot serve fails closed).
 pub async fn run(
     listener: std::os::unix::net::UnixListener,
     broker: Arc<Broker>,
     shutdown: CancellationToken,
-) {
-    let listener = match tokio::net::UnixListener::from_std(listener) {
-        Ok(listener) => listener,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot poll the key broker's socket");
-            broker.resident.stop(crate::startup::EXIT_START_FAILED);
-            return;
-        }
-    };
+) -> std::io::Result<()> {
+    let listener = tokio::net::UnixListener::from_std(listener)?;
     tokio::select! {
         _ = shutdown.cancelled() => {}
         // Never ends: a failed accept is retried (conn.rs), so no peer can stop the broker.
         _ = conn::listen(listener, agent::Sessions(broker)) => {}
     }
+    Ok(())
 }

@@ -1,6 +1,6 @@
 //! The forge API's token, loaded by the daemon's own uid over the control socket
-//! (`row-fence token add`, as `row-fence keys add` loads a push key): ARCHITECTURE.md,
-//! "Forge API". Held in memory only; a restart loses it and the forge API answers 503
+//! (`row-fence token add`, as `row-fence keys add` loads a push key): docs/forge-api.md,
+//! "Design". Held in memory only; a restart loses it and the forge API answers 503
 //! until an operator loads it again. Every load and every refused attempt is a line of
 //! the audit log, never the token.
 

@@ -1,4 +1,4 @@
-//! One write's judgement (ARCHITECTURE.md, "Forge API"): a listed route or mutation, in
+//! One write's judgement (docs/forge-api.md, "Design"): a listed route or mutation, in
 //! the row's repository, on a head ref in the row's scope, for a lane whose row the gate
 //! finds ALLOWED (the same store call, margin, counters and ledger as an ask). A write
 //! that acts on an existing pull request first reads it from the forge with the real
@@ -12,7 +12,7 @@ use super::rest::{self, Route};
 use super::scope::head_in_scope;
 use super::upstream::PullHead;
 use crate::gate::Gated;
-use crate::resident::{Claim, Resident};
+use crate::judge::{Claim, Judge};
 use row_fence_contract::descriptor::Descriptor;
 use row_fence_contract::{Reason, Verdict};
 use serde_json::{Map, Value as Json};
@@ -34,8 +34,8 @@ pub struct Lane {
 pub struct Asker<'a> {
     /// The forge API's state (client, settings).
     pub shared: &'a Shared,
-    /// The daemon: gate, counters, ledger.
-    pub resident: &'a Resident,
+    /// The daemon's judge: gate, counters, ledger.
+    pub judge: &'a Judge,
     /// The real token.
     pub token: &'a str,
     /// The ledger's session field.
@@ -72,9 +72,7 @@ pub async fn write(
                 verdict: gated.verdict,
                 detail: format!("lane {}: {}", lane.name, gated.detail),
             };
-            asker
-                .resident
-                .record_denial(None, action, &gated, asker.uid);
+            asker.judge.record_denial(None, action, &gated, asker.uid);
             return Err(Refusal { gated });
         }
     };
@@ -85,7 +83,7 @@ pub async fn write(
         };
         let claim = claim(descriptor, action, asker);
         asker
-            .resident
+            .judge
             .record_denial(Some(&claim), action, &gated, asker.uid);
         Refusal { gated }
     };
@@ -98,7 +96,7 @@ pub async fn write(
             .map_err(refuse)?,
     };
     let gated = asker
-        .resident
+        .judge
         .gate_claim(&claim(descriptor, action, asker), WRITE_DEADLINE_MS)
         .await;
     if gated.verdict == Verdict::Allowed {

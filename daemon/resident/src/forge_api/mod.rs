@@ -1,5 +1,5 @@
-//! The forge API endpoint: the daemon as the lanes' GitHub API (ARCHITECTURE.md, "Forge
-//! API"), on only when `--forge-api-socket` is given. A lane's `gh` (its config's
+//! The forge API endpoint: the daemon as the lanes' GitHub API (docs/forge-api.md,
+//! "Design"), on only when `--forge-api-socket` is given. A lane's `gh` (its config's
 //! `http_unix_socket`) or any client that can speak HTTP to a Unix socket sends plain
 //! HTTP here; the daemon judges each request, default deny, and re-originates the ones
 //! it passes over TLS to the one upstream host fixed in its own configuration, with the
@@ -193,7 +193,12 @@ pub fn prepare(settings: &Settings, home: &Path) -> Result<Prepared, ForgeApiErr
         name: "process hardening",
         reason: format!("cannot make the process undumpable: {e}"),
     })?;
-    let upstream = upstream::Upstream::new(settings)?;
+    let upstream = upstream::Upstream::new(
+        &settings.host,
+        settings.ca.as_deref(),
+        settings.connect.as_deref(),
+    )
+    .map_err(|(name, reason)| ForgeApiError::Setting { name, reason })?;
     crate::broker::prepare_dir(&settings.socket)?;
     let (listener, guard) = socket::bind(&settings.socket)?;
     let opened = std::fs::set_permissions(&settings.socket, std::fs::Permissions::from_mode(0o666))

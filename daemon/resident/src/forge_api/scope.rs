@@ -1,4 +1,4 @@
-//! Whether a pull request's head ref is in the row's scope (ARCHITECTURE.md, "Forge API").
+//! Whether a pull request's head ref is in the row's scope (docs/forge-api.md, "Design").
 
 use row_fence_contract::descriptor::Descriptor;
 

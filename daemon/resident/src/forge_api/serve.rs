@@ -1,4 +1,4 @@
-//! The forge API socket's HTTP/1.1 server (ARCHITECTURE.md, "Forge API"): per request, a
+//! The forge API socket's HTTP/1.1 server (docs/forge-api.md, "Design"): per request, a
 //! bounded size (a larger body is 413, refused as a write; a header block over
 //! [`MAX_HEADER_BYTES`] is 431; a request that is not HTTP is 400), the one upstream
 //! `Host`, the lane (by the peer's uid, or by its placeholder token on the daemon's own
@@ -13,7 +13,7 @@ use super::lanes::ForgeLanes;
 use super::{Shared, rest};
 use crate::broker::lanes::{self as bindings, Lanes};
 use crate::gate::Gated;
-use crate::resident::Resident;
+use crate::judge::Judge;
 use crate::sync::read as read_lock;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -53,31 +53,28 @@ pub const MAX_CONNECTIONS_PER_UID: usize = 32;
 pub struct ForgeApi {
     /// The token, client, settings and counters.
     pub shared: Arc<Shared>,
-    /// The daemon: gate, counters, ledger, the broker's bindings.
-    pub resident: Arc<Resident>,
+    /// The daemon's judge: gate, counters, ledger (shared with the daemon and the broker).
+    pub judge: Arc<Judge>,
+    /// The key broker's state, when it is on: its bindings name a lane of another uid
+    /// (else the bindings file is read at each request).
+    pub bindings: Option<Arc<crate::broker::Shared>>,
     /// The daemon's own uid: a peer of this uid is named by its placeholder token.
     pub own_uid: u32,
 }
 
-/// Serves the socket until `shutdown` is cancelled.
+/// Serves the socket until `shutdown` is cancelled; fails only when the socket cannot be
+/// polled (a failed accept is retried, so no peer can stop it).
 pub async fn run(
     listener: std::os::unix::net::UnixListener,
     api: Arc<ForgeApi>,
     shutdown: CancellationToken,
-) {
-    let listener = match tokio::net::UnixListener::from_std(listener) {
-        Ok(listener) => listener,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot poll the forge API's socket");
-            api.resident.stop(crate::startup::EXIT_START_FAILED);
-            return;
-        }
-    };
+) -> std::io::Result<()> {
+    let listener = tokio::net::UnixListener::from_std(listener)?;
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let open: Arc<std::sync::Mutex<std::collections::HashMap<Option<u32>, usize>>> = Arc::default();
     loop {
         let accepted = tokio::select! {
-            _ = shutdown.cancelled() => return,
+            _ = shutdown.cancelled() => return Ok(()),
             accepted = listener.accept() => accepted,
         };
         let stream = match accepted {
@@ -211,7 +208,7 @@ impl ForgeApi {
         };
         let refuse = |status: StatusCode, gated: Gated, record: bool| {
             if record {
-                self.resident.record_denial(None, &action, &gated, peer.uid);
+                self.judge.record_denial(None, &action, &gated, peer.uid);
             }
             self.refused(shape, status, &gated)
         };
@@ -303,7 +300,7 @@ impl ForgeApi {
                 let session = peer.session();
                 let asker = Asker {
                     shared: &self.shared,
-                    resident: &self.resident,
+                    judge: &self.judge,
                     token: &token,
                     session: &session,
                     uid: peer.uid,
@@ -362,7 +359,7 @@ impl ForgeApi {
                 .ok_or_else(|| format!("lane {} is registered without a descriptor", lane.lane))?;
             return Ok((lane.lane.clone(), lane.repo.clone(), Source::Path(path)));
         }
-        let binding = match self.resident.broker.get() {
+        let binding = match &self.bindings {
             Some(broker) => read_lock(&broker.lanes).lane_of(uid).cloned(),
             None => {
                 let path = bindings::default_path(&self.shared.home);

@@ -1,10 +1,9 @@
-//! The one HTTPS client to the forge (ARCHITECTURE.md, "Forge API"): the host fixed in the
+//! The one HTTPS client to the forge (docs/forge-api.md, "Design"): the host fixed in the
 //! daemon's configuration, the system's roots or the one CA configured, no redirect
 //! followed (a `Location` is handed back to the lane, which can follow it only through
 //! this socket, where another host is refused), and the lookups a judgement needs (a
 //! pull request's head, a repository's node id), made with the real token.
 
-use super::{ForgeApiError, Settings};
 use bytes::Bytes;
 use hyper::{HeaderMap, Method, StatusCode};
 use serde_json::{Value as Json, json};
@@ -48,42 +47,38 @@ pub struct PullHead {
 }
 
 impl Upstream {
-    /// Builds the client; fails only on a CA that cannot be read or an address that does
-    /// not parse.
-    pub fn new(settings: &Settings) -> Result<Upstream, ForgeApiError> {
+    /// Builds the client for `host` (`https://host`), trusting only the PEM CA bundle
+    /// `ca` when given, dialing `connect` (`IP:PORT`) for the host when given. Fails,
+    /// naming the setting, on a CA that cannot be read or an address that does not parse.
+    pub fn new(
+        host: &str,
+        ca: Option<&std::path::Path>,
+        connect: Option<&str>,
+    ) -> Result<Upstream, (&'static str, String)> {
         row_fence_store::tls::install_crypto_provider();
         let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(UPSTREAM_TIMEOUT)
             .connect_timeout(Duration::from_secs(10))
             .https_only(true);
-        if let Some(ca) = &settings.ca {
-            let pem = std::fs::read(ca).map_err(|e| ForgeApiError::Setting {
-                name: "CA",
-                reason: format!("{}: {e}", ca.display()),
-            })?;
-            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
-                ForgeApiError::Setting {
-                    name: "CA",
-                    reason: format!("{}: {e}", ca.display()),
-                }
-            })?;
+        if let Some(ca) = ca {
+            let pem = std::fs::read(ca).map_err(|e| ("CA", format!("{}: {e}", ca.display())))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| ("CA", format!("{}: {e}", ca.display())))?;
             builder = builder.tls_certs_only(certs);
         }
-        if let Some(addr) = &settings.connect {
-            let addr: std::net::SocketAddr = addr.parse().map_err(|e| ForgeApiError::Setting {
-                name: "connect address",
-                reason: format!("{addr:?}: {e}"),
-            })?;
-            builder = builder.resolve(&settings.host, addr);
+        if let Some(addr) = connect {
+            let parsed: std::net::SocketAddr = addr
+                .parse()
+                .map_err(|e| ("connect address", format!("{addr:?}: {e}")))?;
+            builder = builder.resolve(host, parsed);
         }
-        let client = builder.build().map_err(|e| ForgeApiError::Setting {
-            name: "HTTPS client",
-            reason: e.to_string(),
-        })?;
+        let client = builder
+            .build()
+            .map_err(|e| ("HTTPS client", e.to_string()))?;
         Ok(Upstream {
             client,
-            base: format!("https://{}", settings.host),
+            base: format!("https://{host}"),
         })
     }
 

@@ -828,19 +828,27 @@ impl LeaseStore for EtcdStore {
             .map(|s| s.leader())
             .find(|l| *l != 0)
             .unwrap_or(0);
+        let member_name = |m: &etcd_client::Member| {
+            if m.name().is_empty() {
+                "(unstarted)".to_string()
+            } else {
+                m.name().to_string()
+            }
+        };
+        let leader_name = listed
+            .members()
+            .iter()
+            .find(|m| m.id() == leader && leader != 0)
+            .map(member_name);
+        let members: Vec<String> = listed.members().iter().map(member_name).collect();
         let names: Vec<String> = listed
             .members()
             .iter()
             .map(|m| {
-                let name = if m.name().is_empty() {
-                    "(unstarted)"
-                } else {
-                    m.name()
-                };
                 if m.id() == leader {
-                    format!("{name} (leader)")
+                    format!("{} (leader)", member_name(m))
                 } else {
-                    name.to_string()
+                    member_name(m)
                 }
             })
             .collect();
@@ -883,6 +891,9 @@ impl LeaseStore for EtcdStore {
             problems,
             notes,
             checked_at_ms: row_fence_contract::ledger::now_ms(),
+            identity: None,
+            members,
+            leader: leader_name,
         };
         *self.last_check.lock().unwrap_or_else(|p| p.into_inner()) = Some(check.clone());
         Ok(check)

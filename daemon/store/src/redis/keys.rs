@@ -1,4 +1,4 @@
-//! Redis key names (the README's "Redis key layout"; the table in [`super`]). Every key of
+//! Redis key names (docs/stores.md, "Redis key layout"; the table in [`super`]). Every key of
 //! a board carries the hash tag `{<board>}` so one script touches them all, also on Redis
 //! Cluster; the document layout's shared hash does not (it is one hash for every board, as
 //! the source keeps it).
