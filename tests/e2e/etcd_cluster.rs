@@ -589,6 +589,23 @@ impl SingleEtcd {
         single
     }
 
+    /// Starts one that also listens on `address` (this machine's own), on the same port.
+    pub fn start_also_on(address: &str) -> SingleEtcd {
+        let client_port = free_port();
+        let mut single = SingleEtcd {
+            dir: temp_dir(),
+            client_port,
+            peer_port: free_port(),
+            extra: vec![
+                "--listen-client-urls".into(),
+                format!("http://127.0.0.1:{client_port},http://{address}:{client_port}"),
+            ],
+            child: None,
+        };
+        single.spawn("new");
+        single
+    }
+
     fn spawn(&mut self, state: &str) {
         let client = format!("http://127.0.0.1:{}", self.client_port);
         let peer = format!("http://127.0.0.1:{}", self.peer_port);

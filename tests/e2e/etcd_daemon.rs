@@ -101,6 +101,78 @@ fn a_cluster_restored_from_before_a_takeover_never_allows_the_old_holder() {
         .expect(0, "row-fence: ALLOWED");
 }
 
+/// The cluster's identity key deleted by hand: through any URL the home answers
+/// `store_regressed` (it knew the cluster's identity at every member). An operator's accept
+/// made through a URL naming one member accepts the cluster: the other members the home
+/// knew the old identity at expect the new one too, so a URL naming all of them (the
+/// daemon's) grants and answers ALLOWED, with no generation handed out again.
+#[test]
+fn an_accept_through_one_member_accepts_the_cluster() {
+    let cluster = EtcdCluster::start_direct();
+    let home = Home::with_store(cluster.url());
+    let (g1, a) = home.acquire("b", "r", "lane-a", &[]);
+    let deleted = run(cluster.ctl(&[0]).args(["del", "rowfence/store-id"]));
+    assert_eq!(deleted.stdout.trim(), "1", "{}", deleted.stderr);
+    home.cli(&["check", "--descriptor", a.to_str().unwrap()])
+        .expect(1, "row-fence: COULD NOT READ (store_regressed)");
+    let accepted = run(home
+        .command(bin("row-fence"))
+        .env("ROW_FENCE_STORE", cluster.url_of(0))
+        .args(["store", "accept-regression", "b"]));
+    assert_eq!(accepted.code, 0, "{}", accepted.stderr);
+    let _daemon = home.daemon();
+    let (g2, c) = home.acquire("b", "r", "lane-c", &[]);
+    assert!(g2 > g1, "generation {g2} was handed out before ({g1})");
+    home.ask_with(&c, &[]).expect(0, "row-fence: ALLOWED");
+    home.cli(&["check", "--descriptor", c.to_str().unwrap()])
+        .expect(0, "row-fence: ALLOWED");
+}
+
+/// A member listening on loopback and on this machine's address is one member whichever
+/// the URL names: its identity key deleted by hand (what a restore from before the identity
+/// leaves), a home that knew it as `127.0.0.1` answers `store_regressed` through a URL
+/// naming this machine's address — the daemon, a cold check and a grant — never ALLOWED
+/// from a fresh start.
+#[test]
+fn a_member_named_by_this_machines_address_is_the_one_loopback_names() {
+    let Some(ip) = crate::util::this_machines_address() else {
+        eprintln!("this machine has no address but loopback: nothing to name the member by");
+        return;
+    };
+    let etcd = crate::etcd_cluster::SingleEtcd::start_also_on(&ip);
+    let port = etcd.client_port;
+    let healthy = until(
+        Duration::from_secs(20),
+        || run(etcd.ctl().args(["endpoint", "health"])),
+        |r| r.code == 0,
+    );
+    assert_eq!(healthy.code, 0, "{}", healthy.stderr);
+    let home = Home::with_store(format!("etcd://127.0.0.1:{port}"));
+    let (_, a) = home.acquire("b", "r", "lane-a", &[]);
+    let deleted = run(etcd.ctl().args(["del", "rowfence/store-id"]));
+    assert_eq!(deleted.stdout.trim(), "1", "{}", deleted.stderr);
+    let by_address = format!("etcd://{ip}:{port}");
+    let checked = run(home
+        .command(bin("row-fence"))
+        .env("ROW_FENCE_STORE", &by_address)
+        .args(["check", "--descriptor", a.to_str().unwrap()]));
+    checked.expect(1, "row-fence: COULD NOT READ (store_regressed)");
+    let daemon = home.daemon_with(&[], &[("ROW_FENCE_STORE", by_address.as_str())]);
+    home.ask_with(&a, &[])
+        .expect(1, "row-fence: COULD NOT READ (store_regressed)");
+    drop(daemon);
+    let granted = run(home
+        .command(bin("row-fence"))
+        .env("ROW_FENCE_STORE", &by_address)
+        .args(["acquire", "b", "r2", "--lane", "lane-c"]));
+    assert_eq!(granted.code, 1, "{}", granted.stderr);
+    assert!(
+        granted.stderr.contains("carries no identity"),
+        "{}",
+        granted.stderr
+    );
+}
+
 /// Makes a CA in `dir` (`<name>-ca.pem`), and, signed by it, a server certificate for
 /// 127.0.0.1 and a client certificate, with the `openssl` CLI (P-256, valid 2 days).
 fn certs(dir: &Path, name: &str) -> ClusterTls {

@@ -314,6 +314,134 @@ fn one_redis_by_tcp_socket_or_sentinel_is_one_store_after_a_restore() {
     }
 }
 
+/// A restore from a backup made before the store had an identity (an older version's, or
+/// the key deleted by hand) brings back a server that carries none. A home that knew the
+/// server under one spelling (its TCP address, or its Unix socket) finds it emptied or
+/// replaced under every other one too — the server says which TCP address a socket or a
+/// sentinel reached — so the daemon's ask and a cold check answer `store_regressed`, never
+/// ALLOWED, and a grant hands out no generation again.
+#[test]
+fn a_redis_restored_from_before_its_identity_is_regressed_under_every_spelling() {
+    for known_by_socket in [false, true] {
+        let mut redis = Redis::start_tcp(&[]);
+        let sentinel = crate::util::Sentinel::watching(redis.port.unwrap());
+        let socket = redis.socket.display().to_string();
+        let home = Home::with_store(if known_by_socket {
+            format!("unix://{socket}")
+        } else {
+            redis.tcp_url()
+        });
+        let aof = redis.dir.path().join("appendonlydir");
+        let before = redis.dir.path().join("aof-before-takeover");
+        let (_, a) = home.acquire("b", "r", "lane-a", &[]);
+        copy_dir(&aof, &before);
+        home.acquire("b", "r", "lane-b", &["--takeover"]);
+        redis.stop();
+        std::fs::remove_dir_all(&aof).unwrap();
+        copy_dir(&before, &aof);
+        redis.restart();
+        assert_eq!(redis.cli(&["DEL", "rowfence:store-id"]).trim(), "1");
+        let others = if known_by_socket {
+            vec![
+                format!("redis://localhost:{}", redis.port.unwrap()),
+                format!(
+                    "redis+sentinel://127.0.0.1:{}/{}",
+                    sentinel.port,
+                    crate::util::SENTINEL_MASTER
+                ),
+            ]
+        } else {
+            vec![
+                format!("unix://{socket}"),
+                format!("redis+unix://{socket}?db=0"),
+                format!(
+                    "redis+sentinel://127.0.0.1:{}/{}",
+                    sentinel.port,
+                    crate::util::SENTINEL_MASTER
+                ),
+            ]
+        };
+        for spelling in others {
+            cli_on(
+                &home,
+                &spelling,
+                &[],
+                &["check", "--descriptor", a.to_str().unwrap()],
+            )
+            .expect(1, "row-fence: COULD NOT READ (store_regressed)");
+            let daemon = home.daemon_with(&[], &[("ROW_FENCE_STORE", spelling.as_str())]);
+            home.ask_with(&a, &[])
+                .expect(1, "row-fence: COULD NOT READ (store_regressed)");
+            drop(daemon);
+            let granted = cli_on(
+                &home,
+                &spelling,
+                &[],
+                &["acquire", "b", "r2", "--lane", "lane-c"],
+            );
+            assert_eq!(granted.code, 1, "{spelling}: {}", granted.stderr);
+            assert!(
+                granted.stderr.contains("carries no identity"),
+                "{spelling}: {}",
+                granted.stderr
+            );
+        }
+    }
+}
+
+/// A Redis listening on loopback and on this machine's address, restored from before its
+/// identity: a home that knew it as `127.0.0.1` answers `store_regressed` through a URL
+/// naming this machine's address, and one that knew it by that address answers so through
+/// its Unix socket.
+#[test]
+fn a_redis_at_this_machines_address_is_the_one_loopback_reaches() {
+    let Some(ip) = crate::util::this_machines_address() else {
+        eprintln!("this machine has no address but loopback: nothing to name the server by");
+        return;
+    };
+    for by_address_first in [false, true] {
+        let mut redis = Redis::start_tcp(&[
+            "--bind",
+            &format!("127.0.0.1 {ip}"),
+            "--protected-mode",
+            "no",
+        ]);
+        let port = redis.port.unwrap();
+        let by_address = format!("redis://{ip}:{port}");
+        let socket = format!("unix://{}", redis.socket.display());
+        let (known, other) = if by_address_first {
+            (by_address.clone(), socket)
+        } else {
+            (redis.tcp_url(), by_address.clone())
+        };
+        let home = Home::with_store(known);
+        let aof = redis.dir.path().join("appendonlydir");
+        let before = redis.dir.path().join("aof-before-takeover");
+        let (_, a) = home.acquire("b", "r", "lane-a", &[]);
+        copy_dir(&aof, &before);
+        home.acquire("b", "r", "lane-b", &["--takeover"]);
+        redis.stop();
+        std::fs::remove_dir_all(&aof).unwrap();
+        copy_dir(&before, &aof);
+        redis.restart();
+        assert_eq!(redis.cli(&["DEL", "rowfence:store-id"]).trim(), "1");
+        cli_on(
+            &home,
+            &other,
+            &[],
+            &["check", "--descriptor", a.to_str().unwrap()],
+        )
+        .expect(1, "row-fence: COULD NOT READ (store_regressed)");
+        let granted = cli_on(
+            &home,
+            &other,
+            &[],
+            &["acquire", "b", "r2", "--lane", "lane-c"],
+        );
+        assert_eq!(granted.code, 1, "{other}: {}", granted.stderr);
+    }
+}
+
 /// The reproduction (store-3 02, Redis): after a restore, a home that never saw the lost
 /// takeover raises the board back to the floor with a grant of its own. The daemon's home
 /// (which saw the takeover through an ask) and the controller's (which made it) go on
@@ -347,6 +475,48 @@ fn a_restored_redis_raised_back_to_the_floor_is_still_regressed_where_the_takeov
         "a home that never saw generation {g2} cannot know it"
     );
     for d in [&a, &b] {
+        let asked = until(
+            std::time::Duration::from_secs(5),
+            || daemon_home.ask_with(d, &[]),
+            |r| !r.verdict_line().contains("store_unreachable"),
+        );
+        asked.expect(1, "row-fence: COULD NOT READ (store_regressed)");
+        controller
+            .cli(&["check", "--descriptor", d.to_str().unwrap()])
+            .expect(1, "row-fence: COULD NOT READ (store_regressed)");
+    }
+}
+
+/// After a restore, a home that never saw the lost takeover takes the same row over: the
+/// store hands the lost generation out again, to another lane. The homes that saw that
+/// generation held by the lost lane (the daemon's, through an ask; the controller's, which
+/// granted it) answer `store_regressed` for both lanes, never ALLOWED for the second holder
+/// nor `different_holder` for the first.
+#[test]
+fn a_generation_handed_out_again_to_another_lane_is_regressed_where_the_first_was_seen() {
+    let mut redis = Redis::start();
+    let daemon_home = Home::on(Some(&redis));
+    let controller = Home::on(Some(&redis));
+    let unaware = Home::on(Some(&redis));
+    let _daemon = daemon_home.daemon();
+    let (_, a) = controller.acquire("b", "r", "lane-a", &[]);
+    let aof = redis.dir.path().join("appendonlydir");
+    let before = redis.dir.path().join("aof-before-takeover");
+    copy_dir(&aof, &before);
+    let (g2, b) = controller.acquire("b", "r", "lane-b", &["--takeover"]);
+    daemon_home
+        .ask_with(&b, &[])
+        .expect(0, "row-fence: ALLOWED");
+    redis.stop();
+    std::fs::remove_dir_all(&aof).unwrap();
+    copy_dir(&before, &aof);
+    redis.restart();
+    let (again, c) = unaware.acquire("b", "r", "lane-c", &["--takeover"]);
+    assert_eq!(
+        again, g2,
+        "a home that never saw generation {g2} cannot know it"
+    );
+    for d in [&c, &b, &a] {
         let asked = until(
             std::time::Duration::from_secs(5),
             || daemon_home.ask_with(d, &[]),
@@ -405,6 +575,75 @@ fn a_file_store_path_repointed_at_a_backup_is_regressed() {
         let granted = home.cli(&["acquire", "b", "r2", "--lane", "lane-c"]);
         assert_eq!(granted.code, 1, "{shape}: {}", granted.stderr);
     }
+}
+
+/// A bind mount of a directory, unmounted when dropped.
+struct BindMount {
+    at: std::path::PathBuf,
+}
+
+impl BindMount {
+    fn of(from: &Path, at: &Path) -> BindMount {
+        std::fs::create_dir_all(at).unwrap();
+        let ran = run(std::process::Command::new("mount")
+            .arg("--bind")
+            .arg(from)
+            .arg(at));
+        assert_eq!(
+            ran.code, 0,
+            "a bind mount needs root (CI runs as root): {}",
+            ran.stderr
+        );
+        BindMount { at: at.into() }
+    }
+}
+
+impl Drop for BindMount {
+    fn drop(&mut self) {
+        let _ = run(std::process::Command::new("umount").arg(&self.at));
+    }
+}
+
+/// A file store restored from a backup made before it had an identity (its `.store-id`
+/// gone), reached through a bind mount of its directory: the home knew the store at the
+/// directory's place on its file system, so a cold check, the daemon and a grant through
+/// the mount answer `store_regressed`, never ALLOWED from a fresh start.
+#[test]
+fn a_file_store_through_a_bind_mount_is_the_store_at_its_directory() {
+    let home = Home::file();
+    let store = home.home.join("store");
+    let backup = home.path("store-before-takeover");
+    let (_, a) = home.acquire("b", "r", "lane-a", &[]);
+    copy_dir(&store, &backup);
+    home.acquire("b", "r", "lane-b", &["--takeover"]);
+    std::fs::remove_dir_all(&store).unwrap();
+    copy_dir(&backup, &store);
+    std::fs::remove_file(store.join(".store-id")).unwrap();
+    let mount = BindMount::of(&store, &home.path("mounted"));
+    let through = format!("file:{}", mount.at.display());
+    cli_on(
+        &home,
+        &through,
+        &[],
+        &["check", "--descriptor", a.to_str().unwrap()],
+    )
+    .expect(1, "row-fence: COULD NOT READ (store_regressed)");
+    let daemon = home.daemon_with(&[], &[("ROW_FENCE_STORE", through.as_str())]);
+    home.ask_with(&a, &[])
+        .expect(1, "row-fence: COULD NOT READ (store_regressed)");
+    drop(daemon);
+    let granted = cli_on(
+        &home,
+        &through,
+        &[],
+        &["acquire", "b", "r2", "--lane", "lane-c"],
+    );
+    assert_eq!(granted.code, 1, "{}", granted.stderr);
+    assert!(
+        granted.stderr.contains("carries no identity"),
+        "{}",
+        granted.stderr
+    );
 }
 
 /// Two unrelated Sentinel deployments with one master name are two stores: a home that

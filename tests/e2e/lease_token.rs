@@ -194,9 +194,15 @@ fn a_token_is_never_reissued_and_a_lost_descriptor_is_a_new_grant(redis: Option<
         .unwrap()
         .as_millis() as u64
         + 3_600_000;
+    // A raw lease's generation is the revision its batch commits at, as a grant's is.
+    let listed = home.cli(&["records", "board-1", "--json"]);
+    let next = serde_json::from_str::<serde_json::Value>(&listed.stdout).unwrap()["revision"]
+        .as_u64()
+        .unwrap()
+        + 1;
     let batch = home.path("batch.json");
     let claim = serde_json::json!([{"kind": "put", "section": "claims", "key": "row-2",
-        "expected": -1, "value": {"holder": "lane-b", "generation": 1,
+        "expected": -1, "value": {"holder": "lane-b", "generation": next,
         "expires_at_ms": in_an_hour}}]);
     fs::write(&batch, claim.to_string()).unwrap();
     let ran = home.cli(&["batch", "board-1", "--file", batch.to_str().unwrap()]);
@@ -204,7 +210,7 @@ fn a_token_is_never_reissued_and_a_lost_descriptor_is_a_new_grant(redis: Option<
     let bare = home.path("bare.json");
     fs::write(
         &bare,
-        r#"{"board":"board-1","row":"row-2","lane":"lane-b","generation":1}"#,
+        format!(r#"{{"board":"board-1","row":"row-2","lane":"lane-b","generation":{next}}}"#),
     )
     .unwrap();
     let refused = home.ask_with(&bare, &[]);
@@ -220,7 +226,7 @@ fn a_token_is_never_reissued_and_a_lost_descriptor_is_a_new_grant(redis: Option<
     ]);
     assert_eq!(other.code, 3, "{}", other.stderr);
     let (armed, armed_descriptor) = home.acquire("board-1", "row-2", "lane-b", &["--reissue"]);
-    assert_eq!(armed, 1, "armed at its generation");
+    assert_eq!(armed, next, "armed at its generation");
     home.ask_with(&armed_descriptor, &[])
         .expect(0, "row-fence: ALLOWED");
     let twice = home.cli(&[

@@ -891,3 +891,15 @@ impl Repo {
 /// which creates a random one).
 pub static TEST_TOKEN: std::sync::LazyLock<row_fence_contract::LeaseToken> =
     std::sync::LazyLock::new(|| row_fence_contract::LeaseToken::parse(&"7".repeat(64)).unwrap());
+
+/// This machine's first address that is not loopback (`hostname -I`), if it has one.
+pub fn this_machines_address() -> Option<String> {
+    let out = Command::new("hostname").arg("-I").output().ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .find(|a| {
+            a.parse::<std::net::Ipv4Addr>()
+                .is_ok_and(|ip| !ip.is_loopback())
+        })
+        .map(str::to_string)
+}

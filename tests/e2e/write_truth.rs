@@ -465,3 +465,42 @@ fn a_batch_claim_acquire_could_not_have_written_is_refused() {
         assert_eq!(fs::read(home.home.join("store/b.json")).unwrap(), before);
     }
 }
+
+/// A raw batch's lease gets the generation a grant at its revision would: one at a
+/// generation already handed out (the row's current holder's, or any below the board's
+/// revision) exits 2 and writes nothing, so no reissue can arm a generation twice; one at
+/// the revision the batch commits at is written, at exactly that revision.
+#[test]
+fn a_batch_claim_at_a_generation_already_handed_out_is_refused() {
+    let home = Home::file();
+    home.acquire("b", "r", "lane-a", &[]);
+    let (g2, _) = home.acquire("b", "r", "lane-b", &["--takeover"]);
+    let file = home.path("batch.json");
+    let expires = row_fence_contract::ledger::now_ms() + 3_600_000;
+    let claim = |generation: u64| {
+        format!(
+            r#"[{{"kind":"put","section":"claims","key":"r","expected":-1,"value":{{"holder":"lane-x","generation":{generation},"expires_at_ms":{expires}}}}}]"#
+        )
+    };
+    let before = fs::read(home.home.join("store/b.json")).unwrap();
+    for generation in [g2, 1, g2 + 2] {
+        fs::write(&file, claim(generation)).unwrap();
+        let ran = home.cli(&["batch", "b", "--file", file.to_str().unwrap()]);
+        assert_eq!(ran.code, 2, "generation {generation}: {}", ran.stderr);
+        assert!(
+            ran.stderr
+                .contains("is not the revision this batch commits at"),
+            "{}",
+            ran.stderr
+        );
+        assert_eq!(fs::read(home.home.join("store/b.json")).unwrap(), before);
+    }
+    fs::write(&file, claim(g2 + 1)).unwrap();
+    let ran = home.cli(&["batch", "b", "--file", file.to_str().unwrap()]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(ran.stdout.trim(), (g2 + 1).to_string());
+    let (armed, x) = home.acquire("b", "r", "lane-x", &["--reissue"]);
+    assert_eq!(armed, g2 + 1);
+    home.cli(&["check", "--descriptor", x.to_str().unwrap()])
+        .expect(0, "row-fence: ALLOWED");
+}

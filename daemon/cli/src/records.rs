@@ -182,6 +182,32 @@ fn check_claims(writes: &[RecordWrite], now_ms: u64) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Refuses a put into `claims` whose generation is not the revision the batch commits at
+/// (`revision` + 1, the board read at `revision`), as `acquire` gives it (ARCHITECTURE.md,
+/// "The generation never goes back"): every generation up to the board's revision may
+/// have been handed out already, to this row or another, and one given again would fence
+/// nothing. True when the batch puts a lease (it then commits only at that revision).
+fn check_generations(writes: &[RecordWrite], revision: u64) -> Result<bool, Failure> {
+    let next = revision + 1;
+    let mut grants = false;
+    for (i, write) in writes.iter().enumerate() {
+        if write.kind != WriteKind::Put || write.section != CLAIMS {
+            continue;
+        }
+        grants = true;
+        let generation = write.value.get("generation").and_then(|g| g.as_u64());
+        if generation != Some(next) {
+            return Err(Failure::usage(format!(
+                "write {} (claims/{}): generation {} is not the revision this batch commits at ({next}: the board is at revision {revision}, and every generation up to it may have been handed out already); a lease's generation is the revision that grants it",
+                i + 1,
+                write.key,
+                generation.map_or_else(|| "?".to_string(), |g| g.to_string()),
+            )));
+        }
+    }
+    Ok(grants)
+}
+
 /// Refuses a batch whose claims would put a row beside a look-alike row of the board, or a
 /// holder beside a look-alike holder of another live lease (ARCHITECTURE.md, "One
 /// spelling"): the rule `acquire` applies, on the claims as they would stand after the
@@ -261,13 +287,14 @@ pub async fn batch(args: BatchArgs, settings: &Settings) -> Outcome {
     let store = store_for_write(settings)?;
     // One read first: a board whose store went back in time (store_regressed) or whose
     // clock did is refused before anything is sent, and the fence's now is the store's.
-    let now_ms = store
+    let read = store
         .sections(&args.board, &[])
         .await
-        .map_err(store_failure)?
-        .now_ms;
+        .map_err(store_failure)?;
+    let now_ms = read.now_ms;
     check_claims(&writes, now_ms)?;
     check_look_alikes(&args.board, &writes, store.as_ref(), now_ms).await?;
+    let grants = check_generations(&writes, read.revision)?;
     let lease = args.fence.controller().map(|c| LeaseFence {
         owner: c.owner,
         epoch: c.epoch,
@@ -277,6 +304,8 @@ pub async fn batch(args: BatchArgs, settings: &Settings) -> Outcome {
     let batch = row_fence_store::FencedBatch {
         writes,
         lease,
+        // A batch that puts a lease commits at exactly the generation it gives it.
+        expected_revision: grants.then_some(read.revision),
         ..Default::default()
     };
     let revision = store

@@ -544,7 +544,8 @@ impl LeaseStore for FileStore {
 
     /// The directory resolved (symlinks followed) and as written: a path that is a
     /// symlink repointed at another directory (a restore) is still the address this home
-    /// knew, and finds that directory's identity there.
+    /// knew, and finds that directory's identity there. Also where it is on its file
+    /// system ([`crate::file_mount`]), so a bind mount of it is the same address.
     fn addresses(&self) -> Vec<String> {
         let written: PathBuf = std::path::absolute(self.dir.as_path())
             .unwrap_or_else(|_| self.dir.to_path_buf())
@@ -552,11 +553,13 @@ impl LeaseStore for FileStore {
             .collect();
         let written = format!("file:{}", written.display());
         let resolved = self.address();
-        if written == resolved {
-            vec![resolved]
-        } else {
-            vec![resolved, written]
-        }
+        let mut all = vec![resolved, written];
+        all.extend(crate::file_mount::address(&crate::spec::canonical_path(
+            &self.dir,
+        )));
+        all.sort();
+        all.dedup();
+        all
     }
 
     async fn carried_identity(&self) -> Result<Option<StoreId>, StoreError> {

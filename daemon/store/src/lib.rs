@@ -51,6 +51,7 @@ pub mod file;
 pub mod file_cache;
 pub mod file_identity;
 pub mod file_log;
+pub mod file_mount;
 pub mod identity;
 pub mod judge;
 pub mod lease;

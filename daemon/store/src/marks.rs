@@ -110,7 +110,17 @@ pub struct Floors {
     pub mark: Mark,
     /// Row → the highest generation of its lease this home has seen ([`MAX_ROWS`] kept).
     pub rows: BTreeMap<String, u64>,
+    /// Row → the lane this home saw holding that generation ([`TWICE`] when it saw two):
+    /// a generation is one grant to one lane, so the row's lease at that generation held
+    /// by another lane is the same generation handed out again (a restore, then a grant
+    /// from a home that never saw it), never a lease to judge by.
+    pub holders: BTreeMap<String, String>,
 }
+
+/// The holder kept for a row whose floor generation this home saw held by two lanes (no
+/// lane is named so): every lease of the row at that generation is a generation handed out
+/// twice.
+pub const TWICE: &str = "";
 
 /// [`Floors`] as the file holds them: the mark's fields and `rows` side by side.
 #[derive(Clone, Serialize, Deserialize)]
@@ -128,6 +138,8 @@ struct FloorsText {
     accepted: u64,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     rows: BTreeMap<String, u64>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    holders: BTreeMap<String, String>,
 }
 
 impl From<FloorsText> for Floors {
@@ -142,6 +154,7 @@ impl From<FloorsText> for Floors {
                 accepted: t.accepted,
             },
             rows: t.rows,
+            holders: t.holders,
         }
     }
 }
@@ -156,6 +169,7 @@ impl From<Floors> for FloorsText {
             lost: f.mark.lost,
             accepted: f.mark.accepted,
             rows: f.rows,
+            holders: f.holders,
         }
     }
 }
@@ -166,24 +180,59 @@ impl Floors {
         let mut rose = self.mark.merge(other.mark);
         for (row, generation) in &other.rows {
             rose |= self.observe_row(row, *generation);
+            if let Some(holder) = other.holders.get(row) {
+                rose |= self.observe_holder(row, *generation, holder);
+            }
         }
         self.cap();
         rose
     }
 
-    /// Raises `row`'s floor to `generation`. True when it rose.
+    /// Raises `row`'s floor to `generation` (a new generation forgets the old one's
+    /// holder). True when it rose.
     fn observe_row(&mut self, row: &str, generation: u64) -> bool {
         match self.rows.get_mut(row) {
             Some(seen) if *seen >= generation => false,
             Some(seen) => {
                 *seen = generation;
+                self.holders.remove(row);
                 true
             }
             None => {
                 self.rows.insert(row.to_string(), generation);
+                self.holders.remove(row);
                 true
             }
         }
+    }
+
+    /// Records that `holder` held `row` at `generation`, when that is the row's floor
+    /// (call [`Floors::observe_row`] first): a second lane seen at it makes it [`TWICE`].
+    /// True when anything changed.
+    fn observe_holder(&mut self, row: &str, generation: u64, holder: &str) -> bool {
+        if self.rows.get(row) != Some(&generation) {
+            return false;
+        }
+        match self.holders.get_mut(row) {
+            Some(held) if held == holder || held == TWICE => false,
+            Some(held) => {
+                *held = TWICE.to_string();
+                true
+            }
+            None => {
+                self.holders.insert(row.to_string(), holder.to_string());
+                true
+            }
+        }
+    }
+
+    /// The lane this home saw holding `row` at `generation` ([`TWICE`]: two lanes), if
+    /// that is the row's floor and a holder was seen.
+    pub fn holder(&self, row: &str, generation: u64) -> Option<&str> {
+        if self.rows.get(row) != Some(&generation) {
+            return None;
+        }
+        self.holders.get(row).map(String::as_str)
     }
 
     /// Keeps the [`MAX_ROWS`] highest generations once a quarter more have gathered (a
@@ -198,6 +247,8 @@ impl Floors {
         let threshold = *threshold;
         // Generations are unique per board, so exactly MAX_ROWS are at or above it.
         self.rows.retain(|_, g| *g >= threshold);
+        let rows = &self.rows;
+        self.holders.retain(|row, _| rows.contains_key(row));
     }
 }
 
@@ -512,6 +563,17 @@ impl Marks {
             .unwrap_or(0)
     }
 
+    /// `row`'s floor: the highest generation seen of it (0: none kept) and the lane seen
+    /// holding that generation, if one was ([`TWICE`]: two).
+    pub fn row_seen(&self, store: &str, board: &str, row: &str) -> (u64, Option<String>) {
+        let mut state = lock(&self.state);
+        state.settle(store, board);
+        board_of(&state.stores, store, board).map_or((0, None), |f| {
+            let generation = f.rows.get(row).copied().unwrap_or(0);
+            (generation, f.holder(row, generation).map(str::to_string))
+        })
+    }
+
     /// Raises `board`'s floors to at least `mark` (in memory; [`Marks::flush`] writes
     /// them). True when anything rose.
     pub fn observe(&self, store: &str, board: &str, mark: Mark) -> bool {
@@ -543,6 +605,29 @@ impl Marks {
             self.dirty.store(true, Ordering::Relaxed);
         }
         raised
+    }
+
+    /// Raises each row's floor to the generation given and records the lane seen holding
+    /// it (in memory). True when anything changed.
+    pub fn observe_leases<'a>(
+        &self,
+        store: &str,
+        board: &str,
+        leases: impl IntoIterator<Item = (&'a str, u64, &'a str)>,
+    ) -> bool {
+        let mut state = lock(&self.state);
+        state.settle(store, board);
+        let floors = board_mut(&mut state.stores, store, board);
+        let mut changed = false;
+        for (row, generation, holder) in leases {
+            changed |= floors.observe_row(row, generation);
+            changed |= floors.observe_holder(row, generation, holder);
+        }
+        floors.cap();
+        if changed {
+            self.dirty.store(true, Ordering::Relaxed);
+        }
+        changed
     }
 
     /// The addresses of `addresses` this home knows an identity at, with it.
@@ -593,8 +678,24 @@ impl Marks {
         } else {
             0
         };
+        // An accept replaces the identity it replaces wherever this home knew it: the other
+        // members or sentinels of the store, or its other spellings, that a URL naming
+        // fewer of them did not reach (each would otherwise still expect the old one, and
+        // answer `store_regressed` for the store just accepted).
+        let mut addresses = addresses.to_vec();
+        if accept {
+            addresses.extend(
+                state
+                    .addresses
+                    .iter()
+                    .filter(|(_, held)| replaced.contains(&held.id))
+                    .map(|(address, _)| address.clone()),
+            );
+            addresses.sort();
+            addresses.dedup();
+        }
         let mut changed = false;
-        for address in addresses {
+        for address in &addresses {
             let binding = Binding {
                 id: id.to_string(),
                 accepted: state
@@ -720,7 +821,7 @@ fn read_file(path: &Path) -> std::io::Result<MarksFile> {
         )
     };
     match serde_json::from_slice::<MarksFile>(&bytes) {
-        Ok(file) => Ok(file),
+        Ok(file) => known_version(file.version).map(|()| file),
         Err(e) => {
             match serde_json::from_slice::<BTreeMap<String, BTreeMap<String, Mark>>>(&bytes) {
                 Ok(first) => Ok(MarksFile {
@@ -733,7 +834,7 @@ fn read_file(path: &Path) -> std::io::Result<MarksFile> {
                                 .map(|(board, mark)| {
                                     let floors = Floors {
                                         mark,
-                                        rows: BTreeMap::new(),
+                                        ..Floors::default()
                                     };
                                     (board, floors)
                                 })
@@ -747,6 +848,21 @@ fn read_file(path: &Path) -> std::io::Result<MarksFile> {
             }
         }
     }
+}
+
+/// Refuses a file of a format newer than this version writes: its fields may mean what
+/// this version cannot judge by, and merged into the format this version writes they would
+/// be lost, so it judges nothing (fail closed) until the newer version runs again.
+fn known_version(version: u32) -> std::io::Result<()> {
+    if version > VERSION {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "written by a newer row-fence (floors format {version}; this one reads up to {VERSION}): run that version, or restore the file it replaced"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The file as a refresh reads it: each board's floors left as written, parsed when a call
@@ -775,20 +891,23 @@ fn read_lazy(path: &Path) -> std::io::Result<LazyFile> {
         }
         Err(e) => return Err(e),
     };
-    serde_json::from_slice::<LazyFile>(&bytes).or_else(|e| {
-        serde_json::from_slice::<BTreeMap<String, BTreeMap<String, Box<RawValue>>>>(&bytes)
-            .map(|stores| LazyFile {
-                version: 1,
-                stores,
-                addresses: BTreeMap::new(),
-            })
-            .map_err(|_| {
-                std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("not JSON floors: {e}"),
-                )
-            })
-    })
+    match serde_json::from_slice::<LazyFile>(&bytes) {
+        Ok(file) => known_version(file.version).map(|()| file),
+        Err(e) => {
+            serde_json::from_slice::<BTreeMap<String, BTreeMap<String, Box<RawValue>>>>(&bytes)
+                .map(|stores| LazyFile {
+                    version: 1,
+                    stores,
+                    addresses: BTreeMap::new(),
+                })
+                .map_err(|_| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("not JSON floors: {e}"),
+                    )
+                })
+        }
+    }
 }
 
 /// Merges what a process knows into the file, under the file's lock; returns the floors
@@ -942,6 +1061,52 @@ mod tests {
         );
     }
 
+    /// A file a newer version wrote, or one cut short, judges nothing and is never
+    /// replaced by a fresh one: every read fails, and so does every write.
+    #[test]
+    fn a_future_or_truncated_file_fails_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(MARKS_FILE);
+        let writer = Marks::load(Some(path.clone()));
+        writer.observe("id:s", "b", mark(9, 0, 0));
+        writer.flush().unwrap();
+        let written = std::fs::read_to_string(&path).unwrap();
+        let future = written.replace("\"version\":2", "\"version\":3");
+        assert_ne!(future, written);
+        for broken in [future.as_str(), &written[..written.len() / 2], ""] {
+            std::fs::write(&path, broken).unwrap();
+            let marks = Marks::load(Some(path.clone()));
+            assert!(marks.unwritten().is_some(), "{broken:?} was judged by");
+            marks.observe("id:s", "b", mark(10, 0, 0));
+            assert!(marks.flush().is_err(), "{broken:?} was written over");
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), broken);
+        }
+    }
+
+    /// A generation is one lane's: a second lane seen at a row's floor generation, by this
+    /// process or merged from another's, marks it handed out twice; a newer generation
+    /// starts over.
+    #[test]
+    fn a_second_holder_of_one_generation_is_kept_as_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(MARKS_FILE);
+        let a = Marks::load(Some(path.clone()));
+        let b = Marks::load(Some(path.clone()));
+        a.observe_leases("s", "b", [("r", 2, "lane-b")]);
+        assert_eq!(a.floors("s", "b").holder("r", 2), Some("lane-b"));
+        assert_eq!(a.floors("s", "b").holder("r", 1), None);
+        a.flush().unwrap();
+        b.observe_leases("s", "b", [("r", 2, "lane-c")]);
+        b.flush().unwrap();
+        a.refresh();
+        assert_eq!(a.floors("s", "b").holder("r", 2), Some(TWICE));
+        a.observe_leases("s", "b", [("r", 2, "lane-b")]);
+        assert_eq!(a.floors("s", "b").holder("r", 2), Some(TWICE), "stays");
+        a.observe_leases("s", "b", [("r", 3, "lane-d")]);
+        assert_eq!(a.floors("s", "b").holder("r", 3), Some("lane-d"));
+        assert_eq!(read_file(&path).unwrap().stores["s"]["b"].holders["r"], "");
+    }
+
     #[test]
     fn a_board_of_ten_thousand_rows_keeps_its_highest_generations() {
         let marks = Marks::load(None);
@@ -995,5 +1160,12 @@ mod tests {
             marks.bound(&addresses),
             vec![(addresses[0].clone(), "id:y".into())]
         );
+        // Made through a URL naming one of a store's addresses, it replaces the old identity
+        // at the others this home knew too: a URL naming them all finds nothing else.
+        let all = ["m1".to_string(), "m2".to_string(), "m3".to_string()];
+        other.bind(&all, "id:y", &[], false).unwrap();
+        other.bind(&all[..1], "id:z", &[], true).unwrap();
+        assert_eq!(other.bind(&all, "id:z", &[], false), Ok(()));
+        assert_eq!(other.get("id:z", "b").revision, 4);
     }
 }

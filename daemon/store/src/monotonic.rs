@@ -152,8 +152,11 @@ impl Monotonic {
             }
         }
         self.marks.refresh();
+        // Its addresses after the look at its identity: a store learns there where the
+        // server says it is (a socket's TCP address).
+        let carried = self.inner.carried_identity().await?;
         let addresses = self.inner.addresses();
-        let id = match self.inner.carried_identity().await? {
+        let id = match carried {
             Some(id) => Some(id),
             None => {
                 if let Some((address, known)) = self.marks.bound(&addresses).into_iter().next() {
@@ -297,29 +300,43 @@ impl Monotonic {
         Ok(())
     }
 
-    /// Refuses a row lease older than a generation this home has seen of its row (`seen`,
-    /// taken before the call), then records the rows' generations: a home that saw
-    /// generation N of a row never answers from a history where it holds an older one,
-    /// however the board's revision got back up.
+    /// Refuses a row lease older than a generation this home has seen of its row, or at
+    /// that generation held by another lane than the one this home saw hold it (`seen`,
+    /// taken before the call), then records the rows' generations and holders: a home that
+    /// saw generation N of a row never answers from a history where it holds an older one,
+    /// nor one where N was handed out again, however the board's revision got back up.
     async fn rows(
         &self,
         key: &str,
         board: &str,
         floor: Mark,
-        seen: impl Fn(&str) -> u64,
-        rows: &[(&str, u64)],
+        seen: impl Fn(&str) -> RowSeen,
+        rows: &[(&str, u64, &str)],
     ) -> Result<(), StoreError> {
-        for (row, generation) in rows {
-            let floor_generation = seen(row);
+        for (row, generation, holder) in rows {
+            let (floor_generation, floor_holder) = seen(row);
             if *generation < floor_generation {
                 let why = format!(
                     "row {row} of board {board} holds a lease at generation {generation}, but this home already saw generation {floor_generation} of it"
                 );
                 return Err(self.found_lost(key, board, floor, why).await);
             }
+            if *generation == floor_generation
+                && let Some(held) = floor_holder
+                && held != *holder
+            {
+                let before = if held == crate::marks::TWICE {
+                    "two lanes".to_string()
+                } else {
+                    held.to_string()
+                };
+                let why = format!(
+                    "row {row} of board {board} is held by {holder} at generation {generation}, which this home saw held by {before}: the generation was handed out again"
+                );
+                return Err(self.found_lost(key, board, floor, why).await);
+            }
         }
-        self.marks
-            .observe_rows(key, board, rows.iter().map(|(r, g)| (*r, *g)));
+        self.marks.observe_leases(key, board, rows.iter().copied());
         Ok(())
     }
 
@@ -405,20 +422,34 @@ fn another_store(conflict: &Conflict, carried: &StoreId) -> StoreError {
     ))
 }
 
-/// The generation seen of `row` in a board's floors (0: none kept).
-fn row_floor(seen: &Floors, row: &str) -> u64 {
-    seen.rows.get(row).copied().unwrap_or(0)
+/// A row's floor: the highest generation seen of it (0: none kept) and the lane seen
+/// holding that generation, if one was ([`crate::marks::TWICE`]: two).
+pub(crate) type RowSeen = (u64, Option<String>);
+
+/// `row`'s floor in a board's floors.
+fn row_floor(seen: &Floors, row: &str) -> RowSeen {
+    let generation = seen.rows.get(row).copied().unwrap_or(0);
+    (generation, seen.holder(row, generation).map(str::to_string))
 }
 
-/// Each row lease a snapshot holds, with its generation.
-fn rows_of(snapshot: &Snapshot) -> Vec<(&str, u64)> {
+/// Each row lease a snapshot holds, with its generation and holder.
+fn rows_of(snapshot: &Snapshot) -> Vec<(&str, u64, &str)> {
     snapshot
         .sections
         .get(CLAIMS)
         .into_iter()
         .flat_map(|claims| claims.iter())
-        .filter_map(|(row, r)| Some((row.as_str(), r.value.get("generation")?.as_u64()?)))
+        .filter_map(|(row, r)| lease_of(row, &r.value))
         .collect()
+}
+
+/// A claims record's row, generation and holder (`None`: not a lease).
+fn lease_of<'a>(row: &'a str, value: &'a serde_json::Value) -> Option<(&'a str, u64, &'a str)> {
+    Some((
+        row,
+        value.get("generation")?.as_u64()?,
+        value.get("holder")?.as_str()?,
+    ))
 }
 
 /// The controller epoch counter a snapshot with `meta` shows (0 without one).
@@ -528,8 +559,8 @@ impl LeaseStore for Monotonic {
             .writes
             .iter()
             .filter(|w| w.kind == WriteKind::Put && w.section == CLAIMS)
-            .filter_map(|w| Some((w.key.as_str(), w.value.get("generation")?.as_u64()?)));
-        self.marks.observe_rows(&key, board, granted);
+            .filter_map(|w| lease_of(&w.key, &w.value));
+        self.marks.observe_leases(&key, board, granted);
         self.flush_if_eager(board, revision)?;
         Ok(revision)
     }
@@ -538,7 +569,7 @@ impl LeaseStore for Monotonic {
         let board = check.board.as_str();
         let key = self.store_key(Access::Read).await?;
         let floor = self.floor(&key, board)?;
-        let row_seen = self.marks.row(&key, board, &check.row);
+        let row_seen = self.marks.row_seen(&key, board, &check.row);
         let judgement = self.inner.ask(check).await?;
         self.clock(board, floor, judgement.now_ms)?;
         if check.generation > judgement.revision {
@@ -554,13 +585,14 @@ impl LeaseStore for Monotonic {
         }
         self.history(&key, board, floor, judgement.revision, None)
             .await?;
-        let held: Vec<(&str, u64)> = judgement
+        let held: Vec<(&str, u64, &str)> = judgement
             .lease
             .as_ref()
-            .map(|l| (check.row.as_str(), l.generation))
+            .map(|l| (check.row.as_str(), l.generation, l.holder.as_str()))
             .into_iter()
             .collect();
-        self.rows(&key, board, floor, |_| row_seen, &held).await?;
+        self.rows(&key, board, floor, |_| row_seen.clone(), &held)
+            .await?;
         let passed = judgement
             .lease
             .as_ref()

@@ -735,12 +735,31 @@ impl LeaseStore for EtcdStore {
 
     /// One address per member the URL names (its resolved host and port) with the key
     /// prefix: a URL naming one, two or three of the members shares its addresses with
-    /// one naming all.
+    /// one naming all. A member named by an address of this machine is also known as
+    /// `localhost` on its port, so a URL naming it by this machine's address and one
+    /// naming it by loopback share it too.
     fn addresses(&self) -> Vec<String> {
-        self.members_resolved()
-            .into_iter()
+        let mut all: Vec<String> = self
+            .url
+            .endpoints
+            .iter()
+            .flat_map(|endpoint| {
+                let forms = endpoint.rsplit_once(':').and_then(|(host, port)| {
+                    let port = port.parse::<u16>().ok()?;
+                    Some(
+                        crate::redis::identity::host_forms(host, port)
+                            .into_iter()
+                            .map(|h| format!("{h}:{port}"))
+                            .collect::<Vec<String>>(),
+                    )
+                });
+                forms.unwrap_or_else(|| vec![endpoint.to_ascii_lowercase()])
+            })
             .map(|member| format!("etcd member={member} prefix={}", self.prefix))
-            .collect()
+            .collect();
+        all.sort();
+        all.dedup();
+        all
     }
 
     async fn carried_identity(&self) -> Result<Option<StoreId>, StoreError> {

@@ -31,8 +31,9 @@ impl Monotonic {
     /// every generation the replaced one handed out.
     pub async fn accept_identity(&self) -> Result<AcceptedIdentity, StoreError> {
         self.marks.refresh();
+        let carried = self.inner.carried_identity().await?;
         let addresses = self.inner.addresses();
-        let (id, created) = match self.inner.carried_identity().await? {
+        let (id, created) = match carried {
             Some(id) => (id, false),
             None => match self.inner.create_identity(&StoreId::generate()).await? {
                 Some(id) => (id, true),
@@ -111,7 +112,8 @@ pub async fn accept_regression(store: &Monotonic, board: &str) -> Result<Accepte
         let raised_past = snapshot.revision > seen.revision.max(rows_seen)
             && epoch_of(&snapshot) >= seen.epoch
             && claims.iter().all(|(row, r)| {
-                r.value.get("generation").and_then(|g| g.as_u64()) >= Some(row_floor(&floors, row))
+                r.value.get("generation").and_then(|g| g.as_u64())
+                    >= Some(row_floor(&floors, row).0)
             });
         if raised_past {
             store.accepted(

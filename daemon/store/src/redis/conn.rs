@@ -159,6 +159,20 @@ impl Conn {
         })))
     }
 
+    /// The TCP address the live link was made to (for Sentinel, the master the sentinels
+    /// named), if there is one and it is TCP.
+    pub fn dialed(&self) -> Option<(String, u16)> {
+        let Conn::Single(m) = self else {
+            return None;
+        };
+        let link = m.current()?;
+        match link.client.get_connection_info().addr() {
+            redis::ConnectionAddr::Tcp(host, port)
+            | redis::ConnectionAddr::TcpTls { host, port, .. } => Some((host.clone(), *port)),
+            _ => None,
+        }
+    }
+
     /// True on Redis Cluster (no cross-slot work: the document layout is not served).
     pub fn is_cluster(&self) -> bool {
         matches!(self, Conn::Cluster(_))

@@ -72,6 +72,96 @@ pub fn addresses(url: &str, prefix: &str) -> Vec<String> {
     all
 }
 
+/// The addresses a connection reached the server at, spelled as [`identity`] spells a
+/// `redis://` URL of it, so a store reached over its socket, through Sentinel or at another
+/// of this machine's addresses is also known at the TCP address a home may have reached it
+/// at (ARCHITECTURE.md, "The lease store"):
+///
+/// - `dialed`, the TCP address the connection was made to (the master a sentinel named),
+///   and `localhost` on its port when it is an address of this machine ([`host_forms`]);
+/// - over a Unix socket (`laddr=/…` in the `CLIENT INFO` line), `localhost` and the port
+///   the server listens on (`tcp_port`, from `INFO server`; none when it is 0): a socket
+///   reaches a server on this machine;
+/// - `localhost` on the server's own port (`laddr=`) when that address is this machine's.
+///
+/// The server's own address is used only where it is this machine's: behind a NAT or a
+/// container bridge, two servers elsewhere may share one. The database is the one the line
+/// says (`db=`); a line without it gives none.
+pub fn served_addresses(
+    client_info: &str,
+    tcp_port: Option<u16>,
+    dialed: Option<(&str, u16)>,
+    prefix: &str,
+) -> Vec<String> {
+    let field = |name: &str| {
+        client_info
+            .split_ascii_whitespace()
+            .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
+    };
+    let Some(db) = field("db").and_then(|d| d.parse::<i64>().ok()) else {
+        return Vec::new();
+    };
+    let mut places: Vec<(String, u16)> = Vec::new();
+    if let Some((host, port)) = dialed {
+        places.extend(host_forms(host, port).into_iter().map(|h| (h, port)));
+    }
+    match field("laddr") {
+        Some(laddr) if laddr.starts_with('/') => {
+            if let Some(port) = tcp_port.filter(|p| *p != 0) {
+                places.push(("localhost".to_string(), port));
+            }
+        }
+        Some(laddr) => {
+            if let Some((host, port)) = laddr.rsplit_once(':')
+                && let Ok(port) = port.parse::<u16>()
+                && this_machine(host)
+            {
+                places.push(("localhost".to_string(), port));
+            }
+        }
+        None => {}
+    }
+    let mut all: Vec<String> = places
+        .into_iter()
+        .map(|(host, port)| format!("redis host={host} port={port} db={db} prefix={prefix}"))
+        .collect();
+    all.sort();
+    all.dedup();
+    all
+}
+
+/// True when `host` is an IP address of this machine: loopback, or one a socket can be
+/// bound to here.
+fn this_machine(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    bare.parse::<IpAddr>().is_ok_and(|ip| {
+        ip.is_loopback()
+            || ip.to_canonical().is_loopback()
+            || (!ip.is_unspecified() && std::net::UdpSocket::bind((ip, 0)).is_ok())
+    })
+}
+
+/// `host` as [`host_identity`] spells it and, when it is an address of this machine that
+/// is not loopback, also `localhost`: a server reached at this machine's own address is
+/// the one `localhost` reaches on that port.
+pub(crate) fn host_forms(host: &str, port: u16) -> Vec<String> {
+    let named = host_identity(host, port);
+    if named != "localhost" && this_machine(host) {
+        vec![named, "localhost".to_string()]
+    } else {
+        vec![named]
+    }
+}
+
+/// The `tcp_port` an `INFO server` answer names.
+pub fn tcp_port(info: &str) -> Option<u16> {
+    info.lines()
+        .find_map(|line| line.trim().strip_prefix("tcp_port:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
 fn server_identity(server: &str, kind: &str) -> String {
     let Ok(info) = server.into_connection_info() else {
         return format!("{kind} {}", super::super::spec::redact(server));
@@ -162,6 +252,35 @@ mod tests {
         assert_eq!(
             super::addresses("redis://127.0.0.1:6390", "p"),
             vec![identity("redis://localhost:6390/0", "p")]
+        );
+    }
+
+    #[test]
+    fn the_address_a_server_says_is_the_one_its_tcp_url_gives() {
+        let served = |info: &str, port: Option<u16>, dialed: Option<(&str, u16)>| {
+            super::served_addresses(info, port, dialed, "p")
+        };
+        let tcp = vec![identity("redis://127.0.0.1:6390/2", "p")];
+        let over_tcp = "id=3 addr=127.0.0.1:38566 laddr=127.0.0.1:6390 fd=9 name= db=2 sub=0";
+        assert_eq!(served(over_tcp, None, None), tcp);
+        assert_eq!(served(over_tcp, None, Some(("localhost", 6390))), tcp);
+        let over_v6 = "id=4 addr=[::1]:59268 laddr=[::1]:6390 fd=9 db=2";
+        assert_eq!(served(over_v6, None, None), tcp);
+        let over_socket = "id=5 addr=/run/r.sock:0 laddr=/run/r.sock:0 fd=9 flags=U db=2";
+        let port = super::tcp_port("# Server\r\nredis_version:7.2.4\r\ntcp_port:6390\r\n");
+        assert_eq!(port, Some(6390));
+        assert_eq!(served(over_socket, port, None), tcp);
+        assert!(served(over_socket, Some(0), None).is_empty());
+        assert!(served(over_socket, None, None).is_empty());
+        assert_ne!(super::served_addresses(over_tcp, None, None, "q"), tcp);
+        assert!(served("ERR unknown", None, None).is_empty());
+        // Another machine's own address (behind a NAT, a container bridge) says nothing;
+        // the address a sentinel named, dialed, is the one a URL naming it gives.
+        let remote = "id=6 laddr=192.0.2.77:6379 db=2";
+        assert!(served(remote, None, None).is_empty());
+        assert_eq!(
+            served(remote, None, Some(("192.0.2.77", 6390))),
+            vec![identity("redis://192.0.2.77:6390/2", "p")]
         );
     }
 

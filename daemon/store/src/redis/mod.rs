@@ -78,6 +78,10 @@ pub struct Shared {
     identity: String,
     /// Every address it is reached at ([`identity::addresses`]).
     addresses: Vec<String>,
+    /// The addresses the server said the last look at its identity reached
+    /// ([`identity::served_addresses`]; none on a Cluster, or where the server would not
+    /// say).
+    served: std::sync::Mutex<Vec<String>>,
     /// The key prefix `P`.
     prefix: String,
     /// Which verdicts an ask records (`?asks=`).
@@ -163,6 +167,7 @@ impl Shared {
             redacted,
             identity: identity::identity(url, prefix),
             addresses: identity::addresses(url, prefix),
+            served: std::sync::Mutex::new(Vec::new()),
             prefix: prefix.to_string(),
             asks: parsed.asks,
             batch: Script::new(&FENCED_BATCH_LUA),
@@ -183,6 +188,37 @@ impl Shared {
 
     fn conn(&self) -> Conn {
         self.conn.clone()
+    }
+
+    /// Where this connection reached the server ([`identity::served_addresses`]): the
+    /// address it dialed, `CLIENT INFO`, and `INFO server` for a socket. None where the
+    /// server would not say (an ACL that refuses them): the URL's addresses are then all a
+    /// home knows it by.
+    async fn served_addresses(&self) -> Vec<String> {
+        let Ok(info) = redis::cmd("CLIENT")
+            .arg("INFO")
+            .query_async::<String>(&mut self.conn())
+            .await
+        else {
+            return Vec::new();
+        };
+        let port = if info.contains(" laddr=/") {
+            redis::cmd("INFO")
+                .arg("server")
+                .query_async::<String>(&mut self.conn())
+                .await
+                .ok()
+                .and_then(|server| identity::tcp_port(&server))
+        } else {
+            None
+        };
+        let dialed = self.conn.dialed();
+        identity::served_addresses(
+            &info,
+            port,
+            dialed.as_ref().map(|(h, p)| (h.as_str(), *p)),
+            &self.prefix,
+        )
     }
 
     /// The live link held for one read and its barrier ([`Shared::barrier`]).
@@ -667,8 +703,21 @@ impl LeaseStore for RedisStore {
         self.shared.identity.clone()
     }
 
+    /// The URL's addresses and the one the server said it is at when its identity was last
+    /// read: a socket or Sentinel spelling of a server is also known at its TCP address, so
+    /// a home that knew the server by one spelling finds it emptied or replaced by any other.
     fn addresses(&self) -> Vec<String> {
-        self.shared.addresses.clone()
+        let mut all = self.shared.addresses.clone();
+        all.extend(
+            self.shared
+                .served
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+        );
+        all.sort();
+        all.dedup();
+        all
     }
 
     async fn carried_identity(&self) -> Result<Option<StoreId>, StoreError> {
@@ -677,6 +726,10 @@ impl LeaseStore for RedisStore {
             .query_async(&mut self.shared.conn())
             .await
             .map_err(|e| self.shared.map_err(e))?;
+        if !self.shared.conn.is_cluster() {
+            let served = self.shared.served_addresses().await;
+            *self.shared.served.lock().unwrap_or_else(|p| p.into_inner()) = served;
+        }
         raw.map(|text| StoreId::parse(&text)).transpose()
     }
 
