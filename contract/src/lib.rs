@@ -23,6 +23,7 @@
 //! - [`ledger`]: the refusal ledger, one JSON line per denial ([`ledger::LedgerRecord`]).
 //! - [`status`]: the daemon's status object ([`status::Status`]).
 //! - [`report`]: the verdict line and the `--json` object.
+//! - [`scope`]: a row's scope (its refs and repositories) and the judgement of a push.
 //! - [`spelling`]: the name allowlist, the look-alike skeleton, the escape of quoted text.
 //! - [`stdio`]: keeps fds 0–2 open so a socket never lands on them.
 
@@ -36,6 +37,7 @@ pub mod paths;
 pub mod protocol;
 pub mod quarantine;
 pub mod report;
+pub mod scope;
 pub mod spelling;
 pub mod stamp;
 pub mod status;

@@ -78,6 +78,9 @@ pub struct KeysAdd {
     /// push key (signed only for ALLOWED lanes).
     #[serde(default)]
     pub read: bool,
+    /// The lane a push key belongs to: signed for that lane's uid only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
 }
 
 /// Key material never reaches a log or a panic message through `{:?}`.
@@ -86,6 +89,7 @@ impl std::fmt::Debug for KeysAdd {
         f.debug_struct("KeysAdd")
             .field("key", &"<private key>")
             .field("read", &self.read)
+            .field("lane", &self.lane)
             .finish()
     }
 }
@@ -101,6 +105,9 @@ pub struct BrokerKey {
     pub comment: String,
     /// `push` (ALLOWED lanes only) or `read` (every peer).
     pub kind: String,
+    /// The lane a push key belongs to (listed and signed for that lane's uid only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
 }
 
 /// An ask: the asker's code stamp, its time left, what it read from its descriptor, the

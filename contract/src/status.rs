@@ -9,6 +9,9 @@ use crate::ledger::LedgerRecord;
 use crate::verdict::Reason;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
 /// The status object.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -21,8 +24,13 @@ pub struct Status {
     pub stamp: String,
     /// The socket it serves.
     pub socket: String,
-    /// Its `ROW_FENCE_HOME`.
+    /// Its `ROW_FENCE_HOME`, for people: a home whose name is not UTF-8 shows each
+    /// byte that is not as U+FFFD here, so compare homes with [`Status::serves`].
     pub home: String,
+    /// The home's bytes when its name is not UTF-8 (`home` cannot carry them), null
+    /// otherwise: what [`Status::serves`] compares.
+    #[serde(default)]
+    pub home_bytes: Option<Vec<u8>>,
     /// True when it runs `--supervised`: a service manager restarts it, so `row-fence
     /// stop` leaves it to that manager (its stop would only be followed by a restart).
     #[serde(default)]
@@ -204,6 +212,25 @@ pub struct TenantRow {
     pub state: Option<String>,
 }
 
+impl Status {
+    /// `home_bytes` for a daemon serving `home`: its bytes when its name is not UTF-8.
+    pub fn home_bytes_of(home: &Path) -> Option<Vec<u8>> {
+        home.to_str()
+            .is_none()
+            .then(|| home.as_os_str().as_bytes().to_vec())
+    }
+
+    /// True when this daemon serves `home`, byte for byte: `home` alone would make a
+    /// home whose name is not UTF-8 another home than the daemon's own (its `home` is
+    /// lossy), so a caller could neither stop nor find the daemon it started.
+    pub fn serves(&self, home: &Path) -> bool {
+        match &self.home_bytes {
+            Some(bytes) => Path::new(OsStr::from_bytes(bytes)) == home,
+            None => Path::new(&self.home) == home,
+        }
+    }
+}
+
 /// One ask the location fence refused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LocationRefusal {
@@ -223,4 +250,67 @@ pub struct LocationRefusal {
     pub reason: Reason,
     /// The tenant's epoch in the held map, -1 when none.
     pub epoch: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A status of a daemon serving `home`, as the daemon builds it.
+    fn serving(home: &Path) -> Status {
+        Status {
+            pid: 1,
+            version: String::new(),
+            stamp: String::new(),
+            socket: String::new(),
+            home: home.display().to_string(),
+            home_bytes: Status::home_bytes_of(home),
+            supervised: false,
+            store: String::new(),
+            key_prefix: String::new(),
+            store_reconnects: 0,
+            started_at_ms: 0,
+            uptime_ms: 0,
+            heartbeat_age_ms: None,
+            asks_in_flight: 0,
+            store_calls_in_flight: 0,
+            store_check: None,
+            connections: 0,
+            counts: Counts::default(),
+            recent_refusals: Vec::new(),
+            recent_refusals_omitted: 0,
+            ledger_dropped: 0,
+            location_fence: None,
+            broker: None,
+            forge_api: None,
+        }
+    }
+
+    /// Read back as the CLI reads it: through the wire's JSON.
+    fn on_the_wire(status: &Status) -> Status {
+        let text = serde_json::to_string(status).expect("a status serializes");
+        serde_json::from_str(&text).expect("a status reads back")
+    }
+
+    #[test]
+    fn a_home_whose_name_is_not_utf8_is_served_by_its_own_daemon_only() {
+        let home = Path::new(OsStr::from_bytes(b"/home/me/h\xe9"));
+        let other = Path::new(OsStr::from_bytes(b"/home/me/h\xe8"));
+        let status = on_the_wire(&serving(home));
+        assert_eq!(status.home, "/home/me/h\u{FFFD}");
+        assert_eq!(status.home_bytes.as_deref(), Some(&b"/home/me/h\xe9"[..]));
+        assert!(status.serves(home));
+        assert!(!status.serves(other));
+        assert!(!status.serves(Path::new("/home/me/h\u{FFFD}")));
+    }
+
+    #[test]
+    fn a_utf8_home_is_compared_as_a_path_and_written_without_bytes() {
+        let status = on_the_wire(&serving(Path::new("/home/me/.row-fence")));
+        assert_eq!(status.home_bytes, None);
+        assert!(status.serves(Path::new("/home/me/.row-fence/")));
+        assert!(!status.serves(Path::new("/home/me/.row-fence2")));
+        let text = serde_json::to_value(&status).expect("a status serializes");
+        assert_eq!(text["home_bytes"], serde_json::Value::Null);
+    }
 }

@@ -98,6 +98,9 @@ pub enum Reason {
     /// repository or scope: passed for no lane, ALLOWED or not (docs/forge-api.md,
     /// "Design").
     ForgeWriteRefused,
+    /// A push's ref, repository or kind of update is outside the scope of the row its
+    /// lane holds (ARCHITECTURE.md, "Forge hook"): the detail names the ref and the rule.
+    OutsideScope,
 
     // COULD NOT READ (exit 1)
     /// The descriptor exists but cannot be read, parsed or validated.
@@ -172,6 +175,7 @@ impl Reason {
         Reason::TenantNotActive,
         Reason::DestinationRefused,
         Reason::ForgeWriteRefused,
+        Reason::OutsideScope,
         Reason::DescriptorUnreadable,
         Reason::DescriptorMissing,
         Reason::FenceUnreadable,
@@ -212,6 +216,7 @@ impl Reason {
             Reason::TenantNotActive => "tenant_not_active",
             Reason::DestinationRefused => "destination_refused",
             Reason::ForgeWriteRefused => "forge_write_refused",
+            Reason::OutsideScope => "outside_scope",
             Reason::DescriptorUnreadable => "descriptor_unreadable",
             Reason::DescriptorMissing => "descriptor_missing",
             Reason::FenceUnreadable => "fence_unreadable",
@@ -260,6 +265,7 @@ impl Reason {
                 | Reason::TenantNotActive
                 | Reason::DestinationRefused
                 | Reason::ForgeWriteRefused
+                | Reason::OutsideScope
         )
     }
 }

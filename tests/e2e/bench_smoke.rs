@@ -258,3 +258,32 @@ fn a_smoke_run_of_the_forge_api_case_measures_every_arm_and_writes_its_report() 
         "--only wrote the main report"
     );
 }
+
+/// `scripts/bench --help` (and `-h` among other flags) says what the bench does and runs
+/// nothing: before, it installed packages and began the 13-CPU-minute release build, and
+/// passed `--help` on only after it.
+#[test]
+fn scripts_bench_help_builds_and_installs_nothing() {
+    let target = tempfile::tempdir().unwrap();
+    for args in [vec!["--help"], vec!["--quick", "-h"]] {
+        let ran = crate::util::run(
+            std::process::Command::new(crate::util::repo_root().join("scripts/bench"))
+                .args(&args)
+                .env("CARGO_TARGET_DIR", target.path())
+                .env("PATH", "/usr/bin:/bin")
+                .stdin(std::process::Stdio::null()),
+        );
+        assert_eq!(ran.code, 0, "{args:?}: {}", ran.stderr);
+        assert!(
+            ran.stdout.contains("scripts/bench --quick") && ran.stdout.contains("Every flag"),
+            "{args:?}: {}",
+            ran.stdout
+        );
+        assert!(!ran.stderr.contains("building"), "{args:?}: {}", ran.stderr);
+        assert_eq!(
+            std::fs::read_dir(target.path()).unwrap().count(),
+            0,
+            "{args:?}: nothing is built"
+        );
+    }
+}

@@ -5,6 +5,10 @@
 //! and fail when they cannot make users or start sshd: they never pass by skipping.
 
 use crate::util::{Daemon, Home, Ran, free_port, run};
+
+// The forge hook's tests run on this file's `Site` (ARCHITECTURE.md, "Forge hook").
+#[path = "forge_hook.rs"]
+mod forge_hook;
 use row_fence_contract::ledger::{self, LedgerRecord};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -2785,10 +2789,19 @@ fn the_hard_demo_runs_on_the_debug_binaries_and_leaves_no_user_behind() {
         ran.stdout
     );
     assert!(!ran.stdout.contains("FAIL"), "{}", ran.stdout);
-    // The routes this tree closes are refused; every route has its line.
+    // The routes this tree closes are refused (the kept ones and those outside the row's
+    // scope by the forge hook, with its reason); every route has its line.
     for route in [
+        "route an ssh master started while ALLOWED                REFUSED",
+        "route a receive-pack session opened while ALLOWED        REFUSED",
         "route its descriptor pointed at another lease            REFUSED",
         "route a hook planted in lane-a's git dir                 REFUSED",
+        "route a push outside the row's refs                      REFUSED",
+        "route a force push (its main, another lane's branch)     REFUSED",
+        "route a tag moved                                        REFUSED",
+        "route a branch deleted                                   REFUSED",
+        "forge hook: REFUSED (different_holder)",
+        "forge hook: REFUSED (outside_scope)",
     ] {
         assert!(ran.stdout.contains(route), "{route}: {}", ran.stdout);
     }

@@ -287,3 +287,53 @@ fn a_broker_socket_lanes_cannot_reach_is_named_by_the_daemon_install_and_doctor(
         .args(["-R", "root"])
         .arg(&repo));
 }
+
+/// Sends SIGKILL to a detached daemon's pid when dropped (a failed assertion leaves no
+/// daemon behind; after a clean stop the pid is gone and the signal finds nothing).
+struct KillOnDrop(Option<i32>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+#[test]
+fn a_home_whose_path_is_not_utf8_has_a_daemon_that_detach_finds_and_stop_stops() {
+    let mut odd_home = Home::file();
+    odd_home.home = latin1_dir(&odd_home).join("home");
+    let started = run(odd_home.command(bin("row-fence-resident")).arg("--detach"));
+    assert_eq!(started.code, 0, "{}", started.stderr);
+    let pid = crate::util::status(&odd_home.socket())["pid"].as_i64();
+    let _reaper = KillOnDrop(pid.map(|p| p as i32));
+    assert!(pid.is_some(), "the detached daemon answers its status");
+
+    // Its status names the home byte for byte, beside the lossy text.
+    let status = crate::util::status(&odd_home.socket());
+    let bytes = odd_home.home.as_os_str().as_bytes();
+    assert_eq!(status["home_bytes"], serde_json::json!(bytes), "{status}");
+
+    // A second --detach finds this home's own daemon (not "another home"): exit 0.
+    let again = run(odd_home.command(bin("row-fence-resident")).arg("--detach"));
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert!(
+        again.stderr.contains("a daemon already serves"),
+        "{}",
+        again.stderr
+    );
+
+    // row-fence stop stops it (it used to refuse: "serves another home").
+    let stopped = odd_home.cli(&["stop"]);
+    assert_eq!(stopped.code, 0, "{}", stopped.stderr);
+    assert!(
+        stopped.stderr.contains("row-fence: stopped the daemon"),
+        "{}",
+        stopped.stderr
+    );
+    assert!(crate::util::ping(&odd_home.socket()).is_none());
+}

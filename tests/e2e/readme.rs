@@ -629,6 +629,10 @@ fn every_piece_install_writes_comes_back_out_with_uninstall() {
     );
     assert_eq!(fs::read(app.join(".git/config")).unwrap(), config);
     assert!(!app.join(".git/hooks/pre-push").exists());
+    assert!(
+        !app.join(".git/row-fence.json").exists(),
+        "Uninstall removes the descriptor acquire --write-descriptor wrote"
+    );
 }
 
 /// The needles tests pass to [`sh_block`], read from the test sources: a README block a

@@ -277,6 +277,9 @@ fn once_json_is_the_snapshot_parsed_back_and_a_gone_daemon_exits_1() {
     // --board narrows; a board name that is not one is a usage error.
     let ran = home.cli(&["top", "--once", "--json", "--board", "b2"]);
     assert_eq!(ran.json()["boards"].as_array().unwrap().len(), 1);
+    // A board named twice is read and shown once.
+    let ran = home.cli(&["top", "--once", "--json", "--board", "b2", "--board", "b2"]);
+    assert_eq!(ran.json()["boards"].as_array().unwrap().len(), 1);
     assert_eq!(home.cli(&["top", "--once", "--board", "B 2"]).code, 2);
     // Without a terminal the console says what to use instead.
     let ran = home.cli(&["top"]);
@@ -314,4 +317,35 @@ fn the_docs_capture_is_the_console_as_drawn() {
             .any(|block| format!("{block}\n") == drawn),
         "the docs' capture of row-fence top differs from daemon/cli/src/top/snapshots/overview.txt"
     );
+}
+
+/// Sends SIGCONT to a stopped daemon when dropped, so a failed assertion leaves no
+/// stopped process behind (the daemon itself is stopped by its own guard after this).
+struct Continue(i32);
+
+impl Drop for Continue {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.0),
+            nix::sys::signal::Signal::SIGCONT,
+        );
+    }
+}
+
+#[test]
+fn a_daemon_that_listens_but_does_not_answer_is_gone_and_not_told_to_be_started() {
+    let home = Home::file();
+    let daemon = home.daemon();
+    daemon.signal(nix::sys::signal::Signal::SIGSTOP);
+    let _resume = Continue(daemon.pid());
+    let ran = home.cli(&["top", "--once", "--json"]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    let v = ran.json();
+    assert_eq!(v["daemon"]["up"], false, "{v}");
+    let what = v["daemon"]["what_to_do"].as_str().unwrap_or_default();
+    assert!(
+        what.starts_with("a daemon listens but does not answer"),
+        "{v}"
+    );
+    assert!(!what.starts_with("start it"), "{v}");
 }

@@ -120,3 +120,31 @@ fn the_json_verdict_names_what_was_judged(redis: Option<&Redis>) {
     assert_eq!(v["generation"].as_u64(), Some(generation));
     assert!(v["elapsed_ms"].is_u64());
 }
+
+/// The top-level keys of a one-line JSON object, in the order the text has them.
+fn key_order(line: &str) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_str(line).expect("a JSON object");
+    let mut keys: Vec<(usize, String)> = v
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(|k| (line.find(&format!("\"{k}\":")).expect("the key"), k.clone()))
+        .collect();
+    keys.sort();
+    keys.into_iter().map(|(_, k)| k).collect()
+}
+
+#[test]
+fn the_readmes_json_verdict_is_the_askers_line_as_printed() {
+    let example = crate::util::doc_blocks("json")
+        .into_iter()
+        .find(|b| b.contains("\"different_holder\"") && b.contains("\"elapsed_ms\""))
+        .expect("README.md's --json example");
+    let home = Home::file();
+    let (_, a) = home.acquire("board-1", "row-1", "lane-a", &[]);
+    home.acquire("board-1", "row-1", "lane-b", &["--takeover"]);
+    let _daemon = home.daemon();
+    let ran = home.ask_with(&a, &["--json"]);
+    ran.expect(3, "row-fence: REFUSED (different_holder)");
+    assert_eq!(key_order(ran.stdout.trim()), key_order(example.trim()));
+}

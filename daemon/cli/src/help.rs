@@ -94,7 +94,15 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "install git-hook",
         "row-fence install git-hook --repo ~/src/app --recurse-submodules",
     ),
+    (
+        "install forge-hook",
+        "row-fence install forge-hook --repo /srv/git/app.git --agent /run/row-fence/agent.sock --lane-from env:ROW_FENCE_LANE",
+    ),
     ("doctor", "row-fence doctor --repo ~/src/app --json"),
+    (
+        "forge-check",
+        "row-fence forge-check --agent /run/row-fence/agent.sock --lane-from remote-user",
+    ),
     ("store", "row-fence store check"),
     ("store check", "row-fence store check --json"),
     (
@@ -190,15 +198,53 @@ pub fn man(args: ManArgs, cmd: clap::Command) -> Outcome {
         clap_mangen::Man::new(cmd)
             .render(&mut page)
             .map_err(|e| Failure::could_not(format!("cannot render the man page: {e}")))?;
-        out(String::from_utf8_lossy(&page).trim_end());
+        out(ascii_roff(&String::from_utf8_lossy(&page)).trim_end());
         return Ok(exit::ALLOWED);
     };
     std::fs::create_dir_all(&dir)
         .map_err(|e| Failure::could_not(format!("cannot create {}: {e}", dir.display())))?;
-    clap_mangen::generate_to(cmd, &dir)
-        .map_err(|e| Failure::could_not(format!("cannot write into {}: {e}", dir.display())))?;
+    let cannot_write =
+        |e: std::io::Error| Failure::could_not(format!("cannot write into {}: {e}", dir.display()));
+    clap_mangen::generate_to(cmd, &dir).map_err(cannot_write)?;
+    for entry in std::fs::read_dir(&dir).map_err(cannot_write)? {
+        let path = entry.map_err(cannot_write)?.path();
+        let ours = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("row-fence") && n.ends_with(".1"));
+        if ours {
+            let page = std::fs::read_to_string(&path).map_err(cannot_write)?;
+            std::fs::write(&path, ascii_roff(&page)).map_err(cannot_write)?;
+        }
+    }
     say!("row-fence: man pages written to {}", dir.display());
     Ok(exit::ALLOWED)
+}
+
+/// A page's text with every character outside ASCII spelled as a glyph groff has on
+/// every output device: in a C or POSIX locale (a container, a login with no `LANG`)
+/// `man` formats for ASCII, where a raw `…` is "can't find special character" on
+/// stderr for each line that holds one.
+fn ascii_roff(page: &str) -> String {
+    let mut text = String::with_capacity(page.len());
+    for c in page.chars() {
+        match c {
+            // `\&` first: three dots at a line's start would read as a request.
+            '…' => text.push_str("\\&..."),
+            '→' => text.push_str("\\(->"),
+            '—' => text.push_str("\\(em"),
+            '–' => text.push_str("\\(en"),
+            '×' => text.push_str("\\(mu"),
+            '≤' => text.push_str("\\(<="),
+            '≥' => text.push_str("\\(>="),
+            '‘' | '’' => text.push('\''),
+            '“' | '”' => text.push('"'),
+            c if c.is_ascii() => text.push(c),
+            // Any other: groff's own Unicode escape, which names it on every device.
+            c => text.push_str(&format!("\\[u{:04X}]", c as u32)),
+        }
+    }
+    text
 }
 
 #[cfg(test)]
@@ -286,6 +332,25 @@ mod tests {
                 "EXAMPLES names no command `{path}`"
             );
         }
+    }
+
+    #[test]
+    fn every_man_page_is_ascii_so_a_c_locale_formats_it_without_warnings() {
+        assert_eq!(ascii_roff("a…b → c"), "a\\&...b \\(-> c");
+        assert_eq!(ascii_roff("\u{2603}"), "\\[u2603]");
+        let dir = tempfile::tempdir().unwrap();
+        let args = ManArgs {
+            dir: Some(dir.path().to_path_buf()),
+        };
+        man(args, command::<crate::Cli>()).unwrap();
+        let mut pages = 0;
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            let path = entry.unwrap().path();
+            let page = std::fs::read_to_string(&path).unwrap();
+            assert!(page.is_ascii(), "{} is not ASCII", path.display());
+            pages += 1;
+        }
+        assert!(pages > 20, "{pages} pages");
     }
 
     #[test]

@@ -45,6 +45,9 @@ struct KeysAddArgs {
     /// A read key: signed for every peer, ALLOWED or not (the forge must let it only fetch)
     #[arg(long)]
     read: bool,
+    /// A push key of this lane only: listed and signed for its uid alone, so a forge's forced command can name the lane (`ROW_FENCE_LANE`) for the forge hook
+    #[arg(long, value_name = "LANE", conflicts_with = "read")]
+    lane: Option<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -109,6 +112,7 @@ fn keys_add(args: KeysAddArgs, settings: &Settings) -> Outcome {
         op: Op::KeysAdd(KeysAdd {
             key: key.to_string(),
             read: args.read,
+            lane: args.lane.clone(),
         }),
     };
     let mut line = request.to_line();
@@ -179,13 +183,17 @@ fn print_keys(keys: &[BrokerKey], json: bool) {
         return;
     }
     out(&format!(
-        "{:<52} {:<12} {:<5} COMMENT",
-        "FINGERPRINT", "ALGORITHM", "KIND"
+        "{:<52} {:<12} {:<5} {:<16} COMMENT",
+        "FINGERPRINT", "ALGORITHM", "KIND", "LANE"
     ));
     for k in keys {
         out(&format!(
-            "{:<52} {:<12} {:<5} {}",
-            k.fingerprint, k.algorithm, k.kind, k.comment
+            "{:<52} {:<12} {:<5} {:<16} {}",
+            k.fingerprint,
+            k.algorithm,
+            k.kind,
+            k.lane.as_deref().unwrap_or("-"),
+            k.comment
         ));
     }
 }

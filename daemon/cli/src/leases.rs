@@ -7,8 +7,10 @@ use row_fence_contract::descriptor::{
 };
 use row_fence_contract::exit::{Failure, Outcome};
 use row_fence_contract::report::out;
+use row_fence_contract::scope::Scope;
 use row_fence_contract::{Descriptor, LeaseToken, exit, say};
 use row_fence_resident::config::Settings;
+use row_fence_resident::registry::Registry;
 use row_fence_store::atomic_file::stage;
 use row_fence_store::fencing::Controller;
 use row_fence_store::judge::rfc3339;
@@ -498,8 +500,16 @@ pub async fn show(args: ShowArgs, settings: &Settings) -> Outcome {
     let (leases, now) = lease::list(store.as_ref(), &args.board, args.row.as_deref())
         .await
         .map_err(|e| Failure::could_not(e.to_string()))?;
+    let scope = board_scope(settings, &args.board);
     if args.json {
-        out(&serde_json::to_string(&leases).expect("leases serialize"));
+        let mut listed = serde_json::to_value(&leases).expect("leases serialize");
+        if let (Some(scope), Some(items)) = (&scope, listed.as_array_mut()) {
+            for item in items {
+                let row = item["row"].as_str().unwrap_or_default().to_string();
+                item["scope"] = scope_json(scope, &row);
+            }
+        }
+        out(&listed.to_string());
         return Ok(exit::ALLOWED);
     }
     if leases.is_empty() {
@@ -538,5 +548,40 @@ pub async fn show(args: ShowArgs, settings: &Settings) -> Outcome {
             left
         ));
     }
+    match &scope {
+        Some(scope) => {
+            for l in &leases {
+                out(&format!("scope of {}: {}", l.row, scope.summary(&l.row)));
+            }
+        }
+        None => out(&format!(
+            "scope: none for board {} (its rows' holders may push any ref; docs/forge.md)",
+            args.board
+        )),
+    }
     Ok(exit::ALLOWED)
+}
+
+/// The board's scope from the registry (`[boards.B.scope]`); a registry that does not
+/// load shows no scope and says why on stderr (the daemon refuses to start on it).
+fn board_scope(settings: &Settings, board: &str) -> Option<Scope> {
+    match Registry::load(&settings.home) {
+        Ok(registry) => registry.scope(board).cloned(),
+        Err(e) => {
+            say!("row-fence: {e}");
+            None
+        }
+    }
+}
+
+/// A row's scope in `show --json` and `status`: its refs with `{row}` put in, the
+/// repositories and the three allowances.
+pub fn scope_json(scope: &Scope, row: &str) -> serde_json::Value {
+    json!({
+        "refs": scope.refs_for(row),
+        "repositories": scope.repositories,
+        "allow_delete": scope.allow_delete,
+        "allow_force": scope.allow_force,
+        "allow_tags": scope.allow_tags,
+    })
 }

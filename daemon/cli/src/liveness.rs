@@ -59,7 +59,7 @@ pub fn stop(_args: StopArgs, settings: &Settings, timeout: Duration) -> Outcome 
             return Ok(exit::ALLOWED);
         }
     };
-    if std::path::Path::new(&status.home) != settings.home {
+    if !status.serves(&settings.home) {
         return Err(Failure::could_not(format!(
             "the daemon on {} (pid {}) serves another home ({}); not stopping it (give --home {} to stop that one)",
             settings.socket.display(),

@@ -32,6 +32,7 @@
 mod check;
 mod controller;
 mod flags;
+mod forge_check;
 mod help;
 mod keys;
 mod lanes;
@@ -131,6 +132,8 @@ enum Command {
     Lane(lanes::LaneArgs),
     /// The forge API endpoint's token, held in the running daemon's memory: add
     Token(token::TokenArgs),
+    /// What a forge's pre-receive hook runs: reads the push's ref updates on stdin and asks the fence whether the pushing lane's row covers them now (exit 0 only for ALLOWED)
+    ForgeCheck(forge_check::ForgeCheckArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) generated from these definitions
     Completion(help::CompletionArgs),
     /// Print the man page, or write every command's page into DIR
@@ -206,6 +209,8 @@ fn run_cli() -> i32 {
         Command::Check(_) => timeout + check::VERDICT_SLACK,
         // The console runs until q; each of its reads has its own deadline.
         Command::Top(_) => Duration::MAX,
+        // The forge hook's check bounds each of its steps and says REFUSED on any.
+        Command::ForgeCheck(_) => Duration::MAX,
         _ => timeout,
     };
     let outcome = runtime.block_on(async {
@@ -301,6 +306,7 @@ async fn run(command: Command, settings: &Settings, timeout: Duration) -> Outcom
         Command::Render(args) => render::run(args, settings),
         Command::Install(args) => install::run(args, settings),
         Command::Doctor(args) => doctor::run(args),
+        Command::ForgeCheck(args) => Ok(forge_check::run(args).await),
         Command::Store(args) => store::run(args, settings).await,
         Command::Keys(args) => keys::keys(args, settings),
         Command::Lane(args) => lanes::lane(args, settings),

@@ -26,12 +26,43 @@ use row_fence_resident::config::Settings;
 /// than it shows.
 const MIN_REFRESH_MS: u64 = 100;
 
+/// The most `--refresh-ms`: the console reads the daemon only on a refresh, so a slower
+/// one would show a daemon that went away, and every lease's time left, as its last
+/// answer for that long (a frozen view is what the console must never show).
+const MAX_REFRESH_MS: u64 = 10_000;
+
+/// The `--board` names, each once, in the order given: a board named twice is read and
+/// drawn once (it showed twice, every row doubled).
+fn once_each(boards: &[String]) -> Vec<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    boards
+        .iter()
+        .filter(|b| seen.insert(b.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// `--refresh-ms` as the console's period, or why not (a usage error).
+fn refresh_period(ms: u64) -> Result<std::time::Duration, String> {
+    if ms < MIN_REFRESH_MS {
+        return Err(format!(
+            "--refresh-ms {ms} is below {MIN_REFRESH_MS}: a faster console costs the daemon more than it shows"
+        ));
+    }
+    if ms > MAX_REFRESH_MS {
+        return Err(format!(
+            "--refresh-ms {ms} is above {MAX_REFRESH_MS}: the console would show a daemon gone or a lease run out only that late"
+        ));
+    }
+    Ok(std::time::Duration::from_millis(ms))
+}
+
 #[derive(clap::Args, Debug)]
 pub struct TopArgs {
     /// Only this board (repeatable) [default: every board the store, the registry or the refusal ledger names]
     #[arg(long, value_name = "BOARD")]
     board: Vec<String>,
-    /// How often to read the daemon, the store and the home again, in ms
+    /// How often to read the daemon, the store and the home again, in ms (100 to 10000)
     #[arg(long, default_value_t = 250, value_name = "MS")]
     refresh_ms: u64,
     /// Print one snapshot and exit (with --json: the same data the console draws)
@@ -49,14 +80,9 @@ pub async fn run(args: TopArgs, settings: &Settings) -> Outcome {
     for board in &args.board {
         validate_board(board).map_err(Failure::usage)?;
     }
-    if args.refresh_ms < MIN_REFRESH_MS {
-        return Err(Failure::usage(format!(
-            "--refresh-ms {} is below {MIN_REFRESH_MS}: a faster console costs the daemon more than it shows",
-            args.refresh_ms
-        )));
-    }
+    let refresh = refresh_period(args.refresh_ms).map_err(Failure::usage)?;
     let mut gatherer =
-        gather::Gatherer::new(settings, args.board.clone()).map_err(Failure::could_not)?;
+        gather::Gatherer::new(settings, once_each(&args.board)).map_err(Failure::could_not)?;
     if args.once {
         let snapshot = gatherer.gather().await;
         if args.json {
@@ -73,13 +99,7 @@ pub async fn run(args: TopArgs, settings: &Settings) -> Outcome {
             exit::COULD_NOT_READ
         });
     }
-    terminal::run(
-        gatherer,
-        settings,
-        std::time::Duration::from_millis(args.refresh_ms),
-        args.allow_writes,
-    )
-    .await
+    terminal::run(gatherer, settings, refresh, args.allow_writes).await
 }
 
 /// `--once` without `--json`: the overview as text, drawn by the console's own function at
@@ -93,5 +113,30 @@ fn print_once(snapshot: &model::Snapshot) {
     let height = (rows + snapshot.refusals.len().min(20) + 12).clamp(24, 400) as u16;
     for line in terminal::render_text(snapshot, 120, height, snapshot.taken_at_ms) {
         out(line.trim_end());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_board_named_twice_is_read_once() {
+        let named = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            once_each(&named(&["b2", "b1", "b2", "b1"])),
+            named(&["b2", "b1"])
+        );
+    }
+
+    #[test]
+    fn refresh_ms_outside_100_to_10000_is_a_usage_error() {
+        assert_eq!(refresh_period(100), Ok(Duration::from_millis(100)));
+        assert_eq!(refresh_period(250), Ok(Duration::from_millis(250)));
+        assert_eq!(refresh_period(10_000), Ok(Duration::from_secs(10)));
+        for ms in [0, 99, 10_001, u64::MAX] {
+            assert!(refresh_period(ms).is_err(), "--refresh-ms {ms}");
+        }
     }
 }

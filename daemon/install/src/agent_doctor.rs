@@ -92,9 +92,18 @@ fn check(agent: Agent, file: &Path, home: &Path, project: Option<&Path>) -> Agen
             return report;
         }
     };
+    let narrowed = found
+        .narrowed
+        .iter()
+        .map(|why| format!("{}: {why}", file.display()));
     if found.events.is_empty() {
+        // Entries that run the guard only for some tools, or never: the hook is off,
+        // which doctor says rather than leaving the file out as "not installed".
+        report.guards = found.guards;
+        report.problems.extend(narrowed);
         return report;
     }
+    report.problems.extend(narrowed);
     if agent == Agent::Claude
         && let Ok(v) = serde_json::from_str::<Value>(&text)
     {

@@ -238,36 +238,72 @@ pub fn rollback(
 /// guard binary that command names.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Found {
-    /// The events (or `config.toml`'s `PreToolUse`) holding a row-fence entry.
+    /// The events (or `config.toml`'s `PreToolUse`) holding a row-fence entry the harness
+    /// runs for every tool.
     pub events: Vec<String>,
-    /// The events the harness needs and the file lacks.
+    /// The events the harness needs and the file lacks (or holds only narrowed).
     pub missing: Vec<String>,
     /// Every `row-fence-guard` path the entries' commands name.
     #[serde(serialize_with = "crate::shell::json_path::list")]
     pub guards: Vec<PathBuf>,
+    /// Each row-fence entry the harness would not run for every tool, and why (a
+    /// `matcher` naming only some tools, a handler `type` other than `command`): it does
+    /// not count as the event's entry.
+    pub narrowed: Vec<String>,
+}
+
+/// One hook command in a file, with why its harness would not run it before every tool
+/// (`None`: it would).
+struct Hook {
+    command: String,
+    narrowed: Option<String>,
+}
+
+/// Why an entry with `matcher` and a handler of `kind` does not run before every tool:
+/// a matcher other than none, `""`, `*` or `.*` (every tool, in each harness's reference)
+/// names only the tools it matches, and a handler whose type is not `command` runs no
+/// command. `None` when it runs before every tool.
+fn narrowed(matcher: Option<&str>, kind: Option<&str>) -> Option<String> {
+    if let Some(m) = matcher.filter(|m| !["", "*", ".*"].contains(m)) {
+        return Some(format!(
+            "its matcher {m:?} runs it only for the tools that name matches, not every tool (install writes \"*\" or none)"
+        ));
+    }
+    if let Some(k) = kind.filter(|k| *k != "command") {
+        return Some(format!(
+            "its type is {k:?}, not \"command\", so its command never runs"
+        ));
+    }
+    None
 }
 
 /// Finds the row-fence entries in a parsed hook file: any entry whose command runs a
-/// program named `row-fence-guard` (whatever home and binaries it names).
+/// program named `row-fence-guard` (whatever home and binaries it names); one the harness
+/// would run only for some tools, or not at all, is [`Found::narrowed`], not counted.
 pub fn find(agent: Agent, format: Format, text: &str) -> Result<Found, String> {
     let mut found = Found {
         events: Vec::new(),
         missing: Vec::new(),
         guards: Vec::new(),
+        narrowed: Vec::new(),
     };
-    let commands_of = |event: &str, entries: Vec<Vec<String>>, found: &mut Found| {
-        let ours: Vec<String> = entries
-            .into_iter()
-            .flatten()
-            .filter(|c| c.contains(GUARD))
-            .collect();
-        if ours.is_empty() {
-            found.missing.push(event.to_string());
-        } else {
-            found.events.push(event.to_string());
-            for c in ours {
-                found.guards.extend(guard_paths(&c));
+    let commands_of = |event: &str, hooks: Vec<Hook>, found: &mut Found| {
+        let (mut counted, mut why_not) = (false, Vec::new());
+        for hook in hooks.into_iter().filter(|h| h.command.contains(GUARD)) {
+            found.guards.extend(guard_paths(&hook.command));
+            match hook.narrowed {
+                None => counted = true,
+                Some(why) => why_not.push(format!(
+                    "the {event} entry running the guard does not fence every tool: {why}"
+                )),
             }
+        }
+        // A narrowed entry beside one that runs for every tool takes nothing away.
+        if counted {
+            found.events.push(event.to_string());
+        } else {
+            found.missing.push(event.to_string());
+            found.narrowed.extend(why_not);
         }
     };
     match format {
@@ -280,14 +316,22 @@ pub fn find(agent: Agent, format: Format, text: &str) -> Result<Found, String> {
                 .map(|entries| {
                     entries
                         .iter()
-                        .map(|e| {
+                        .flat_map(|e| {
+                            let matcher = e.get("matcher").and_then(toml::Value::as_str);
                             e.get("hooks")
                                 .and_then(toml::Value::as_array)
                                 .map(|hs| {
                                     hs.iter()
-                                        .filter_map(|h| h.get("command")?.as_str())
-                                        .map(str::to_string)
-                                        .collect()
+                                        .filter_map(|h| {
+                                            Some(Hook {
+                                                command: h.get("command")?.as_str()?.to_string(),
+                                                narrowed: narrowed(
+                                                    matcher,
+                                                    h.get("type").and_then(toml::Value::as_str),
+                                                ),
+                                            })
+                                        })
+                                        .collect::<Vec<_>>()
                                 })
                                 .unwrap_or_default()
                         })
@@ -304,21 +348,32 @@ pub fn find(agent: Agent, format: Format, text: &str) -> Result<Found, String> {
                     .map(|entries| {
                         entries
                             .iter()
-                            .map(|e| {
+                            .flat_map(|e| {
                                 if layout.nested {
+                                    let matcher = e["matcher"].as_str();
                                     e["hooks"]
                                         .as_array()
                                         .map(|hs| {
                                             hs.iter()
-                                                .filter_map(|h| h["command"].as_str())
-                                                .map(str::to_string)
-                                                .collect()
+                                                .filter_map(|h| {
+                                                    Some(Hook {
+                                                        command: h["command"].as_str()?.to_string(),
+                                                        narrowed: narrowed(
+                                                            matcher,
+                                                            h["type"].as_str(),
+                                                        ),
+                                                    })
+                                                })
+                                                .collect::<Vec<_>>()
                                         })
                                         .unwrap_or_default()
                                 } else {
                                     e["command"]
                                         .as_str()
-                                        .map(str::to_string)
+                                        .map(|c| Hook {
+                                            command: c.to_string(),
+                                            narrowed: None,
+                                        })
                                         .into_iter()
                                         .collect()
                                 }
@@ -353,6 +408,63 @@ mod tests {
     use super::*;
 
     const COMMAND: &str = "export ROW_FENCE_HOME='/h'; '/b/row-fence-guard' --harness x; s=$?";
+
+    /// Claude Code's settings with one PreToolUse entry running the guard under
+    /// `matcher` (none when `None`) with a handler of `kind`.
+    fn claude_with(matcher: Option<&str>, kind: &str) -> String {
+        let mut entry =
+            serde_json::json!({"hooks": [{"type": kind, "command": COMMAND, "timeout": 10}]});
+        if let Some(m) = matcher {
+            entry["matcher"] = m.into();
+        }
+        serde_json::json!({"hooks": {"PreToolUse": [entry]}}).to_string()
+    }
+
+    #[test]
+    fn an_entry_the_harness_runs_for_some_tools_or_never_is_not_the_hook() {
+        for matcher in [None, Some(""), Some("*"), Some(".*")] {
+            let found = find(
+                Agent::Claude,
+                Format::Json,
+                &claude_with(matcher, "command"),
+            )
+            .unwrap();
+            assert_eq!(found.events, ["PreToolUse"], "{matcher:?}");
+            assert!(found.narrowed.is_empty(), "{matcher:?}");
+        }
+        for (matcher, kind, why) in [
+            (Some("Edit"), "command", "matcher \"Edit\""),
+            (Some("Bash"), "command", "matcher \"Bash\""),
+            (
+                Some("Bash|Edit|Write"),
+                "command",
+                "matcher \"Bash|Edit|Write\"",
+            ),
+            (Some("*"), "prompt", "type is \"prompt\""),
+        ] {
+            let found = find(Agent::Claude, Format::Json, &claude_with(matcher, kind)).unwrap();
+            assert!(found.events.is_empty(), "{matcher:?} {kind}");
+            assert_eq!(found.missing, ["PreToolUse"], "{matcher:?} {kind}");
+            assert_eq!(found.narrowed.len(), 1, "{matcher:?} {kind}");
+            assert!(found.narrowed[0].contains(why), "{}", found.narrowed[0]);
+        }
+        // Beside an entry that runs for every tool, a narrowed one takes nothing away.
+        let both = serde_json::json!({"hooks": {"PreToolUse": [
+            {"matcher": "Edit", "hooks": [{"type": "command", "command": COMMAND}]},
+            {"matcher": "*", "hooks": [{"type": "command", "command": COMMAND}]},
+        ]}})
+        .to_string();
+        let found = find(Agent::Claude, Format::Json, &both).unwrap();
+        assert_eq!(found.events, ["PreToolUse"]);
+        assert!(found.narrowed.is_empty());
+        // Codex's config.toml: the same rule.
+        let toml = format!(
+            "[[hooks.PreToolUse]]\nmatcher = \"Bash\"\n[[hooks.PreToolUse.hooks]]\ntype = \"command\"\ncommand = {COMMAND:?}\n"
+        );
+        let found = find(Agent::Codex, Format::CodexToml, &toml).unwrap();
+        assert!(found.events.is_empty(), "{toml}");
+        assert_eq!(found.narrowed.len(), 1, "{toml}");
+    }
 
     #[test]
     fn each_harness_round_trips_byte_for_byte_and_reads_back_with_a_real_parser() {

@@ -6,7 +6,6 @@
 use row_fence_contract::client;
 use row_fence_contract::say;
 use row_fence_resident::config::Settings;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// How long the one status question may take: a serving daemon answers in milliseconds.
@@ -27,7 +26,7 @@ impl Daemon {
     /// Asks the daemon on `settings.socket` for its status, once.
     pub fn ask(settings: &Settings) -> Daemon {
         match client::status(&settings.socket, Instant::now() + ASK_FOR) {
-            Ok(s) if Path::new(&s.home) == settings.home => Daemon::Answers,
+            Ok(s) if s.serves(&settings.home) => Daemon::Answers,
             Ok(s) => Daemon::OtherHome(s.home),
             Err(e) => Daemon::Silent(e.to_string()),
         }

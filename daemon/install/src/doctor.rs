@@ -56,6 +56,11 @@ struct LaneReport {
     warnings: Vec<String>,
     /// Why its uid cannot connect to the broker's socket, if it cannot.
     unreachable: Option<String>,
+    /// The pinned lease's board has no scope in the registry: its holder may push any
+    /// ref the forge lets the key push (ARCHITECTURE.md, "Forge hook"). A warning, not a
+    /// problem: no scope is today's behaviour, chosen by the operator.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    no_scope: Option<String>,
 }
 
 /// Each bound lane's warnings ([`crate::lane_reach`]); a bindings file that cannot be
@@ -70,6 +75,9 @@ fn lanes(args: &DoctorArgs, forges: &[std::net::SocketAddr]) -> Result<Vec<LaneR
     let lanes = row_fence_resident::broker::lanes::Lanes::parse(&text)
         .map_err(|e| Failure::could_not(format!("lane bindings {}: {e}", path.display())))?;
     let uids: Vec<u32> = lanes.bindings().map(|b| b.uid).collect();
+    let registry = row_fence_contract::paths::home(None)
+        .ok()
+        .and_then(|home| row_fence_resident::registry::Registry::load(&home).ok());
     Ok(lanes
         .bindings()
         .map(|b| {
@@ -91,6 +99,12 @@ fn lanes(args: &DoctorArgs, forges: &[std::net::SocketAddr]) -> Result<Vec<LaneR
                     row_fence_resident::socket_reach::check(b.uid, socket)
                         .err()
                         .map(|e| e.to_string())
+                }),
+                no_scope: b.pinned().and_then(|(board, _)| {
+                    let scoped = registry.as_ref().is_some_and(|r| r.scope(board).is_some());
+                    (!scoped).then(|| format!(
+                        "board {board} has no scope in registry/boards.toml: the holder of its rows may push any ref of any repository the forge lets the push key write ([boards.{board}.scope], docs/forge.md)"
+                    ))
                 }),
             }
         })
@@ -273,6 +287,9 @@ pub fn run(args: DoctorArgs) -> Outcome {
             }
             if let Some(why) = &lane.unreachable {
                 out(&format!("  !! the key broker signs nothing for it: {why}"));
+            }
+            if let Some(why) = &lane.no_scope {
+                out(&format!("  warning: {why}"));
             }
         }
         out(&summary(

@@ -24,6 +24,59 @@ pub const FENCE: &str = "pre-push.row-fence";
 /// The repository's own hook, when chained.
 pub const CHAINED: &str = "pre-push.chained";
 
+/// One kind of hook the installer writes, chains and rolls back: the pre-push hook, and
+/// a forge's pre-receive hook ([`crate::forge_hook`]), by the same code.
+#[derive(Clone, Copy, Debug)]
+pub struct HookFiles {
+    /// The hook's name in the hooks directory.
+    pub hook: &'static str,
+    /// The fence's name when chained.
+    pub fence: &'static str,
+    /// The original hook's name when chained.
+    pub chained: &'static str,
+    /// The fence's hook as shipped (its baked lines empty).
+    pub shipped: &'static str,
+    /// The chain that runs the original, then the fence.
+    pub chain: &'static str,
+    /// The `NAME=''` lines the installer fills in.
+    pub baked: &'static [&'static str],
+}
+
+/// The pre-push hook's files.
+pub const PRE_PUSH_FILES: HookFiles = HookFiles {
+    hook: HOOK,
+    fence: FENCE,
+    chained: CHAINED,
+    shipped: PRE_PUSH,
+    chain: PRE_PUSH_CHAIN,
+    baked: &BAKED_NAMES,
+};
+
+/// Fills the `NAME=''` lines of `files.shipped` with `values` (in `files.baked`'s order),
+/// each quoted for sh; a value with a line break is refused.
+pub fn render_of(files: &HookFiles, values: &[&str]) -> Result<String, BakeError> {
+    let mut text = String::with_capacity(files.shipped.len() + 256);
+    for line in files.shipped.split_inclusive('\n') {
+        match baked_line_of(files.baked, line) {
+            Some(i) => {
+                let value = values.get(i).copied().unwrap_or_default();
+                if value.contains(['\n', '\r']) {
+                    return Err(BakeError::LineBreak {
+                        value: value.to_string(),
+                    });
+                }
+                text.push_str(&format!(
+                    "{}={}\n",
+                    files.baked[i],
+                    crate::shell::sh_quote(value)
+                ));
+            }
+            None => text.push_str(line),
+        }
+    }
+    Ok(text)
+}
+
 /// What install or rollback did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Done {
@@ -134,7 +187,12 @@ impl Baked {
 
 /// Which baked value `line` sets, if it is one of the lines the installer fills in.
 fn baked_line(line: &str) -> Option<usize> {
-    BAKED_NAMES.iter().position(|name| {
+    baked_line_of(&BAKED_NAMES, line)
+}
+
+/// Which of `names` `line` sets (`NAME=…`), if any.
+fn baked_line_of(names: &[&str], line: &str) -> Option<usize> {
+    names.iter().position(|name| {
         line.strip_prefix(name)
             .is_some_and(|rest| rest.starts_with('='))
     })
@@ -142,7 +200,14 @@ fn baked_line(line: &str) -> Option<usize> {
 
 /// True when `text` is the fence's hook, as shipped or baked with any values.
 pub fn is_fence(text: &str) -> bool {
-    let mut shipped = PRE_PUSH.split_inclusive('\n');
+    is_fence_of(&PRE_PUSH_FILES, text)
+}
+
+/// [`is_fence`] for the hook `files` describe: the shipped text with only its baked
+/// lines' values changed.
+pub fn is_fence_of(files: &HookFiles, text: &str) -> bool {
+    let baked_line = |line: &str| baked_line_of(files.baked, line);
+    let mut shipped = files.shipped.split_inclusive('\n');
     let mut theirs = text.split_inclusive('\n');
     loop {
         match (shipped.next(), theirs.next()) {
@@ -174,12 +239,17 @@ pub enum State {
 
 /// What `dir` holds.
 pub fn state(dir: &Path) -> Result<State, Refusal> {
-    let hook = dir.join(HOOK);
+    state_of(&PRE_PUSH_FILES, dir)
+}
+
+/// [`state`] of the hook `files` describe.
+pub fn state_of(files: &HookFiles, dir: &Path) -> Result<State, Refusal> {
+    let hook = dir.join(files.hook);
     Ok(
         match read_text(&hook).map_err(|e| Refusal::Io(hook.clone(), e))? {
             None => State::Empty,
-            Some(text) if is_fence(&text) => State::Fence,
-            Some(text) if text == PRE_PUSH_CHAIN => State::Chain,
+            Some(text) if is_fence_of(files, &text) => State::Fence,
+            Some(text) if text == files.chain => State::Chain,
             Some(_) => State::Other,
         },
     )
@@ -187,10 +257,15 @@ pub fn state(dir: &Path) -> Result<State, Refusal> {
 
 /// Why [`install`] would refuse `dir`, checked before anything anywhere is written.
 pub fn install_refusal(dir: &Path, chain: bool) -> Result<(), Refusal> {
-    match state(dir)? {
-        State::Other if !chain => Err(Refusal::Occupied(dir.join(HOOK))),
-        State::Other if fs::symlink_metadata(dir.join(CHAINED)).is_ok() => {
-            Err(Refusal::ChainedExists(dir.join(CHAINED)))
+    install_refusal_of(&PRE_PUSH_FILES, dir, chain)
+}
+
+/// [`install_refusal`] for the hook `files` describe.
+pub fn install_refusal_of(files: &HookFiles, dir: &Path, chain: bool) -> Result<(), Refusal> {
+    match state_of(files, dir)? {
+        State::Other if !chain => Err(Refusal::Occupied(dir.join(files.hook))),
+        State::Other if fs::symlink_metadata(dir.join(files.chained)).is_ok() => {
+            Err(Refusal::ChainedExists(dir.join(files.chained)))
         }
         _ => Ok(()),
     }
@@ -198,8 +273,13 @@ pub fn install_refusal(dir: &Path, chain: bool) -> Result<(), Refusal> {
 
 /// Why [`rollback`] would refuse `dir`.
 pub fn rollback_refusal(dir: &Path) -> Result<(), Refusal> {
-    match state(dir)? {
-        State::Other => Err(Refusal::NotOurs(dir.join(HOOK))),
+    rollback_refusal_of(&PRE_PUSH_FILES, dir)
+}
+
+/// [`rollback_refusal`] for the hook `files` describe.
+pub fn rollback_refusal_of(files: &HookFiles, dir: &Path) -> Result<(), Refusal> {
+    match state_of(files, dir)? {
+        State::Other => Err(Refusal::NotOurs(dir.join(files.hook))),
         _ => Ok(()),
     }
 }
@@ -208,38 +288,48 @@ pub fn rollback_refusal(dir: &Path) -> Result<(), Refusal> {
 /// different `pre-push` is refused unless `chain`, which keeps it as `pre-push.chained`
 /// behind the chain. A fence already there is rewritten with `hook`'s values.
 pub fn install(dir: &Path, chain: bool, hook_text: &str) -> Result<Done, Refusal> {
+    install_of(&PRE_PUSH_FILES, dir, chain, hook_text)
+}
+
+/// [`install`] of the hook `files` describe.
+pub fn install_of(
+    files: &HookFiles,
+    dir: &Path,
+    chain: bool,
+    hook_text: &str,
+) -> Result<Done, Refusal> {
     let io = |p: &Path| {
         let p = p.to_path_buf();
         move |e| Refusal::Io(p, e)
     };
     fs::create_dir_all(dir).map_err(io(dir))?;
-    let hook = dir.join(HOOK);
+    let hook = dir.join(files.hook);
     match read_text(&hook).map_err(io(&hook))? {
         None => {
             write_executable(&hook, hook_text).map_err(io(&hook))?;
             Ok(Done::Installed)
         }
-        Some(text) if is_fence(&text) => {
+        Some(text) if is_fence_of(files, &text) => {
             if text != hook_text {
                 write_executable(&hook, hook_text).map_err(io(&hook))?;
             }
             Ok(Done::AlreadyInstalled)
         }
-        Some(text) if text == PRE_PUSH_CHAIN => {
-            let fence = dir.join(FENCE);
+        Some(text) if text == files.chain => {
+            let fence = dir.join(files.fence);
             write_executable(&fence, hook_text).map_err(io(&fence))?;
             Ok(Done::AlreadyInstalled)
         }
         Some(_) if !chain => Err(Refusal::Occupied(hook)),
         Some(_) => {
-            let chained = dir.join(CHAINED);
+            let chained = dir.join(files.chained);
             if fs::symlink_metadata(&chained).is_ok() {
                 return Err(Refusal::ChainedExists(chained));
             }
-            let fence = dir.join(FENCE);
+            let fence = dir.join(files.fence);
             write_executable(&fence, hook_text).map_err(io(&fence))?;
             keep_under_second_name(&hook, &chained).map_err(io(&chained))?;
-            write_executable(&hook, PRE_PUSH_CHAIN).map_err(io(&hook))?;
+            write_executable(&hook, files.chain).map_err(io(&hook))?;
             Ok(Done::Chained)
         }
     }
@@ -249,25 +339,30 @@ pub fn install(dir: &Path, chain: bool, hook_text: &str) -> Result<Done, Refusal
 /// replaced by the original (renamed back, so its bytes, mode and kind are as before).
 /// Any other `pre-push` is refused.
 pub fn rollback(dir: &Path) -> Result<Done, Refusal> {
+    rollback_of(&PRE_PUSH_FILES, dir)
+}
+
+/// [`rollback`] of the hook `files` describe.
+pub fn rollback_of(files: &HookFiles, dir: &Path) -> Result<Done, Refusal> {
     let io = |p: &Path| {
         let p = p.to_path_buf();
         move |e| Refusal::Io(p, e)
     };
-    let hook = dir.join(HOOK);
+    let hook = dir.join(files.hook);
     match read_text(&hook).map_err(io(&hook))? {
         None => Ok(Done::NotInstalled),
-        Some(text) if is_fence(&text) => {
+        Some(text) if is_fence_of(files, &text) => {
             fs::remove_file(&hook).map_err(io(&hook))?;
             Ok(Done::RolledBack)
         }
-        Some(text) if text == PRE_PUSH_CHAIN => {
-            let chained = dir.join(CHAINED);
+        Some(text) if text == files.chain => {
+            let chained = dir.join(files.chained);
             if fs::symlink_metadata(&chained).is_ok() {
                 fs::rename(&chained, &hook).map_err(io(&chained))?;
             } else {
                 fs::remove_file(&hook).map_err(io(&hook))?;
             }
-            let fence = dir.join(FENCE);
+            let fence = dir.join(files.fence);
             fs::remove_file(&fence)
                 .or_else(ignore_missing)
                 .map_err(io(&fence))?;

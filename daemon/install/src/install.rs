@@ -56,6 +56,8 @@ enum What {
     Broker(crate::broker::BrokerArgs),
     /// Make a lane's gh send every API request to the daemon's forge API socket (config.yml's http_unix_socket, a placeholder token in hosts.yml), or take it out byte for byte
     Gh(crate::gh_install::GhArgs),
+    /// Write a forge's pre-receive hook: at ref-update time it asks the fence whether the pushing lane holds a row whose scope covers every ref, now (docs/forge.md); or remove it, byte for byte
+    ForgeHook(crate::forge_hook::ForgeHookArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -120,6 +122,7 @@ pub fn run(args: InstallArgs, settings: &Settings) -> Outcome {
         What::GitHook(a) => crate::git_install::run(a, settings, args.json),
         What::Broker(a) => crate::broker::run(a, settings, args.json),
         What::Gh(a) => crate::gh_install::run(a, settings, args.json),
+        What::ForgeHook(a) => crate::forge_hook::run(a, settings, args.json),
     }
 }
 

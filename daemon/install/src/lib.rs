@@ -52,6 +52,7 @@ pub mod created_files;
 pub mod daemon_answers;
 pub mod deploy;
 pub mod doctor;
+pub mod forge_hook;
 pub mod gate_lines;
 pub mod gh_install;
 pub mod git_gate;

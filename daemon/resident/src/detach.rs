@@ -49,7 +49,7 @@ pub fn become_session_leader() {
 pub fn run(settings: &Settings, args: Vec<OsString>) -> i32 {
     let say = |line: String| eprintln_safe(&format!("row-fence-resident: {line}"));
     if let Ok(status) = client::status(&settings.socket, Instant::now() + Duration::from_secs(1)) {
-        if Path::new(&status.home) == settings.home {
+        if status.serves(&settings.home) {
             say(format!(
                 "a daemon already serves {} on {} (pid {}); leaving it alone",
                 settings.home.display(),

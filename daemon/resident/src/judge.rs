@@ -209,7 +209,23 @@ impl Judge {
             fence,
             tenant: self.registry.tenant(&d.board),
         });
-        gate::gate_located(self.store.as_ref(), &check, located, deadline).await
+        let (mut gated, located) =
+            gate::gate_located(self.store.as_ref(), &check, located, deadline).await;
+        // The ALLOWED line says what the row's holder may push (ARCHITECTURE.md, "Forge hook").
+        if gated.verdict == Verdict::Allowed
+            && let Some(scope) = self.registry.scope(&d.board)
+        {
+            gated
+                .detail
+                .push_str(&format!("; scope: {}", scope.summary(&d.row)));
+        }
+        (gated, located)
+    }
+
+    /// The board registry this daemon loaded with its code stamp (margins, tenants,
+    /// rows' scopes).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
     }
 
     /// Counts one answer with `verdict`.

@@ -7,6 +7,14 @@
 //! [boards.board-1]
 //! tenant = "acme"
 //! margin = "30s"
+//!
+//! # A row's scope (ARCHITECTURE.md, "Forge hook"); absent: any ref of any repository.
+//! [boards.board-1.scope]
+//! refs = ["refs/heads/feature/{row}", "refs/heads/feature/{row}/*"]
+//! repositories = ["/srv/git/app.git"]   # optional
+//! allow_delete = false                  # the three default to false
+//! allow_force = false
+//! allow_tags = false
 //! ```
 //!
 //! A file that does not parse stops the daemon at start, naming the line.
@@ -14,6 +22,7 @@
 use crate::config::parse_margin;
 use row_fence_contract::descriptor::{validate_board, validate_tenant};
 use row_fence_contract::paths;
+use row_fence_contract::scope::Scope;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -54,6 +63,7 @@ pub struct Registry {
 struct Board {
     tenant: Option<String>,
     margin_ms: Option<u64>,
+    scope: Option<Scope>,
 }
 
 #[derive(Deserialize)]
@@ -69,6 +79,8 @@ struct BoardEntry {
     tenant: Option<String>,
     /// A duration (`30s`, `2m`), as `--margin` takes it.
     margin: Option<String>,
+    /// The refs and repositories a row's holder may update.
+    scope: Option<Scope>,
 }
 
 /// `<home>/registry/boards.toml`.
@@ -117,7 +129,19 @@ impl Registry {
                 .map(parse_margin)
                 .transpose()
                 .map_err(|e| invalid(format!("board {board}: {e}")))?;
-            boards.insert(board, Board { tenant, margin_ms });
+            if let Some(scope) = &entry.scope {
+                scope
+                    .validate()
+                    .map_err(|e| invalid(format!("board {board}: {e}")))?;
+            }
+            boards.insert(
+                board,
+                Board {
+                    tenant,
+                    margin_ms,
+                    scope: entry.scope,
+                },
+            );
         }
         Ok(Registry { boards })
     }
@@ -130,6 +154,11 @@ impl Registry {
     /// The board's tenant, if the registry names one.
     pub fn tenant(&self, board: &str) -> Option<&str> {
         self.boards.get(board)?.tenant.as_deref()
+    }
+
+    /// The board's scope, if the registry gives one (none: any ref of any repository).
+    pub fn scope(&self, board: &str) -> Option<&Scope> {
+        self.boards.get(board)?.scope.as_ref()
     }
 
     /// The margin in ms an ask on `board` is judged with: the board's own `margin`, else
@@ -161,6 +190,30 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(err.contains("board b1: margin"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_board_carries_its_scope() {
+        let r = Registry::parse(
+            "[boards.b1.scope]\nrefs = [\"refs/heads/feature/{row}\"]\nallow_tags = true\n\n[boards.b2]\n",
+        )
+        .unwrap();
+        let scope = r.scope("b1").unwrap();
+        assert_eq!(scope.refs, ["refs/heads/feature/{row}"]);
+        assert!(scope.allow_tags && !scope.allow_force && !scope.allow_delete);
+        assert!(r.scope("b2").is_none());
+        for bad in [
+            "refs = []",
+            "refs = [\"refs/*\"]",
+            "refs = [\"refs/heads/x\"]\nallow_everything = true",
+            "refs = [\"refs/heads/x\"]\nrepositories = [\"app.git\"]",
+        ] {
+            let err = Registry::parse(&format!("[boards.b1.scope]\n{bad}\n")).unwrap_err();
+            assert!(
+                err.to_string().contains("b1") || err.to_string().contains("line"),
+                "{err}"
+            );
         }
     }
 

@@ -271,6 +271,7 @@ impl Resident {
             stamp: self.stamp.clone(),
             socket: self.settings.socket.display().to_string(),
             home: self.settings.home.display().to_string(),
+            home_bytes: Status::home_bytes_of(&self.settings.home),
             store: self.judge.store.describe(),
             key_prefix: self.settings.key_prefix.clone(),
             store_reconnects: self.judge.store.connection_losses(),

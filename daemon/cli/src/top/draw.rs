@@ -6,7 +6,7 @@
 //! an expired one `expired`, a daemon that is gone `GONE`, so `NO_COLOR` and a screen
 //! reader lose nothing.
 
-use super::model::{DaemonView, Refusal, Snapshot};
+use super::model::{DaemonView, REFUSALS_KEPT, Refusal, Snapshot};
 use super::ui::{Ui, View, visible_refusals, visible_rows};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -116,19 +116,34 @@ fn header_line(s: &Snapshot, now_ms: u64, p: Palette) -> Line<'static> {
                 .map_or("—".to_string(), |r| format!("{r:.1}")),
             d.store_kind.as_deref().unwrap_or("—"),
         )));
+        if d.heartbeat_age_ms.is_some_and(|ms| ms > STALE_HEARTBEAT_MS) {
+            spans.push(Span::styled("  HEARTBEAT STALE", p.bad()));
+        }
         if d.mismatch.is_some() {
             spans.push(Span::styled("  ANOTHER STORE", p.bad()));
         }
     } else {
+        // The clock goes before the reason, which is long (a path, an OS error): cut at
+        // the screen's edge, the reason loses its tail, never the ticking clock that
+        // tells a live view of a gone daemon from a frozen one.
         spans.push(Span::styled("daemon GONE", p.bad()));
+        push_clock(&mut spans, s.taken_at_ms, now_ms, p);
         spans.push(Span::raw(format!(
             ": {}",
             d.error.as_deref().unwrap_or("no answer")
         )));
+        return Line::from(spans);
     }
-    let late = now_ms.saturating_sub(s.taken_at_ms);
+    push_clock(&mut spans, s.taken_at_ms, now_ms, p);
+    Line::from(spans)
+}
+
+/// The header's clock: when the snapshot was read, and how late it is when that is more
+/// than 5 s ago.
+fn push_clock(spans: &mut Vec<Span<'static>>, taken_at_ms: u64, now_ms: u64, p: Palette) {
+    let late = now_ms.saturating_sub(taken_at_ms);
     spans.push(Span::styled(
-        format!("  {} UTC", clock(s.taken_at_ms)),
+        format!("  {} UTC", clock(taken_at_ms)),
         p.dim(),
     ));
     if late > 5_000 {
@@ -137,7 +152,6 @@ fn header_line(s: &Snapshot, now_ms: u64, p: Palette) -> Line<'static> {
             p.bad(),
         ));
     }
-    Line::from(spans)
 }
 
 fn tab_line(ui: &Ui, p: Palette) -> Line<'static> {
@@ -206,12 +220,32 @@ fn overview(f: &mut Frame, area: Rect, s: &Snapshot, ui: &Ui, now_ms: u64, p: Pa
     refusals(f, bottom, s, ui, 1, false, p);
 }
 
+/// Text a lane could have put in the ledger or a quarantine record (an action, a
+/// detail, a session id, a tool name) as the console draws it: every control, bidi or
+/// invisible character written `\u{…}`, as every other human-readable line of the
+/// fence writes it, so such text can neither hide part of itself (a newline cuts a
+/// cell), reorder what is drawn, nor reach the terminal as a control.
+fn plain(text: &str) -> String {
+    row_fence_contract::spelling::escape_unsafe(text, false)
+}
+
+/// A pane's count: `shown`, or `shown of all (filtered)` when the filter hides some, so
+/// a filter that matches nothing never reads as "no refusals".
+fn counted(shown: usize, all: usize) -> String {
+    if shown == all {
+        shown.to_string()
+    } else {
+        format!("{shown} of {all} (filtered)")
+    }
+}
+
 fn rows(f: &mut Frame, area: Rect, s: &Snapshot, ui: &Ui, now_ms: u64, p: Palette) {
     let elapsed = now_ms.saturating_sub(s.taken_at_ms);
     let list = visible_rows(s, ui, now_ms);
+    let all = s.boards.iter().map(|b| b.rows.len()).sum::<usize>();
     let mut title = format!(
         "Rows: {} on {} board{}",
-        list.len(),
+        counted(list.len(), all),
         s.boards.len(),
         if s.boards.len() == 1 { "" } else { "s" }
     );
@@ -279,19 +313,27 @@ fn refusals(
     p: Palette,
 ) {
     let list = visible_refusals(s, ui);
-    let mut title = format!("Refusals: {} newest first (refusal ledger)", list.len());
+    let mut title = format!(
+        "Refusals: {} newest first (refusal ledger{})",
+        counted(list.len(), s.refusals.len()),
+        if s.refusals.len() >= REFUSALS_KEPT {
+            ": the newest it keeps; older ones are in refusals.jsonl"
+        } else {
+            ""
+        }
+    );
     if let Some(e) = &s.refusals_error {
         title.push_str(&format!(" — cannot read: {e}"));
     }
     let line = |r: &Refusal| {
         let mut cells = vec![
             Cell::from(clock(r.ts_ms)),
-            Cell::from(r.lane.clone().unwrap_or_else(|| "—".into())),
-            Cell::from(format!(
+            Cell::from(plain(r.lane.as_deref().unwrap_or("—"))),
+            Cell::from(plain(&format!(
                 "{}/{}",
                 r.board.as_deref().unwrap_or("—"),
                 r.row.as_deref().unwrap_or("—")
-            )),
+            ))),
             Cell::from(r.route.label()),
             Cell::from(Span::styled(
                 if r.verdict == "could_not_read" {
@@ -303,11 +345,11 @@ fn refusals(
             )),
         ];
         if whole {
-            cells.push(Cell::from(if r.action.is_empty() {
+            cells.push(Cell::from(plain(&if r.action.is_empty() {
                 r.detail.clone()
             } else {
                 format!("{}: {}", r.action, r.detail)
-            }));
+            })));
         }
         Row::new(cells)
     };
@@ -352,13 +394,13 @@ fn quarantine(f: &mut Frame, area: Rect, s: &Snapshot, ui: &Ui, p: Palette) {
     let shown = q.sessions.iter().skip(offset).take(top.height as usize);
     let sessions = shown.map(|x| {
         Row::new(vec![
-            Cell::from(x.session.clone()),
+            Cell::from(plain(&x.session)),
             Cell::from(x.since_ms.map_or("—".to_string(), clock)),
             Cell::from(x.denials.to_string()),
             Cell::from(if x.unreadable {
                 Span::styled("record unreadable (counts as quarantined)", p.bad())
             } else {
-                Span::raw(x.refusal.clone().unwrap_or_else(|| "—".into()))
+                Span::raw(plain(x.refusal.as_deref().unwrap_or("—")))
             }),
         ])
     });
@@ -385,8 +427,8 @@ fn quarantine(f: &mut Frame, area: Rect, s: &Snapshot, ui: &Ui, p: Palette) {
     let denials = shown.map(|d| {
         Row::new(vec![
             Cell::from(clock(d.ts_ms)),
-            Cell::from(d.session.clone()),
-            Cell::from(d.tool.clone()),
+            Cell::from(plain(&d.session)),
+            Cell::from(plain(&d.tool)),
         ])
     });
     let table = Table::new(
@@ -426,7 +468,9 @@ fn daemon(f: &mut Frame, area: Rect, s: &Snapshot, p: Palette) {
         ]));
         lines.push(pair(
             "what to do",
-            "start it with row-fence-resident (same --home/--socket), or load its launchd/systemd job".into(),
+            d.what_to_do.clone().unwrap_or_else(|| {
+                "start it with row-fence-resident (same --home/--socket), or load its launchd/systemd job".into()
+            }),
         ));
     } else {
         daemon_lines(d, &mut lines, p);
@@ -449,6 +493,27 @@ fn daemon(f: &mut Frame, area: Rect, s: &Snapshot, p: Palette) {
     );
 }
 
+/// The heartbeat age past which `row-fence health` says unhealthy by default (its
+/// `--max-age 90s`): the daemon writes the heartbeat only after a store call succeeded,
+/// so an older one means the store, or the writer, is failing.
+const STALE_HEARTBEAT_MS: u64 = 90_000;
+
+/// The heartbeat's age, marked `STALE` (in words, so `NO_COLOR` keeps it) once older
+/// than `row-fence health` accepts.
+fn heartbeat_span(age_ms: Option<u64>, p: Palette) -> Span<'static> {
+    match age_ms {
+        None => Span::styled("never written", p.bad()),
+        Some(ms) if ms > STALE_HEARTBEAT_MS => Span::styled(
+            format!(
+                "{} ago: STALE (row-fence health takes 90s at most: the store calls fail, or the daemon is stuck)",
+                short_span(ms)
+            ),
+            p.bad(),
+        ),
+        Some(ms) => Span::raw(format!("{} ago", short_span(ms))),
+    }
+}
+
 fn daemon_lines(d: &DaemonView, lines: &mut Vec<Line<'static>>, p: Palette) {
     let pair = |k: &str, v: String| {
         Line::from(vec![
@@ -468,12 +533,10 @@ fn daemon_lines(d: &DaemonView, lines: &mut Vec<Line<'static>>, p: Palette) {
         ),
     ));
     lines.push(pair("code stamp", or_dash(&d.stamp)));
-    lines.push(pair(
-        "heartbeat",
-        d.heartbeat_age_ms.map_or("never written".into(), |ms| {
-            format!("{} ago", short_span(ms))
-        }),
-    ));
+    lines.push(Line::from(vec![
+        Span::styled(format!("{:<16}", "heartbeat"), p.heading()),
+        heartbeat_span(d.heartbeat_age_ms, p),
+    ]));
     lines.push(pair(
         "store",
         format!("{} ({})", or_dash(&d.store), or_dash(&d.store_kind)),
@@ -484,16 +547,28 @@ fn daemon_lines(d: &DaemonView, lines: &mut Vec<Line<'static>>, p: Palette) {
         Some(false) => Span::styled("NOT durable: grants are refused", p.bad()),
         None => Span::raw("not checked yet"),
     };
-    lines.push(Line::from(vec![
-        Span::styled(format!("{:<16}", "health"), p.heading()),
-        Span::raw(format!(
-            "{}, {} replicas, writes wait for {}; ",
-            or_dash(&d.role),
-            count(d.replicas),
-            count(d.min_replicas)
-        )),
-        health,
-    ]));
+    if d.durable.is_none() && d.store_kind.as_deref() == Some("file") {
+        // The embedded file store has no role, replicas or durability setting to check
+        // (it syncs every write to this machine's disk): "not checked yet" would never end.
+        lines.push(pair(
+            "health",
+            "nothing to check: the file store is this machine's disk, no role or replicas".into(),
+        ));
+    } else {
+        lines.push(Line::from(vec![
+            Span::styled(format!("{:<16}", "health"), p.heading()),
+            Span::raw(format!(
+                "{}, {} replicas, writes wait for {}; ",
+                or_dash(&d.role),
+                count(d.replicas),
+                count(d.min_replicas)
+            )),
+            health,
+            Span::raw(d.store_checked_age_ms.map_or(String::new(), |ms| {
+                format!(" (checked {} ago)", short_span(ms))
+            })),
+        ]));
+    }
     for problem in &d.problems {
         lines.push(Line::from(Span::styled(
             format!("{:<16}{problem}", ""),

@@ -9,6 +9,7 @@ use super::model::{
 use super::refusals::LedgerLine;
 use super::tail::Tail;
 use crate::open;
+use row_fence_contract::client::{ExchangeError, StatusError};
 use row_fence_contract::status::Status;
 use row_fence_contract::{client, ledger, paths, quarantine};
 use row_fence_resident::config::Settings;
@@ -18,9 +19,6 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
-
-/// Refusals kept from the ledger (the console shows the newest).
-const REFUSALS_KEPT: usize = 500;
 
 /// Denials kept from the quarantine's log.
 const DENIALS_KEPT: usize = 200;
@@ -52,6 +50,23 @@ pub struct Gatherer {
     last_asks: Option<(u32, u64, Instant)>,
 }
 
+/// What to do about a daemon whose status did not come: one that listens but does not
+/// answer in time is running (stopped with SIGSTOP, stuck, overloaded), so starting
+/// another is no help (it would refuse: one daemon per home); anything else means none
+/// listens.
+fn what_to_do(e: &StatusError, home: &std::path::Path) -> String {
+    match e {
+        StatusError::NoAnswer {
+            why: ExchangeError::Timeout,
+            ..
+        } => format!(
+            "a daemon listens but does not answer within {STATUS_WAIT_MS} ms (stopped, stuck or overloaded): read its log ({}, or journalctl --user -u row-fence-resident) and restart it",
+            row_fence_resident::detach::log_file(home).display()
+        ),
+        _ => "start it with row-fence-resident (same --home/--socket), or load its launchd/systemd job".to_string(),
+    }
+}
+
 impl Gatherer {
     /// A gatherer over `settings`' home, socket and store (opened lazily: a store that is
     /// down is shown as such at each refresh).
@@ -60,7 +75,7 @@ impl Gatherer {
         Ok(Gatherer {
             store,
             named,
-            ledger: Tail::new(paths::ledger(&settings.home), REFUSALS_KEPT),
+            ledger: Tail::new(paths::ledger(&settings.home), super::model::REFUSALS_KEPT),
             denials: Tail::new(quarantine::denials_log(&settings.home), DENIALS_KEPT),
             registry: RegistryFile::default(),
             rows: BTreeMap::new(),
@@ -111,6 +126,7 @@ impl Gatherer {
             Err(e) => {
                 self.last_asks = None;
                 return DaemonView {
+                    what_to_do: Some(what_to_do(&e, &self.settings.home)),
                     error: Some(e.to_string()),
                     socket,
                     ..DaemonView::default()
@@ -161,6 +177,9 @@ impl Gatherer {
             replicas: check.as_ref().map(|c| c.replicas),
             min_replicas: check.as_ref().map(|c| c.min_replicas),
             durable: check.as_ref().map(|c| c.durable),
+            store_checked_age_ms: check
+                .as_ref()
+                .map(|c| ledger::now_ms().saturating_sub(c.checked_at_ms)),
             problems: check.map(|c| c.problems).unwrap_or_default(),
             asks: Some(status.counts.asks),
             allowed: Some(status.counts.allowed),
@@ -393,12 +412,11 @@ fn text(v: &Value) -> String {
 }
 
 /// The registry as last read, read again when its file changes: the boards it names,
-/// their margins, and what else a board's table carries (its scope, once rows have one).
+/// their margins and their rows' scopes.
 #[derive(Default)]
 struct RegistryFile {
     modified: Option<SystemTime>,
     registry: Registry,
-    raw: toml::Table,
 }
 
 impl RegistryFile {
@@ -418,31 +436,39 @@ impl RegistryFile {
                 return Some(e.to_string());
             }
         }
-        self.raw = std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|text| text.parse().ok())
-            .unwrap_or_default();
         None
     }
 
-    /// The scope the registry gives `row` of `board` (`boards.B.rows.R.scope`, else
-    /// `boards.B.scope`: a pattern or a list of them); absent until it gives one.
+    /// The scope the registry gives `row` of `board` (`[boards.B.scope]`), as one line:
+    /// the row's refs, repositories and flags ([`row_fence_contract::scope::Scope::summary`]);
+    /// absent when the board has none (any ref).
     fn scope(&self, board: &str, row: &str) -> Option<Vec<String>> {
-        let table = self.raw.get("boards")?.get(board)?;
-        let scope = table
-            .get("rows")
-            .and_then(|rows| rows.get(row))
-            .and_then(|r| r.get("scope"))
-            .or_else(|| table.get("scope"))?;
-        match scope {
-            toml::Value::String(s) => Some(vec![s.clone()]),
-            toml::Value::Array(items) => Some(
-                items
-                    .iter()
-                    .map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_string))
-                    .collect(),
-            ),
-            other => Some(vec![other.to_string()]),
-        }
+        Some(vec![self.registry.scope(board)?.summary(row)])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::{Path, PathBuf};
+
+    #[test]
+    fn a_daemon_that_listens_but_does_not_answer_is_not_told_to_be_started() {
+        let socket = PathBuf::from("/h/sock");
+        let hung = StatusError::NoAnswer {
+            socket: socket.clone(),
+            why: ExchangeError::Timeout,
+        };
+        let said = what_to_do(&hung, Path::new("/h"));
+        assert!(
+            said.starts_with("a daemon listens but does not answer"),
+            "{said}"
+        );
+        assert!(said.contains("/h/log/resident.log"), "{said}");
+        let none = StatusError::NoAnswer {
+            socket,
+            why: ExchangeError::Unreachable("connection refused".into()),
+        };
+        assert!(what_to_do(&none, Path::new("/h")).starts_with("start it"));
     }
 }

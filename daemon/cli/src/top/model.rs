@@ -9,6 +9,10 @@
 
 use serde::Serialize;
 
+/// Refusals kept from the ledger, the newest: a snapshot holding this many may have
+/// older ones only the ledger has.
+pub const REFUSALS_KEPT: usize = 500;
+
 /// One refresh.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Snapshot {
@@ -43,6 +47,10 @@ pub struct DaemonView {
     /// Why no status came (no daemon, a timeout, an answer that does not parse).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What the operator can do about a daemon that is gone: start one (nothing
+    /// listens), or look at the one that listens but does not answer (stopped, stuck).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub what_to_do: Option<String>,
     /// The socket asked.
     pub socket: String,
     /// The daemon's process id.
@@ -70,6 +78,10 @@ pub struct DaemonView {
     pub min_replicas: Option<u64>,
     /// True when grants may go ahead (nothing makes an acknowledged write losable).
     pub durable: Option<bool>,
+    /// How long ago, in ms, the daemon last checked the store (role, replicas,
+    /// durability): a store that went away keeps its last check, so its age is shown.
+    #[serde(default)]
+    pub store_checked_age_ms: Option<u64>,
     /// What makes acknowledged writes losable, each naming its fix.
     pub problems: Vec<String>,
     /// The read barrier of a primary with replicas, as the daemon reports it; absent
@@ -143,7 +155,8 @@ pub struct RowView {
     /// The board's tenant recorded in the lease.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
-    /// The refs (and repository) its holder may write; absent until rows carry a scope.
+    /// The refs (and repositories) its holder may write, one line (`Scope::summary`);
+    /// `None` when the board has no scope (any ref).
     pub scope: Option<Vec<String>>,
 }
 

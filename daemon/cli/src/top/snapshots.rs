@@ -54,6 +54,7 @@ pub fn fixture() -> Snapshot {
         daemon: DaemonView {
             up: true,
             error: None,
+            what_to_do: None,
             socket: "/home/ops/.row-fence/sock".into(),
             pid: Some(4242),
             version: Some("0.1.0".into()),
@@ -67,6 +68,7 @@ pub fn fixture() -> Snapshot {
             replicas: Some(1),
             min_replicas: Some(1),
             durable: Some(true),
+            store_checked_age_ms: Some(20_000),
             problems: Vec::new(),
             read_barrier: None,
             etcd_members: None,
@@ -234,6 +236,124 @@ fn a_daemon_that_is_gone_is_drawn_gone() {
     };
     check("daemon_gone", &snapshot, &ui_in(View::Daemon), 100, 14);
     check("overview_gone", &snapshot, &Ui::new(false), 100, 12);
+    // The header keeps its clock however long the reason: a gone daemon's view still
+    // shows that it is live.
+    let header = render_with(
+        &snapshot,
+        &Ui::new(false),
+        60,
+        12,
+        NOW + 1_500,
+        Palette::new(false),
+    )
+    .remove(0);
+    assert!(
+        header.starts_with("row-fence top  daemon GONE  ") && header.contains(" UTC: "),
+        "{header}"
+    );
+}
+
+#[test]
+fn a_heartbeat_older_than_health_takes_is_marked_stale_in_words() {
+    let lines = |snapshot: &Snapshot, view: View| {
+        render_with(
+            snapshot,
+            &ui_in(view),
+            120,
+            20,
+            NOW + 1_500,
+            Palette::new(true),
+        )
+    };
+    let fresh = fixture();
+    assert!(!lines(&fresh, View::Overview)[0].contains("STALE"));
+    let mut stale = fixture();
+    stale.daemon.heartbeat_age_ms = Some(91_000);
+    stale.daemon.store_checked_age_ms = Some(95_000);
+    assert!(lines(&stale, View::Overview)[0].contains("HEARTBEAT STALE"));
+    let daemon = lines(&stale, View::Daemon).join("\n");
+    assert!(
+        daemon.contains("heartbeat       1m31s ago: STALE"),
+        "{daemon}"
+    );
+    assert!(daemon.contains("(checked 1m35s ago)"), "{daemon}");
+}
+
+#[test]
+fn a_file_store_is_never_drawn_as_not_checked_yet() {
+    let mut snapshot = fixture();
+    snapshot.daemon.store_kind = Some("file".into());
+    snapshot.daemon.role = None;
+    snapshot.daemon.replicas = None;
+    snapshot.daemon.min_replicas = None;
+    snapshot.daemon.durable = None;
+    snapshot.daemon.store_checked_age_ms = None;
+    let daemon = render_with(
+        &snapshot,
+        &ui_in(View::Daemon),
+        120,
+        20,
+        NOW + 1_500,
+        Palette::new(true),
+    )
+    .join("\n");
+    assert!(!daemon.contains("not checked yet"), "{daemon}");
+    assert!(
+        daemon.contains("health          nothing to check: the file store is this machine's disk"),
+        "{daemon}"
+    );
+}
+
+#[test]
+fn a_lanes_text_is_drawn_with_its_controls_escaped_never_cut_or_hidden() {
+    let mut snapshot = fixture();
+    snapshot.refusals[0].action = "evil\u{1b}[2J\nNEWLINE\u{202e}gnp".into();
+    snapshot.quarantine.sessions[0].session = "s\u{7}1".into();
+    let text = |view| {
+        render_with(
+            &snapshot,
+            &ui_in(view),
+            160,
+            20,
+            NOW + 1_500,
+            Palette::new(true),
+        )
+        .join("\n")
+    };
+    let refusals = text(View::Refusals);
+    assert!(
+        refusals.contains("evil\\u{1b}[2J\\u{a}NEWLINE\\u{202e}gnp"),
+        "{refusals}"
+    );
+    assert!(text(View::Quarantine).contains("s\\u{7}1"));
+}
+
+#[test]
+fn a_ledger_longer_than_the_console_keeps_says_older_refusals_are_in_the_file() {
+    let mut snapshot = fixture();
+    let title = |snapshot: &Snapshot| {
+        render_with(
+            snapshot,
+            &ui_in(View::Refusals),
+            160,
+            12,
+            NOW + 1_500,
+            Palette::new(true),
+        )[2]
+        .clone()
+    };
+    assert!(
+        !title(&snapshot).contains("older ones"),
+        "{}",
+        title(&snapshot)
+    );
+    let one = snapshot.refusals[0].clone();
+    snapshot.refusals = vec![one; super::model::REFUSALS_KEPT];
+    assert!(
+        title(&snapshot).starts_with("Refusals: 500 newest first (refusal ledger: the newest it keeps; older ones are in refusals.jsonl)"),
+        "{}",
+        title(&snapshot)
+    );
 }
 
 #[test]

@@ -100,13 +100,21 @@ fn add_key(shared: &Shared, add: &KeysAdd, uid: u32) -> Answer {
     let mut record = AuditRecord::new("keys add", uid, true);
     record.fingerprint = Some(print.clone());
     record.kind = Some(kind.into());
-    record.detail = format!("{} {kind} key", key.algorithm());
+    record.detail = match &add.lane {
+        Some(lane) => format!("{} {kind} key of lane {lane}", key.algorithm()),
+        None => format!("{} {kind} key", key.algorithm()),
+    };
     if let Err(e) = audit::append(&shared.home, &record) {
         return failed(&format!(
             "the audit log cannot be written ({e}); the key was not added"
         ));
     }
-    if let Err(e) = write(&shared.held).add_key(key, add.read) {
+    if let Some(lane) = &add.lane
+        && let Err(e) = row_fence_contract::descriptor::validate_lane(lane)
+    {
+        return failed(&format!("the key's lane: {e}"));
+    }
+    if let Err(e) = write(&shared.held).add_key(key, add.read, add.lane.clone()) {
         return failed(&e.to_string());
     }
     tracing::info!(fingerprint = %print, kind, "the key broker holds a new key");
@@ -200,6 +208,7 @@ mod tests {
         Op::KeysAdd(KeysAdd {
             key: text.to_string(),
             read: false,
+            lane: None,
         })
     }
 

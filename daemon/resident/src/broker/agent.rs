@@ -6,7 +6,9 @@
 //! push key only while its lane is ALLOWED, judged by the same gate as every ask at the
 //! moment of each request. Read keys (fetch only, as the forge enforces) are listed after
 //! the push keys and signed for every peer's login, so a refused lane still fetches. A
-//! bound lane may also renew and release its own lease ([`super::lease`]). Every other
+//! bound lane may also renew and release its own lease ([`super::lease`]), and any peer
+//! (a forge's pre-receive hook) may ask whether a lane's push is covered now
+//! ([`super::forge_check`]). Every other
 //! request (adding, removing, locking keys) is refused to everyone on this socket, so no
 //! peer can change what the broker holds; the daemon's own uid changes keys on the control
 //! socket ([`super::admin`]). The daemon's own uid may list the keys here (`ssh-add -l`)
@@ -15,6 +17,7 @@
 use super::Broker;
 use super::bound;
 use super::destination::{Destination, Refused};
+use super::forge_check;
 use super::keys::{self, fingerprint};
 use super::lanes::Binding;
 use super::lease::{self, LeaseAnswer, LeaseRequest};
@@ -243,7 +246,7 @@ impl Session for PeerSession {
                 let action = format!("ssh list identities, {}", self.destination.host());
                 let gated = self.judge(&binding, &action).await;
                 if gated.verdict == Verdict::Allowed {
-                    read(held).push.identities()
+                    read(held).push.identities_for(binding.lane.as_deref())
                 } else {
                     Vec::new()
                 }
@@ -287,8 +290,27 @@ impl Session for PeerSession {
             stats.refused.fetch_add(1, Ordering::Relaxed);
             return Err(AgentError::Failure);
         }
+        let owner = read(&shared.held).push.lane_of(public).map(str::to_string);
         let allowed = !push
             || match self.peer() {
+                Peer::Lane(binding) if owner.is_some() && owner != binding.lane => {
+                    // Another lane's key: the forge would take this login for that lane.
+                    let gated = Gated {
+                        verdict: Verdict::CouldNotRead(Reason::PeerRefused),
+                        detail: format!(
+                            "key {} is lane {}'s; uid {} is bound to lane {}",
+                            fingerprint(public),
+                            owner.as_deref().unwrap_or_default(),
+                            binding.uid,
+                            binding.lane.as_deref().unwrap_or("(none)")
+                        ),
+                    };
+                    let action = format!("{action} ({})", self.who());
+                    self.broker
+                        .judge
+                        .record_denial(None, &action, &gated, self.uid);
+                    false
+                }
                 Peer::Lane(binding) => {
                     self.judge(&binding, &action).await.verdict == Verdict::Allowed
                 }
@@ -344,6 +366,24 @@ impl Session for PeerSession {
             return Ok(Some(Extension {
                 name: extension.name,
                 details: body.into(),
+            }));
+        }
+        if extension.name == forge_check::FORGE_CHECK {
+            let who = self.who().replace("broker peer", "forge-hook peer");
+            let answer = match serde_json::from_slice(extension.details.as_ref()) {
+                Ok(check) => forge_check::answer(&self.broker, self.uid, &who, check).await,
+                Err(e) => {
+                    let verdict = Verdict::CouldNotRead(Reason::ProtocolError);
+                    self.broker.judge.count(verdict);
+                    row_fence_contract::protocol::Answer::could_not_read(
+                        Reason::ProtocolError,
+                        format!("the request is not a forge check: {e}"),
+                    )
+                }
+            };
+            return Ok(Some(Extension {
+                name: extension.name,
+                details: answer.to_line().into(),
             }));
         }
         if extension.name != SESSION_BIND {

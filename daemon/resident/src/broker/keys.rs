@@ -95,10 +95,15 @@ pub enum ChangeError {
 }
 
 /// A set of keys the broker signs with: the push keys (ALLOWED lanes only) or the read
-/// keys (every peer).
+/// keys (every peer). A push key may belong to one lane (`--broker-lane-key`, `keys add
+/// --lane`): it is listed and signed for that lane's uid only, so a forge that maps each
+/// key to its lane (a forced command setting `ROW_FENCE_LANE`) knows who pushes
+/// (ARCHITECTURE.md, "Forge hook"). A key of no lane is any ALLOWED lane's.
 #[derive(Default)]
 pub struct PushKeys {
     keys: Vec<PrivateKey>,
+    /// `keys[i]`'s lane, if it belongs to one.
+    lanes: Vec<Option<String>>,
 }
 
 /// Everything the broker holds, changed only by the daemon's own uid.
@@ -133,20 +138,29 @@ impl Held {
     /// so a key is never both a push and a read key. Returns its fingerprint.
     pub fn add(&mut self, text: &str, read: bool) -> Result<String, ChangeError> {
         let key = parse(text).map_err(ChangeError::Unusable)?;
-        self.add_key(key, read)
+        self.add_key(key, read, None)
     }
 
-    /// [`Held::add`] of a parsed key.
-    pub fn add_key(&mut self, key: PrivateKey, read: bool) -> Result<String, ChangeError> {
+    /// [`Held::add`] of a parsed key, a push key of `lane` when one is named (a read key
+    /// belongs to no lane: it is signed for every peer).
+    pub fn add_key(
+        &mut self,
+        key: PrivateKey,
+        read: bool,
+        lane: Option<String>,
+    ) -> Result<String, ChangeError> {
         let print = fingerprint(key.public_key().key_data());
         if self.holds(&print) {
             return Err(ChangeError::Held(print));
         }
-        if read {
-            self.read.keys.push(key);
-        } else {
-            self.push.keys.push(key);
+        if read && lane.is_some() {
+            return Err(ChangeError::Unusable(
+                "a read key is signed for every peer; it cannot belong to a lane".into(),
+            ));
         }
+        let set = if read { &mut self.read } else { &mut self.push };
+        set.keys.push(key);
+        set.lanes.push(lane);
         Ok(print)
     }
 
@@ -162,10 +176,13 @@ impl Held {
     /// returns whether it was a read key.
     pub fn remove(&mut self, print: &str) -> Result<bool, ChangeError> {
         for (set, read) in [(&mut self.push, false), (&mut self.read, true)] {
-            let before = set.keys.len();
-            set.keys
-                .retain(|key| fingerprint(key.public_key().key_data()) != print);
-            if set.keys.len() != before {
+            if let Some(i) = set
+                .keys
+                .iter()
+                .position(|key| fingerprint(key.public_key().key_data()) == print)
+            {
+                set.keys.remove(i);
+                set.lanes.remove(i);
                 return Ok(read);
             }
         }
@@ -177,11 +194,13 @@ impl Held {
         let listed = |set: &PushKeys, kind: &str| -> Vec<row_fence_contract::protocol::BrokerKey> {
             set.keys
                 .iter()
-                .map(|key| row_fence_contract::protocol::BrokerKey {
+                .zip(&set.lanes)
+                .map(|(key, lane)| row_fence_contract::protocol::BrokerKey {
                     fingerprint: fingerprint(key.public_key().key_data()),
                     algorithm: key.algorithm().as_str().to_string(),
                     comment: key.comment().to_string(),
                     kind: kind.to_string(),
+                    lane: lane.clone(),
                 })
                 .collect()
         };
@@ -199,7 +218,57 @@ impl PushKeys {
             .iter()
             .map(|path| load_one(path, uid))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(PushKeys { keys })
+        let lanes = vec![None; keys.len()];
+        Ok(PushKeys { keys, lanes })
+    }
+
+    /// Loads each `(lane, file)` as a push key of that lane, by [`PushKeys::load`]'s rules.
+    pub fn load_for_lanes(pairs: &[(String, PathBuf)], uid: u32) -> Result<PushKeys, KeyError> {
+        let mut keys = PushKeys::default();
+        for (lane, path) in pairs {
+            keys.keys.push(load_one(path, uid)?);
+            keys.lanes.push(Some(lane.clone()));
+        }
+        Ok(keys)
+    }
+
+    /// Moves `other`'s keys into this set; a key given twice is refused.
+    pub fn extend(&mut self, other: PushKeys) -> Result<(), KeyError> {
+        for (key, lane) in other.keys.into_iter().zip(other.lanes) {
+            let print = fingerprint(key.public_key().key_data());
+            if self.find(key.public_key().key_data()).is_some() {
+                return Err(KeyError::Unusable {
+                    path: PathBuf::from("-"),
+                    reason: format!("key {print} is given twice"),
+                });
+            }
+            self.keys.push(key);
+            self.lanes.push(lane);
+        }
+        Ok(())
+    }
+
+    /// The public halves `lane` may use: its own keys and the keys of no lane.
+    pub fn identities_for(&self, lane: Option<&str>) -> Vec<Identity> {
+        self.keys
+            .iter()
+            .zip(&self.lanes)
+            .filter(|(_, owner)| owner.is_none() || owner.as_deref() == lane)
+            .map(|(key, _)| Identity {
+                credential: PublicCredential::Key(key.public_key().key_data().clone()),
+                comment: key.comment().to_string(),
+            })
+            .collect()
+    }
+
+    /// The lane the key whose public half is `public` belongs to (`None`: no lane, or
+    /// no such key).
+    pub fn lane_of(&self, public: &KeyData) -> Option<&str> {
+        let i = self
+            .keys
+            .iter()
+            .position(|key| key.public_key().key_data() == public)?;
+        self.lanes[i].as_deref()
     }
 
     /// How many keys are loaded.
@@ -451,5 +520,24 @@ mod tests {
         assert_eq!(held.remove(&print), Ok(false));
         assert!(held.push.is_empty());
         assert!(matches!(held.remove(&print), Err(ChangeError::NotHeld(_))));
+    }
+
+    #[test]
+    fn a_lanes_key_is_listed_for_that_lane_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = fs::read_to_string(key_file(dir.path(), 0o600)).unwrap();
+        let key = parse(&text).unwrap();
+        let public = key.public_key().key_data().clone();
+        let mut held = Held::default();
+        assert!(matches!(
+            held.add_key(key.clone(), true, Some("lane-a".into())),
+            Err(ChangeError::Unusable(_))
+        ));
+        held.add_key(key, false, Some("lane-a".into())).unwrap();
+        assert_eq!(held.push.identities_for(Some("lane-a")).len(), 1);
+        assert!(held.push.identities_for(Some("lane-b")).is_empty());
+        assert!(held.push.identities_for(None).is_empty());
+        assert_eq!(held.push.lane_of(&public), Some("lane-a"));
+        assert_eq!(held.listed()[0].lane.as_deref(), Some("lane-a"));
     }
 }

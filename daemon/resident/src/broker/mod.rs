@@ -15,6 +15,7 @@
 //! - [`conn`]: the socket's accept loop and framing, bounded per peer.
 //! - [`agent`]: one connection's ssh-agent session, deciding by the peer's uid.
 //! - [`lease`]: a bound lane's renew and release, asked on the broker socket.
+//! - [`forge_check`]: a forge's pre-receive hook asking about a lane's push, at the write.
 //! - [`admin`]: the daemon's own uid's key and lane changes, asked on the control socket.
 //! - here: the flags, the process hardening, the socket and the serving loop.
 
@@ -24,6 +25,7 @@ pub mod agent;
 pub mod bound;
 pub mod conn;
 pub mod destination;
+pub mod forge_check;
 pub mod forges;
 pub mod keys;
 pub mod lanes;
@@ -58,6 +60,9 @@ pub struct BrokerArgs {
     /// A push key (an unencrypted OpenSSH Ed25519 or RSA private key, mode 600, owned by the daemon's uid); repeatable [env: ROW_FENCE_BROKER_KEYS, comma-separated]
     #[arg(long = "broker-key", value_name = "FILE")]
     pub broker_keys: Vec<PathBuf>,
+    /// A push key of one lane, `LANE=FILE` (same rules as --broker-key): listed and signed for that lane's uid only, so the forge can map the key to the lane (docs/forge.md); repeatable [env: ROW_FENCE_BROKER_LANE_KEYS, comma-separated]
+    #[arg(long = "broker-lane-key", value_name = "LANE=FILE", value_parser = parse_lane_key)]
+    pub broker_lane_keys: Vec<(String, PathBuf)>,
     /// A read key (same rules), signed for any peer so a refused lane can still fetch: the forge must let it only fetch; repeatable [env: ROW_FENCE_BROKER_READ_KEYS, comma-separated]
     #[arg(long = "broker-read-key", value_name = "FILE")]
     pub broker_read_keys: Vec<PathBuf>,
@@ -73,6 +78,18 @@ pub struct BrokerArgs {
     /// The longest lease time a lane may renew its own lease for through the daemon (`row-fence renew --via-daemon`), e.g. 8h, at most 366d [env: ROW_FENCE_BROKER_RENEW_MAX] [default: 12h]
     #[arg(long, value_name = "DURATION", value_parser = parse_renew_max)]
     pub broker_renew_max: Option<u64>,
+}
+
+/// `--broker-lane-key LANE=FILE`: a valid lane name, then the key file.
+fn parse_lane_key(text: &str) -> Result<(String, PathBuf), String> {
+    let (lane, file) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not LANE=FILE"))?;
+    row_fence_contract::descriptor::validate_lane(lane).map_err(|e| e.to_string())?;
+    if file.is_empty() {
+        return Err(format!("{text:?} names no key file"));
+    }
+    Ok((lane.to_string(), PathBuf::from(file)))
 }
 
 /// `--broker-renew-max`: a duration (`humantime`), in ms, from 1 ms to 366 days.
@@ -118,9 +135,20 @@ impl BrokerArgs {
                 _ => Ok(lease::DEFAULT_RENEW_MAX_MS),
             },
         };
+        let lane_keys = if self.broker_lane_keys.is_empty() {
+            std::env::var("ROW_FENCE_BROKER_LANE_KEYS")
+                .unwrap_or_default()
+                .split(',')
+                .filter(|k| !k.is_empty())
+                .map(parse_lane_key)
+                .collect()
+        } else {
+            Ok(self.broker_lane_keys.clone())
+        };
         Some(Settings {
             socket,
             keys: list(&self.broker_keys, "ROW_FENCE_BROKER_KEYS"),
+            lane_keys,
             read_keys: list(&self.broker_read_keys, "ROW_FENCE_BROKER_READ_KEYS"),
             lanes: crate::config::flag_or_env(&self.broker_lanes, "ROW_FENCE_BROKER_LANES"),
             forge_host_keys: list(
@@ -140,6 +168,9 @@ pub struct Settings {
     pub socket: PathBuf,
     /// The push key files.
     pub keys: Vec<PathBuf>,
+    /// Push key files of one lane each; an `ROW_FENCE_BROKER_LANE_KEYS` that does not parse
+    /// is kept as its error, so the daemon refuses to start on it.
+    pub lane_keys: Result<Vec<(String, PathBuf)>, String>,
     /// The read key files (fetch only, enforced by the forge).
     pub read_keys: Vec<PathBuf>,
     /// The bindings file; `None`: the home's ([`lanes::default_path`]), where a missing
@@ -310,10 +341,16 @@ pub struct Prepared {
 pub fn prepare(settings: &Settings, home: &Path) -> Result<Prepared, BrokerError> {
     harden().map_err(BrokerError::Harden)?;
     let uid = paths::euid();
-    let held = Held::loaded(
-        PushKeys::load(&settings.keys, uid)?,
-        PushKeys::load(&settings.read_keys, uid)?,
-    )?;
+    let lane_keys = settings
+        .lane_keys
+        .clone()
+        .map_err(|reason| BrokerError::Setting {
+            name: "ROW_FENCE_BROKER_LANE_KEYS",
+            reason,
+        })?;
+    let mut push = PushKeys::load(&settings.keys, uid)?;
+    push.extend(PushKeys::load_for_lanes(&lane_keys, uid)?)?;
+    let held = Held::loaded(push, PushKeys::load(&settings.read_keys, uid)?)?;
     if held.push.is_empty() {
         tracing::warn!(
             "the key broker holds no push key: it signs nothing until `row-fence keys add`"
