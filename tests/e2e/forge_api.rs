@@ -26,7 +26,17 @@ struct Site {
 
 impl Site {
     fn start() -> Site {
+        Site::start_with(None)
+    }
+
+    /// [`Site::start`] with `boards` as the registry's `boards.toml` (a board's scope).
+    fn start_with(boards: Option<&str>) -> Site {
         let home = Home::file();
+        if let Some(boards) = boards {
+            let registry = home.home.join("registry");
+            std::fs::create_dir_all(&registry).unwrap();
+            std::fs::write(registry.join("boards.toml"), boards).unwrap();
+        }
         let forge = StandIn::start(home.dir.path());
         let socket = home.home.join("forge").join("api.sock");
         let socket_text = socket.display().to_string();
@@ -905,5 +915,42 @@ fn in_the_hard_mode_the_peers_uid_names_the_lane_and_an_unbound_uid_gets_nothing
     assert!(
         problems.is_empty(),
         "shapes the stand-in did not expect: {problems:?}"
+    );
+}
+
+/// With a scope on the board (the registry's, as the forge hook reads it), an ALLOWED
+/// lane opens a pull request only from a branch the scope covers for its row, and merges
+/// only one whose head it covers.
+#[test]
+fn an_allowed_lane_writes_only_on_heads_its_rows_scope_covers() {
+    let site = Site::start_with(Some("[boards.b.scope]\nrefs = [\"refs/heads/{row}/*\"]\n"));
+    let create = |head: &str| {
+        site.gh(&[
+            "pr", "create", "-R", "o/r", "--head", head, "--base", "main", "--title", "t",
+            "--body", "b",
+        ])
+    };
+    let (code, out, err) = create("feature");
+    assert_ne!(code, 0, "a head outside the scope: {out} {err}");
+    assert!(
+        err.contains("forge_write_refused") && err.contains("scope"),
+        "{err}"
+    );
+    let (code, out, err) = create("r1/fix");
+    assert_eq!(code, 0, "a head the scope covers: {out} {err}");
+    // The stand-in's pull request #1 has head `feature`: outside the scope.
+    let (code, out, err) = site.gh(&["pr", "merge", "1", "-R", "o/r", "--merge"]);
+    assert_ne!(code, 0, "a merge of a head outside the scope: {out} {err}");
+    assert!(err.contains("forge_write_refused"), "{err}");
+    let writes: Vec<String> = site
+        .forge
+        .writes()
+        .iter()
+        .filter_map(|r| r.operation.clone())
+        .collect();
+    assert_eq!(
+        writes,
+        ["PullRequestCreate"],
+        "only the covered create arrived"
     );
 }

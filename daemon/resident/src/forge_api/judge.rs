@@ -133,7 +133,12 @@ fn in_repo(lane: &Lane, repo: &str) -> Result<(), String> {
 
 /// The checks on an existing pull request: in the row's repository, its head a branch of
 /// that repository in the row's scope.
-fn pull_in_scope(lane: &Lane, d: &Descriptor, pull: &PullHead) -> Result<(), String> {
+fn pull_in_scope(
+    judge: &Judge,
+    lane: &Lane,
+    d: &Descriptor,
+    pull: &PullHead,
+) -> Result<(), String> {
     in_repo(lane, &pull.base_repo)?;
     match &pull.head_repo {
         Some(head) if same_repo(head, &lane.repo) => {}
@@ -144,11 +149,11 @@ fn pull_in_scope(lane: &Lane, d: &Descriptor, pull: &PullHead) -> Result<(), Str
             ));
         }
     }
-    scoped(lane, d, &pull.head_ref)
+    scoped(judge, d, &pull.head_ref)
 }
 
-fn scoped(lane: &Lane, d: &Descriptor, head_ref: &str) -> Result<(), String> {
-    if head_in_scope(d, &lane.repo, head_ref) {
+fn scoped(judge: &Judge, d: &Descriptor, head_ref: &str) -> Result<(), String> {
+    if head_in_scope(judge.registry().scope(&d.board), d, head_ref) {
         Ok(())
     } else {
         Err(format!(
@@ -193,7 +198,7 @@ async fn rest_write(
             if body.get("head_repo").is_some() {
                 return Err("a head in another repository (head_repo) is not judged".into());
             }
-            scoped(lane, d, branch)?;
+            scoped(asker.judge, d, branch)?;
         }
         Route::MergePull { repo, number }
         | Route::ClosePull { repo, number }
@@ -206,7 +211,7 @@ async fn rest_write(
                 .upstream
                 .pull(prefix, repo, *number, asker.token)
                 .await?;
-            pull_in_scope(lane, d, &pull)?;
+            pull_in_scope(asker.judge, lane, d, &pull)?;
             if matches!(route, Route::MergePull { .. }) {
                 let sha = pin(body.get("sha"), &pull)?;
                 body.insert("sha".into(), sha);
@@ -252,7 +257,7 @@ async fn graphql_write(
             let head = id("headRefName")?;
             let branch = rest::head_branch(&head, &lane.repo)
                 .ok_or_else(|| format!("the head {head} is not a branch of {}", lane.repo))?;
-            scoped(lane, d, branch)?;
+            scoped(asker.judge, d, branch)?;
         }
         Mutation::MergePullRequest | Mutation::ClosePullRequest | Mutation::AddComment => {
             let key = if call.mutation == Mutation::AddComment {
@@ -261,7 +266,7 @@ async fn graphql_write(
                 "pullRequestId"
             };
             let pull = upstream.pull_node(graphql, &id(key)?, asker.token).await?;
-            pull_in_scope(lane, d, &pull)?;
+            pull_in_scope(asker.judge, lane, d, &pull)?;
             if call.mutation == Mutation::MergePullRequest {
                 let sha = pin(input.get("expectedHeadOid"), &pull)?;
                 input.insert("expectedHeadOid".into(), sha);
