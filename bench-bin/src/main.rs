@@ -28,6 +28,10 @@ fn main() {
         only_top(&options, &out, &command);
         return;
     }
+    if options.only == Some(Only::ForgeApi) {
+        only_forge_api(&options, &out, &command);
+        return;
+    }
     let mut runner = Runner::new(options, row_fence_stamp::VERSION);
     runner.run();
     let dir = out.parent().map_or_else(
@@ -80,6 +84,19 @@ fn only_broker(options: &Options, out: &std::path::Path, command: &str) {
     write_alone(out, "broker.md", &text, measured.err());
 }
 
+/// `--only forge-api`: the forge API endpoint's case alone, its report `forge-api.md`.
+fn only_forge_api(options: &Options, out: &std::path::Path, command: &str) {
+    let measured = match absolute_bin_dir(options) {
+        Some(dir) => row_fence_bench::forge_api::run(options, &dir),
+        None => Err("cannot tell where this program is; pass --bin-dir".to_string()),
+    };
+    let text = match &measured {
+        Ok(figures) => row_fence_bench::forge_api::report(Some(figures), None, command),
+        Err(e) => row_fence_bench::forge_api::report(None, Some(e), command),
+    };
+    write_alone(out, "forge-api.md", &text, measured.err());
+}
+
 /// `--only top`: the operator's console alone, its report `top.md` beside `out`.
 fn only_top(options: &Options, out: &std::path::Path, command: &str) {
     let measured = match absolute_bin_dir(options) {
@@ -130,6 +147,7 @@ fn command_line(options: &Options) -> String {
     match options.only {
         Some(Only::Broker) => command.push_str(" --only broker"),
         Some(Only::Top) => command.push_str(" --only top"),
+        Some(Only::ForgeApi) => command.push_str(" --only forge-api"),
         None => {}
     }
     command

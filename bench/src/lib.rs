@@ -36,6 +36,8 @@
 //! - [`file_boards`]: the file store's ask on boards of 10, 1,000 and 10,000 rows.
 //! - [`broker`]: the key broker's case (`--only broker`): a push signed by the daemon's
 //!   agent ÷ by a plain ssh-agent.
+//! - [`forge_api`]: the forge API endpoint's case (`--only forge-api`): `gh api` through
+//!   the daemon ÷ through a plain relay, and what a judged write adds.
 //! - [`barrier`]: the ask with and without the read barrier of a replicated Redis.
 //! - [`stores`]: the store's ask on a 3-member etcd beside a durable Redis, and with a
 //!   member down; [`floors`]: what the home's floors cost an ask; [`grant`]: the row
@@ -67,6 +69,7 @@ pub mod etcd;
 pub mod file_boards;
 pub mod fixture;
 pub mod floors;
+pub mod forge_api;
 pub mod grant;
 pub mod interrupt;
 pub mod load;

@@ -7,7 +7,7 @@ use crate::clients::{Client, Route};
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// `row-fence-bench [--quick] [--smoke] [--out FILE] [--bin-dir DIR] [--venv DIR] [--no-python] [--only broker|top]`
+/// `row-fence-bench [--quick] [--smoke] [--out FILE] [--bin-dir DIR] [--venv DIR] [--no-python] [--only broker|top|forge-api]`
 #[derive(clap::Parser, Debug)]
 #[command(
     name = "row-fence-bench",
@@ -35,7 +35,7 @@ pub struct Options {
     /// A row-fence-resident built from the same source with symbols kept, for the CPU profile only [default: the daemon under test]
     #[arg(long, value_name = "FILE")]
     pub profile_daemon: Option<PathBuf>,
-    /// Run this one case alone and write its report beside the main one (`broker`: a push through the key broker ÷ through a plain ssh-agent, as root; report `broker.md`)
+    /// Run this one case alone and write its report beside the main one (`broker`: a push through the key broker ÷ through a plain ssh-agent, as root; report `broker.md`; `forge-api`: gh through the daemon's forge API ÷ through a plain relay; report `forge-api.md`)
     #[arg(long, value_enum, value_name = "CASE")]
     pub only: Option<Only>,
     /// Internal: be one busy process of the oversubscription case for this many ms
@@ -50,6 +50,8 @@ pub enum Only {
     Broker,
     /// The operator's console: `row-fence top` on 1,000 rows.
     Top,
+    /// The forge API endpoint: `gh api` through the daemon ÷ through a plain relay.
+    ForgeApi,
 }
 
 impl Options {

@@ -47,6 +47,26 @@ pub enum Op {
     /// Makes the key broker read its lane bindings again (after `row-fence lane add` or
     /// `remove`); the daemon's own uid only. Answered with `lanes` or `error`.
     LanesReload,
+    /// Loads the forge API endpoint's token (docs/forge-api.md, "Design"), replacing the
+    /// one held; the daemon's own uid only. Answered with `detail` or `error`.
+    ForgeTokenAdd(ForgeTokenAdd),
+}
+
+/// `forge_token_add`'s payload: the token the forge API sends upstream. Held in the
+/// daemon's memory only, never written.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct ForgeTokenAdd {
+    /// The token, as the forge issued it.
+    pub token: String,
+}
+
+/// A token never reaches a log or a panic message through `{:?}`.
+impl std::fmt::Debug for ForgeTokenAdd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ForgeTokenAdd")
+            .field("token", &"<secret>")
+            .finish()
+    }
 }
 
 /// A key to load into the key broker.

@@ -78,6 +78,25 @@ pub struct Status {
     /// The key broker's state, when it is on (ARCHITECTURE.md, "Key broker").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub broker: Option<BrokerStatus>,
+    /// The forge API endpoint's state, when it is on (docs/forge-api.md, "Design").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forge_api: Option<ForgeApiStatus>,
+}
+
+/// The forge API endpoint's state: where lanes reach it and what it did since start.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForgeApiStatus {
+    /// The socket a lane's gh `http_unix_socket` names.
+    pub socket: String,
+    /// The upstream host requests are re-originated to.
+    pub host: String,
+    /// True when a token is loaded (`row-fence token add`); without one every request
+    /// is answered 503.
+    pub token: bool,
+    /// API requests passed to the forge since start (reads and allowed writes).
+    pub passed: u64,
+    /// API requests refused since start.
+    pub refused: u64,
 }
 
 /// The key broker's state: where lanes reach it, what it holds, what it did since start.
@@ -263,6 +282,7 @@ mod tests {
             ledger_dropped: 0,
             location_fence: None,
             broker: None,
+            forge_api: None,
         }
     }
 

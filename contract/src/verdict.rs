@@ -94,6 +94,10 @@ pub enum Reason {
     /// userauth request, no verified `session-bind@openssh.com` to a host key on the
     /// daemon's allowlist, another session or user): signed for no one, ALLOWED or not.
     DestinationRefused,
+    /// Forge API: a write that is no listed route or mutation, or is out of the row's
+    /// repository or scope: passed for no lane, ALLOWED or not (docs/forge-api.md,
+    /// "Design").
+    ForgeWriteRefused,
     /// A push's ref, repository or kind of update is outside the scope of the row its
     /// lane holds (ARCHITECTURE.md, "Forge hook"): the detail names the ref and the rule.
     OutsideScope,
@@ -170,6 +174,7 @@ impl Reason {
         Reason::MappedElsewhere,
         Reason::TenantNotActive,
         Reason::DestinationRefused,
+        Reason::ForgeWriteRefused,
         Reason::OutsideScope,
         Reason::DescriptorUnreadable,
         Reason::DescriptorMissing,
@@ -210,6 +215,7 @@ impl Reason {
             Reason::MappedElsewhere => "mapped_elsewhere",
             Reason::TenantNotActive => "tenant_not_active",
             Reason::DestinationRefused => "destination_refused",
+            Reason::ForgeWriteRefused => "forge_write_refused",
             Reason::OutsideScope => "outside_scope",
             Reason::DescriptorUnreadable => "descriptor_unreadable",
             Reason::DescriptorMissing => "descriptor_missing",
@@ -258,6 +264,7 @@ impl Reason {
                 | Reason::MappedElsewhere
                 | Reason::TenantNotActive
                 | Reason::DestinationRefused
+                | Reason::ForgeWriteRefused
                 | Reason::OutsideScope
         )
     }

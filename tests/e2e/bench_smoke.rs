@@ -224,6 +224,41 @@ fn a_smoke_run_of_the_console_case_sees_each_takeover_and_writes_its_report() {
     );
 }
 
+/// The forge API endpoint's case alone (`scripts/bench --only forge-api`): a smoke run
+/// sends gh through the daemon and through a plain relay, and a judged create and merge,
+/// and writes `forge-api.md`.
+#[test]
+fn a_smoke_run_of_the_forge_api_case_measures_every_arm_and_writes_its_report() {
+    let bins = bin_dir();
+    let dir = tempfile::Builder::new()
+        .prefix("rfsmoke")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
+    let ran = run(Command::new(bins.join("row-fence-bench"))
+        .args(["--smoke", "--only", "forge-api", "--bin-dir"])
+        .arg(&bins)
+        .arg("--out")
+        .arg(dir.path().join("report.md")));
+    assert_eq!(
+        ran.code, 0,
+        "the forge API case failed:\n{}\n{}",
+        ran.stderr, ran.stdout
+    );
+    let text = fs::read_to_string(dir.path().join("forge-api.md")).expect("forge-api.md");
+    for part in [
+        "| gh api, through the daemon | 5 |",
+        "| gh api, through socat (no judgement) | 5 |",
+        "| curl PUT merge, through the daemon (1 ask + 1 forge read) | 5 |",
+        "failed samples: 0",
+    ] {
+        assert!(text.contains(part), "the report lacks {part:?}:\n{text}");
+    }
+    assert!(
+        !dir.path().join("report.md").exists(),
+        "--only wrote the main report"
+    );
+}
+
 /// `scripts/bench --help` (and `-h` among other flags) says what the bench does and runs
 /// nothing: before, it installed packages and began the 13-CPU-minute release build, and
 /// passed `--help` on only after it.

@@ -43,6 +43,8 @@ mod fencing;
 mod figures;
 mod file_store;
 mod floor_identity;
+mod forge_api;
+mod forge_standin;
 mod gated;
 mod git_layer;
 mod guard;

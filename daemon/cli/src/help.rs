@@ -87,6 +87,10 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "row-fence install broker --repo /srv/lanes/a --broker-socket /run/row-fence/agent.sock --key-pub /etc/row-fence/push.pub",
     ),
     (
+        "install gh",
+        "row-fence install gh --lane lane-a --repo o/r --gh-config-dir /srv/lanes/a/.config/gh --forge-api-socket /run/row-fence/forge.sock",
+    ),
+    (
         "install git-hook",
         "row-fence install git-hook --repo ~/src/app --recurse-submodules",
     ),
@@ -123,6 +127,8 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     ("lane list", "row-fence lane list --json"),
     ("lane remove", "row-fence lane remove lane-a"),
     ("lane reload", "row-fence lane reload"),
+    ("token", "row-fence token add -"),
+    ("token add", "row-fence token add ~/.row-fence/forge-token"),
     (
         "completion",
         "row-fence completion bash > ~/.local/share/bash-completion/completions/row-fence",

@@ -205,7 +205,7 @@ pub fn ask(settings: &Settings, request: &Request) -> Result<Answer, Failure> {
 
 /// Sends `line` to the daemon's control socket once its directory is known to be only
 /// this uid's: a key goes to no socket another uid could have put there.
-fn exchange(settings: &Settings, line: &[u8]) -> Result<Answer, Failure> {
+pub fn exchange(settings: &Settings, line: &[u8]) -> Result<Answer, Failure> {
     let socket = &settings.socket;
     paths::check_socket_length(socket).map_err(Failure::could_not)?;
     paths::check_socket_dir(socket, paths::euid(), false).map_err(|e| {

@@ -225,6 +225,16 @@ fn print_status(s: &Status) {
             b.socket, b.keys, b.read_keys, b.lanes, b.signed, b.sign_refused, b.connections
         ));
     }
+    if let Some(f) = &s.forge_api {
+        out(&format!(
+            "forge api  {} for {} (token {}): {} API requests passed, {} refused",
+            f.socket,
+            f.host,
+            if f.token { "loaded" } else { "not loaded" },
+            f.passed,
+            f.refused
+        ));
+    }
     if !s.recent_refusals.is_empty() {
         out(&format!(
             "recent refusals (newest last, {} shown; the refusal ledger has every one whole):",
@@ -376,6 +386,24 @@ fn broker_counters(settings: &Settings) {
     let Ok(status) = client::status(&settings.socket, deadline) else {
         return;
     };
+    if let Some(forge) = &status.forge_api {
+        for (name, help, value) in [
+            (
+                "row_fence_forge_api_passed_total",
+                "API requests the forge API endpoint passed to the forge since the daemon started.",
+                forge.passed,
+            ),
+            (
+                "row_fence_forge_api_refused_total",
+                "API requests the forge API endpoint refused since the daemon started.",
+                forge.refused,
+            ),
+        ] {
+            out(&format!("# HELP {name} {help}"));
+            out(&format!("# TYPE {name} counter"));
+            out(&format!("{name} {value}"));
+        }
+    }
     let Some(broker) = status.broker else {
         return;
     };

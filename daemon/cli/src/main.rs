@@ -42,6 +42,7 @@ mod migrate;
 mod open;
 mod records;
 mod store;
+mod token;
 mod top;
 mod via_daemon;
 
@@ -129,6 +130,8 @@ enum Command {
     Keys(keys::KeysArgs),
     /// Which uid is which lane for the key broker: add, list, remove
     Lane(lanes::LaneArgs),
+    /// The forge API endpoint's token, held in the running daemon's memory: add
+    Token(token::TokenArgs),
     /// What a forge's pre-receive hook runs: reads the push's ref updates on stdin and asks the fence whether the pushing lane's row covers them now (exit 0 only for ALLOWED)
     ForgeCheck(forge_check::ForgeCheckArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) generated from these definitions
@@ -307,6 +310,7 @@ async fn run(command: Command, settings: &Settings, timeout: Duration) -> Outcom
         Command::Store(args) => store::run(args, settings).await,
         Command::Keys(args) => keys::keys(args, settings),
         Command::Lane(args) => lanes::lane(args, settings),
+        Command::Token(args) => token::token(args, settings),
         Command::Completion(args) => help::completion(args, help::command::<Cli>()),
         Command::Man(args) => help::man(args, help::command::<Cli>()),
     }

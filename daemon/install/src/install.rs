@@ -54,6 +54,8 @@ enum What {
     GitHook(crate::git_install::GitHookArgs),
     /// Make git in a repository sign through the daemon's key broker: the transport gate's ssh command runs OpenSSH with the broker's agent socket and push key only, no multiplexing; or take it out
     Broker(crate::broker::BrokerArgs),
+    /// Make a lane's gh send every API request to the daemon's forge API socket (config.yml's http_unix_socket, a placeholder token in hosts.yml), or take it out byte for byte
+    Gh(crate::gh_install::GhArgs),
     /// Write a forge's pre-receive hook: at ref-update time it asks the fence whether the pushing lane holds a row whose scope covers every ref, now (docs/forge.md); or remove it, byte for byte
     ForgeHook(crate::forge_hook::ForgeHookArgs),
 }
@@ -119,6 +121,7 @@ pub fn run(args: InstallArgs, settings: &Settings) -> Outcome {
         What::AgentHook(a) => agent_hook(a, settings, args.json),
         What::GitHook(a) => crate::git_install::run(a, settings, args.json),
         What::Broker(a) => crate::broker::run(a, settings, args.json),
+        What::Gh(a) => crate::gh_install::run(a, settings, args.json),
         What::ForgeHook(a) => crate::forge_hook::run(a, settings, args.json),
     }
 }

@@ -2,6 +2,8 @@
 //! doctor` (ARCHITECTURE.md, "Key broker"), read from `/proc` (root sees every uid's):
 //!
 //! - another ssh agent, in `SSH_AUTH_SOCK` of a process of the lane's uid;
+//! - a forge token in its environment (`GH_TOKEN`, `GITHUB_TOKEN` and their enterprise
+//!   twins): a route around the daemon's forge API (docs/forge-api.md, "Design");
 //! - an ssh master: an `ssh` whose command line asks for one (`-M`, `-N`, `ControlMaster`
 //!   or `ControlPersist` other than `no`), or an `ssh` listening on a control socket. A
 //!   process is an `ssh` by what it runs, not by the name it gives itself: its `argv[0]`,
@@ -25,6 +27,8 @@ const SSH_OPTIONS_WITH_ARGUMENT: &str = "bceilmopBDEFIJLOPQRSwW";
 pub struct Held {
     /// `(pid, socket)`: another agent than the broker's.
     pub agents: Vec<(u32, PathBuf)>,
+    /// `(pid, variable)`: a forge token in a process's environment.
+    pub tokens: Vec<(u32, String)>,
     /// `(pid, why)`: an ssh master.
     pub masters: Vec<(u32, String)>,
     /// `(pid, program, peer)`: a kept connection.
@@ -62,6 +66,11 @@ pub fn scan(uid: u32, broker_socket: Option<&Path>, forges: &[SocketAddr]) -> He
                     && !held.agents.iter().any(|(_, s)| *s == socket)
                 {
                     held.agents.push((pid, socket));
+                }
+                for var in token_variables(&environ) {
+                    if !held.tokens.iter().any(|(_, v)| *v == var) {
+                        held.tokens.push((pid, var));
+                    }
                 }
             }
             // Not allowed to look: said. Anything else (the process ended since it was
@@ -159,6 +168,26 @@ impl SshClients {
         }
         fs::read(&exe).is_ok_and(|bytes| self.binaries.contains(&bytes))
     }
+}
+
+/// The environment variables gh and GitHub's tools take a token from.
+pub const TOKEN_VARIABLES: [&str; 4] = [
+    "GH_TOKEN",
+    "GITHUB_TOKEN",
+    "GH_ENTERPRISE_TOKEN",
+    "GITHUB_ENTERPRISE_TOKEN",
+];
+
+/// The [`TOKEN_VARIABLES`] set (non-empty) in an environment (`/proc/<pid>/environ`).
+pub fn token_variables(environ: &[u8]) -> Vec<String> {
+    environ
+        .split(|b| *b == 0)
+        .filter_map(|kv| {
+            let text = std::str::from_utf8(kv).ok()?;
+            let (name, value) = text.split_once('=')?;
+            (TOKEN_VARIABLES.contains(&name) && !value.is_empty()).then(|| name.to_string())
+        })
+        .collect()
 }
 
 /// The `SSH_AUTH_SOCK` in an environment when it names an existing socket other than the
@@ -371,6 +400,12 @@ mod tests {
 
     fn args(line: &str) -> Vec<String> {
         line.split(' ').map(str::to_string).collect()
+    }
+
+    #[test]
+    fn a_forge_token_in_an_environment_is_found_by_name_never_an_empty_one() {
+        let environ = b"PATH=/bin\0GH_TOKEN=ghp_x\0GITHUB_TOKEN=\0XGH_TOKEN=y\0";
+        assert_eq!(token_variables(environ), ["GH_TOKEN"]);
     }
 
     #[test]

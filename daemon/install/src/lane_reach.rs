@@ -5,7 +5,9 @@
 //!
 //! - a private key file it can read under its HOME's `.ssh` (the forge may accept it);
 //! - what its processes hold ([`crate::lane_procs`]): another ssh agent, an ssh master, a
-//!   connection to the forge;
+//!   connection to the forge, a forge token in its environment;
+//! - a gh token it can read (`~/.config/gh/hosts.yml` holding an `oauth_token` other than
+//!   `row-fence install gh`'s placeholder): a route around the forge API;
 //! - ssh multiplexing (`ControlMaster`, `ControlPersist`) in its `~/.ssh/config` or the
 //!   system's `ssh_config`, and every file they `Include` ([`crate::ssh_config`]): a
 //!   connection opened while ALLOWED and kept pushes later with no new signature;
@@ -89,6 +91,16 @@ pub fn warnings(
         }
     }
     found.extend(held(&who, uid, broker_socket, forges));
+    let hosts = user.dir.join(".config").join("gh").join("hosts.yml");
+    if let Ok(meta) = fs::metadata(&hosts)
+        && let Ok(Some(how)) = lane_principal.may_read(&hosts, &meta)
+        && fs::read_to_string(&hosts).is_ok_and(|text| holds_real_gh_token(&text))
+    {
+        found.push(format!(
+            "{who} can read {} ({how}), which holds a gh token: its writes reach the forge API past the daemon's judgement; wire it with row-fence install gh (which replaces it with a placeholder) or remove the token",
+            hosts.display()
+        ));
+    }
     let mut configs = vec![(ssh_dir.join("config"), ssh_dir.clone())];
     configs.push((
         PathBuf::from(SYSTEM_SSH_CONFIG),
@@ -106,6 +118,17 @@ pub fn warnings(
     found
 }
 
+/// True when a gh `hosts.yml` text has an `oauth_token` that is not `install gh`'s
+/// placeholder.
+pub fn holds_real_gh_token(text: &str) -> bool {
+    text.lines().any(|line| {
+        line.trim()
+            .strip_prefix("oauth_token:")
+            .map(|v| v.trim().trim_matches(['"', '\'']))
+            .is_some_and(|v| !v.is_empty() && !v.starts_with(crate::gh_install::PLACEHOLDER_PREFIX))
+    })
+}
+
 /// What the lane's processes hold ([`lane_procs`]), one sentence each.
 fn held(who: &str, uid: u32, broker_socket: Option<&Path>, forges: &[SocketAddr]) -> Vec<String> {
     let held = lane_procs::scan(uid, broker_socket, forges);
@@ -119,6 +142,11 @@ fn held(who: &str, uid: u32, broker_socket: Option<&Path>, forges: &[SocketAddr]
         found.push(format!(
             "{who} runs process {pid} with SSH_AUTH_SOCK={}, another agent than the broker's: any key it holds pushes without the fence; stop it or unset SSH_AUTH_SOCK",
             socket.display()
+        ));
+    }
+    for (pid, var) in held.tokens {
+        found.push(format!(
+            "{who} runs process {pid} with {var} set: a token the lane holds reaches the forge API past the daemon's judgement; unset it and use row-fence install gh"
         ));
     }
     for (pid, why) in held.masters {
@@ -255,6 +283,15 @@ pub fn is_private_key(text: &str) -> bool {
 mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn a_gh_hosts_file_holds_a_real_token_unless_it_is_the_placeholder() {
+        assert!(holds_real_gh_token("github.com:\n    oauth_token: gho_x\n"));
+        assert!(!holds_real_gh_token(
+            "github.com:\n    oauth_token: rowfence_placeholder_ab\n"
+        ));
+        assert!(!holds_real_gh_token("github.com:\n    user: me\n"));
+    }
 
     #[test]
     fn private_keys_are_told_from_public_ones() {

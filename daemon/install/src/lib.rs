@@ -9,7 +9,7 @@
 //! # Layout
 //!
 //! The commands:
-//! - [`install`]: `install launchd|systemd|claude-hook|agent-hook|git-hook|broker`;
+//! - [`install`]: `install launchd|systemd|claude-hook|agent-hook|git-hook|broker|gh`;
 //!   [`job_commands`]: the load, by-hand and rollback lines the job installs print.
 //! - [`render`]: `render launchd|systemd`, and the job settings `install` shares.
 //! - [`git_install`]: `install git-hook`, git's layer in every worktree of a repository.
@@ -21,6 +21,7 @@
 //!   [`broker_wiring`]: its wiring file, which the transport gate reads to write the
 //!   broker's part of the included file it owns;
 //!   [`lane_socket`]: whether the lane can reach the broker's socket.
+//! - [`gh_install`]: `install gh`, a lane's gh through the daemon's forge API.
 //!
 //! What they write:
 //! - [`deploy`]: the launchd and systemd jobs, rendered from `deploy/` with tera.
@@ -53,6 +54,7 @@ pub mod deploy;
 pub mod doctor;
 pub mod forge_hook;
 pub mod gate_lines;
+pub mod gh_install;
 pub mod git_gate;
 pub mod git_hook;
 pub mod git_install;

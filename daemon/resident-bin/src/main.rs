@@ -24,6 +24,8 @@ struct Args {
     location: LocationArgs,
     #[command(flatten)]
     broker: row_fence_resident::broker::BrokerArgs,
+    #[command(flatten)]
+    forge_api: row_fence_resident::forge_api::ForgeApiArgs,
     /// Milliseconds between heartbeats (at least 100)
     #[arg(long, env = "ROW_FENCE_HEARTBEAT_MS", hide_env_values = true, default_value_t = DEFAULT_INTERVAL_MS,
           value_name = "MS", value_parser = clap::value_parser!(u64).range(100..))]
@@ -131,6 +133,7 @@ fn main() {
         extra_uids: args.allowed_uids,
         location: args.location.settings(),
         broker: args.broker.settings(),
+        forge_api: args.forge_api.settings(),
         build: BUILD_DIGEST,
         supervised: args.supervised,
     });

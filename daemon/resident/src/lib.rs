@@ -26,6 +26,8 @@
 //!   [`sync`]: locks that survive a panicked holder.
 //! - [`broker`]: the key broker (the lanes' ssh agent); [`audit`]: its audit log;
 //!   [`socket_reach`]: whether a lane's uid can connect to its socket.
+//! - [`forge_api`]: the lanes' forge API endpoint (GitHub REST and GraphQL, each write
+//!   judged).
 //!
 //! The store and its domain come from `row-fence-store`; the protocol, verdicts and
 //! reasons from the contract crate `row-fence-contract`.
@@ -36,6 +38,7 @@ pub mod budget;
 pub mod config;
 pub mod connection;
 pub mod detach;
+pub mod forge_api;
 pub mod gate;
 pub mod heartbeat;
 pub mod judge;

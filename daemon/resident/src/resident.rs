@@ -46,6 +46,8 @@ pub struct Resident {
     /// The key broker's keys, bindings and counters, when the broker is on: built before
     /// the daemon, which answers their changes on its control socket.
     broker: Option<Arc<crate::broker::Shared>>,
+    /// The forge API endpoint's token and counters, when it is on.
+    forge_api: Option<Arc<crate::forge_api::Shared>>,
     /// A service manager restarts this daemon (`--supervised`): on stale code it exits
     /// for it; otherwise it executes its new binary in place ([`crate::reexec`]).
     supervised: bool,
@@ -70,6 +72,7 @@ impl Resident {
             exit_code: AtomicI32::new(0),
             started_at_ms: ledger::now_ms(),
             broker: None,
+            forge_api: None,
             supervised: false,
         }
     }
@@ -77,6 +80,12 @@ impl Resident {
     /// The key broker's state, when it is on (built before the daemon).
     pub fn with_broker(mut self, broker: Option<Arc<crate::broker::Shared>>) -> Resident {
         self.broker = broker;
+        self
+    }
+
+    /// The forge API endpoint's state, when it is on (built before the daemon).
+    pub fn with_forge_api(mut self, forge_api: Option<Arc<crate::forge_api::Shared>>) -> Resident {
+        self.forge_api = forge_api;
         self
     }
 
@@ -109,6 +118,10 @@ impl Resident {
             let shared = self.broker.as_deref();
             return crate::broker::admin::answer(shared, request.op, uid);
         }
+        if let Op::ForgeTokenAdd(add) = request.op {
+            let shared = self.forge_api.as_deref();
+            return crate::forge_api::admin::token_add(shared, add, uid);
+        }
         match request.op {
             Op::Ask(ask) => self.ask(*ask, uid).await,
             Op::Ping => Answer {
@@ -124,8 +137,12 @@ impl Resident {
                 status: Some(Box::new(self.status())),
                 ..Answer::default()
             },
-            Op::KeysAdd(_) | Op::KeysList | Op::KeysRemove { .. } | Op::LanesReload => {
-                unreachable!("answered above (broker::admin::is_admin)")
+            Op::KeysAdd(_)
+            | Op::KeysList
+            | Op::KeysRemove { .. }
+            | Op::LanesReload
+            | Op::ForgeTokenAdd(_) => {
+                unreachable!("answered above (broker::admin::is_admin, forge_api::admin)")
             }
         }
     }
@@ -278,6 +295,7 @@ impl Resident {
             supervised: self.supervised,
             location_fence: self.judge.location.as_ref().map(|fence| fence.status()),
             broker: self.broker.as_ref().map(|shared| shared.status()),
+            forge_api: self.forge_api.as_ref().map(|shared| shared.status()),
         }
     }
 }

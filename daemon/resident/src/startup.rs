@@ -95,6 +95,9 @@ pub enum StartError {
     /// The location fence could not be built.
     #[error("the location fence: {0}")]
     Fence(#[from] location::map::MapError),
+    /// The forge API endpoint was asked for and could not start.
+    #[error(transparent)]
+    ForgeApi(#[from] crate::forge_api::ForgeApiError),
     /// The key broker was asked for and could not start.
     #[error(transparent)]
     Broker(#[from] crate::broker::BrokerError),
@@ -113,6 +116,8 @@ pub struct Options {
     pub location: Option<location::Settings>,
     /// The key broker's settings; `None` (the default) serves no agent socket.
     pub broker: Option<crate::broker::Settings>,
+    /// The forge API endpoint's settings; `None` (the default) serves no forge API socket.
+    pub forge_api: Option<crate::forge_api::Settings>,
     /// The binary's build digest (`row_fence_stamp::BUILD_DIGEST`), the build half of
     /// the daemon's code stamp.
     pub build: &'static str,
@@ -160,6 +165,7 @@ struct Prepared {
     listener: tokio::net::UnixListener,
     guard: socket::SocketGuard,
     broker: Option<crate::broker::Prepared>,
+    forge_api: Option<crate::forge_api::Prepared>,
     /// Held until the process exits: this home's one daemon.
     _home_lock: nix::fcntl::Flock<std::fs::File>,
 }
@@ -222,10 +228,28 @@ fn prepare(options: &Options) -> Result<Prepared, StartError> {
         .as_ref()
         .map(|broker| crate::broker::prepare(broker, &settings.home))
         .transpose()?;
-    // A start refused after the broker bound its socket takes that socket back.
+    let forge_api = match options
+        .forge_api
+        .as_ref()
+        .map(|forge| crate::forge_api::prepare(forge, &settings.home))
+        .transpose()
+    {
+        Ok(forge_api) => forge_api,
+        Err(e) => {
+            if let Some(broker) = &broker {
+                broker.guard.remove_if_ours();
+            }
+            return Err(e.into());
+        }
+    };
+    // A start refused after the broker (or the forge API) bound its socket takes that
+    // socket back.
     let drop_broker = || {
         if let Some(broker) = &broker {
             broker.guard.remove_if_ours();
+        }
+        if let Some(forge) = &forge_api {
+            forge.guard.remove_if_ours();
         }
     };
     let (listener, guard) = socket::bind(&settings.socket).map_err(|e| {
@@ -259,6 +283,7 @@ fn prepare(options: &Options) -> Result<Prepared, StartError> {
         listener,
         guard,
         broker,
+        forge_api,
         _home_lock: home_lock,
     })
 }
@@ -290,6 +315,7 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
         extra_uids,
         location: _,
         broker: _,
+        forge_api: _,
         build: _,
         supervised,
     } = options;
@@ -301,6 +327,7 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
         listener,
         guard,
         broker,
+        forge_api,
         _home_lock,
     } = prepared;
     let mut uids = vec![paths::euid()];
@@ -313,6 +340,7 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
     let resident = Arc::new(
         Resident::new(judge.clone(), own_code, settings.clone(), uids)
             .with_broker(broker.as_ref().map(|prepared| prepared.shared.clone()))
+            .with_forge_api(forge_api.as_ref().map(|prepared| prepared.shared.clone()))
             .supervised(supervised),
     );
     tracing::info!(
@@ -336,6 +364,8 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
     ));
     tokio::spawn(flush_marks(marks.clone(), resident.shutdown.clone()));
     tokio::spawn(stop_on_signal(resident.clone()));
+    // The forge API names a lane of another uid by the broker's bindings, when it is on.
+    let bindings = broker.as_ref().map(|prepared| prepared.shared.clone());
     let broker_guard = broker.map(|prepared| {
         let crate::broker::Prepared {
             shared,
@@ -362,6 +392,34 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
         });
         guard
     });
+    let forge_guard = forge_api.map(|prepared| {
+        let crate::forge_api::Prepared {
+            shared,
+            listener,
+            guard,
+        } = prepared;
+        tracing::info!(
+            socket = %guard.path().display(),
+            host = %shared.settings.host,
+            "the forge API is serving"
+        );
+        let api = Arc::new(crate::forge_api::serve::ForgeApi {
+            shared,
+            judge: judge.clone(),
+            bindings,
+            own_uid: paths::euid(),
+        });
+        let resident = resident.clone();
+        tokio::spawn(async move {
+            let served =
+                crate::forge_api::serve::run(listener, api, resident.shutdown.clone()).await;
+            if let Err(e) = served {
+                tracing::error!(error = %e, "cannot poll the forge API's socket");
+                resident.stop(EXIT_START_FAILED);
+            }
+        });
+        guard
+    });
     // Bound and about to accept: only now may systemd count the daemon as started.
     crate::supervisor::ready(&settings.socket);
     server::run(listener, resident.clone(), resident.shutdown.clone()).await;
@@ -372,6 +430,9 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
     }
     guard.remove_if_ours();
     if let Some(guard) = broker_guard {
+        guard.remove_if_ours();
+    }
+    if let Some(guard) = forge_guard {
         guard.remove_if_ours();
     }
     let code = resident.exit_code();

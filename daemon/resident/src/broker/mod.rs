@@ -406,7 +406,7 @@ pub fn prepare(settings: &Settings, home: &Path) -> Result<Prepared, BrokerError
 
 /// Creates the socket's directory 0711 if missing (lanes must reach the socket, not list
 /// the directory), then checks it is the daemon's and writable by no one else.
-fn prepare_dir(socket: &Path) -> Result<(), SocketError> {
+pub(crate) fn prepare_dir(socket: &Path) -> Result<(), SocketError> {
     paths::check_socket_length(socket).map_err(SocketError::TooLong)?;
     let dir = socket.parent().unwrap_or(Path::new("."));
     if !dir.exists() {

@@ -1,0 +1,192 @@
+//! The forge API's lanes (docs/forge-api.md, "Design"): which repository each lane's
+//! row is in, and, in the same-uid mode, the placeholder token that names the lane. The
+//! file is an operator's act (`row-fence install gh`), the daemon's own (or root's) and
+//! writable by no one else, read again at every request (a lane added is served at once,
+//! one removed is refused at once).
+//!
+//! ```toml
+//! [[lane]]
+//! lane = "lane-a"
+//! repo = "o/r"                                  # the row's repository
+//! placeholder_sha256 = "…"                      # same-uid mode: the lane's gh token's hash
+//! descriptor = "/srv/lanes/a/.git/row-fence.json"  # same-uid mode: read at every write
+//! ```
+//!
+//! Which lane asks: a peer of another uid than the daemon's is the lane the broker's
+//! bindings bind to that uid (the hard mode, `broker::bound`); a peer of the daemon's own
+//! uid is the lane whose placeholder the request's `Authorization` carries (the same-uid
+//! mode: a check at the write, not a boundary, since that uid can read every lane's file).
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// The file is refused above this size.
+pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+
+/// `<home>/forge-api/lanes.toml`, where `row-fence install gh` registers a lane.
+pub fn default_path(home: &Path) -> PathBuf {
+    home.join("forge-api").join("lanes.toml")
+}
+
+/// One lane the forge API serves.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForgeLane {
+    /// The lane's name (its descriptor must name it).
+    pub lane: String,
+    /// The row's repository, `owner/name`: the only one a write may touch.
+    pub repo: String,
+    /// Same-uid mode: the SHA-256 (hex) of the placeholder token in the lane's gh config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placeholder_sha256: Option<String>,
+    /// Same-uid mode: the lane's descriptor (absolute), read at every write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub descriptor: Option<PathBuf>,
+}
+
+/// The whole file.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForgeLanes {
+    /// The lanes, each name once.
+    #[serde(default)]
+    pub lane: Vec<ForgeLane>,
+}
+
+impl ForgeLanes {
+    /// Parses the file's text: a lane named twice, a placeholder hash used twice, a
+    /// repository not `owner/name` or a relative descriptor is an error.
+    pub fn parse(text: &str) -> Result<ForgeLanes, String> {
+        let lanes: ForgeLanes = toml::from_str(text).map_err(|e| e.to_string())?;
+        let mut names = std::collections::BTreeSet::new();
+        let mut hashes = std::collections::BTreeSet::new();
+        for lane in &lanes.lane {
+            if !names.insert(lane.lane.as_str()) {
+                return Err(format!("lane {} is registered twice", lane.lane));
+            }
+            if !valid_repo(&lane.repo) {
+                return Err(format!(
+                    "lane {}: repo {:?} is not owner/name",
+                    lane.lane, lane.repo
+                ));
+            }
+            if let Some(hash) = &lane.placeholder_sha256
+                && !hashes.insert(hash.as_str())
+            {
+                return Err(format!(
+                    "lane {}: its placeholder is another lane's",
+                    lane.lane
+                ));
+            }
+            if lane.descriptor.as_ref().is_some_and(|d| !d.is_absolute()) {
+                return Err(format!(
+                    "lane {}: the descriptor path is relative",
+                    lane.lane
+                ));
+            }
+        }
+        Ok(lanes)
+    }
+
+    /// Loads `path`, checking only `uid` (the daemon's) or root can have written it. A
+    /// missing file registers no lane.
+    pub fn load(path: &Path, uid: u32) -> Result<ForgeLanes, String> {
+        let file = match std::fs::File::open(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(ForgeLanes::default());
+            }
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        let meta = file
+            .metadata()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        if (meta.uid() != uid && meta.uid() != 0) || meta.mode() & 0o022 != 0 {
+            return Err(format!(
+                "{}: owned by uid {} with mode {:03o}; it must be the daemon's (uid {uid}) or root's and writable by no one else",
+                path.display(),
+                meta.uid(),
+                meta.mode() & 0o777
+            ));
+        }
+        let mut text = String::new();
+        file.take(MAX_FILE_BYTES)
+            .read_to_string(&mut text)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        ForgeLanes::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// The lane named `lane`.
+    pub fn by_lane(&self, lane: &str) -> Option<&ForgeLane> {
+        self.lane.iter().find(|l| l.lane == lane)
+    }
+
+    /// The lane whose placeholder is `token` (compared by hash).
+    pub fn by_placeholder(&self, token: &str) -> Option<&ForgeLane> {
+        let hash = placeholder_hash(token);
+        self.lane
+            .iter()
+            .find(|l| l.placeholder_sha256.as_deref() == Some(hash.as_str()))
+    }
+
+    /// The file's text.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("forge lanes always serialize")
+    }
+}
+
+/// The SHA-256 (lowercase hex) of a placeholder token, as the file keeps it.
+pub fn placeholder_hash(token: &str) -> String {
+    Sha256::digest(token.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// `owner/name`, each of letters, digits, `-`, `_`, `.` (GitHub's own alphabet).
+pub fn valid_repo(repo: &str) -> bool {
+    let ok = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 100
+            && s != "."
+            && s != ".."
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    matches!(repo.split_once('/'), Some((owner, name)) if ok(owner) && ok(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lane_or_placeholder_registered_twice_is_refused() {
+        let one = "[[lane]]\nlane = \"a\"\nrepo = \"o/r\"\nplaceholder_sha256 = \"x\"\n";
+        assert!(ForgeLanes::parse(one).is_ok());
+        let twice = format!("{one}{one}");
+        assert!(ForgeLanes::parse(&twice).is_err());
+        let shared =
+            format!("{one}[[lane]]\nlane = \"b\"\nrepo = \"o/r\"\nplaceholder_sha256 = \"x\"\n");
+        assert!(ForgeLanes::parse(&shared).is_err());
+        assert!(ForgeLanes::parse("[[lane]]\nlane = \"a\"\nrepo = \"o\"\n").is_err());
+        assert!(ForgeLanes::parse("[[lane]]\nlane = \"a\"\nrepo = \"o/r\"\nx = 1\n").is_err());
+    }
+
+    #[test]
+    fn a_placeholder_names_its_lane_by_hash() {
+        let hash = placeholder_hash("secret-placeholder");
+        let lanes = ForgeLanes::parse(&format!(
+            "[[lane]]\nlane = \"a\"\nrepo = \"o/r\"\nplaceholder_sha256 = \"{hash}\"\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            lanes.by_placeholder("secret-placeholder").unwrap().lane,
+            "a"
+        );
+        assert!(lanes.by_placeholder("other").is_none());
+    }
+}
