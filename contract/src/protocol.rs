@@ -47,7 +47,7 @@ pub enum Op {
     /// Makes the key broker read its lane bindings again (after `row-fence lane add` or
     /// `remove`); the daemon's own uid only. Answered with `lanes` or `error`.
     LanesReload,
-    /// Loads the forge API endpoint's token (docs/forge-api.md, "Design"), replacing the
+    /// Loads the forge API endpoint's token (ARCHITECTURE.md, "Forge API"), replacing the
     /// one held; the daemon's own uid only. Answered with `detail` or `error`.
     ForgeTokenAdd(ForgeTokenAdd),
 }

@@ -78,7 +78,7 @@ pub struct Status {
     /// The key broker's state, when it is on (ARCHITECTURE.md, "Key broker").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub broker: Option<BrokerStatus>,
-    /// The forge API endpoint's state, when it is on (docs/forge-api.md, "Design").
+    /// The forge API endpoint's state, when it is on (ARCHITECTURE.md, "Forge API").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forge_api: Option<ForgeApiStatus>,
 }

@@ -1,5 +1,5 @@
 //! `row-fence token add`: the forge API endpoint's token, held only in the running
-//! daemon's memory (docs/forge-api.md, "Design"), sent over its control socket as `keys
+//! daemon's memory (ARCHITECTURE.md, "Forge API"), sent over its control socket as `keys
 //! add` sends a key: to the daemon's own uid's socket only, never written anywhere. Gone
 //! when the daemon stops: the forge API answers 503 until it is added again.
 

@@ -1,5 +1,5 @@
 //! `row-fence install gh`: a lane's gh sends every API request to the daemon's forge API
-//! socket (docs/forge-api.md, "Design"). It writes the lane's gh `config.yml` with a
+//! socket (ARCHITECTURE.md, "Forge API"). It writes the lane's gh `config.yml` with a
 //! top-level `http_unix_socket` (appended to what is there) and its `hosts.yml` with a
 //! per-lane placeholder token (replacing what is there: a real token left in a lane's file
 //! is a route around the fence), and registers the lane, its repository and the

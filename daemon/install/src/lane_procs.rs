@@ -3,7 +3,7 @@
 //!
 //! - another ssh agent, in `SSH_AUTH_SOCK` of a process of the lane's uid;
 //! - a forge token in its environment (`GH_TOKEN`, `GITHUB_TOKEN` and their enterprise
-//!   twins): a route around the daemon's forge API (docs/forge-api.md, "Design");
+//!   twins): a route around the daemon's forge API (ARCHITECTURE.md, "Forge API");
 //! - an ssh master: an `ssh` whose command line asks for one (`-M`, `-N`, `ControlMaster`
 //!   or `ControlPersist` other than `no`), or an `ssh` listening on a control socket. A
 //!   process is an `ssh` by what it runs, not by the name it gives itself: its `argv[0]`,

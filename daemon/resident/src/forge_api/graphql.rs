@@ -1,4 +1,4 @@
-//! What a GraphQL request body asks for (docs/forge-api.md, "Design"): a read (queries
+//! What a GraphQL request body asks for (ARCHITECTURE.md, "Forge API"): a read (queries
 //! only) or a write, parsed with a real GraphQL parser, never matched as text. Any
 //! document with a mutation (or subscription) operation is a write whatever its
 //! `operationName` says; a batch (a JSON array) is a write when any member is; a body

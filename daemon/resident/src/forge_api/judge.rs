@@ -1,4 +1,4 @@
-//! One write's judgement (docs/forge-api.md, "Design"): a listed route or mutation, in
+//! One write's judgement (ARCHITECTURE.md, "Forge API"): a listed route or mutation, in
 //! the row's repository, on a head ref in the row's scope, for a lane whose row the gate
 //! finds ALLOWED (the same store call, margin, counters and ledger as an ask). A write
 //! that acts on an existing pull request first reads it from the forge with the real

@@ -1,4 +1,4 @@
-//! The forge API's lanes (docs/forge-api.md, "Design"): which repository each lane's
+//! The forge API's lanes (ARCHITECTURE.md, "Forge API"): which repository each lane's
 //! row is in, and, in the same-uid mode, the placeholder token that names the lane. The
 //! file is an operator's act (`row-fence install gh`), the daemon's own (or root's) and
 //! writable by no one else, read again at every request (a lane added is served at once,

@@ -1,4 +1,4 @@
-//! The REST writes a lane may be allowed (docs/forge-api.md, "Design"), by method and
+//! The REST writes a lane may be allowed (ARCHITECTURE.md, "Forge API"), by method and
 //! path: every other POST, PUT, PATCH or DELETE is a write passed for no lane. A path is
 //! matched segment by segment after the host's API prefix (`/api/v3` on an enterprise
 //! host); a query string, an encoded or empty segment, `.` or `..` match nothing.

@@ -1,4 +1,4 @@
-//! Whether a pull request's head ref is in the row's scope (docs/forge-api.md, "Design"):
+//! Whether a pull request's head ref is in the row's scope (ARCHITECTURE.md, "Forge API"):
 //! the board's scope from the registry (`[boards.B.scope]`, the forge hook's), judged by
 //! the contract's one rule (`Scope::covers`).
 

@@ -1,4 +1,4 @@
-//! The forge API socket's HTTP/1.1 server (docs/forge-api.md, "Design"): per request, a
+//! The forge API socket's HTTP/1.1 server (ARCHITECTURE.md, "Forge API"): per request, a
 //! bounded size (a larger body is 413, refused as a write; a header block over
 //! [`MAX_HEADER_BYTES`] is 431; a request that is not HTTP is 400), the one upstream
 //! `Host`, the lane (by the peer's uid, or by its placeholder token on the daemon's own

@@ -1,4 +1,4 @@
-//! The one HTTPS client to the forge (docs/forge-api.md, "Design"): the host fixed in the
+//! The one HTTPS client to the forge (ARCHITECTURE.md, "Forge API"): the host fixed in the
 //! daemon's configuration, the system's roots or the one CA configured, no redirect
 //! followed (a `Location` is handed back to the lane, which can follow it only through
 //! this socket, where another host is refused), and the lookups a judgement needs (a
