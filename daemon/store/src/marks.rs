@@ -918,13 +918,9 @@ fn merge_into(
     addresses: &BTreeMap<String, Binding>,
     retired: &BTreeMap<String, String>,
 ) -> std::io::Result<Stores> {
-    if let Some(dir) = path.parent() {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
-    }
+    // The home is made when a process starts (the daemon's startup, a writer's
+    // `Monotonic::new`), never here: a daemon whose home was removed under it must not
+    // bring the directory back on its last flush.
     let lock_path = path.with_extension("lock");
     let lock: File = OpenOptions::new()
         .read(true)

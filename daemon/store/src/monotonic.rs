@@ -95,6 +95,15 @@ impl Monotonic {
     /// flushes revisions on its own schedule ([`Monotonic::marks`]). A lease expiry found
     /// passed, and a board found behind, are written at once by both.
     pub fn new(inner: Arc<dyn LeaseStore>, marks_path: Option<PathBuf>, eager: bool) -> Monotonic {
+        if let Some(dir) = marks_path.as_deref().and_then(std::path::Path::parent) {
+            // The floors go into the process's home; it is made now, before any write is
+            // acknowledged, so recording a committed write never fails for want of it.
+            use std::os::unix::fs::DirBuilderExt;
+            let _ = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir);
+        }
         Monotonic {
             inner,
             marks: Arc::new(Marks::load(marks_path)),
