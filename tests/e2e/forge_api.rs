@@ -1016,6 +1016,10 @@ fn an_allowed_lanes_spellings_of_another_endpoint_reach_nothing() {
         format!("/graphql?query={read}&query={encoded}"),
         format!("/graphql?query={read}&extensions=%7B%7D"),
         format!("http://api.github.com/graphql/?query={encoded}"),
+        "http://uploads.github.com/repos/o/r".to_string(),
+        "http://api.github.com.evil.example/repos/o/r".to_string(),
+        "/repos/o/r/".to_string(),
+        "/repos/o/r;x".to_string(),
     ] {
         shapes.push(format!("{}\r\n", head("GET", &target)));
     }

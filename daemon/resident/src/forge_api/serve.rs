@@ -220,7 +220,12 @@ impl ForgeApi {
             .and_then(|h| h.to_str().ok())
             .or(parts.uri.host())
             .unwrap_or("");
-        if !host.eq_ignore_ascii_case(&self.shared.settings.host) {
+        // An absolute-form target (`GET http://HOST/…`) names its host too: both must be
+        // the one host, so no spelling of a request names two.
+        let uri_host = parts.uri.host().unwrap_or(host);
+        if !host.eq_ignore_ascii_case(&self.shared.settings.host)
+            || !uri_host.eq_ignore_ascii_case(&self.shared.settings.host)
+        {
             return refuse(
                 StatusCode::FORBIDDEN,
                 write_refused(format!(
