@@ -1045,6 +1045,16 @@ fn an_allowed_lanes_spellings_of_another_endpoint_reach_nothing() {
     ] {
         shapes.push(with_body(method, target, "", &mutation_body));
     }
+    // A body of queries with a mutation in the query string.
+    let read_body = "{\"query\": \"{ viewer { login } }\"}";
+    for target in [
+        format!("/graphql?query={encoded}"),
+        format!("/graphql?operationName=x&query={encoded}"),
+        "/graphql?".to_string(),
+        format!("/repos/o/r/pulls?query={encoded}"),
+    ] {
+        shapes.push(with_body("POST", &target, "", read_body));
+    }
     let mut arrived = Vec::new();
     let mut unrefused = Vec::new();
     for shape in &shapes {

@@ -288,6 +288,18 @@ impl ForgeApi {
                 true,
             );
         }
+        // Only a read names a query string: a write's query would reach the forge unjudged
+        // (a GraphQL POST's `?query=mutation…` beside a body of queries).
+        if !matches!(parts.method, Method::GET | Method::HEAD) && parts.uri.query().is_some() {
+            return refuse(
+                StatusCode::FORBIDDEN,
+                write_refused(format!(
+                    "lane {name}: a {} carries no query string",
+                    parts.method
+                )),
+                true,
+            );
+        }
         let kind = self.classify(&parts.method, &path, parts.uri.query(), &body, shape);
         let write = match kind {
             Ok(None) => None,
