@@ -1015,6 +1015,7 @@ fn an_allowed_lanes_spellings_of_another_endpoint_reach_nothing() {
         format!("/repos/../graphql?query={encoded}"),
         format!("/graphql?query={read}&query={encoded}"),
         format!("/graphql?query={read}&extensions=%7B%7D"),
+        format!("/graphql?query={read}&operationName=x;query={encoded}"),
         format!("http://api.github.com/graphql/?query={encoded}"),
         "http://uploads.github.com/repos/o/r".to_string(),
         "http://api.github.com.evil.example/repos/o/r".to_string(),

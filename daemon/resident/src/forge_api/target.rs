@@ -65,12 +65,18 @@ pub fn plain(path: &str, graphql: &str) -> Result<(), String> {
 }
 
 /// The GraphQL document a GET names in its query string (`None`: none), or why the query
-/// string is refused: a parameter other than `query`, `variables` or `operationName`, or
-/// one of them twice (a router may read the last where the daemon judged the first).
+/// string is refused: a parameter other than `query`, `variables` or `operationName`, one
+/// of them twice (a router may read the last where the daemon judged the first), or a `;`
+/// (a router may split there).
 pub fn graphql_get(query: Option<&str>) -> Result<Option<String>, String> {
     let Some(query) = query else {
         return Ok(None);
     };
+    // Some routers split parameters at `;` as well as `&`: `a=x;query=…` would be a
+    // second `query` there and part of `a`'s value here.
+    if query.contains(';') {
+        return Err("a GraphQL GET's query string has a ;".into());
+    }
     let mut seen: Vec<String> = Vec::new();
     let mut document = None;
     for (key, value) in url::form_urlencoded::parse(query.as_bytes()) {
@@ -148,6 +154,7 @@ mod tests {
             "query=%7Bviewer%7D&Query=mutation%7Bx%7D",
             "query=%7Bviewer%7D&extensions=%7B%7D",
             "variables=1&variables=2",
+            "query=%7Bviewer%7D&operationName=x;query=mutation%7Bx%7D",
         ] {
             assert!(graphql_get(Some(query)).is_err(), "{query}");
         }
