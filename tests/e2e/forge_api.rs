@@ -954,3 +954,164 @@ fn an_allowed_lane_writes_only_on_heads_its_rows_scope_covers() {
         "only the covered create arrived"
     );
 }
+
+/// The placeholder token `install gh` gave lane-a.
+fn placeholder(site: &Site) -> String {
+    let hosts = std::fs::read_to_string(site.gh_dir.join("hosts.yml")).unwrap();
+    hosts
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("oauth_token: "))
+        .expect("a placeholder")
+        .to_string()
+}
+
+/// One raw request on its own connection; the whole answer as text.
+fn raw(site: &Site, request: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::os::unix::net::UnixStream::connect(&site.socket).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let _ = stream.write_all(request.as_bytes());
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer
+}
+
+/// Request shapes that name an endpoint by another spelling, carry a body on a read, name
+/// a GraphQL parameter twice, or ask the forge to read the method from a header: while the
+/// lane is ALLOWED none reaches the stand-in at all; a read's extra headers are dropped and
+/// a GraphQL read arrives as one value per key.
+#[test]
+fn an_allowed_lanes_spellings_of_another_endpoint_reach_nothing() {
+    let site = Site::start();
+    let token = placeholder(&site);
+    let mutation = "mutation { closePullRequest(input: {pullRequestId: \\\"PR_kwDOrowfence1\\\"}) { clientMutationId } }";
+    let mutation_body = format!("{{\"query\": \"{mutation}\"}}");
+    let encoded = "mutation%20%7B%20closePullRequest(input%3A%20%7BpullRequestId%3A%20%22PR_kwDOrowfence1%22%7D)%20%7B%20clientMutationId%20%7D%20%7D";
+    let read = "%7Bviewer%7Blogin%7D%7D";
+    let head = |method: &str, target: &str| {
+        format!(
+            "{method} {target} HTTP/1.1\r\nHost: api.github.com\r\nAuthorization: token {token}\r\nConnection: close\r\n"
+        )
+    };
+    let with_body = |method: &str, target: &str, extra: &str, body: &str| {
+        format!(
+            "{}{extra}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            head(method, target),
+            body.len()
+        )
+    };
+    let mut shapes: Vec<String> = Vec::new();
+    for target in [
+        format!("/graphql/?query={encoded}"),
+        format!("//graphql?query={encoded}"),
+        format!("/GraphQL?query={encoded}"),
+        format!("/graphql.json?query={encoded}"),
+        format!("/graphql;x?query={encoded}"),
+        format!("/api/v3/graphql?query={encoded}"),
+        format!("/%67raphql?query={encoded}"),
+        format!("/./graphql?query={encoded}"),
+        format!("/repos/../graphql?query={encoded}"),
+        format!("/graphql?query={read}&query={encoded}"),
+        format!("/graphql?query={read}&extensions=%7B%7D"),
+        format!("/graphql?query={read}&operationName=x;query={encoded}"),
+        format!("http://api.github.com/graphql/?query={encoded}"),
+        "http://uploads.github.com/repos/o/r".to_string(),
+        "http://api.github.com.evil.example/repos/o/r".to_string(),
+        "/repos/o/r/".to_string(),
+        "/repos/o/r;x".to_string(),
+    ] {
+        shapes.push(format!("{}\r\n", head("GET", &target)));
+    }
+    for target in ["/graphql", "/graphql/", "/repos/o/r", "//graphql"] {
+        shapes.push(with_body("GET", target, "", &mutation_body));
+        shapes.push(with_body("HEAD", target, "", &mutation_body));
+    }
+    shapes.push(format!(
+        "{}Transfer-Encoding: chunked\r\n\r\n{:x}\r\n{mutation_body}\r\n0\r\n\r\n",
+        head("GET", "/graphql"),
+        mutation_body.len()
+    ));
+    for (method, target) in [
+        ("POST", "/graphql/"),
+        ("POST", "//graphql"),
+        ("POST", "/GRAPHQL"),
+        ("POST", "/repos/o/r/pulls/"),
+        ("POST", "/repos/o/r/pulls;x"),
+        ("POST", "/repos/o/r%2fpulls"),
+        ("POST", "/api/v3/repos/o/r/pulls"),
+        ("post", "/graphql"),
+        ("PUT", "/graphql"),
+    ] {
+        shapes.push(with_body(method, target, "", &mutation_body));
+    }
+    // A body of queries with a mutation in the query string.
+    let read_body = "{\"query\": \"{ viewer { login } }\"}";
+    for target in [
+        format!("/graphql?query={encoded}"),
+        format!("/graphql?operationName=x&query={encoded}"),
+        "/graphql?".to_string(),
+        format!("/repos/o/r/pulls?query={encoded}"),
+    ] {
+        shapes.push(with_body("POST", &target, "", read_body));
+    }
+    let mut arrived = Vec::new();
+    let mut unrefused = Vec::new();
+    for shape in &shapes {
+        let before = site.forge.requests().len();
+        let answer = raw(&site, shape);
+        let after = site.forge.requests();
+        if after.len() != before {
+            arrived.push((shape.clone(), after[before..].to_vec()));
+        }
+        // A HEAD's answer has no body to say why.
+        if !(shape.starts_with("HEAD ")
+            || answer.starts_with("HTTP/1.1 4")
+            || answer.contains("row-fence: REFUSED"))
+        {
+            unrefused.push((shape.clone(), answer));
+        }
+    }
+    assert!(
+        arrived.is_empty(),
+        "{} of {} shapes arrived at the forge: {arrived:#?}",
+        arrived.len(),
+        shapes.len()
+    );
+    assert!(unrefused.is_empty(), "not refused: {unrefused:#?}");
+    // A read arrives without the lane's method override, forwarding or cookie headers.
+    let answer = raw(
+        &site,
+        &format!(
+            "{}X-HTTP-Method-Override: DELETE\r\nX-Forwarded-Host: evil.example\r\nCookie: a=b\r\n\r\n",
+            head("GET", "/repos/o/r")
+        ),
+    );
+    assert!(answer.starts_with("HTTP/1.1 200"), "a read: {answer:?}");
+    let arrived = site.forge.requests();
+    let last = arrived.last().unwrap();
+    assert_eq!(last.path, "/repos/o/r");
+    for name in ["x-http-method-override", "x-forwarded-host", "cookie"] {
+        assert!(
+            !last.header_names.iter().any(|h| h == name),
+            "{name} arrived: {:?}",
+            last.header_names
+        );
+    }
+    // A GraphQL read with a key twice arrives once, as judged (the last).
+    let twice = "{\"query\": \"mutation { x }\", \"query\": \"{ viewer { login } }\"}";
+    let answer = raw(&site, &with_body("POST", "/graphql", "", twice));
+    assert!(!answer.contains("row-fence"), "a read: {answer:?}");
+    let arrived = site.forge.requests();
+    let last = arrived.last().unwrap();
+    let sent: serde_json::Value = serde_json::from_str(&last.body).unwrap();
+    assert_eq!(
+        sent,
+        json!({"query": "{ viewer { login } }"}),
+        "{}",
+        last.body
+    );
+    assert!(!last.body.contains("mutation"), "{}", last.body);
+    assert!(site.forge.writes().is_empty(), "{:?}", site.forge.writes());
+}

@@ -41,6 +41,8 @@ pub struct Recorded {
     pub body: String,
     /// The GraphQL operation it named (from the stand-in's table), if any.
     pub operation: Option<String>,
+    /// Every header's name, lowercase, in the order they arrived.
+    pub header_names: Vec<String>,
 }
 
 impl Recorded {
@@ -229,6 +231,11 @@ async fn answer(
         .map(|p| p.to_string())
         .unwrap_or_default();
     let method = parts.method.to_string();
+    let header_names: Vec<String> = parts
+        .headers
+        .keys()
+        .map(|k| k.as_str().to_string())
+        .collect();
     let authorization = parts
         .headers
         .get("authorization")
@@ -398,6 +405,7 @@ async fn answer(
         authorization,
         body,
         operation,
+        header_names,
     });
     let mut response = Response::new(Full::new(Bytes::from(reply.to_string())));
     *response.status_mut() = status;

@@ -25,6 +25,7 @@ pub mod lanes;
 pub mod rest;
 pub mod scope;
 pub mod serve;
+pub mod target;
 pub mod upstream;
 
 use crate::socket::{self, SocketError, SocketGuard};

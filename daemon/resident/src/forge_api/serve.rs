@@ -220,7 +220,12 @@ impl ForgeApi {
             .and_then(|h| h.to_str().ok())
             .or(parts.uri.host())
             .unwrap_or("");
-        if !host.eq_ignore_ascii_case(&self.shared.settings.host) {
+        // An absolute-form target (`GET http://HOST/…`) names its host too: both must be
+        // the one host, so no spelling of a request names two.
+        let uri_host = parts.uri.host().unwrap_or(host);
+        if !host.eq_ignore_ascii_case(&self.shared.settings.host)
+            || !uri_host.eq_ignore_ascii_case(&self.shared.settings.host)
+        {
             return refuse(
                 StatusCode::FORBIDDEN,
                 write_refused(format!(
@@ -229,6 +234,11 @@ impl ForgeApi {
                 )),
                 true,
             );
+        }
+        // One spelling per endpoint (target.rs): another would reach the endpoint the
+        // daemon did not judge.
+        if let Err(why) = super::target::plain(&path, graphql_path) {
+            return refuse(StatusCode::FORBIDDEN, write_refused(why), true);
         }
         let lanes = match self.forge_lanes() {
             Ok(lanes) => lanes,
@@ -266,6 +276,30 @@ impl ForgeApi {
                 );
             }
         };
+        // A read carries no body: a router may read one (a GraphQL GET's mutation in its
+        // body) where the daemon judged only the method and the query string.
+        if matches!(parts.method, Method::GET | Method::HEAD) && !body.is_empty() {
+            return refuse(
+                StatusCode::FORBIDDEN,
+                write_refused(format!(
+                    "lane {name}: a {} with a body is not judged",
+                    parts.method
+                )),
+                true,
+            );
+        }
+        // Only a read names a query string: a write's query would reach the forge unjudged
+        // (a GraphQL POST's `?query=mutation…` beside a body of queries).
+        if !matches!(parts.method, Method::GET | Method::HEAD) && parts.uri.query().is_some() {
+            return refuse(
+                StatusCode::FORBIDDEN,
+                write_refused(format!(
+                    "lane {name}: a {} carries no query string",
+                    parts.method
+                )),
+                true,
+            );
+        }
         let kind = self.classify(&parts.method, &path, parts.uri.query(), &body, shape);
         let write = match kind {
             Ok(None) => None,
@@ -289,6 +323,20 @@ impl ForgeApi {
             }
         };
         let body = match write {
+            // A GraphQL read is sent as the daemon parsed it (one value per key), never
+            // as the bytes it judged.
+            None if shape == Shape::Graphql && !body.is_empty() => {
+                match serde_json::from_slice::<Json>(&body) {
+                    Ok(parsed) => Bytes::from(parsed.to_string()),
+                    Err(e) => {
+                        return refuse(
+                            StatusCode::FORBIDDEN,
+                            write_refused(format!("lane {name}: the GraphQL body: {e}")),
+                            true,
+                        );
+                    }
+                }
+            }
             None => body,
             Some(write) => {
                 let descriptor = read_descriptor(source, &name).await;
@@ -389,11 +437,7 @@ impl ForgeApi {
         let graphql = shape == Shape::Graphql;
         match *method {
             Method::GET | Method::HEAD if graphql => {
-                let document = query.and_then(|q| {
-                    url::form_urlencoded::parse(q.as_bytes())
-                        .find(|(k, _)| k == "query")
-                        .map(|(_, v)| v.into_owned())
-                });
+                let document = super::target::graphql_get(query)?;
                 match graphql::classify_get(document.as_deref()) {
                     Kind::Read => Ok(None),
                     Kind::Listed(_) => Err("a mutation sent by GET".into()),
@@ -443,9 +487,16 @@ impl ForgeApi {
     ) -> Response<Full<Bytes>> {
         let mut sent = HeaderMap::new();
         for (name, value) in headers {
-            if passed_on(name) {
+            if sent_upstream(name) {
                 sent.append(name.clone(), value.clone());
             }
+        }
+        // Every body sent is JSON the daemon read (a listed write, a GraphQL request).
+        if !body.is_empty() {
+            sent.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json; charset=utf-8"),
+            );
         }
         match self
             .shared
@@ -548,6 +599,22 @@ fn peer_refused(detail: String) -> Gated {
         verdict: Verdict::CouldNotRead(Reason::PeerRefused),
         detail,
     }
+}
+
+/// A lane's header sent on to the forge: only these, which change no method, route, host
+/// or framing (an `X-HTTP-Method-Override`, an `X-Forwarded-Host` are dropped).
+fn sent_upstream(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "accept"
+            | "accept-language"
+            | "user-agent"
+            | "x-github-api-version"
+            | "graphql-features"
+            | "time-zone"
+            | "if-none-match"
+            | "if-modified-since"
+    )
 }
 
 /// A header relayed in either direction: not the lane's credentials, not hop-by-hop, not
