@@ -224,7 +224,7 @@ impl EtcdCluster {
         for i in 0..MEMBERS {
             cluster.spawn(i, "new");
         }
-        cluster.wait_healthy(&[0, 1, 2], Duration::from_secs(20));
+        cluster.wait_healthy(&[0, 1, 2], Duration::from_secs(45));
         cluster.learn_ids();
         cluster
     }
@@ -457,7 +457,7 @@ impl EtcdCluster {
         for i in 0..MEMBERS {
             self.spawn(i, "new");
         }
-        self.wait_healthy(&[0, 1, 2], Duration::from_secs(20));
+        self.wait_healthy(&[0, 1, 2], Duration::from_secs(45));
         self.learn_ids();
     }
 

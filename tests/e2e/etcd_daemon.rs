@@ -410,7 +410,7 @@ fn store_check_names_the_quorum_and_health_fails_while_asks_fail() {
     for i in &lost {
         cluster.restart(*i);
     }
-    cluster.wait_healthy(&[0, 1, 2], Duration::from_secs(20));
+    cluster.wait_healthy(&[0, 1, 2], Duration::from_secs(45));
     until(
         Duration::from_secs(10),
         || home.ask_with(&a, &[]),

@@ -176,7 +176,7 @@ fn a_member_dead_stopped_or_cut_off_before_the_cli_and_a_fresh_daemon_costs_no_c
     cluster.leader_among(&others);
     served_by_the_others(&cluster, leader, true, "leader killed", &mut rec);
     cluster.restart(leader);
-    cluster.wait_healthy(&[0, 1, 2], Duration::from_secs(20));
+    cluster.wait_healthy(&[0, 1, 2], Duration::from_secs(45));
 
     // A follower stopped: it accepts connections and answers nothing.
     let leader = cluster.leader();
@@ -184,7 +184,7 @@ fn a_member_dead_stopped_or_cut_off_before_the_cli_and_a_fresh_daemon_costs_no_c
     cluster.signal(follower, Signal::SIGSTOP);
     served_by_the_others(&cluster, follower, true, "follower stopped", &mut rec);
     cluster.signal(follower, Signal::SIGCONT);
-    cluster.wait_healthy(&[0, 1, 2], Duration::from_secs(20));
+    cluster.wait_healthy(&[0, 1, 2], Duration::from_secs(45));
 
     // A follower cut off from the others (clients still reach it).
     let leader = cluster.leader();

@@ -469,7 +469,7 @@ fn etcd_history_under_a_leader_kill_and_a_leader_pause_has_no_wrong_allowed() {
         cluster.kill9(killed);
         std::thread::sleep(Duration::from_millis(1_500));
         cluster.restart(killed);
-        cluster.wait_healthy(&[0, 1, 2], Duration::from_secs(20));
+        cluster.wait_healthy(&[0, 1, 2], Duration::from_secs(45));
         std::thread::sleep(Duration::from_millis(1_500));
         let paused = cluster.leader();
         cluster.signal(paused, Signal::SIGSTOP);
