@@ -76,10 +76,10 @@ pub async fn write(
             return Err(Refusal { gated });
         }
     };
-    let refuse = |detail: String| {
+    let refuse = |denial: Denial| {
         let gated = Gated {
-            verdict: Verdict::Refused(Reason::ForgeWriteRefused),
-            detail,
+            verdict: Verdict::Refused(denial.reason),
+            detail: denial.detail,
         };
         let claim = claim(descriptor, action, asker);
         asker
@@ -115,6 +115,28 @@ fn claim<'a>(descriptor: &'a Descriptor, action: &'a str, asker: &'a Asker<'_>) 
     }
 }
 
+/// Why a write is refused: `outside_scope` when the pull request's head is outside the
+/// row's scope (the reason the forge hook gives), `forge_write_refused` for the rest.
+struct Denial {
+    reason: Reason,
+    detail: String,
+}
+
+impl From<String> for Denial {
+    fn from(detail: String) -> Denial {
+        Denial {
+            reason: Reason::ForgeWriteRefused,
+            detail,
+        }
+    }
+}
+
+impl From<&str> for Denial {
+    fn from(detail: &str) -> Denial {
+        Denial::from(detail.to_string())
+    }
+}
+
 fn same_repo(a: &str, b: &str) -> bool {
     a.eq_ignore_ascii_case(b)
 }
@@ -138,7 +160,7 @@ fn pull_in_scope(
     lane: &Lane,
     d: &Descriptor,
     pull: &PullHead,
-) -> Result<(), String> {
+) -> Result<(), Denial> {
     in_repo(lane, &pull.base_repo)?;
     match &pull.head_repo {
         Some(head) if same_repo(head, &lane.repo) => {}
@@ -146,20 +168,24 @@ fn pull_in_scope(
             return Err(format!(
                 "pull request #{}'s head is not a branch of {}",
                 pull.number, lane.repo
-            ));
+            )
+            .into());
         }
     }
     scoped(judge, d, &pull.head_ref)
 }
 
-fn scoped(judge: &Judge, d: &Descriptor, head_ref: &str) -> Result<(), String> {
+fn scoped(judge: &Judge, d: &Descriptor, head_ref: &str) -> Result<(), Denial> {
     if head_in_scope(judge.registry().scope(&d.board), d, head_ref) {
         Ok(())
     } else {
-        Err(format!(
-            "the head {head_ref} is not in the scope of row {}/{}",
-            d.board, d.row
-        ))
+        Err(Denial {
+            reason: Reason::OutsideScope,
+            detail: format!(
+                "the head {head_ref} is not in the scope of row {}/{}",
+                d.board, d.row
+            ),
+        })
     }
 }
 
@@ -184,7 +210,7 @@ async fn rest_write(
     d: &Descriptor,
     route: Route,
     mut body: Map<String, Json>,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, Denial> {
     in_repo(lane, route.repo())?;
     let prefix = asker.shared.settings.rest_prefix();
     match &route {
@@ -227,7 +253,7 @@ async fn graphql_write(
     d: &Descriptor,
     call: Call,
     mut request: Map<String, Json>,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, Denial> {
     let graphql = asker.shared.settings.graphql_path();
     let upstream = &asker.shared.upstream;
     let mut input = call.input;
@@ -246,7 +272,8 @@ async fn graphql_write(
                 return Err(format!(
                     "repository {asked} is not lane {}'s repository {}",
                     lane.name, lane.repo
-                ));
+                )
+                .into());
             }
             if input
                 .get("headRepositoryId")
