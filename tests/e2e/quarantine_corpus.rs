@@ -1,9 +1,10 @@
-//! Round four, generated (ARCHITECTURE.md, "Quarantine"): each kind of issue 31's report
-//! is a generator, run through each harness's installed hook (`row-fence install
-//! agent-hook`, the command read back from the file it wrote) fed the harness's own input
-//! shape, with the damage checked where a refused lane would do it: the bare remote, a
-//! planted program (it touches a proof file, hits a loopback server and pushes), files
-//! outside the worktree, in `.git`, in the fence's home and in the user's home.
+//! Round four, generated (ARCHITECTURE.md, "Quarantine"): each kind of write a refused
+//! lane once got out of the quarantine is a generator, run through each harness's
+//! installed hook (`row-fence install agent-hook`, the command read back from the file it
+//! wrote) fed the harness's own input shape, with the damage checked where a refused lane
+//! would do it: the bare remote, a planted program (it touches a proof file, hits a
+//! loopback server and pushes), files outside the worktree, in `.git`, in the fence's home
+//! and in the user's home.
 //!
 //! - git reads × the keys that make git run a program or reach out × planted git
 //!   directory layouts (the clone's own configuration with a promisor remote, a bare
