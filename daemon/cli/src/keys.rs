@@ -132,12 +132,26 @@ fn keys_add(args: KeysAddArgs, settings: &Settings) -> Outcome {
 /// The key's text from `file` (the caller's own, private to it, as OpenSSH wants a
 /// private key) or stdin (`-`).
 fn read_key(file: &Path) -> Result<Zeroizing<String>, Failure> {
+    read_secret(file, MAX_KEY_BYTES, "key", "a private key")
+}
+
+/// A secret (a private key, a forge token) from `file` or stdin (`-`), into memory wiped
+/// when dropped. A file must be the caller's own with no group or other bits (`holder`
+/// names it in that error: "a private key", "a token file"), since another uid that can
+/// read it has the secret too; at most `max` bytes (more is not such a secret: usage
+/// error), never blank. `what` names the secret in the other errors.
+pub(crate) fn read_secret(
+    file: &Path,
+    max: u64,
+    what: &str,
+    holder: &str,
+) -> Result<Zeroizing<String>, Failure> {
     let mut text = Zeroizing::new(String::new());
     if file == Path::new("-") {
         std::io::stdin()
-            .take(MAX_KEY_BYTES + 1)
+            .take(max + 1)
             .read_to_string(&mut text)
-            .map_err(|e| Failure::could_not(format!("cannot read the key from stdin: {e}")))?;
+            .map_err(|e| Failure::could_not(format!("cannot read the {what} from stdin: {e}")))?;
     } else {
         let opened = std::fs::File::open(file)
             .map_err(|e| Failure::could_not(format!("{}: {e}", file.display())))?;
@@ -147,28 +161,26 @@ fn read_key(file: &Path) -> Result<Zeroizing<String>, Failure> {
         let uid = paths::euid();
         if meta.uid() != uid || meta.mode() & 0o077 != 0 {
             return Err(Failure::usage(format!(
-                "{}: owned by uid {} with mode {:03o}; a private key must be uid {uid}'s with no group or other bits (chmod 600)",
+                "{}: owned by uid {} with mode {:03o}; {holder} must be uid {uid}'s with no group or other bits (chmod 600)",
                 file.display(),
                 meta.uid(),
                 meta.mode() & 0o777
             )));
         }
         opened
-            .take(MAX_KEY_BYTES + 1)
+            .take(max + 1)
             .read_to_string(&mut text)
             .map_err(|e| Failure::could_not(format!("{}: {e}", file.display())))?;
     }
     if text.trim().is_empty() {
         return Err(Failure::usage(if file == Path::new("-") {
-            "no key on stdin".to_string()
+            format!("no {what} on stdin")
         } else {
             format!("{} is empty", file.display())
         }));
     }
-    if text.len() as u64 > MAX_KEY_BYTES {
-        return Err(Failure::usage(format!(
-            "the key is over {MAX_KEY_BYTES} bytes: not a private key"
-        )));
+    if text.len() as u64 > max {
+        return Err(Failure::usage(format!("the {what} is over {max} bytes")));
     }
     Ok(text)
 }

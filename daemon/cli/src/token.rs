@@ -6,10 +6,8 @@
 use crate::keys::exchange;
 use row_fence_contract::exit::{Failure, Outcome};
 use row_fence_contract::protocol::{ForgeTokenAdd, Op, PROTOCOL_VERSION, Request};
-use row_fence_contract::{exit, paths, say};
+use row_fence_contract::{exit, say};
 use row_fence_resident::config::Settings;
-use std::io::Read;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use zeroize::{Zeroize, Zeroizing};
 
@@ -61,39 +59,5 @@ pub fn token(args: TokenArgs, settings: &Settings) -> Outcome {
 }
 
 fn read_token(file: &Path) -> Result<Zeroizing<String>, Failure> {
-    let mut text = Zeroizing::new(String::new());
-    if file == Path::new("-") {
-        std::io::stdin()
-            .take(MAX_TOKEN_BYTES + 1)
-            .read_to_string(&mut text)
-            .map_err(|e| Failure::could_not(format!("cannot read the token from stdin: {e}")))?;
-    } else {
-        let opened = std::fs::File::open(file)
-            .map_err(|e| Failure::could_not(format!("{}: {e}", file.display())))?;
-        let meta = opened
-            .metadata()
-            .map_err(|e| Failure::could_not(format!("{}: {e}", file.display())))?;
-        let uid = paths::euid();
-        if meta.uid() != uid || meta.mode() & 0o077 != 0 {
-            return Err(Failure::usage(format!(
-                "{}: owned by uid {} with mode {:03o}; a token file must be uid {uid}'s with no group or other bits (chmod 600)",
-                file.display(),
-                meta.uid(),
-                meta.mode() & 0o777
-            )));
-        }
-        opened
-            .take(MAX_TOKEN_BYTES + 1)
-            .read_to_string(&mut text)
-            .map_err(|e| Failure::could_not(format!("{}: {e}", file.display())))?;
-    }
-    if text.trim().is_empty() {
-        return Err(Failure::usage("no token given".to_string()));
-    }
-    if text.len() as u64 > MAX_TOKEN_BYTES {
-        return Err(Failure::usage(format!(
-            "the token is over {MAX_TOKEN_BYTES} bytes"
-        )));
-    }
-    Ok(text)
+    crate::keys::read_secret(file, MAX_TOKEN_BYTES, "token", "a token file")
 }
