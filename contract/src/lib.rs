@@ -16,6 +16,7 @@
 //! - [`no_follow`]: opening a file with no symbolic link anywhere in its path.
 //! - [`git_layout`]: git dirs as git lays them out (worktrees' common dir, submodules').
 //! - [`protocol`]: request and answer lines on the socket.
+//! - [`push`]: the push socket's request header (`git-remote-row-fence` to the daemon).
 //! - [`client`]: one exchange with the daemon within one deadline.
 //! - [`paths`]: the home directory's files; socket path and directory checks.
 //! - [`stamp`]: the code stamp's run-time half (registry digest, combine, foreign detail).
@@ -35,6 +36,7 @@ pub mod ledger;
 pub mod no_follow;
 pub mod paths;
 pub mod protocol;
+pub mod push;
 pub mod quarantine;
 pub mod report;
 pub mod scope;

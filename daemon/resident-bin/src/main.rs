@@ -26,6 +26,8 @@ struct Args {
     broker: row_fence_resident::broker::BrokerArgs,
     #[command(flatten)]
     forge_api: row_fence_resident::forge_api::ForgeApiArgs,
+    #[command(flatten)]
+    push: row_fence_resident::push::PushArgs,
     /// Milliseconds between heartbeats (at least 100)
     #[arg(long, env = "ROW_FENCE_HEARTBEAT_MS", hide_env_values = true, default_value_t = DEFAULT_INTERVAL_MS,
           value_name = "MS", value_parser = clap::value_parser!(u64).range(100..))]
@@ -134,6 +136,7 @@ fn main() {
         location: args.location.settings(),
         broker: args.broker.settings(),
         forge_api: args.forge_api.settings(),
+        push: args.push.settings(),
         build: BUILD_DIGEST,
         supervised: args.supervised,
     });

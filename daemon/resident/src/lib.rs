@@ -28,6 +28,7 @@
 //!   [`socket_reach`]: whether a lane's uid can connect to its socket.
 //! - [`forge_api`]: the lanes' forge API endpoint (GitHub REST and GraphQL, each write
 //!   judged).
+//! - [`push`]: the push socket: the daemon pushes for the lanes, judging at the write.
 //!
 //! The store and its domain come from `row-fence-store`; the protocol, verdicts and
 //! reasons from the contract crate `row-fence-contract`.
@@ -45,6 +46,7 @@ pub mod judge;
 pub mod location;
 pub mod log_limit;
 pub mod own_code;
+pub mod push;
 pub mod reexec;
 pub mod refusals;
 pub mod registry;

@@ -101,6 +101,9 @@ pub enum StartError {
     /// The key broker was asked for and could not start.
     #[error(transparent)]
     Broker(#[from] crate::broker::BrokerError),
+    /// The push socket was asked for and could not start.
+    #[error(transparent)]
+    Push(#[from] crate::push::PushStartError),
 }
 
 /// What the daemon needs beyond the common settings.
@@ -118,6 +121,8 @@ pub struct Options {
     pub broker: Option<crate::broker::Settings>,
     /// The forge API endpoint's settings; `None` (the default) serves no forge API socket.
     pub forge_api: Option<crate::forge_api::Settings>,
+    /// The push socket's settings; `None` (the default) serves no push socket.
+    pub push: Option<crate::push::RawSettings>,
     /// The binary's build digest (`row_fence_stamp::BUILD_DIGEST`), the build half of
     /// the daemon's code stamp.
     pub build: &'static str,
@@ -166,6 +171,7 @@ struct Prepared {
     guard: socket::SocketGuard,
     broker: Option<crate::broker::Prepared>,
     forge_api: Option<crate::forge_api::Prepared>,
+    push: Option<crate::push::Prepared>,
     /// Held until the process exits: this home's one daemon.
     _home_lock: nix::fcntl::Flock<std::fs::File>,
 }
@@ -242,14 +248,34 @@ fn prepare(options: &Options) -> Result<Prepared, StartError> {
             return Err(e.into());
         }
     };
-    // A start refused after the broker (or the forge API) bound its socket takes that
-    // socket back.
+    let push = match options
+        .push
+        .as_ref()
+        .map(|push| crate::push::prepare(push, &settings.home, broker.is_some()))
+        .transpose()
+    {
+        Ok(push) => push,
+        Err(e) => {
+            if let Some(broker) = &broker {
+                broker.guard.remove_if_ours();
+            }
+            if let Some(forge) = &forge_api {
+                forge.guard.remove_if_ours();
+            }
+            return Err(e.into());
+        }
+    };
+    // A start refused after the broker (or the forge API, or the push socket) bound its
+    // socket takes that socket back.
     let drop_broker = || {
         if let Some(broker) = &broker {
             broker.guard.remove_if_ours();
         }
         if let Some(forge) = &forge_api {
             forge.guard.remove_if_ours();
+        }
+        if let Some(push) = &push {
+            push.guard.remove_if_ours();
         }
     };
     let (listener, guard) = socket::bind(&settings.socket).map_err(|e| {
@@ -284,6 +310,7 @@ fn prepare(options: &Options) -> Result<Prepared, StartError> {
         guard,
         broker,
         forge_api,
+        push,
         _home_lock: home_lock,
     })
 }
@@ -316,6 +343,7 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
         location: _,
         broker: _,
         forge_api: _,
+        push: _,
         build: _,
         supervised,
     } = options;
@@ -328,6 +356,7 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
         guard,
         broker,
         forge_api,
+        push,
         _home_lock,
     } = prepared;
     let mut uids = vec![paths::euid()];
@@ -366,6 +395,37 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
     tokio::spawn(stop_on_signal(resident.clone()));
     // The forge API names a lane of another uid by the broker's bindings, when it is on.
     let bindings = broker.as_ref().map(|prepared| prepared.shared.clone());
+    // The push socket pushes with the broker's keys, for the broker's bound lanes.
+    let push_guard = match (push, bindings.clone()) {
+        (Some(prepared), Some(shared)) => {
+            let crate::push::Prepared {
+                settings: push_settings,
+                listener,
+                guard,
+            } = prepared;
+            tracing::info!(
+                socket = %guard.path().display(),
+                forges = push_settings.forges.len(),
+                "the push socket is serving"
+            );
+            let pusher = Arc::new(crate::push::Pusher::new(
+                shared,
+                judge.clone(),
+                push_settings,
+                paths::euid(),
+            ));
+            let resident = resident.clone();
+            tokio::spawn(async move {
+                let served = crate::push::run(listener, pusher, resident.shutdown.clone()).await;
+                if let Err(e) = served {
+                    tracing::error!(error = %e, "cannot poll the push socket");
+                    resident.stop(EXIT_START_FAILED);
+                }
+            });
+            Some(guard)
+        }
+        _ => None,
+    };
     let broker_guard = broker.map(|prepared| {
         let crate::broker::Prepared {
             shared,
@@ -433,6 +493,9 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
         guard.remove_if_ours();
     }
     if let Some(guard) = forge_guard {
+        guard.remove_if_ours();
+    }
+    if let Some(guard) = push_guard {
         guard.remove_if_ours();
     }
     let code = resident.exit_code();

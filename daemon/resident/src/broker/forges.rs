@@ -106,6 +106,15 @@ impl Forges {
         &self.users
     }
 
+    /// The allowed host keys as OpenSSH public key lines (`ssh-ed25519 AAAA…`), for the
+    /// known_hosts file of the daemon's own pushes (ARCHITECTURE.md, "Push proxy").
+    pub fn openssh_lines(&self) -> Vec<String> {
+        self.hosts
+            .iter()
+            .filter_map(|(key, _)| PublicKey::new(key.clone(), "").to_openssh().ok())
+            .collect()
+    }
+
     /// How many host keys are allowed (for `status`).
     pub fn len(&self) -> usize {
         self.hosts.len()

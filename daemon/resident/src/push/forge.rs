@@ -1,0 +1,242 @@
+//! One connection to the forge's `git-receive-pack` (ARCHITECTURE.md, "Push proxy"). The
+//! ssh arm runs OpenSSH's `ssh` with no configuration of its own (`-F /dev/null`), the
+//! forge's pinned host keys only, no multiplexing, and as its only identities the lane's
+//! push keys, served from the daemon's memory by an agent only the daemon's uid can
+//! reach ([`super::agent`]). What the connection carries is the same for every arm: a
+//! reader and a writer; HTTPS (smart HTTP) would be another arm of [`Connection`].
+
+use super::target::Target;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::process::{Child, Command};
+
+/// The most of the forge's stderr kept for an error message, in bytes.
+const MAX_STDERR_BYTES: usize = 8 * 1024;
+
+/// The files one push's ssh reads, in the push's own 0700 directory.
+#[derive(Clone, Debug)]
+pub struct SshFiles {
+    /// The agent socket ([`super::agent`]).
+    pub agent: PathBuf,
+    /// The pinned host keys, as known_hosts lines for the forge's host.
+    pub known_hosts: PathBuf,
+    /// The public halves of the lane's push keys (ssh's `IdentityFile` for an agent key).
+    pub identities: Vec<PathBuf>,
+}
+
+/// Why the forge could not be reached.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ForgeError {
+    /// `ssh` did not start.
+    #[error("cannot start ssh to the forge: {0}")]
+    Spawn(std::io::Error),
+    /// The connection ended or broke; what ssh or the forge said.
+    #[error("the forge connection failed: {0}")]
+    Broken(String),
+}
+
+/// An open connection to the forge's receive-pack.
+pub struct Connection {
+    /// The forge's output.
+    pub reader: Box<dyn AsyncRead + Unpin + Send>,
+    /// The forge's input; dropped to close it.
+    pub writer: Option<Box<dyn AsyncWrite + Unpin + Send>>,
+    /// The arm's own part.
+    arm: Arm,
+}
+
+/// What differs per transport.
+enum Arm {
+    /// The `ssh` child and what it says on stderr.
+    Ssh {
+        child: Child,
+        stderr: tokio::task::JoinHandle<Vec<u8>>,
+    },
+}
+
+impl Connection {
+    /// Opens `git-receive-pack '<repository>'` on the target's forge over ssh.
+    pub fn ssh(target: &Target, files: &SshFiles) -> Result<Connection, ForgeError> {
+        let mut command = Command::new("ssh");
+        command.args(ssh_args(target, files));
+        command
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        if let Some(home) = std::env::var_os("HOME") {
+            command.env("HOME", home);
+        }
+        let mut child = command.spawn().map_err(ForgeError::Spawn)?;
+        let (Some(stdin), Some(stdout), Some(mut err)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(ForgeError::Spawn(std::io::Error::other(
+                "ssh started without its pipes",
+            )));
+        };
+        let stderr = tokio::spawn(async move {
+            let mut kept = Vec::new();
+            let mut buf = [0u8; 1024];
+            while let Ok(n) = err.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                let room = MAX_STDERR_BYTES.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+            kept
+        });
+        Ok(Connection {
+            reader: Box::new(stdout),
+            writer: Some(Box::new(stdin)),
+            arm: Arm::Ssh { child, stderr },
+        })
+    }
+
+    /// Drops the connection at once (the forge then applies nothing: its pack never
+    /// ended).
+    pub async fn kill(mut self) {
+        self.writer = None;
+        match &mut self.arm {
+            Arm::Ssh { child, .. } => {
+                let _ = child.start_kill();
+                let _ = child.wait().await;
+            }
+        }
+    }
+
+    /// Waits for the connection to end; what it said on stderr, trimmed to a line.
+    pub async fn finish(mut self) -> (bool, String) {
+        self.writer = None;
+        match self.arm {
+            Arm::Ssh { mut child, stderr } => {
+                let ok = child.wait().await.is_ok_and(|s| s.success());
+                let said = stderr.await.unwrap_or_default();
+                (ok, one_line(&said))
+            }
+        }
+    }
+}
+
+/// ssh's stderr on one line, for an error message.
+fn one_line(said: &[u8]) -> String {
+    String::from_utf8_lossy(said)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The ssh command line (`ssh` excluded).
+pub fn ssh_args(target: &Target, files: &SshFiles) -> Vec<String> {
+    let o = |text: String| ["-o".to_string(), text];
+    let mut args: Vec<String> = vec!["-F".into(), "/dev/null".into(), "-T".into(), "-x".into()];
+    for option in [
+        "BatchMode=yes".to_string(),
+        "IdentitiesOnly=yes".to_string(),
+        format!("IdentityAgent={}", files.agent.display()),
+        "StrictHostKeyChecking=yes".to_string(),
+        format!("UserKnownHostsFile={}", files.known_hosts.display()),
+        "GlobalKnownHostsFile=/dev/null".to_string(),
+        "UpdateHostKeys=no".to_string(),
+        "ControlMaster=no".to_string(),
+        "ControlPath=none".to_string(),
+        "ForwardAgent=no".to_string(),
+        "ClearAllForwardings=yes".to_string(),
+        "PermitLocalCommand=no".to_string(),
+        "ProxyCommand=none".to_string(),
+        "PreferredAuthentications=publickey".to_string(),
+        "ConnectTimeout=20".to_string(),
+    ] {
+        args.extend(o(option));
+    }
+    for identity in &files.identities {
+        args.extend(o(format!("IdentityFile={}", identity.display())));
+    }
+    args.extend([
+        "-p".into(),
+        target.forge.port.to_string(),
+        "-l".into(),
+        target.forge.user.clone(),
+        "--".into(),
+        target.forge.host.clone(),
+        format!("git-receive-pack '{}'", target.repository),
+    ]);
+    args
+}
+
+/// Writes the files ssh reads into `dir` (the push's own 0700 directory): the pinned
+/// host keys under the forge's host name and the lane's public keys.
+pub fn write_files(
+    dir: &Path,
+    host_name: &str,
+    host_keys: &[String],
+    public_keys: &[String],
+) -> std::io::Result<SshFiles> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let write = |path: &Path, text: &str| -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)?;
+        f.write_all(text.as_bytes())
+    };
+    let known_hosts = dir.join("known_hosts");
+    let lines: String = host_keys
+        .iter()
+        .map(|k| format!("{host_name} {k}\n"))
+        .collect();
+    write(&known_hosts, &lines)?;
+    let mut identities = Vec::new();
+    for (i, key) in public_keys.iter().enumerate() {
+        let path = dir.join(format!("id-{i}.pub"));
+        write(&path, &format!("{key}\n"))?;
+        identities.push(path);
+    }
+    Ok(SshFiles {
+        agent: dir.join("agent"),
+        known_hosts,
+        identities,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::push::target::{Forge, resolve};
+
+    #[test]
+    fn ssh_is_pinned_unmultiplexed_and_uses_only_the_daemons_agent() {
+        let forges = vec![Forge::parse("ssh://git@127.0.0.1:2222/srv/").unwrap()];
+        let target = resolve(&forges, "ssh://git@127.0.0.1:2222/srv/app.git").unwrap();
+        let files = SshFiles {
+            agent: "/d/agent".into(),
+            known_hosts: "/d/known_hosts".into(),
+            identities: vec!["/d/id-0.pub".into()],
+        };
+        let args = ssh_args(&target, &files).join(" ");
+        for needed in [
+            "-F /dev/null",
+            "-o BatchMode=yes",
+            "-o IdentitiesOnly=yes",
+            "-o IdentityAgent=/d/agent",
+            "-o StrictHostKeyChecking=yes",
+            "-o UserKnownHostsFile=/d/known_hosts",
+            "-o GlobalKnownHostsFile=/dev/null",
+            "-o ControlMaster=no",
+            "-o ControlPath=none",
+            "-o IdentityFile=/d/id-0.pub",
+            "-p 2222 -l git -- 127.0.0.1 git-receive-pack '/srv/app.git'",
+        ] {
+            assert!(args.contains(needed), "{needed} in {args}");
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! The push socket: the daemon pushes for the lanes (ARCHITECTURE.md, "Push proxy"). A
+//! lane's `git push` reaches it through `git-remote-row-fence`; the daemon resolves the
+//! URL against its own forges, relays the forge's advertisement, spools the lane's pack,
+//! judges the lease and every ref against the row's scope, and pushes on a fresh forge
+//! connection with keys only it holds, judging again before the pack's last bytes. The
+//! lane holds no credential and no authenticated forge connection: nothing to keep open,
+//! nothing to sign.
+//!
+//! # Layout
+//! - [`pkt`]: pkt-line framing, bounded.
+//! - [`advert`]: the forge's advertisement and the capabilities forwarded.
+//! - [`request`]: the lane's commands, capabilities and push options.
+//! - [`spool`]: the pack on the daemon's disk, its trailer checked.
+//! - [`walk`]: the fast-forward proof from the pack's commits.
+//! - [`target`]: the configured forges and a push URL resolved against them.
+//! - [`forge`]: a connection to the forge's receive-pack (the ssh arm).
+//! - [`agent`]: the in-memory ssh agent one push's ssh uses.
+//! - [`lane`]: who pushes, and the judgement of the lease and the scope.
+//! - [`answer`]: the daemon's own answers (`ERR`, `ng` for every ref, side-band).
+//! - [`session`]: one push, start to end.
+//! - here: the flags, the socket and the accept loop.
+
+pub mod advert;
+pub mod agent;
+pub mod answer;
+pub mod forge;
+pub mod lane;
+pub mod pkt;
+pub mod request;
+pub mod session;
+pub mod spool;
+pub mod target;
+pub mod walk;
+
+use crate::broker::Shared;
+use crate::judge::Judge;
+use crate::socket::{self, SocketError, SocketGuard};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use target::{Forge, TargetError};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+/// The default bound on one pack, in bytes (`--push-max-pack-bytes`).
+pub const DEFAULT_MAX_PACK_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// Pushes served at once; one more is answered busy (each holds two ssh processes and a
+/// spool file at most).
+pub const MAX_PUSHES: usize = 16;
+
+/// The push socket's flags (off unless `--push-socket` is given; needs the key broker,
+/// whose keys, bindings and pinned host keys it uses).
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct PushArgs {
+    /// Serve pushes for the lanes on this socket (git-remote-row-fence connects to it) [env: ROW_FENCE_PUSH_SOCKET]
+    #[arg(long, value_name = "PATH")]
+    pub push_socket: Option<PathBuf>,
+    /// A forge the daemon pushes to, ssh://USER@HOST[:PORT]/[PATH/] (its host keys are --broker-forge-host-key's); repeatable [env: ROW_FENCE_PUSH_FORGES, comma-separated]
+    #[arg(long = "push-forge", value_name = "URL")]
+    pub push_forges: Vec<String>,
+    /// The largest pack a lane may push, in bytes [env: ROW_FENCE_PUSH_MAX_PACK_BYTES] [default: 1073741824]
+    #[arg(long, value_name = "BYTES")]
+    pub push_max_pack_bytes: Option<u64>,
+}
+
+impl PushArgs {
+    /// The settings, or `None` when no push socket is set.
+    pub fn settings(&self) -> Option<RawSettings> {
+        let socket = crate::config::flag_or_env(&self.push_socket, "ROW_FENCE_PUSH_SOCKET")?;
+        let forges = if self.push_forges.is_empty() {
+            std::env::var("ROW_FENCE_PUSH_FORGES")
+                .unwrap_or_default()
+                .split(',')
+                .filter(|f| !f.is_empty())
+                .map(str::to_string)
+                .collect()
+        } else {
+            self.push_forges.clone()
+        };
+        let max_pack_bytes = self.push_max_pack_bytes.or_else(|| {
+            std::env::var("ROW_FENCE_PUSH_MAX_PACK_BYTES")
+                .ok()
+                .and_then(|v| v.parse().ok())
+        });
+        Some(RawSettings {
+            socket,
+            forges,
+            max_pack_bytes: max_pack_bytes.unwrap_or(DEFAULT_MAX_PACK_BYTES),
+        })
+    }
+}
+
+/// The flags as given.
+#[derive(Clone, Debug)]
+pub struct RawSettings {
+    /// The push socket.
+    pub socket: PathBuf,
+    /// The `--push-forge` values.
+    pub forges: Vec<String>,
+    /// The pack bound, in bytes.
+    pub max_pack_bytes: u64,
+}
+
+/// The settings, parsed.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The forges pushed to.
+    pub forges: Vec<Forge>,
+    /// The pack bound, in bytes.
+    pub max_pack_bytes: u64,
+    /// Where pushes' private directories go (`<home>/push`, 0700).
+    pub spool: PathBuf,
+}
+
+/// Why the push socket did not start; the daemon does not start either.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PushStartError {
+    /// No key broker: no keys, bindings or host keys to push with.
+    #[error(
+        "--push-socket needs the key broker (--broker-socket and --broker-forge-host-key): its keys, lane bindings and pinned host keys are what the daemon pushes with"
+    )]
+    NoBroker,
+    /// No forge configured.
+    #[error("--push-socket needs at least one --push-forge ssh://USER@HOST[:PORT]/[PATH/]")]
+    NoForge,
+    /// A forge that does not parse.
+    #[error(transparent)]
+    Forge(#[from] TargetError),
+    /// The spool directory.
+    #[error("the push spool directory {path}: {source}")]
+    Spool {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The socket.
+    #[error("the push socket: {0}")]
+    Socket(#[from] SocketError),
+    /// The socket could not be opened to the lanes.
+    #[error("the push socket {path}: {source}")]
+    Listen {
+        /// The socket.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// The push socket bound, before the daemon serves.
+pub struct Prepared {
+    /// The settings.
+    pub settings: Arc<Settings>,
+    /// The bound socket.
+    pub listener: std::os::unix::net::UnixListener,
+    /// Unlinks the socket at exit if it is still ours.
+    pub guard: SocketGuard,
+}
+
+/// Parses the settings, makes the spool directory and binds the socket (open to every
+/// uid, as the broker's: the peer's uid decides).
+pub fn prepare(
+    raw: &RawSettings,
+    home: &Path,
+    broker_on: bool,
+) -> Result<Prepared, PushStartError> {
+    if !broker_on {
+        return Err(PushStartError::NoBroker);
+    }
+    if raw.forges.is_empty() {
+        return Err(PushStartError::NoForge);
+    }
+    let forges = raw
+        .forges
+        .iter()
+        .map(|f| Forge::parse(f))
+        .collect::<Result<Vec<_>, _>>()?;
+    let spool = home.join("push");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&spool)
+        .and_then(|()| std::fs::set_permissions(&spool, std::fs::Permissions::from_mode(0o700)))
+        .map_err(|source| PushStartError::Spool {
+            path: spool.clone(),
+            source,
+        })?;
+    crate::broker::prepare_dir(&raw.socket)?;
+    let (listener, guard) = socket::bind(&raw.socket)?;
+    let opened = std::fs::set_permissions(&raw.socket, std::fs::Permissions::from_mode(0o666))
+        .and_then(|_| listener.set_nonblocking(true));
+    if let Err(source) = opened {
+        guard.remove_if_ours();
+        return Err(PushStartError::Listen {
+            path: raw.socket.clone(),
+            source,
+        });
+    }
+    Ok(Prepared {
+        settings: Arc::new(Settings {
+            forges,
+            max_pack_bytes: raw.max_pack_bytes,
+            spool,
+        }),
+        listener,
+        guard,
+    })
+}
+
+/// What every push shares.
+pub struct Pusher {
+    /// The broker's keys, bindings and pinned host keys.
+    pub shared: Arc<Shared>,
+    /// The daemon's judge: a push is judged as an ask is.
+    pub judge: Arc<Judge>,
+    /// The push settings.
+    pub settings: Arc<Settings>,
+    /// The daemon's own uid (the same-uid mode's peer).
+    pub own_uid: u32,
+    /// Numbers the pushes' private directories.
+    next: AtomicU64,
+    /// Bounds the pushes served at once.
+    slots: Semaphore,
+}
+
+impl Pusher {
+    /// The pusher for these parts.
+    pub fn new(
+        shared: Arc<Shared>,
+        judge: Arc<Judge>,
+        settings: Arc<Settings>,
+        own_uid: u32,
+    ) -> Pusher {
+        Pusher {
+            shared,
+            judge,
+            settings,
+            own_uid,
+            next: AtomicU64::new(0),
+            slots: Semaphore::new(MAX_PUSHES),
+        }
+    }
+
+    /// A new private directory for one push (0700, removed when dropped).
+    pub fn workdir(&self) -> std::io::Result<Workdir> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let path = self
+            .settings
+            .spool
+            .join(format!("{}-{n}", std::process::id()));
+        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+        Ok(Workdir(path))
+    }
+}
+
+/// A push's private directory, removed with everything in it when dropped.
+pub struct Workdir(pub PathBuf);
+
+impl Drop for Workdir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Serves the push socket until `shutdown` is cancelled.
+pub async fn run(
+    listener: std::os::unix::net::UnixListener,
+    pusher: Arc<Pusher>,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let listener = tokio::net::UnixListener::from_std(listener)?;
+    loop {
+        let accepted = tokio::select! {
+            _ = shutdown.cancelled() => return Ok(()),
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                tracing::warn!(error = %e, "the push socket could not accept a connection; retrying");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let pusher = pusher.clone();
+        tokio::spawn(async move {
+            let Ok(_slot) = pusher.slots.try_acquire() else {
+                use tokio::io::AsyncWriteExt;
+                let mut stream = stream;
+                let _ = stream
+                    .write_all(&answer::error_line(&format!(
+                        "the daemon is serving {MAX_PUSHES} pushes already; push again in a moment"
+                    )))
+                    .await;
+                return;
+            };
+            session::serve(&pusher, stream).await;
+        });
+    }
+}

@@ -1,0 +1,549 @@
+//! One push through the daemon, start to end (ARCHITECTURE.md, "Push proxy"):
+//!
+//! 1. the header: the URL, resolved against the daemon's forges; the lane, by the peer's
+//!    uid (or, for the daemon's own uid, the descriptor sent);
+//! 2. connection 1 to the forge: its ref advertisement, relayed to the lane with only the
+//!    capabilities the daemon forwards; the connection is then ended with a flush;
+//! 3. the lane's request (shallow lines, commands, capabilities, push options) and its
+//!    pack, spooled to the push's own 0700 directory, its trailer checked;
+//! 4. the judgement: the lease, and every ref against the row's scope, with
+//!    fast-forwards proven from the pack; any refusal answers every ref `ng`;
+//! 5. connection 2 (fresh): the request, `atomic` asked where offered, the pack except
+//!    its trailer; judged again; REFUSED drops the connection (the forge's pack never
+//!    ends, so it applies nothing); else the trailer, and the forge's answer relayed.
+//!
+//! Everything is bounded: the header, each section, the pack ([`super::Settings`]), the
+//! whole push ([`PUSH_DEADLINE`]).
+
+use super::Pusher;
+use super::advert::Advertisement;
+use super::answer;
+use super::forge::{self, Connection, SshFiles};
+use super::lane::{self, Lane, Refusal};
+use super::pkt;
+use super::request::Request;
+use super::spool;
+use super::target::{self, Target};
+use super::walk::Commits;
+use crate::gate::Gated;
+use crate::sync::read;
+use row_fence_contract::Reason;
+use row_fence_contract::push::{MAX_HEADER_BYTES, PushHeader};
+use row_fence_contract::report::Shown;
+use row_fence_contract::scope::RefUpdate;
+use std::path::Path;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+
+/// The longest one push may take, end to end.
+pub const PUSH_DEADLINE: Duration = Duration::from_secs(30 * 60);
+
+/// At most this many lines in a forge's ref advertisement.
+pub const MAX_ADVERTISED: usize = 1_000_000;
+
+/// What ended a push, for the log.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PushError {
+    /// The lane's side broke or sent what is not a push.
+    #[error("the lane: {0}")]
+    Lane(String),
+    /// The forge's side.
+    #[error("the forge: {0}")]
+    Forge(String),
+    /// The daemon's own disk.
+    #[error("the daemon's disk: {0}")]
+    Disk(std::io::Error),
+    /// Refused (already answered to the lane).
+    #[error("refused: {0}")]
+    Refused(String),
+    /// The push took longer than [`PUSH_DEADLINE`].
+    #[error("the push took longer than {} s", PUSH_DEADLINE.as_secs())]
+    Deadline,
+}
+
+/// Serves one connection on the push socket.
+pub async fn serve(pusher: &Pusher, stream: UnixStream) {
+    let cred = stream.peer_cred().ok();
+    let uid = cred.map(|c| c.uid());
+    let who = match cred {
+        Some(c) => format!("uid {} pid {}", c.uid(), c.pid().unwrap_or(0)),
+        None => "an unknown peer".to_string(),
+    };
+    let (r, mut w) = stream.into_split();
+    let mut r = BufReader::new(r);
+    let outcome =
+        tokio::time::timeout(PUSH_DEADLINE, push(pusher, uid, &who, &mut r, &mut w)).await;
+    let result = outcome.unwrap_or(Err(PushError::Deadline));
+    match result {
+        Ok(()) => tracing::debug!(peer = %who, "a push through the daemon ended"),
+        Err(e) => tracing::info!(peer = %who, error = %e, "a push through the daemon did not land"),
+    }
+    let _ = w.shutdown().await;
+}
+
+/// The push's flow (see the module docs).
+async fn push<R, W>(
+    pusher: &Pusher,
+    uid: Option<u32>,
+    who: &str,
+    lane_in: &mut BufReader<R>,
+    lane_out: &mut W,
+) -> Result<(), PushError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let judge = &pusher.judge;
+    // Before the advertisement, a refusal is an ERR line git prints as a fatal error.
+    let early = async |lane_out: &mut W, gated: Gated| -> PushError {
+        let line = Shown {
+            verdict: gated.verdict,
+            detail: gated.detail.clone(),
+            descriptor: None,
+            elapsed_ms: 0,
+        }
+        .line();
+        let text = line
+            .strip_prefix("row-fence: ")
+            .unwrap_or(&line)
+            .to_string();
+        let _ = lane_out.write_all(&answer::error_line(&text)).await;
+        PushError::Refused(gated.detail)
+    };
+    let header = match read_header(lane_in).await {
+        Ok(h) => h,
+        Err(e) => {
+            let gated = lane::refuse(judge, uid, who, Reason::ProtocolError, e.clone());
+            return Err(early(lane_out, gated).await);
+        }
+    };
+    let lane = match who_pushes(pusher, uid, header.descriptor) {
+        Ok(lane) => lane,
+        Err(detail) => {
+            let gated = lane::refuse(judge, uid, who, Reason::PeerRefused, detail);
+            return Err(early(lane_out, gated).await);
+        }
+    };
+    let target = match target::resolve(&pusher.settings.forges, &header.url) {
+        Ok(t) => t,
+        Err(e) => {
+            let gated = lane::refuse(judge, uid, who, Reason::PeerRefused, e.to_string());
+            return Err(early(lane_out, gated).await);
+        }
+    };
+    let dir = pusher.workdir().map_err(PushError::Disk)?;
+    let files = ssh_files(pusher, &dir.0, &target, &lane).map_err(PushError::Disk)?;
+    let agent = super::agent::serve(&files.agent, pusher.shared.clone(), lane.key_owner())
+        .map_err(PushError::Disk)?;
+    let result = relay(
+        pusher, uid, who, &lane, &target, &dir.0, &files, lane_in, lane_out,
+    )
+    .await;
+    agent.abort();
+    drop(dir);
+    if let Err(PushError::Forge(e)) = &result {
+        // The lane's git must learn why (a forge unreachable before the advertisement).
+        let _ = lane_out
+            .write_all(&answer::error_line(&format!("the forge: {e}")))
+            .await;
+    }
+    result
+}
+
+/// Steps 2 to 5, once the lane and the target are known.
+#[allow(clippy::too_many_arguments)]
+async fn relay<R, W>(
+    pusher: &Pusher,
+    uid: Option<u32>,
+    who: &str,
+    lane: &Lane,
+    target: &Target,
+    dir: &Path,
+    files: &SshFiles,
+    lane_in: &mut BufReader<R>,
+    lane_out: &mut W,
+) -> Result<(), PushError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    // Connection 1: the advertisement only.
+    let mut first = Connection::ssh(target, files).map_err(|e| PushError::Forge(e.to_string()))?;
+    let lines = pkt::read_section(&mut first.reader, MAX_ADVERTISED).await;
+    let advert = match lines {
+        Ok(lines) => Advertisement::parse(lines),
+        Err(e) => {
+            let (_, said) = first.finish().await;
+            return Err(PushError::Forge(format!("{e}{}", suffix(&said))));
+        }
+    };
+    if let Some(w) = first.writer.as_mut() {
+        let _ = w.write_all(pkt::FLUSH).await;
+        let _ = w.flush().await;
+    }
+    let _ = first.finish().await;
+    lane_out
+        .write_all(&advert.for_lane())
+        .await
+        .map_err(|e| PushError::Lane(e.to_string()))?;
+    lane_out
+        .flush()
+        .await
+        .map_err(|e| PushError::Lane(e.to_string()))?;
+
+    // The lane's request.
+    let format = advert.object_format().to_string();
+    let hex_len = if format == "sha256" { 64 } else { 40 };
+    let lines = pkt::read_section(lane_in, request_lines())
+        .await
+        .map_err(|e| PushError::Lane(e.to_string()))?;
+    if lines.is_empty() {
+        return Ok(()); // Nothing to push: git sent a flush alone.
+    }
+    let mut request = match Request::parse(&lines, hex_len) {
+        Ok(r) => r,
+        Err(e) => {
+            let refusal = lane::refuse(
+                &pusher.judge,
+                uid,
+                who,
+                Reason::ProtocolError,
+                e.to_string(),
+            );
+            let _ = lane_out
+                .write_all(&answer::error_line(&refusal.detail))
+                .await;
+            return Err(PushError::Lane(e.to_string()));
+        }
+    };
+    if request.asks("push-options") {
+        let options = pkt::read_section(lane_in, super::request::MAX_OPTIONS + 1)
+            .await
+            .map_err(|e| PushError::Lane(e.to_string()))?;
+        if let Err(e) = request.set_options(&options) {
+            return refuse_all(pusher, uid, who, &request, lane_out, &e.to_string(), None).await;
+        }
+    }
+    let pack = dir.join("pack");
+    let pack_len = if request.has_pack() {
+        match spool::spool(lane_in, &pack, pusher.settings.max_pack_bytes, &format).await {
+            Ok(len) => Some(len),
+            Err(e) => {
+                let unpack = e.to_string();
+                return refuse_all(pusher, uid, who, &request, lane_out, &unpack, Some(&unpack))
+                    .await;
+            }
+        }
+    } else {
+        None
+    };
+    let updates = match classify(&request, pack_len.map(|_| pack.as_path()), &format).await {
+        Ok(u) => u,
+        Err(e) => return refuse_all(pusher, uid, who, &request, lane_out, &e, Some(&e)).await,
+    };
+
+    // The first judgement: nothing is dialled for a refused lane.
+    if let Err(refusal) =
+        lane::judge(&pusher.judge, lane, uid, who, &target.repository, &updates).await
+    {
+        return refused(&request, lane_out, refusal).await;
+    }
+
+    // Connection 2: the push itself.
+    let mut second = Connection::ssh(target, files).map_err(|e| PushError::Forge(e.to_string()))?;
+    let advert2 = match pkt::read_section(&mut second.reader, MAX_ADVERTISED).await {
+        Ok(lines) => Advertisement::parse(lines),
+        Err(e) => {
+            let (_, said) = second.finish().await;
+            let why = format!("the forge's second connection: {e}{}", suffix(&said));
+            return refuse_all(pusher, uid, who, &request, lane_out, &why, Some(&why)).await;
+        }
+    };
+    let mut caps: Vec<String> = request
+        .caps
+        .iter()
+        .filter(|c| advert2.offers(c) || c.starts_with("agent="))
+        .cloned()
+        .collect();
+    let mut notes = Vec::new();
+    if advert2.offers("atomic") {
+        if !caps.iter().any(|c| c == "atomic") {
+            caps.push("atomic".into());
+        }
+    } else if request.commands.len() > 1 {
+        notes.extend(answer::note(
+            &request,
+            "row-fence: the forge does not offer atomic pushes: a ref it rejects does not stop the others",
+        ));
+    }
+    let sent = send_request(
+        &mut second,
+        &request,
+        &caps,
+        pack_len.map(|len| (pack.as_path(), len)),
+    )
+    .await;
+    if let Err(e) = sent {
+        let (_, said) = second.finish().await;
+        let why = format!("sending the push to the forge: {e}{}", suffix(&said));
+        return refuse_all(pusher, uid, who, &request, lane_out, &why, Some(&why)).await;
+    }
+
+    // The second judgement, before the pack's last bytes.
+    if let Err(refusal) =
+        lane::judge(&pusher.judge, lane, uid, who, &target.repository, &updates).await
+    {
+        second.kill().await;
+        return refused(&request, lane_out, refusal).await;
+    }
+    if let Some(len) = pack_len {
+        if let Err(e) = send_pack_range(&mut second, &pack, len - hold_back(len), len).await {
+            let (_, said) = second.finish().await;
+            let why = format!("sending the pack to the forge: {e}{}", suffix(&said));
+            return refuse_all(pusher, uid, who, &request, lane_out, &why, Some(&why)).await;
+        }
+    }
+    second.writer = None;
+    if !notes.is_empty() {
+        let _ = lane_out.write_all(&notes).await;
+    }
+    // The forge's answer, as it gives it (its side-band, its report).
+    let copied = tokio::io::copy(&mut second.reader, lane_out).await;
+    let _ = lane_out.flush().await;
+    let (ok, said) = second.finish().await;
+    match copied {
+        Ok(0) => Err(PushError::Forge(format!(
+            "the forge answered nothing{}",
+            suffix(&said)
+        ))),
+        Ok(_) if ok => Ok(()),
+        Ok(_) => Err(PushError::Forge(format!(
+            "the forge's receive-pack failed{}",
+            suffix(&said)
+        ))),
+        Err(e) => Err(PushError::Lane(e.to_string())),
+    }
+}
+
+/// The request section's bound: commands and shallow lines.
+fn request_lines() -> usize {
+    super::request::MAX_COMMANDS + super::request::MAX_SHALLOW
+}
+
+/// `: <what ssh said>` when it said something.
+fn suffix(said: &str) -> String {
+    if said.is_empty() {
+        String::new()
+    } else {
+        format!(" (ssh: {said})")
+    }
+}
+
+/// The updates with their kinds, fast-forwards proven from the pack.
+async fn classify(
+    request: &Request,
+    pack: Option<&Path>,
+    format: &str,
+) -> Result<Vec<RefUpdate>, String> {
+    let needs_walk = request
+        .commands
+        .iter()
+        .any(|c| !c.is_delete() && !super::request::is_zero(&c.old));
+    let commits = match (needs_walk, pack) {
+        (true, Some(pack)) => {
+            let pack = pack.to_path_buf();
+            let format = format.to_string();
+            tokio::task::spawn_blocking(move || Commits::read(&pack, &format))
+                .await
+                .map_err(|e| format!("the pack walk did not finish: {e}"))?
+                .map_err(|e| e.to_string())?
+        }
+        _ => Commits::default(),
+    };
+    Ok(request
+        .commands
+        .iter()
+        .map(|c| c.update(commits.descends(&c.new, &c.old)))
+        .collect())
+}
+
+/// Sends the request and the pack but its trailer.
+async fn send_request(
+    conn: &mut Connection,
+    request: &Request,
+    caps: &[String],
+    pack: Option<(&Path, u64)>,
+) -> std::io::Result<()> {
+    let Some(w) = conn.writer.as_mut() else {
+        return Err(std::io::Error::other("the forge's input is closed"));
+    };
+    w.write_all(&request.encode(caps)).await?;
+    w.flush().await?;
+    if let Some((path, len)) = pack {
+        send_pack_range(conn, path, 0, len - hold_back(len)).await?;
+    }
+    Ok(())
+}
+
+/// The bytes held back until the second judgement: the pack's trailer (20 bytes for
+/// SHA-1, 32 for SHA-256; 32 holds back both, and a pack is longer than that).
+fn hold_back(len: u64) -> u64 {
+    32.min(len)
+}
+
+/// Sends bytes `from..to` of the spooled pack to the forge.
+async fn send_pack_range(
+    conn: &mut Connection,
+    path: &Path,
+    from: u64,
+    to: u64,
+) -> std::io::Result<()> {
+    use tokio::io::AsyncSeekExt;
+    let Some(w) = conn.writer.as_mut() else {
+        return Err(std::io::Error::other("the forge's input is closed"));
+    };
+    let mut file = tokio::fs::File::open(path).await?;
+    file.seek(std::io::SeekFrom::Start(from)).await?;
+    let mut part = file.take(to.saturating_sub(from));
+    tokio::io::copy(&mut part, w).await?;
+    w.flush().await
+}
+
+/// Answers a refusal of the lease or a ref: every ref `ng`, the verdict line on band 2.
+async fn refused<W: AsyncWrite + Unpin>(
+    request: &Request,
+    lane_out: &mut W,
+    refusal: Refusal,
+) -> Result<(), PushError> {
+    let Refusal { gated, refname } = refusal;
+    let line = Shown {
+        verdict: gated.verdict,
+        detail: gated.detail.clone(),
+        descriptor: None,
+        elapsed_ms: 0,
+    }
+    .line();
+    let headline = gated.verdict.headline();
+    let mut reasons: Vec<(String, String)> = request
+        .commands
+        .iter()
+        .map(|c| {
+            let why = match &refname {
+                Some(r) if *r == c.refname => format!("row-fence: {headline}: outside the row's scope"),
+                Some(_) => format!("row-fence: {headline}: another ref of this push is outside the row's scope (all or nothing)"),
+                None => format!("row-fence: {headline}"),
+            };
+            (c.refname.clone(), why)
+        })
+        .collect();
+    reasons.dedup();
+    let bytes = answer::refusal(request, "ok", &reasons, &line);
+    let _ = lane_out.write_all(&bytes).await;
+    let _ = lane_out.flush().await;
+    Err(PushError::Refused(line))
+}
+
+/// Answers an error that stops the push (a bad pack, a forge that failed before the
+/// pack was sent): every ref `ng`, nothing applied; recorded like any refusal.
+async fn refuse_all<W: AsyncWrite + Unpin>(
+    pusher: &Pusher,
+    uid: Option<u32>,
+    who: &str,
+    request: &Request,
+    lane_out: &mut W,
+    why: &str,
+    unpack: Option<&str>,
+) -> Result<(), PushError> {
+    let gated = lane::refuse(
+        &pusher.judge,
+        uid,
+        who,
+        Reason::ProtocolError,
+        why.to_string(),
+    );
+    let reasons: Vec<(String, String)> = request
+        .commands
+        .iter()
+        .map(|c| (c.refname.clone(), format!("row-fence: not pushed: {why}")))
+        .collect();
+    let bytes = answer::refusal(
+        request,
+        unpack.unwrap_or("ok"),
+        &reasons,
+        &format!("row-fence: {} {why}", gated.verdict.headline()),
+    );
+    let _ = lane_out.write_all(&bytes).await;
+    let _ = lane_out.flush().await;
+    Err(PushError::Lane(why.to_string()))
+}
+
+/// Reads the header line, bounded.
+async fn read_header<R: AsyncRead + Unpin>(r: &mut BufReader<R>) -> Result<PushHeader, String> {
+    let mut line = Vec::new();
+    let mut limited = (&mut *r).take(MAX_HEADER_BYTES as u64);
+    limited
+        .read_until(b'\n', &mut line)
+        .await
+        .map_err(|e| format!("reading the push header: {e}"))?;
+    if line.last() != Some(&b'\n') {
+        return Err(format!(
+            "the push header is not one line of at most {MAX_HEADER_BYTES} bytes (is this git-remote-row-fence?)"
+        ));
+    }
+    serde_json::from_slice(&line).map_err(|e| format!("the push header does not parse: {e}"))
+}
+
+/// The lane of the peer `uid` (see [`Lane`]).
+fn who_pushes(
+    pusher: &Pusher,
+    uid: Option<u32>,
+    descriptor: Option<row_fence_contract::Descriptor>,
+) -> Result<Lane, String> {
+    let Some(uid) = uid else {
+        return Err("the push socket could not read the peer's uid".into());
+    };
+    if uid == pusher.own_uid {
+        return match descriptor {
+            Some(d) => Ok(Lane::SameUid(d)),
+            None => Err(
+                "the daemon pushes only for a lane: this repository has no descriptor (row-fence acquire writes one)"
+                    .into(),
+            ),
+        };
+    }
+    match read(&pusher.shared.lanes).lane_of(uid) {
+        Some(binding) => Ok(Lane::Bound(binding.clone())),
+        None => Err(format!(
+            "uid {uid} is bound to no lane (row-fence lane add): the daemon pushes only for a bound lane"
+        )),
+    }
+}
+
+/// Writes the files ssh reads for this push.
+fn ssh_files(
+    pusher: &Pusher,
+    dir: &Path,
+    target: &Target,
+    lane: &Lane,
+) -> std::io::Result<SshFiles> {
+    let owner = lane.key_owner();
+    let public: Vec<String> = read(&pusher.shared.held)
+        .push
+        .identities_for(owner.as_deref())
+        .iter()
+        .filter_map(|i| match &i.credential {
+            ssh_agent_lib::proto::PublicCredential::Key(k) => {
+                ssh_key::PublicKey::new(k.clone(), "").to_openssh().ok()
+            }
+            _ => None,
+        })
+        .collect();
+    forge::write_files(
+        dir,
+        &target.forge.known_hosts_name(),
+        &pusher.shared.forges.openssh_lines(),
+        &public,
+    )
+}
