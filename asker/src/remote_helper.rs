@@ -185,9 +185,28 @@ fn relay(
         copied
     });
     let mut downstream = socket;
-    let down = std::io::copy(&mut downstream, &mut output).and_then(|_| output.flush());
+    let down = copy_to_git(&mut downstream, &mut output);
     // git may still be writing when the daemon has answered (a refusal mid-pack): the
     // answer is what git needs; the thread ends with the process.
     drop(up);
     down.map_err(HelperError::Relay)
+}
+
+/// Copies the daemon's answer to git until the daemon closes. git closing its side
+/// once it has read the report it waits for is the end, not an error.
+fn copy_to_git(from: &mut UnixStream, to: &mut impl Write) -> std::io::Result<()> {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        match to.write_all(&buf[..n]).and_then(|()| to.flush()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
 }
