@@ -298,12 +298,12 @@ where
         second.kill().await;
         return refused(&request, lane_out, refusal).await;
     }
-    if let Some(len) = pack_len {
-        if let Err(e) = send_pack_range(&mut second, &pack, len - hold_back(len), len).await {
-            let (_, said) = second.finish().await;
-            let why = format!("sending the pack to the forge: {e}{}", suffix(&said));
-            return refuse_all(pusher, uid, who, &request, lane_out, &why, Some(&why)).await;
-        }
+    if let Some(len) = pack_len
+        && let Err(e) = send_pack_range(&mut second, &pack, len - hold_back(len), len).await
+    {
+        let (_, said) = second.finish().await;
+        let why = format!("sending the pack to the forge: {e}{}", suffix(&said));
+        return refuse_all(pusher, uid, who, &request, lane_out, &why, Some(&why)).await;
     }
     second.writer = None;
     if !notes.is_empty() {

@@ -52,7 +52,7 @@ impl Hasher {
     }
 
     /// The digest length, in bytes.
-    pub fn len(&self) -> usize {
+    pub fn digest_len(&self) -> usize {
         match self {
             Hasher::Sha1(_) => 20,
             Hasher::Sha256(_) => 32,
@@ -104,7 +104,7 @@ pub async fn spool<R: AsyncBufRead + Unpin>(
     read_exact(lane, &mut header).await?;
     out.record(&header).await?;
     let count = check_header(&header)?;
-    let id_len = out.hasher.len();
+    let id_len = out.hasher.digest_len();
     for _ in 0..count {
         let mut c = read_u8(lane).await?;
         out.record(&[c]).await?;

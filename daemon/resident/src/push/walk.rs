@@ -77,7 +77,7 @@ impl Commits {
                 "{count} objects is more than {MAX_OBJECTS}"
             )));
         }
-        let id_len = Hasher::for_format(format).len();
+        let id_len = Hasher::for_format(format).digest_len();
         let mut entries: HashMap<u64, Entry> = HashMap::new();
         let mut ids: HashMap<Vec<u8>, u64> = HashMap::new();
         let mut commits = Commits::default();
