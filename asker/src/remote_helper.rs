@@ -25,6 +25,9 @@ const FAILED: i32 = 128;
 /// The longest command line read from git, in bytes.
 const MAX_LINE_BYTES: u64 = 4096;
 
+/// The git config key naming the push socket.
+const SOCKET_CONFIG: &str = "rowfence.pushSocket";
+
 /// The one service pushed through the daemon.
 const RECEIVE_PACK: &str = "git-receive-pack";
 
@@ -159,15 +162,33 @@ fn connect(url: &str) -> Result<UnixStream, HelperError> {
     Ok(stream)
 }
 
-/// `ROW_FENCE_PUSH_SOCKET`, else `<home>/push.sock`.
+/// `ROW_FENCE_PUSH_SOCKET`, else the repository's `rowfence.pushSocket` (what `row-fence
+/// install broker --push-forge` wires), else `<home>/push.sock`.
 fn socket_path() -> Result<PathBuf, HelperError> {
-    if let Some(path) = std::env::var_os(SOCKET_ENV).filter(|v| !v.is_empty()) {
-        return paths::absolute_path(&PathBuf::from(path), paths::HomeError::RelativeSocket)
+    let configured = std::env::var_os(SOCKET_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(configured_socket);
+    if let Some(path) = configured {
+        return paths::absolute_path(&path, paths::HomeError::RelativeSocket)
             .map_err(HelperError::Home);
     }
     Ok(paths::home(None)
         .map_err(HelperError::Home)?
         .join(SOCKET_NAME))
+}
+
+/// `git config --get rowfence.pushSocket` in the repository git runs the helper for.
+fn configured_socket() -> Option<PathBuf> {
+    let out = std::process::Command::new("git")
+        .args(["config", "--get", SOCKET_CONFIG])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    let text = text.trim_end_matches('\n');
+    (out.status.success() && !text.is_empty()).then(|| PathBuf::from(text))
 }
 
 /// git → daemon on a thread (then a half-close), daemon → git here, until the daemon

@@ -61,9 +61,13 @@ impl Proxy {
         ]
     }
 
-    /// `git push ARGS` as `user` in `tree`, through the helper.
+    /// `git push ARGS` as `user` in `tree`, through the helper (lane-a finds the socket
+    /// in its git config, the others in the environment).
     fn push(&self, site: &Site, user: &User, tree: &Path, args: &[&str]) -> Ran {
-        let env = self.env();
+        let mut env = self.env();
+        if user.name.ends_with('a') {
+            env.retain(|(k, _)| k != "ROW_FENCE_PUSH_SOCKET");
+        }
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         site.as_lane_env(user, tree, "git", &[&["push"][..], args].concat(), &env)
     }
@@ -304,7 +308,35 @@ fn the_daemon_pushes_for_an_allowed_lane_and_refuses_the_rest_at_the_write() {
         "no push socket: {}",
         daemon.log_text()
     );
-    proxy.wire(&site, &a, &a_tree);
+    // lane-a is wired by `install broker --push-forge` (the socket from its git config);
+    // lane-b by hand (the pushInsteadOf alone, the socket from the environment).
+    let a_config = a_tree.join(".git/config");
+    let original = fs::read(&a_config).expect("lane-a's config");
+    let public = site.home.path("push.pub");
+    fs::copy(site.key.with_extension("pub"), &public).expect("push.pub");
+    fs::set_permissions(&public, fs::Permissions::from_mode(0o644)).expect("chmod push.pub");
+    let agent = site.agent.display().to_string();
+    let socket = proxy.socket.display().to_string();
+    let wired = install_broker(
+        &site,
+        &a,
+        &a_tree,
+        &[
+            "--broker-socket",
+            &agent,
+            "--key-pub",
+            &public.display().to_string(),
+            "--push-socket",
+            &socket,
+            "--push-forge",
+            &proxy.forge,
+        ],
+    );
+    assert_eq!(
+        wired.code, 0,
+        "install broker --push-forge: {}",
+        wired.stderr
+    );
     proxy.wire(&site, &b, &b_tree);
 
     // An ALLOWED push to the row's own ref lands, and the forge's side-band reaches git.
@@ -602,5 +634,9 @@ fn the_daemon_pushes_for_an_allowed_lane_and_refuses_the_rest_at_the_write() {
         remote_ref(&site.remote, "refs/heads/feature/row-1").as_deref(),
         Some(theirs.as_str())
     );
+    // The wiring comes out byte for byte.
+    let back = install_broker(&site, &a, &a_tree, &["--rollback"]);
+    assert_eq!(back.code, 0, "rollback: {}", back.stderr);
+    assert_eq!(fs::read(&a_config).expect("config"), original);
     drop(daemon);
 }
