@@ -241,3 +241,72 @@ pub fn check_header(header: &[u8]) -> Result<u32, SpoolError> {
         header[8], header[9], header[10], header[11],
     ]))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+
+    fn git_pack() -> Vec<u8> {
+        let dir = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .current_dir(dir.path())
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}");
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        };
+        git(&["init", "-q"]);
+        for i in 0..3 {
+            std::fs::write(dir.path().join("f"), "y\n".repeat(100 * (i + 1))).unwrap();
+            git(&["add", "f"]);
+            git(&["commit", "-q", "-m", "c"]);
+        }
+        let head = git(&["rev-parse", "HEAD"]);
+        crate::push::walk::tests::pack_of(dir.path(), &format!("{head}\n"))
+    }
+
+    #[tokio::test]
+    async fn the_pack_ends_where_its_trailer_does_with_the_lanes_side_still_open() {
+        let pack = git_pack();
+        let dir = tempfile::tempdir().unwrap();
+        let (mut lane, daemon) = tokio::io::duplex(1 << 20);
+        lane.write_all(&pack).await.unwrap();
+        // `lane` stays open, as git keeps it open for the report.
+        let mut reader = tokio::io::BufReader::new(daemon);
+        let path = dir.path().join("pack");
+        let len = spool(&mut reader, &path, 1 << 20, "sha1").await.unwrap();
+        assert_eq!(len, pack.len() as u64);
+        assert_eq!(std::fs::read(&path).unwrap(), pack);
+        drop(lane);
+    }
+
+    #[tokio::test]
+    async fn a_pack_cut_short_too_large_or_corrupt_is_refused() {
+        let pack = git_pack();
+        let dir = tempfile::tempdir().unwrap();
+        let mut short: &[u8] = &pack[..pack.len() - 5];
+        let e = spool(&mut short, &dir.path().join("a"), 1 << 20, "sha1").await;
+        assert!(matches!(e, Err(SpoolError::Corrupt(_))), "{e:?}");
+        let mut all: &[u8] = &pack;
+        let e = spool(&mut all, &dir.path().join("b"), 100, "sha1").await;
+        assert!(matches!(e, Err(SpoolError::TooLarge { max: 100 })), "{e:?}");
+        let mut bad = pack.clone();
+        let last = bad.len() - 1;
+        bad[last] ^= 0xff;
+        let mut bad: &[u8] = &bad;
+        let e = spool(&mut bad, &dir.path().join("c"), 1 << 20, "sha1").await;
+        assert!(matches!(e, Err(SpoolError::Corrupt(_))), "{e:?}");
+        let mut not_a_pack: &[u8] = b"JUNKJUNKJUNKJUNK";
+        let e = spool(&mut not_a_pack, &dir.path().join("d"), 1 << 20, "sha1").await;
+        assert!(matches!(e, Err(SpoolError::Corrupt(_))), "{e:?}");
+    }
+}
