@@ -50,6 +50,7 @@ mod git_layer;
 mod guard;
 mod guard_quarantine;
 mod guard_round_two;
+mod hard_mode;
 mod history;
 mod http_git;
 mod imports;
