@@ -211,6 +211,50 @@ fn the_hard_modes_setup_runs_as_written_and_only_the_allowed_lane_pushes() {
     assert_eq!(pushed.code, 0, "lane-a ALLOWED: {}", pushed.stderr);
     assert_eq!(remote_ref("refs/heads/main"), head, "{}", pushed.stderr);
 
+    // While ALLOWED, the lane's own ssh through the broker's agent gets no login: nothing
+    // to keep open (a master started now would push after a takeover).
+    let master = run(Command::new("runuser")
+        .args([
+            "-u",
+            "lane-a",
+            "--",
+            "ssh",
+            "-F",
+            "/dev/null",
+            "-o",
+            "BatchMode=yes",
+        ])
+        .args([
+            "-o",
+            "IdentityAgent=/run/row-fence/agent.sock",
+            "-o",
+            "IdentitiesOnly=yes",
+        ])
+        .args([
+            "-o",
+            "IdentityFile=/etc/row-fence/push.pub",
+            "-o",
+            "StrictHostKeyChecking=no",
+        ])
+        .args([
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "ControlMaster=yes",
+        ])
+        .args(["-o", "ControlPath=/tmp/rf-hard-master-%C", "-N", "-f"])
+        .arg(format!("git@{FORGE}")));
+    assert_ne!(
+        master.code, 0,
+        "lane-a's own ssh logged in: {}",
+        master.stderr
+    );
+    assert!(
+        master.stderr.contains("Permission denied"),
+        "{}",
+        master.stderr
+    );
+
     let took = sh(
         "runuser -u fence -- row-fence acquire board-1 row-1 --lane lane-b --takeover --write-descriptor /var/lib/fence/lanes/lane-b.json",
     );

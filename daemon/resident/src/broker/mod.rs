@@ -260,6 +260,10 @@ pub struct Shared {
     pub forges: Forges,
     /// The longest lease time a lane may renew for through the broker, in ms.
     pub renew_max_ms: u64,
+    /// Set when the push socket serves (the daemon pushes for the lanes): then no lane is
+    /// signed a login with a push key, so a lane holds no authenticated connection it could
+    /// keep (ARCHITECTURE.md, "Push proxy"); read keys are still signed, so lanes fetch.
+    pub daemon_pushes: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -396,6 +400,7 @@ pub fn prepare(settings: &Settings, home: &Path) -> Result<Prepared, BrokerError
         refused_audit: Default::default(),
         forges,
         renew_max_ms,
+        daemon_pushes: std::sync::atomic::AtomicBool::new(false),
     });
     Ok(Prepared {
         shared,
