@@ -8,7 +8,7 @@
 //! (ARCHITECTURE.md, "The agent guard's policy").
 
 use crate::effect::{Ctx, Effect};
-use crate::words::Value;
+use row_fence_shell::words::Value;
 
 /// A program and its options whose value is a command. `prefix`: the command follows
 /// this text in the value (`--checkpoint-action=exec=CMD`).

@@ -4,7 +4,7 @@
 //! `gh pr merge` does.
 
 use crate::effect::{Ctx, Effect};
-use crate::words::Value;
+use row_fence_shell::words::Value;
 
 /// Classifies `curl`, `wget` and HTTPie-style (`http`, `https`, `xh`) invocations.
 pub fn classify(program: &str, args: &[Value], ctx: &Ctx) -> Vec<Effect> {

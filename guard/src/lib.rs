@@ -56,6 +56,7 @@ pub mod command;
 pub mod effect;
 pub mod env_vars;
 pub mod exit;
+pub mod fenced;
 pub mod file_tools;
 pub mod file_writes;
 pub mod finding;
@@ -66,16 +67,16 @@ pub mod harness;
 pub mod http;
 pub mod input;
 pub mod judge;
-pub mod lookup;
-pub mod parse;
 pub mod programs;
 pub mod quarantine;
 pub mod real_path;
 pub mod row_fence;
 pub mod sed;
-pub mod state;
 pub mod walk;
-pub mod words;
+
+/// The shell reader's bounds, for the program (its parse thread's stack) and the hook
+/// input (the longest command read).
+pub use row_fence_shell::parse;
 
 /// Environment variable for the whole hook's deadline, in ms.
 pub const TIMEOUT_ENV: &str = "ROW_FENCE_GUARD_TIMEOUT_MS";

@@ -8,8 +8,8 @@
 use crate::builtins::is_name;
 use crate::effect::{Ctx, Effect, script_file};
 use crate::finding::Dir;
-use crate::state::resolve_physical;
-use crate::words::{Value, Vars};
+use row_fence_shell::state::resolve_physical;
+use row_fence_shell::words::{Value, Vars};
 
 /// How to find a wrapper's inner command.
 struct Wrapper {
@@ -758,7 +758,7 @@ fn names_a_runner(word: &str) -> bool {
                     .file_name()
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default();
-                if crate::lookup::same_program(&target).is_some() {
+                if crate::fenced::same_program(&target).is_some() {
                     return true;
                 }
                 real
@@ -769,7 +769,7 @@ fn names_a_runner(word: &str) -> bool {
         name.to_string()
     };
     let name = name.as_str();
-    crate::effect::is_fenced_program(&name.to_ascii_lowercase())
+    crate::fenced::is_fenced_program(&name.to_ascii_lowercase())
         || SHELLS.contains(&name)
         || OPAQUE_RUNNERS.contains(&name)
         || AWKS.contains(&name)
