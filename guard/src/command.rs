@@ -1,8 +1,8 @@
 //! One simple command, its words already read: what it does, as far as the fence cares
 //! (ARCHITECTURE.md, "The agent guard's policy"). Finds the program the command word runs
-//! ([`row_fence_shell::lookup`]), then dispatches to the shell's own commands
-//! ([`crate::builtins`]), git ([`crate::git`]), gh ([`crate::gh`]), row-fence
-//! ([`crate::row_fence`]), and the wrappers and interpreters ([`crate::programs`]).
+//! ([`row_fence_shell::lookup`], [`crate::fenced`]), then dispatches to the shell's own
+//! commands ([`crate::builtins`]) or to the program's record ([`crate::programs`],
+//! [`crate::specs`]).
 
 use crate::effect::{Ctx, Effect, MAX_WRAPPER_DEPTH, Move};
 use crate::fenced::is_fenced_program;
@@ -83,17 +83,13 @@ fn dispatch(
     {
         return effects;
     }
-    match program.as_str() {
-        "git" => crate::git::classify(args, ctx, depth),
-        "gh" => crate::gh::classify(args, ctx),
-        "row-fence" => crate::row_fence::classify(args, ctx),
-        _ if program.starts_with("git-") && program.len() > 4 => {
-            let mut inner = vec![Value::Literal(program[4..].to_string())];
-            inner.extend_from_slice(args);
-            crate::git::classify(&inner, ctx, depth)
-        }
-        _ => crate::programs::classify(&program, args, ctx, depth),
+    // `git-push` is git's own spelling of `git push`.
+    if let Some(sub) = program.strip_prefix("git-").filter(|sub| !sub.is_empty()) {
+        let mut inner = vec![Value::Literal(sub.to_string())];
+        inner.extend_from_slice(args);
+        return crate::git::classify(&inner, ctx, depth);
     }
+    crate::programs::classify(&program, args, ctx, depth)
 }
 
 /// True when `name` is not a program the shell would run but a directory in one of the

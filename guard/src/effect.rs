@@ -159,3 +159,14 @@ pub fn script_file(program: &str, script: &Value, ctx: &Ctx) -> Vec<Effect> {
     }
     Vec::new()
 }
+
+/// `effects`, as run after the call returns (`why` says how). Nothing to defer is nothing.
+pub fn deferred(why: &str, effects: Vec<Effect>) -> Vec<Effect> {
+    if effects.is_empty() {
+        return effects;
+    }
+    vec![Effect::Deferred {
+        why: why.to_string(),
+        effects,
+    }]
+}

@@ -1,4 +1,5 @@
-//! The programs whose name alone makes a fenced write possible (git, gh, row-fence), and
+//! The programs whose name alone makes a fenced write possible (git, gh, row-fence: their
+//! records say [`crate::specs::Runs::Fenced`]), and
 //! the same programs under another name: a program counts as one of them when it is a
 //! symlink to it, a hard link to it, or a copy of its bytes (ARCHITECTURE.md, "The agent
 //! guard's policy": a program is known by what it runs, not its name).
@@ -8,17 +9,17 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::OnceLock;
 
-/// Programs whose name alone makes a fenced write possible.
+/// Programs whose name alone makes a fenced write possible: the fenced records' names
+/// ([`crate::specs::Runs::Fenced`]) and git's own `git-SUBCOMMAND` spellings.
 pub fn is_fenced_program(name: &str) -> bool {
-    name == "git" || name == "gh" || name == "row-fence" || name.starts_with("git-")
+    name.starts_with("git-") || crate::specs::fenced_names().any(|n| n == name)
 }
 
 /// What git, gh and row-fence are on this machine: (name, device, inode, length).
 fn references() -> &'static [(&'static str, u64, u64, u64)] {
     static REFS: OnceLock<Vec<(&'static str, u64, u64, u64)>> = OnceLock::new();
     REFS.get_or_init(|| {
-        ["git", "gh", "row-fence"]
-            .into_iter()
+        crate::specs::fenced_names()
             .filter_map(|name| {
                 let path = search(name)?;
                 let meta = std::fs::metadata(path).ok()?;

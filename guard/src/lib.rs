@@ -25,23 +25,23 @@
 //! - [`file_tools`]: the harnesses' file tools and the paths a call names;
 //!   [`file_writes`]: where a file tool may not write outside quarantine;
 //!   [`real_path`]: where a path lands, resolved as the kernel resolves it.
-//! - [`parse`]: brush-parser within bounds (size, nesting).
-//! - [`words`]: a word's value (literal or dynamic) and the code it runs.
-//! - [`state`]: the directories, `pushd` stack and variables at a point of the command.
-//! - [`walk`]: the tree walk, bash's scoping, and the plan it produces.
+//! - [`parse`]: the shell reader's bounds (`row-fence-shell` reads the command).
+//! - [`walk`]: the shell reader's walk with the guard's programs, and the plan it produces.
 //! - [`command`]: one simple command's effect, dispatched on the program it runs.
 //! - [`effect`]: what a command does ([`effect::Effect`]) and what classifying it needs
 //!   ([`effect::Ctx`]); the handlers below speak these, never the dispatcher.
+//! - [`specs`]: one record per program: how it runs other code. A new program is a record.
 //! - [`builtins`]: the shell's own commands (bash's and zsh's).
+//! - [`programs`]: programs read as their records say (wrappers, shells, interpreters…).
 //! - [`row_fence`]: row-fence's lease writes.
 //! - [`git`], [`gh`]: those two programs' policies; [`http`]: curl and friends.
-//! - [`programs`]: wrappers, shells and interpreters.
+//! - [`readers`]: xargs, find, watch, make, remote copies, socat.
 //! - [`handed`]: programs handed a command in an option (`tar --to-command`, `npx -c`…).
 //! - [`awk`], [`sed`]: their programs and scripts, which can run commands.
 //! - [`env_vars`]: variables whose setting is opaque or holds code.
 //! - [`finding`]: fenced writes and opaque commands, with their places.
 //! - [`binding`]: session → descriptor files.
-//! - [`lookup`]: which program a command word runs (PATH, symlinks, copies of git).
+//! - [`fenced`]: git, gh and row-fence under any name (symlinks, hard links, copies).
 //! - [`judge`]: descriptors, asks, verdict lines, ledger, exit code ([`exit`]).
 //!
 //! The program itself (flags, the hook input read and walked on a large-stack thread, the
@@ -69,9 +69,11 @@ pub mod input;
 pub mod judge;
 pub mod programs;
 pub mod quarantine;
+pub mod readers;
 pub mod real_path;
 pub mod row_fence;
 pub mod sed;
+pub mod specs;
 pub mod walk;
 
 /// The shell reader's bounds, for the program (its parse thread's stack) and the hook
