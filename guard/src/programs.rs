@@ -248,7 +248,8 @@ fn wrapper(program: &str, w: &Wrapper, args: &[Value], ctx: &Ctx, depth: usize) 
             "`{program}`'s option `{name}` is not one the guard reads, so it cannot tell which command runs"
         ))];
     }
-    let inner = &args[i..];
+    // An option that takes a value, written last without one, leaves no inner command.
+    let inner = args.get(i..).unwrap_or_default();
     if inner.is_empty() {
         return effects;
     }

@@ -128,7 +128,10 @@ pub fn xargs(_program: &str, args: &[Value], ctx: &Ctx, depth: usize) -> Vec<Eff
             "`xargs`'s option `{name}` is not one the guard reads"
         ))];
     }
-    let mut inner: Vec<Value> = args[i..]
+    // An option that takes a value, written last without one, leaves no command.
+    let mut inner: Vec<Value> = args
+        .get(i..)
+        .unwrap_or_default()
         .iter()
         .map(|a| match (&replace, a) {
             (Some(r), Value::Literal(w)) if w.contains(r.as_str()) => Value::Dynamic(w.clone()),
@@ -205,7 +208,7 @@ fn watch_once(args: &[Value], ctx: &Ctx, depth: usize) -> Vec<Effect> {
             i += 1;
         }
     }
-    let inner = &args[i..];
+    let inner = args.get(i..).unwrap_or_default();
     if inner.is_empty() {
         return Vec::new();
     }
