@@ -45,7 +45,7 @@ pub fn classify(program: &str, args: &[Value], ctx: &Ctx, depth: usize) -> Vec<E
         Runs::Runner(r) => return runner(program, r, args, ctx),
         Runs::Interpreter(i) => return interpreter(program, i, args, ctx),
         Runs::Data => return Vec::new(),
-        Runs::Unknown => Vec::new(),
+        Runs::Unknown | Runs::Waits => Vec::new(),
         Runs::Handed(read) => read(program, args, ctx),
         Runs::DbShell(db) => db_shell(program, db, args, ctx),
         Runs::Editor(e) => editor(program, e, args, ctx),

@@ -38,10 +38,6 @@ pub struct Plan {
 /// judge denies).
 pub const MAX_GIT_PLACES: usize = 32;
 
-/// Commands that wait before the next one runs: a write after one of them in the same
-/// call lands later than the fence's answer.
-pub const DELAYS: &[&str] = &["sleep", "usleep", "wait", "inotifywait", "zselect"];
-
 /// Reads `command` as run from `cwd`.
 pub fn plan(command: &str, cwd: &Path, env: &Env) -> Plan {
     let read = shell::plan(command, cwd, env, &Guard);
@@ -127,6 +123,6 @@ impl Programs for Guard {
     }
 
     fn waits(&self, program: &str) -> bool {
-        DELAYS.contains(&program)
+        crate::specs::waits(program)
     }
 }

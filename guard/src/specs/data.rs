@@ -1,5 +1,5 @@
-//! Programs whose words are data, and programs handed a command in one of their options
-//! (`tar --to-command`, `npx -c`, `nix-shell --run`).
+//! Programs whose words are data, programs that wait, and programs handed a command in
+//! one of their options (`tar --to-command`, `npx -c`, `nix-shell --run`).
 
 use super::{Runs, Spec};
 
@@ -124,6 +124,11 @@ pub const SPECS: &[Spec] = &[
             "flatpak",
         ],
         Runs::Data,
+    ),
+    // They wait before the next command runs.
+    Spec::new(
+        &["sleep", "usleep", "wait", "inotifywait", "zselect"],
+        Runs::Waits,
     ),
     Spec {
         names: &["tar", "gtar", "bsdtar"],

@@ -2,9 +2,10 @@
 //! and its options, a shell, an interpreter and its code options, a runner the guard does
 //! not follow, an editor with shell escapes, a database shell, a reader of its own for
 //! git, gh, row-fence, curl, xargs…), which options hand it a command, or that it takes
-//! its words as data. The dispatcher ([`crate::command`]) finds the record by name
-//! ([`find`]) and the readers in [`crate::programs`] and [`crate::handed`] read the
-//! record; no program is named anywhere else (ARCHITECTURE.md, "The agent guard's policy").
+//! its words as data, or that it waits. The dispatcher ([`crate::command`]) finds the
+//! record by name ([`find`]) and the readers in [`crate::programs`] and [`crate::handed`]
+//! read it; the walk asks it which programs wait (ARCHITECTURE.md, "The agent guard's
+//! policy"). The shell's own commands are the shell's ([`crate::builtins`]).
 //!
 //! A new program is one record in the family file it belongs to; a program that needs
 //! more than a record says (its own subcommands, its own syntax) gets a [`Reader`] beside
@@ -53,9 +54,12 @@ impl Spec {
             | Runs::Runner(_)
             | Runs::Interpreter(_) => true,
             Runs::Reader { takes_commands, .. } => *takes_commands,
-            Runs::Data | Runs::Unknown | Runs::Handed(_) | Runs::Editor(_) | Runs::DbShell(_) => {
-                false
-            }
+            Runs::Data
+            | Runs::Unknown
+            | Runs::Waits
+            | Runs::Handed(_)
+            | Runs::Editor(_)
+            | Runs::DbShell(_) => false,
         }
     }
 }
@@ -68,6 +72,9 @@ pub enum Runs {
     /// Nothing known: a command handed to it as separate words is looked for
     /// ([`crate::programs::embedded`]).
     Unknown,
+    /// It waits before the next command runs (`sleep`, `wait`): a write after it in the
+    /// same call lands later than the fence's answer. Otherwise as [`Runs::Unknown`].
+    Waits,
     /// A program that writes to the outside world, read by its own reader (git, gh,
     /// row-fence).
     Fenced(Reader),
@@ -203,6 +210,11 @@ pub fn find(program: &str) -> Option<&'static Spec> {
                     && spec.names.iter().any(|name| is_versioned(program, name))
             })
         })
+}
+
+/// True when `program` waits before the next command runs ([`Runs::Waits`]).
+pub fn waits(program: &str) -> bool {
+    find(program).is_some_and(|spec| matches!(spec.runs, Runs::Waits))
 }
 
 /// `python3.12`, `lua5.4`, `php8.2`, `pypy3.10` for `python3`, `lua`, `php`, `pypy3`.

@@ -87,11 +87,25 @@ pub const SPECS: &[Spec] = &[
             takes_commands: true,
         },
     ),
-    // HTTP clients: a write is fenced.
+    // HTTP clients: a request that writes is fenced.
     Spec::new(
-        &["curl", "wget", "http", "https", "xh", "xhs"],
+        &["curl"],
         Runs::Reader {
-            read: |program, args, ctx, _| crate::http::classify(program, args, ctx),
+            read: crate::http::curl_request,
+            takes_commands: false,
+        },
+    ),
+    Spec::new(
+        &["wget"],
+        Runs::Reader {
+            read: crate::http::wget_request,
+            takes_commands: false,
+        },
+    ),
+    Spec::new(
+        &["http", "https", "xh", "xhs"],
+        Runs::Reader {
+            read: crate::http::httpie_request,
             takes_commands: false,
         },
     ),
