@@ -1,17 +1,19 @@
-//! The row fence's agent guard: Claude Code's `PreToolUse` hook for the Bash tool.
+//! The row fence's agent guard: the hook an agent's harness (Claude Code, Codex, Gemini
+//! CLI, Cursor) runs before every tool call, shell calls and other tools alike.
 //!
-//! `row-fence-guard` reads the hook's JSON on stdin, parses the command with a real bash
-//! parser (brush-parser), and walks the syntax tree as bash would run it: every *fenced
-//! write* (git push and its plumbing, `gh` outside a read-only allowlist, row-fence lease
-//! writes) and every *opaque* command (a command word or git subcommand the text does not
-//! decide, inline interpreter code, git aliases and config overrides, wrappers around
-//! those) is found with every directory it could run in. It binds the session to the
-//! first descriptor its working directory resolves to, asks the resident daemon about
-//! every distinct descriptor involved (in process, concurrently, under one deadline for
-//! the whole hook), prints the asker's lines, and exits 2 (Claude Code blocks the call)
-//! unless every ask is ALLOWED or nothing involved is row-bound. It fails closed: a
-//! command it cannot read, a directory it cannot name, a daemon it cannot reach, a
-//! deadline it cannot meet are all exit 2 (ARCHITECTURE.md, "The agent guard's policy").
+//! `row-fence-guard` reads the hook's JSON on stdin. A shell command is read by the shell
+//! reader (`row-fence-shell`: a real bash parser and bash's scoping) with this crate's
+//! programs saying what each simple command does, each as its record says ([`specs`]):
+//! every *fenced write* (git push and its plumbing, `gh` outside a read-only allowlist,
+//! row-fence lease writes) and every *opaque* command (a command word or git subcommand
+//! the text does not decide, inline interpreter code, git aliases and config overrides,
+//! wrappers around those) is found with every directory it could run in. It binds the
+//! session to the first descriptor its working directory resolves to, asks the resident
+//! daemon about every distinct descriptor involved (in process, concurrently, under one
+//! deadline for the whole hook), prints the asker's lines, and blocks the call unless
+//! every ask is ALLOWED or nothing involved is row-bound. It fails closed: a command it
+//! cannot read, a directory it cannot name, a daemon it cannot reach, a deadline it
+//! cannot meet all block (ARCHITECTURE.md, "The agent guard's policy").
 //!
 //! `hooks/guard-bash.sh` keeps the two states only a parent can see: NEVER RAN (the
 //! binary is missing or was killed) and CUT OFF MID-ASK (killed while a
