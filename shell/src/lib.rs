@@ -15,11 +15,13 @@
 //! - [`state`]: the directories, `pushd` stack and variables at a point of the command.
 //! - [`effect`]: what a simple command does to the shell, as the caller says it.
 //! - [`walk`]: the tree walk, bash's scoping, and the plan it produces.
+//! - [`moves`]: where `cd`, `pushd` and `popd` lead.
 //! - [`lookup`]: which file a command word runs (the shell's own commands, `PATH`).
 
 pub mod dir;
 pub mod effect;
 pub mod lookup;
+pub mod moves;
 pub mod parse;
 pub mod state;
 pub mod walk;

@@ -8,9 +8,10 @@
 //! literal code the caller hands back ([`Effect::Code`]: `bash -c '…'`) is walked too.
 
 use crate::dir::Dir;
-use crate::effect::{At, Effect, Move};
+use crate::effect::{At, Effect};
+use crate::moves;
 use crate::parse;
-use crate::state::{State, resolve, resolve_physical};
+use crate::state::State;
 use crate::words::{self, Read, Scope, Value, Vars};
 use brush_parser::ast;
 use std::collections::{BTreeMap, BTreeSet};
@@ -890,7 +891,13 @@ impl<P: Programs> Walker<'_, P> {
                     self.code(&text, &mut inner);
                 }
                 Effect::Move(m) => {
-                    let result = self.moved(m, state);
+                    let result = moves::moved(
+                        m,
+                        state,
+                        &self.origin,
+                        self.env.home.as_deref(),
+                        self.env.cdpath,
+                    );
                     *state = result.0.clone().union(result.1.clone());
                     if let Some(slot) = moved.as_mut() {
                         **slot = Some(result);
@@ -974,119 +981,6 @@ impl<P: Programs> Walker<'_, P> {
         self.source = outer;
         self.calling.pop();
         self.depth -= 1;
-    }
-
-    /// `cd`, `pushd`, `popd`: the states after success and after failure.
-    fn moved(&mut self, m: Move, state: &State) -> (State, State) {
-        let mut ok = state.clone();
-        let target = |value: &Value, physical: bool, state: &State| -> Vec<Dir> {
-            match value {
-                Value::Literal(t)
-                    if (self.env.cdpath
-                        || state.vars.contains_key("CDPATH")
-                        || state.vars.contains_key("cdpath"))
-                        && !t.starts_with(['/', '.']) =>
-                {
-                    vec![Dir::Unknown(format!("`cd {t}` searches CDPATH"))]
-                }
-                other => {
-                    // A relative move from a directory that does not exist yet (made by the
-                    // command, if the move succeeds) leads somewhere only the run decides.
-                    let from: Vec<Dir> = state
-                        .dirs
-                        .iter()
-                        .map(|d| match d {
-                            Dir::Known(p)
-                                if !other.text().starts_with('/')
-                                    && *p != self.origin
-                                    && !p.is_dir() =>
-                            {
-                                Dir::Unknown(format!("{}, which does not exist yet", p.display()))
-                            }
-                            known => known.clone(),
-                        })
-                        .collect();
-                    if physical || state.physical {
-                        resolve_physical(&from, other)
-                    } else {
-                        resolve(&from, other)
-                    }
-                }
-            }
-        };
-        // `cd` alone goes to `$HOME` and `cd -` to `$OLDPWD`: the values assigned in the
-        // command when it assigns them.
-        let named = |name: &str| -> Option<Vec<Dir>> {
-            state.vars.get(name).map(|v| match v {
-                Some(path) => resolve(&state.dirs, &Value::Literal(path.clone())),
-                None => vec![Dir::Unknown(format!(
-                    "`${name}` is only known when it runs"
-                ))],
-            })
-        };
-        match m {
-            Move::Cd { to: None, .. } => {
-                let home = named("HOME").unwrap_or_else(|| {
-                    vec![match &self.env.home {
-                        Some(home) => Dir::Known(home.into()),
-                        None => Dir::Unknown("`cd` goes to $HOME, which is not set".into()),
-                    }]
-                });
-                ok.move_to(home);
-            }
-            Move::Cd {
-                to: Some(Value::Literal(dash)),
-                ..
-            } if dash == "-" => {
-                let back = named("OLDPWD").unwrap_or_else(|| state.oldpwd.clone());
-                ok.move_to(back);
-            }
-            Move::Cd {
-                to: Some(value),
-                physical,
-            } => {
-                let to = target(&value, physical, state);
-                ok.move_to(to);
-            }
-            Move::Pushd {
-                to: Some(value),
-                physical,
-            } => {
-                let to = target(&value, physical, state);
-                if let Some(stack) = ok.stack.as_mut() {
-                    stack.push(state.dirs.clone());
-                }
-                ok.move_to(to);
-            }
-            Move::Pushd { to: None, .. } => ok.move_to(vec![Dir::Unknown(
-                "`pushd` swaps to the directory stack".into(),
-            )]),
-            Move::AutoCd(value) => {
-                let to = target(&value, false, state);
-                ok.move_to(to);
-                ok.vars.remove("OLDPWD");
-                return (ok, state.clone());
-            }
-            Move::Popd => {
-                let top = ok.stack.as_mut().and_then(Vec::pop);
-                let to = top.unwrap_or_else(|| {
-                    vec![Dir::Unknown(
-                        "`popd` returns to the agent shell's directory stack".into(),
-                    )]
-                });
-                ok.move_to(to);
-            }
-        }
-        // The shell keeps `OLDPWD` itself from here on.
-        ok.vars.remove("OLDPWD");
-        // A move to directories that all exist now succeeds; otherwise it may fail and
-        // leave the shell where it was.
-        let certain = ok
-            .dirs
-            .iter()
-            .all(|d| matches!(d, Dir::Known(p) if p.is_dir()));
-        let failed = if certain { ok.clone() } else { state.clone() };
-        (ok, failed)
     }
 }
 
