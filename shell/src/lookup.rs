@@ -11,10 +11,10 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-/// Names the shell runs itself (bash's builtins and keywords, and zsh's that only print
-/// or set options): never looked up on `PATH`. zsh builtins that run other code
-/// (`emulate`, `sched`, `zmodload`, `autoload`…) are left out on purpose, so they are
-/// looked up, not found, and opaque.
+/// Names the shell runs itself (bash's builtins and keywords, and zsh's that print, set
+/// options, or run a command their words show: `repeat`, `sched`, `emulate`): never
+/// looked up on `PATH`. zsh builtins that run code their words do not show (`zmodload`,
+/// `autoload`…) are left out on purpose, so they are looked up, not found, and opaque.
 pub const SHELL_BUILTINS: &[&str] = &[
     ":",
     ".",
