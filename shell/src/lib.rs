@@ -16,6 +16,7 @@
 //! - [`effect`]: what a simple command does to the shell, as the caller says it.
 //! - [`walk`]: the tree walk, bash's scoping, and the plan it produces.
 //! - [`moves`]: where `cd`, `pushd` and `popd` lead.
+//! - [`source`]: a parsed text's spans, and `((…))` told apart.
 //! - [`lookup`]: which file a command word runs (the shell's own commands, `PATH`).
 
 pub mod dir;
@@ -23,6 +24,7 @@ pub mod effect;
 pub mod lookup;
 pub mod moves;
 pub mod parse;
+pub mod source;
 pub mod state;
 pub mod walk;
 pub mod words;
