@@ -645,6 +645,17 @@ fn passed_on(name: &HeaderName) -> bool {
     ) || name.starts_with("x-ratelimit-")
 }
 
+
+fn json_answer(status: StatusCode, body: &Json) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json; charset=utf-8"),
+    );
+    response
+}
+
 #[cfg(test)]
 mod header_tests {
     use super::*;
@@ -673,14 +684,4 @@ mod header_tests {
             assert!(!passed_on(&HeaderName::from_static(kept)), "{kept}");
         }
     }
-}
-
-fn json_answer(status: StatusCode, body: &Json) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json; charset=utf-8"),
-    );
-    response
 }
