@@ -74,6 +74,7 @@ mod readme;
 mod rebuilds;
 mod records_cli;
 mod refusal_log;
+mod repro_broker;
 mod shim_walk;
 mod spelling;
 mod split_brain;

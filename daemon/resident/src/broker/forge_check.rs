@@ -35,9 +35,7 @@ use serde::{Deserialize, Serialize};
 /// The extension's name.
 pub const FORGE_CHECK: &str = "forge-check@row-fence";
 
-/// At most this many ref updates in one push are judged; more is refused (git pushes a
-/// few; a mirror push of thousands of refs is no lane's).
-pub const MAX_UPDATES: usize = 1000;
+pub use row_fence_contract::scope::MAX_UPDATES;
 
 /// The route a forge hook's refusals are filed under (the ledger's action starts with it).
 pub const ROUTE: &str = "forge-hook";

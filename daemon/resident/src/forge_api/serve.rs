@@ -617,27 +617,34 @@ fn sent_upstream(name: &HeaderName) -> bool {
     )
 }
 
-/// A header relayed in either direction: not the lane's credentials, not hop-by-hop, not
-/// the framing (set again for the new body), not an encoding the relay would not decode.
+/// A forge's response header handed to the lane: only these, which describe the body,
+/// its caching, paging, rate limits and the request's id. Anything else (a `Set-Cookie`,
+/// the token's `X-OAuth-Scopes`, hop-by-hop headers, the framing, set again for the new
+/// body) stays with the daemon: an allowlist, so a header a forge adds tomorrow is not
+/// relayed until it is named here.
 fn passed_on(name: &HeaderName) -> bool {
-    !matches!(
-        name.as_str(),
-        "host"
-            | "authorization"
-            | "proxy-authorization"
-            | "cookie"
-            | "connection"
-            | "keep-alive"
-            | "proxy-connection"
-            | "te"
-            | "trailer"
-            | "transfer-encoding"
-            | "upgrade"
-            | "content-length"
-            | "accept-encoding"
-            | "expect"
-    )
+    let name = name.as_str();
+    matches!(
+        name,
+        "content-type"
+            | "content-language"
+            | "etag"
+            | "last-modified"
+            | "cache-control"
+            | "vary"
+            | "date"
+            | "link"
+            | "location"
+            | "retry-after"
+            | "deprecation"
+            | "sunset"
+            | "x-github-request-id"
+            | "x-github-media-type"
+            | "x-github-api-version-selected"
+            | "x-poll-interval"
+    ) || name.starts_with("x-ratelimit-")
 }
+
 
 fn json_answer(status: StatusCode, body: &Json) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
@@ -647,4 +654,34 @@ fn json_answer(status: StatusCode, body: &Json) -> Response<Full<Bytes>> {
         HeaderValue::from_static("application/json; charset=utf-8"),
     );
     response
+}
+
+#[cfg(test)]
+mod header_tests {
+    use super::*;
+
+    #[test]
+    fn only_listed_response_headers_reach_the_lane() {
+        for passed in [
+            "content-type",
+            "etag",
+            "link",
+            "x-ratelimit-remaining",
+            "location",
+        ] {
+            assert!(passed_on(&HeaderName::from_static(passed)), "{passed}");
+        }
+        for kept in [
+            "set-cookie",
+            "x-oauth-scopes",
+            "x-accepted-oauth-scopes",
+            "authorization",
+            "transfer-encoding",
+            "content-length",
+            "connection",
+            "x-anything-new",
+        ] {
+            assert!(!passed_on(&HeaderName::from_static(kept)), "{kept}");
+        }
+    }
 }
