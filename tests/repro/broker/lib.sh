@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Shared setup for the broker reproduction scripts (sourced, never run), changed from the
-# handed one to today's documented hard mode only (docs/hard-mode.md "Key broker" and
-# docs/forge.md): one push key per lane in the daemon, each forced on the forge into
+# handed one to today's documented hard mode only (docs/hard-mode.md "Key broker" and "The
+# daemon pushes for the lanes", docs/forge.md): the daemon's push socket, to which each
+# lane's git pushes through git-remote-row-fence; one push key per lane in the daemon, each forced on the forge into
 # git-shell with ROW_FENCE_LANE naming its lane; a row scope in boards.toml; the forge's
 # pre-receive hook (`row-fence install forge-hook`) on each repository; the forge's host
 # key given to the broker. The attack scripts are the handed ones, unchanged. The setup
@@ -22,7 +23,8 @@ for b in row-fence row-fence-ask row-fence-resident; do
 done
 SSHD_BIN="$(command -v sshd || echo /usr/sbin/sshd)"
 GIT_SHELL="$(command -v git-shell)"
-LANE_PATH=/usr/local/bin:/usr/bin:/bin
+# git-remote-row-fence must be on the lanes' PATH (installed beside row-fence-ask).
+LANE_PATH="$BIN:/usr/local/bin:/usr/bin:/bin"
 PY=/usr/bin/python3
 RT_TMP="${RT_TMP:-/tmp/rt4b}"
 mkdir -p "$RT_TMP" && chmod 755 "$RT_TMP"
@@ -141,6 +143,7 @@ install -o "$FENCE" -g "$FENCE" -m 600 "$work/keys/read" "$FHOME/read"
 chown -R "$FENCE:$FENCE" "$FHOME"
 install -d -o "$FENCE" -g "$FENCE" -m 711 "$work/broker"
 AGENT="$work/broker/agent.sock"
+PUSH="$work/broker/push.sock"   # docs/hard-mode.md, "The daemon pushes for the lanes"
 LANES="$FHOME/broker/lanes.toml"
 as_fence() {
   setpriv --reuid "$FENCE" --regid "$FENCE" --clear-groups \
@@ -154,7 +157,8 @@ start_daemon() {
     ROW_FENCE_STORE=file "$BIN/row-fence-resident" --broker-socket "$AGENT" \
     --broker-lane-key "lane-a=$FHOME/push" --broker-lane-key "lane-b=$FHOME/push-b" \
     --broker-read-key "$FHOME/read" --broker-forge-host-key "$work/host.pub" \
-    --broker-forge-user "$FORGE" >>"$work/daemon.log" 2>&1 &
+    --broker-forge-user "$FORGE" --push-socket "$PUSH" --push-forge "ssh://$FORGE@127.0.0.1:$PORT/" \
+    >>"$work/daemon.log" 2>&1 &
   daemon_pid=$!
   for _ in $(seq 200); do [ -S "$AGENT" ] && [ -S "$FHOME/sock" ] && break; sleep 0.05; done
   [ -S "$AGENT" ] || { echo "the broker did not start:"; cat "$work/daemon.log"; exit 1; }
@@ -189,9 +193,11 @@ worktree() { # USER -> $work/<tag>-tree: one commit, origin the forge, git wired
   as_lane "$user" "$dir" git init -q -b main
   as_lane "$user" "$dir" git remote add origin "$URL"
   as_lane "$user" "$dir" git remote add other "$URL_OTHER"
-  local pub="$work/push.pub"; [ "$user" = "$LB" ] && pub="$work/push-b.pub"
+  # The daemon pushes; the lane's own ssh (fetches) offers the read key.
+  local pub="$work/read.pub"
   as_lane "$user" "$dir" "$BIN/row-fence" install broker --broker-socket "$AGENT" \
-    --key-pub "$pub" --bin-dir "$BIN" >/dev/null 2>&1 || rt_die "install broker for $user failed"
+    --key-pub "$pub" --bin-dir "$BIN" --push-socket "$PUSH" --push-forge "ssh://$FORGE@127.0.0.1:$PORT/" \
+    >/dev/null 2>&1 || rt_die "install broker for $user failed"
   echo "$dir"
 }
 commit() { # USER DIR MESSAGE -> the new commit's sha

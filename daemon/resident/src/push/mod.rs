@@ -110,7 +110,7 @@ pub struct Settings {
     pub forges: Vec<Forge>,
     /// The pack bound, in bytes.
     pub max_pack_bytes: u64,
-    /// Where pushes' private directories go (`<home>/push`, 0700).
+    /// Where pushes' private directories go (`<home>/push-spool`, 0700).
     pub spool: PathBuf,
 }
 
@@ -178,7 +178,7 @@ pub fn prepare(
         .iter()
         .map(|f| Forge::parse(f))
         .collect::<Result<Vec<_>, _>>()?;
-    let spool = home.join("push");
+    let spool = home.join("push-spool");
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
