@@ -39,6 +39,9 @@ use tokio::net::UnixStream;
 /// The longest one push may take, end to end.
 pub const PUSH_DEADLINE: Duration = Duration::from_secs(30 * 60);
 
+/// The header must arrive this soon after the connection (the helper sends it at once).
+pub const HEADER_DEADLINE: Duration = Duration::from_secs(10);
+
 /// At most this many lines in a forge's ref advertisement.
 pub const MAX_ADVERTISED: usize = 1_000_000;
 
@@ -112,9 +115,17 @@ where
         let _ = lane_out.write_all(&answer::error_line(&text)).await;
         PushError::Refused(gated.detail)
     };
-    let header = match read_header(lane_in).await {
-        Ok(h) => h,
-        Err(e) => {
+    let header = match tokio::time::timeout(HEADER_DEADLINE, read_header(lane_in)).await {
+        Ok(Ok(h)) => h,
+        Err(_) => {
+            let e = format!(
+                "no push header within {} s (is this git-remote-row-fence?)",
+                HEADER_DEADLINE.as_secs()
+            );
+            let gated = lane::refuse(judge, uid, who, Reason::ProtocolError, e);
+            return Err(early(lane_out, gated).await);
+        }
+        Ok(Err(e)) => {
             let gated = lane::refuse(judge, uid, who, Reason::ProtocolError, e.clone());
             return Err(early(lane_out, gated).await);
         }
@@ -196,9 +207,15 @@ where
     // The lane's request.
     let format = advert.object_format().to_string();
     let hex_len = if format == "sha256" { 64 } else { 40 };
-    let lines = pkt::read_section(lane_in, request_lines())
-        .await
-        .map_err(|e| PushError::Lane(e.to_string()))?;
+    let lines = match pkt::read_section(lane_in, request_lines()).await {
+        Ok(lines) => lines,
+        Err(e) => {
+            let why = format!("the push request: {e}");
+            lane::refuse(&pusher.judge, uid, who, Reason::ProtocolError, why.clone());
+            let _ = lane_out.write_all(&answer::error_line(&why)).await;
+            return Err(PushError::Lane(why));
+        }
+    };
     if lines.is_empty() {
         return Ok(()); // Nothing to push: git sent a flush alone.
     }
