@@ -243,41 +243,50 @@ where
             return refuse_all(pusher, uid, who, &request, lane_out, &e.to_string(), None).await;
         }
     }
+    // Connection 2 is dialled while the pack uploads, so its ssh handshake costs the push
+    // no time of its own; nothing is sent on it before the judgement.
     let pack = dir.join("pack");
-    let pack_len = if request.has_pack() {
-        match spool::spool(lane_in, &pack, pusher.settings.max_pack_bytes, &format).await {
-            Ok(len) => Some(len),
-            Err(e) => {
-                let unpack = e.to_string();
-                return refuse_all(pusher, uid, who, &request, lane_out, &unpack, Some(&unpack))
-                    .await;
+    let (spooled, dialled) = tokio::join!(
+        async {
+            if request.has_pack() {
+                spool::spool(lane_in, &pack, pusher.settings.max_pack_bytes, &format)
+                    .await
+                    .map(Some)
+            } else {
+                Ok(None)
             }
+        },
+        dial(target, files),
+    );
+    let (pack_len, mut second, advert2) = match (spooled, dialled) {
+        (Err(e), dialled) => {
+            if let Ok((conn, _)) = dialled {
+                conn.kill().await;
+            }
+            let unpack = e.to_string();
+            return refuse_all(pusher, uid, who, &request, lane_out, &unpack, Some(&unpack)).await;
         }
-    } else {
-        None
+        (Ok(_), Err(why)) => {
+            return refuse_all(pusher, uid, who, &request, lane_out, &why, Some(&why)).await;
+        }
+        (Ok(len), Ok((conn, advert))) => (len, conn, advert),
     };
     let updates = match classify(&request, pack_len.map(|_| pack.as_path()), &format).await {
         Ok(u) => u,
-        Err(e) => return refuse_all(pusher, uid, who, &request, lane_out, &e, Some(&e)).await,
+        Err(e) => {
+            second.kill().await;
+            return refuse_all(pusher, uid, who, &request, lane_out, &e, Some(&e)).await;
+        }
     };
 
-    // The first judgement: nothing is dialled for a refused lane.
+    // The first judgement: nothing is sent to the forge for a refused lane.
     if let Err(refusal) =
         lane::judge(&pusher.judge, lane, uid, who, &target.repository, &updates).await
     {
+        second.kill().await;
         return refused(&request, lane_out, refusal).await;
     }
 
-    // Connection 2: the push itself.
-    let mut second = Connection::ssh(target, files).map_err(|e| PushError::Forge(e.to_string()))?;
-    let advert2 = match pkt::read_section(&mut second.reader, MAX_ADVERTISED).await {
-        Ok(lines) => Advertisement::parse(lines),
-        Err(e) => {
-            let (_, said) = second.finish().await;
-            let why = format!("the forge's second connection: {e}{}", suffix(&said));
-            return refuse_all(pusher, uid, who, &request, lane_out, &why, Some(&why)).await;
-        }
-    };
     let mut caps: Vec<String> = request
         .caps
         .iter()
@@ -341,6 +350,21 @@ where
             suffix(&said)
         ))),
         Err(e) => Err(PushError::Lane(e.to_string())),
+    }
+}
+
+/// Opens a connection to the forge and reads its advertisement.
+async fn dial(target: &Target, files: &SshFiles) -> Result<(Connection, Advertisement), String> {
+    let mut conn = Connection::ssh(target, files).map_err(|e| e.to_string())?;
+    match pkt::read_section(&mut conn.reader, MAX_ADVERTISED).await {
+        Ok(lines) => Ok((conn, Advertisement::parse(lines))),
+        Err(e) => {
+            let (_, said) = conn.finish().await;
+            Err(format!(
+                "the forge's second connection: {e}{}",
+                suffix(&said)
+            ))
+        }
     }
 }
 
