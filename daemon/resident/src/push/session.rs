@@ -180,96 +180,32 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    // Connection 1: the advertisement only.
-    let mut first = Connection::ssh(target, files).map_err(|e| PushError::Forge(e.to_string()))?;
-    let lines = pkt::read_section(&mut first.reader, MAX_ADVERTISED).await;
-    let advert = match lines {
-        Ok(lines) => Advertisement::parse(lines),
-        Err(e) => {
-            let (_, said) = first.finish().await;
-            return Err(PushError::Forge(format!("{e}{}", suffix(&said))));
-        }
-    };
-    if let Some(w) = first.writer.as_mut() {
-        let _ = w.write_all(pkt::FLUSH).await;
-        let _ = w.flush().await;
-    }
-    let _ = first.finish().await;
-    lane_out
-        .write_all(&advert.for_lane())
-        .await
-        .map_err(|e| PushError::Lane(e.to_string()))?;
-    lane_out
-        .flush()
-        .await
-        .map_err(|e| PushError::Lane(e.to_string()))?;
-
-    // The lane's request.
-    let format = advert.object_format().to_string();
-    let hex_len = if format == "sha256" { 64 } else { 40 };
-    let lines = match pkt::read_section(lane_in, request_lines()).await {
-        Ok(lines) => lines,
-        Err(e) => {
-            let why = format!("the push request: {e}");
-            lane::refuse(&pusher.judge, uid, who, Reason::ProtocolError, why.clone());
-            let _ = lane_out.write_all(&answer::error_line(&why)).await;
-            return Err(PushError::Lane(why));
-        }
-    };
-    if lines.is_empty() {
-        return Ok(()); // Nothing to push: git sent a flush alone.
-    }
-    let mut request = match Request::parse(&lines, hex_len) {
-        Ok(r) => r,
-        Err(e) => {
-            let refusal = lane::refuse(
-                &pusher.judge,
-                uid,
-                who,
-                Reason::ProtocolError,
-                e.to_string(),
-            );
-            let _ = lane_out
-                .write_all(&answer::error_line(&refusal.detail))
-                .await;
-            return Err(PushError::Lane(e.to_string()));
-        }
-    };
-    if request.asks("push-options") {
-        let options = pkt::read_section(lane_in, super::request::MAX_OPTIONS + 1)
-            .await
-            .map_err(|e| PushError::Lane(e.to_string()))?;
-        if let Err(e) = request.set_options(&options) {
-            return refuse_all(pusher, uid, who, &request, lane_out, &e.to_string(), None).await;
-        }
-    }
-    // Connection 2 is dialled while the pack uploads, so its ssh handshake costs the push
-    // no time of its own; nothing is sent on it before the judgement.
-    let pack = dir.join("pack");
-    let (spooled, dialled) = tokio::join!(
-        async {
-            if request.has_pack() {
-                spool::spool(lane_in, &pack, pusher.settings.max_pack_bytes, &format)
-                    .await
-                    .map(Some)
-            } else {
-                Ok(None)
-            }
-        },
+    // Connection 2 is dialled at once, beside connection 1 and the upload, so its ssh
+    // handshake costs the push no time of its own; nothing is sent on it before the
+    // judgement.
+    let (front, dialled) = tokio::join!(
+        front(pusher, uid, who, target, dir, files, lane_in, lane_out),
         dial(target, files),
     );
-    let (pack_len, mut second, advert2) = match (spooled, dialled) {
-        (Err(e), dialled) => {
+    let Front {
+        request,
+        pack_len,
+        format,
+    } = match front {
+        Ok(Some(front)) => front,
+        other => {
             if let Ok((conn, _)) = dialled {
                 conn.kill().await;
             }
-            let unpack = e.to_string();
-            return refuse_all(pusher, uid, who, &request, lane_out, &unpack, Some(&unpack)).await;
+            return other.map(|_| ());
         }
-        (Ok(_), Err(why)) => {
+    };
+    let pack = dir.join("pack");
+    let (mut second, advert2) = match dialled {
+        Ok(dialled) => dialled,
+        Err(why) => {
             return refuse_all(pusher, uid, who, &request, lane_out, &why, Some(&why)).await;
         }
-        (Ok(len), Ok((conn, advert))) => (len, conn, advert),
     };
     let updates = match classify(&request, pack_len.map(|_| pack.as_path()), &format).await {
         Ok(u) => u,
@@ -351,6 +287,121 @@ where
         ))),
         Err(e) => Err(PushError::Lane(e.to_string())),
     }
+}
+
+/// What the lane sent: its request and its spooled pack.
+struct Front {
+    /// The request.
+    request: Request,
+    /// The pack's length (`None`: every command is a delete).
+    pack_len: Option<u64>,
+    /// The repository's object format.
+    format: String,
+}
+
+/// Connection 1 (the advertisement, relayed), then the lane's request and pack. `None`:
+/// the lane pushed nothing, or was answered already (the error is returned).
+#[allow(clippy::too_many_arguments)]
+async fn front<R, W>(
+    pusher: &Pusher,
+    uid: Option<u32>,
+    who: &str,
+    target: &Target,
+    dir: &Path,
+    files: &SshFiles,
+    lane_in: &mut BufReader<R>,
+    lane_out: &mut W,
+) -> Result<Option<Front>, PushError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    // Connection 1: the advertisement only.
+    let mut first = Connection::ssh(target, files).map_err(|e| PushError::Forge(e.to_string()))?;
+    let lines = pkt::read_section(&mut first.reader, MAX_ADVERTISED).await;
+    let advert = match lines {
+        Ok(lines) => Advertisement::parse(lines),
+        Err(e) => {
+            let (_, said) = first.finish().await;
+            return Err(PushError::Forge(format!("{e}{}", suffix(&said))));
+        }
+    };
+    // The lane has the advertisement first; connection 1 is ended (a flush: no commands)
+    // while the lane works out its push.
+    lane_out
+        .write_all(&advert.for_lane())
+        .await
+        .map_err(|e| PushError::Lane(e.to_string()))?;
+    lane_out
+        .flush()
+        .await
+        .map_err(|e| PushError::Lane(e.to_string()))?;
+    if let Some(w) = first.writer.as_mut() {
+        let _ = w.write_all(pkt::FLUSH).await;
+        let _ = w.flush().await;
+    }
+    let _ = first.finish().await;
+
+    // The lane's request.
+    let format = advert.object_format().to_string();
+    let hex_len = if format == "sha256" { 64 } else { 40 };
+    let lines = match pkt::read_section(lane_in, request_lines()).await {
+        Ok(lines) => lines,
+        Err(e) => {
+            let why = format!("the push request: {e}");
+            lane::refuse(&pusher.judge, uid, who, Reason::ProtocolError, why.clone());
+            let _ = lane_out.write_all(&answer::error_line(&why)).await;
+            return Err(PushError::Lane(why));
+        }
+    };
+    if lines.is_empty() {
+        return Ok(None); // Nothing to push: git sent a flush alone.
+    }
+    let mut request = match Request::parse(&lines, hex_len) {
+        Ok(r) => r,
+        Err(e) => {
+            let refusal = lane::refuse(
+                &pusher.judge,
+                uid,
+                who,
+                Reason::ProtocolError,
+                e.to_string(),
+            );
+            let _ = lane_out
+                .write_all(&answer::error_line(&refusal.detail))
+                .await;
+            return Err(PushError::Lane(e.to_string()));
+        }
+    };
+    if request.asks("push-options") {
+        let options = pkt::read_section(lane_in, super::request::MAX_OPTIONS + 1)
+            .await
+            .map_err(|e| PushError::Lane(e.to_string()))?;
+        if let Err(e) = request.set_options(&options) {
+            return refuse_all(pusher, uid, who, &request, lane_out, &e.to_string(), None)
+                .await
+                .map(|()| None);
+        }
+    }
+    let pack = dir.join("pack");
+    let pack_len = if request.has_pack() {
+        match spool::spool(lane_in, &pack, pusher.settings.max_pack_bytes, &format).await {
+            Ok(len) => Some(len),
+            Err(e) => {
+                let unpack = e.to_string();
+                return refuse_all(pusher, uid, who, &request, lane_out, &unpack, Some(&unpack))
+                    .await
+                    .map(|()| None);
+            }
+        }
+    } else {
+        None
+    };
+    Ok(Some(Front {
+        request,
+        pack_len,
+        format,
+    }))
 }
 
 /// Opens a connection to the forge and reads its advertisement.
