@@ -693,6 +693,64 @@ fn the_daemon_pushes_for_an_allowed_lane_and_refuses_the_rest_at_the_write() {
         remote_ref(&site.remote, "refs/heads/feature/row-1").as_deref(),
         Some(theirs.as_str())
     );
+    // The same-uid mode: the daemon's own uid (root here) names its lane by descriptor and
+    // lease token, as an ask does; without a descriptor it is no lane and gets nothing.
+    let same = site.home.path("same");
+    let git_root = |args: &[&str]| {
+        let env = proxy.env();
+        let ran = run(Command::new("git")
+            .current_dir(&same)
+            .env("GIT_CONFIG_GLOBAL", &root_config)
+            .env("GIT_AUTHOR_NAME", "r")
+            .env("GIT_AUTHOR_EMAIL", "r@example.invalid")
+            .env("GIT_COMMITTER_NAME", "r")
+            .env("GIT_COMMITTER_EMAIL", "r@example.invalid")
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .args(args));
+        ran
+    };
+    let cloned = run(Command::new("git")
+        .env("GIT_CONFIG_GLOBAL", &root_config)
+        .args(["clone", "-q"])
+        .arg(&site.remote)
+        .arg(&same));
+    assert_eq!(cloned.code, 0, "clone: {}", cloned.stderr);
+    git_root(&["remote", "set-url", "origin", &site.url]).expect_ok("set-url");
+    let key = format!("url.row-fence::{}.pushInsteadOf", proxy.forge);
+    git_root(&["config", &key, &proxy.forge]).expect_ok("pushInsteadOf");
+    let descriptor = same.join(".git/row-fence.json");
+    operator(
+        &site,
+        &[
+            "acquire",
+            "board-1",
+            "row-2",
+            "--lane",
+            "lane-r",
+            "--write-descriptor",
+            &descriptor.display().to_string(),
+        ],
+    );
+    fs::write(same.join("r.txt"), "r").expect("file");
+    git_root(&["add", "-A"]).expect_ok("add");
+    git_root(&["commit", "-qm", "r"]).expect_ok("commit");
+    let ran = git_root(&["push", "origin", "HEAD:refs/heads/feature/row-2"]);
+    assert_eq!(ran.code, 0, "the same-uid push: {}", ran.stderr);
+    assert!(remote_ref(&site.remote, "refs/heads/feature/row-2").is_some());
+    fs::remove_file(&descriptor).expect("rm descriptor");
+    fs::write(same.join("r2.txt"), "r").expect("file");
+    git_root(&["add", "-A"]).expect_ok("add");
+    git_root(&["commit", "-qm", "r2"]).expect_ok("commit");
+    let before = remote_ref(&site.remote, "refs/heads/feature/row-2");
+    let ran = git_root(&["push", "origin", "HEAD:refs/heads/feature/row-2"]);
+    assert_ne!(
+        ran.code, 0,
+        "a push with no descriptor landed: {}",
+        ran.stderr
+    );
+    assert!(ran.stderr.contains("has no descriptor"), "{}", ran.stderr);
+    assert_eq!(remote_ref(&site.remote, "refs/heads/feature/row-2"), before);
+
     // The wiring comes out byte for byte.
     let back = install_broker(&site, &a, &a_tree, &["--rollback"]);
     assert_eq!(back.code, 0, "rollback: {}", back.stderr);
