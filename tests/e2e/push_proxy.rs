@@ -698,7 +698,7 @@ fn the_daemon_pushes_for_an_allowed_lane_and_refuses_the_rest_at_the_write() {
     let same = site.home.path("same");
     let git_root = |args: &[&str]| {
         let env = proxy.env();
-        let ran = run(Command::new("git")
+        run(Command::new("git")
             .current_dir(&same)
             .env("GIT_CONFIG_GLOBAL", &root_config)
             .env("GIT_AUTHOR_NAME", "r")
@@ -706,8 +706,7 @@ fn the_daemon_pushes_for_an_allowed_lane_and_refuses_the_rest_at_the_write() {
             .env("GIT_COMMITTER_NAME", "r")
             .env("GIT_COMMITTER_EMAIL", "r@example.invalid")
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .args(args));
-        ran
+            .args(args))
     };
     let cloned = run(Command::new("git")
         .env("GIT_CONFIG_GLOBAL", &root_config)
