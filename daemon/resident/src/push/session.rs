@@ -42,6 +42,9 @@ pub const PUSH_DEADLINE: Duration = Duration::from_secs(30 * 60);
 /// The header must arrive this soon after the connection (the helper sends it at once).
 pub const HEADER_DEADLINE: Duration = Duration::from_secs(10);
 
+/// How long connection 1 may take to end once the daemon has sent its flush.
+pub const FIRST_ENDS: Duration = Duration::from_secs(5);
+
 /// At most this many lines in a forge's ref advertisement.
 pub const MAX_ADVERTISED: usize = 1_000_000;
 
@@ -52,9 +55,13 @@ pub enum PushError {
     /// The lane's side broke or sent what is not a push.
     #[error("the lane: {0}")]
     Lane(String),
-    /// The forge's side.
+    /// The forge's side, before its advertisement reached the lane (the lane is told with
+    /// an `ERR` line).
     #[error("the forge: {0}")]
     Forge(String),
+    /// The forge's side, after its answer was relayed to the lane as it gave it.
+    #[error("the forge's answer: {0}")]
+    ForgeAnswer(String),
     /// The daemon's own disk.
     #[error("the daemon's disk: {0}")]
     Disk(std::io::Error),
@@ -276,12 +283,12 @@ where
     let _ = lane_out.flush().await;
     let (ok, said) = second.finish().await;
     match copied {
-        Ok(0) => Err(PushError::Forge(format!(
+        Ok(0) => Err(PushError::ForgeAnswer(format!(
             "the forge answered nothing{}",
             suffix(&said)
         ))),
         Ok(_) if ok => Ok(()),
-        Ok(_) => Err(PushError::Forge(format!(
+        Ok(_) => Err(PushError::ForgeAnswer(format!(
             "the forge's receive-pack failed{}",
             suffix(&said)
         ))),
@@ -340,7 +347,8 @@ where
         let _ = w.write_all(pkt::FLUSH).await;
         let _ = w.flush().await;
     }
-    let _ = first.finish().await;
+    // An ssh that does not end is killed (dropped) rather than waited for.
+    let _ = tokio::time::timeout(FIRST_ENDS, first.finish()).await;
 
     // The lane's request.
     let format = advert.object_format().to_string();
