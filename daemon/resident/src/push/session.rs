@@ -24,7 +24,7 @@ use super::pkt;
 use super::request::Request;
 use super::spool;
 use super::target::{self, Target};
-use super::walk::Commits;
+use super::walk::{Commits, WalkError};
 use crate::gate::Gated;
 use crate::sync::read;
 use row_fence_contract::Reason;
@@ -122,25 +122,21 @@ where
         let _ = lane_out.write_all(&answer::error_line(&text)).await;
         PushError::Refused(gated.detail)
     };
-    let header = match tokio::time::timeout(HEADER_DEADLINE, read_header(lane_in)).await {
-        Ok(Ok(h)) => h,
-        Err(_) => {
-            let e = format!(
-                "no push header within {} s (is this git-remote-row-fence?)",
-                HEADER_DEADLINE.as_secs()
-            );
-            let gated = lane::refuse(judge, uid, who, Reason::ProtocolError, e);
-            return Err(early(lane_out, gated).await);
-        }
-        Ok(Err(e)) => {
-            let gated = lane::refuse(judge, uid, who, Reason::ProtocolError, e.clone());
+    let header = match tokio::time::timeout(HEADER_DEADLINE, read_header(lane_in))
+        .await
+        .map_err(|_| HeaderError::Late)
+        .and_then(|read| read)
+    {
+        Ok(h) => h,
+        Err(e) => {
+            let gated = lane::refuse(judge, uid, who, Reason::ProtocolError, e.to_string());
             return Err(early(lane_out, gated).await);
         }
     };
     let lane = match who_pushes(pusher, uid, header.descriptor) {
         Ok(lane) => lane,
-        Err(detail) => {
-            let gated = lane::refuse(judge, uid, who, Reason::PeerRefused, detail);
+        Err(no) => {
+            let gated = lane::refuse(judge, uid, who, Reason::PeerRefused, no.to_string());
             return Err(early(lane_out, gated).await);
         }
     };
@@ -210,7 +206,8 @@ where
     let pack = dir.join("pack");
     let (mut second, advert2) = match dialled {
         Ok(dialled) => dialled,
-        Err(why) => {
+        Err(e) => {
+            let why = e.to_string();
             return refuse_all(pusher, uid, who, &request, lane_out, &why, Some(&why)).await;
         }
     };
@@ -218,7 +215,8 @@ where
         Ok(u) => u,
         Err(e) => {
             second.kill().await;
-            return refuse_all(pusher, uid, who, &request, lane_out, &e, Some(&e)).await;
+            let why = e.to_string();
+            return refuse_all(pusher, uid, who, &request, lane_out, &why, Some(&why)).await;
         }
     };
 
@@ -413,16 +411,19 @@ where
 }
 
 /// Opens a connection to the forge and reads its advertisement.
-async fn dial(target: &Target, files: &SshFiles) -> Result<(Connection, Advertisement), String> {
-    let mut conn = Connection::ssh(target, files).map_err(|e| e.to_string())?;
+async fn dial(
+    target: &Target,
+    files: &SshFiles,
+) -> Result<(Connection, Advertisement), forge::ForgeError> {
+    let mut conn = Connection::ssh(target, files)?;
     match pkt::read_section(&mut conn.reader, MAX_ADVERTISED).await {
         Ok(lines) => Ok((conn, Advertisement::parse(lines))),
         Err(e) => {
             let (_, said) = conn.finish().await;
-            Err(format!(
+            Err(forge::ForgeError::Broken(format!(
                 "the forge's second connection: {e}{}",
                 suffix(&said)
-            ))
+            )))
         }
     }
 }
@@ -446,7 +447,7 @@ async fn classify(
     request: &Request,
     pack: Option<&Path>,
     format: &str,
-) -> Result<Vec<RefUpdate>, String> {
+) -> Result<Vec<RefUpdate>, WalkError> {
     let needs_walk = request
         .commands
         .iter()
@@ -457,8 +458,7 @@ async fn classify(
             let format = format.to_string();
             tokio::task::spawn_blocking(move || Commits::read(&pack, &format))
                 .await
-                .map_err(|e| format!("the pack walk did not finish: {e}"))?
-                .map_err(|e| e.to_string())?
+                .map_err(|e| WalkError::Io(std::io::Error::other(e)))??
         }
         _ => Commits::default(),
     };
@@ -580,19 +580,58 @@ async fn refuse_all<W: AsyncWrite + Unpin>(
 }
 
 /// Reads the header line, bounded.
-async fn read_header<R: AsyncRead + Unpin>(r: &mut BufReader<R>) -> Result<PushHeader, String> {
+async fn read_header<R: AsyncRead + Unpin>(
+    r: &mut BufReader<R>,
+) -> Result<PushHeader, HeaderError> {
     let mut line = Vec::new();
     let mut limited = (&mut *r).take(MAX_HEADER_BYTES as u64);
     limited
         .read_until(b'\n', &mut line)
         .await
-        .map_err(|e| format!("reading the push header: {e}"))?;
+        .map_err(HeaderError::Io)?;
     if line.last() != Some(&b'\n') {
-        return Err(format!(
-            "the push header is not one line of at most {MAX_HEADER_BYTES} bytes (is this git-remote-row-fence?)"
-        ));
+        return Err(HeaderError::NotOneLine);
     }
-    serde_json::from_slice(&line).map_err(|e| format!("the push header does not parse: {e}"))
+    serde_json::from_slice(&line).map_err(HeaderError::Json)
+}
+
+/// Why the push header was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HeaderError {
+    /// Reading it failed.
+    #[error("reading the push header: {0}")]
+    Io(std::io::Error),
+    /// No line within the bound.
+    #[error(
+        "the push header is not one line of at most {MAX_HEADER_BYTES} bytes (is this git-remote-row-fence?)"
+    )]
+    NotOneLine,
+    /// Not the header's JSON.
+    #[error("the push header does not parse: {0}")]
+    Json(serde_json::Error),
+    /// Not within [`HEADER_DEADLINE`].
+    #[error("no push header within {} s (is this git-remote-row-fence?)", HEADER_DEADLINE.as_secs())]
+    Late,
+}
+
+/// Why the peer is no lane the daemon pushes for.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NoLane {
+    /// The socket did not say who the peer is.
+    #[error("the push socket could not read the peer's uid")]
+    NoUid,
+    /// The daemon's own uid sent no descriptor.
+    #[error(
+        "the daemon pushes only for a lane: this repository has no descriptor (row-fence acquire writes one)"
+    )]
+    NoDescriptor,
+    /// Another uid bound to no lane.
+    #[error(
+        "uid {0} is bound to no lane (row-fence lane add): the daemon pushes only for a bound lane"
+    )]
+    Unbound(u32),
 }
 
 /// The lane of the peer `uid` (see [`Lane`]).
@@ -600,24 +639,14 @@ fn who_pushes(
     pusher: &Pusher,
     uid: Option<u32>,
     descriptor: Option<row_fence_contract::Descriptor>,
-) -> Result<Lane, String> {
-    let Some(uid) = uid else {
-        return Err("the push socket could not read the peer's uid".into());
-    };
+) -> Result<Lane, NoLane> {
+    let uid = uid.ok_or(NoLane::NoUid)?;
     if uid == pusher.own_uid {
-        return match descriptor {
-            Some(d) => Ok(Lane::SameUid(d)),
-            None => Err(
-                "the daemon pushes only for a lane: this repository has no descriptor (row-fence acquire writes one)"
-                    .into(),
-            ),
-        };
+        return descriptor.map(Lane::SameUid).ok_or(NoLane::NoDescriptor);
     }
     match read(&pusher.shared.lanes).lane_of(uid) {
         Some(binding) => Ok(Lane::Bound(binding.clone())),
-        None => Err(format!(
-            "uid {uid} is bound to no lane (row-fence lane add): the daemon pushes only for a bound lane"
-        )),
+        None => Err(NoLane::Unbound(uid)),
     }
 }
 
