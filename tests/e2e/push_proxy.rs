@@ -573,6 +573,20 @@ fn the_daemon_pushes_for_an_allowed_lane_and_refuses_the_rest_at_the_write() {
     assert_eq!(remote_ref(&site.remote, "refs/heads/feature/row-1"), before);
     site.as_lane(&b, &b_tree, "git", &["fetch", "-q", "origin"])
         .expect_ok("refused lane-b's fetch");
+    // The refusal is in the ledger under the push route, as an ask's would be.
+    let ledger = row_fence_contract::paths::ledger(&site.home.home);
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = fs::read_to_string(&ledger).unwrap_or_default();
+        if text.contains("push: push to") && text.contains("as lane lane-b") {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "no push refusal in the ledger: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 
     // Push certificates are not advertised; a malformed pkt-line is an error and the
     // daemon serves the next push.
