@@ -8,9 +8,11 @@
 //!    pack, spooled to the push's own 0700 directory, its trailer checked;
 //! 4. the judgement: the lease, and every ref against the row's scope, with
 //!    fast-forwards proven from the pack; any refusal answers every ref `ng`;
-//! 5. connection 2 (fresh): the request, `atomic` asked where offered, the pack except
-//!    its trailer; judged again; REFUSED drops the connection (the forge's pack never
-//!    ends, so it applies nothing); else the trailer, and the forge's answer relayed.
+//! 5. connection 2 (its own session, dialled beside connection 1 so its handshake costs
+//!    no time; nothing is sent on it before the judgement): the request, `atomic` asked
+//!    where offered, the pack except its last bytes; judged again; REFUSED drops the
+//!    connection (the forge's pack never ends, so it applies nothing); else the last
+//!    bytes, and the forge's answer relayed.
 //!
 //! Everything is bounded: the header, each section, the pack ([`super::Settings`]), the
 //! whole push ([`PUSH_DEADLINE`]).
