@@ -367,6 +367,62 @@ fn the_daemon_pushes_for_an_allowed_lane_and_refuses_the_rest_at_the_write() {
     );
     assert_ne!(first.as_deref(), Some(mine.as_str()));
 
+    // What the daemon costs: pushes through it against direct pushes with the same key
+    // to the same sshd, interleaved (printed for the record; the bench holds the bound).
+    let direct = site.home.path("direct");
+    let cloned = run(Command::new("git")
+        .env("GIT_CONFIG_GLOBAL", &root_config)
+        .args(["clone", "-q"])
+        .arg(&site.remote)
+        .arg(&direct));
+    assert_eq!(cloned.code, 0, "clone: {}", cloned.stderr);
+    let direct_ssh = format!(
+        "{SSH} -o IdentitiesOnly=yes -o IdentityAgent=none -i {}",
+        site.key.display()
+    );
+    let (mut through, mut straight) = (Vec::new(), Vec::new());
+    let mut last = mine.clone();
+    for i in 0..8 {
+        last = site.commit(&a, &a_tree, &format!("timed-{i}"));
+        let ran = proxy.push(
+            &site,
+            &a,
+            &a_tree,
+            &["-q", "origin", "HEAD:refs/heads/feature/row-1"],
+        );
+        assert_eq!(ran.code, 0, "timed push: {}", ran.stderr);
+        through.push(ran.elapsed);
+        fs::write(direct.join(format!("d{i}")), "d").expect("file");
+        let added = run(Command::new("git")
+            .current_dir(&direct)
+            .env("GIT_CONFIG_GLOBAL", &root_config)
+            .args(["add", "-A"]));
+        assert_eq!(added.code, 0, "{}", added.stderr);
+        let committed = run(Command::new("git")
+            .current_dir(&direct)
+            .env("GIT_CONFIG_GLOBAL", &root_config)
+            .env("GIT_AUTHOR_NAME", "d")
+            .env("GIT_AUTHOR_EMAIL", "d@example.invalid")
+            .env("GIT_COMMITTER_NAME", "d")
+            .env("GIT_COMMITTER_EMAIL", "d@example.invalid")
+            .args(["commit", "-qm", "d"]));
+        assert_eq!(committed.code, 0, "{}", committed.stderr);
+        let ran = run(Command::new("git")
+            .current_dir(&direct)
+            .env("GIT_CONFIG_GLOBAL", &root_config)
+            .env("GIT_SSH_COMMAND", &direct_ssh)
+            .args(["push", "-q", &site.url, "HEAD:refs/heads/direct"]));
+        assert_eq!(ran.code, 0, "direct push: {}", ran.stderr);
+        straight.push(ran.elapsed);
+    }
+    through.sort();
+    straight.sort();
+    eprintln!(
+        "push p50 through the daemon {:?}, direct {:?} (8 each, interleaved)",
+        through[4], straight[4]
+    );
+    let mine = last;
+
     // A ref outside the scope refuses the whole push: the in-scope ref does not move.
     let main = remote_ref(&site.remote, "refs/heads/main");
     let next = site.commit(&a, &a_tree, "a-2");
@@ -517,6 +573,20 @@ fn the_daemon_pushes_for_an_allowed_lane_and_refuses_the_rest_at_the_write() {
     assert_eq!(remote_ref(&site.remote, "refs/heads/feature/row-1"), before);
     site.as_lane(&b, &b_tree, "git", &["fetch", "-q", "origin"])
         .expect_ok("refused lane-b's fetch");
+    // The refusal is in the ledger under the push route, as an ask's would be.
+    let ledger = row_fence_contract::paths::ledger(&site.home.home);
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = fs::read_to_string(&ledger).unwrap_or_default();
+        if text.contains("push: push to") && text.contains("as lane lane-b") {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "no push refusal in the ledger: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 
     // Push certificates are not advertised; a malformed pkt-line is an error and the
     // daemon serves the next push.
@@ -535,7 +605,10 @@ fn the_daemon_pushes_for_an_allowed_lane_and_refuses_the_rest_at_the_write() {
     );
     raw.send(b"zzzz");
     let said = raw.answer();
-    assert!(said.contains("ERR row-fence:") || said.is_empty(), "{said}");
+    assert!(
+        said.contains("ERR row-fence: the push request: a malformed pkt-line length"),
+        "{said}"
+    );
 
     // A lane that disconnects mid-pack: nothing is applied.
     let head = site
@@ -634,6 +707,63 @@ fn the_daemon_pushes_for_an_allowed_lane_and_refuses_the_rest_at_the_write() {
         remote_ref(&site.remote, "refs/heads/feature/row-1").as_deref(),
         Some(theirs.as_str())
     );
+    // The same-uid mode: the daemon's own uid (root here) names its lane by descriptor and
+    // lease token, as an ask does; without a descriptor it is no lane and gets nothing.
+    let same = site.home.path("same");
+    let git_root = |args: &[&str]| {
+        let env = proxy.env();
+        run(Command::new("git")
+            .current_dir(&same)
+            .env("GIT_CONFIG_GLOBAL", &root_config)
+            .env("GIT_AUTHOR_NAME", "r")
+            .env("GIT_AUTHOR_EMAIL", "r@example.invalid")
+            .env("GIT_COMMITTER_NAME", "r")
+            .env("GIT_COMMITTER_EMAIL", "r@example.invalid")
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .args(args))
+    };
+    let cloned = run(Command::new("git")
+        .env("GIT_CONFIG_GLOBAL", &root_config)
+        .args(["clone", "-q"])
+        .arg(&site.remote)
+        .arg(&same));
+    assert_eq!(cloned.code, 0, "clone: {}", cloned.stderr);
+    git_root(&["remote", "set-url", "origin", &site.url]).expect_ok("set-url");
+    let key = format!("url.row-fence::{}.pushInsteadOf", proxy.forge);
+    git_root(&["config", &key, &proxy.forge]).expect_ok("pushInsteadOf");
+    let descriptor = same.join(".git/row-fence.json");
+    operator(
+        &site,
+        &[
+            "acquire",
+            "board-1",
+            "row-2",
+            "--lane",
+            "lane-r",
+            "--write-descriptor",
+            &descriptor.display().to_string(),
+        ],
+    );
+    fs::write(same.join("r.txt"), "r").expect("file");
+    git_root(&["add", "-A"]).expect_ok("add");
+    git_root(&["commit", "-qm", "r"]).expect_ok("commit");
+    let ran = git_root(&["push", "origin", "HEAD:refs/heads/feature/row-2"]);
+    assert_eq!(ran.code, 0, "the same-uid push: {}", ran.stderr);
+    assert!(remote_ref(&site.remote, "refs/heads/feature/row-2").is_some());
+    fs::remove_file(&descriptor).expect("rm descriptor");
+    fs::write(same.join("r2.txt"), "r").expect("file");
+    git_root(&["add", "-A"]).expect_ok("add");
+    git_root(&["commit", "-qm", "r2"]).expect_ok("commit");
+    let before = remote_ref(&site.remote, "refs/heads/feature/row-2");
+    let ran = git_root(&["push", "origin", "HEAD:refs/heads/feature/row-2"]);
+    assert_ne!(
+        ran.code, 0,
+        "a push with no descriptor landed: {}",
+        ran.stderr
+    );
+    assert!(ran.stderr.contains("has no descriptor"), "{}", ran.stderr);
+    assert_eq!(remote_ref(&site.remote, "refs/heads/feature/row-2"), before);
+
     // The wiring comes out byte for byte.
     let back = install_broker(&site, &a, &a_tree, &["--rollback"]);
     assert_eq!(back.code, 0, "rollback: {}", back.stderr);
