@@ -293,8 +293,9 @@ fn parse_args() -> Result<Option<Options>, Usage> {
             Long("harness") => {
                 let name = parser.value().map_err(Usage::Flag)?;
                 let name = name.to_string_lossy();
-                options.harness =
-                    Harness::from_name(&name).ok_or_else(|| Usage::Harness(name.into_owned()))?;
+                options.harness = name
+                    .parse()
+                    .map_err(|_| Usage::Harness(name.into_owned()))?;
             }
             Short('V') | Long("version") => {
                 println_quiet(&format!("row-fence-guard {}", row_fence_stamp::VERSION));

@@ -33,31 +33,7 @@ use serde_json::{Map, Value, json};
 /// Why a Codex shell call's directory is unknown when its input has no `tool_cwd`.
 pub const CODEX_NO_TOOL_CWD: &str = "a Codex shell call whose hook input carries no tool_cwd (Codex before 0.169.0, or a remote command): Codex runs it in a workdir the hook is not told";
 
-/// The harnesses the guard reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Harness {
-    /// Claude Code.
-    Claude,
-    /// OpenAI's Codex CLI.
-    Codex,
-    /// Google's Gemini CLI.
-    Gemini,
-    /// Cursor.
-    Cursor,
-}
-
-impl Harness {
-    /// From `--harness NAME`.
-    pub fn from_name(name: &str) -> Option<Harness> {
-        match name {
-            "claude" => Some(Harness::Claude),
-            "codex" => Some(Harness::Codex),
-            "gemini" => Some(Harness::Gemini),
-            "cursor" => Some(Harness::Cursor),
-            _ => None,
-        }
-    }
-}
+pub use row_fence_contract::harness::Harness;
 
 /// The input in Claude Code's shape, and where the tool runs. A member of the wrong type
 /// is left for the reader to reject.
