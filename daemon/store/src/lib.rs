@@ -469,15 +469,59 @@ pub enum StoreError {
     Corrupt(String),
     /// The board was moved to another layout or store; this one no longer serves it.
     #[error("the board has moved: {0}")]
-    Moved(String),
+    Moved(Moved),
     /// The request itself is invalid (a bad board name, a bad batch).
     #[error("{0}")]
     Invalid(String),
-    /// The board is served by another layout than the adapter asked (the Redis store
-    /// uses this to hand a board to its other layout; it never returns it). Nothing was
-    /// written.
-    #[error("the board is served by another layout: {0}")]
-    NotThisLayout(String),
+}
+
+/// Where a board went ([`StoreError::Moved`]): a sentence naming it and what to do.
+///
+/// Inside the store it also carries the Redis store's routing signal, private to the
+/// crate: the board is served by the other layout of the same store than the adapter
+/// asked (a document still to be migrated, or one migrated to records), so the store
+/// tries that layout and never returns the signal; an adapter used alone, unrouted,
+/// reports it as what it is to its caller, a board it does not serve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Moved {
+    /// The sentence.
+    detail: String,
+    /// The board is in this store's other layout (the routing signal).
+    other_layout: bool,
+}
+
+impl Moved {
+    /// A board moved to another store: `detail` says where and what to do.
+    pub fn away(detail: String) -> Moved {
+        Moved {
+            detail,
+            other_layout: false,
+        }
+    }
+
+    /// The routing signal: the board is served by this store's other layout.
+    pub(crate) fn other_layout(detail: String) -> Moved {
+        Moved {
+            detail,
+            other_layout: true,
+        }
+    }
+
+    /// True for the routing signal (the store tries the other layout).
+    pub(crate) fn is_other_layout(&self) -> bool {
+        self.other_layout
+    }
+
+    /// The sentence.
+    pub fn detail(&self) -> &str {
+        &self.detail
+    }
+}
+
+impl fmt::Display for Moved {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.detail)
+    }
 }
 
 impl StoreError {
@@ -519,8 +563,7 @@ impl StoreError {
             | StoreError::NotDurable(_)
             | StoreError::Unacknowledged { .. }
             | StoreError::Moved(_)
-            | StoreError::HomeUnwritable(_)
-            | StoreError::NotThisLayout(_) => Reason::StoreError,
+            | StoreError::HomeUnwritable(_) => Reason::StoreError,
         }
     }
 }
@@ -752,4 +795,25 @@ pub fn check_lease_fence(record: Option<&Record>, fence: &LeaseFence) -> Result<
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_board_moved_away_is_no_routing_signal_and_both_read_as_a_move() {
+        let away = Moved::away("board b moved to redis://x; point row-fence at that store".into());
+        assert!(!away.is_other_layout());
+        let signal = Moved::other_layout("board b has no document".into());
+        assert!(signal.is_other_layout());
+        for moved in [away, signal] {
+            let e = StoreError::Moved(moved.clone());
+            assert_eq!(
+                e.to_string(),
+                format!("the board has moved: {}", moved.detail())
+            );
+            assert_eq!(e.ask_reason(), Reason::StoreError);
+        }
+    }
 }

@@ -248,7 +248,7 @@ impl Shared {
         match code.as_str() {
             "FENCE_STALE" => StoreError::StaleLease(detail),
             "FENCE_CONFLICT" => StoreError::RevisionConflict { key: detail },
-            "FENCE_DOCUMENT" => StoreError::NotThisLayout(detail),
+            "FENCE_DOCUMENT" => StoreError::Moved(crate::Moved::other_layout(detail)),
             "FENCE_CORRUPT" => StoreError::Corrupt(format!("{at}: {detail}")),
             conn::NOT_PRIMARY => StoreError::NotPrimary(format!("{at}: {detail}")),
             "READONLY" => StoreError::NotPrimary(format!(
@@ -464,7 +464,8 @@ pub struct RedisStore {
     /// benchmark start document boards with it; row-fence itself never starts one).
     document: RedisDocument,
     /// The document adapter for the boards the records refuse: a document that moved or
-    /// is gone is `NotThisLayout` (the records serve the board then), never an empty board.
+    /// is gone is the routing signal (`Moved::other_layout`: the records serve the board
+    /// then), never an empty board.
     existing_document: RedisDocument,
 }
 
@@ -473,8 +474,8 @@ pub struct RedisStore {
 const ROUTE_TRIES: usize = 3;
 
 /// Runs `$call` with `$a` bound to the records adapter and, while the one tried answers
-/// `NotThisLayout`, the other layout's (a board moves once, so the third try is a store
-/// changed by hand under the call).
+/// with the routing signal (`Moved::other_layout`), the other layout's (a board moves
+/// once, so the third try is a store changed by hand under the call).
 macro_rules! either_layout {
     ($self:ident, $board:expr, |$a:ident| $call:expr) => {{
         let mut layout = Layout::Records;
@@ -482,10 +483,10 @@ macro_rules! either_layout {
         loop {
             let $a: &dyn LeaseStore = $self.adapter(layout);
             match $call.await {
-                Err(StoreError::NotThisLayout(why)) => {
+                Err(StoreError::Moved(why)) if why.is_other_layout() => {
                     tries += 1;
                     if tries >= ROUTE_TRIES {
-                        break Err($self.kept_moving($board, &why));
+                        break Err($self.kept_moving($board, why.detail()));
                     }
                     layout = other_layout(layout);
                 }
@@ -638,7 +639,9 @@ impl LeaseStore for RedisStore {
 
     async fn read_records(&self, board: &str, reads: &ReadSet) -> Result<Snapshot, StoreError> {
         match self.records.read_records(board, reads).await {
-            Err(StoreError::NotThisLayout(_)) => self.document.read_records(board, reads).await,
+            Err(StoreError::Moved(why)) if why.is_other_layout() => {
+                self.document.read_records(board, reads).await
+            }
             other => other,
         }
     }
