@@ -242,11 +242,13 @@ impl Members {
             if !electing || tokio::time::Instant::now() + pause >= budget {
                 let each = failures.join("; ");
                 return Err(if maybe_applied {
-                    StoreError::Indeterminate(format!(
+                    StoreError::Indeterminate(crate::Detail::from(format!(
                         "no etcd member answered the transaction ({each}); it may have committed"
-                    ))
+                    )))
                 } else {
-                    StoreError::Unreachable(format!("no etcd member answered: {each}"))
+                    StoreError::Unreachable(crate::Detail::from(format!(
+                        "no etcd member answered: {each}"
+                    )))
                 });
             }
             tokio::time::sleep(pause).await;

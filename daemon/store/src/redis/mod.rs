@@ -260,17 +260,26 @@ impl Shared {
             "MASTERDOWN" => StoreError::NotPrimary(format!(
                 "{at} is a replica whose link to its primary is down (MASTERDOWN)"
             )),
-            "NOAUTH" => StoreError::Failed(format!(
-                "{at}: the store needs a password (NOAUTH); put it in the store URL (redis://:PASSWORD@host, or ?pass= for a socket)"
+            "NOAUTH" => StoreError::Failed(crate::Detail::caused_by(
+                format!(
+                    "{at}: the store needs a password (NOAUTH); put it in the store URL (redis://:PASSWORD@host, or ?pass= for a socket)"
+                ),
+                e,
             )),
-            "WRONGPASS" => StoreError::Failed(format!(
-                "{at}: the store refused the user or password in the store URL (WRONGPASS)"
+            "WRONGPASS" => StoreError::Failed(crate::Detail::caused_by(
+                format!(
+                    "{at}: the store refused the user or password in the store URL (WRONGPASS)"
+                ),
+                e,
             )),
             "MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN" => {
                 StoreError::SlotMigrating(format!("{at}: {code} {detail}"))
             }
             "" => self.client_error(e),
-            _ => StoreError::Failed(format!("{at}: {code} {detail}")),
+            _ => StoreError::Failed(crate::Detail::caused_by(
+                format!("{at}: {code} {detail}"),
+                e,
+            )),
         }
     }
 
@@ -278,20 +287,23 @@ impl Shared {
     fn client_error(&self, e: RedisError) -> StoreError {
         let at = &self.redacted;
         match e.kind() {
-            redis::ErrorKind::AuthenticationFailed => StoreError::Failed(format!(
-                "{at}: the store needs a password, or refused the one in the store URL ({e})"
+            redis::ErrorKind::AuthenticationFailed => StoreError::Failed(crate::Detail::caused_by(
+                format!(
+                    "{at}: the store needs a password, or refused the one in the store URL ({e})"
+                ),
+                e,
             )),
             redis::ErrorKind::Io
             | redis::ErrorKind::MasterNameNotFoundBySentinel
             | redis::ErrorKind::NoValidReplicasFoundBySentinel
             | redis::ErrorKind::EmptySentinelList
             | redis::ErrorKind::ClusterConnectionNotFound => {
-                StoreError::Unreachable(format!("{at}: {e}"))
+                StoreError::Unreachable(crate::Detail::caused_by(format!("{at}: {e}"), e))
             }
             redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType => {
                 StoreError::Corrupt(format!("{at}: {e}"))
             }
-            _ => StoreError::Failed(format!("{at}: {e}")),
+            _ => StoreError::Failed(crate::Detail::caused_by(format!("{at}: {e}"), e)),
         }
     }
 
@@ -620,9 +632,9 @@ impl RedisStore {
     /// The error for a board that kept changing layout under one call (it moves once, so
     /// this is a store changed by hand, or restored, while the call ran): `store_error`.
     fn kept_moving(&self, board: &str, why: &str) -> StoreError {
-        StoreError::Failed(format!(
+        StoreError::Failed(crate::Detail::from(format!(
             "board {board} changed layout {ROUTE_TRIES} times during one call ({why}); retry"
-        ))
+        )))
     }
 }
 
@@ -771,10 +783,10 @@ impl LeaseStore for RedisStore {
             (held, 0)
         };
         if acked < wanted {
-            return Err(StoreError::Indeterminate(format!(
+            return Err(StoreError::Indeterminate(crate::Detail::from(format!(
                 "{}: the store's identity reached {acked} of {wanted} replicas within {} ms (written on the primary, which a failover may lose); nothing else was written",
                 shared.redacted, shared.wait_ms
-            )));
+            ))));
         }
         StoreId::parse(&held).map(Some)
     }
