@@ -24,6 +24,25 @@ use row_fence_contract::harness::Harness;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
+/// Why a hook file was left alone, or could not be read: each its parser's or editor's
+/// own sentence.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HookFileError {
+    /// A JSON hook file's edit was refused (not JSON, not the outline the harness reads).
+    #[error(transparent)]
+    Settings(#[from] claude_settings::SettingsError),
+    /// Codex's `config.toml` edit was refused.
+    #[error(transparent)]
+    CodexToml(#[from] codex_toml::TomlError),
+    /// A `config.toml` that does not parse.
+    #[error(transparent)]
+    NotToml(#[from] toml::de::Error),
+    /// A JSON hook file that does not parse.
+    #[error(transparent)]
+    NotJson(#[from] serde_json::Error),
+}
+
 /// The guard's deadline for one hook is 8 s; every harness is given 10 s so the guard's
 /// own deny reaches it before the harness gives up on the hook.
 pub const TIMEOUT_S: u64 = 10;
@@ -74,13 +93,10 @@ pub fn harness_flag(harness: Harness) -> Option<&'static str> {
 
 /// The JSON entries that run `command`, each with the layout it goes into, in the
 /// order install adds them (rollback removes them in reverse).
-pub fn entries(harness: Harness, command: &str) -> Result<Vec<(Layout, String)>, String> {
+pub fn entries(harness: Harness, command: &str) -> Result<Vec<(Layout, String)>, HookFileError> {
     let quoted = Value::String(command.to_string()).to_string();
     Ok(match harness {
-        Harness::Claude => vec![(
-            claude_settings::CLAUDE,
-            claude_settings::entry(command).map_err(|e| e.to_string())?,
-        )],
+        Harness::Claude => vec![(claude_settings::CLAUDE, claude_settings::entry(command)?)],
         Harness::Codex => vec![(
             claude_settings::CLAUDE,
             format!(
@@ -142,19 +158,21 @@ pub fn install(
     text: Option<&str>,
     command: &str,
     rollback: &str,
-) -> Result<Edit, String> {
+) -> Result<Edit, HookFileError> {
     let format = format(agent, file);
     let start = text.unwrap_or(empty(agent, format));
     if format == Format::CodexToml {
-        return codex_toml::install(Some(start), command, TIMEOUT_S, rollback)
-            .map_err(|e| e.to_string());
+        return Ok(codex_toml::install(
+            Some(start),
+            command,
+            TIMEOUT_S,
+            rollback,
+        )?);
     }
     let mut now = start.to_string();
     let mut changed = false;
     for (layout, entry) in entries(agent, command)? {
-        if let Edit::Changed(next) =
-            claude_settings::install_in(layout, &now, &entry, command).map_err(|e| e.to_string())?
-        {
+        if let Edit::Changed(next) = claude_settings::install_in(layout, &now, &entry, command)? {
             now = next;
             changed = true;
         }
@@ -172,9 +190,9 @@ pub fn rollback(
     file: &Path,
     text: Option<&str>,
     command: &str,
-) -> Result<Edit, String> {
+) -> Result<Edit, HookFileError> {
     if format(agent, file) == Format::CodexToml {
-        return codex_toml::rollback(text, command, TIMEOUT_S).map_err(|e| e.to_string());
+        return Ok(codex_toml::rollback(text, command, TIMEOUT_S)?);
     }
     let Some(text) = text else {
         return Ok(Edit::Unchanged);
@@ -182,9 +200,7 @@ pub fn rollback(
     let mut now = text.to_string();
     let mut changed = false;
     for layout in layouts(agent).into_iter().rev() {
-        if let Edit::Changed(next) =
-            claude_settings::rollback_in(layout, Some(&now), command).map_err(|e| e.to_string())?
-        {
+        if let Edit::Changed(next) = claude_settings::rollback_in(layout, Some(&now), command)? {
             now = next;
             changed = true;
         }
@@ -242,7 +258,7 @@ fn narrowed(matcher: Option<&str>, kind: Option<&str>) -> Option<String> {
 /// Finds the row-fence entries in a parsed hook file: any entry whose command runs a
 /// program named `row-fence-guard` (whatever home and binaries it names); one the harness
 /// would run only for some tools, or not at all, is [`Found::narrowed`], not counted.
-pub fn find(agent: Harness, format: Format, text: &str) -> Result<Found, String> {
+pub fn find(agent: Harness, format: Format, text: &str) -> Result<Found, HookFileError> {
     let mut found = Found {
         events: Vec::new(),
         missing: Vec::new(),
@@ -270,7 +286,7 @@ pub fn find(agent: Harness, format: Format, text: &str) -> Result<Found, String>
     };
     match format {
         Format::CodexToml => {
-            let config: toml::Table = text.parse().map_err(|e: toml::de::Error| e.to_string())?;
+            let config: toml::Table = text.parse()?;
             let entries = config
                 .get("hooks")
                 .and_then(|h| h.get("PreToolUse"))
@@ -303,7 +319,7 @@ pub fn find(agent: Harness, format: Format, text: &str) -> Result<Found, String>
             commands_of("PreToolUse", entries, &mut found);
         }
         Format::Json => {
-            let v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+            let v: Value = serde_json::from_str(text)?;
             for layout in layouts(agent) {
                 let entries = v["hooks"][layout.event]
                     .as_array()

@@ -289,7 +289,7 @@ fn agent_hook(args: AgentHookArgs, settings: &Settings, json: bool) -> Outcome {
                 &legacy_hook_command(&bins, settings, &hook_path)
                     .map_err(|e| Failure::usage(e.to_string()))?,
             )
-            .map_err(|e| e.to_string()),
+            .map_err(agent_hooks::HookFileError::from),
             other => other,
         }
     } else {
