@@ -238,7 +238,7 @@ impl ForgeApi {
         // One spelling per endpoint (target.rs): another would reach the endpoint the
         // daemon did not judge.
         if let Err(why) = super::target::plain(&path, graphql_path) {
-            return refuse(StatusCode::FORBIDDEN, write_refused(why), true);
+            return refuse(StatusCode::FORBIDDEN, write_refused(why.to_string()), true);
         }
         let lanes = match self.forge_lanes() {
             Ok(lanes) => lanes,
