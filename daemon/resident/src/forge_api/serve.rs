@@ -243,7 +243,7 @@ impl ForgeApi {
         let lanes = match self.forge_lanes() {
             Ok(lanes) => lanes,
             Err(e) => {
-                return refuse(StatusCode::FORBIDDEN, peer_refused(e), true);
+                return refuse(StatusCode::FORBIDDEN, peer_refused(e.to_string()), true);
             }
         };
         let (name, repo, source) = match self.identify(peer, &parts.headers, &lanes) {
@@ -373,7 +373,7 @@ impl ForgeApi {
     }
 
     /// The registrations, read now.
-    fn forge_lanes(&self) -> Result<ForgeLanes, String> {
+    fn forge_lanes(&self) -> Result<ForgeLanes, super::lanes::LoadError> {
         ForgeLanes::load(&super::lanes::default_path(&self.shared.home), self.own_uid)
     }
 
