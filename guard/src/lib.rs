@@ -21,7 +21,8 @@
 //!
 //! # Layout
 //!
-//! - [`input`]: the hook JSON, bounded; [`harness`]: other agents' hook inputs and answers.
+//! - [`input`]: the hook JSON, bounded, and the call it names; [`harness`]: each harness's
+//!   hook input and answer, typed.
 //! - [`quarantine`]: a refused session's rule: no shell, no writes, readers inside the
 //!   worktree.
 //! - [`file_tools`]: the harnesses' file tools and the paths a call names;

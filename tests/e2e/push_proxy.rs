@@ -29,7 +29,7 @@ impl Proxy {
         Proxy {
             forge: format!("ssh://{}@127.0.0.1:{}/", site.server.name, site.sshd.port),
             socket: site.home.path("pushsock/push.sock"),
-            spool: site.home.home.join("push"),
+            spool: site.home.home.join("push-spool"),
         }
     }
 

@@ -183,11 +183,11 @@ impl Snapshot {
     }
 
     /// Writes everything back as it was; the first failure is returned.
-    fn restore(&self, common_dir: &Path) -> Result<(), String> {
+    fn restore(&self, common_dir: &Path) -> Result<(), RestoreError> {
         if let Some(bytes) = &self.config
             && fs::read(common_dir.join("config")).ok().as_ref() != Some(bytes)
         {
-            git_gate::restore_config(common_dir, bytes).map_err(|e| e.to_string())?;
+            git_gate::restore_config(common_dir, bytes)?;
         }
         for (name, bytes) in [
             (git_gate::INCLUDE_FILE, &self.include),
@@ -201,10 +201,27 @@ impl Snapshot {
                     _ => Ok(()),
                 },
             };
-            done.map_err(|e| format!("cannot restore {}: {e}", path.display()))?;
+            done.map_err(|source| RestoreError::File { path, source })?;
         }
         Ok(())
     }
+}
+
+/// Why what was there before an install could not all be put back.
+#[derive(Debug, thiserror::Error)]
+enum RestoreError {
+    /// The repository's git config.
+    #[error(transparent)]
+    Config(#[from] git_gate::GateError),
+    /// One of the files the install writes beside it.
+    #[error("cannot restore {}: {source}", path.display())]
+    File {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
 }
 
 fn install(

@@ -64,7 +64,11 @@ pub struct ForgeHookArgs {
 }
 
 /// `--lane-from`: `env:NAME` with a variable's name, or `remote-user`.
-pub fn parse_lane_from(text: &str) -> Result<String, String> {
+///
+/// # Errors
+///
+/// [`LaneFromError`] for any other text.
+pub fn parse_lane_from(text: &str) -> Result<String, LaneFromError> {
     if text == "remote-user" {
         return Ok(text.into());
     }
@@ -76,10 +80,18 @@ pub fn parse_lane_from(text: &str) -> Result<String, String> {
         {
             Ok(text.into())
         }
-        _ => Err(format!(
-            "{text:?} is neither env:NAME (a variable's name) nor remote-user"
-        )),
+        _ => Err(LaneFromError {
+            text: text.to_string(),
+        }),
     }
+}
+
+/// A `--lane-from` that is neither `env:NAME` nor `remote-user`.
+#[derive(Debug, thiserror::Error)]
+#[error("{text:?} is neither env:NAME (a variable's name) nor remote-user")]
+pub struct LaneFromError {
+    /// The text given.
+    pub text: String,
 }
 
 /// The hooks directory of the repository at `repo`: `repo/hooks` for a bare one,

@@ -238,12 +238,12 @@ impl ForgeApi {
         // One spelling per endpoint (target.rs): another would reach the endpoint the
         // daemon did not judge.
         if let Err(why) = super::target::plain(&path, graphql_path) {
-            return refuse(StatusCode::FORBIDDEN, write_refused(why), true);
+            return refuse(StatusCode::FORBIDDEN, write_refused(why.to_string()), true);
         }
         let lanes = match self.forge_lanes() {
             Ok(lanes) => lanes,
             Err(e) => {
-                return refuse(StatusCode::FORBIDDEN, peer_refused(e), true);
+                return refuse(StatusCode::FORBIDDEN, peer_refused(e.to_string()), true);
             }
         };
         let (name, repo, source) = match self.identify(peer, &parts.headers, &lanes) {
@@ -373,7 +373,7 @@ impl ForgeApi {
     }
 
     /// The registrations, read now.
-    fn forge_lanes(&self) -> Result<ForgeLanes, String> {
+    fn forge_lanes(&self) -> Result<ForgeLanes, super::lanes::LoadError> {
         ForgeLanes::load(&super::lanes::default_path(&self.shared.home), self.own_uid)
     }
 
