@@ -645,7 +645,6 @@ fn passed_on(name: &HeaderName) -> bool {
     ) || name.starts_with("x-ratelimit-")
 }
 
-
 fn json_answer(status: StatusCode, body: &Json) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
     *response.status_mut() = status;
