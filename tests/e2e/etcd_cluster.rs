@@ -197,7 +197,25 @@ impl EtcdCluster {
         EtcdCluster::start_with(false, Some(tls))
     }
 
+    /// Starts the cluster, again on fresh ports when it is not healthy within 30 s: a port
+    /// found free can be taken (by another test's etcd or client socket) before a member
+    /// binds it, and a member that cannot bind never becomes healthy. The third start
+    /// that fails fails the test, with the members' logs.
     fn start_with(proxied: bool, tls: Option<ClusterTls>) -> EtcdCluster {
+        for _ in 0..2 {
+            let cluster = EtcdCluster::start_once(proxied, tls.clone());
+            if cluster.healthy_within(&[0, 1, 2], Duration::from_secs(30)) {
+                cluster.learn_ids();
+                return cluster;
+            }
+        }
+        let cluster = EtcdCluster::start_once(proxied, tls);
+        cluster.wait_healthy(&[0, 1, 2], Duration::from_secs(45));
+        cluster.learn_ids();
+        cluster
+    }
+
+    fn start_once(proxied: bool, tls: Option<ClusterTls>) -> EtcdCluster {
         let dir = temp_dir();
         let cut = Arc::new(Mutex::new(Cut::default()));
         let mut members = Vec::new();
@@ -224,9 +242,20 @@ impl EtcdCluster {
         for i in 0..MEMBERS {
             cluster.spawn(i, "new");
         }
-        cluster.wait_healthy(&[0, 1, 2], Duration::from_secs(45));
-        cluster.learn_ids();
         cluster
+    }
+
+    /// True when each listed member answers `endpoint health` within `limit`.
+    fn healthy_within(&self, members: &[usize], limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            let out = self.ctl(members).args(["endpoint", "health"]).output();
+            if out.is_ok_and(|o| o.status.success()) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
     }
 
     fn initial_cluster(&self) -> String {
