@@ -1,4 +1,4 @@
-//! `row-fence-guard`: Claude Code's PreToolUse hook for the Bash tool. Thin: flags, the
+//! `row-fence-guard`: the agent harnesses' pre-tool hook (every tool). Thin: flags, the
 //! hook input read and walked on a thread with a large stack, then `judge`. Exit 0 lets the
 //! command run; every other outcome is exit 2 (see the crate docs and ARCHITECTURE.md, "The
 //! agent guard's policy").
@@ -52,9 +52,10 @@ const USAGE: &str = "\
 Usage: row-fence-guard [--harness NAME] [--socket PATH] [--timeout-ms N] [--plan] < hook-input.json
        row-fence-guard --version | --help
 
-Claude Code's PreToolUse hook for the Bash tool: reads the hook's JSON on stdin, parses the
-command, and asks the row fence about every fenced write (git push and plumbing, gh outside
-its read-only commands, row-fence lease writes) and, for a row-bound session, every opaque
+The pre-tool hook of Claude Code, Codex, Gemini CLI and Cursor: reads the hook's JSON on
+stdin, parses a shell tool's command (and reads a file tool's paths), and asks the row fence
+about every fenced write (git push and plumbing, gh outside its read-only commands, row-fence
+subcommands but its reads) and, for a row-bound session, every opaque
 command (dynamic command words, inline interpreter code, git aliases and config overrides).
 
 Options:

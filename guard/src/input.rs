@@ -25,7 +25,7 @@ pub enum InputError {
     #[error("the hook input is over {MAX_INPUT_BYTES} bytes")]
     TooLarge,
     /// Not JSON, or not the shape of Claude Code's `PreToolUse` input.
-    #[error("the hook input is not Claude Code's PreToolUse JSON: {0}")]
+    #[error("the hook input is not a harness's pre-tool hook JSON: {0}")]
     NotHookJson(#[source] serde_json::Error),
     /// JSON, but not an object.
     #[error("the hook input is not a JSON object")]
