@@ -60,6 +60,13 @@ pub struct ForgeTokenAdd {
     pub token: String,
 }
 
+/// The token is wiped wherever the request is dropped.
+impl Drop for ForgeTokenAdd {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.token);
+    }
+}
+
 /// A token never reaches a log or a panic message through `{:?}`.
 impl std::fmt::Debug for ForgeTokenAdd {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -81,6 +88,14 @@ pub struct KeysAdd {
     /// The lane a push key belongs to: signed for that lane's uid only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lane: Option<String>,
+}
+
+/// The key is wiped wherever the request is dropped: after it is loaded, refused, or
+/// parsed only to be refused (an unserved peer's line, another protocol version).
+impl Drop for KeysAdd {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.key);
+    }
 }
 
 /// Key material never reaches a log or a panic message through `{:?}`.
