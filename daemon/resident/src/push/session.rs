@@ -170,7 +170,9 @@ where
     W: AsyncWrite + Unpin,
 {
     // Connection 1: the advertisement only.
-    let mut first = Connection::ssh(target, files).map_err(|e| PushError::Forge(e.to_string()))?;
+    // Either arm, by the forge's scheme (the HTTPS arm: super::https).
+    let mut first =
+        super::https::open(pusher, target, files).map_err(|e| PushError::Forge(e.to_string()))?;
     let lines = pkt::read_section(&mut first.reader, MAX_ADVERTISED).await;
     let advert = match lines {
         Ok(lines) => Advertisement::parse(lines),
@@ -252,7 +254,8 @@ where
     }
 
     // Connection 2: the push itself.
-    let mut second = Connection::ssh(target, files).map_err(|e| PushError::Forge(e.to_string()))?;
+    let mut second =
+        super::https::open(pusher, target, files).map_err(|e| PushError::Forge(e.to_string()))?;
     let advert2 = match pkt::read_section(&mut second.reader, MAX_ADVERTISED).await {
         Ok(lines) => Advertisement::parse(lines),
         Err(e) => {
@@ -336,6 +339,9 @@ fn request_lines() -> usize {
 fn suffix(said: &str) -> String {
     if said.is_empty() {
         String::new()
+    } else if said.starts_with(super::https::SAID) {
+        // The HTTPS arm names itself.
+        format!(" ({said})")
     } else {
         format!(" (ssh: {said})")
     }
