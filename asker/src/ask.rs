@@ -5,11 +5,14 @@
 //! asking is the contract's one client (`row_fence_contract::client`). Every path that
 //! cannot find out ends COULD NOT READ (ARCHITECTURE.md, "Invariants": fail closed).
 
+use crate::push_updates::Unreadable;
 use row_fence_contract::client::{self, Judged, SESSION_ENV};
 use row_fence_contract::descriptor::{self, Descriptor, Resolution};
 use row_fence_contract::ledger::{self, DecidedBy, LedgerRecord};
 use row_fence_contract::paths;
+use row_fence_contract::protocol::Op;
 use row_fence_contract::report::{self, Shown};
+use row_fence_contract::scope::RefUpdate;
 use row_fence_contract::verdict::{Reason, Verdict};
 use row_fence_stamp::BUILD_DIGEST;
 use std::path::{Path, PathBuf};
@@ -32,6 +35,9 @@ pub struct Options {
     pub timeout: Duration,
     /// `--json`: also print the verdict object on stdout.
     pub json: bool,
+    /// `--push-updates`: the pushed refs read from stdin, judged against the row's scope
+    /// with the lease (empty: the lease alone); unreadable ones make the ask COULD NOT READ.
+    pub updates: Result<Vec<RefUpdate>, Unreadable>,
 }
 
 /// Runs one ask and returns the process exit code (0, 1 or 3).
@@ -94,6 +100,17 @@ impl Asker<'_> {
     }
 
     fn ask(&self, path: &Path, d: Descriptor) -> i32 {
+        let updates = match &self.options.updates {
+            Ok(updates) => updates.clone(),
+            Err(e) => {
+                return self.decide(
+                    Verdict::CouldNotRead(Reason::ProtocolError),
+                    e.to_string(),
+                    Some(&d),
+                    Some(path),
+                );
+            }
+        };
         let prepared = match client::prepare(
             self.home.as_deref(),
             self.options.socket.as_deref(),
@@ -105,7 +122,10 @@ impl Asker<'_> {
         report::say(&report::asking_line(&prepared.socket, &d));
         let deadline = self.started + self.options.timeout;
         let caller = prepared.caller_from_env(self.cwd.as_deref());
-        let request = prepared.request(&d, &self.options.action, caller, deadline);
+        let mut request = prepared.request(&d, &self.options.action, caller, deadline);
+        if let Op::Ask(ask) = &mut request.op {
+            ask.updates = updates;
+        }
         let exchanged = client::exchange(&prepared.socket, &request, deadline);
         let judged =
             client::verdict_of(&d, &prepared.socket, self.options.timeout, Some(exchanged));

@@ -19,6 +19,7 @@ mod ask;
 mod git_credential;
 mod git_proxy;
 mod git_ssh;
+mod push_updates;
 mod transport;
 
 use ask::Options;
@@ -29,7 +30,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 const USAGE: &str = "\
-Usage: row-fence-ask [--descriptor PATH] [--action TEXT] [--home DIR] [--socket PATH] [--timeout-ms N] [--json]
+Usage: row-fence-ask [--descriptor PATH] [--action TEXT] [--push-updates] [--home DIR] [--socket PATH] [--timeout-ms N] [--json]
        row-fence-ask --git-ssh [--home DIR] [--socket PATH] [--repo GIT_DIR] [--then COMMAND] SSH_ARGS...
        row-fence-ask --git-credential [--home DIR] [--socket PATH] [--repo GIT_DIR] get|store|erase
        row-fence-ask --git-proxy [--home DIR] [--socket PATH] [--repo GIT_DIR] HOST PORT
@@ -44,6 +45,8 @@ Options:
   --socket PATH       the daemon's socket (else $ROW_FENCE_SOCKET, else <home>/sock)
   --timeout-ms N      one deadline for connect, write and read (else $ROW_FENCE_TIMEOUT_MS, default 3000)
   --json              also print the verdict as one JSON object on stdout
+  --push-updates      read git's pre-push lines on stdin and have the daemon judge each pushed
+                      ref against the row's scope as well as the lease (the pre-push hook)
   --print-stamp       print this build's code stamp and exit
   -V, --version       print the version and exit
   -h, --help          print this help and exit
@@ -157,7 +160,9 @@ fn parse_args(args: Vec<OsString>) -> Result<Mode, Usage> {
         home: None,
         timeout: Duration::ZERO,
         json: false,
+        updates: Ok(Vec::new()),
     };
+    let mut push_updates = false;
     let mut timeout_ms: Option<String> = None;
     let mut print_stamp = false;
     let mut version = false;
@@ -175,6 +180,7 @@ fn parse_args(args: Vec<OsString>) -> Result<Mode, Usage> {
             Long("home") => options.home = Some(PathBuf::from(value(&mut parser)?)),
             Long("timeout-ms") => timeout_ms = Some(string(&mut parser)?),
             Long("json") => options.json = true,
+            Long("push-updates") => push_updates = true,
             Long("print-stamp") => print_stamp = true,
             Short('V') | Long("version") => version = true,
             Short('h') | Long("help") => return Ok(Mode::Help),
@@ -188,6 +194,9 @@ fn parse_args(args: Vec<OsString>) -> Result<Mode, Usage> {
         return Ok(Mode::PrintStamp(options.home));
     }
     options.timeout = client::timeout(timeout_ms).map_err(Usage::Timeout)?;
+    if push_updates {
+        options.updates = push_updates::read_stdin();
+    }
     Ok(Mode::Ask(options))
 }
 

@@ -25,6 +25,9 @@ const FAILED: i32 = 128;
 /// The longest command line read from git, in bytes.
 const MAX_LINE_BYTES: u64 = 4096;
 
+/// The git config key naming the push socket.
+const SOCKET_CONFIG: &str = "rowfence.pushSocket";
+
 /// The one service pushed through the daemon.
 const RECEIVE_PACK: &str = "git-receive-pack";
 
@@ -159,15 +162,33 @@ fn connect(url: &str) -> Result<UnixStream, HelperError> {
     Ok(stream)
 }
 
-/// `ROW_FENCE_PUSH_SOCKET`, else `<home>/push.sock`.
+/// `ROW_FENCE_PUSH_SOCKET`, else the repository's `rowfence.pushSocket` (what `row-fence
+/// install broker --push-forge` wires), else `<home>/push.sock`.
 fn socket_path() -> Result<PathBuf, HelperError> {
-    if let Some(path) = std::env::var_os(SOCKET_ENV).filter(|v| !v.is_empty()) {
-        return paths::absolute_path(&PathBuf::from(path), paths::HomeError::RelativeSocket)
+    let configured = std::env::var_os(SOCKET_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(configured_socket);
+    if let Some(path) = configured {
+        return paths::absolute_path(&path, paths::HomeError::RelativeSocket)
             .map_err(HelperError::Home);
     }
     Ok(paths::home(None)
         .map_err(HelperError::Home)?
         .join(SOCKET_NAME))
+}
+
+/// `git config --get rowfence.pushSocket` in the repository git runs the helper for.
+fn configured_socket() -> Option<PathBuf> {
+    let out = std::process::Command::new("git")
+        .args(["config", "--get", SOCKET_CONFIG])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    let text = text.trim_end_matches('\n');
+    (out.status.success() && !text.is_empty()).then(|| PathBuf::from(text))
 }
 
 /// git → daemon on a thread (then a half-close), daemon → git here, until the daemon
@@ -185,9 +206,28 @@ fn relay(
         copied
     });
     let mut downstream = socket;
-    let down = std::io::copy(&mut downstream, &mut output).and_then(|_| output.flush());
+    let down = copy_to_git(&mut downstream, &mut output);
     // git may still be writing when the daemon has answered (a refusal mid-pack): the
     // answer is what git needs; the thread ends with the process.
     drop(up);
     down.map_err(HelperError::Relay)
+}
+
+/// Copies the daemon's answer to git until the daemon closes. git closing its side
+/// once it has read the report it waits for is the end, not an error.
+fn copy_to_git(from: &mut UnixStream, to: &mut impl Write) -> std::io::Result<()> {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        match to.write_all(&buf[..n]).and_then(|()| to.flush()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
 }

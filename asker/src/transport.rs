@@ -135,6 +135,7 @@ impl Gate {
             home: self.home.clone(),
             timeout,
             json: false,
+            updates: Ok(Vec::new()),
         };
         ask::run_resolved(&options, self.resolve(), started)
     }

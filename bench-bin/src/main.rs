@@ -28,6 +28,10 @@ fn main() {
         only_top(&options, &out, &command);
         return;
     }
+    if options.only == Some(Only::Push) {
+        only_push(&options, &out, &command);
+        return;
+    }
     if options.only == Some(Only::ForgeApi) {
         only_forge_api(&options, &out, &command);
         return;
@@ -97,6 +101,19 @@ fn only_forge_api(options: &Options, out: &std::path::Path, command: &str) {
     write_alone(out, "forge-api.md", &text, measured.err());
 }
 
+/// `--only push`: the daemon's push case alone, its report `push.md` beside `out`.
+fn only_push(options: &Options, out: &std::path::Path, command: &str) {
+    let measured = match absolute_bin_dir(options) {
+        Some(dir) => row_fence_bench::push::run(options, &dir),
+        None => Err("cannot tell where this program is; pass --bin-dir".to_string()),
+    };
+    let text = match &measured {
+        Ok(figures) => row_fence_bench::push::report(Some(figures), None, command),
+        Err(e) => row_fence_bench::push::report(None, Some(e), command),
+    };
+    write_alone(out, "push.md", &text, measured.err());
+}
+
 /// `--only top`: the operator's console alone, its report `top.md` beside `out`.
 fn only_top(options: &Options, out: &std::path::Path, command: &str) {
     let measured = match absolute_bin_dir(options) {
@@ -148,6 +165,7 @@ fn command_line(options: &Options) -> String {
         Some(Only::Broker) => command.push_str(" --only broker"),
         Some(Only::Top) => command.push_str(" --only top"),
         Some(Only::ForgeApi) => command.push_str(" --only forge-api"),
+        Some(Only::Push) => command.push_str(" --only push"),
         None => {}
     }
     command

@@ -14,38 +14,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-/// A harness whose hook the bench runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Harness {
-    /// Claude Code.
-    Claude,
-    /// Codex CLI.
-    Codex,
-    /// Gemini CLI.
-    Gemini,
-    /// Cursor.
-    Cursor,
-}
-
-impl Harness {
-    /// Every harness, in report order.
-    pub const ALL: [Harness; 4] = [
-        Harness::Claude,
-        Harness::Codex,
-        Harness::Gemini,
-        Harness::Cursor,
-    ];
-
-    /// `--agent`'s name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Harness::Claude => "claude",
-            Harness::Codex => "codex",
-            Harness::Gemini => "gemini",
-            Harness::Cursor => "cursor",
-        }
-    }
-}
+pub use row_fence_contract::harness::Harness;
 
 /// Which call a sample makes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -14,6 +14,7 @@
 //! sshd and for the daemon's separate uid.
 
 use crate::children::Owned;
+use crate::local::{free_port, io, keygen, log, text, wait_for, which};
 use crate::options::Options;
 use crate::sample::Sampler;
 use crate::stats::Summary;
@@ -23,7 +24,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The broker's p50 may be at most this many times the plain agent's.
 pub const TARGET_RATIO: f64 = 1.2;
@@ -77,8 +78,8 @@ pub fn run(options: &Options, bin_dir: &Path) -> Result<Figures, String> {
     fs::set_permissions(root, fs::Permissions::from_mode(0o755)).map_err(io("chmod"))?;
 
     // Keys: the host key and root's copy of the push key; the daemon's copy is nobody's.
-    keygen(&root.join("host"))?;
-    keygen(&root.join("push"))?;
+    keygen(&root.join("host"), "bench")?;
+    keygen(&root.join("push"), "bench")?;
     let daemon_dir = root.join("daemon");
     fs::create_dir(&daemon_dir).map_err(io("daemon dir"))?;
     let daemon_key = daemon_dir.join("push");
@@ -350,37 +351,9 @@ fn nix_user(name: &str) -> Result<(u32, u32), String> {
     Ok(unsafe { ((*pw).pw_uid, (*pw).pw_gid) })
 }
 
-fn io(what: &'static str) -> impl Fn(std::io::Error) -> String {
-    move |e| format!("{what}: {e}")
-}
-
-fn text(path: &Path) -> String {
-    path.display().to_string()
-}
-
-fn log(path: &Path) -> Result<fs::File, String> {
-    fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))
-}
-
 fn chown(path: &Path, (uid, gid): (u32, u32)) -> Result<(), String> {
     std::os::unix::fs::chown(path, Some(uid), Some(gid))
         .map_err(|e| format!("chown {}: {e}", path.display()))
-}
-
-fn keygen(path: &Path) -> Result<(), String> {
-    let out = Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-C", "bench", "-f"])
-        .arg(path)
-        .output()
-        .map_err(io("ssh-keygen"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "ssh-keygen: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ))
-    }
 }
 
 fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
@@ -402,31 +375,4 @@ fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
             String::from_utf8_lossy(&out.stderr).trim()
         ))
     }
-}
-
-fn which(program: &str) -> Result<PathBuf, String> {
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
-        .map(|dir| dir.join(program))
-        .find(|p| p.exists())
-        .ok_or_else(|| format!("{program} is not on PATH"))
-}
-
-fn free_port() -> Result<u16, String> {
-    std::net::TcpListener::bind(("127.0.0.1", 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(io("a free port"))
-}
-
-fn wait_for(what: &str, ready: impl Fn() -> bool) -> Result<(), String> {
-    let until = Instant::now() + Duration::from_secs(10);
-    while !ready() {
-        if Instant::now() > until {
-            return Err(format!("{what} was not there within 10 s"));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok(())
 }

@@ -343,6 +343,7 @@ pub fn ask_line(
             descriptor: descriptor.clone(),
             action: ACTION.into(),
             caller: Caller::default(),
+            updates: Vec::new(),
         })),
     };
     Ok(request.to_line())

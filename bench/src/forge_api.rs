@@ -14,6 +14,7 @@
 //! handshake with the stand-in; the daemon keeps its upstream connection warm.
 
 use crate::children::Owned;
+use crate::local::{free_port, io, log, text, wait_for, which};
 use crate::options::Options;
 use crate::sample::Sampler;
 use crate::stats::Summary;
@@ -21,7 +22,7 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The daemon's p50 may be at most this many times the relay's.
 pub const TARGET_RATIO: f64 = 1.2;
@@ -442,43 +443,4 @@ fn certificates(dir: &Path) -> Result<(), String> {
             ("-out", p("server.pem")),
         ],
     )
-}
-
-fn io(what: &'static str) -> impl Fn(std::io::Error) -> String {
-    move |e| format!("{what}: {e}")
-}
-
-fn text(path: &Path) -> String {
-    path.display().to_string()
-}
-
-fn log(path: &Path) -> Result<fs::File, String> {
-    fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-fn which(program: &str) -> Result<PathBuf, String> {
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
-        .map(|dir| dir.join(program))
-        .find(|p| p.exists())
-        .ok_or_else(|| format!("{program} is not on PATH"))
-}
-
-fn free_port() -> Result<u16, String> {
-    std::net::TcpListener::bind(("127.0.0.1", 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(io("a free port"))
-}
-
-fn wait_for(what: &str, ready: impl Fn() -> bool) -> Result<(), String> {
-    let until = Instant::now() + Duration::from_secs(10);
-    while !ready() {
-        if Instant::now() > until {
-            return Err(format!("{what} was not there within 10 s"));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok(())
 }

@@ -38,6 +38,9 @@
 //!   agent ÷ by a plain ssh-agent.
 //! - [`forge_api`]: the forge API endpoint's case (`--only forge-api`): `gh api` through
 //!   the daemon ÷ through a plain relay, and what a judged write adds.
+//! - [`push`]: the daemon's push case (`--only push`): a `git push` through the daemon ÷
+//!   straight to the same sshd with the same key, small and 50 MB, and the daemon's RSS.
+//! - [`local`]: what the cases that build a private world share (ports, waits, keys).
 //! - [`barrier`]: the ask with and without the read barrier of a replicated Redis.
 //! - [`stores`]: the store's ask on a 3-member etcd beside a durable Redis, and with a
 //!   member down; [`floors`]: what the home's floors cost an ask; [`grant`]: the row
@@ -73,10 +76,12 @@ pub mod forge_api;
 pub mod grant;
 pub mod interrupt;
 pub mod load;
+pub mod local;
 pub mod machine;
 pub mod options;
 pub mod plots;
 pub mod profile;
+pub mod push;
 pub mod python_client;
 pub mod records;
 pub mod redis_server;

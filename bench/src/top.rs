@@ -7,6 +7,7 @@
 //! `capture-pane` shows the new holder (polled every 10 ms).
 
 use crate::fixture::{Binaries, Daemon, clean_command};
+use crate::local::which;
 use crate::options::Options;
 use crate::stats::Summary;
 use row_fence_store::file::FileStore;
@@ -264,15 +265,6 @@ fn clock_ticks_per_second() -> f64 {
     // SAFETY: sysconf has no preconditions.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if ticks > 0 { ticks as f64 } else { 100.0 }
-}
-
-fn which(program: &str) -> Result<PathBuf, String> {
-    std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .map(|dir| dir.join(program))
-        .find(|p| p.is_file())
-        .ok_or_else(|| format!("{program} is not installed (scripts/test installs it)"))
 }
 
 /// The case's report, in Markdown.

@@ -216,6 +216,7 @@ impl Prepared {
                 descriptor: descriptor.clone(),
                 action: action.to_string(),
                 caller,
+                updates: Vec::new(),
             })),
         }
     }

@@ -74,20 +74,20 @@ pub fn validate_board(board: &str) -> Result<(), InvalidName> {
 /// Checks a row id: 1–128 of ASCII letters, digits, `-`, `_`, `.` (ARCHITECTURE.md, "One
 /// spelling": [`crate::spelling::check_name`]); the error names the character refused.
 pub fn validate_row(row: &str) -> Result<(), InvalidName> {
-    crate::spelling::check_name("row", row, false).map_err(InvalidName)
+    crate::spelling::check_name("row", row, false).map_err(|e| InvalidName(e.to_string()))
 }
 
 /// Checks a lane id: 1–128 of ASCII letters, digits, `-`, `_`, `.`, `/` (ARCHITECTURE.md,
 /// "One spelling"); the error names the character refused.
 pub fn validate_lane(lane: &str) -> Result<(), InvalidName> {
-    crate::spelling::check_name("lane", lane, true).map_err(InvalidName)
+    crate::spelling::check_name("lane", lane, true).map_err(|e| InvalidName(e.to_string()))
 }
 
 /// Checks a tenant id: 1–128 of ASCII letters, digits, `-`, `_`, `.` — the rows' rule
 /// (ARCHITECTURE.md, "One spelling"), so a tenant in the registry, a lease, a descriptor
 /// and the tenant map has one spelling; the error names the character refused.
 pub fn validate_tenant(tenant: &str) -> Result<(), InvalidName> {
-    crate::spelling::check_name("tenant", tenant, false).map_err(InvalidName)
+    crate::spelling::check_name("tenant", tenant, false).map_err(|e| InvalidName(e.to_string()))
 }
 
 /// Why a descriptor file cannot be read, parsed or validated (`descriptor_unreadable`;

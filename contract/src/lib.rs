@@ -14,6 +14,7 @@
 //! - [`descriptor`]: the descriptor format, its validation and its resolution.
 //! - [`lease_token`]: the lease token a grant creates and an ask presents.
 //! - [`no_follow`]: opening a file with no symbolic link anywhere in its path.
+//! - [`harness`]: the agent harnesses hooked, one name and one parser each.
 //! - [`git_layout`]: git dirs as git lays them out (worktrees' common dir, submodules').
 //! - [`protocol`]: request and answer lines on the socket.
 //! - [`push`]: the push socket's request header (`git-remote-row-fence` to the daemon).
@@ -31,6 +32,7 @@
 pub mod client;
 pub mod descriptor;
 pub mod git_layout;
+pub mod harness;
 pub mod lease_token;
 pub mod ledger;
 pub mod no_follow;

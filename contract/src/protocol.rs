@@ -128,6 +128,11 @@ pub struct Ask {
     /// Who asks, for the ledger and the asks stream.
     #[serde(default)]
     pub caller: Caller,
+    /// The ref updates of the push being asked about, when the asker sees them (the
+    /// pre-push hook): judged against the row's scope as well as the lease. Empty: the
+    /// lease alone (an ask that names no refs, such as git's transport gate).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub updates: Vec<crate::scope::RefUpdate>,
 }
 
 /// The caller's session, working directory and the few environment variables the gate
@@ -344,6 +349,7 @@ mod tests {
                 descriptor: descriptor(),
                 action: "git push origin".into(),
                 caller: Caller::default(),
+                updates: Vec::new(),
             })),
         };
         let line = request.to_line();

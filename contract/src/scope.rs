@@ -310,6 +310,20 @@ impl Scope {
         }
     }
 
+    /// Judges only the refs of a push by the holder of `row`, for a layer that sees the
+    /// refs but not the forge's path of the repository (the lane's pre-push hook): the
+    /// daemon's proxy and the forge hook judge the repository at the write.
+    pub fn judge_refs(&self, row: &str, updates: &[RefUpdate]) -> Result<(), ScopeRefusal> {
+        match &self.repositories {
+            None => self.judge(row, "", updates),
+            Some(_) => Scope {
+                repositories: None,
+                ..self.clone()
+            }
+            .judge(row, "", updates),
+        }
+    }
+
     /// True when `refname` is a valid ref name matched by one of the patterns for `row`.
     pub fn covers(&self, row: &str, refname: &str) -> bool {
         valid_ref_component(row)
@@ -361,6 +375,69 @@ fn validate_pattern(pattern: &str) -> Result<(), InvalidScope> {
         }
     }
     Ok(())
+}
+
+/// At most this many ref updates in one push are judged; more is refused whole (git
+/// pushes a few; a mirror push of thousands of refs is no lane's).
+pub const MAX_UPDATES: usize = 1000;
+
+/// A full object id: 40 (SHA-1) or 64 (SHA-256) hex digits.
+pub fn valid_oid(oid: &str) -> bool {
+    matches!(oid.len(), 40 | 64) && oid.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Git's "no object": an all-zero object id (a create's old, a delete's new).
+pub fn is_zero_oid(oid: &str) -> bool {
+    !oid.is_empty() && oid.bytes().all(|b| b == b'0')
+}
+
+/// Classifies `old` → `new`: a create when old is zeros, a delete when new is zeros, a
+/// fast-forward only when `is_ancestor` (asked only then) proves old an ancestor of new;
+/// anything else, a failing git included, is non-fast-forward, the stricter rule.
+pub fn classify(old: &str, new: &str, is_ancestor: impl FnOnce() -> bool) -> UpdateKind {
+    if is_zero_oid(old) {
+        UpdateKind::Create
+    } else if is_zero_oid(new) {
+        UpdateKind::Delete
+    } else if is_ancestor() {
+        UpdateKind::FastForward
+    } else {
+        UpdateKind::NonFastForward
+    }
+}
+
+/// A ref update whose shape is wrong: a ref name git would not take or an object id that
+/// is not one. Names the update as given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MalformedUpdate {
+    /// The update as given: `<old> <new> <ref>`.
+    pub update: String,
+}
+
+impl std::fmt::Display for MalformedUpdate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:?} is not a ref update (`<old> <new> <ref>` with object ids and a ref name)",
+            self.update
+        )
+    }
+}
+
+impl std::error::Error for MalformedUpdate {}
+
+/// Checks each update's shape (a valid ref name, full object ids): a push is judged only
+/// when every one of its updates is one.
+pub fn check_updates(updates: &[RefUpdate]) -> Result<(), MalformedUpdate> {
+    match updates
+        .iter()
+        .find(|u| !valid_refname(&u.refname) || !valid_oid(&u.old) || !valid_oid(&u.new))
+    {
+        Some(u) => Err(MalformedUpdate {
+            update: format!("{} {} {}", u.old, u.new, u.refname),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// One component of a ref name as git's `check-ref-format` allows it: not empty, no

@@ -11,33 +11,93 @@
 /// At most this many characters in a row or lane name.
 pub const MAX_NAME_CHARS: usize = 128;
 
-/// Why a name was refused: one sentence naming the offending character as `\u{…}`.
-pub fn check_name(what: &str, value: &str, allow_slash: bool) -> Result<(), String> {
+/// Checks `value`, a `what` (row, lane, tenant), against the allowlist: ASCII letters,
+/// digits, `-`, `_`, `.` (and `/` when `allow_slash`), 1 to [`MAX_NAME_CHARS`] of them.
+///
+/// # Errors
+///
+/// [`NameRefused`], whose sentence names the offending character as `\u{…}`.
+pub fn check_name(what: &str, value: &str, allow_slash: bool) -> Result<(), NameRefused> {
     let count = value.chars().count();
     if count == 0 || count > MAX_NAME_CHARS {
-        return Err(format!(
-            "{what} must be 1-{MAX_NAME_CHARS} characters, got {count}"
-        ));
+        return Err(NameRefused::Length {
+            what: what.to_string(),
+            count,
+        });
     }
     if let Some((at, c)) = value
         .chars()
         .enumerate()
         .find(|&(_, c)| !name_char(c, allow_slash))
     {
-        let allowed = if allow_slash {
-            "ASCII letters, digits, '-', '_', '.' and '/'"
-        } else {
-            "ASCII letters, digits, '-', '_' and '.'"
-        };
-        return Err(format!(
-            "{what} \"{}\" holds {} at character {}: a {what} is spelled only with {allowed}, so no two names can look alike",
-            escape(value),
-            describe(c),
-            at + 1
-        ));
+        return Err(NameRefused::Character {
+            what: what.to_string(),
+            value: value.to_string(),
+            character: c,
+            at: at + 1,
+            allow_slash,
+        });
     }
     Ok(())
 }
+
+/// Why a name is not spelled as the allowlist allows ([`check_name`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NameRefused {
+    /// Empty, or over [`MAX_NAME_CHARS`] characters.
+    Length {
+        /// What the name names (row, lane, tenant).
+        what: String,
+        /// Its length in characters.
+        count: usize,
+    },
+    /// A character outside the allowlist.
+    Character {
+        /// What the name names.
+        what: String,
+        /// The name as given.
+        value: String,
+        /// The first character refused.
+        character: char,
+        /// Its position, counting from 1.
+        at: usize,
+        /// Whether `/` was allowed (a lane).
+        allow_slash: bool,
+    },
+}
+
+impl std::fmt::Display for NameRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NameRefused::Length { what, count } => write!(
+                f,
+                "{what} must be 1-{MAX_NAME_CHARS} characters, got {count}"
+            ),
+            NameRefused::Character {
+                what,
+                value,
+                character,
+                at,
+                allow_slash,
+            } => {
+                let allowed = if *allow_slash {
+                    "ASCII letters, digits, '-', '_', '.' and '/'"
+                } else {
+                    "ASCII letters, digits, '-', '_' and '.'"
+                };
+                write!(
+                    f,
+                    "{what} \"{}\" holds {} at character {at}: a {what} is spelled only with {allowed}, so no two names can look alike",
+                    escape(value),
+                    describe(*character),
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for NameRefused {}
 
 fn name_char(c: char, allow_slash: bool) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') || (allow_slash && c == '/')
@@ -99,7 +159,7 @@ pub fn escape(value: &str) -> String {
 /// character itself. How an operator names a spelling stored before the allowlist
 /// (`row-fence release … --stored-name`) with only printable ASCII on the command line.
 /// A `\` not starting a well-formed `\u{…}` of a Unicode scalar value is an error.
-pub fn unescape(text: &str) -> Result<String, String> {
+pub fn unescape(text: &str) -> Result<String, BadEscape> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find('\\') {
@@ -113,10 +173,9 @@ pub fn unescape(text: &str) -> Result<String, String> {
                 (!hex.is_empty() && hex.len() <= 6).then_some((c, after))
             });
         let Some((c, after)) = scalar else {
-            return Err(format!(
-                "\"{}\" has a '\\' that does not start \\u{{HEX}}",
-                escape(text)
-            ));
+            return Err(BadEscape {
+                text: text.to_string(),
+            });
         };
         out.push(c);
         rest = after;
@@ -124,6 +183,25 @@ pub fn unescape(text: &str) -> Result<String, String> {
     out.push_str(rest);
     Ok(out)
 }
+
+/// A `\` in [`unescape`]'s text that does not start a well-formed `\u{HEX}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BadEscape {
+    /// The text given.
+    pub text: String,
+}
+
+impl std::fmt::Display for BadEscape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "\"{}\" has a '\\' that does not start \\u{{HEX}}",
+            escape(&self.text)
+        )
+    }
+}
+
+impl std::error::Error for BadEscape {}
 
 /// True for a character that can change how a line looks without being seen as itself:
 /// C0 and C1 controls, DEL, bidi controls, zero-width characters, line and paragraph
@@ -255,12 +333,23 @@ mod tests {
             ("a\nb", "\\u{a}"),
             ("a/b", "\\u{2f}"),
         ] {
-            let e = check_name("row", bad, false).unwrap_err();
+            let refused = check_name("row", bad, false).unwrap_err();
+            assert!(
+                matches!(&refused, NameRefused::Character { value, .. } if value == bad),
+                "{refused:?}"
+            );
+            let e = refused.to_string();
             assert!(e.contains(named), "{bad:?}: {e}");
             assert!(!e.chars().any(|c| c.is_control() || !c.is_ascii()), "{e:?}");
         }
-        assert!(check_name("row", "", false).is_err());
-        assert!(check_name("row", &"a".repeat(129), false).is_err());
+        assert_eq!(
+            check_name("row", "", false).unwrap_err().to_string(),
+            "row must be 1-128 characters, got 0"
+        );
+        assert!(matches!(
+            check_name("row", &"a".repeat(129), false),
+            Err(NameRefused::Length { count: 129, .. })
+        ));
     }
 
     #[test]

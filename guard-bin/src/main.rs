@@ -10,20 +10,43 @@ use row_fence_guard::{DEFAULT_TIMEOUT_MS, TIMEOUT_ENV, input, parse, walk};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-/// The harness whose convention every exit answers in.
-static HARNESS: OnceLock<Harness> = OnceLock::new();
-
-/// Exits with `code`, answered in the harness's convention.
-fn finish(code: i32) -> ! {
-    let harness = HARNESS.get().copied().unwrap_or(Harness::Claude);
-    let (line, code) = harness::answer(harness, code);
-    if let Some(line) = line {
-        println_quiet(&line);
-    }
-    std::process::exit(code);
-}
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+/// The harness whose convention the guard answers in: set as soon as `--harness` is
+/// read, so even a later usage error is answered in it (Claude Code's until then).
+static HARNESS: OnceLock<Harness> = OnceLock::new();
+
+/// The harness's denial line for stdout, made before the hard deadline is armed: the
+/// alarm's handler may only write bytes that already exist.
+static DENY_STDOUT: OnceLock<String> = OnceLock::new();
+
+/// How the guard ends.
+enum End {
+    /// The hook's answer, [`ALLOW`] or [`DENY`], given in the harness's convention.
+    Answer(i32),
+    /// No hook was answered: `--help`, `--version` or `--plan` printed what was asked
+    /// (exit 0, nothing more on stdout).
+    Printed,
+}
+
+/// The one place the guard exits (the alarm's handler aside, which writes the same
+/// denial): the harness's answer on stdout, if it reads one, and its exit code.
+fn end(end: End) -> ! {
+    // The answer is being given: the hard deadline must not give a second one.
+    nix::unistd::alarm::cancel();
+    match end {
+        End::Printed => std::process::exit(ALLOW),
+        End::Answer(code) => {
+            let harness = HARNESS.get().copied().unwrap_or(Harness::Claude);
+            let answer = harness::answer(harness, code);
+            if let Some(line) = answer.stdout {
+                println_quiet(&line);
+            }
+            std::process::exit(answer.code)
+        }
+    }
+}
 
 const USAGE: &str = "\
 Usage: row-fence-guard [--harness NAME] [--socket PATH] [--timeout-ms N] [--plan] < hook-input.json
@@ -52,6 +75,8 @@ enum Usage {
     Flag(lexopt::Error),
     /// A `--harness` the guard does not know.
     Harness(String),
+    /// `--harness` given more than once.
+    HarnessTwice,
     /// A deadline that is not a whole number of milliseconds above 0.
     Timeout {
         /// `--timeout-ms`, the environment variable, or `default`.
@@ -69,6 +94,7 @@ impl std::fmt::Display for Usage {
                 f,
                 "--harness must be claude, codex, gemini or cursor, got {name:?}"
             ),
+            Usage::HarnessTwice => write!(f, "--harness is given more than once"),
             Usage::Timeout { source, text } => write!(
                 f,
                 "{source} must be a whole number of milliseconds above 0, got {text:?}"
@@ -105,26 +131,27 @@ fn main() {
         report::say(&format!(
             "row-fence guard: internal error ({info}); denied. The command did not run."
         ));
-        finish(DENY);
+        end(End::Answer(DENY));
     }));
     let started = Instant::now();
     let options = match parse_args() {
         Ok(Some(options)) => options,
-        Ok(None) => std::process::exit(ALLOW),
+        Ok(None) => end(End::Printed),
         Err(message) => {
             report::say(&format!(
                 "row-fence-guard: error: {message}\nTry 'row-fence-guard --help' for more."
             ));
-            std::process::exit(DENY);
+            end(End::Answer(DENY));
         }
     };
     let deadline = started + options.timeout;
+    if let Some(line) = harness::answer(options.harness, DENY).stdout {
+        let _ = DENY_STDOUT.set(format!("{line}\n"));
+    }
     hard_deadline(options.timeout);
-    let _ = HARNESS.set(options.harness);
-    let hook = match input::read_value(std::io::stdin().lock()).and_then(|v| {
-        let (normal, runs_in) = harness::normalize(options.harness, v);
-        input::from_value(normal).map(|hook| input::Hook { runs_in, ..hook })
-    }) {
+    let hook = match input::read_value(std::io::stdin().lock())
+        .and_then(|v| harness::read(options.harness, v))
+    {
         Ok(hook) => hook,
         Err(why) => deny(why),
     };
@@ -151,7 +178,7 @@ fn main() {
     };
     if options.plan {
         print_plan(&plan);
-        std::process::exit(ALLOW);
+        end(End::Printed);
     }
     let settings = Settings {
         home: paths::home(None),
@@ -163,7 +190,7 @@ fn main() {
         deadline,
         build: row_fence_stamp::BUILD_DIGEST,
     };
-    finish(judge::judge(&hook, &plan, &cwd, &settings));
+    end(End::Answer(judge::judge(&hook, &plan, &cwd, &settings)));
 }
 
 /// True for a command short and shallow enough to walk on the main thread's stack
@@ -201,8 +228,8 @@ fn walk_hook(hook: input::Hook) -> Result<Walked, NoCwd> {
     Ok((hook, cwd, plan))
 }
 
-/// Half a second past the deadline (rounded up to a whole second), the process denies and
-/// exits, wherever it is: a file system that hangs a `stat` must not take the hook past
+/// Half a second past the deadline (rounded up to a whole second), the process denies
+/// (in the harness's convention: [`DENY_STDOUT`]) and exits, wherever it is: a file system that hangs a `stat` must not take the hook past
 /// Claude Code's timeout, after which the command would run. The handler only writes and
 /// exits (async-signal-safe).
 fn hard_deadline(timeout: Duration) {
@@ -210,8 +237,13 @@ fn hard_deadline(timeout: Duration) {
     extern "C" fn on_alarm(_: nix::libc::c_int) {
         const LINE: &[u8] =
             b"row-fence guard: the hook's deadline passed before the guard could answer. Denied: the command did not run; retry.\n";
-        // SAFETY: write(2) and _exit(2) are async-signal-safe; LINE is static.
+        // SAFETY: write(2) and _exit(2) are async-signal-safe; LINE is static, and
+        // DENY_STDOUT, once set (before the alarm is armed), is never changed or freed:
+        // reading it is an atomic load, no lock, no allocation.
         unsafe {
+            if let Some(answer) = DENY_STDOUT.get() {
+                nix::libc::write(1, answer.as_ptr().cast(), answer.len());
+            }
             nix::libc::write(2, LINE.as_ptr().cast(), LINE.len());
             nix::libc::_exit(DENY);
         }
@@ -234,7 +266,7 @@ fn deny(why: impl std::fmt::Display) -> ! {
     report::say(&format!(
         "row-fence guard: {why}. Denied: the command did not run."
     ));
-    finish(DENY);
+    end(End::Answer(DENY));
 }
 
 fn print_plan(plan: &walk::Plan) {
@@ -293,8 +325,14 @@ fn parse_args() -> Result<Option<Options>, Usage> {
             Long("harness") => {
                 let name = parser.value().map_err(Usage::Flag)?;
                 let name = name.to_string_lossy();
-                options.harness =
-                    Harness::from_name(&name).ok_or_else(|| Usage::Harness(name.into_owned()))?;
+                options.harness = name
+                    .parse()
+                    .map_err(|_| Usage::Harness(name.into_owned()))?;
+                // One harness per hook: a second `--harness` would answer in a convention
+                // the one already set does not speak.
+                HARNESS
+                    .set(options.harness)
+                    .map_err(|_| Usage::HarnessTwice)?;
             }
             Short('V') | Long("version") => {
                 println_quiet(&format!("row-fence-guard {}", row_fence_stamp::VERSION));

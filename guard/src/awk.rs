@@ -6,7 +6,7 @@
 //! or a file (`-f`, `-E`, `-i`), read like any script file.
 
 use crate::effect::{Ctx, Effect, script_file};
-use crate::words::Value;
+use row_fence_shell::words::Value;
 
 /// Classifies `awk ARGS` (and gawk, mawk, nawk, busybox awk).
 pub fn classify(program: &str, args: &[Value], ctx: &Ctx) -> Vec<Effect> {

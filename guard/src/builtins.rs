@@ -6,7 +6,7 @@
 //! it, and one the guard cannot follow is opaque.
 
 use crate::effect::{Ctx, Effect, Move};
-use crate::words::Value;
+use row_fence_shell::words::Value;
 
 /// Classifies one of the shell's own commands; `None` when `program` is not one this
 /// module reads (the caller goes on with programs).
@@ -19,11 +19,9 @@ pub fn classify_builtin(
 ) -> Option<Vec<Effect>> {
     let effects = match program {
         "cd" | "pushd" | "popd" => vec![Effect::Move(moves(program, args))],
-        "eval" | "source" | "." | "fc" | "r" => vec![Effect::Opaque {
-            why: format!("`{program}` runs code the text does not show"),
-            places: ctx.places(),
-            in_shell: true,
-        }],
+        "eval" | "source" | "." | "fc" | "r" => ctx
+            .opaque_in_shell(format!("`{program}` runs code the text does not show"))
+            .into(),
         "trap" => trap(args, ctx),
         "alias" => alias(args, ctx),
         "hash" => hash(args, ctx),
@@ -33,11 +31,10 @@ pub fn classify_builtin(
                     || a.literal().is_none()
             }) =>
         {
-            vec![Effect::Opaque {
-                why: format!("`{program}` with these options binds names to other code"),
-                places: ctx.places(),
-                in_shell: true,
-            }]
+            ctx.opaque_in_shell(format!(
+                "`{program}` with these options binds names to other code"
+            ))
+            .into()
         }
         "export" | "declare" | "typeset" | "local" | "readonly" | "integer" | "float" => {
             declaration(program, args, ctx)
@@ -191,11 +188,9 @@ fn alias(args: &[Value], ctx: &Ctx) -> Vec<Effect> {
                 }
             }
             Value::Dynamic(raw) => {
-                effects.push(Effect::Opaque {
-                    why: format!("the alias `{raw}` is only known when it runs"),
-                    places: ctx.places(),
-                    in_shell: true,
-                });
+                effects.extend(
+                    ctx.opaque_in_shell(format!("the alias `{raw}` is only known when it runs")),
+                );
             }
         }
     }
@@ -226,11 +221,9 @@ fn hash(args: &[Value], ctx: &Ctx) -> Vec<Effect> {
                 }
             }
             Value::Dynamic(raw) => {
-                return vec![Effect::Opaque {
-                    why: format!("`hash {raw}` may bind a name to any program"),
-                    places: ctx.places(),
-                    in_shell: true,
-                }];
+                return ctx
+                    .opaque_in_shell(format!("`hash {raw}` may bind a name to any program"))
+                    .into();
             }
         }
         k += 1;

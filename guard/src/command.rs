@@ -1,12 +1,13 @@
 //! One simple command, its words already read: what it does, as far as the fence cares
 //! (ARCHITECTURE.md, "The agent guard's policy"). Finds the program the command word runs
-//! ([`crate::lookup`]), then dispatches to the shell's own commands
-//! ([`crate::builtins`]), git ([`crate::git`]), gh ([`crate::gh`]), row-fence
-//! ([`crate::row_fence`]), and the wrappers and interpreters ([`crate::programs`]).
+//! ([`row_fence_shell::lookup`], [`crate::fenced`]), then dispatches to the shell's own
+//! commands ([`crate::builtins`]) or to the program's record ([`crate::programs`],
+//! [`crate::specs`]).
 
-use crate::effect::{Ctx, Effect, MAX_WRAPPER_DEPTH, Move, is_fenced_program};
+use crate::effect::{Ctx, Effect, MAX_WRAPPER_DEPTH, Move};
+use crate::fenced::is_fenced_program;
 use crate::finding::Dir;
-use crate::words::Value;
+use row_fence_shell::words::Value;
 use std::path::Path;
 
 /// Classifies `argv` (the command word first) run from `ctx`; `functions`: whether a
@@ -22,11 +23,11 @@ pub fn classify(argv: &[Value], ctx: &Ctx, functions: bool, depth: usize) -> Vec
     let name = match first {
         Value::Literal(name) => name.as_str(),
         Value::Dynamic(raw) => {
-            return vec![Effect::Opaque {
-                why: format!("the command word `{raw}` is only known when it runs"),
-                places: ctx.places(),
-                in_shell: true,
-            }];
+            return ctx
+                .opaque_in_shell(format!(
+                    "the command word `{raw}` is only known when it runs"
+                ))
+                .into();
         }
     };
     if functions && ctx.functions.contains(name) {
@@ -82,26 +83,24 @@ fn dispatch(
     {
         return effects;
     }
-    match program.as_str() {
-        "git" => crate::git::classify(args, ctx, depth),
-        "gh" => crate::gh::classify(args, ctx),
-        "row-fence" => crate::row_fence::classify(args, ctx),
-        _ if program.starts_with("git-") && program.len() > 4 => {
-            let mut inner = vec![Value::Literal(program[4..].to_string())];
-            inner.extend_from_slice(args);
-            crate::git::classify(&inner, ctx, depth)
-        }
-        _ => crate::programs::classify(&program, args, ctx, depth),
+    // `git-push` is git's own spelling of `git push`.
+    if let Some(sub) = program.strip_prefix("git-").filter(|sub| !sub.is_empty()) {
+        let mut inner = vec![Value::Literal(sub.to_string())];
+        inner.extend_from_slice(args);
+        return crate::git::classify(&inner, ctx, depth);
     }
+    crate::programs::classify(&program, args, ctx, depth)
 }
 
 /// True when `name` is not a program the shell would run but a directory in one of the
 /// places the command runs (zsh's `AUTO_CD` then changes to it).
 fn names_a_directory(name: &str, ctx: &Ctx) -> bool {
-    if crate::lookup::is_shell_builtin(name) || is_fenced_program(&name.to_ascii_lowercase()) {
+    if row_fence_shell::lookup::is_shell_builtin(name)
+        || is_fenced_program(&name.to_ascii_lowercase())
+    {
         return false;
     }
-    if !name.contains('/') && crate::lookup::on_path(name, ctx.path).is_some() {
+    if !name.contains('/') && row_fence_shell::lookup::on_path(name, ctx.path).is_some() {
         return false;
     }
     ctx.dirs
@@ -112,7 +111,7 @@ fn names_a_directory(name: &str, ctx: &Ctx) -> bool {
 /// The program a command word names: for a name, the program `PATH` runs (the shell's
 /// own commands are not looked up); for a path, the program the path (or the symlink it
 /// is) leads to. A program that is git, gh or row-fence under another name (a symlink, a
-/// hard link, a copy: [`crate::lookup::same_program`]) counts as that program, so
+/// hard link, a copy: [`crate::fenced::same_program`]) counts as that program, so
 /// `/usr/bin/git`, `./g` → git and `/usr/lib/git-core/git-push` count as git. A name on
 /// no `PATH` directory, or a path that does not exist yet, is opaque: an alias or function
 /// of the agent's shell, a zsh builtin, or a program made in this command runs what the
@@ -128,20 +127,22 @@ fn identity(word: &str, ctx: &Ctx) -> Result<String, Unpinned> {
         if is_fenced_program(&name.to_ascii_lowercase()) {
             return name;
         }
-        match crate::lookup::same_program(target) {
+        match crate::fenced::same_program(target) {
             Some(fenced) => fenced.to_string(),
             None => typed.to_string(),
         }
     };
     if !word.contains('/') {
-        if is_fenced_program(&word.to_ascii_lowercase()) || crate::lookup::is_shell_builtin(word) {
+        if is_fenced_program(&word.to_ascii_lowercase())
+            || row_fence_shell::lookup::is_shell_builtin(word)
+        {
             return Ok(word.to_string());
         }
         let path = match ctx.vars.get("PATH") {
             Some(Some(path)) => Some(path.as_str()),
             _ => ctx.path,
         };
-        return match crate::lookup::on_path(word, path) {
+        return match row_fence_shell::lookup::on_path(word, path) {
             Some(target) => Ok(as_program(&target, word)),
             None => Err(Unpinned::NotOnPath(word.to_string())),
         };

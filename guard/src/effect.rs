@@ -4,67 +4,26 @@
 //! dispatcher.
 
 use crate::finding::{Dir, Place};
-use crate::state::resolve;
-use crate::words::{Value, Vars};
+pub use row_fence_shell::effect::Move;
+use row_fence_shell::state::resolve;
+use row_fence_shell::words::{Value, Vars};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// What a simple command does.
+/// What a simple command does: the shell reader's effects
+/// ([`row_fence_shell::effect::Effect`]) with the guard's [`Note`]s among them.
+pub type Effect = row_fence_shell::effect::Effect<Note>;
+
+/// What the guard notes of a command, kept by the walk in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Effect {
+pub enum Note {
     /// A write to the outside world, at these places.
     Fenced { action: String, places: Vec<Place> },
-    /// A command whose effect the text does not show, at these places. `in_shell`: it
-    /// runs in the walk's own shell (eval, source, a dynamic command word) and may move it.
-    Opaque {
-        why: String,
-        places: Vec<Place>,
-        in_shell: bool,
-    },
-    /// Shell code given as a literal (`bash -c '…'`, `flock f -c '…'`): read it too, as a
-    /// new shell in these directories.
-    Code { text: String, dirs: Vec<Dir> },
-    /// `cd`, `pushd`, `popd`.
-    Move(Move),
-    /// A call of a function or an alias defined earlier in the command, with its
-    /// arguments (an alias's are read as part of its expansion).
-    Call(String, Vec<Value>),
-    /// `export`/`declare`/`local`/`readonly` assignments.
-    Assign(Vec<(String, Value)>),
-    /// `unset NAME…`.
-    Unset(Vec<String>),
-    /// `alias NAME=BODY`, zsh's `functions[NAME]=BODY`: `NAME` runs BODY from now on.
-    Alias(String, String),
-    /// `hash -p PATH NAME`, `BASH_CMDS[NAME]=PATH`: `NAME` runs PATH (`None`: a program the
-    /// text does not show) from now on.
-    Rebind(Vec<(String, Option<String>)>),
-    /// Words bash evaluates as arithmetic (`let`, `declare -i`): a `$(…)` in them runs, and
-    /// a variable they name is evaluated in turn.
-    Arithmetic(Vec<Value>),
-    /// `set -P` (true) / `set +P`: later `cd`s resolve physically.
-    Physical(bool),
+    /// A command whose effect the text does not show, at these places.
+    Opaque { why: String, places: Vec<Place> },
     /// git runs at these places and reads the configuration of the repository there,
     /// which the lane owning it may have planted: the judge asks that repository's row
     /// (a refused one is no place for git to run, whoever calls it).
     GitAt(Vec<Place>),
-    /// What `effects` does happens after the call returns (`nohup`, `setsid`, `at`,
-    /// `systemd-run`, `watch`…): `why` says how. A write in it is judged now and lands
-    /// later.
-    Deferred { why: String, effects: Vec<Effect> },
-}
-
-/// A change of directory. `physical`: `cd -P`, resolved through symlinks as the kernel
-/// does, not lexically.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Move {
-    /// `cd TARGET` (`None`: `cd` alone, to `$HOME`; `Some("-")`: to `OLDPWD`).
-    Cd { to: Option<Value>, physical: bool },
-    /// `pushd TARGET` (`None`: swap the top two).
-    Pushd { to: Option<Value>, physical: bool },
-    /// `popd`.
-    Popd,
-    /// A command word that names a directory: zsh with `AUTO_CD` (reading commands from
-    /// stdin) changes to it; bash fails and stays. Either may be where the next command runs.
-    AutoCd(Value),
 }
 
 /// What classifying a command needs from the walk.
@@ -144,11 +103,16 @@ impl Ctx<'_> {
 
     /// An opaque effect here.
     pub fn opaque(&self, why: impl Into<String>) -> Effect {
-        Effect::Opaque {
+        Effect::Note(Note::Opaque {
             why: why.into(),
             places: self.places(),
-            in_shell: false,
-        }
+        })
+    }
+
+    /// An opaque command here that runs in the walk's own shell (eval, source, a dynamic
+    /// command word), so it may move it: the walk loses track of where it is.
+    pub fn opaque_in_shell(&self, why: impl Into<String>) -> [Effect; 2] {
+        [self.opaque(why), Effect::LoseTrack]
     }
 
     /// Classifies an inner command `argv` run from this context (see
@@ -159,20 +123,15 @@ impl Ctx<'_> {
 
     /// A fenced write here.
     pub fn fenced(&self, action: impl Into<String>) -> Effect {
-        Effect::Fenced {
+        Effect::Note(Note::Fenced {
             action: action.into(),
             places: self.places(),
-        }
+        })
     }
 }
 
 /// How deep wrappers may nest (`env env … git push`) before the command is opaque.
 pub const MAX_WRAPPER_DEPTH: usize = 16;
-
-/// Programs whose name alone makes a fenced write possible.
-pub fn is_fenced_program(name: &str) -> bool {
-    name == "git" || name == "gh" || name == "row-fence" || name.starts_with("git-")
-}
 
 /// A script operand: running a file that exists is running the project's code
 /// (ordinary); a file made in the same command, a substitution, or stdin in disguise
@@ -199,4 +158,15 @@ pub fn script_file(program: &str, script: &Value, ctx: &Ctx) -> Vec<Effect> {
         }
     }
     Vec::new()
+}
+
+/// `effects`, as run after the call returns (`why` says how). Nothing to defer is nothing.
+pub fn deferred(why: &str, effects: Vec<Effect>) -> Vec<Effect> {
+    if effects.is_empty() {
+        return effects;
+    }
+    vec![Effect::Deferred {
+        why: why.to_string(),
+        effects,
+    }]
 }

@@ -6,7 +6,7 @@
 //! is read as a command (`GIT_PAGER=cat` is ordinary), anything else is opaque.
 
 use crate::effect::{Ctx, Effect};
-use crate::words::Value;
+use row_fence_shell::words::Value;
 
 /// Variables whose setting alone is opaque.
 const OPAQUE: &[&str] = &[

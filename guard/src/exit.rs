@@ -1,5 +1,5 @@
 //! The guard's two answers, as exit codes every harness reads the same way (Cursor's JSON
-//! answer is printed beside them, [`crate::harness::answer`]).
+//! answer is printed beside them: [`crate::harness::answer`], which every exit gives).
 
 /// The tool call runs (exit 0).
 pub const ALLOW: i32 = 0;

@@ -3,7 +3,7 @@
 //! `search`, `status`, `auth status`, `api` with GET and no body fields, help and version.
 
 use crate::effect::{Ctx, Effect};
-use crate::words::Value;
+use row_fence_shell::words::Value;
 
 /// Verbs that only read, whatever their group (`gh pr view`, `gh run list`).
 const READ_VERBS: &[&str] = &["view", "list", "ls", "status", "diff", "checks"];

@@ -3,10 +3,10 @@
 //! override that runs code or disables a hook, `rebase --exec`, a subcommand git does not
 //! ship), or ordinary (ARCHITECTURE.md, "The agent guard's policy").
 
-use crate::effect::{Ctx, Effect};
+use crate::effect::{Ctx, Effect, Note};
 use crate::finding::Dir;
-use crate::state::resolve_physical;
-use crate::words::Value;
+use row_fence_shell::state::resolve_physical;
+use row_fence_shell::words::Value;
 
 /// Subcommands that write to a remote repository.
 const FENCED: &[&str] = &[
@@ -313,7 +313,7 @@ pub fn classify(args: &[Value], ctx: &Ctx, depth: usize) -> Vec<Effect> {
         ctx: &here,
         git_dir,
     };
-    let at = Effect::GitAt(effect_ctx.places());
+    let at = Effect::Note(Note::GitAt(effect_ctx.places()));
     if let Some(why) = opaque {
         return vec![at, effect_ctx.opaque(why)];
     }
@@ -430,18 +430,17 @@ impl Here<'_> {
     }
 
     fn opaque(&self, why: impl Into<String>) -> Effect {
-        Effect::Opaque {
+        Effect::Note(Note::Opaque {
             why: why.into(),
             places: self.places(),
-            in_shell: false,
-        }
+        })
     }
 
     fn fenced(&self, action: impl Into<String>) -> Effect {
-        Effect::Fenced {
+        Effect::Note(Note::Fenced {
             action: action.into(),
             places: self.places(),
-        }
+        })
     }
 }
 

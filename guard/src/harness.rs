@@ -1,9 +1,11 @@
-//! Agent harnesses other than Claude Code (ARCHITECTURE.md, "Agent hooks"): each one's
-//! pre-tool hook input, as the harness sends it, is turned into Claude Code's
-//! `PreToolUse` shape before it is read, with where the tool runs ([`RunsIn`]) beside
-//! it; the guard's exit is answered in the harness's blocking convention.
+//! Each agent harness's hook (ARCHITECTURE.md, "Agent hooks"): its pre-tool input as a
+//! typed shape ([`read`]: the call in Claude Code's tool names, with where the tool runs,
+//! [`RunsIn`]) and the guard's answer in its convention ([`answer`]). A shape tolerates
+//! members it does not name (harnesses add fields); a member it needs that is missing or
+//! of the wrong type is refused with the member's name, never guessed at.
 //!
-//! - `claude`: Claude Code's `PreToolUse` (hooks reference, Claude Code 2.x): as is.
+//! - `claude`: Claude Code's `PreToolUse` (hooks reference, Claude Code 2.x): `tool_name`
+//!   and, for `Bash`, `tool_input.command`; `session_id` and `cwd` when given.
 //! - `codex`: Codex CLI's `PreToolUse` (`hooks.json` or `[hooks]` in `config.toml`):
 //!   Claude Code's shape, its shell tools named `Bash` with `tool_input` `{command}` only
 //!   (the hooks crate's schema fixes it). From 0.169.0 on (`PreToolUseRequest::tool_cwd`
@@ -27,95 +29,181 @@
 //!
 //! An input without a session id is judged by its cwd (see `judge`).
 
-use crate::input::RunsIn;
-use serde_json::{Map, Value, json};
+use crate::input::{Call, Hook, InputError, RunsIn};
+use serde::de::{Deserializer, Error as _};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+pub use row_fence_contract::harness::Harness;
 
 /// Why a Codex shell call's directory is unknown when its input has no `tool_cwd`.
 pub const CODEX_NO_TOOL_CWD: &str = "a Codex shell call whose hook input carries no tool_cwd (Codex before 0.169.0, or a remote command): Codex runs it in a workdir the hook is not told";
 
-/// The harnesses the guard reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Harness {
-    /// Claude Code.
-    Claude,
-    /// OpenAI's Codex CLI.
-    Codex,
-    /// Google's Gemini CLI.
-    Gemini,
-    /// Cursor.
-    Cursor,
-}
-
-impl Harness {
-    /// From `--harness NAME`.
-    pub fn from_name(name: &str) -> Option<Harness> {
-        match name {
-            "claude" => Some(Harness::Claude),
-            "codex" => Some(Harness::Codex),
-            "gemini" => Some(Harness::Gemini),
-            "cursor" => Some(Harness::Cursor),
-            _ => None,
-        }
+/// Reads `input`, as `harness` sends it, into the call the guard judges.
+///
+/// # Errors
+///
+/// [`InputError::NotObject`] for a value that is not an object;
+/// [`InputError::Shape`] for a member of the wrong type (the message names it);
+/// [`InputError::Missing`] for a member the harness always sends that is not there;
+/// and what [`Call::hook`] refuses (a `Bash` call without a string command, a relative
+/// `cwd`).
+pub fn read(harness: Harness, input: Value) -> Result<Hook, InputError> {
+    if !input.is_object() {
+        return Err(InputError::NotObject);
     }
-}
-
-/// The input in Claude Code's shape, and where the tool runs. A member of the wrong type
-/// is left for the reader to reject.
-pub fn normalize(harness: Harness, input: Value) -> (Value, RunsIn) {
-    let Value::Object(m) = input else {
-        return (input, RunsIn::Cwd);
+    let call = match harness {
+        Harness::Claude => claude(shape(input)?)?,
+        Harness::Codex => codex(shape(input)?)?,
+        Harness::Gemini => gemini(shape(input)?)?,
+        Harness::Cursor => cursor(shape(input)?)?,
     };
-    match harness {
-        Harness::Claude => (Value::Object(m), RunsIn::Cwd),
-        Harness::Codex => codex(m),
-        Harness::Gemini => gemini(m),
-        Harness::Cursor => cursor(m),
+    call.hook()
+}
+
+/// `input` as the shape `T`: unknown members tolerated, a mistyped one refused.
+fn shape<T: serde::de::DeserializeOwned>(input: Value) -> Result<T, InputError> {
+    serde_json::from_value(input).map_err(InputError::Shape)
+}
+
+/// A member the harness always sends, or [`InputError::Missing`].
+fn required(value: Option<String>, member: &'static str) -> Result<String, InputError> {
+    value.ok_or(InputError::Missing { member })
+}
+
+/// A member that is a string when present (`null` counts as absent); any other type is
+/// refused with the member's name.
+fn text<'de, D: Deserializer<'de>>(d: D, member: &str) -> Result<Option<String>, D::Error> {
+    match Option::<Value>::deserialize(d)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(D::Error::custom(format!(
+            "the hook input's {member} is not a string"
+        ))),
     }
+}
+
+/// One `deserialize_with` function per string member, so its error names the member.
+macro_rules! text_member {
+    ($($f:ident => $member:literal),* $(,)?) => {$(
+        fn $f<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+            text(d, $member)
+        }
+    )*};
+}
+
+text_member! {
+    session_id => "session_id",
+    cwd => "cwd",
+    tool_name => "tool_name",
+    tool_cwd => "tool_cwd",
+    conversation_id => "conversation_id",
+    command => "command",
+}
+
+/// Claude Code's `PreToolUse` input (Codex's adds `tool_cwd`).
+#[derive(Deserialize)]
+struct PreToolUse {
+    /// The session; absent, null or empty: judged by `cwd`.
+    #[serde(default, deserialize_with = "session_id")]
+    session_id: Option<String>,
+    /// The session's directory.
+    #[serde(default, deserialize_with = "cwd")]
+    cwd: Option<String>,
+    /// The tool called (always sent).
+    #[serde(default, deserialize_with = "tool_name")]
+    tool_name: Option<String>,
+    /// The tool's input, as the tool takes it.
+    #[serde(default)]
+    tool_input: Value,
+    /// Codex 0.169+: the directory the tool runs in.
+    #[serde(default, deserialize_with = "tool_cwd")]
+    tool_cwd: Option<String>,
+}
+
+fn claude(input: PreToolUse) -> Result<Call, InputError> {
+    Ok(Call {
+        session: input.session_id,
+        cwd: input.cwd,
+        tool_name: required(input.tool_name, "tool_name")?,
+        tool_input: input.tool_input,
+        runs_in: RunsIn::Cwd,
+    })
 }
 
 /// Codex's shell tools are reported as `Bash` (older releases named them `shell`,
 /// `exec_command`, `local_shell`), with `command` a string (or, in older releases, an
 /// argv). The tool runs in `tool_cwd` when the input has one.
-fn codex(mut m: Map<String, Value>) -> (Value, RunsIn) {
-    let tool = m
-        .get("tool_name")
-        .and_then(Value::as_str)
-        .unwrap_or("Bash")
-        .to_string();
-    let input = m.get("tool_input").cloned().unwrap_or(Value::Null);
+fn codex(input: PreToolUse) -> Result<Call, InputError> {
+    let tool = required(input.tool_name, "tool_name")?;
     let shell = matches!(
         tool.as_str(),
         "Bash" | "shell" | "exec_command" | "local_shell" | "shell_command"
     );
-    if shell && let Some(command) = input.get("command") {
-        m.insert("tool_name".into(), json!("Bash"));
-        m.insert(
-            "tool_input".into(),
+    let (tool_name, tool_input) = match input.tool_input.get("command") {
+        Some(command) if shell => (
+            "Bash".to_string(),
             json!({ "command": shell_text(command) }),
-        );
-    }
-    let runs_in = match m.get("tool_cwd") {
-        Some(Value::String(dir)) if dir.starts_with('/') => {
-            RunsIn::At(std::path::PathBuf::from(dir))
-        }
+        ),
+        // A shell tool without a command is read as the shell's, which needs one.
+        _ if shell => ("Bash".to_string(), input.tool_input),
+        _ => (tool, input.tool_input),
+    };
+    let runs_in = match input.tool_cwd {
+        Some(dir) if dir.starts_with('/') => RunsIn::At(PathBuf::from(dir)),
         // The `apply_patch` tool applies its patch in the turn's `cwd` (its handler takes
         // the turn's directory; only a patch carried by a shell call runs in that call's
         // `workdir`, and that call is the shell's).
-        Some(Value::Null) | None if shell => RunsIn::Unknown(CODEX_NO_TOOL_CWD.into()),
-        Some(Value::Null) | None => RunsIn::Cwd,
-        Some(other) => RunsIn::Unknown(format!("Codex's tool_cwd {other} is not an absolute path")),
+        None if shell => RunsIn::Unknown(CODEX_NO_TOOL_CWD.into()),
+        None => RunsIn::Cwd,
+        Some(dir) => RunsIn::Unknown(format!(
+            "Codex's tool_cwd {} is not an absolute path",
+            Value::String(dir)
+        )),
     };
-    (Value::Object(m), runs_in)
+    Ok(Call {
+        session: input.session_id,
+        cwd: input.cwd,
+        tool_name,
+        tool_input,
+        runs_in,
+    })
+}
+
+/// Gemini CLI's `BeforeTool` input.
+#[derive(Deserialize)]
+struct BeforeTool {
+    /// The session.
+    #[serde(default, deserialize_with = "session_id")]
+    session_id: Option<String>,
+    /// The session's directory.
+    #[serde(default, deserialize_with = "cwd")]
+    cwd: Option<String>,
+    /// The tool called, in Gemini CLI's names (always sent).
+    #[serde(default, deserialize_with = "tool_name")]
+    tool_name: Option<String>,
+    /// The tool's input.
+    #[serde(default)]
+    tool_input: Value,
+    /// An MCP tool's server and name, as Gemini CLI knows them.
+    #[serde(default)]
+    mcp_context: Option<McpContext>,
+}
+
+/// Gemini CLI's `mcp_context`: both names, or the context is refused.
+#[derive(Deserialize)]
+struct McpContext {
+    /// The MCP server's name.
+    server_name: String,
+    /// The tool's name on that server.
+    tool_name: String,
 }
 
 /// Gemini CLI's tool names, renamed to Claude Code's; MCP tools named from their
 /// `mcp_context` when the input has one.
-fn gemini(mut m: Map<String, Value>) -> (Value, RunsIn) {
-    let tool = m
-        .get("tool_name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
+fn gemini(input: BeforeTool) -> Result<Call, InputError> {
+    let tool = required(input.tool_name, "tool_name")?;
     let renamed = match tool.as_str() {
         "run_shell_command" => Some("Bash"),
         "write_file" => Some("Write"),
@@ -127,17 +215,29 @@ fn gemini(mut m: Map<String, Value>) -> (Value, RunsIn) {
         "google_web_search" => Some("WebSearch"),
         _ => None,
     };
-    let context = m.get("mcp_context").and_then(|c| {
-        Some((
-            c.get("server_name")?.as_str()?.to_string(),
-            c.get("tool_name")?.as_str()?.to_string(),
-        ))
-    });
-    if let Some((server, name)) = context {
+    let mut tool_input = input.tool_input;
+    let mut runs_in = RunsIn::Cwd;
+    if tool == "run_shell_command" {
+        // Gemini CLI runs the command in the directory it names, if any.
+        runs_in = dir_member(
+            input.cwd.as_deref(),
+            &tool_input,
+            &["dir_path", "directory"],
+        );
+    }
+    let tool_name = if let Some(name) = renamed {
+        // Gemini names a read file `absolute_path` in some versions.
+        if let Value::Object(ti) = &mut tool_input
+            && !ti.contains_key("file_path")
+            && let Some(p) = ti.get("absolute_path").cloned()
+        {
+            ti.insert("file_path".into(), p);
+        }
+        name.to_string()
+    } else if let Some(context) = input.mcp_context {
         // The server and the tool, as Gemini CLI knows them: no guess.
-        m.insert("tool_name".into(), json!(format!("mcp__{server}__{name}")));
-    } else if renamed.is_none()
-        && !tool.starts_with("mcp__")
+        format!("mcp__{}__{}", context.server_name, context.tool_name)
+    } else if !tool.starts_with("mcp__")
         && let Some(rest) = tool.strip_prefix("mcp_")
         && let Some((server, name)) = rest.split_once('_')
     {
@@ -145,94 +245,132 @@ fn gemini(mut m: Map<String, Value>) -> (Value, RunsIn) {
         // `github`, tool `get_merge_pull_request` (read-only by its prefix) or server
         // `github_get`, tool `merge_pull_request`. The guard does not guess: the name
         // keeps every part as the server and no tool, which no read-only rule matches.
-        let renamed = if name.contains('_') {
+        if name.contains('_') {
             format!("mcp__{rest}__")
         } else {
             format!("mcp__{server}__{name}")
-        };
-        m.insert("tool_name".into(), json!(renamed));
-    }
-    let mut runs_in = RunsIn::Cwd;
-    if tool == "run_shell_command" {
-        // Gemini CLI runs the command in the directory it names, if any.
-        let input = m.get("tool_input").cloned().unwrap_or(Value::Null);
-        runs_in = dir_member(&m, &input, &["dir_path", "directory"]);
-    }
-    if let Some(name) = renamed {
-        m.insert("tool_name".into(), json!(name));
-        // Gemini names a read file `absolute_path` in some versions.
-        if let Some(Value::Object(ti)) = m.get_mut("tool_input")
-            && !ti.contains_key("file_path")
-            && let Some(p) = ti.get("absolute_path").cloned()
-        {
-            ti.insert("file_path".into(), p);
+        }
+    } else {
+        tool
+    };
+    Ok(Call {
+        session: input.session_id,
+        cwd: input.cwd,
+        tool_name,
+        tool_input,
+        runs_in,
+    })
+}
+
+/// Cursor's hook input, one shape for its three pre-tool events.
+#[derive(Deserialize)]
+struct CursorInput {
+    /// Which event the hook runs for (always sent).
+    hook_event_name: Option<CursorEvent>,
+    /// The session.
+    #[serde(default, deserialize_with = "conversation_id")]
+    conversation_id: Option<String>,
+    /// The directory the agent works in; else the first workspace root.
+    #[serde(default, deserialize_with = "cwd")]
+    cwd: Option<String>,
+    /// The workspace's roots.
+    #[serde(default)]
+    workspace_roots: Option<Vec<String>>,
+    /// `beforeShellExecution`: the command.
+    #[serde(default, deserialize_with = "command")]
+    command: Option<String>,
+    /// `beforeMCPExecution` and `preToolUse`: the tool.
+    #[serde(default, deserialize_with = "tool_name")]
+    tool_name: Option<String>,
+    /// The tool's input: an object, or (`beforeMCPExecution`) one as a JSON string.
+    #[serde(default)]
+    tool_input: CursorToolInput,
+}
+
+/// Cursor's pre-tool events the guard reads.
+#[derive(Deserialize)]
+enum CursorEvent {
+    /// Its shell tool.
+    #[serde(rename = "beforeShellExecution")]
+    Shell,
+    /// An MCP tool.
+    #[serde(rename = "beforeMCPExecution")]
+    Mcp,
+    /// Any tool (Cursor 2).
+    #[serde(rename = "preToolUse")]
+    PreToolUse,
+}
+
+/// A Cursor tool's input: JSON text, or the value itself.
+#[derive(Deserialize, Default)]
+#[serde(untagged)]
+enum CursorToolInput {
+    /// None sent.
+    #[default]
+    Absent,
+    /// The input as JSON text (`beforeMCPExecution`).
+    Text(String),
+    /// The input itself.
+    Value(Value),
+}
+
+impl CursorToolInput {
+    /// The input as a value; text that is not JSON is refused, not taken as a string.
+    fn value(self) -> Result<Value, InputError> {
+        match self {
+            CursorToolInput::Absent => Ok(Value::Null),
+            CursorToolInput::Text(text) => serde_json::from_str(&text).map_err(InputError::Shape),
+            CursorToolInput::Value(v) => Ok(v),
         }
     }
-    (Value::Object(m), runs_in)
 }
 
 /// Cursor's events, each read as what it is: a shell command, an MCP call, or (the
 /// general `preToolUse`) any tool with its input as an object.
-fn cursor(mut m: Map<String, Value>) -> (Value, RunsIn) {
-    let mut out = Map::new();
-    if let Some(id) = m.remove("conversation_id") {
-        out.insert("session_id".into(), id);
-    }
-    if let Some(cwd) = m.remove("cwd") {
-        out.insert("cwd".into(), cwd);
-    } else if let Some(Value::Array(roots)) = m.get("workspace_roots")
-        && let Some(first) = roots.first()
-    {
-        out.insert("cwd".into(), first.clone());
-    }
-    let event = m
-        .get("hook_event_name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    if event == "preToolUse" {
-        let name = m.remove("tool_name");
-        let input = match m.remove("tool_input") {
-            Some(Value::String(text)) => serde_json::from_str(&text).unwrap_or(Value::String(text)),
-            Some(other) => other,
-            None => Value::Null,
-        };
-        let mut runs_in = RunsIn::Cwd;
-        let name = match name.as_ref().and_then(Value::as_str) {
-            Some("Shell") => {
-                runs_in = dir_member(&out, &input, &["working_directory"]);
-                Some("Bash".to_string())
-            }
-            Some(n) => Some(cursor_tool(n)),
-            None => None,
-        };
-        out.insert("tool_name".into(), json!(name));
-        out.insert("tool_input".into(), input);
-        return (Value::Object(out), runs_in);
-    }
-    if let Some(command) = m.remove("command")
-        && !m.contains_key("tool_name")
-    {
-        out.insert("tool_name".into(), json!("Bash"));
-        out.insert("tool_input".into(), json!({ "command": command }));
-    } else if let Some(name) = m.remove("tool_name") {
-        let name = name.as_str().map(|n| {
-            if n.starts_with("mcp__") || n.starts_with("MCP:") {
-                cursor_tool(n)
+fn cursor(input: CursorInput) -> Result<Call, InputError> {
+    let event = input.hook_event_name.ok_or(InputError::Missing {
+        member: "hook_event_name",
+    })?;
+    let cwd = input
+        .cwd
+        .or_else(|| input.workspace_roots.and_then(|r| r.into_iter().next()));
+    let (tool_name, tool_input, runs_in) = match event {
+        CursorEvent::Shell => {
+            let command = required(input.command, "command")?;
+            (
+                "Bash".to_string(),
+                json!({ "command": command }),
+                RunsIn::Cwd,
+            )
+        }
+        CursorEvent::Mcp => {
+            let name = required(input.tool_name, "tool_name")?;
+            let name = if name.starts_with("mcp__") || name.starts_with("MCP:") {
+                cursor_tool(&name)
             } else {
                 // `beforeMCPExecution` names an MCP tool by the tool alone.
-                format!("mcp__cursor__{n}")
+                format!("mcp__cursor__{name}")
+            };
+            (name, input.tool_input.value()?, RunsIn::Cwd)
+        }
+        CursorEvent::PreToolUse => {
+            let name = required(input.tool_name, "tool_name")?;
+            let tool_input = input.tool_input.value()?;
+            if name == "Shell" {
+                let runs_in = dir_member(cwd.as_deref(), &tool_input, &["working_directory"]);
+                ("Bash".to_string(), tool_input, runs_in)
+            } else {
+                (cursor_tool(&name), tool_input, RunsIn::Cwd)
             }
-        });
-        out.insert("tool_name".into(), json!(name));
-        let input = match m.remove("tool_input") {
-            Some(Value::String(text)) => serde_json::from_str(&text).unwrap_or(Value::String(text)),
-            Some(other) => other,
-            None => Value::Null,
-        };
-        out.insert("tool_input".into(), input);
-    }
-    (Value::Object(out), RunsIn::Cwd)
+        }
+    };
+    Ok(Call {
+        session: input.conversation_id,
+        cwd,
+        tool_name,
+        tool_input,
+        runs_in,
+    })
 }
 
 /// A Cursor tool name in the guard's spelling: `MCP:server:tool` (or `MCP:tool`, the
@@ -254,15 +392,12 @@ fn cursor_tool(name: &str) -> String {
 }
 
 /// Where a shell tool runs from the first of `members` its input has (taken from the
-/// input's `cwd`, as the harness does): the session's `cwd` when none is there; unknown
-/// when the member is not a string.
-fn dir_member(m: &Map<String, Value>, input: &Value, members: &[&str]) -> RunsIn {
+/// session's `cwd`, as the harness does): the session's `cwd` when none is there;
+/// unknown when the member is not a string.
+fn dir_member(cwd: Option<&str>, input: &Value, members: &[&str]) -> RunsIn {
     match members.iter().find_map(|k| input.get(*k)) {
         None | Some(Value::Null) => RunsIn::Cwd,
-        Some(Value::String(dir)) => {
-            let base = m.get("cwd").and_then(Value::as_str).unwrap_or_default();
-            RunsIn::At(std::path::Path::new(base).join(dir))
-        }
+        Some(Value::String(dir)) => RunsIn::At(Path::new(cwd.unwrap_or_default()).join(dir)),
         Some(other) => RunsIn::Unknown(format!("the tool's directory {other} is not a path")),
     }
 }
@@ -293,24 +428,61 @@ fn shell_text(command: &Value) -> Value {
     json!(quoted.join(" "))
 }
 
-/// What the guard prints on stdout for its answer (`None`: nothing; stderr carries the
-/// reasons), and the exit code.
-pub fn answer(harness: Harness, code: i32) -> (Option<String>, i32) {
-    match harness {
+/// The guard's answer to one hook: what it prints on stdout (nothing for a harness that
+/// reads the exit code and stderr alone) and the exit code, [`crate::exit::ALLOW`] or
+/// [`crate::exit::DENY`] (every harness reads exit 2 as a block).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answer {
+    /// The line for stdout, if the harness reads one.
+    pub stdout: Option<String>,
+    /// The exit code.
+    pub code: i32,
+}
+
+/// Cursor's answer on stdout (its hooks reference: `permission`, and for a denial the
+/// message shown to the user and the one given to the agent).
+#[derive(Serialize)]
+struct CursorAnswer {
+    /// `allow` or `deny`.
+    permission: &'static str,
+    /// A denial's message for the user.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user_message: Option<&'static str>,
+    /// A denial's message for the agent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agent_message: Option<&'static str>,
+}
+
+/// The answer to `harness` for the exit `code`: anything but ALLOW is a denial.
+pub fn answer(harness: Harness, code: i32) -> Answer {
+    let allowed = code == crate::exit::ALLOW;
+    let stdout = match harness {
         Harness::Cursor => {
-            let line = if code == crate::exit::ALLOW {
-                json!({"permission": "allow"})
+            let answer = if allowed {
+                CursorAnswer {
+                    permission: "allow",
+                    user_message: None,
+                    agent_message: None,
+                }
             } else {
-                json!({
-                    "permission": "deny",
-                    "user_message": "row-fence guard denied this call (see the hook's output).",
-                    "agent_message": "row-fence guard denied this call: your lane may not write now. Stop and report; do not try another way.",
-                })
+                CursorAnswer {
+                    permission: "deny",
+                    user_message: Some("row-fence guard denied this call (see the hook's output)."),
+                    agent_message: Some(
+                        "row-fence guard denied this call: your lane may not write now. Stop and report; do not try another way.",
+                    ),
+                }
             };
-            (Some(line.to_string()), code)
+            serde_json::to_string(&answer).ok()
         }
-        _ => (None, code),
-    }
+        Harness::Claude | Harness::Codex | Harness::Gemini => None,
+    };
+    let code = if allowed {
+        crate::exit::ALLOW
+    } else {
+        crate::exit::DENY
+    };
+    Answer { stdout, code }
 }
 
 #[cfg(test)]
@@ -320,9 +492,12 @@ mod tests {
     use std::path::{Path, PathBuf};
 
     fn read(harness: Harness, raw: Value) -> input::Hook {
-        let (normal, runs_in) = normalize(harness, raw);
-        let hook = input::parse(serde_json::to_vec(&normal).unwrap().as_slice()).unwrap();
-        input::Hook { runs_in, ..hook }
+        super::read(harness, raw).unwrap()
+    }
+
+    /// Claude Code's input from its bytes on stdin.
+    fn parse(bytes: &[u8]) -> Result<input::Hook, InputError> {
+        input::read_value(bytes).and_then(|v| super::read(Harness::Claude, v))
     }
 
     #[test]
@@ -506,18 +681,265 @@ mod tests {
 
     #[test]
     fn cursor_is_answered_in_json_and_the_others_by_exit_code() {
-        let (out, code) = answer(Harness::Cursor, 2);
-        let v: Value = serde_json::from_str(&out.unwrap()).unwrap();
+        let deny = answer(Harness::Cursor, 2);
+        let v: Value = serde_json::from_str(&deny.stdout.unwrap()).unwrap();
         assert_eq!(v["permission"], "deny");
-        assert_eq!(code, 2);
-        let (out, code) = answer(Harness::Cursor, 0);
-        let v: Value = serde_json::from_str(&out.unwrap()).unwrap();
-        assert_eq!(v["permission"], "allow");
-        assert_eq!(code, 0);
-        assert_eq!(answer(Harness::Gemini, 2), (None, 2));
+        assert!(
+            v["agent_message"]
+                .as_str()
+                .unwrap()
+                .contains("Stop and report")
+        );
+        assert_eq!(deny.code, 2);
+        let allow = answer(Harness::Cursor, 0);
+        let v: Value = serde_json::from_str(&allow.stdout.unwrap()).unwrap();
+        assert_eq!(v, json!({"permission": "allow"}));
+        assert_eq!(allow.code, 0);
+        for h in [Harness::Claude, Harness::Codex, Harness::Gemini] {
+            assert_eq!(
+                answer(h, 2),
+                Answer {
+                    stdout: None,
+                    code: 2
+                }
+            );
+        }
+        // Any code but ALLOW is a denial, answered as one.
+        assert_eq!(answer(Harness::Claude, 1).code, 2);
+        assert_eq!(
+            serde_json::from_str::<Value>(&answer(Harness::Cursor, 101).stdout.unwrap()).unwrap()["permission"],
+            "deny"
+        );
         assert_eq!(
             crate::file_tools::patch_paths("*** Update File: a.rs\n*** Move to: .git/hooks/x\n"),
             vec!["a.rs", ".git/hooks/x"]
+        );
+    }
+
+    #[test]
+    fn claude_codes_input_is_read_and_anything_else_is_an_error() {
+        let hook = parse(
+            br#"{"session_id":"s1","cwd":"/w","tool_name":"Bash","tool_input":{"command":"ls"}}"#,
+        )
+        .unwrap();
+        assert_eq!(hook.session.as_deref(), Some("s1"));
+        assert_eq!(hook.command, "ls");
+        for bad in [
+            &b""[..],
+            b"not json",
+            b"[]",
+            br#"{"tool_input":{"command":"ls"}}"#,
+            br#"{"tool_name":"Bash","tool_input":{}}"#,
+            br#"{"tool_name":"Bash","tool_input":{"command":7}}"#,
+            br#"{"cwd":"relative","tool_name":"Bash","tool_input":{"command":"ls"}}"#,
+            br#"{"session_id":[1],"tool_name":"Bash","tool_input":{"command":"ls"}}"#,
+        ] {
+            assert!(parse(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn each_unreadable_input_says_what_is_wrong_as_the_denial_reads() {
+        let said = |bytes: &[u8]| parse(bytes).unwrap_err().to_string();
+        assert_eq!(
+            said(br#"{"tool_name":"Bash","tool_input":{}}"#),
+            "the hook input has no tool_input.command"
+        );
+        assert_eq!(
+            said(br#"{"tool_name":"Bash","tool_input":{"command":7}}"#),
+            "the hook input's tool_input.command is not a string"
+        );
+        assert_eq!(
+            said(br#"{"cwd":"relative","tool_name":"Bash","tool_input":{"command":"ls"}}"#),
+            "the hook input's cwd relative is not absolute"
+        );
+        assert_eq!(
+            said(br#"{"session_id":[1],"tool_name":"Bash","tool_input":{"command":"ls"}}"#),
+            "the hook input's session_id is not a string"
+        );
+        assert_eq!(
+            said(br#"{"tool_input":{"command":"ls"}}"#),
+            "the hook input has no tool_name"
+        );
+        assert_eq!(said(b"[1]"), "the hook input is not a JSON object");
+        assert!(matches!(
+            parse(b"not json").unwrap_err(),
+            InputError::NotHookJson(_)
+        ));
+        let over = vec![b' '; input::MAX_INPUT_BYTES as usize + 1];
+        assert!(matches!(parse(&over).unwrap_err(), InputError::TooLarge));
+    }
+
+    #[test]
+    fn every_tool_is_read_and_a_complete_object_is_read_without_eof() {
+        let hook = parse(br#"{"session_id":"s","tool_name":"mcp__github__merge_pull_request","tool_input":{"pull_number":3}}"#).unwrap();
+        assert_eq!(hook.tool.name(), "mcp__github__merge_pull_request");
+        assert!(hook.command.is_empty());
+        let hook = parse(br#"{"tool_name":"Read","tool_input":{"file_path":"/x"}}"#).unwrap();
+        assert!(matches!(hook.tool, Tool::Other { .. }));
+        assert!(parse(br#"{"tool_name":7,"tool_input":{}}"#).is_err());
+        // A key given twice is read as the last one, as every harness's own JSON reader
+        // (JavaScript's, Rust's serde, Go's) reads it: the tool the harness runs is the
+        // tool judged.
+        let twice = parse(
+            br#"{"tool_name":"Read","tool_name":"Write","tool_input":{"file_path":"a","file_path":"/h/x"}}"#,
+        )
+        .unwrap();
+        assert_eq!(twice.tool.name(), "Write");
+        let Tool::Other { input, .. } = &twice.tool else {
+            panic!("not a file tool");
+        };
+        assert_eq!(input["file_path"], "/h/x");
+        // A reader that would block after the object (a host that never closes stdin)
+        // is not read past it.
+        struct Then<'a>(&'a [u8]);
+        impl std::io::Read for Then<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                if self.0.is_empty() {
+                    panic!("read past the object");
+                }
+                let n = buf.len().min(self.0.len()).min(1);
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let value = input::read_value(Then(
+            br#"{"tool_name":"Bash","tool_input":{"command":"ls"}}"#,
+        ))
+        .unwrap();
+        assert_eq!(read(Harness::Claude, value).command, "ls");
+    }
+
+    #[test]
+    fn members_a_harness_adds_are_tolerated_in_every_shape() {
+        let extra = json!({"a_member_from_a_later_release": {"nested": [1, 2]}, "version": 9});
+        let with = |mut v: Value| {
+            for (k, x) in extra.as_object().unwrap() {
+                v[k] = x.clone();
+            }
+            v
+        };
+        let claude = read(
+            Harness::Claude,
+            with(json!({"session_id": "s", "cwd": "/w", "tool_name": "Bash",
+                        "tool_input": {"command": "ls", "new_flag": true}})),
+        );
+        assert_eq!(claude.command, "ls");
+        let codex = read(
+            Harness::Codex,
+            with(
+                json!({"session_id": "s", "cwd": "/w", "tool_cwd": "/w", "tool_name": "Bash",
+                        "tool_input": {"command": "ls"}}),
+            ),
+        );
+        assert_eq!(codex.command, "ls");
+        let gemini = read(
+            Harness::Gemini,
+            with(
+                json!({"session_id": "s", "cwd": "/w", "tool_name": "run_shell_command",
+                        "tool_input": {"command": "ls"},
+                        "mcp_context": null}),
+            ),
+        );
+        assert_eq!(gemini.command, "ls");
+        let cursor = read(
+            Harness::Cursor,
+            with(
+                json!({"conversation_id": "k", "hook_event_name": "beforeShellExecution",
+                        "command": "ls", "cwd": "/w", "sandbox": false}),
+            ),
+        );
+        assert_eq!(cursor.command, "ls");
+    }
+
+    #[test]
+    fn a_missing_or_mistyped_member_is_refused_by_name_never_guessed() {
+        let said = |h: Harness, v: Value| super::read(h, v).unwrap_err().to_string();
+        // The tool is always sent: none is not taken to be the shell.
+        for h in [Harness::Claude, Harness::Codex, Harness::Gemini] {
+            assert_eq!(
+                said(h, json!({"cwd": "/w", "tool_input": {"command": "ls"}})),
+                "the hook input has no tool_name",
+                "{h}"
+            );
+            assert_eq!(
+                said(
+                    h,
+                    json!({"cwd": "/w", "tool_name": ["Bash"], "tool_input": {"command": "ls"}})
+                ),
+                "the hook input's tool_name is not a string",
+                "{h}"
+            );
+        }
+        // A Codex shell tool without a command is the shell's, which needs one.
+        assert_eq!(
+            said(
+                Harness::Codex,
+                json!({"cwd": "/w", "tool_name": "exec_command", "tool_input": {}})
+            ),
+            "the hook input has no tool_input.command"
+        );
+        assert_eq!(
+            said(
+                Harness::Codex,
+                json!({"cwd": "/w", "tool_cwd": 5, "tool_name": "Bash",
+                                        "tool_input": {"command": "ls"}})
+            ),
+            "the hook input's tool_cwd is not a string"
+        );
+        // Gemini CLI's MCP context names both, or it is not read as naming either.
+        assert!(
+            super::read(
+                Harness::Gemini,
+                json!({"cwd": "/w", "tool_name": "mcp_github_get_x", "tool_input": {},
+                       "mcp_context": {"server_name": "github"}})
+            )
+            .is_err()
+        );
+        // Cursor: the event is always sent, and each event's member is there.
+        assert_eq!(
+            said(Harness::Cursor, json!({"cwd": "/w", "command": "git push"})),
+            "the hook input has no hook_event_name"
+        );
+        assert!(
+            super::read(
+                Harness::Cursor,
+                json!({"cwd": "/w", "hook_event_name": "beforeReadFile", "command": "x"})
+            )
+            .is_err()
+        );
+        assert_eq!(
+            said(
+                Harness::Cursor,
+                json!({"cwd": "/w", "hook_event_name": "beforeShellExecution"})
+            ),
+            "the hook input has no command"
+        );
+        assert_eq!(
+            said(
+                Harness::Cursor,
+                json!({"cwd": "/w", "hook_event_name": "beforeMCPExecution",
+                                         "command": "github-mcp-server"})
+            ),
+            "the hook input has no tool_name"
+        );
+        assert_eq!(
+            said(
+                Harness::Cursor,
+                json!({"cwd": "/w", "hook_event_name": "beforeShellExecution",
+                                         "command": 7})
+            ),
+            "the hook input's command is not a string"
+        );
+        // A tool input sent as JSON text that is not JSON is refused, not read as a string.
+        assert!(
+            super::read(
+                Harness::Cursor,
+                json!({"cwd": "/w", "hook_event_name": "beforeMCPExecution",
+                       "tool_name": "get_issue", "tool_input": "{not json"})
+            )
+            .is_err()
         );
     }
 }

@@ -4,15 +4,25 @@
 //! `gh pr merge` does.
 
 use crate::effect::{Ctx, Effect};
-use crate::words::Value;
+use row_fence_shell::words::Value;
 
-/// Classifies `curl`, `wget` and HTTPie-style (`http`, `https`, `xh`) invocations.
-pub fn classify(program: &str, args: &[Value], ctx: &Ctx) -> Vec<Effect> {
-    let writes = match program {
-        "curl" => curl(args),
-        "wget" => wget(args),
-        _ => httpie(args),
-    };
+/// Classifies a `curl` invocation.
+pub fn curl_request(program: &str, args: &[Value], ctx: &Ctx, _depth: usize) -> Vec<Effect> {
+    request(program, curl(args), ctx)
+}
+
+/// Classifies a `wget` invocation.
+pub fn wget_request(program: &str, args: &[Value], ctx: &Ctx, _depth: usize) -> Vec<Effect> {
+    request(program, wget(args), ctx)
+}
+
+/// Classifies an HTTPie-style (`http`, `https`, `xh`) invocation.
+pub fn httpie_request(program: &str, args: &[Value], ctx: &Ctx, _depth: usize) -> Vec<Effect> {
+    request(program, httpie(args), ctx)
+}
+
+/// A fenced write when the request writes (`writes` says what it sends).
+fn request(program: &str, writes: Option<String>, ctx: &Ctx) -> Vec<Effect> {
     match writes {
         Some(what) => vec![ctx.fenced(format!("{program} {what}"))],
         None => Vec::new(),

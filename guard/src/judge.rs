@@ -128,161 +128,202 @@ struct Judge<'a> {
 }
 
 /// Judges `plan` (read from `hook`; `cwd` the session's working directory) and returns
-/// the exit code.
+/// the exit code. Read top to bottom, this is why a call was allowed: the session stands
+/// on its descriptors, git's places are asked about, an unbound call with nothing fenced
+/// answers at once, and otherwise every standing ask, and every finding at every place,
+/// must come back ALLOWED.
 pub fn judge(hook: &Hook, plan: &Plan, cwd: &Path, settings: &Settings) -> i32 {
-    let mut judge = Judge {
-        settings,
-        hook,
-        cwd: cwd.to_path_buf(),
-        asks: BTreeMap::new(),
-        decided: Vec::new(),
-        problems: Vec::new(),
-        standing: Vec::new(),
-        standing_action: match &hook.tool {
-            crate::input::Tool::Bash { command, .. } => {
-                format!("(every call) {}", crate::finding::short(command))
-            }
-            other => format!("(every call) {}", other.name()),
-        },
-        binding_problem: None,
-        bound_from: None,
-    };
-    let bound = judge.bound();
-    // An input without a session is judged by its cwd (ARCHITECTURE.md, "Quarantine").
-    judge.standing = if bound.is_empty() && hook.session.is_none() {
-        match resolve(cwd, None) {
-            Resolution::Found(path, _) => {
-                report::say(&format!(
-                    "row-fence guard: the hook input carries no session id, so this call is judged by its directory's descriptor ({}) and no quarantine is remembered between calls.",
-                    path.display()
-                ));
-                vec![path]
-            }
-            _ => Vec::new(),
-        }
-    } else {
-        bound
-    };
-    // A remembered quarantine stands until the descriptor it refused is ALLOWED again,
-    // whatever the binding says now (ARCHITECTURE.md, "Quarantine").
-    if let (Ok(home), Some(session)) = (&settings.home, &hook.session)
-        && let Ok(Some(q)) = crate::quarantine::record::read(home, session)
-        && !judge.standing.contains(&q.descriptor)
-    {
-        judge.standing.push(q.descriptor);
-    }
-    let bash = matches!(hook.tool, crate::input::Tool::Bash { .. });
+    let mut judge = Judge::new(hook, cwd, settings);
+    judge.stand();
     judge.git_places(plan);
-    if judge.standing.is_empty()
-        && judge.binding_problem.is_none()
-        && judge.asks.is_empty()
-        && judge.problems.is_empty()
-    {
-        // Unbound: a tool other than the shell is denied only when it writes the
-        // fence's home, and a shell command with nothing fenced or opaque runs without an
-        // ask.
-        if !bash {
-            return judge.file_writes(false);
-        }
-        if plan.findings.is_empty() && plan.unreadable.is_none() {
-            // A patch the shell call carries to `apply_patch` is a file write.
-            return judge.file_writes(false);
-        }
+    if let Some(code) = judge.unbound(plan) {
+        return code;
     }
-    // A row-bound session asks on every call: a refusal quarantines it.
-    for path in judge.standing.clone() {
-        let action = judge.standing_action.clone();
-        judge.explicit(&action, &path);
-    }
-    if let crate::input::Tool::Other { name, .. } = &hook.tool {
-        // An MCP tool that is not read-only by rule, and a tool the guard does not know,
-        // is opaque: it runs only when the standing ask is ALLOWED (today's rules for a
-        // call the guard cannot read).
-        if crate::quarantine::tools::opaque_outside(name, settings.home.as_deref().ok()) {
-            for path in judge.standing.clone() {
-                judge.explicit(name, &path);
-            }
-        }
-        return judge.finish();
-    }
-    if plan.findings.is_empty() && plan.unreadable.is_none() {
-        return judge.finish();
-    }
-    if let Some(why) = &plan.unreadable {
-        judge.problems.push((
-            Reason::CommandUnreadable,
-            "(a command the guard could not read)".into(),
-            format!("{why}; the guard cannot tell what it writes"),
-        ));
-        return judge.finish();
-    }
-    let places: BTreeSet<&Place> = plan.findings.iter().flat_map(|f| &f.places).collect();
-    let is_bound = !judge.standing.is_empty() || judge.binding_problem.is_some();
-    if places.len() > MAX_PLACES && is_bound {
-        judge.problems.push((
-            Reason::TooManyDirectories,
-            format!("{} commands", plan.findings.len()),
-            format!(
-                "the command writes from {} places, over the guard's limit of {MAX_PLACES} for a row-bound session; split it",
-                places.len()
-            ),
-        ));
-        return judge.finish();
-    }
-    // A write the harness runs in the background outlives the call, whatever the text.
-    let background = matches!(
-        hook.tool,
-        crate::input::Tool::Bash {
-            background: true,
-            ..
-        }
-    )
-    .then_some("the harness runs the call in the background (run_in_background, is_background)");
-    // Each place is resolved for a few of its actions (the rest only lengthen the
-    // verdict line), the session's binding for a few distinct actions, and the walk stops
-    // once enough problems deny the command anyway: a long command costs its distinct
-    // places, not its clauses.
-    let mut per_place: BTreeMap<&Place, usize> = BTreeMap::new();
-    let mut explicit_actions: BTreeSet<&str> = BTreeSet::new();
-    for finding in &plan.findings {
-        if judge.problems.len() >= MAX_PROBLEMS {
-            break;
-        }
-        let deferred = finding.deferred.as_deref().or(background);
-        if let Some(when) = deferred
-            && is_bound
-        {
-            judge.problems.push((
-                Reason::DeferredWrite,
-                finding.action.clone(),
-                deferred_why(when),
-            ));
-            continue;
-        }
-        for place in &finding.places {
-            if Instant::now() >= settings.deadline {
-                judge.problems.push((
-                    Reason::Timeout,
-                    finding.action.clone(),
-                    "the guard ran out of time resolving directories; retry".into(),
-                ));
-                return judge.finish();
-            }
-            let seen = per_place.entry(place).or_insert(0);
-            *seen += 1;
-            if *seen <= MAX_ACTIONS_PER_ASK {
-                judge.place(&finding.action, finding.kind, place, deferred, is_bound);
-            }
-        }
-        if explicit_actions.len() < MAX_ACTIONS_PER_ASK
-            && explicit_actions.insert(finding.action.as_str())
-        {
-            for path in judge.standing.clone() {
-                judge.explicit(&finding.action, &path);
-            }
-        }
+    judge.standing_asks();
+    match &hook.tool {
+        crate::input::Tool::Other { name, .. } => judge.other_tool(name),
+        crate::input::Tool::Bash { .. } => judge.findings(plan),
     }
     judge.finish()
+}
+
+impl<'a> Judge<'a> {
+    /// A judge of one call, nothing asked yet.
+    fn new(hook: &'a Hook, cwd: &Path, settings: &'a Settings) -> Judge<'a> {
+        Judge {
+            settings,
+            hook,
+            cwd: cwd.to_path_buf(),
+            asks: BTreeMap::new(),
+            decided: Vec::new(),
+            problems: Vec::new(),
+            standing: Vec::new(),
+            standing_action: match &hook.tool {
+                crate::input::Tool::Bash { command, .. } => {
+                    format!("(every call) {}", crate::finding::short(command))
+                }
+                other => format!("(every call) {}", other.name()),
+            },
+            binding_problem: None,
+            bound_from: None,
+        }
+    }
+}
+
+impl Judge<'_> {
+    /// The descriptors the session stands on, asked about on every call: its binding and
+    /// `ROW_FENCE_DESCRIPTOR` ([`Judge::bound`]), for an input without a session its
+    /// cwd's, and the one a remembered quarantine names.
+    fn stand(&mut self) {
+        let bound = self.bound();
+        // An input without a session is judged by its cwd (ARCHITECTURE.md, "Quarantine").
+        self.standing = if bound.is_empty() && self.hook.session.is_none() {
+            match resolve(&self.cwd, None) {
+                Resolution::Found(path, _) => {
+                    report::say(&format!(
+                        "row-fence guard: the hook input carries no session id, so this call is judged by its directory's descriptor ({}) and no quarantine is remembered between calls.",
+                        path.display()
+                    ));
+                    vec![path]
+                }
+                _ => Vec::new(),
+            }
+        } else {
+            bound
+        };
+        // A remembered quarantine stands until the descriptor it refused is ALLOWED again,
+        // whatever the binding says now (ARCHITECTURE.md, "Quarantine").
+        if let (Ok(home), Some(session)) = (&self.settings.home, &self.hook.session)
+            && let Ok(Some(q)) = crate::quarantine::record::read(home, session)
+            && !self.standing.contains(&q.descriptor)
+        {
+            self.standing.push(q.descriptor);
+        }
+    }
+
+    /// The answer of a call nothing row-bound is involved in, when it needs no ask: a
+    /// tool other than the shell is denied only when it writes the fence's home, and a
+    /// shell command with nothing fenced or opaque runs (a patch it carries to
+    /// `apply_patch` is a file write). `None`: the call is asked about.
+    fn unbound(&self, plan: &Plan) -> Option<i32> {
+        let involved = !self.standing.is_empty()
+            || self.binding_problem.is_some()
+            || !self.asks.is_empty()
+            || !self.problems.is_empty();
+        if involved {
+            return None;
+        }
+        let bash = matches!(self.hook.tool, crate::input::Tool::Bash { .. });
+        if !bash || (plan.findings.is_empty() && plan.unreadable.is_none()) {
+            return Some(self.file_writes(false));
+        }
+        None
+    }
+
+    /// A row-bound session asks on every call: a refusal quarantines it.
+    fn standing_asks(&mut self) {
+        for path in self.standing.clone() {
+            let action = self.standing_action.clone();
+            self.explicit(&action, &path);
+        }
+    }
+
+    /// A tool other than the shell: an MCP tool that is not read-only by rule, and a
+    /// tool the guard does not know, is opaque: it runs only when the standing ask is
+    /// ALLOWED (today's rules for a call the guard cannot read).
+    fn other_tool(&mut self, name: &str) {
+        if crate::quarantine::tools::opaque_outside(name, self.settings.home.as_deref().ok()) {
+            for path in self.standing.clone() {
+                self.explicit(name, &path);
+            }
+        }
+    }
+
+    /// A shell command's findings: a command the guard could not read denies; so does
+    /// one writing from more places than it can ask about, or (row-bound) a write that
+    /// would land after the call; every other finding is asked about at each place, and
+    /// with the session's standing descriptors.
+    fn findings(&mut self, plan: &Plan) {
+        if plan.findings.is_empty() && plan.unreadable.is_none() {
+            return;
+        }
+        if let Some(why) = &plan.unreadable {
+            self.problems.push((
+                Reason::CommandUnreadable,
+                "(a command the guard could not read)".into(),
+                format!("{why}; the guard cannot tell what it writes"),
+            ));
+            return;
+        }
+        let places: BTreeSet<&Place> = plan.findings.iter().flat_map(|f| &f.places).collect();
+        let is_bound = !self.standing.is_empty() || self.binding_problem.is_some();
+        if places.len() > MAX_PLACES && is_bound {
+            self.problems.push((
+                Reason::TooManyDirectories,
+                format!("{} commands", plan.findings.len()),
+                format!(
+                    "the command writes from {} places, over the guard's limit of {MAX_PLACES} for a row-bound session; split it",
+                    places.len()
+                ),
+            ));
+            return;
+        }
+        // A write the harness runs in the background outlives the call, whatever the text.
+        let background = matches!(
+            self.hook.tool,
+            crate::input::Tool::Bash {
+                background: true,
+                ..
+            }
+        )
+        .then_some(
+            "the harness runs the call in the background (run_in_background, is_background)",
+        );
+        // Each place is resolved for a few of its actions (the rest only lengthen the
+        // verdict line), the session's binding for a few distinct actions, and the walk
+        // stops once enough problems deny the command anyway: a long command costs its
+        // distinct places, not its clauses.
+        let mut per_place: BTreeMap<&Place, usize> = BTreeMap::new();
+        let mut explicit_actions: BTreeSet<&str> = BTreeSet::new();
+        for finding in &plan.findings {
+            if self.problems.len() >= MAX_PROBLEMS {
+                break;
+            }
+            let deferred = finding.deferred.as_deref().or(background);
+            if let Some(when) = deferred
+                && is_bound
+            {
+                self.problems.push((
+                    Reason::DeferredWrite,
+                    finding.action.clone(),
+                    deferred_why(when),
+                ));
+                continue;
+            }
+            for place in &finding.places {
+                if Instant::now() >= self.settings.deadline {
+                    self.problems.push((
+                        Reason::Timeout,
+                        finding.action.clone(),
+                        "the guard ran out of time resolving directories; retry".into(),
+                    ));
+                    return;
+                }
+                let seen = per_place.entry(place).or_insert(0);
+                *seen += 1;
+                if *seen <= MAX_ACTIONS_PER_ASK {
+                    self.place(&finding.action, finding.kind, place, deferred, is_bound);
+                }
+            }
+            if explicit_actions.len() < MAX_ACTIONS_PER_ASK
+                && explicit_actions.insert(finding.action.as_str())
+            {
+                for path in self.standing.clone() {
+                    self.explicit(&finding.action, &path);
+                }
+            }
+        }
+    }
 }
 
 /// The denial's sentence for a write that would land after the call.

@@ -1,17 +1,19 @@
-//! The row fence's agent guard: Claude Code's `PreToolUse` hook for the Bash tool.
+//! The row fence's agent guard: the hook an agent's harness (Claude Code, Codex, Gemini
+//! CLI, Cursor) runs before every tool call, shell calls and other tools alike.
 //!
-//! `row-fence-guard` reads the hook's JSON on stdin, parses the command with a real bash
-//! parser (brush-parser), and walks the syntax tree as bash would run it: every *fenced
-//! write* (git push and its plumbing, `gh` outside a read-only allowlist, row-fence lease
-//! writes) and every *opaque* command (a command word or git subcommand the text does not
-//! decide, inline interpreter code, git aliases and config overrides, wrappers around
-//! those) is found with every directory it could run in. It binds the session to the
-//! first descriptor its working directory resolves to, asks the resident daemon about
-//! every distinct descriptor involved (in process, concurrently, under one deadline for
-//! the whole hook), prints the asker's lines, and exits 2 (Claude Code blocks the call)
-//! unless every ask is ALLOWED or nothing involved is row-bound. It fails closed: a
-//! command it cannot read, a directory it cannot name, a daemon it cannot reach, a
-//! deadline it cannot meet are all exit 2 (ARCHITECTURE.md, "The agent guard's policy").
+//! `row-fence-guard` reads the hook's JSON on stdin. A shell command is read by the shell
+//! reader (`row-fence-shell`: a real bash parser and bash's scoping) with this crate's
+//! programs saying what each simple command does, each as its record says ([`specs`]):
+//! every *fenced write* (git push and its plumbing, `gh` outside a read-only allowlist,
+//! row-fence lease writes) and every *opaque* command (a command word or git subcommand
+//! the text does not decide, inline interpreter code, git aliases and config overrides,
+//! wrappers around those) is found with every directory it could run in. It binds the
+//! session to the first descriptor its working directory resolves to, asks the resident
+//! daemon about every distinct descriptor involved (in process, concurrently, under one
+//! deadline for the whole hook), prints the asker's lines, and blocks the call unless
+//! every ask is ALLOWED or nothing involved is row-bound. It fails closed: a command it
+//! cannot read, a directory it cannot name, a daemon it cannot reach, a deadline it
+//! cannot meet all block (ARCHITECTURE.md, "The agent guard's policy").
 //!
 //! `hooks/guard-bash.sh` keeps the two states only a parent can see: NEVER RAN (the
 //! binary is missing or was killed) and CUT OFF MID-ASK (killed while a
@@ -19,29 +21,30 @@
 //!
 //! # Layout
 //!
-//! - [`input`]: the hook JSON, bounded; [`harness`]: other agents' hook inputs and answers.
+//! - [`input`]: the hook JSON, bounded, and the call it names; [`harness`]: each harness's
+//!   hook input and answer, typed.
 //! - [`quarantine`]: a refused session's rule: no shell, no writes, readers inside the
 //!   worktree.
 //! - [`file_tools`]: the harnesses' file tools and the paths a call names;
 //!   [`file_writes`]: where a file tool may not write outside quarantine;
 //!   [`real_path`]: where a path lands, resolved as the kernel resolves it.
-//! - [`parse`]: brush-parser within bounds (size, nesting).
-//! - [`words`]: a word's value (literal or dynamic) and the code it runs.
-//! - [`state`]: the directories, `pushd` stack and variables at a point of the command.
-//! - [`walk`]: the tree walk, bash's scoping, and the plan it produces.
+//! - [`parse`]: the shell reader's bounds (`row-fence-shell` reads the command).
+//! - [`walk`]: the shell reader's walk with the guard's programs, and the plan it produces.
 //! - [`command`]: one simple command's effect, dispatched on the program it runs.
 //! - [`effect`]: what a command does ([`effect::Effect`]) and what classifying it needs
 //!   ([`effect::Ctx`]); the handlers below speak these, never the dispatcher.
+//! - [`specs`]: one record per program: how it runs other code. A new program is a record.
 //! - [`builtins`]: the shell's own commands (bash's and zsh's).
+//! - [`programs`]: programs read as their records say (wrappers, shells, interpreters…).
 //! - [`row_fence`]: row-fence's lease writes.
 //! - [`git`], [`gh`]: those two programs' policies; [`http`]: curl and friends.
-//! - [`programs`]: wrappers, shells and interpreters.
+//! - [`readers`]: xargs, find, watch, make, remote copies, socat.
 //! - [`handed`]: programs handed a command in an option (`tar --to-command`, `npx -c`…).
 //! - [`awk`], [`sed`]: their programs and scripts, which can run commands.
 //! - [`env_vars`]: variables whose setting is opaque or holds code.
 //! - [`finding`]: fenced writes and opaque commands, with their places.
 //! - [`binding`]: session → descriptor files.
-//! - [`lookup`]: which program a command word runs (PATH, symlinks, copies of git).
+//! - [`fenced`]: git, gh and row-fence under any name (symlinks, hard links, copies).
 //! - [`judge`]: descriptors, asks, verdict lines, ledger, exit code ([`exit`]).
 //!
 //! The program itself (flags, the hook input read and walked on a large-stack thread, the
@@ -56,6 +59,7 @@ pub mod command;
 pub mod effect;
 pub mod env_vars;
 pub mod exit;
+pub mod fenced;
 pub mod file_tools;
 pub mod file_writes;
 pub mod finding;
@@ -66,16 +70,18 @@ pub mod harness;
 pub mod http;
 pub mod input;
 pub mod judge;
-pub mod lookup;
-pub mod parse;
 pub mod programs;
 pub mod quarantine;
+pub mod readers;
 pub mod real_path;
 pub mod row_fence;
 pub mod sed;
-pub mod state;
+pub mod specs;
 pub mod walk;
-pub mod words;
+
+/// The shell reader's bounds, for the program (its parse thread's stack) and the hook
+/// input (the longest command read).
+pub use row_fence_shell::parse;
 
 /// Environment variable for the whole hook's deadline, in ms.
 pub const TIMEOUT_ENV: &str = "ROW_FENCE_GUARD_TIMEOUT_MS";

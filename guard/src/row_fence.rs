@@ -6,7 +6,7 @@
 //! subcommand (fail closed).
 
 use crate::effect::{Ctx, Effect};
-use crate::words::Value;
+use row_fence_shell::words::Value;
 
 /// Global options that take the next word as their value.
 const VALUED: &[&str] = &["--home", "--store", "--socket", "--key-prefix"];

@@ -5,7 +5,7 @@
 //! opaque. `--sandbox` turns `e` off. A script file (`-f`) is read like any script file.
 
 use crate::effect::{Ctx, Effect, script_file};
-use crate::words::Value;
+use row_fence_shell::words::Value;
 
 /// Classifies `sed ARGS`.
 pub fn classify(args: &[Value], ctx: &Ctx) -> Vec<Effect> {

@@ -95,6 +95,27 @@ fn kinds(p: &Plan) -> String {
     out
 }
 
+/// A wrapper's option that takes a value (`env -u`, `xargs -n`, `watch -n`), written last
+/// without one, left the guard slicing past the end of the words (a panic, which blocks):
+/// the wrapper runs no inner command, so there is nothing to find; with one, the inner
+/// command is read.
+#[test]
+fn a_wrapper_option_written_last_without_its_value_runs_nothing() {
+    for command in [
+        "env -u",
+        "env --unset",
+        "timeout -s",
+        "timeout 5 --kill-after",
+        "exec -a",
+        "xargs -n",
+        "xargs --max-procs",
+        "watch -n",
+    ] {
+        assert_eq!(kinds(&read(command, "/w")), "-", "{command}");
+    }
+    assert_eq!(kinds(&read("env -u X git push", "/w")), "F");
+}
+
 #[test]
 fn each_kind_is_found_where_it_runs() {
     for (command, cwd, want, place) in [

@@ -9,6 +9,9 @@ use crate::util::{Daemon, Home, Ran, free_port, run};
 // The forge hook's tests run on this file's `Site` (ARCHITECTURE.md, "Forge hook").
 #[path = "forge_hook.rs"]
 mod forge_hook;
+// The push proxy's tests too (ARCHITECTURE.md, "Push proxy").
+#[path = "push_proxy.rs"]
+mod push_proxy;
 use row_fence_contract::ledger::{self, LedgerRecord};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

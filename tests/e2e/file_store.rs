@@ -70,6 +70,7 @@ fn a_board_lock_held_elsewhere_stalls_no_ask_no_other_board_and_no_threads() {
                         descriptor,
                         action: "git push".into(),
                         caller: Caller::default(),
+                        updates: Vec::new(),
                     })),
                 };
                 client::exchange(&socket, &request, Instant::now() + Duration::from_secs(6))

@@ -736,3 +736,101 @@ fn a_rows_scope_is_shown_by_show_top_and_the_allowed_line() {
     let unscoped = home.cli(&["show", "board-2"]);
     assert_eq!(unscoped.code, 0, "{}", unscoped.stderr);
 }
+
+/// A push that reaches the repository by its path on the forge host, over no ssh and no
+/// web server (an operator seeding it), is let through only when the hook was installed
+/// with `--allow-local-pushes`; one that carries sshd's or a web server's variables is
+/// judged as ever (here: no lane named, refused), allowed or not.
+#[test]
+fn a_local_push_passes_the_forge_hook_only_when_the_operator_allowed_it() {
+    let home = Home::file();
+    let repo = home.path("seeded.git");
+    as_root_git(
+        home.dir.path(),
+        &["init", "-q", "--bare", "-b", "main"],
+        &repo,
+    );
+    let seed = home.path("seed");
+    crate::util::git(
+        &home,
+        home.dir.path(),
+        &["init", "-q", "-b", "main", seed.to_str().unwrap()],
+    );
+    crate::util::git(
+        &home,
+        &seed,
+        &["commit", "-q", "--allow-empty", "-m", "seed"],
+    );
+    let socket = home.path("no-broker.sock").display().to_string();
+    let install = |extra: &[&str]| {
+        let ran = home.cli(
+            &[
+                &[
+                    "install",
+                    "forge-hook",
+                    "--repo",
+                    repo.to_str().unwrap(),
+                    "--agent",
+                    &socket,
+                ][..],
+                extra,
+            ]
+            .concat(),
+        );
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+    };
+    let push = |refname: &str, envs: &[(&str, &str)]| {
+        crate::util::run(
+            home.command("git")
+                .current_dir(&seed)
+                .envs(envs.iter().copied())
+                .args(["push", "-q", repo.to_str().unwrap()])
+                .arg(format!("main:{refname}")),
+        )
+    };
+    let has = |refname: &str| {
+        crate::util::run(home.command("git").arg("--git-dir").arg(&repo).args([
+            "rev-parse",
+            "--verify",
+            "-q",
+            refname,
+        ]))
+        .code
+            == 0
+    };
+    install(&[]);
+    let refused = push("refs/heads/main", &[]);
+    assert_ne!(refused.code, 0, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("REFUSED (peer_refused)"),
+        "{}",
+        refused.stderr
+    );
+    assert!(!has("refs/heads/main"));
+
+    install(&["--allow-local-pushes"]);
+    let seeded = push("refs/heads/main", &[]);
+    assert_eq!(seeded.code, 0, "{}", seeded.stderr);
+    assert!(
+        seeded
+            .stderr
+            .contains("a local push (over no ssh and no web server) let through"),
+        "{}",
+        seeded.stderr
+    );
+    assert!(has("refs/heads/main"));
+    for (var, value) in [
+        ("SSH_CONNECTION", "127.0.0.1 40000 127.0.0.1 22"),
+        ("GATEWAY_INTERFACE", "CGI/1.1"),
+        ("REMOTE_ADDR", "127.0.0.1"),
+    ] {
+        let over = push("refs/heads/over", &[(var, value)]);
+        assert_ne!(over.code, 0, "{var}: {}", over.stderr);
+        assert!(
+            over.stderr.contains("REFUSED (peer_refused)"),
+            "{var}: {}",
+            over.stderr
+        );
+        assert!(!has("refs/heads/over"), "{var}");
+    }
+}

@@ -1444,3 +1444,73 @@ fn the_guard_answers_version_and_help_and_refuses_bad_flags_closed() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "a broken entry denies");
 }
+
+/// Cursor reads the guard's answer from stdout (`{"permission": …}`): every way the guard
+/// ends gives it, not only the judge's verdict: a usage error, input it cannot read, a
+/// `--harness` given twice, and the hard deadline's alarm (stdin left open and silent).
+#[test]
+fn every_exit_of_the_guard_answers_in_the_harness_convention() {
+    let home = Home::file();
+    let dir = home.path("unbound");
+    fs::create_dir_all(&dir).unwrap();
+    let guard = |args: &[&str], input: &str| {
+        let mut cmd = home.command(bin("row-fence-guard"));
+        cmd.args(args).current_dir(&dir);
+        run_with_stdin(&mut cmd, input)
+    };
+    let permission = |ran: &Ran| -> String {
+        let line = ran.stdout.lines().last().unwrap_or_default();
+        let answer: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("stdout {:?} is no JSON answer: {e}", ran.stdout));
+        answer["permission"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let harmless = json!({"conversation_id": "k1", "hook_event_name": "beforeShellExecution",
+                          "command": "echo hi", "cwd": dir})
+    .to_string();
+    let allowed = guard(&["--harness", "cursor"], &harmless);
+    assert_eq!(allowed.code, 0, "{}", allowed.stderr);
+    assert_eq!(permission(&allowed), "allow");
+    for (args, input) in [
+        (
+            &["--harness", "cursor", "--no-such-flag"][..],
+            harmless.as_str(),
+        ),
+        (&["--harness", "cursor"][..], "not json"),
+        (&["--harness", "cursor"][..], "{\"command\": \"echo hi\"}"),
+        (
+            &["--harness", "cursor", "--harness", "claude"][..],
+            harmless.as_str(),
+        ),
+    ] {
+        let ran = guard(args, input);
+        assert_eq!(ran.code, 2, "{args:?} {input}: {}", ran.stderr);
+        assert_eq!(permission(&ran), "deny", "{args:?} {input}");
+    }
+    // The deadline passes while the guard waits for input that never comes.
+    let started = Instant::now();
+    let mut child = home
+        .command(bin("row-fence-guard"))
+        .args(["--harness", "cursor", "--timeout-ms", "100"])
+        .current_dir(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take();
+    let out = child.wait_with_output().unwrap();
+    drop(stdin);
+    let ran = Ran {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        elapsed: started.elapsed(),
+    };
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(ran.stderr.contains("deadline passed"), "{}", ran.stderr);
+    assert_eq!(permission(&ran), "deny");
+    assert!(ran.elapsed < Duration::from_secs(10), "{:?}", ran.elapsed);
+}

@@ -151,3 +151,91 @@ fn a_push_naming_the_git_dir_from_outside_the_worktree_is_still_fenced() {
         assert_eq!(repo.remote_head(&home), before);
     }
 }
+
+/// The pre-push hook hands the daemon the refs git pushes, judged against the row's
+/// scope with the lease: the row's own branch lands; another branch, a force over the
+/// row's branch, a tag and a delete are each refused `outside_scope` and the remote keeps
+/// what it had; a push of several refs with one outside lands none of them (git runs the
+/// hook once for the whole push).
+#[test]
+fn the_pre_push_hook_refuses_refs_outside_the_rows_scope() {
+    let (home, repo) = bound(None, "2h");
+    let registry = row_fence_contract::paths::registry(&home.home);
+    std::fs::create_dir_all(&registry).expect("registry");
+    std::fs::write(
+        registry.join("boards.toml"),
+        "[boards.board-1.scope]\nrefs = [\"refs/heads/main\", \"refs/heads/feature/{row}\"]\n",
+    )
+    .expect("boards.toml");
+    let _daemon = home.daemon();
+    let push = |args: &[&str]| {
+        crate::util::run(
+            home.command("git")
+                .current_dir(&repo.clone)
+                .env("ROW_FENCE_BIN_DIR", crate::util::bin_dir())
+                .arg("push")
+                .args(args),
+        )
+    };
+    let remote_ref = |name: &str| {
+        crate::util::run(
+            home.command("git")
+                .arg("--git-dir")
+                .arg(&repo.remote)
+                .args(["rev-parse", "--verify", "-q", name]),
+        )
+        .stdout
+        .trim()
+        .to_string()
+    };
+    let landed = repo.commit_and_push(&home, "one");
+    assert_eq!(landed.code, 0, "{}", landed.stderr);
+    let ok = push(&["-q", "origin", "main:refs/heads/feature/row-1"]);
+    assert_eq!(ok.code, 0, "the row's own branch: {}", ok.stderr);
+    let main = repo.remote_head(&home);
+
+    crate::util::git(
+        &home,
+        &repo.clone,
+        &["commit", "-q", "--allow-empty", "-m", "two"],
+    );
+    crate::util::git(&home, &repo.clone, &["tag", "v1"]);
+    let root = crate::util::git(
+        &home,
+        &repo.clone,
+        &["commit-tree", "HEAD^{tree}", "-m", "root"],
+    );
+    let rewrite = format!("{}:refs/heads/feature/row-1", root.trim());
+    let outside: [(&[&str], &str); 5] = [
+        (
+            &["origin", "main:refs/heads/other"],
+            "refs/heads/other is outside the row's refs",
+        ),
+        (
+            &["origin", "main", "main:refs/heads/other"],
+            "refs/heads/other is outside the row's refs",
+        ),
+        (&["--force", "origin", &rewrite], "non-fast-forward"),
+        (&["origin", "v1"], "refs/tags/v1"),
+        (
+            &["origin", ":refs/heads/feature/row-1"],
+            "deletes are not allowed",
+        ),
+    ];
+    for (args, says) in outside {
+        let ran = push(args);
+        assert_ne!(ran.code, 0, "{args:?} landed: {}", ran.stderr);
+        assert!(
+            ran.stderr.contains("row-fence: REFUSED (outside_scope)") && ran.stderr.contains(says),
+            "{args:?}: {}",
+            ran.stderr
+        );
+        assert_eq!(repo.remote_head(&home), main, "{args:?} moved main");
+        assert_eq!(remote_ref("refs/heads/other"), "", "{args:?}");
+        assert_eq!(remote_ref("refs/tags/v1"), "", "{args:?}");
+        assert_eq!(remote_ref("refs/heads/feature/row-1"), main, "{args:?}");
+    }
+    let ff = push(&["-q", "origin", "main"]);
+    assert_eq!(ff.code, 0, "a fast-forward of main: {}", ff.stderr);
+    assert_eq!(repo.remote_head(&home), repo.local_head(&home));
+}

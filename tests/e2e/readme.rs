@@ -13,7 +13,7 @@ use std::process::Command;
 use std::time::Duration;
 
 /// The ```sh block of the README or a `docs/` chapter that contains `needle`.
-fn sh_block(needle: &str) -> String {
+pub(crate) fn sh_block(needle: &str) -> String {
     block("sh", needle)
 }
 

@@ -33,6 +33,7 @@ fn one_lanes_thousand_distinct_refusals_leave_a_bounded_log_and_a_summary() {
                 descriptor: descriptor.clone(),
                 action: format!("git push origin branch-{i}"),
                 caller: Caller::default(),
+                updates: Vec::new(),
             })),
         };
         let answer = client::exchange(

@@ -10,7 +10,7 @@
 //! with the verdict's code: the push is rejected whole.
 
 use row_fence_contract::protocol::Answer;
-use row_fence_contract::scope::{RefUpdate, UpdateKind, valid_refname};
+use row_fence_contract::scope::{self, RefUpdate, UpdateKind, valid_oid, valid_refname};
 use row_fence_contract::{Reason, Verdict, say};
 use row_fence_resident::broker::forge_check::{FORGE_CHECK, ForgeCheck, MAX_UPDATES};
 use ssh_agent_lib::agent::Session;
@@ -158,8 +158,7 @@ fn updates(repo: &Path) -> Result<Vec<RefUpdate>, Refusal> {
                 format!("{line:?} is not `<old> <new> <ref>`"),
             ));
         };
-        let oid = |o: &str| matches!(o.len(), 40 | 64) && o.bytes().all(|b| b.is_ascii_hexdigit());
-        if !oid(old) || !oid(new) || !valid_refname(refname) {
+        if !valid_oid(old) || !valid_oid(new) || !valid_refname(refname) {
             return Err(could_not(
                 Reason::ProtocolError,
                 format!("{line:?} is not `<old> <new> <ref>` with object ids and a ref name"),
@@ -176,31 +175,20 @@ fn updates(repo: &Path) -> Result<Vec<RefUpdate>, Refusal> {
     Ok(updates)
 }
 
-/// Create (old is zeros), delete (new is zeros), fast-forward when git says old is an
-/// ancestor of new; anything else, a failing git included, is non-fast-forward (the
-/// stricter rule).
+/// The update's kind; fast-forward only when git proves old an ancestor of new in the
+/// forge's repository ([`scope::classify`]).
 fn classify(repo: &Path, old: &str, new: &str) -> UpdateKind {
-    let zero = |oid: &str| !oid.is_empty() && oid.bytes().all(|b| b == b'0');
-    if zero(old) {
-        return UpdateKind::Create;
-    }
-    if zero(new) {
-        return UpdateKind::Delete;
-    }
-    let ancestor = Command::new("git")
-        .arg("--git-dir")
-        .arg(repo)
-        .args(["merge-base", "--is-ancestor", old, new])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if ancestor {
-        UpdateKind::FastForward
-    } else {
-        UpdateKind::NonFastForward
-    }
+    scope::classify(old, new, || {
+        Command::new("git")
+            .arg("--git-dir")
+            .arg(repo)
+            .args(["merge-base", "--is-ancestor", old, new])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
 }
 
 /// One exchange on the broker socket, within [`ANSWER_WITHIN`].

@@ -91,7 +91,9 @@ pub fn lane(args: LaneArgs, settings: &Settings) -> Outcome {
             let binding = binding(&add)?;
             change(settings, &path, "lane add", |lanes| {
                 let record = audit_of(&binding);
-                lanes.add(binding.clone()).map_err(Failure::usage)?;
+                lanes
+                    .add(binding.clone())
+                    .map_err(|e| Failure::usage(e.to_string()))?;
                 Ok(record)
             })
         }

@@ -43,18 +43,29 @@ fn once_each(boards: &[String]) -> Vec<String> {
 }
 
 /// `--refresh-ms` as the console's period, or why not (a usage error).
-fn refresh_period(ms: u64) -> Result<std::time::Duration, String> {
+fn refresh_period(ms: u64) -> Result<std::time::Duration, RefreshOutOfRange> {
     if ms < MIN_REFRESH_MS {
-        return Err(format!(
-            "--refresh-ms {ms} is below {MIN_REFRESH_MS}: a faster console costs the daemon more than it shows"
-        ));
+        return Err(RefreshOutOfRange::TooFast(ms));
     }
     if ms > MAX_REFRESH_MS {
-        return Err(format!(
-            "--refresh-ms {ms} is above {MAX_REFRESH_MS}: the console would show a daemon gone or a lease run out only that late"
-        ));
+        return Err(RefreshOutOfRange::TooSlow(ms));
     }
     Ok(std::time::Duration::from_millis(ms))
+}
+
+/// A `--refresh-ms` outside the console's range.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+enum RefreshOutOfRange {
+    /// Below [`MIN_REFRESH_MS`].
+    #[error(
+        "--refresh-ms {0} is below {MIN_REFRESH_MS}: a faster console costs the daemon more than it shows"
+    )]
+    TooFast(u64),
+    /// Above [`MAX_REFRESH_MS`].
+    #[error(
+        "--refresh-ms {0} is above {MAX_REFRESH_MS}: the console would show a daemon gone or a lease run out only that late"
+    )]
+    TooSlow(u64),
 }
 
 #[derive(clap::Args, Debug)]
@@ -80,7 +91,7 @@ pub async fn run(args: TopArgs, settings: &Settings) -> Outcome {
     for board in &args.board {
         validate_board(board).map_err(Failure::usage)?;
     }
-    let refresh = refresh_period(args.refresh_ms).map_err(Failure::usage)?;
+    let refresh = refresh_period(args.refresh_ms).map_err(|e| Failure::usage(e.to_string()))?;
     let mut gatherer =
         gather::Gatherer::new(settings, once_each(&args.board)).map_err(Failure::could_not)?;
     if args.once {

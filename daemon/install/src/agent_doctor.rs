@@ -7,7 +7,8 @@
 //! [`crate::claude_policy`]). A harness with no row-fence entry is reported as not
 //! installed, which is not a problem: the operator may not run it.
 
-use crate::agent_hooks::{self, Agent, Format};
+use crate::agent_hooks::{self, Format};
+use row_fence_contract::harness::Harness;
 use serde::Serialize;
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
@@ -17,7 +18,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Serialize)]
 pub struct AgentReport {
     /// The harness.
-    pub agent: Agent,
+    pub agent: Harness,
     /// The file read.
     #[serde(serialize_with = "crate::shell::json_path::serialize")]
     pub file: PathBuf,
@@ -38,21 +39,27 @@ pub struct AgentReport {
 /// project files under `project` (a repository's top), each file that holds a row-fence
 /// entry or exists reported.
 pub fn examine(home: &Path, project: Option<&Path>) -> Vec<AgentReport> {
-    let mut files: Vec<(Agent, PathBuf)> = Agent::ALL
+    let mut files: Vec<(Harness, PathBuf)> = Harness::ALL
         .iter()
-        .map(|a| (*a, a.default_file(home)))
+        .map(|a| (*a, agent_hooks::default_file(*a, home)))
         .collect();
-    files.push((Agent::Codex, home.join(".codex").join("config.toml")));
+    files.push((Harness::Codex, home.join(".codex").join("config.toml")));
     if let Some(project) = project {
-        files.push((Agent::Claude, project.join(".claude").join("settings.json")));
         files.push((
-            Agent::Claude,
+            Harness::Claude,
+            project.join(".claude").join("settings.json"),
+        ));
+        files.push((
+            Harness::Claude,
             project.join(".claude").join("settings.local.json"),
         ));
-        files.push((Agent::Codex, project.join(".codex").join("hooks.json")));
-        files.push((Agent::Codex, project.join(".codex").join("config.toml")));
-        files.push((Agent::Gemini, project.join(".gemini").join("settings.json")));
-        files.push((Agent::Cursor, project.join(".cursor").join("hooks.json")));
+        files.push((Harness::Codex, project.join(".codex").join("hooks.json")));
+        files.push((Harness::Codex, project.join(".codex").join("config.toml")));
+        files.push((
+            Harness::Gemini,
+            project.join(".gemini").join("settings.json"),
+        ));
+        files.push((Harness::Cursor, project.join(".cursor").join("hooks.json")));
     }
     files
         .into_iter()
@@ -62,8 +69,8 @@ pub fn examine(home: &Path, project: Option<&Path>) -> Vec<AgentReport> {
         .collect()
 }
 
-fn check(agent: Agent, file: &Path, home: &Path, project: Option<&Path>) -> AgentReport {
-    let format = agent.format(file);
+fn check(agent: Harness, file: &Path, home: &Path, project: Option<&Path>) -> AgentReport {
+    let format = agent_hooks::format(agent, file);
     let mut report = AgentReport {
         agent,
         file: file.to_path_buf(),
@@ -104,7 +111,7 @@ fn check(agent: Agent, file: &Path, home: &Path, project: Option<&Path>) -> Agen
         return report;
     }
     report.problems.extend(narrowed);
-    if agent == Agent::Claude
+    if agent == Harness::Claude
         && let Ok(v) = serde_json::from_str::<Value>(&text)
     {
         let rejected = crate::claude_policy::schema_problems(&v);
@@ -145,7 +152,7 @@ fn check(agent: Agent, file: &Path, home: &Path, project: Option<&Path>) -> Agen
     }
     report.guards = found.guards;
     let (problems, notes) = settings_checks(agent, file, home, project);
-    if agent == Agent::Claude && !problems.is_empty() && report.hook == "on" {
+    if agent == Harness::Claude && !problems.is_empty() && report.hook == "on" {
         report.hook = "disabled";
     }
     report.problems.extend(problems);
@@ -156,7 +163,7 @@ fn check(agent: Agent, file: &Path, home: &Path, project: Option<&Path>) -> Agen
 /// The harness's own switches for its hooks: (problems, notes). Also printed by
 /// `install agent-hook` right after it writes the entry.
 fn settings_checks(
-    agent: Agent,
+    agent: Harness,
     file: &Path,
     home: &Path,
     project: Option<&Path>,
@@ -164,7 +171,7 @@ fn settings_checks(
     let mut problems = Vec::new();
     let mut notes = Vec::new();
     match agent {
-        Agent::Claude => {
+        Harness::Claude => {
             use crate::claude_policy::{self, Source};
             let managed = claude_policy::managed_dir();
             let source = if file.starts_with(&managed)
@@ -181,7 +188,7 @@ fn settings_checks(
             problems.extend(off);
             notes.extend(maybe);
         }
-        Agent::Codex => {
+        Harness::Codex => {
             let config = home.join(".codex").join("config.toml");
             if let Some(table) = toml_file(&config) {
                 let features = table.get("features");
@@ -226,7 +233,7 @@ fn settings_checks(
                 crate::codex_version::Finding::Unknown(why) => notes.push(why),
             }
         }
-        Agent::Gemini => {
+        Harness::Gemini => {
             if let Some(v) = json_file(file) {
                 for (at, value) in [
                     ("hooks.enabled", &v["hooks"]["enabled"]),
@@ -263,7 +270,7 @@ fn settings_checks(
                 }
             }
         }
-        Agent::Cursor => {
+        Harness::Cursor => {
             if let Some(v) = json_file(file)
                 && v["version"] != 1
             {
@@ -283,7 +290,7 @@ fn settings_checks(
 
 /// What `install agent-hook` warns right after writing `file`: the harness's switches
 /// that keep the hook from running, and what must be done by hand.
-pub fn install_notes(agent: Agent, file: &Path) -> Vec<String> {
+pub fn install_notes(agent: Harness, file: &Path) -> Vec<String> {
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
         .map(PathBuf::from)

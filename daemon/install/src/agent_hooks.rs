@@ -20,21 +20,27 @@
 
 use crate::claude_settings::{self, Edit, Layout};
 use crate::codex_toml;
+use row_fence_contract::harness::Harness;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-/// The harnesses `install agent-hook` writes for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Agent {
-    /// Claude Code.
-    Claude,
-    /// OpenAI's Codex CLI.
-    Codex,
-    /// Google's Gemini CLI.
-    Gemini,
-    /// Cursor.
-    Cursor,
+/// Why a hook file was left alone, or could not be read: each its parser's or editor's
+/// own sentence.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HookFileError {
+    /// A JSON hook file's edit was refused (not JSON, not the outline the harness reads).
+    #[error(transparent)]
+    Settings(#[from] claude_settings::SettingsError),
+    /// Codex's `config.toml` edit was refused.
+    #[error(transparent)]
+    CodexToml(#[from] codex_toml::TomlError),
+    /// A `config.toml` that does not parse.
+    #[error(transparent)]
+    NotToml(#[from] toml::de::Error),
+    /// A JSON hook file that does not parse.
+    #[error(transparent)]
+    NotJson(#[from] serde_json::Error),
 }
 
 /// The guard's deadline for one hook is 8 s; every harness is given 10 s so the guard's
@@ -50,106 +56,78 @@ pub enum Format {
     CodexToml,
 }
 
-impl Agent {
-    /// Every harness, in the order `doctor` reports them.
-    pub const ALL: [Agent; 4] = [Agent::Claude, Agent::Codex, Agent::Gemini, Agent::Cursor];
-
-    /// The name `--agent` and the guard's `--harness` take.
-    pub fn name(self) -> &'static str {
-        match self {
-            Agent::Claude => "claude",
-            Agent::Codex => "codex",
-            Agent::Gemini => "gemini",
-            Agent::Cursor => "cursor",
-        }
+/// The harness's usual user-level hook file under `home` (the user's `$HOME`).
+pub fn default_file(harness: Harness, home: &Path) -> PathBuf {
+    match harness {
+        Harness::Claude => home.join(".claude").join("settings.json"),
+        Harness::Codex => home.join(".codex").join("hooks.json"),
+        Harness::Gemini => home.join(".gemini").join("settings.json"),
+        Harness::Cursor => home.join(".cursor").join("hooks.json"),
     }
+}
 
-    /// The harness's own name, as a sentence names it.
-    pub fn title(self) -> &'static str {
-        match self {
-            Agent::Claude => "Claude Code",
-            Agent::Codex => "Codex",
-            Agent::Gemini => "Gemini CLI",
-            Agent::Cursor => "Cursor",
-        }
+/// How `file` is written: Codex's `*.toml` is its `config.toml`, everything else JSON.
+pub fn format(harness: Harness, file: &Path) -> Format {
+    if harness == Harness::Codex && file.extension().is_some_and(|e| e == "toml") {
+        Format::CodexToml
+    } else {
+        Format::Json
     }
+}
 
-    /// The harness's usual user-level hook file under `home` (the user's `$HOME`).
-    pub fn default_file(self, home: &Path) -> PathBuf {
-        match self {
-            Agent::Claude => home.join(".claude").join("settings.json"),
-            Agent::Codex => home.join(".codex").join("hooks.json"),
-            Agent::Gemini => home.join(".gemini").join("settings.json"),
-            Agent::Cursor => home.join(".cursor").join("hooks.json"),
-        }
+/// What a missing file is taken to be (and what rollback compares with before it
+/// removes a file install created): Cursor's file needs its `version`.
+pub fn empty(harness: Harness, format: Format) -> &'static str {
+    match (harness, format) {
+        (_, Format::CodexToml) => "",
+        (Harness::Cursor, _) => "{\"version\": 1}\n",
+        _ => claude_settings::EMPTY,
     }
+}
 
-    /// How `file` is written: Codex's `*.toml` is its `config.toml`, everything else JSON.
-    pub fn format(self, file: &Path) -> Format {
-        if self == Agent::Codex && file.extension().is_some_and(|e| e == "toml") {
-            Format::CodexToml
-        } else {
-            Format::Json
-        }
-    }
+/// The `--harness` words the hook command passes the guard (none for Claude Code, so
+/// `install claude-hook` keeps writing, and finding, the command it always wrote).
+pub fn harness_flag(harness: Harness) -> Option<&'static str> {
+    (harness != Harness::Claude).then(|| harness.name())
+}
 
-    /// What a missing file is taken to be (and what rollback compares with before it
-    /// removes a file install created): Cursor's file needs its `version`.
-    pub fn empty(self, format: Format) -> &'static str {
-        match (self, format) {
-            (_, Format::CodexToml) => "",
-            (Agent::Cursor, _) => "{\"version\": 1}\n",
-            _ => claude_settings::EMPTY,
-        }
-    }
+/// The JSON entries that run `command`, each with the layout it goes into, in the
+/// order install adds them (rollback removes them in reverse).
+pub fn entries(harness: Harness, command: &str) -> Result<Vec<(Layout, String)>, HookFileError> {
+    let quoted = Value::String(command.to_string()).to_string();
+    Ok(match harness {
+        Harness::Claude => vec![(claude_settings::CLAUDE, claude_settings::entry(command)?)],
+        Harness::Codex => vec![(
+            claude_settings::CLAUDE,
+            format!(
+                "{{\"hooks\": [{{\"type\": \"command\", \"command\": {quoted}, \"timeout\": {TIMEOUT_S}}}]}}"
+            ),
+        )],
+        Harness::Gemini => vec![(
+            GEMINI,
+            format!(
+                "{{\"hooks\": [{{\"name\": \"row-fence-guard\", \"type\": \"command\", \"command\": {quoted}, \"timeout\": {}}}]}}",
+                TIMEOUT_S * 1000
+            ),
+        )],
+        Harness::Cursor => CURSOR
+            .iter()
+            .map(|layout| {
+                (
+                    *layout,
+                    format!("{{\"command\": {quoted}, \"failClosed\": true}}"),
+                )
+            })
+            .collect(),
+    })
+}
 
-    /// The `--harness` words the hook command passes the guard (none for Claude Code, so
-    /// `install claude-hook` keeps writing, and finding, the command it always wrote).
-    pub fn harness_flag(self) -> Option<&'static str> {
-        (self != Agent::Claude).then(|| self.name())
-    }
-
-    /// The JSON entries that run `command`, each with the layout it goes into, in the
-    /// order install adds them (rollback removes them in reverse).
-    pub fn entries(self, command: &str) -> Result<Vec<(Layout, String)>, String> {
-        let quoted = Value::String(command.to_string()).to_string();
-        Ok(match self {
-            Agent::Claude => vec![(
-                claude_settings::CLAUDE,
-                claude_settings::entry(command).map_err(|e| e.to_string())?,
-            )],
-            Agent::Codex => vec![(
-                claude_settings::CLAUDE,
-                format!(
-                    "{{\"hooks\": [{{\"type\": \"command\", \"command\": {quoted}, \"timeout\": {TIMEOUT_S}}}]}}"
-                ),
-            )],
-            Agent::Gemini => vec![(
-                GEMINI,
-                format!(
-                    "{{\"hooks\": [{{\"name\": \"row-fence-guard\", \"type\": \"command\", \"command\": {quoted}, \"timeout\": {}}}]}}",
-                    TIMEOUT_S * 1000
-                ),
-            )],
-            Agent::Cursor => CURSOR
-                .iter()
-                .map(|layout| {
-                    (
-                        *layout,
-                        format!("{{\"command\": {quoted}, \"failClosed\": true}}"),
-                    )
-                })
-                .collect(),
-        })
-    }
-
-    /// The layouts whose entries run the guard (what `doctor` looks for).
-    pub fn layouts(self) -> Vec<Layout> {
-        match self {
-            Agent::Claude | Agent::Codex => vec![claude_settings::CLAUDE],
-            Agent::Gemini => vec![GEMINI],
-            Agent::Cursor => CURSOR.to_vec(),
-        }
+/// The layouts whose entries run the guard (what `doctor` looks for).
+pub fn layouts(harness: Harness) -> Vec<Layout> {
+    match harness {
+        Harness::Claude | Harness::Codex => vec![claude_settings::CLAUDE],
+        Harness::Gemini => vec![GEMINI],
+        Harness::Cursor => CURSOR.to_vec(),
     }
 }
 
@@ -175,24 +153,26 @@ pub const CURSOR: [Layout; 2] = [
 /// every entry is there already. `rollback` is the command that removes them, which a
 /// format that carries comments (Codex's `config.toml`) names beside the entry.
 pub fn install(
-    agent: Agent,
+    agent: Harness,
     file: &Path,
     text: Option<&str>,
     command: &str,
     rollback: &str,
-) -> Result<Edit, String> {
-    let format = agent.format(file);
-    let start = text.unwrap_or(agent.empty(format));
+) -> Result<Edit, HookFileError> {
+    let format = format(agent, file);
+    let start = text.unwrap_or(empty(agent, format));
     if format == Format::CodexToml {
-        return codex_toml::install(Some(start), command, TIMEOUT_S, rollback)
-            .map_err(|e| e.to_string());
+        return Ok(codex_toml::install(
+            Some(start),
+            command,
+            TIMEOUT_S,
+            rollback,
+        )?);
     }
     let mut now = start.to_string();
     let mut changed = false;
-    for (layout, entry) in agent.entries(command)? {
-        if let Edit::Changed(next) =
-            claude_settings::install_in(layout, &now, &entry, command).map_err(|e| e.to_string())?
-        {
+    for (layout, entry) in entries(agent, command)? {
+        if let Edit::Changed(next) = claude_settings::install_in(layout, &now, &entry, command)? {
             now = next;
             changed = true;
         }
@@ -206,23 +186,21 @@ pub fn install(
 
 /// Removes the entries running `command` from `text`, last added first.
 pub fn rollback(
-    agent: Agent,
+    agent: Harness,
     file: &Path,
     text: Option<&str>,
     command: &str,
-) -> Result<Edit, String> {
-    if agent.format(file) == Format::CodexToml {
-        return codex_toml::rollback(text, command, TIMEOUT_S).map_err(|e| e.to_string());
+) -> Result<Edit, HookFileError> {
+    if format(agent, file) == Format::CodexToml {
+        return Ok(codex_toml::rollback(text, command, TIMEOUT_S)?);
     }
     let Some(text) = text else {
         return Ok(Edit::Unchanged);
     };
     let mut now = text.to_string();
     let mut changed = false;
-    for layout in agent.layouts().into_iter().rev() {
-        if let Edit::Changed(next) =
-            claude_settings::rollback_in(layout, Some(&now), command).map_err(|e| e.to_string())?
-        {
+    for layout in layouts(agent).into_iter().rev() {
+        if let Edit::Changed(next) = claude_settings::rollback_in(layout, Some(&now), command)? {
             now = next;
             changed = true;
         }
@@ -280,7 +258,7 @@ fn narrowed(matcher: Option<&str>, kind: Option<&str>) -> Option<String> {
 /// Finds the row-fence entries in a parsed hook file: any entry whose command runs a
 /// program named `row-fence-guard` (whatever home and binaries it names); one the harness
 /// would run only for some tools, or not at all, is [`Found::narrowed`], not counted.
-pub fn find(agent: Agent, format: Format, text: &str) -> Result<Found, String> {
+pub fn find(agent: Harness, format: Format, text: &str) -> Result<Found, HookFileError> {
     let mut found = Found {
         events: Vec::new(),
         missing: Vec::new(),
@@ -308,7 +286,7 @@ pub fn find(agent: Agent, format: Format, text: &str) -> Result<Found, String> {
     };
     match format {
         Format::CodexToml => {
-            let config: toml::Table = text.parse().map_err(|e: toml::de::Error| e.to_string())?;
+            let config: toml::Table = text.parse()?;
             let entries = config
                 .get("hooks")
                 .and_then(|h| h.get("PreToolUse"))
@@ -341,8 +319,8 @@ pub fn find(agent: Agent, format: Format, text: &str) -> Result<Found, String> {
             commands_of("PreToolUse", entries, &mut found);
         }
         Format::Json => {
-            let v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
-            for layout in agent.layouts() {
+            let v: Value = serde_json::from_str(text)?;
+            for layout in layouts(agent) {
                 let entries = v["hooks"][layout.event]
                     .as_array()
                     .map(|entries| {
@@ -424,7 +402,7 @@ mod tests {
     fn an_entry_the_harness_runs_for_some_tools_or_never_is_not_the_hook() {
         for matcher in [None, Some(""), Some("*"), Some(".*")] {
             let found = find(
-                Agent::Claude,
+                Harness::Claude,
                 Format::Json,
                 &claude_with(matcher, "command"),
             )
@@ -442,7 +420,7 @@ mod tests {
             ),
             (Some("*"), "prompt", "type is \"prompt\""),
         ] {
-            let found = find(Agent::Claude, Format::Json, &claude_with(matcher, kind)).unwrap();
+            let found = find(Harness::Claude, Format::Json, &claude_with(matcher, kind)).unwrap();
             assert!(found.events.is_empty(), "{matcher:?} {kind}");
             assert_eq!(found.missing, ["PreToolUse"], "{matcher:?} {kind}");
             assert_eq!(found.narrowed.len(), 1, "{matcher:?} {kind}");
@@ -454,28 +432,28 @@ mod tests {
             {"matcher": "*", "hooks": [{"type": "command", "command": COMMAND}]},
         ]}})
         .to_string();
-        let found = find(Agent::Claude, Format::Json, &both).unwrap();
+        let found = find(Harness::Claude, Format::Json, &both).unwrap();
         assert_eq!(found.events, ["PreToolUse"]);
         assert!(found.narrowed.is_empty());
         // Codex's config.toml: the same rule.
         let toml = format!(
             "[[hooks.PreToolUse]]\nmatcher = \"Bash\"\n[[hooks.PreToolUse.hooks]]\ntype = \"command\"\ncommand = {COMMAND:?}\n"
         );
-        let found = find(Agent::Codex, Format::CodexToml, &toml).unwrap();
+        let found = find(Harness::Codex, Format::CodexToml, &toml).unwrap();
         assert!(found.events.is_empty(), "{toml}");
         assert_eq!(found.narrowed.len(), 1, "{toml}");
     }
 
     #[test]
     fn each_harness_round_trips_byte_for_byte_and_reads_back_with_a_real_parser() {
-        for agent in Agent::ALL {
+        for agent in Harness::ALL {
             for before in [
                 None,
                 Some("{}\n"),
                 Some("{\n  \"version\": 1,\n  \"hooks\": {\n    \"stop\": []\n  }\n}\n"),
                 Some("{\"hooks\": {\"PreToolUse\": [], \"BeforeTool\": []}}"),
             ] {
-                let file = agent.default_file(Path::new("/u"));
+                let file = default_file(agent, Path::new("/u"));
                 let Edit::Changed(after) = install(agent, &file, before, COMMAND, "r").unwrap()
                 else {
                     panic!("{agent:?}: nothing installed into {before:?}");
@@ -484,7 +462,7 @@ mod tests {
                 let found = find(agent, Format::Json, &after).unwrap();
                 assert!(found.missing.is_empty(), "{agent:?} {after}");
                 assert_eq!(found.guards[0], Path::new("/b/row-fence-guard"));
-                if agent == Agent::Cursor && before.is_none() {
+                if agent == Harness::Cursor && before.is_none() {
                     assert_eq!(v["version"], 1);
                 }
                 assert_eq!(
@@ -494,7 +472,7 @@ mod tests {
                 let back = rollback(agent, &file, Some(&after), COMMAND).unwrap();
                 assert_eq!(
                     back,
-                    Edit::Changed(before.unwrap_or(agent.empty(Format::Json)).to_string()),
+                    Edit::Changed(before.unwrap_or(empty(agent, Format::Json)).to_string()),
                     "{agent:?} from:\n{after}"
                 );
             }
@@ -504,14 +482,15 @@ mod tests {
     #[test]
     fn codex_toml_is_found_and_the_guard_paths_read() {
         let file = Path::new("/u/.codex/config.toml");
-        assert_eq!(Agent::Codex.format(file), Format::CodexToml);
-        let Edit::Changed(after) = install(Agent::Codex, file, None, COMMAND, "r").unwrap() else {
+        assert_eq!(format(Harness::Codex, file), Format::CodexToml);
+        let Edit::Changed(after) = install(Harness::Codex, file, None, COMMAND, "r").unwrap()
+        else {
             panic!()
         };
-        let found = find(Agent::Codex, Format::CodexToml, &after).unwrap();
+        let found = find(Harness::Codex, Format::CodexToml, &after).unwrap();
         assert_eq!(found.events, vec!["PreToolUse"]);
         assert_eq!(
-            rollback(Agent::Codex, file, Some(&after), COMMAND).unwrap(),
+            rollback(Harness::Codex, file, Some(&after), COMMAND).unwrap(),
             Edit::Changed(String::new())
         );
         assert_eq!(

@@ -16,7 +16,7 @@
 //! the file again with the other's part alone. Taking the last one back removes the lines
 //! from the config, which comes back byte for byte.
 
-use crate::broker_wiring::{WIRING_FILE, Wiring};
+use crate::broker_wiring::{PushWiring, WIRING_FILE, Wiring};
 use crate::git_gate::{self, Done, GateError};
 use crate::git_hook::Baked;
 use crate::git_repo::{self, Repository};
@@ -43,6 +43,12 @@ pub struct BrokerArgs {
     /// The directory holding the row-fence-ask the wrapper runs [default: the transport gate's, else this program's directory]
     #[arg(long, value_name = "DIR", conflicts_with = "rollback")]
     bin_dir: Option<PathBuf>,
+    /// The daemon's push socket: with --push-forge, pushes to those forges go through git-remote-row-fence to it [default: $ROW_FENCE_PUSH_SOCKET, as the daemon reads it]
+    #[arg(long, value_name = "PATH", conflicts_with = "rollback")]
+    push_socket: Option<PathBuf>,
+    /// A forge the daemon pushes to, as its --push-forge (ssh://USER@HOST[:PORT]/[PATH/]): git's pushes there go to row-fence::<url>; repeatable [default: $ROW_FENCE_PUSH_FORGES]
+    #[arg(long = "push-forge", value_name = "URL", conflicts_with = "rollback")]
+    push_forges: Vec<String>,
     /// Take the broker's options out (the transport gate, if installed, stays; else the config comes back byte for byte)
     #[arg(long)]
     rollback: bool,
@@ -127,7 +133,37 @@ fn wiring(args: &BrokerArgs) -> Result<Wiring, Failure> {
     let absolute = |p: &Path| {
         std::path::absolute(p).map_err(|e| Failure::could_not(format!("{}: {e}", p.display())))
     };
-    Wiring::new(absolute(&socket)?, absolute(&key)?).map_err(|e| Failure::usage(e.to_string()))
+    let mut wiring = Wiring::new(absolute(&socket)?, absolute(&key)?)
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    let forges: Vec<String> = if args.push_forges.is_empty() {
+        env("ROW_FENCE_PUSH_FORGES")
+            .and_then(|v| v.into_string().ok())
+            .map(|v| {
+                v.split(',')
+                    .filter(|f| !f.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        args.push_forges.clone()
+    };
+    if !forges.is_empty() {
+        let push_socket = args
+            .push_socket
+            .clone()
+            .or_else(|| env("ROW_FENCE_PUSH_SOCKET").map(PathBuf::from))
+            .ok_or_else(|| {
+                Failure::usage(
+                    "--push-forge needs --push-socket (or ROW_FENCE_PUSH_SOCKET as the daemon has it)",
+                )
+            })?;
+        wiring.push = Some(
+            PushWiring::new(absolute(&push_socket)?, forges)
+                .map_err(|e| Failure::usage(e.to_string()))?,
+        );
+    }
+    Ok(wiring)
 }
 
 /// What the repository held before, to write back when the install cannot finish.
@@ -147,11 +183,11 @@ impl Snapshot {
     }
 
     /// Writes everything back as it was; the first failure is returned.
-    fn restore(&self, common_dir: &Path) -> Result<(), String> {
+    fn restore(&self, common_dir: &Path) -> Result<(), RestoreError> {
         if let Some(bytes) = &self.config
             && fs::read(common_dir.join("config")).ok().as_ref() != Some(bytes)
         {
-            git_gate::restore_config(common_dir, bytes).map_err(|e| e.to_string())?;
+            git_gate::restore_config(common_dir, bytes)?;
         }
         for (name, bytes) in [
             (git_gate::INCLUDE_FILE, &self.include),
@@ -165,10 +201,27 @@ impl Snapshot {
                     _ => Ok(()),
                 },
             };
-            done.map_err(|e| format!("cannot restore {}: {e}", path.display()))?;
+            done.map_err(|source| RestoreError::File { path, source })?;
         }
         Ok(())
     }
+}
+
+/// Why what was there before an install could not all be put back.
+#[derive(Debug, thiserror::Error)]
+enum RestoreError {
+    /// The repository's git config.
+    #[error(transparent)]
+    Config(#[from] git_gate::GateError),
+    /// One of the files the install writes beside it.
+    #[error("cannot restore {}: {source}", path.display())]
+    File {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
 }
 
 fn install(

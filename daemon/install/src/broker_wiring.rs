@@ -23,6 +23,80 @@ pub struct Wiring {
     /// The push key's public half (absolute): ssh's `IdentityFile`, which with
     /// `IdentitiesOnly` selects that key among the agent's.
     pub identity_file: PathBuf,
+    /// The daemon pushes for the lane (ARCHITECTURE.md, "Push proxy"): its push socket
+    /// and the forges whose pushes go through `git-remote-row-fence`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push: Option<PushWiring>,
+}
+
+/// The push proxy's part of the wiring.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PushWiring {
+    /// The daemon's push socket (absolute), for `git-remote-row-fence`.
+    pub socket: PathBuf,
+    /// The forges, `ssh://USER@HOST[:PORT]/[PATH/]`, as the daemon's `--push-forge`.
+    pub forges: Vec<String>,
+}
+
+impl PushWiring {
+    /// Checks the socket (absolute, plain characters) and each forge (an ssh URL of
+    /// plain characters ending in `/`).
+    pub fn new(socket: PathBuf, forges: Vec<String>) -> Result<PushWiring, WiringError> {
+        literal_path("--push-socket", &socket)?;
+        if forges.is_empty() {
+            return Err(WiringError::Forge(String::new()));
+        }
+        for forge in &forges {
+            let plain = forge.starts_with("ssh://")
+                && forge.ends_with('/')
+                && forge[6..].contains('@')
+                && forge.bytes().all(|b| {
+                    b.is_ascii_alphanumeric()
+                        || matches!(b, b'/' | b'.' | b'_' | b'-' | b'@' | b':' | b'~')
+                });
+            if !plain {
+                return Err(WiringError::Forge(forge.clone()));
+            }
+        }
+        Ok(PushWiring { socket, forges })
+    }
+
+    /// The included file's part: each forge's pushes (its `ssh://` URLs and, on port
+    /// 22, the scp form `USER@HOST:`, taken as relative to the forge user's home) go to
+    /// `row-fence::<url>`; the helper finds the socket in `rowfence.pushSocket`.
+    pub fn include(&self) -> String {
+        let mut text = String::from(
+            "# The daemon pushes for this lane (`row-fence install broker --push-forge`): git's pushes\n\
+             # to these forges go through git-remote-row-fence to the daemon's push socket.\n",
+        );
+        for forge in &self.forges {
+            let rest = &forge["ssh://".len()..];
+            let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+            text.push_str(&format!(
+                "[url \"row-fence::{forge}\"]\n\tpushInsteadOf = {forge}\n"
+            ));
+            let (user_host, port) = match authority.rsplit_once(':') {
+                Some((uh, port)) => (uh, Some(port)),
+                None => (authority, None),
+            };
+            if port.is_none() || port == Some("22") {
+                if port.is_some() {
+                    text.push_str(&format!("\tpushInsteadOf = ssh://{user_host}/{path}\n"));
+                }
+                if path.is_empty() {
+                    text.push_str(&format!(
+                        "[url \"row-fence::ssh://{user_host}/~/\"]\n\tpushInsteadOf = {user_host}:\n"
+                    ));
+                }
+            }
+        }
+        text.push_str(&format!(
+            "[rowfence]\n\tpushSocket = {}\n",
+            self.socket.display()
+        ));
+        text
+    }
 }
 
 /// Why the broker's wiring cannot be read or written.
@@ -56,6 +130,11 @@ pub enum WiringError {
         /// The path given.
         path: PathBuf,
     },
+    /// A push forge that is not `ssh://USER@HOST[:PORT]/[PATH/]` of plain characters.
+    #[error(
+        "--push-forge {0:?} must be ssh://USER@HOST[:PORT]/[PATH/] of letters, digits and / . _ - @ : ~ only, as the daemon's --push-forge"
+    )]
+    Forge(String),
     /// The key file is not one OpenSSH public key line.
     #[error("{}: not an OpenSSH public key ({reason})", path.display())]
     NotPublicKey {
@@ -76,6 +155,7 @@ impl Wiring {
         Ok(Wiring {
             agent,
             identity_file,
+            push: None,
         })
     }
 
@@ -223,6 +303,7 @@ mod tests {
         let wiring = Wiring {
             agent: "/run/rf/agent.sock".into(),
             identity_file: "/etc/rf/push.pub".into(),
+            push: None,
         };
         assert_eq!(
             wiring.ssh_line(),
@@ -245,6 +326,38 @@ mod tests {
         ] {
             fs::write(&file, text).unwrap();
             assert_eq!(public_key(&file).is_ok(), ok, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn push_forges_are_sent_to_the_helper_by_push_instead_of() {
+        let push = PushWiring::new(
+            PathBuf::from("/srv/rf/push.sock"),
+            vec![
+                "ssh://git@forge/".into(),
+                "ssh://git@10.0.0.1:2222/srv/git/".into(),
+            ],
+        )
+        .unwrap();
+        let text = push.include();
+        for line in [
+            "[url \"row-fence::ssh://git@forge/\"]\n\tpushInsteadOf = ssh://git@forge/\n",
+            "[url \"row-fence::ssh://git@forge/~/\"]\n\tpushInsteadOf = git@forge:\n",
+            "[url \"row-fence::ssh://git@10.0.0.1:2222/srv/git/\"]\n\tpushInsteadOf = ssh://git@10.0.0.1:2222/srv/git/\n",
+            "[rowfence]\n\tpushSocket = /srv/rf/push.sock\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        for bad in [
+            "https://forge/",
+            "ssh://forge/",
+            "ssh://git@forge",
+            "ssh://git@forge/a b/",
+        ] {
+            assert!(
+                PushWiring::new(PathBuf::from("/s"), vec![bad.into()]).is_err(),
+                "{bad}"
+            );
         }
     }
 }

@@ -91,8 +91,22 @@ fn find(path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
         })
 }
 
+/// Why `codex --version` gave no output to read.
+#[derive(Debug, thiserror::Error)]
+enum VersionError {
+    /// It could not be started.
+    #[error("cannot run ({0})")]
+    Run(#[source] std::io::Error),
+    /// It did not exit within [`VERSION_TIMEOUT`].
+    #[error("did not answer within {} s", VERSION_TIMEOUT.as_secs())]
+    Timeout,
+    /// Its exit could not be waited for.
+    #[error("cannot be waited for ({0})")]
+    Wait(#[source] std::io::Error),
+}
+
 /// `codex --version`'s output, within [`VERSION_TIMEOUT`].
-fn version_text(codex: &Path) -> Result<String, String> {
+fn version_text(codex: &Path) -> Result<String, VersionError> {
     use std::io::Read;
     let mut child = std::process::Command::new(codex)
         .arg("--version")
@@ -100,7 +114,7 @@ fn version_text(codex: &Path) -> Result<String, String> {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .map_err(|e| format!("cannot run ({e})"))?;
+        .map_err(VersionError::Run)?;
     let started = Instant::now();
     loop {
         match child.try_wait() {
@@ -111,12 +125,9 @@ fn version_text(codex: &Path) -> Result<String, String> {
             Ok(None) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!(
-                    "did not answer within {} s",
-                    VERSION_TIMEOUT.as_secs()
-                ));
+                return Err(VersionError::Timeout);
             }
-            Err(e) => return Err(format!("cannot be waited for ({e})")),
+            Err(e) => return Err(VersionError::Wait(e)),
         }
     }
     let mut text = String::new();

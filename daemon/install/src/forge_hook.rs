@@ -20,11 +20,12 @@ pub const PRE_RECEIVE: &str = include_str!("../../../hooks/pre-receive");
 pub const PRE_RECEIVE_CHAIN: &str = include_str!("../../../hooks/pre-receive-chain");
 
 /// The values `hooks/pre-receive` leaves empty, in order.
-const BAKED: [&str; 4] = [
+const BAKED: [&str; 5] = [
     "row_fence_bin_dir",
     "row_fence_home",
     "row_fence_socket",
     "row_fence_lane_from",
+    "row_fence_local_pushes",
 ];
 
 /// The pre-receive hook's files.
@@ -51,6 +52,9 @@ pub struct ForgeHookArgs {
     /// The directory holding the row-fence the hook runs [default: this program's directory]
     #[arg(long, value_name = "DIR")]
     bin_dir: Option<PathBuf>,
+    /// Let through a push that reaches the repository by its path on the forge host, over no ssh and no web server (an operator seeding it): whoever runs one can write the repository's files anyway; lanes push over ssh or HTTPS and are judged
+    #[arg(long, conflicts_with = "rollback")]
+    allow_local_pushes: bool,
     /// Keep a pre-receive hook already there and run it before the fence
     #[arg(long)]
     chain: bool,
@@ -60,7 +64,11 @@ pub struct ForgeHookArgs {
 }
 
 /// `--lane-from`: `env:NAME` with a variable's name, or `remote-user`.
-pub fn parse_lane_from(text: &str) -> Result<String, String> {
+///
+/// # Errors
+///
+/// [`LaneFromError`] for any other text.
+pub fn parse_lane_from(text: &str) -> Result<String, LaneFromError> {
     if text == "remote-user" {
         return Ok(text.into());
     }
@@ -72,10 +80,18 @@ pub fn parse_lane_from(text: &str) -> Result<String, String> {
         {
             Ok(text.into())
         }
-        _ => Err(format!(
-            "{text:?} is neither env:NAME (a variable's name) nor remote-user"
-        )),
+        _ => Err(LaneFromError {
+            text: text.to_string(),
+        }),
     }
+}
+
+/// A `--lane-from` that is neither `env:NAME` nor `remote-user`.
+#[derive(Debug, thiserror::Error)]
+#[error("{text:?} is neither env:NAME (a variable's name) nor remote-user")]
+pub struct LaneFromError {
+    /// The text given.
+    pub text: String,
 }
 
 /// The hooks directory of the repository at `repo`: `repo/hooks` for a bare one,
@@ -152,6 +168,7 @@ pub fn run(args: ForgeHookArgs, settings: &Settings, json: bool) -> Outcome {
             text(&settings.home)?,
             text(&socket)?,
             args.lane_from.clone(),
+            if args.allow_local_pushes { "allow" } else { "" }.to_string(),
         ];
         let refs: Vec<&str> = values.iter().map(String::as_str).collect();
         let hook = git_hook::render_of(&FILES, &refs)
@@ -172,6 +189,7 @@ pub fn run(args: ForgeHookArgs, settings: &Settings, json: bool) -> Outcome {
             "hook": hook.display().to_string(),
             "done": format!("{done:?}").to_lowercase(),
             "lane_from": (!args.rollback).then_some(args.lane_from),
+            "allow_local_pushes": (!args.rollback).then_some(args.allow_local_pushes),
         })
         .to_string());
     }

@@ -186,8 +186,8 @@ fn install(
     // The registration first: a lane wired to a placeholder the daemon does not know is
     // refused every request, which is the safe half-done state.
     let lanes_path = lanes::default_path(&settings.home);
-    let mut registered =
-        ForgeLanes::load(&lanes_path, paths::euid()).map_err(Failure::could_not)?;
+    let mut registered = ForgeLanes::load(&lanes_path, paths::euid())
+        .map_err(|e| Failure::could_not(e.to_string()))?;
     if registered.by_lane(&args.lane).is_some() {
         return Err(Failure::usage(format!(
             "lane {} is already registered in {}",
@@ -323,8 +323,8 @@ fn rollback(
         fs::remove_file(record).map_err(|e| could_not(record, e))?;
     }
     let lanes_path = lanes::default_path(&settings.home);
-    let mut registered =
-        ForgeLanes::load(&lanes_path, paths::euid()).map_err(Failure::could_not)?;
+    let mut registered = ForgeLanes::load(&lanes_path, paths::euid())
+        .map_err(|e| Failure::could_not(e.to_string()))?;
     let before = registered.lane.len();
     registered.lane.retain(|l| l.lane != args.lane);
     if registered.lane.len() != before {

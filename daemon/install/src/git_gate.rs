@@ -419,6 +419,9 @@ pub fn plan_parts(common_dir: &Path, baked: &Baked, with_gate: bool) -> Result<P
         "[core]\n\tsshCommand = {}\n",
         config_value(&ssh_command)
     ));
+    if let Some(push) = broker.as_ref().and_then(|w| w.push.as_ref()) {
+        include.push_str(&push.include());
+    }
     if !with_gate {
         return Ok(Plan {
             common_dir: common_dir.to_path_buf(),

@@ -13,7 +13,7 @@
 //! (`crate::agent_hooks`); `claude-hook` is `agent-hook --agent claude`. `git-hook` fences
 //! git itself (`crate::git_install`).
 
-use crate::agent_hooks::{self, Agent};
+use crate::agent_hooks;
 use crate::claude_settings::{self, Edit};
 use crate::created_files::Created;
 use crate::daemon_answers::Daemon;
@@ -22,7 +22,9 @@ use crate::job_commands::{self, HookAgent, HookSwitch, UnitState};
 use crate::render::{JobArgs, bin_dir};
 use crate::shell::{NotUtf8, sh_quote_path};
 use clap::Subcommand;
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use row_fence_contract::exit::{Failure, Outcome};
+use row_fence_contract::harness::Harness;
 use row_fence_contract::report::out;
 use row_fence_contract::{exit, say};
 use row_fence_resident::config::Settings;
@@ -68,7 +70,7 @@ struct JobInstallArgs {
     #[arg(long, value_name = "PATH")]
     out: Option<PathBuf>,
     /// The agent hook the printed commands switch on after the job and off before it, per harness you run (repeatable; none: the job alone)
-    #[arg(long, value_enum, value_name = "AGENT", default_values_t = [HookAgent::Claude])]
+    #[arg(long, value_name = "AGENT", value_parser = hook_agent_values(), default_value = "claude")]
     agent: Vec<HookAgent>,
     /// The hook file the printed commands switch the hook in, with one --agent [default: the harness's usual user file, ~/.claude/settings.json for Claude Code]
     #[arg(long, value_name = "PATH")]
@@ -91,8 +93,8 @@ struct ClaudeHookArgs {
 #[derive(clap::Args, Debug)]
 struct AgentHookArgs {
     /// The harness
-    #[arg(long, value_enum)]
-    agent: Agent,
+    #[arg(long, value_parser = harness_values())]
+    agent: Harness,
     /// The harness's hook file [default: ~/.claude/settings.json, ~/.codex/hooks.json (a *.toml is Codex's config.toml), ~/.gemini/settings.json, ~/.cursor/hooks.json]
     #[arg(long, value_name = "PATH")]
     settings: Option<PathBuf>,
@@ -104,13 +106,32 @@ struct AgentHookArgs {
     rollback: bool,
 }
 
+/// `--agent`'s values: every harness by its one name (the contract's parser; clap only
+/// lists them for help and errors).
+fn harness_values() -> impl TypedValueParser<Value = Harness> {
+    PossibleValuesParser::new(harness_names()).try_map(|name| name.parse::<Harness>())
+}
+
+/// `install launchd|systemd --agent`'s values: a harness, or `none`.
+fn hook_agent_values() -> impl TypedValueParser<Value = HookAgent> {
+    let none = PossibleValue::new(HookAgent::NONE).help("No agent hook: the job alone");
+    PossibleValuesParser::new(harness_names().chain([none]))
+        .try_map(|name| name.parse::<HookAgent>())
+}
+
+fn harness_names() -> impl Iterator<Item = PossibleValue> {
+    Harness::ALL
+        .into_iter()
+        .map(|h| PossibleValue::new(h.name()).help(h.title()))
+}
+
 pub fn run(args: InstallArgs, settings: &Settings) -> Outcome {
     match args.what {
         What::Launchd(a) => job(Job::Launchd, a, settings, args.json),
         What::Systemd(a) => job(Job::Systemd, a, settings, args.json),
         What::ClaudeHook(a) => agent_hook(
             AgentHookArgs {
-                agent: Agent::Claude,
+                agent: Harness::Claude,
                 settings: a.settings,
                 bin_dir: a.bin_dir,
                 rollback: a.rollback,
@@ -228,7 +249,7 @@ fn agent_hook(args: AgentHookArgs, settings: &Settings, json: bool) -> Outcome {
     let agent = args.agent;
     let file = match args.settings {
         Some(path) => path,
-        None => agent.default_file(&user_home()?),
+        None => agent_hooks::default_file(agent, &user_home()?),
     };
     // Edit the file a symlink points at, not the symlink (settings kept in a dotfiles repo);
     // a file not there yet by its absolute path, as the record of created files keeps it.
@@ -237,11 +258,16 @@ fn agent_hook(args: AgentHookArgs, settings: &Settings, json: bool) -> Outcome {
         Err(_) => std::path::absolute(&file)
             .map_err(|e| Failure::could_not(format!("{}: {e}", file.display())))?,
     };
-    let format = agent.format(&file);
+    let format = agent_hooks::format(agent, &file);
     let hook_path = settings.home.join("hooks").join("guard-bash.sh");
     let bins = bin_dir(args.bin_dir.as_ref())?;
-    let command = hook_command(&bins, settings, &hook_path, agent.harness_flag())
-        .map_err(|e| Failure::usage(e.to_string()))?;
+    let command = hook_command(
+        &bins,
+        settings,
+        &hook_path,
+        agent_hooks::harness_flag(agent),
+    )
+    .map_err(|e| Failure::usage(e.to_string()))?;
     let before = match fs::read_to_string(&file) {
         Ok(text) => Some(text),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -258,12 +284,12 @@ fn agent_hook(args: AgentHookArgs, settings: &Settings, json: bool) -> Outcome {
     };
     let edit = if args.rollback {
         match agent_hooks::rollback(agent, &file, before.as_deref(), &command) {
-            Ok(Edit::Unchanged) if agent == Agent::Claude => claude_settings::rollback(
+            Ok(Edit::Unchanged) if agent == Harness::Claude => claude_settings::rollback(
                 before.as_deref(),
                 &legacy_hook_command(&bins, settings, &hook_path)
                     .map_err(|e| Failure::usage(e.to_string()))?,
             )
-            .map_err(|e| e.to_string()),
+            .map_err(agent_hooks::HookFileError::from),
             other => other,
         }
     } else {
@@ -290,7 +316,7 @@ fn agent_hook(args: AgentHookArgs, settings: &Settings, json: bool) -> Outcome {
         // added since: recorded at install, never inferred from the content.
         Edit::Changed(text)
             if args.rollback
-                && text == agent.empty(format)
+                && text == agent_hooks::empty(agent, format)
                 && created.contains(&file).map_err(recorded)? =>
         {
             fs::remove_file(&file).map_err(|e| {
@@ -388,7 +414,7 @@ fn legacy_hook_command(
 /// The command that takes this hook out again, as the operator runs it: this program,
 /// the same home (and socket), harness, file and binaries the entry was written with.
 fn rollback_line(
-    agent: Agent,
+    agent: Harness,
     file: &Path,
     bins: &Path,
     settings: &Settings,

@@ -11,38 +11,53 @@
 //! completes without `systemctl`: the unit file is removed and a daemon started by hand
 //! is stopped (`row-fence stop`).
 
-use crate::agent_hooks::Agent;
 use crate::deploy::{self, Job, JobSpec};
 use crate::shell::{sh_quote, sh_quote_path};
 use row_fence_contract::exit::Failure;
+use row_fence_contract::harness::Harness;
 use row_fence_contract::paths;
 use row_fence_resident::config::Settings;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// The hooks `install launchd|systemd`'s load line switches on (`--agent`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+/// A hook `install launchd|systemd`'s load line switches on (`--agent`): a harness's
+/// (by [`Harness`]'s name), or `none`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HookAgent {
-    /// Claude Code (`install claude-hook`).
-    Claude,
-    /// Codex CLI.
-    Codex,
-    /// Gemini CLI.
-    Gemini,
-    /// Cursor.
-    Cursor,
+    /// That harness's agent hook (`install claude-hook` for Claude Code).
+    Harness(Harness),
     /// No agent hook: the job alone (git's layer is installed per repository).
     None,
 }
 
 impl HookAgent {
-    fn agent(self) -> Option<Agent> {
+    /// `none`'s spelling on the command line.
+    pub const NONE: &str = "none";
+
+    fn agent(self) -> Option<Harness> {
         match self {
-            HookAgent::Claude => Some(Agent::Claude),
-            HookAgent::Codex => Some(Agent::Codex),
-            HookAgent::Gemini => Some(Agent::Gemini),
-            HookAgent::Cursor => Some(Agent::Cursor),
+            HookAgent::Harness(h) => Some(h),
             HookAgent::None => None,
+        }
+    }
+}
+
+impl std::str::FromStr for HookAgent {
+    type Err = row_fence_contract::harness::UnknownHarness;
+
+    fn from_str(name: &str) -> Result<HookAgent, Self::Err> {
+        if name == HookAgent::NONE {
+            return Ok(HookAgent::None);
+        }
+        name.parse().map(HookAgent::Harness)
+    }
+}
+
+impl std::fmt::Display for HookAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HookAgent::Harness(h) => h.fmt(f),
+            HookAgent::None => f.write_str(HookAgent::NONE),
         }
     }
 }
@@ -68,7 +83,7 @@ impl HookSwitch {
                 "--agent none switches no hook; it takes no other --agent",
             ));
         }
-        let agents: Vec<Agent> = agents.iter().filter_map(|a| a.agent()).collect();
+        let agents: Vec<Harness> = agents.iter().filter_map(|a| a.agent()).collect();
         if file.is_some() && agents.len() != 1 {
             return Err(Failure::usage(
                 "--settings names one harness's hook file: give exactly one --agent with it",
@@ -94,7 +109,7 @@ impl HookSwitch {
             let mut words = base.clone();
             // Claude Code keeps the spelling it always had: rollback finds that entry.
             match agent {
-                Agent::Claude => words.extend(["install".into(), "claude-hook".into()]),
+                Harness::Claude => words.extend(["install".into(), "claude-hook".into()]),
                 other => words.extend([
                     "install".into(),
                     "agent-hook".into(),
@@ -338,5 +353,20 @@ fn systemd_state(unit: &str) -> UnitState {
                 err
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hook_agent_is_a_harness_by_its_one_name_or_none() {
+        for h in Harness::ALL {
+            assert_eq!(h.name().parse(), Ok(HookAgent::Harness(h)));
+            assert_eq!(HookAgent::Harness(h).to_string(), h.name());
+        }
+        assert_eq!("none".parse(), Ok(HookAgent::None));
+        assert!("Claude".parse::<HookAgent>().is_err());
     }
 }

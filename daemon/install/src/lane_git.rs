@@ -19,10 +19,37 @@ pub struct GitReads {
     pub configs: Vec<PathBuf>,
 }
 
+/// Why git could not be asked as a lane.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaneGitError {
+    /// git could not be started as the lane's uid.
+    #[error("cannot run git as uid {uid}: {source}")]
+    Run {
+        /// The lane's uid.
+        uid: u32,
+        /// Why it could not be started.
+        #[source]
+        source: std::io::Error,
+    },
+    /// git ran and failed (its stderr, trimmed).
+    #[error("git {args} as uid {uid} in {}: {stderr}", worktree.display())]
+    Failed {
+        /// The arguments, joined by spaces.
+        args: String,
+        /// The lane's uid.
+        uid: u32,
+        /// Where it ran.
+        worktree: PathBuf,
+        /// What it said.
+        stderr: String,
+    },
+}
+
 /// Asks git in `worktree` as `uid`:`gid` with `home` as its HOME. An error says why git
 /// could not be asked (doctor then says it cannot tell).
-pub fn reads(uid: u32, gid: u32, home: &Path, worktree: &Path) -> Result<GitReads, String> {
-    let git = |args: &[&str]| -> Result<Vec<u8>, String> {
+pub fn reads(uid: u32, gid: u32, home: &Path, worktree: &Path) -> Result<GitReads, LaneGitError> {
+    let git = |args: &[&str]| -> Result<Vec<u8>, LaneGitError> {
         let out = Command::new("git")
             .arg("-c")
             .arg("safe.directory=*")
@@ -35,14 +62,14 @@ pub fn reads(uid: u32, gid: u32, home: &Path, worktree: &Path) -> Result<GitRead
             .uid(uid)
             .gid(gid)
             .output()
-            .map_err(|e| format!("cannot run git as uid {uid}: {e}"))?;
+            .map_err(|source| LaneGitError::Run { uid, source })?;
         if !out.status.success() {
-            return Err(format!(
-                "git {} as uid {uid} in {}: {}",
-                args.join(" "),
-                worktree.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
+            return Err(LaneGitError::Failed {
+                args: args.join(" "),
+                uid,
+                worktree: worktree.to_path_buf(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            });
         }
         Ok(out.stdout)
     };

@@ -38,15 +38,44 @@ pub const DEFAULT_MARGIN_MS: u64 = 5_000;
 /// The largest margin accepted (1 h): a margin past every lease's time refuses everything.
 pub const MAX_MARGIN_MS: u64 = 3_600_000;
 
-/// Parses a margin (`5s`, `1500ms`, `2m`); the error names the value and the limit.
-pub fn parse_margin(text: &str) -> Result<u64, String> {
-    let d = humantime::parse_duration(text.trim())
-        .map_err(|e| format!("margin {text:?} is not a duration such as 5s or 2m: {e}"))?;
+/// Parses a margin (`5s`, `1500ms`, `2m`) into ms.
+///
+/// # Errors
+///
+/// [`MarginError`], naming the value and the limit.
+pub fn parse_margin(text: &str) -> Result<u64, MarginError> {
+    let d = humantime::parse_duration(text.trim()).map_err(|source| MarginError::NotDuration {
+        text: text.to_string(),
+        source,
+    })?;
     let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
     if ms > MAX_MARGIN_MS {
-        return Err(format!("margin {text:?} is over the 1h limit"));
+        return Err(MarginError::OverLimit {
+            text: text.to_string(),
+        });
     }
     Ok(ms)
+}
+
+/// Why a margin is not taken.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MarginError {
+    /// Not a duration.
+    #[error("margin {text:?} is not a duration such as 5s or 2m: {source}")]
+    NotDuration {
+        /// The text given.
+        text: String,
+        /// humantime's reason.
+        #[source]
+        source: humantime::DurationError,
+    },
+    /// Over [`MAX_MARGIN_MS`].
+    #[error("margin {text:?} is over the 1h limit")]
+    OverLimit {
+        /// The text given.
+        text: String,
+    },
 }
 
 /// A flag's value, else its environment variable's when set and not empty.
@@ -140,8 +169,8 @@ pub enum ConfigError {
         source: std::io::Error,
     },
     /// `--margin` / `ROW_FENCE_MARGIN` is not a duration up to 1 h.
-    #[error("{0}")]
-    Margin(String),
+    #[error(transparent)]
+    Margin(#[from] MarginError),
     /// `--store` / `ROW_FENCE_STORE` is not a store.
     #[error(transparent)]
     Store(#[from] row_fence_store::spec::SpecError),

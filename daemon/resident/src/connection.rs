@@ -10,11 +10,13 @@
 //! tokio and finished as any other async stream: the fast path decides nothing, it only
 //! skips waiting where nothing would be waited for.
 
+use crate::line_buf::LineBuf;
 use row_fence_contract::protocol::MAX_MESSAGE_BYTES;
 use std::io;
 use std::os::unix::net::UnixStream as StdStream;
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
+use zeroize::Zeroizing;
 
 /// Why no request line could be read.
 #[derive(Debug, PartialEq, Eq)]
@@ -77,9 +79,11 @@ impl Connection {
 
     /// Reads one line of at most `MAX_MESSAGE_BYTES` (newline included; anything sent
     /// after the newline is ignored). Waits only when the line has not all arrived; the
-    /// caller bounds that wait.
-    pub async fn read_request(&mut self) -> Result<Vec<u8>, ReadError> {
-        let mut line = Vec::with_capacity(1024);
+    /// caller bounds that wait. The line is read into a [`LineBuf`] (it may hold a
+    /// private key): never more than one byte past the limit is read, and every copy
+    /// of it is wiped, the one returned when the caller drops it.
+    pub async fn read_request(&mut self) -> Result<Zeroizing<Vec<u8>>, ReadError> {
+        let mut line = LineBuf::new(1024, MAX_MESSAGE_BYTES + 1);
         if let Io::Unregistered(stream) = &self.io {
             match read_now(&ReadFrom::Std(stream), &mut line) {
                 Now::Done(result) => return result,
@@ -144,7 +148,7 @@ impl Connection {
 
 enum Now {
     /// A line, or a reason there will be none.
-    Done(Result<Vec<u8>, ReadError>),
+    Done(Result<Zeroizing<Vec<u8>>, ReadError>),
     /// The line has not all arrived: wait for the rest.
     WouldBlock,
 }
@@ -165,36 +169,30 @@ impl ReadFrom<'_> {
     }
 }
 
-/// Reads what has already arrived, without waiting, into `line`.
-fn read_now(from: &ReadFrom<'_>, line: &mut Vec<u8>) -> Now {
-    let mut chunk = [0u8; 8192];
+/// Reads what has already arrived, without waiting, into `line`: straight into its
+/// buffer, and nothing once it holds one byte past the limit.
+fn read_now(from: &ReadFrom<'_>, line: &mut LineBuf) -> Now {
     loop {
-        let room = (MAX_MESSAGE_BYTES + 1 - line.len()).min(chunk.len());
-        if room == 0 {
-            return Now::Done(Err(ReadError::TooLong));
-        }
-        match from.read(&mut chunk[..room]) {
-            Ok(0) => return Now::Done(Err(ReadError::Closed)),
-            Ok(n) => {
-                let start = line.len();
-                line.extend_from_slice(&chunk[..n]);
-                if let Some(i) = line[start..].iter().position(|&b| b == b'\n') {
+        let start = line.len();
+        match line.read_with(8192, |buf| from.read(buf)) {
+            None => return Now::Done(Err(ReadError::TooLong)),
+            Some(Ok(0)) => return Now::Done(Err(ReadError::Closed)),
+            Some(Ok(_)) => {
+                if let Some(i) = line.as_slice()[start..].iter().position(|&b| b == b'\n') {
                     line.truncate(start + i + 1);
-                    return Now::Done(complete(std::mem::take(line)));
+                    return Now::Done(complete(line.take()));
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Now::WouldBlock,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return Now::Done(Err(ReadError::Closed)),
+            Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => return Now::WouldBlock,
+            Some(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+            Some(Err(_)) => return Now::Done(Err(ReadError::Closed)),
         }
     }
 }
 
-/// Judges what was read: a whole line within the limit, or why not.
-fn complete(mut line: Vec<u8>) -> Result<Vec<u8>, ReadError> {
-    if let Some(i) = line.iter().position(|&b| b == b'\n') {
-        line.truncate(i + 1);
-    }
+/// Judges what was read: a whole line within the limit, or why not (the bytes wiped as
+/// they drop).
+fn complete(line: Zeroizing<Vec<u8>>) -> Result<Zeroizing<Vec<u8>>, ReadError> {
     if line.len() > MAX_MESSAGE_BYTES {
         Err(ReadError::TooLong)
     } else if line.last() == Some(&b'\n') {
@@ -252,7 +250,10 @@ mod tests {
     async fn a_line_already_sent_is_read_without_waiting_and_what_follows_is_ignored() {
         let (mut conn, mut peer) = pair();
         peer.write_all(b"{\"v\":1}\nmore").unwrap();
-        assert_eq!(conn.read_request().await.unwrap(), b"{\"v\":1}\n");
+        assert_eq!(
+            conn.read_request().await.unwrap().as_slice(),
+            b"{\"v\":1}\n"
+        );
         assert!(matches!(conn.io, Io::Unregistered(_)));
     }
 
@@ -265,7 +266,10 @@ mod tests {
             peer.write_all(b"1}\n").unwrap();
             peer
         });
-        assert_eq!(conn.read_request().await.unwrap(), b"{\"v\":1}\n");
+        assert_eq!(
+            conn.read_request().await.unwrap().as_slice(),
+            b"{\"v\":1}\n"
+        );
         assert!(matches!(conn.io, Io::Registered(_)));
         drop(writer.join());
     }
@@ -288,6 +292,33 @@ mod tests {
             }
             drop(writer.join());
         }
+    }
+
+    #[tokio::test]
+    async fn an_oversized_key_message_is_refused_without_reading_it_all() {
+        // `keys add` with a "key" of 4 MiB: the daemon reads one byte past its limit,
+        // refuses, and closes; the peer cannot write the rest.
+        let (mut conn, peer) = pair();
+        let mut message =
+            b"{\"v\":1,\"op\":\"keys_add\",\"key\":\"-----BEGIN OPENSSH PRIVATE KEY-----\\n"
+                .to_vec();
+        message.resize(4 << 20, b'A');
+        let total = message.len();
+        let writer = std::thread::spawn(move || {
+            let mut peer = peer;
+            let mut sent = 0;
+            while sent < message.len() {
+                match peer.write(&message[sent..]) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => sent += n,
+                }
+            }
+            sent
+        });
+        assert_eq!(conn.read_request().await, Err(ReadError::TooLong));
+        drop(conn);
+        let sent = writer.join().unwrap();
+        assert!(sent < total, "the peer wrote all {total} bytes");
     }
 
     #[tokio::test]
@@ -346,7 +377,7 @@ mod tests {
         let got = tokio::time::timeout(std::time::Duration::from_secs(5), conn.read_request())
             .await
             .expect("the whole line is read, not waited on forever");
-        assert_eq!(got.unwrap(), b"{\"v\":1,\"op\":\"ping\"}\n");
+        assert_eq!(got.unwrap().as_slice(), b"{\"v\":1,\"op\":\"ping\"}\n");
         drop(writer.join());
     }
 

@@ -16,7 +16,8 @@
 //! The running daemon:
 //! - [`startup`]: from start to exit; [`detach`]: started without a service manager;
 //!   [`reexec`]: onto new binaries in place when no manager restarts it. [`server`]: the accept loop and per-connection
-//!   framing; [`connection`]: one connection's I/O, off the reactor unless it must wait.
+//!   framing; [`connection`]: one connection's I/O, off the reactor unless it must wait;
+//!   [`line_buf`]: its request line's buffer, capped and wiped.
 //!   [`resident`]: shared state and its answers (ask, ping, status); [`judge`]: the
 //!   gate, counters and ledger an ask and a broker's sign request are judged through.
 //! - [`socket`]: socket directory and file hygiene. [`own_code`]: what the daemon loaded,
@@ -43,6 +44,7 @@ pub mod forge_api;
 pub mod gate;
 pub mod heartbeat;
 pub mod judge;
+pub mod line_buf;
 pub mod location;
 pub mod log_limit;
 pub mod own_code;

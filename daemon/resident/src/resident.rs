@@ -11,7 +11,7 @@ use crate::sync::lock;
 use row_fence_contract::ledger::{self, DecidedBy, LedgerRecord};
 use row_fence_contract::protocol::{Answer, Ask, Op, PROTOCOL_VERSION, Pong, Request};
 use row_fence_contract::status::{Counts, Status};
-use row_fence_contract::{Reason, Verdict, stamp};
+use row_fence_contract::{Reason, Verdict, scope, stamp};
 use row_fence_store::AskLocation;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
@@ -224,6 +224,9 @@ impl Resident {
         if ask.stamp != self.stamp {
             return (self.stale_code(ask), None);
         }
+        if let Some(refused) = self.outside_scope(ask) {
+            return (refused, None);
+        }
         let claim = Claim {
             descriptor: &ask.descriptor,
             action: &ask.action,
@@ -233,6 +236,43 @@ impl Resident {
         self.judge
             .judge_claim(&claim, ask.deadline_ms, started)
             .await
+    }
+
+    /// The refs an ask names (the pre-push hook's), judged against the row's scope before
+    /// the lease: a push outside the row's refs is refused however the lease stands, as
+    /// the forge hook and the daemon's proxy refuse it at the write. An ask naming no refs,
+    /// or a board with no scope, is the lease's alone.
+    fn outside_scope(&self, ask: &Ask) -> Option<Gated> {
+        if ask.updates.is_empty() {
+            return None;
+        }
+        if ask.updates.len() > scope::MAX_UPDATES {
+            return Some(Gated {
+                verdict: Verdict::CouldNotRead(Reason::ProtocolError),
+                detail: format!(
+                    "the ask names {} ref updates, more than the {} one ask judges",
+                    ask.updates.len(),
+                    scope::MAX_UPDATES
+                ),
+            });
+        }
+        if let Err(e) = scope::check_updates(&ask.updates) {
+            return Some(Gated {
+                verdict: Verdict::CouldNotRead(Reason::ProtocolError),
+                detail: format!("the ask's {e}"),
+            });
+        }
+        let d = &ask.descriptor;
+        let refused = self
+            .judge
+            .registry()
+            .scope(&d.board)?
+            .judge_refs(&d.row, &ask.updates)
+            .err()?;
+        Some(Gated {
+            verdict: Verdict::Refused(Reason::OutsideScope),
+            detail: format!("{}/{}: {refused}", d.board, d.row),
+        })
     }
 
     /// The asker runs other code than we loaded. If our own files changed, we are the

@@ -254,7 +254,17 @@ fn prepare(options: &Options) -> Result<Prepared, StartError> {
         .map(|push| crate::push::prepare(push, &settings.home, broker.is_some()))
         .transpose()
     {
-        Ok(push) => push,
+        Ok(push) => {
+            // Before anything is served: once the daemon pushes for the lanes, no lane is
+            // signed a push login (ARCHITECTURE.md, "Push proxy").
+            if let (Some(_), Some(broker)) = (&push, &broker) {
+                broker
+                    .shared
+                    .daemon_pushes
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            push
+        }
         Err(e) => {
             if let Some(broker) = &broker {
                 broker.guard.remove_if_ours();

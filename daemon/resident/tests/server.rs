@@ -88,6 +88,7 @@ impl Served {
                 descriptor: d.clone(),
                 action: "git push origin".into(),
                 caller: Caller::default(),
+                updates: Vec::new(),
             })),
         };
         let mut line = serde_json::to_vec(&request).unwrap();

@@ -57,10 +57,10 @@ impl BoardDocument {
     /// serve stale leases).
     pub fn ensure_here(&self) -> Result<(), StoreError> {
         match &self.moved_to {
-            Some(to) => Err(StoreError::Moved(format!(
+            Some(to) => Err(StoreError::Moved(crate::Moved::away(format!(
                 "board {} moved to {to}; point row-fence at that store",
                 self.board
-            ))),
+            )))),
             None => Ok(()),
         }
     }

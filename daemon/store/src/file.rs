@@ -234,11 +234,11 @@ impl FileStore {
                 return Ok(out);
             }
             if started.elapsed() >= LOCK_WAIT {
-                return Err(StoreError::Failed(format!(
+                return Err(StoreError::Failed(crate::Detail::from(format!(
                     "{} is locked by another writer for over {} s; nothing was written",
                     self.lock_path(board).display(),
                     LOCK_WAIT.as_secs()
-                )));
+                ))));
             }
             tokio::time::sleep(LOCK_RETRY).await;
         }
@@ -253,10 +253,10 @@ impl FileStore {
         File::open(self.dir.as_path())
             .and_then(|dir| dir.sync_all())
             .map_err(|e| {
-                StoreError::Indeterminate(format!(
+                StoreError::Indeterminate(crate::Detail::caused_by(format!(
                     "{} was replaced, but its directory could not be synced, so it may not survive a crash: {e}",
                     path.display()
-                ))
+                ), e))
             })
     }
 
@@ -273,11 +273,11 @@ impl FileStore {
                 break lock;
             }
             if started.elapsed() >= LOCK_WAIT {
-                return Err(StoreError::Failed(format!(
+                return Err(StoreError::Failed(crate::Detail::from(format!(
                     "{} is locked by another writer for over {} s",
                     self.lock_path(board).display(),
                     LOCK_WAIT.as_secs()
-                )));
+                ))));
             }
             tokio::time::sleep(LOCK_RETRY).await;
         };
@@ -298,19 +298,24 @@ impl FileStore {
     ) -> Result<T, StoreError> {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         let guard = Running(self.in_flight.clone());
-        let thread = self
-            .threads
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|e| StoreError::Failed(format!("the file store is closed: {e}")))?;
+        let thread = self.threads.clone().acquire_owned().await.map_err(|e| {
+            StoreError::Failed(crate::Detail::caused_by(
+                format!("the file store is closed: {e}"),
+                e,
+            ))
+        })?;
         let store = self.clone();
         tokio::task::spawn_blocking(move || {
             let _running = (guard, thread);
             work(store)
         })
         .await
-        .map_err(|e| StoreError::Failed(format!("the file store task failed: {e}")))?
+        .map_err(|e| {
+            StoreError::Failed(crate::Detail::caused_by(
+                format!("the file store task failed: {e}"),
+                e,
+            ))
+        })?
     }
 }
 
@@ -373,7 +378,10 @@ fn check_board(board: &str) -> Result<(), StoreError> {
 }
 
 fn io_error(path: &Path, e: io::Error) -> StoreError {
-    StoreError::Failed(format!("{}: {e}", path.display()))
+    StoreError::Failed(crate::Detail::caused_by(
+        format!("{}: {e}", path.display()),
+        e,
+    ))
 }
 
 /// This machine's clock in ms since the Unix epoch: the file store's clock.
@@ -480,12 +488,21 @@ impl LeaseStore for FileStore {
             let entries = match std::fs::read_dir(s.dir.as_path()) {
                 Ok(entries) => entries,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Some(Vec::new())),
-                Err(e) => return Err(StoreError::Failed(format!("{}: {e}", s.dir.display()))),
+                Err(e) => {
+                    return Err(StoreError::Failed(crate::Detail::caused_by(
+                        format!("{}: {e}", s.dir.display()),
+                        e,
+                    )));
+                }
             };
             let mut boards = Vec::new();
             for entry in entries {
-                let entry =
-                    entry.map_err(|e| StoreError::Failed(format!("{}: {e}", s.dir.display())))?;
+                let entry = entry.map_err(|e| {
+                    StoreError::Failed(crate::Detail::caused_by(
+                        format!("{}: {e}", s.dir.display()),
+                        e,
+                    ))
+                })?;
                 let name = entry.file_name();
                 let Some(board) = name.to_str().and_then(|n| n.strip_suffix(".json")) else {
                     continue;

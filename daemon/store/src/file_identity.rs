@@ -25,14 +25,19 @@ pub fn read(dir: &Path) -> Result<Option<StoreId>, StoreError> {
             .map(Some)
             .map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display()))),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(StoreError::Failed(format!("{}: {e}", path.display()))),
+        Err(e) => Err(StoreError::Failed(crate::Detail::caused_by(
+            format!("{}: {e}", path.display()),
+            e,
+        ))),
     }
 }
 
 /// Writes `fresh` as the identity of the store in `dir` (created 0700 if missing) unless it
 /// has one, and returns the one it has after.
 pub fn create(dir: &Path, fresh: &StoreId) -> Result<StoreId, StoreError> {
-    let failed = |p: &Path, e: io::Error| StoreError::Failed(format!("{}: {e}", p.display()));
+    let failed = |p: &Path, e: io::Error| {
+        StoreError::Failed(crate::Detail::caused_by(format!("{}: {e}", p.display()), e))
+    };
     {
         use std::os::unix::fs::DirBuilderExt;
         fs::DirBuilder::new()
@@ -69,10 +74,10 @@ pub fn create(dir: &Path, fresh: &StoreId) -> Result<StoreId, StoreError> {
         .and_then(|d| d.sync_all())
         .map_err(|e| failed(dir, e))?;
     read(dir)?.ok_or_else(|| {
-        StoreError::Failed(format!(
+        StoreError::Failed(crate::Detail::from(format!(
             "{}: written, then not found (removed meanwhile?)",
             target.display()
-        ))
+        )))
     })
 }
 

@@ -40,7 +40,10 @@ struct Contents {
 }
 
 fn fail(path: &Path, e: io::Error) -> StoreError {
-    StoreError::Failed(format!("the fence log {}: {e}", path.display()))
+    StoreError::Failed(crate::Detail::caused_by(
+        format!("the fence log {}: {e}", path.display()),
+        e,
+    ))
 }
 
 /// Reads the log file: `None` when it does not exist. Only regular files are logs.
@@ -181,9 +184,12 @@ pub fn newest(
             .unwrap_or_default(),
         Err(e) if pending.is_empty() => return Err(e),
         Err(e) => {
-            return Err(StoreError::Failed(format!(
-                "{e}; the board's document keeps the newest {} entries until the log can be written",
-                pending.len()
+            return Err(StoreError::Failed(crate::Detail::caused_by(
+                format!(
+                    "{e}; the board's document keeps the newest {} entries until the log can be written",
+                    pending.len()
+                ),
+                e,
             )));
         }
     };

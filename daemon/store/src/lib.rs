@@ -396,11 +396,11 @@ pub enum StoreError {
     /// The store could not be connected to: refused, reset, or no answer while
     /// connecting. Only connection failures; an error the store sent is [`StoreError::Failed`].
     #[error("the store is unreachable: {0}")]
-    Unreachable(String),
+    Unreachable(#[source] Detail),
     /// The store answered with an error (OOM, BUSY, NOPERM, WRONGTYPE, a script error,
     /// a missing password, ENOSPC or EIO on the file store…). Nothing was written.
     #[error("the store answered with an error: {0}")]
-    Failed(String),
+    Failed(#[source] Detail),
     /// A cluster slot is moving between nodes and the call kept meeting it (MOVED, ASK,
     /// TRYAGAIN) after its retries. Nothing was written.
     #[error("slot migrating, retry: {0}")]
@@ -443,7 +443,7 @@ pub enum StoreError {
     /// file was renamed into place but its directory could not be synced). Not
     /// acknowledged; read the board to find out.
     #[error("the write may have committed but was not acknowledged: {0}")]
-    Indeterminate(String),
+    Indeterminate(#[source] Detail),
     /// The batch committed at `revision`, at or below `seen`, a revision this home had
     /// already seen of the board: the store went back in time, and the batch's revision
     /// (a grant's generation) was handed out before. Not acknowledged: nothing in it may
@@ -463,21 +463,139 @@ pub enum StoreError {
     /// home. A write that committed says at which revision; an ask is not judged (a floor
     /// no restart would see protects nothing). The sentence names the file and the fix.
     #[error("{0}")]
-    HomeUnwritable(String),
+    HomeUnwritable(#[source] Detail),
     /// A stored record or document is not what row-fence writes.
     #[error("the store holds malformed data: {0}")]
     Corrupt(String),
     /// The board was moved to another layout or store; this one no longer serves it.
     #[error("the board has moved: {0}")]
-    Moved(String),
+    Moved(Moved),
     /// The request itself is invalid (a bad board name, a bad batch).
     #[error("{0}")]
     Invalid(String),
-    /// The board is served by another layout than the adapter asked (the Redis store
-    /// uses this to hand a board to its other layout; it never returns it). Nothing was
-    /// written.
-    #[error("the board is served by another layout: {0}")]
-    NotThisLayout(String),
+}
+
+/// What happened, as a sentence, and the error beneath it where there is one (an I/O
+/// error, the Redis or etcd client's): [`StoreError`]'s variants for failures of the
+/// store, its connection or the home carry one, so a caller can walk
+/// [`std::error::Error::source`] down to the cause (`io::ErrorKind`, the client's kind)
+/// instead of reading the sentence. Two are equal when their sentences are: the cause is
+/// what was met, the sentence what it meant.
+#[derive(Debug, Clone)]
+pub struct Detail {
+    /// The sentence, with the cause's own text in it where it helps.
+    text: String,
+    /// The error beneath, shared so the error stays `Clone`.
+    source: Option<std::sync::Arc<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl Detail {
+    /// `text`, caused by `source`.
+    pub fn caused_by(
+        text: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Detail {
+        Detail {
+            text: text.into(),
+            source: Some(std::sync::Arc::new(source)),
+        }
+    }
+
+    /// The sentence.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The same cause, told as `text` (a sentence that says more about it).
+    pub fn reworded(self, text: impl Into<String>) -> Detail {
+        Detail {
+            text: text.into(),
+            ..self
+        }
+    }
+}
+
+impl From<String> for Detail {
+    fn from(text: String) -> Detail {
+        Detail { text, source: None }
+    }
+}
+
+impl From<&str> for Detail {
+    fn from(text: &str) -> Detail {
+        Detail::from(text.to_string())
+    }
+}
+
+impl PartialEq for Detail {
+    fn eq(&self, other: &Detail) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Eq for Detail {}
+
+impl fmt::Display for Detail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl std::error::Error for Detail {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// Where a board went ([`StoreError::Moved`]): a sentence naming it and what to do.
+///
+/// Inside the store it also carries the Redis store's routing signal, private to the
+/// crate: the board is served by the other layout of the same store than the adapter
+/// asked (a document still to be migrated, or one migrated to records), so the store
+/// tries that layout and never returns the signal; an adapter used alone, unrouted,
+/// reports it as what it is to its caller, a board it does not serve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Moved {
+    /// The sentence.
+    detail: String,
+    /// The board is in this store's other layout (the routing signal).
+    other_layout: bool,
+}
+
+impl Moved {
+    /// A board moved to another store: `detail` says where and what to do.
+    pub fn away(detail: String) -> Moved {
+        Moved {
+            detail,
+            other_layout: false,
+        }
+    }
+
+    /// The routing signal: the board is served by this store's other layout.
+    pub(crate) fn other_layout(detail: String) -> Moved {
+        Moved {
+            detail,
+            other_layout: true,
+        }
+    }
+
+    /// True for the routing signal (the store tries the other layout).
+    pub(crate) fn is_other_layout(&self) -> bool {
+        self.other_layout
+    }
+
+    /// The sentence.
+    pub fn detail(&self) -> &str {
+        &self.detail
+    }
+}
+
+impl fmt::Display for Moved {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.detail)
+    }
 }
 
 impl StoreError {
@@ -519,8 +637,7 @@ impl StoreError {
             | StoreError::NotDurable(_)
             | StoreError::Unacknowledged { .. }
             | StoreError::Moved(_)
-            | StoreError::HomeUnwritable(_)
-            | StoreError::NotThisLayout(_) => Reason::StoreError,
+            | StoreError::HomeUnwritable(_) => Reason::StoreError,
         }
     }
 }
@@ -752,4 +869,55 @@ pub fn check_lease_fence(record: Option<&Record>, fence: &LeaseFence) -> Result<
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_board_moved_away_is_no_routing_signal_and_both_read_as_a_move() {
+        let away = Moved::away("board b moved to redis://x; point row-fence at that store".into());
+        assert!(!away.is_other_layout());
+        let signal = Moved::other_layout("board b has no document".into());
+        assert!(signal.is_other_layout());
+        for moved in [away, signal] {
+            let e = StoreError::Moved(moved.clone());
+            assert_eq!(
+                e.to_string(),
+                format!("the board has moved: {}", moved.detail())
+            );
+            assert_eq!(e.ask_reason(), Reason::StoreError);
+        }
+    }
+
+    #[test]
+    fn a_store_failure_keeps_the_error_beneath_it_and_compares_by_its_sentence() {
+        use std::error::Error as _;
+        let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied");
+        let e = StoreError::Failed(Detail::caused_by("/h/store: denied", io));
+        assert_eq!(
+            e.to_string(),
+            "the store answered with an error: /h/store: denied"
+        );
+        let cause = e
+            .source()
+            .and_then(|d| d.source())
+            .and_then(|c| c.downcast_ref::<std::io::Error>())
+            .expect("the I/O error beneath");
+        assert_eq!(cause.kind(), std::io::ErrorKind::PermissionDenied);
+        assert_eq!(e, StoreError::Failed(Detail::from("/h/store: denied")));
+        let told = match e.clone() {
+            StoreError::Failed(d) => d.reworded("/h/store: denied (check the home's owner)"),
+            _ => unreachable!(),
+        };
+        assert!(told.source().is_some(), "rewording keeps the cause");
+        assert!(
+            StoreError::Unreachable(Detail::from("x"))
+                .source()
+                .unwrap()
+                .source()
+                .is_none()
+        );
+    }
 }

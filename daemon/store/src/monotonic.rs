@@ -227,9 +227,9 @@ impl Monotonic {
         // Taken first: it reads the board's floors from the file, which may not be floors.
         let mark = self.marks.get(key, board);
         if let Some(why) = self.marks.unwritten() {
-            return Err(StoreError::HomeUnwritable(format!(
+            return Err(StoreError::HomeUnwritable(crate::Detail::from(format!(
                 "this home's floors cannot be kept ({why}), so board {board} is not judged: a restart would forget what was seen; free space on the home's file system, make revisions.json readable and writable, or restore it"
-            )));
+            ))));
         }
         Ok(mark)
     }
@@ -379,9 +379,9 @@ impl Monotonic {
             .await
             .unwrap_or_else(|e| Err(std::io::Error::other(e)));
         persisted.map_err(|e| {
-            StoreError::HomeUnwritable(format!(
+            StoreError::HomeUnwritable(crate::Detail::caused_by(format!(
                 "a lease on board {board} was found expired, but this home's floors could not be written ({e}): a restart could judge it live again, so nothing is judged; free space on the home's file system or make it writable"
-            ))
+            ), e))
         })
     }
 
@@ -392,9 +392,9 @@ impl Monotonic {
             return Ok(());
         }
         self.marks.flush().map_err(|e| {
-            StoreError::HomeUnwritable(format!(
+            StoreError::HomeUnwritable(crate::Detail::caused_by(format!(
                 "the write committed at revision {revision} in the store, but this home's floors could not be written ({e}): nothing was handed out; free space on the home's file system or make it writable, then run `row-fence show {board}` (it records the revision) and repeat the command"
-            ))
+            ), e))
         })
     }
 

@@ -42,7 +42,7 @@ pub fn permits(
 /// The top of the working tree holding `dir` (the nearest directory with a `.git`), or
 /// `dir` itself.
 pub fn worktree_of(dir: &Path) -> std::path::PathBuf {
-    let folded = crate::state::fold(dir);
+    let folded = row_fence_shell::state::fold(dir);
     let mut at = Some(folded.as_path());
     while let Some(d) = at {
         if d.join(".git").exists() {

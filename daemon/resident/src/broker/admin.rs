@@ -190,6 +190,7 @@ mod tests {
             refused_audit: Default::default(),
             forges: Default::default(),
             renew_max_ms: crate::broker::lease::DEFAULT_RENEW_MAX_MS,
+            daemon_pushes: Default::default(),
         }
     }
 

@@ -222,6 +222,14 @@ impl PeerSession {
 
     /// Records a bind or a sign request refused by the destination rule, naming the host
     /// the connection's bind verified (never a name the lane chose).
+    /// True when the push socket serves: lanes get no push signature at all.
+    fn daemon_pushes(&self) -> bool {
+        self.broker
+            .shared
+            .daemon_pushes
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn refuse_destination(&self, action: &str, why: Refused) {
         let gated = Gated {
             verdict: Verdict::Refused(Reason::DestinationRefused),
@@ -245,7 +253,7 @@ impl Session for PeerSession {
             Peer::Lane(binding) => {
                 let action = format!("ssh list identities, {}", self.destination.host());
                 let gated = self.judge(&binding, &action).await;
-                if gated.verdict == Verdict::Allowed {
+                if gated.verdict == Verdict::Allowed && !self.daemon_pushes() {
                     read(held).push.identities_for(binding.lane.as_deref())
                 } else {
                     Vec::new()
@@ -287,6 +295,17 @@ impl Session for PeerSession {
             .permits(&request.data, public, &shared.forges)
         {
             self.refuse_destination(&action, why);
+            stats.refused.fetch_add(1, Ordering::Relaxed);
+            return Err(AgentError::Failure);
+        }
+        if push && self.daemon_pushes() && matches!(self.peer(), Peer::Lane(_)) {
+            self.refuse_destination(
+                &action,
+                Refused(
+                    "the daemon pushes for the lanes (--push-socket): a lane's own ssh gets no login with a push key; push with plain git push (git-remote-row-fence)"
+                        .into(),
+                ),
+            );
             stats.refused.fetch_add(1, Ordering::Relaxed);
             return Err(AgentError::Failure);
         }

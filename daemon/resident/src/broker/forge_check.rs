@@ -35,9 +35,7 @@ use serde::{Deserialize, Serialize};
 /// The extension's name.
 pub const FORGE_CHECK: &str = "forge-check@row-fence";
 
-/// At most this many ref updates in one push are judged; more is refused (git pushes a
-/// few; a mirror push of thousands of refs is no lane's).
-pub const MAX_UPDATES: usize = 1000;
+pub use row_fence_contract::scope::MAX_UPDATES;
 
 /// The route a forge hook's refusals are filed under (the ledger's action starts with it).
 pub const ROUTE: &str = "forge-hook";
@@ -66,7 +64,7 @@ pub async fn answer(broker: &Broker, uid: Option<u32>, who: &str, check: ForgeCh
         Answer::verdict(gated.verdict, gated.detail, None)
     };
     if let Err(e) = validate(&check) {
-        return deny(Verdict::CouldNotRead(Reason::ProtocolError), e);
+        return deny(Verdict::CouldNotRead(Reason::ProtocolError), e.to_string());
     }
     let binding = read(&broker.shared.lanes).by_lane(&check.lane).cloned();
     let Some(binding) = binding else {
@@ -135,30 +133,49 @@ fn action(check: &ForgeCheck, who: &str) -> String {
 
 /// The request's own shape: a valid lane name, an absolute repository, 1 to
 /// [`MAX_UPDATES`] updates each with a valid ref name and hex object ids.
-fn validate(check: &ForgeCheck) -> Result<(), String> {
-    validate_lane(&check.lane).map_err(|e| format!("the forge check's {e}"))?;
+fn validate(check: &ForgeCheck) -> Result<(), Malformed> {
+    validate_lane(&check.lane)?;
     if !check.repository.starts_with('/') {
-        return Err(format!(
-            "the forge check's repository {:?} is not an absolute path",
-            check.repository
-        ));
+        return Err(Malformed::RelativeRepository(check.repository.clone()));
     }
     if check.updates.is_empty() || check.updates.len() > MAX_UPDATES {
-        return Err(format!(
-            "the forge check names {} ref updates, not 1 to {MAX_UPDATES}",
-            check.updates.len()
-        ));
+        return Err(Malformed::UpdateCount(check.updates.len()));
     }
     let oid = |o: &str| matches!(o.len(), 40 | 64) && o.bytes().all(|b| b.is_ascii_hexdigit());
     for u in &check.updates {
         if !valid_refname(&u.refname) || !oid(&u.old) || !oid(&u.new) {
-            return Err(format!(
-                "the forge check's update {:?} {} {} is not a ref update",
-                u.refname, u.old, u.new
-            ));
+            return Err(Malformed::Update {
+                refname: u.refname.clone(),
+                old: u.old.clone(),
+                new: u.new.clone(),
+            });
         }
     }
     Ok(())
+}
+
+/// Why a forge check is not one (answered `protocol_error`).
+#[derive(Debug, thiserror::Error)]
+enum Malformed {
+    /// Its lane is no lane name.
+    #[error("the forge check's {0}")]
+    Lane(#[from] row_fence_contract::descriptor::InvalidName),
+    /// Its repository is not an absolute path.
+    #[error("the forge check's repository {0:?} is not an absolute path")]
+    RelativeRepository(String),
+    /// Not 1 to [`MAX_UPDATES`] updates.
+    #[error("the forge check names {0} ref updates, not 1 to {MAX_UPDATES}")]
+    UpdateCount(usize),
+    /// An update with a bad ref name or object id.
+    #[error("the forge check's update {refname:?} {old} {new} is not a ref update")]
+    Update {
+        /// The ref.
+        refname: String,
+        /// The old object id given.
+        old: String,
+        /// The new object id given.
+        new: String,
+    },
 }
 
 #[cfg(test)]

@@ -66,7 +66,8 @@ pub enum KeyError {
         /// The key file (`-` for a key sent by `row-fence keys add`).
         path: PathBuf,
         /// What is wrong with it.
-        reason: String,
+        #[source]
+        reason: UnusableKey,
     },
     /// One key is given both as a push key and as a read key: read keys are signed for
     /// every peer, so it would push for a refused lane.
@@ -84,8 +85,8 @@ pub enum KeyError {
 #[non_exhaustive]
 pub enum ChangeError {
     /// The text is no key the broker can hold (its reason).
-    #[error("{0}")]
-    Unusable(String),
+    #[error(transparent)]
+    Unusable(#[from] UnusableKey),
     /// The key is held already (as a push key or a read key).
     #[error("the broker holds {0} already")]
     Held(String),
@@ -154,9 +155,7 @@ impl Held {
             return Err(ChangeError::Held(print));
         }
         if read && lane.is_some() {
-            return Err(ChangeError::Unusable(
-                "a read key is signed for every peer; it cannot belong to a lane".into(),
-            ));
+            return Err(ChangeError::Unusable(UnusableKey::ReadKeyForLane));
         }
         let set = if read { &mut self.read } else { &mut self.push };
         set.keys.push(key);
@@ -239,7 +238,7 @@ impl PushKeys {
             if self.find(key.public_key().key_data()).is_some() {
                 return Err(KeyError::Unusable {
                     path: PathBuf::from("-"),
-                    reason: format!("key {print} is given twice"),
+                    reason: UnusableKey::GivenTwice(print),
                 });
             }
             self.keys.push(key);
@@ -328,34 +327,64 @@ pub fn sign(key: &PrivateKey, data: &[u8], flags: u32) -> Result<Signature, sign
 /// The `rsa` crate's private key from ssh-key's RSA keypair, built from its parts: ssh-key
 /// 0.6.7's own conversion passes the prime `p` twice where `p, q` are meant, which makes
 /// every signature fail (as does its own RSA `Signer`, which goes through it).
-fn rsa_private(pair: &ssh_key::private::RsaKeypair) -> Result<rsa::RsaPrivateKey, String> {
-    let big = |m: &ssh_key::Mpint| rsa::BigUint::try_from(m).map_err(|e| e.to_string());
+fn rsa_private(pair: &ssh_key::private::RsaKeypair) -> Result<rsa::RsaPrivateKey, RsaParts> {
+    let big = |m: &ssh_key::Mpint| rsa::BigUint::try_from(m).map_err(RsaParts::Number);
     rsa::RsaPrivateKey::from_components(
         big(&pair.public.n)?,
         big(&pair.public.e)?,
         big(&pair.private.d)?,
         vec![big(&pair.private.p)?, big(&pair.private.q)?],
     )
-    .map_err(|e| e.to_string())
+    .map_err(RsaParts::Key)
+}
+
+/// Why an RSA key's parts make no `rsa` private key (a signature then fails with it).
+#[derive(Debug, thiserror::Error)]
+enum RsaParts {
+    /// A part is no unsigned number.
+    #[error("{0}")]
+    Number(#[source] ssh_key::Error),
+    /// The parts make no valid key.
+    #[error("{0}")]
+    Key(#[source] rsa::Error),
 }
 
 /// Parses an unencrypted OpenSSH private key of an algorithm the broker holds (Ed25519,
-/// RSA); the error is the reason, for the operator.
-pub fn parse(text: &str) -> Result<PrivateKey, String> {
-    let key = PrivateKey::from_openssh(text.as_bytes())
-        .map_err(|e| format!("not an OpenSSH private key ({e})"))?;
+/// RSA).
+///
+/// # Errors
+///
+/// [`UnusableKey`]: the reason, for the operator.
+pub fn parse(text: &str) -> Result<PrivateKey, UnusableKey> {
+    let key = PrivateKey::from_openssh(text.as_bytes()).map_err(UnusableKey::NotOpenSsh)?;
     if key.is_encrypted() {
-        return Err(
-            "encrypted; the broker loads unencrypted keys only (it cannot ask for a passphrase)"
-                .into(),
-        );
+        return Err(UnusableKey::Encrypted);
     }
     match key.algorithm() {
         Algorithm::Ed25519 | Algorithm::Rsa { .. } => Ok(key),
-        other => Err(format!(
-            "{other} key; the broker holds Ed25519 and RSA keys only (ssh-keygen -t ed25519)"
-        )),
+        other => Err(UnusableKey::Algorithm(other)),
     }
+}
+
+/// Why a key is none the broker holds.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UnusableKey {
+    /// Not an OpenSSH private key (ssh-key's reason).
+    #[error("not an OpenSSH private key ({0})")]
+    NotOpenSsh(#[source] ssh_key::Error),
+    /// Encrypted: the broker cannot ask for a passphrase.
+    #[error("encrypted; the broker loads unencrypted keys only (it cannot ask for a passphrase)")]
+    Encrypted,
+    /// An algorithm the broker does not sign with.
+    #[error("{0} key; the broker holds Ed25519 and RSA keys only (ssh-keygen -t ed25519)")]
+    Algorithm(Algorithm),
+    /// A read key named for a lane: read keys are signed for every peer.
+    #[error("a read key is signed for every peer; it cannot belong to a lane")]
+    ReadKeyForLane,
+    /// The same key twice (its fingerprint).
+    #[error("key {0} is given twice")]
+    GivenTwice(String),
 }
 
 /// The SHA-256 fingerprint of a public key, as `ssh-keygen -l` prints it.

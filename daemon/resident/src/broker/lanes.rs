@@ -71,7 +71,8 @@ pub enum LanesError {
         /// The file.
         path: PathBuf,
         /// What is wrong.
-        reason: String,
+        #[source]
+        reason: BindingError,
     },
 }
 
@@ -114,6 +115,60 @@ struct File {
     lane: Vec<Binding>,
 }
 
+/// Why bindings text, or one binding, is refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BindingError {
+    /// Not bindings TOML (an unknown field among them).
+    #[error(transparent)]
+    NotToml(#[from] toml::de::Error),
+    /// A relative descriptor path.
+    #[error("uid {uid}: the descriptor path {} is not absolute", descriptor.display())]
+    RelativeDescriptor {
+        /// The uid bound.
+        uid: u32,
+        /// The path given.
+        descriptor: PathBuf,
+    },
+    /// No lane named.
+    #[error(
+        "uid {uid}: the binding names no lane (lane = \"…\"): the daemon reads the descriptor with its own rights, so a descriptor naming any lane (a symlink to another lane's) would be judged as this uid's"
+    )]
+    NoLane {
+        /// The uid bound.
+        uid: u32,
+    },
+    /// A lane, board or row name that is not valid.
+    #[error(transparent)]
+    Name(#[from] row_fence_contract::descriptor::InvalidName),
+    /// A board without a row, or a row without a board.
+    #[error("lane {lane}: a binding pins a lease by board and row together, or by neither")]
+    HalfPinned {
+        /// The lane.
+        lane: String,
+    },
+    /// One lane bound to two uids.
+    #[error("lane {lane} is bound twice (uids {first} and {second})")]
+    LaneTwice {
+        /// The lane.
+        lane: String,
+        /// The uid bound first.
+        first: u32,
+        /// The uid bound again.
+        second: u32,
+    },
+    /// One uid bound twice.
+    #[error("uid {uid} is bound twice ({} and {})", first.display(), second.display())]
+    UidTwice {
+        /// The uid.
+        uid: u32,
+        /// The descriptor bound first.
+        first: PathBuf,
+        /// The descriptor bound again.
+        second: PathBuf,
+    },
+}
+
 /// The bindings by uid.
 #[derive(Clone, Debug, Default)]
 pub struct Lanes {
@@ -123,8 +178,8 @@ pub struct Lanes {
 impl Lanes {
     /// Parses bindings text; a uid bound twice, a relative descriptor path or an unknown
     /// field is an error (never a guess at which binding was meant).
-    pub fn parse(text: &str) -> Result<Lanes, String> {
-        let file: File = toml::from_str(text).map_err(|e| e.to_string())?;
+    pub fn parse(text: &str) -> Result<Lanes, BindingError> {
+        let file: File = toml::from_str(text)?;
         let mut lanes = Lanes::default();
         for binding in file.lane {
             lanes.add(binding)?;
@@ -134,46 +189,38 @@ impl Lanes {
 
     /// Adds a binding. Refused: a relative descriptor path, an invalid lane name, a uid
     /// bound already, a lane name bound already (one lane, one uid).
-    pub fn add(&mut self, binding: Binding) -> Result<(), String> {
+    pub fn add(&mut self, binding: Binding) -> Result<(), BindingError> {
         if !binding.descriptor.is_absolute() {
-            return Err(format!(
-                "uid {}: the descriptor path {} is not absolute",
-                binding.uid,
-                binding.descriptor.display()
-            ));
+            return Err(BindingError::RelativeDescriptor {
+                uid: binding.uid,
+                descriptor: binding.descriptor.clone(),
+            });
         }
         let Some(lane) = &binding.lane else {
-            return Err(format!(
-                "uid {}: the binding names no lane (lane = \"…\"): the daemon reads the descriptor with its own rights, so a descriptor naming any lane (a symlink to another lane's) would be judged as this uid's",
-                binding.uid
-            ));
+            return Err(BindingError::NoLane { uid: binding.uid });
         };
-        row_fence_contract::descriptor::validate_lane(lane).map_err(|e| e.to_string())?;
+        row_fence_contract::descriptor::validate_lane(lane)?;
         match (&binding.board, &binding.row) {
             (Some(board), Some(row)) => {
-                row_fence_contract::descriptor::validate_board(board).map_err(|e| e.to_string())?;
-                row_fence_contract::descriptor::validate_row(row).map_err(|e| e.to_string())?;
+                row_fence_contract::descriptor::validate_board(board)?;
+                row_fence_contract::descriptor::validate_row(row)?;
             }
             (None, None) => {}
-            _ => {
-                return Err(format!(
-                    "lane {lane}: a binding pins a lease by board and row together, or by neither"
-                ));
-            }
+            _ => return Err(BindingError::HalfPinned { lane: lane.clone() }),
         }
         if let Some(other) = self.by_lane(lane) {
-            return Err(format!(
-                "lane {lane} is bound twice (uids {} and {})",
-                other.uid, binding.uid
-            ));
+            return Err(BindingError::LaneTwice {
+                lane: lane.clone(),
+                first: other.uid,
+                second: binding.uid,
+            });
         }
         if let Some(earlier) = self.by_uid.get(&binding.uid) {
-            return Err(format!(
-                "uid {} is bound twice ({} and {})",
-                binding.uid,
-                earlier.descriptor.display(),
-                binding.descriptor.display()
-            ));
+            return Err(BindingError::UidTwice {
+                uid: binding.uid,
+                first: earlier.descriptor.clone(),
+                second: binding.descriptor.clone(),
+            });
         }
         self.by_uid.insert(binding.uid, binding);
         Ok(())
@@ -294,7 +341,11 @@ mod tests {
             "[[lane]]\nlane = \"a\"\nuid = 1\ndescriptor = \"/a\"\n[[lane]]\nlane = \"b\"\nuid = 1\ndescriptor = \"/b\"\n",
         )
         .unwrap_err();
-        assert!(err.contains("bound twice"), "{err}");
+        assert!(
+            matches!(err, BindingError::UidTwice { uid: 1, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("bound twice"), "{err}");
     }
 
     #[test]
@@ -309,7 +360,8 @@ mod tests {
     #[test]
     fn a_binding_without_its_lane_is_an_error() {
         let err = Lanes::parse("[[lane]]\nuid = 1\ndescriptor = \"/a\"\n").unwrap_err();
-        assert!(err.contains("names no lane"), "{err}");
+        assert!(matches!(err, BindingError::NoLane { uid: 1 }), "{err}");
+        assert!(err.to_string().contains("names no lane"), "{err}");
     }
 
     #[test]
@@ -345,7 +397,14 @@ mod tests {
             uid: 1002,
             ..binding.clone()
         };
-        assert!(lanes.add(again).unwrap_err().contains("bound twice"));
+        assert!(matches!(
+            lanes.add(again).unwrap_err(),
+            BindingError::LaneTwice {
+                first: 1001,
+                second: 1002,
+                ..
+            }
+        ));
         let bad = Binding {
             lane: Some("a b".into()),
             uid: 1003,

@@ -81,26 +81,71 @@ pub struct BrokerArgs {
 }
 
 /// `--broker-lane-key LANE=FILE`: a valid lane name, then the key file.
-fn parse_lane_key(text: &str) -> Result<(String, PathBuf), String> {
+fn parse_lane_key(text: &str) -> Result<(String, PathBuf), SettingError> {
     let (lane, file) = text
         .split_once('=')
-        .ok_or_else(|| format!("{text:?} is not LANE=FILE"))?;
-    row_fence_contract::descriptor::validate_lane(lane).map_err(|e| e.to_string())?;
+        .ok_or_else(|| SettingError::NotLaneFile {
+            text: text.to_string(),
+        })?;
+    row_fence_contract::descriptor::validate_lane(lane)?;
     if file.is_empty() {
-        return Err(format!("{text:?} names no key file"));
+        return Err(SettingError::NoKeyFile {
+            text: text.to_string(),
+        });
     }
     Ok((lane.to_string(), PathBuf::from(file)))
 }
 
 /// `--broker-renew-max`: a duration (`humantime`), in ms, from 1 ms to 366 days.
-fn parse_renew_max(text: &str) -> Result<u64, String> {
+fn parse_renew_max(text: &str) -> Result<u64, SettingError> {
     let ms = humantime::parse_duration(text)
-        .map_err(|e| format!("{text:?} is not a duration such as 8h or 2d: {e}"))?
+        .map_err(|source| SettingError::NotDuration {
+            text: text.to_string(),
+            source,
+        })?
         .as_millis();
     if ms == 0 || ms > u128::from(lease::MAX_TTL_MS) {
-        return Err(format!("{text} is not within 1 ms and 366 days"));
+        return Err(SettingError::OutOfRange {
+            text: text.to_string(),
+        });
     }
     Ok(ms as u64)
+}
+
+/// Why a broker setting given as text does not parse.
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SettingError {
+    /// A lane key without `=`.
+    #[error("{text:?} is not LANE=FILE")]
+    NotLaneFile {
+        /// The text given.
+        text: String,
+    },
+    /// A lane key's lane is no lane name.
+    #[error(transparent)]
+    Lane(#[from] row_fence_contract::descriptor::InvalidName),
+    /// A lane key without a file.
+    #[error("{text:?} names no key file")]
+    NoKeyFile {
+        /// The text given.
+        text: String,
+    },
+    /// Not a duration.
+    #[error("{text:?} is not a duration such as 8h or 2d: {source}")]
+    NotDuration {
+        /// The text given.
+        text: String,
+        /// humantime's reason.
+        #[source]
+        source: humantime::DurationError,
+    },
+    /// A renew limit outside 1 ms to 366 days.
+    #[error("{text} is not within 1 ms and 366 days")]
+    OutOfRange {
+        /// The text given.
+        text: String,
+    },
 }
 
 impl BrokerArgs {
@@ -170,7 +215,7 @@ pub struct Settings {
     pub keys: Vec<PathBuf>,
     /// Push key files of one lane each; an `ROW_FENCE_BROKER_LANE_KEYS` that does not parse
     /// is kept as its error, so the daemon refuses to start on it.
-    pub lane_keys: Result<Vec<(String, PathBuf)>, String>,
+    pub lane_keys: Result<Vec<(String, PathBuf)>, SettingError>,
     /// The read key files (fetch only, enforced by the forge).
     pub read_keys: Vec<PathBuf>,
     /// The bindings file; `None`: the home's ([`lanes::default_path`]), where a missing
@@ -182,7 +227,7 @@ pub struct Settings {
     pub forge_users: Vec<String>,
     /// The longest renew a lane may ask for, in ms; an `ROW_FENCE_BROKER_RENEW_MAX` that
     /// does not parse is kept as its error, so the daemon refuses to start on it.
-    pub renew_max_ms: Result<u64, String>,
+    pub renew_max_ms: Result<u64, SettingError>,
 }
 
 /// Why the broker did not start; the daemon does not start either (a broker that is
@@ -208,7 +253,8 @@ pub enum BrokerError {
         /// The setting.
         name: &'static str,
         /// What is wrong.
-        reason: String,
+        #[source]
+        reason: SettingError,
     },
     /// The socket's directory or path is refused, or binding failed.
     #[error("the key broker's socket: {0}")]
@@ -260,6 +306,10 @@ pub struct Shared {
     pub forges: Forges,
     /// The longest lease time a lane may renew for through the broker, in ms.
     pub renew_max_ms: u64,
+    /// Set when the push socket serves (the daemon pushes for the lanes): then no lane is
+    /// signed a login with a push key, so a lane holds no authenticated connection it could
+    /// keep (ARCHITECTURE.md, "Push proxy"); read keys are still signed, so lanes fetch.
+    pub daemon_pushes: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -396,6 +446,7 @@ pub fn prepare(settings: &Settings, home: &Path) -> Result<Prepared, BrokerError
         refused_audit: Default::default(),
         forges,
         renew_max_ms,
+        daemon_pushes: std::sync::atomic::AtomicBool::new(false),
     });
     Ok(Prepared {
         shared,

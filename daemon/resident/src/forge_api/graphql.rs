@@ -148,7 +148,7 @@ fn classify_request(request: &Map<String, Json>) -> Kind {
 /// Classifies one document with its variables.
 pub fn classify_document(document: &str, variables: &Map<String, Json>) -> Kind {
     if let Err(why) = nesting_within(document, MAX_NESTING) {
-        return Kind::Unlisted(why);
+        return Kind::Unlisted(why.to_string());
     }
     let parsed = match parse_query::<String>(document) {
         Ok(parsed) => parsed,
@@ -218,7 +218,7 @@ pub fn classify_document(document: &str, variables: &Map<String, Json>) -> Kind 
 
 /// Refuses a document nested deeper than `max` (outside strings and comments), before the
 /// recursive parser sees it.
-fn nesting_within(document: &str, max: usize) -> Result<(), String> {
+fn nesting_within(document: &str, max: usize) -> Result<(), TooDeep> {
     let mut depth = 0usize;
     let mut chars = document.chars().peekable();
     while let Some(c) = chars.next() {
@@ -246,9 +246,7 @@ fn nesting_within(document: &str, max: usize) -> Result<(), String> {
             '{' | '[' | '(' => {
                 depth += 1;
                 if depth > max {
-                    return Err(format!(
-                        "the GraphQL document nests deeper than {max}: not parsed"
-                    ));
+                    return Err(TooDeep { max });
                 }
             }
             '}' | ']' | ')' => depth = depth.saturating_sub(1),
@@ -256,6 +254,14 @@ fn nesting_within(document: &str, max: usize) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A document nested deeper than the reader goes.
+#[derive(Debug, thiserror::Error)]
+#[error("the GraphQL document nests deeper than {max}: not parsed")]
+struct TooDeep {
+    /// The deepest nesting read.
+    max: usize,
 }
 
 #[cfg(test)]

@@ -56,36 +56,105 @@ pub struct ForgeLanes {
     pub lane: Vec<ForgeLane>,
 }
 
+/// Why the registrations text is refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegistrationError {
+    /// Not registrations TOML.
+    #[error(transparent)]
+    NotToml(#[from] toml::de::Error),
+    /// One lane's registration is refused.
+    #[error("lane {lane}{why}")]
+    Lane {
+        /// The lane.
+        lane: String,
+        /// What is wrong with it.
+        why: Refused,
+    },
+}
+
+/// What is wrong with one lane's registration (its sentence follows the lane's name).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Refused {
+    /// Registered twice.
+    #[error(" is registered twice")]
+    Twice,
+    /// A repository not `owner/name`.
+    #[error(": repo {0:?} is not owner/name")]
+    Repo(String),
+    /// Its placeholder's hash is another lane's.
+    #[error(": its placeholder is another lane's")]
+    SharedPlaceholder,
+    /// A relative descriptor path.
+    #[error(": the descriptor path is relative")]
+    RelativeDescriptor,
+}
+
+/// Why the registrations file is not read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// It could not be opened, stat'ed or read.
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Someone other than the daemon's uid or root owns it, or others may write it.
+    #[error(
+        "{}: owned by uid {owner} with mode {mode:03o}; it must be the daemon's (uid {uid}) or root's and writable by no one else",
+        path.display()
+    )]
+    Untrusted {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// Its mode bits.
+        mode: u32,
+        /// The daemon's uid.
+        uid: u32,
+    },
+    /// Its text is refused.
+    #[error("{}: {source}", path.display())]
+    Invalid {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: RegistrationError,
+    },
+}
+
 impl ForgeLanes {
     /// Parses the file's text: a lane named twice, a placeholder hash used twice, a
     /// repository not `owner/name` or a relative descriptor is an error.
-    pub fn parse(text: &str) -> Result<ForgeLanes, String> {
-        let lanes: ForgeLanes = toml::from_str(text).map_err(|e| e.to_string())?;
+    pub fn parse(text: &str) -> Result<ForgeLanes, RegistrationError> {
+        let lanes: ForgeLanes = toml::from_str(text)?;
         let mut names = std::collections::BTreeSet::new();
         let mut hashes = std::collections::BTreeSet::new();
         for lane in &lanes.lane {
+            let refused = |why: Refused| RegistrationError::Lane {
+                lane: lane.lane.clone(),
+                why,
+            };
             if !names.insert(lane.lane.as_str()) {
-                return Err(format!("lane {} is registered twice", lane.lane));
+                return Err(refused(Refused::Twice));
             }
             if !valid_repo(&lane.repo) {
-                return Err(format!(
-                    "lane {}: repo {:?} is not owner/name",
-                    lane.lane, lane.repo
-                ));
+                return Err(refused(Refused::Repo(lane.repo.clone())));
             }
             if let Some(hash) = &lane.placeholder_sha256
                 && !hashes.insert(hash.as_str())
             {
-                return Err(format!(
-                    "lane {}: its placeholder is another lane's",
-                    lane.lane
-                ));
+                return Err(refused(Refused::SharedPlaceholder));
             }
             if lane.descriptor.as_ref().is_some_and(|d| !d.is_absolute()) {
-                return Err(format!(
-                    "lane {}: the descriptor path is relative",
-                    lane.lane
-                ));
+                return Err(refused(Refused::RelativeDescriptor));
             }
         }
         Ok(lanes)
@@ -93,30 +162,35 @@ impl ForgeLanes {
 
     /// Loads `path`, checking only `uid` (the daemon's) or root can have written it. A
     /// missing file registers no lane.
-    pub fn load(path: &Path, uid: u32) -> Result<ForgeLanes, String> {
+    pub fn load(path: &Path, uid: u32) -> Result<ForgeLanes, LoadError> {
+        let read = |source| LoadError::Read {
+            path: path.to_path_buf(),
+            source,
+        };
         let file = match std::fs::File::open(path) {
             Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(ForgeLanes::default());
             }
-            Err(e) => return Err(format!("{}: {e}", path.display())),
+            Err(e) => return Err(read(e)),
         };
-        let meta = file
-            .metadata()
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let meta = file.metadata().map_err(read)?;
         if (meta.uid() != uid && meta.uid() != 0) || meta.mode() & 0o022 != 0 {
-            return Err(format!(
-                "{}: owned by uid {} with mode {:03o}; it must be the daemon's (uid {uid}) or root's and writable by no one else",
-                path.display(),
-                meta.uid(),
-                meta.mode() & 0o777
-            ));
+            return Err(LoadError::Untrusted {
+                path: path.to_path_buf(),
+                owner: meta.uid(),
+                mode: meta.mode() & 0o777,
+                uid,
+            });
         }
         let mut text = String::new();
         file.take(MAX_FILE_BYTES)
             .read_to_string(&mut text)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        ForgeLanes::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+            .map_err(read)?;
+        ForgeLanes::parse(&text).map_err(|source| LoadError::Invalid {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 
     /// The lane named `lane`.
@@ -168,11 +242,27 @@ mod tests {
         let one = "[[lane]]\nlane = \"a\"\nrepo = \"o/r\"\nplaceholder_sha256 = \"x\"\n";
         assert!(ForgeLanes::parse(one).is_ok());
         let twice = format!("{one}{one}");
-        assert!(ForgeLanes::parse(&twice).is_err());
+        let err = ForgeLanes::parse(&twice).unwrap_err();
+        assert!(matches!(
+            &err,
+            RegistrationError::Lane {
+                why: Refused::Twice,
+                ..
+            }
+        ));
+        assert_eq!(err.to_string(), "lane a is registered twice");
         let shared =
             format!("{one}[[lane]]\nlane = \"b\"\nrepo = \"o/r\"\nplaceholder_sha256 = \"x\"\n");
-        assert!(ForgeLanes::parse(&shared).is_err());
-        assert!(ForgeLanes::parse("[[lane]]\nlane = \"a\"\nrepo = \"o\"\n").is_err());
+        assert_eq!(
+            ForgeLanes::parse(&shared).unwrap_err().to_string(),
+            "lane b: its placeholder is another lane's"
+        );
+        assert_eq!(
+            ForgeLanes::parse("[[lane]]\nlane = \"a\"\nrepo = \"o\"\n")
+                .unwrap_err()
+                .to_string(),
+            "lane a: repo \"o\" is not owner/name"
+        );
         assert!(ForgeLanes::parse("[[lane]]\nlane = \"a\"\nrepo = \"o/r\"\nx = 1\n").is_err());
     }
 

@@ -238,12 +238,12 @@ impl ForgeApi {
         // One spelling per endpoint (target.rs): another would reach the endpoint the
         // daemon did not judge.
         if let Err(why) = super::target::plain(&path, graphql_path) {
-            return refuse(StatusCode::FORBIDDEN, write_refused(why), true);
+            return refuse(StatusCode::FORBIDDEN, write_refused(why.to_string()), true);
         }
         let lanes = match self.forge_lanes() {
             Ok(lanes) => lanes,
             Err(e) => {
-                return refuse(StatusCode::FORBIDDEN, peer_refused(e), true);
+                return refuse(StatusCode::FORBIDDEN, peer_refused(e.to_string()), true);
             }
         };
         let (name, repo, source) = match self.identify(peer, &parts.headers, &lanes) {
@@ -373,7 +373,7 @@ impl ForgeApi {
     }
 
     /// The registrations, read now.
-    fn forge_lanes(&self) -> Result<ForgeLanes, String> {
+    fn forge_lanes(&self) -> Result<ForgeLanes, super::lanes::LoadError> {
         ForgeLanes::load(&super::lanes::default_path(&self.shared.home), self.own_uid)
     }
 
@@ -617,26 +617,32 @@ fn sent_upstream(name: &HeaderName) -> bool {
     )
 }
 
-/// A header relayed in either direction: not the lane's credentials, not hop-by-hop, not
-/// the framing (set again for the new body), not an encoding the relay would not decode.
+/// A forge's response header handed to the lane: only these, which describe the body,
+/// its caching, paging, rate limits and the request's id. Anything else (a `Set-Cookie`,
+/// the token's `X-OAuth-Scopes`, hop-by-hop headers, the framing, set again for the new
+/// body) stays with the daemon: an allowlist, so a header a forge adds tomorrow is not
+/// relayed until it is named here.
 fn passed_on(name: &HeaderName) -> bool {
-    !matches!(
-        name.as_str(),
-        "host"
-            | "authorization"
-            | "proxy-authorization"
-            | "cookie"
-            | "connection"
-            | "keep-alive"
-            | "proxy-connection"
-            | "te"
-            | "trailer"
-            | "transfer-encoding"
-            | "upgrade"
-            | "content-length"
-            | "accept-encoding"
-            | "expect"
-    )
+    let name = name.as_str();
+    matches!(
+        name,
+        "content-type"
+            | "content-language"
+            | "etag"
+            | "last-modified"
+            | "cache-control"
+            | "vary"
+            | "date"
+            | "link"
+            | "location"
+            | "retry-after"
+            | "deprecation"
+            | "sunset"
+            | "x-github-request-id"
+            | "x-github-media-type"
+            | "x-github-api-version-selected"
+            | "x-poll-interval"
+    ) || name.starts_with("x-ratelimit-")
 }
 
 fn json_answer(status: StatusCode, body: &Json) -> Response<Full<Bytes>> {
@@ -647,4 +653,34 @@ fn json_answer(status: StatusCode, body: &Json) -> Response<Full<Bytes>> {
         HeaderValue::from_static("application/json; charset=utf-8"),
     );
     response
+}
+
+#[cfg(test)]
+mod header_tests {
+    use super::*;
+
+    #[test]
+    fn only_listed_response_headers_reach_the_lane() {
+        for passed in [
+            "content-type",
+            "etag",
+            "link",
+            "x-ratelimit-remaining",
+            "location",
+        ] {
+            assert!(passed_on(&HeaderName::from_static(passed)), "{passed}");
+        }
+        for kept in [
+            "set-cookie",
+            "x-oauth-scopes",
+            "x-accepted-oauth-scopes",
+            "authorization",
+            "transfer-encoding",
+            "content-length",
+            "connection",
+            "x-anything-new",
+        ] {
+            assert!(!passed_on(&HeaderName::from_static(kept)), "{kept}");
+        }
+    }
 }

@@ -6,10 +6,25 @@
 //! a `.json` suffix, an `/api/v3` in front) unless it is that endpoint's path exactly.
 //! A GraphQL GET names `query`, `variables` and `operationName` at most once each.
 
+/// A request path that is not in its plain form, and what in it is not.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the path {path:?} {why}")]
+pub struct NotPlain {
+    /// The path.
+    pub path: String,
+    /// What in it is not plain.
+    pub why: String,
+}
+
 /// Why `path` is refused, or `Ok` for a path in its plain form. `graphql` is the host's
 /// GraphQL path (`/graphql`, or `/api/graphql` on an enterprise host).
-pub fn plain(path: &str, graphql: &str) -> Result<(), String> {
-    let refused = |why: &str| Err(format!("the path {path:?} {why}"));
+pub fn plain(path: &str, graphql: &str) -> Result<(), NotPlain> {
+    let refused = |why: &str| {
+        Err(NotPlain {
+            path: path.to_string(),
+            why: why.to_string(),
+        })
+    };
     if path == "/" || path == graphql {
         return Ok(());
     }

@@ -52,6 +52,9 @@ pub const DEFAULT_MAX_PACK_BYTES: u64 = 1024 * 1024 * 1024;
 /// spool file at most).
 pub const MAX_PUSHES: usize = 16;
 
+/// Pushes one peer uid may have in flight at once, so one lane cannot hold every slot.
+pub const MAX_PUSHES_PER_UID: usize = 4;
+
 /// The push socket's flags (off unless `--push-socket` is given; needs the key broker,
 /// whose keys, bindings and pinned host keys it uses).
 #[derive(Clone, Debug, Default, clap::Args)]
@@ -119,7 +122,7 @@ pub struct Settings {
     pub forges: Vec<Forge>,
     /// The pack bound, in bytes.
     pub max_pack_bytes: u64,
-    /// Where pushes' private directories go (`<home>/push`, 0700).
+    /// Where pushes' private directories go (`<home>/push-spool`, 0700).
     pub spool: PathBuf,
     /// The HTTPS arm's client and token, when an https:// forge is configured.
     pub https: Option<Arc<https::Https>>,
@@ -196,7 +199,7 @@ pub fn prepare(
         .collect::<Result<Vec<_>, _>>()?;
     // The HTTPS arm's client, built once (ARCHITECTURE.md, "Push proxy").
     let https = https::Https::for_forges(&forges, raw.ca.as_deref(), home)?.map(Arc::new);
-    let spool = home.join("push");
+    let spool = home.join("push-spool");
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -243,6 +246,39 @@ pub struct Pusher {
     next: AtomicU64,
     /// Bounds the pushes served at once.
     slots: Semaphore,
+    /// Pushes in flight per peer uid (`None`: a uid the socket could not tell).
+    per_uid: std::sync::Mutex<std::collections::HashMap<Option<u32>, usize>>,
+}
+
+/// One push's place in its uid's count, given back when the push ends.
+struct UidSlot<'a> {
+    pusher: &'a Pusher,
+    uid: Option<u32>,
+}
+
+impl Pusher {
+    /// Takes a place for `uid`, or `None` when it has [`MAX_PUSHES_PER_UID`] in flight.
+    fn take_uid(&self, uid: Option<u32>) -> Option<UidSlot<'_>> {
+        let mut counts = crate::sync::lock(&self.per_uid);
+        let count = counts.entry(uid).or_insert(0);
+        if *count >= MAX_PUSHES_PER_UID {
+            return None;
+        }
+        *count += 1;
+        Some(UidSlot { pusher: self, uid })
+    }
+}
+
+impl Drop for UidSlot<'_> {
+    fn drop(&mut self) {
+        let mut counts = crate::sync::lock(&self.pusher.per_uid);
+        if let Some(count) = counts.get_mut(&self.uid) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                counts.remove(&self.uid);
+            }
+        }
+    }
 }
 
 impl Pusher {
@@ -260,6 +296,7 @@ impl Pusher {
             own_uid,
             next: AtomicU64::new(0),
             slots: Semaphore::new(MAX_PUSHES),
+            per_uid: Default::default(),
         }
     }
 
@@ -306,17 +343,22 @@ pub async fn run(
         };
         let pusher = pusher.clone();
         tokio::spawn(async move {
-            let Ok(_slot) = pusher.slots.try_acquire() else {
-                use tokio::io::AsyncWriteExt;
-                let mut stream = stream;
-                let _ = stream
-                    .write_all(&answer::error_line(&format!(
-                        "the daemon is serving {MAX_PUSHES} pushes already; push again in a moment"
-                    )))
-                    .await;
-                return;
+            let uid = stream.peer_cred().ok().map(|c| c.uid());
+            let busy = match (pusher.slots.try_acquire(), pusher.take_uid(uid)) {
+                (Ok(_slot), Some(_mine)) => {
+                    session::serve(&pusher, stream).await;
+                    return;
+                }
+                (Err(_), _) => format!(
+                    "the daemon is serving {MAX_PUSHES} pushes already; push again in a moment"
+                ),
+                (Ok(_), None) => format!(
+                    "this uid has {MAX_PUSHES_PER_UID} pushes in flight already; push again when one ends"
+                ),
             };
-            session::serve(&pusher, stream).await;
+            use tokio::io::AsyncWriteExt;
+            let mut stream = stream;
+            let _ = stream.write_all(&answer::error_line(&busy)).await;
         });
     }
 }

@@ -244,10 +244,7 @@ mod tests {
         assert_eq!(r.commands[1].update(true).kind, UpdateKind::Delete);
         assert!(r.has_pack());
         let out = String::from_utf8(r.encode(&["report-status".into()])).unwrap();
-        assert!(
-            out.contains(&format!("refs/heads/main\0report-status\n")),
-            "{out}"
-        );
+        assert!(out.contains("refs/heads/main\0report-status\n"), "{out}");
         assert!(out.ends_with("0000"));
     }
 
@@ -268,7 +265,7 @@ mod tests {
         ];
         for line in bad {
             assert!(
-                Request::parse(&[line.clone()], 40).is_err(),
+                Request::parse(std::slice::from_ref(&line), 40).is_err(),
                 "{}",
                 String::from_utf8_lossy(&line)
             );

@@ -8,9 +8,11 @@
 //!    pack, spooled to the push's own 0700 directory, its trailer checked;
 //! 4. the judgement: the lease, and every ref against the row's scope, with
 //!    fast-forwards proven from the pack; any refusal answers every ref `ng`;
-//! 5. connection 2 (fresh): the request, `atomic` asked where offered, the pack except
-//!    its trailer; judged again; REFUSED drops the connection (the forge's pack never
-//!    ends, so it applies nothing); else the trailer, and the forge's answer relayed.
+//! 5. connection 2 (its own session, dialled beside connection 1 so its handshake costs
+//!    no time; nothing is sent on it before the judgement): the request, `atomic` asked
+//!    where offered, the pack except its last bytes; judged again; REFUSED drops the
+//!    connection (the forge's pack never ends, so it applies nothing); else the last
+//!    bytes, and the forge's answer relayed.
 //!
 //! Everything is bounded: the header, each section, the pack ([`super::Settings`]), the
 //! whole push ([`PUSH_DEADLINE`]).
@@ -24,7 +26,7 @@ use super::pkt;
 use super::request::Request;
 use super::spool;
 use super::target::{self, Target};
-use super::walk::Commits;
+use super::walk::{Commits, WalkError};
 use crate::gate::Gated;
 use crate::sync::read;
 use row_fence_contract::Reason;
@@ -39,6 +41,12 @@ use tokio::net::UnixStream;
 /// The longest one push may take, end to end.
 pub const PUSH_DEADLINE: Duration = Duration::from_secs(30 * 60);
 
+/// The header must arrive this soon after the connection (the helper sends it at once).
+pub const HEADER_DEADLINE: Duration = Duration::from_secs(10);
+
+/// How long connection 1 may take to end once the daemon has sent its flush.
+pub const FIRST_ENDS: Duration = Duration::from_secs(5);
+
 /// At most this many lines in a forge's ref advertisement.
 pub const MAX_ADVERTISED: usize = 1_000_000;
 
@@ -49,9 +57,13 @@ pub enum PushError {
     /// The lane's side broke or sent what is not a push.
     #[error("the lane: {0}")]
     Lane(String),
-    /// The forge's side.
+    /// The forge's side, before its advertisement reached the lane (the lane is told with
+    /// an `ERR` line).
     #[error("the forge: {0}")]
     Forge(String),
+    /// The forge's side, after its answer was relayed to the lane as it gave it.
+    #[error("the forge's answer: {0}")]
+    ForgeAnswer(String),
     /// The daemon's own disk.
     #[error("the daemon's disk: {0}")]
     Disk(std::io::Error),
@@ -112,17 +124,21 @@ where
         let _ = lane_out.write_all(&answer::error_line(&text)).await;
         PushError::Refused(gated.detail)
     };
-    let header = match read_header(lane_in).await {
+    let header = match tokio::time::timeout(HEADER_DEADLINE, read_header(lane_in))
+        .await
+        .map_err(|_| HeaderError::Late)
+        .and_then(|read| read)
+    {
         Ok(h) => h,
         Err(e) => {
-            let gated = lane::refuse(judge, uid, who, Reason::ProtocolError, e.clone());
+            let gated = lane::refuse(judge, uid, who, Reason::ProtocolError, e.to_string());
             return Err(early(lane_out, gated).await);
         }
     };
     let lane = match who_pushes(pusher, uid, header.descriptor) {
         Ok(lane) => lane,
-        Err(detail) => {
-            let gated = lane::refuse(judge, uid, who, Reason::PeerRefused, detail);
+        Err(no) => {
+            let gated = lane::refuse(judge, uid, who, Reason::PeerRefused, no.to_string());
             return Err(early(lane_out, gated).await);
         }
     };
@@ -169,101 +185,51 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    // Connection 1: the advertisement only.
-    // Either arm, by the forge's scheme (the HTTPS arm: super::https).
-    let mut first =
-        super::https::open(pusher, target, files).map_err(|e| PushError::Forge(e.to_string()))?;
-    let lines = pkt::read_section(&mut first.reader, MAX_ADVERTISED).await;
-    let advert = match lines {
-        Ok(lines) => Advertisement::parse(lines),
-        Err(e) => {
-            let (_, said) = first.finish().await;
-            return Err(PushError::Forge(format!("{e}{}", suffix(&said))));
-        }
-    };
-    if let Some(w) = first.writer.as_mut() {
-        let _ = w.write_all(pkt::FLUSH).await;
-        let _ = w.flush().await;
-    }
-    let _ = first.finish().await;
-    lane_out
-        .write_all(&advert.for_lane())
-        .await
-        .map_err(|e| PushError::Lane(e.to_string()))?;
-    lane_out
-        .flush()
-        .await
-        .map_err(|e| PushError::Lane(e.to_string()))?;
-
-    // The lane's request.
-    let format = advert.object_format().to_string();
-    let hex_len = if format == "sha256" { 64 } else { 40 };
-    let lines = pkt::read_section(lane_in, request_lines())
-        .await
-        .map_err(|e| PushError::Lane(e.to_string()))?;
-    if lines.is_empty() {
-        return Ok(()); // Nothing to push: git sent a flush alone.
-    }
-    let mut request = match Request::parse(&lines, hex_len) {
-        Ok(r) => r,
-        Err(e) => {
-            let refusal = lane::refuse(
-                &pusher.judge,
-                uid,
-                who,
-                Reason::ProtocolError,
-                e.to_string(),
-            );
-            let _ = lane_out
-                .write_all(&answer::error_line(&refusal.detail))
-                .await;
-            return Err(PushError::Lane(e.to_string()));
-        }
-    };
-    if request.asks("push-options") {
-        let options = pkt::read_section(lane_in, super::request::MAX_OPTIONS + 1)
-            .await
-            .map_err(|e| PushError::Lane(e.to_string()))?;
-        if let Err(e) = request.set_options(&options) {
-            return refuse_all(pusher, uid, who, &request, lane_out, &e.to_string(), None).await;
-        }
-    }
-    let pack = dir.join("pack");
-    let pack_len = if request.has_pack() {
-        match spool::spool(lane_in, &pack, pusher.settings.max_pack_bytes, &format).await {
-            Ok(len) => Some(len),
-            Err(e) => {
-                let unpack = e.to_string();
-                return refuse_all(pusher, uid, who, &request, lane_out, &unpack, Some(&unpack))
-                    .await;
+    // Connection 2 is dialled at once, beside connection 1 and the upload, so its ssh
+    // handshake costs the push no time of its own; nothing is sent on it before the
+    // judgement.
+    let (front, dialled) = tokio::join!(
+        front(pusher, uid, who, target, dir, files, lane_in, lane_out),
+        dial(pusher, target, files),
+    );
+    let Front {
+        request,
+        pack_len,
+        format,
+    } = match front {
+        Ok(Some(front)) => front,
+        other => {
+            if let Ok((conn, _)) = dialled {
+                conn.kill().await;
             }
+            return other.map(|_| ());
         }
-    } else {
-        None
     };
-    let updates = match classify(&request, pack_len.map(|_| pack.as_path()), &format).await {
-        Ok(u) => u,
-        Err(e) => return refuse_all(pusher, uid, who, &request, lane_out, &e, Some(&e)).await,
-    };
-
-    // The first judgement: nothing is dialled for a refused lane.
-    if let Err(refusal) =
-        lane::judge(&pusher.judge, lane, uid, who, &target.repository, &updates).await
-    {
-        return refused(&request, lane_out, refusal).await;
-    }
-
-    // Connection 2: the push itself.
-    let mut second =
-        super::https::open(pusher, target, files).map_err(|e| PushError::Forge(e.to_string()))?;
-    let advert2 = match pkt::read_section(&mut second.reader, MAX_ADVERTISED).await {
-        Ok(lines) => Advertisement::parse(lines),
+    let pack = dir.join("pack");
+    let (mut second, advert2) = match dialled {
+        Ok(dialled) => dialled,
         Err(e) => {
-            let (_, said) = second.finish().await;
-            let why = format!("the forge's second connection: {e}{}", suffix(&said));
+            let why = e.to_string();
             return refuse_all(pusher, uid, who, &request, lane_out, &why, Some(&why)).await;
         }
     };
+    let updates = match classify(&request, pack_len.map(|_| pack.as_path()), &format).await {
+        Ok(u) => u,
+        Err(e) => {
+            second.kill().await;
+            let why = e.to_string();
+            return refuse_all(pusher, uid, who, &request, lane_out, &why, Some(&why)).await;
+        }
+    };
+
+    // The first judgement: nothing is sent to the forge for a refused lane.
+    if let Err(refusal) =
+        lane::judge(&pusher.judge, lane, uid, who, &target.repository, &updates).await
+    {
+        second.kill().await;
+        return refused(&request, lane_out, refusal).await;
+    }
+
     let mut caps: Vec<String> = request
         .caps
         .iter()
@@ -301,12 +267,12 @@ where
         second.kill().await;
         return refused(&request, lane_out, refusal).await;
     }
-    if let Some(len) = pack_len {
-        if let Err(e) = send_pack_range(&mut second, &pack, len - hold_back(len), len).await {
-            let (_, said) = second.finish().await;
-            let why = format!("sending the pack to the forge: {e}{}", suffix(&said));
-            return refuse_all(pusher, uid, who, &request, lane_out, &why, Some(&why)).await;
-        }
+    if let Some(len) = pack_len
+        && let Err(e) = send_pack_range(&mut second, &pack, len - hold_back(len), len).await
+    {
+        let (_, said) = second.finish().await;
+        let why = format!("sending the pack to the forge: {e}{}", suffix(&said));
+        return refuse_all(pusher, uid, who, &request, lane_out, &why, Some(&why)).await;
     }
     second.writer = None;
     if !notes.is_empty() {
@@ -317,16 +283,154 @@ where
     let _ = lane_out.flush().await;
     let (ok, said) = second.finish().await;
     match copied {
-        Ok(0) => Err(PushError::Forge(format!(
+        Ok(0) => Err(PushError::ForgeAnswer(format!(
             "the forge answered nothing{}",
             suffix(&said)
         ))),
         Ok(_) if ok => Ok(()),
-        Ok(_) => Err(PushError::Forge(format!(
+        Ok(_) => Err(PushError::ForgeAnswer(format!(
             "the forge's receive-pack failed{}",
             suffix(&said)
         ))),
         Err(e) => Err(PushError::Lane(e.to_string())),
+    }
+}
+
+/// What the lane sent: its request and its spooled pack.
+struct Front {
+    /// The request.
+    request: Request,
+    /// The pack's length (`None`: every command is a delete).
+    pack_len: Option<u64>,
+    /// The repository's object format.
+    format: String,
+}
+
+/// Connection 1 (the advertisement, relayed), then the lane's request and pack. `None`:
+/// the lane pushed nothing, or was answered already (the error is returned).
+#[allow(clippy::too_many_arguments)]
+async fn front<R, W>(
+    pusher: &Pusher,
+    uid: Option<u32>,
+    who: &str,
+    target: &Target,
+    dir: &Path,
+    files: &SshFiles,
+    lane_in: &mut BufReader<R>,
+    lane_out: &mut W,
+) -> Result<Option<Front>, PushError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    // Connection 1: the advertisement only.
+    // Either arm, by the forge's scheme (the HTTPS arm: super::https).
+    let mut first =
+        super::https::open(pusher, target, files).map_err(|e| PushError::Forge(e.to_string()))?;
+    let lines = pkt::read_section(&mut first.reader, MAX_ADVERTISED).await;
+    let advert = match lines {
+        Ok(lines) => Advertisement::parse(lines),
+        Err(e) => {
+            let (_, said) = first.finish().await;
+            return Err(PushError::Forge(format!("{e}{}", suffix(&said))));
+        }
+    };
+    // The lane has the advertisement first; connection 1 is ended (a flush: no commands)
+    // while the lane works out its push.
+    lane_out
+        .write_all(&advert.for_lane())
+        .await
+        .map_err(|e| PushError::Lane(e.to_string()))?;
+    lane_out
+        .flush()
+        .await
+        .map_err(|e| PushError::Lane(e.to_string()))?;
+    if let Some(w) = first.writer.as_mut() {
+        let _ = w.write_all(pkt::FLUSH).await;
+        let _ = w.flush().await;
+    }
+    // An ssh that does not end is killed (dropped) rather than waited for.
+    let _ = tokio::time::timeout(FIRST_ENDS, first.finish()).await;
+
+    // The lane's request.
+    let format = advert.object_format().to_string();
+    let hex_len = if format == "sha256" { 64 } else { 40 };
+    let lines = match pkt::read_section(lane_in, request_lines()).await {
+        Ok(lines) => lines,
+        Err(e) => {
+            let why = format!("the push request: {e}");
+            lane::refuse(&pusher.judge, uid, who, Reason::ProtocolError, why.clone());
+            let _ = lane_out.write_all(&answer::error_line(&why)).await;
+            return Err(PushError::Lane(why));
+        }
+    };
+    if lines.is_empty() {
+        return Ok(None); // Nothing to push: git sent a flush alone.
+    }
+    let mut request = match Request::parse(&lines, hex_len) {
+        Ok(r) => r,
+        Err(e) => {
+            let refusal = lane::refuse(
+                &pusher.judge,
+                uid,
+                who,
+                Reason::ProtocolError,
+                e.to_string(),
+            );
+            let _ = lane_out
+                .write_all(&answer::error_line(&refusal.detail))
+                .await;
+            return Err(PushError::Lane(e.to_string()));
+        }
+    };
+    if request.asks("push-options") {
+        let options = pkt::read_section(lane_in, super::request::MAX_OPTIONS + 1)
+            .await
+            .map_err(|e| PushError::Lane(e.to_string()))?;
+        if let Err(e) = request.set_options(&options) {
+            return refuse_all(pusher, uid, who, &request, lane_out, &e.to_string(), None)
+                .await
+                .map(|()| None);
+        }
+    }
+    let pack = dir.join("pack");
+    let pack_len = if request.has_pack() {
+        match spool::spool(lane_in, &pack, pusher.settings.max_pack_bytes, &format).await {
+            Ok(len) => Some(len),
+            Err(e) => {
+                let unpack = e.to_string();
+                return refuse_all(pusher, uid, who, &request, lane_out, &unpack, Some(&unpack))
+                    .await
+                    .map(|()| None);
+            }
+        }
+    } else {
+        None
+    };
+    Ok(Some(Front {
+        request,
+        pack_len,
+        format,
+    }))
+}
+
+/// Opens a connection to the forge and reads its advertisement.
+async fn dial(
+    pusher: &Pusher,
+    target: &Target,
+    files: &SshFiles,
+) -> Result<(Connection, Advertisement), forge::ForgeError> {
+    // Either arm, by the forge's scheme (the HTTPS arm: super::https).
+    let mut conn = super::https::open(pusher, target, files)?;
+    match pkt::read_section(&mut conn.reader, MAX_ADVERTISED).await {
+        Ok(lines) => Ok((conn, Advertisement::parse(lines))),
+        Err(e) => {
+            let (_, said) = conn.finish().await;
+            Err(forge::ForgeError::Broken(format!(
+                "the forge's second connection: {e}{}",
+                suffix(&said)
+            )))
+        }
     }
 }
 
@@ -352,7 +456,7 @@ async fn classify(
     request: &Request,
     pack: Option<&Path>,
     format: &str,
-) -> Result<Vec<RefUpdate>, String> {
+) -> Result<Vec<RefUpdate>, WalkError> {
     let needs_walk = request
         .commands
         .iter()
@@ -363,8 +467,7 @@ async fn classify(
             let format = format.to_string();
             tokio::task::spawn_blocking(move || Commits::read(&pack, &format))
                 .await
-                .map_err(|e| format!("the pack walk did not finish: {e}"))?
-                .map_err(|e| e.to_string())?
+                .map_err(|e| WalkError::Io(std::io::Error::other(e)))??
         }
         _ => Commits::default(),
     };
@@ -486,19 +589,58 @@ async fn refuse_all<W: AsyncWrite + Unpin>(
 }
 
 /// Reads the header line, bounded.
-async fn read_header<R: AsyncRead + Unpin>(r: &mut BufReader<R>) -> Result<PushHeader, String> {
+async fn read_header<R: AsyncRead + Unpin>(
+    r: &mut BufReader<R>,
+) -> Result<PushHeader, HeaderError> {
     let mut line = Vec::new();
     let mut limited = (&mut *r).take(MAX_HEADER_BYTES as u64);
     limited
         .read_until(b'\n', &mut line)
         .await
-        .map_err(|e| format!("reading the push header: {e}"))?;
+        .map_err(HeaderError::Io)?;
     if line.last() != Some(&b'\n') {
-        return Err(format!(
-            "the push header is not one line of at most {MAX_HEADER_BYTES} bytes (is this git-remote-row-fence?)"
-        ));
+        return Err(HeaderError::NotOneLine);
     }
-    serde_json::from_slice(&line).map_err(|e| format!("the push header does not parse: {e}"))
+    serde_json::from_slice(&line).map_err(HeaderError::Json)
+}
+
+/// Why the push header was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HeaderError {
+    /// Reading it failed.
+    #[error("reading the push header: {0}")]
+    Io(std::io::Error),
+    /// No line within the bound.
+    #[error(
+        "the push header is not one line of at most {MAX_HEADER_BYTES} bytes (is this git-remote-row-fence?)"
+    )]
+    NotOneLine,
+    /// Not the header's JSON.
+    #[error("the push header does not parse: {0}")]
+    Json(serde_json::Error),
+    /// Not within [`HEADER_DEADLINE`].
+    #[error("no push header within {} s (is this git-remote-row-fence?)", HEADER_DEADLINE.as_secs())]
+    Late,
+}
+
+/// Why the peer is no lane the daemon pushes for.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NoLane {
+    /// The socket did not say who the peer is.
+    #[error("the push socket could not read the peer's uid")]
+    NoUid,
+    /// The daemon's own uid sent no descriptor.
+    #[error(
+        "the daemon pushes only for a lane: this repository has no descriptor (row-fence acquire writes one)"
+    )]
+    NoDescriptor,
+    /// Another uid bound to no lane.
+    #[error(
+        "uid {0} is bound to no lane (row-fence lane add): the daemon pushes only for a bound lane"
+    )]
+    Unbound(u32),
 }
 
 /// The lane of the peer `uid` (see [`Lane`]).
@@ -506,24 +648,14 @@ fn who_pushes(
     pusher: &Pusher,
     uid: Option<u32>,
     descriptor: Option<row_fence_contract::Descriptor>,
-) -> Result<Lane, String> {
-    let Some(uid) = uid else {
-        return Err("the push socket could not read the peer's uid".into());
-    };
+) -> Result<Lane, NoLane> {
+    let uid = uid.ok_or(NoLane::NoUid)?;
     if uid == pusher.own_uid {
-        return match descriptor {
-            Some(d) => Ok(Lane::SameUid(d)),
-            None => Err(
-                "the daemon pushes only for a lane: this repository has no descriptor (row-fence acquire writes one)"
-                    .into(),
-            ),
-        };
+        return descriptor.map(Lane::SameUid).ok_or(NoLane::NoDescriptor);
     }
     match read(&pusher.shared.lanes).lane_of(uid) {
         Some(binding) => Ok(Lane::Bound(binding.clone())),
-        None => Err(format!(
-            "uid {uid} is bound to no lane (row-fence lane add): the daemon pushes only for a bound lane"
-        )),
+        None => Err(NoLane::Unbound(uid)),
     }
 }
 

@@ -5,7 +5,7 @@
 
 use sha2::Digest;
 use std::path::Path;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 /// A pack's header: `PACK`, a version, an object count.
 pub const HEADER_BYTES: usize = 12;
@@ -52,7 +52,7 @@ impl Hasher {
     }
 
     /// The digest length, in bytes.
-    pub fn len(&self) -> usize {
+    pub fn digest_len(&self) -> usize {
         match self {
             Hasher::Sha1(_) => 20,
             Hasher::Sha256(_) => 32,
@@ -76,64 +76,154 @@ impl Hasher {
     }
 }
 
-/// Reads the lane's pack until it closes its side, into `path` (created new, 0600), at
-/// most `max` bytes; checks the header and the trailer. Returns the pack's length.
-pub async fn spool<R: AsyncRead + Unpin>(
+/// Reads the lane's pack into `path` (created new, 0600), at most `max` bytes. git does
+/// not close its side after the pack (it waits for the report on the same connection), so
+/// the pack's end is found by reading it: the header's object count, each object's header
+/// and zlib stream, then the trailer, checked against the hash of everything before it.
+/// Returns the pack's length.
+pub async fn spool<R: AsyncBufRead + Unpin>(
     lane: &mut R,
     path: &Path,
     max: u64,
     format: &str,
 ) -> Result<u64, SpoolError> {
-    let mut file = tokio::fs::OpenOptions::new()
+    let file = tokio::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(path)
         .await
         .map_err(SpoolError::Disk)?;
-    let mut hasher = Hasher::for_format(format);
-    let trailer_len = hasher.len();
-    // The last `trailer_len` bytes read are held back from the hash: they are the trailer.
-    let mut held: Vec<u8> = Vec::with_capacity(trailer_len * 2);
-    let mut header: Vec<u8> = Vec::with_capacity(HEADER_BYTES);
-    let mut total: u64 = 0;
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = lane.read(&mut buf).await.map_err(SpoolError::Lane)?;
-        if n == 0 {
-            break;
+    let mut out = Recorder {
+        file: tokio::io::BufWriter::new(file),
+        hasher: Hasher::for_format(format),
+        total: 0,
+        max,
+    };
+    let mut header = [0u8; HEADER_BYTES];
+    read_exact(lane, &mut header).await?;
+    out.record(&header).await?;
+    let count = check_header(&header)?;
+    let id_len = out.hasher.digest_len();
+    for _ in 0..count {
+        let mut c = read_u8(lane).await?;
+        out.record(&[c]).await?;
+        let kind = (c >> 4) & 7;
+        let mut shift = 4;
+        while c & 0x80 != 0 {
+            if shift > 63 {
+                return Err(SpoolError::Corrupt("an object's size is too large".into()));
+            }
+            c = read_u8(lane).await?;
+            out.record(&[c]).await?;
+            shift += 7;
         }
-        total += n as u64;
-        if total > max {
-            return Err(SpoolError::TooLarge { max });
+        match kind {
+            6 => loop {
+                let c = read_u8(lane).await?;
+                out.record(&[c]).await?;
+                if c & 0x80 == 0 {
+                    break;
+                }
+            },
+            7 => {
+                let mut id = vec![0u8; id_len];
+                read_exact(lane, &mut id).await?;
+                out.record(&id).await?;
+            }
+            1..=4 => {}
+            other => {
+                return Err(SpoolError::Corrupt(format!("object type {other}")));
+            }
         }
-        let chunk = &buf[..n];
-        if header.len() < HEADER_BYTES {
-            let take = (HEADER_BYTES - header.len()).min(n);
-            header.extend_from_slice(&chunk[..take]);
-        }
-        file.write_all(chunk).await.map_err(SpoolError::Disk)?;
-        held.extend_from_slice(chunk);
-        if held.len() > trailer_len {
-            let release = held.len() - trailer_len;
-            hasher.update(&held[..release]);
-            held.drain(..release);
-        }
+        inflate_through(lane, &mut out).await?;
     }
+    let mut trailer = vec![0u8; id_len];
+    read_exact(lane, &mut trailer).await?;
+    let Recorder {
+        mut file,
+        hasher,
+        total,
+        ..
+    } = out;
+    file.write_all(&trailer).await.map_err(SpoolError::Disk)?;
     file.flush().await.map_err(SpoolError::Disk)?;
-    check_header(&header)?;
-    if total < (HEADER_BYTES + trailer_len) as u64 {
-        return Err(SpoolError::Corrupt(format!(
-            "{total} bytes is shorter than a pack's header and trailer"
-        )));
-    }
-    if hasher.finish() != held {
+    if hasher.finish() != trailer {
         return Err(SpoolError::Corrupt(
-            "its trailing checksum does not match its contents (the lane's upload was cut short?)"
-                .into(),
+            "its trailing checksum does not match its contents".into(),
         ));
     }
-    Ok(total)
+    Ok(total + id_len as u64)
+}
+
+/// Where the pack's bytes go as they are read: the file and the trailer's hash, counted
+/// against the bound.
+struct Recorder {
+    file: tokio::io::BufWriter<tokio::fs::File>,
+    hasher: Hasher,
+    total: u64,
+    max: u64,
+}
+
+impl Recorder {
+    async fn record(&mut self, bytes: &[u8]) -> Result<(), SpoolError> {
+        self.total += bytes.len() as u64;
+        if self.total > self.max {
+            return Err(SpoolError::TooLarge { max: self.max });
+        }
+        self.hasher.update(bytes);
+        self.file.write_all(bytes).await.map_err(SpoolError::Disk)
+    }
+}
+
+/// Passes one zlib stream through, inflating it only to find where it ends.
+async fn inflate_through<R: AsyncBufRead + Unpin>(
+    lane: &mut R,
+    out: &mut Recorder,
+) -> Result<(), SpoolError> {
+    use flate2::{Decompress, FlushDecompress, Status};
+    let mut z = Decompress::new(true);
+    let mut scratch = vec![0u8; 64 * 1024];
+    loop {
+        let input = lane.fill_buf().await.map_err(SpoolError::Lane)?;
+        if input.is_empty() {
+            return Err(cut_short());
+        }
+        let before = z.total_in();
+        let status = z
+            .decompress(input, &mut scratch, FlushDecompress::None)
+            .map_err(|e| SpoolError::Corrupt(format!("an object's zlib stream: {e}")))?;
+        let used = (z.total_in() - before) as usize;
+        let chunk = input[..used].to_vec();
+        lane.consume(used);
+        out.record(&chunk).await?;
+        if status == Status::StreamEnd {
+            return Ok(());
+        }
+    }
+}
+
+fn cut_short() -> SpoolError {
+    SpoolError::Corrupt("the lane's connection ended before the pack did".into())
+}
+
+async fn read_u8<R: AsyncBufRead + Unpin>(lane: &mut R) -> Result<u8, SpoolError> {
+    let mut b = [0u8; 1];
+    read_exact(lane, &mut b).await?;
+    Ok(b[0])
+}
+
+async fn read_exact<R: AsyncBufRead + Unpin>(
+    lane: &mut R,
+    buf: &mut [u8],
+) -> Result<(), SpoolError> {
+    lane.read_exact(buf).await.map(|_| ()).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            cut_short()
+        } else {
+            SpoolError::Lane(e)
+        }
+    })
 }
 
 /// `PACK`, version 2 or 3.
@@ -150,4 +240,73 @@ pub fn check_header(header: &[u8]) -> Result<u32, SpoolError> {
     Ok(u32::from_be_bytes([
         header[8], header[9], header[10], header[11],
     ]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+
+    fn git_pack() -> Vec<u8> {
+        let dir = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .current_dir(dir.path())
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}");
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        };
+        git(&["init", "-q"]);
+        for i in 0..3 {
+            std::fs::write(dir.path().join("f"), "y\n".repeat(100 * (i + 1))).unwrap();
+            git(&["add", "f"]);
+            git(&["commit", "-q", "-m", "c"]);
+        }
+        let head = git(&["rev-parse", "HEAD"]);
+        crate::push::walk::tests::pack_of(dir.path(), &format!("{head}\n"))
+    }
+
+    #[tokio::test]
+    async fn the_pack_ends_where_its_trailer_does_with_the_lanes_side_still_open() {
+        let pack = git_pack();
+        let dir = tempfile::tempdir().unwrap();
+        let (mut lane, daemon) = tokio::io::duplex(1 << 20);
+        lane.write_all(&pack).await.unwrap();
+        // `lane` stays open, as git keeps it open for the report.
+        let mut reader = tokio::io::BufReader::new(daemon);
+        let path = dir.path().join("pack");
+        let len = spool(&mut reader, &path, 1 << 20, "sha1").await.unwrap();
+        assert_eq!(len, pack.len() as u64);
+        assert_eq!(std::fs::read(&path).unwrap(), pack);
+        drop(lane);
+    }
+
+    #[tokio::test]
+    async fn a_pack_cut_short_too_large_or_corrupt_is_refused() {
+        let pack = git_pack();
+        let dir = tempfile::tempdir().unwrap();
+        let mut short: &[u8] = &pack[..pack.len() - 5];
+        let e = spool(&mut short, &dir.path().join("a"), 1 << 20, "sha1").await;
+        assert!(matches!(e, Err(SpoolError::Corrupt(_))), "{e:?}");
+        let mut all: &[u8] = &pack;
+        let e = spool(&mut all, &dir.path().join("b"), 100, "sha1").await;
+        assert!(matches!(e, Err(SpoolError::TooLarge { max: 100 })), "{e:?}");
+        let mut bad = pack.clone();
+        let last = bad.len() - 1;
+        bad[last] ^= 0xff;
+        let mut bad: &[u8] = &bad;
+        let e = spool(&mut bad, &dir.path().join("c"), 1 << 20, "sha1").await;
+        assert!(matches!(e, Err(SpoolError::Corrupt(_))), "{e:?}");
+        let mut not_a_pack: &[u8] = b"JUNKJUNKJUNKJUNK";
+        let e = spool(&mut not_a_pack, &dir.path().join("d"), 1 << 20, "sha1").await;
+        assert!(matches!(e, Err(SpoolError::Corrupt(_))), "{e:?}");
+    }
 }

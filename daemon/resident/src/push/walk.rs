@@ -77,7 +77,7 @@ impl Commits {
                 "{count} objects is more than {MAX_OBJECTS}"
             )));
         }
-        let id_len = Hasher::for_format(format).len();
+        let id_len = Hasher::for_format(format).digest_len();
         let mut entries: HashMap<u64, Entry> = HashMap::new();
         let mut ids: HashMap<Vec<u8>, u64> = HashMap::new();
         let mut commits = Commits::default();
@@ -426,7 +426,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -455,5 +455,88 @@ mod tests {
         assert!(c.descends("n", "o"));
         assert!(!c.descends("n", "z"));
         assert!(!c.descends("q", "o"));
+    }
+
+    /// A real repository's commits and their pack, made with git.
+    fn repo_with_commits(n: usize) -> (tempfile::TempDir, Vec<String>) {
+        let dir = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .current_dir(dir.path())
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}");
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        };
+        git(&["init", "-q"]);
+        let mut commits = Vec::new();
+        for i in 0..n {
+            std::fs::write(
+                dir.path().join("f.txt"),
+                format!("line\n{}", "x\n".repeat(i * 50)),
+            )
+            .unwrap();
+            git(&["add", "f.txt"]);
+            git(&[
+                "commit",
+                "-q",
+                "-m",
+                &format!("commit number {i} with the same long message text"),
+            ]);
+            commits.push(git(&["rev-parse", "HEAD"]));
+        }
+        (dir, commits)
+    }
+
+    pub(crate) fn pack_of(dir: &Path, revs: &str) -> Vec<u8> {
+        use std::io::Write;
+        let mut child = std::process::Command::new("git")
+            .current_dir(dir)
+            .args([
+                "pack-objects",
+                "--stdout",
+                "--revs",
+                "-q",
+                "--window=50",
+                "--depth=50",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(revs.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        out.stdout
+    }
+
+    #[test]
+    fn a_real_packs_commits_prove_a_fast_forward_and_nothing_else() {
+        let (dir, c) = repo_with_commits(6);
+        let pack = pack_of(dir.path(), &format!("{}\n^{}\n", c[5], c[1]));
+        let path = dir.path().join("p.pack");
+        std::fs::write(&path, &pack).unwrap();
+        let commits = Commits::read(&path, "sha1").unwrap();
+        assert_eq!(commits.len(), 4, "c2..c5 are in the pack");
+        assert!(commits.descends(&c[5], &c[1]));
+        assert!(commits.descends(&c[5], &c[3]));
+        assert!(!commits.descends(&c[5], &c[0]), "c0 is beyond the pack");
+        assert!(!commits.descends(&c[3], &c[5]));
+        assert!(!commits.descends(&c[5], &"a".repeat(40)));
+        // A pack cut short is an error, never a proof.
+        std::fs::write(&path, &pack[..pack.len() / 2]).unwrap();
+        assert!(Commits::read(&path, "sha1").is_err());
     }
 }

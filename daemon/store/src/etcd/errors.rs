@@ -120,35 +120,51 @@ pub fn map(e: Error, call: Call) -> StoreError {
                 Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown
                     if call == Call::Write =>
                 {
-                    StoreError::Indeterminate(format!(
-                        "the etcd transaction's answer was lost ({detail}); it may have committed"
+                    StoreError::Indeterminate(crate::Detail::caused_by(
+                        format!(
+                            "the etcd transaction's answer was lost ({detail}); it may have committed"
+                        ),
+                        status,
                     ))
                 }
                 Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown
                     if !answered =>
                 {
-                    StoreError::Unreachable(format!("no etcd member answered: {detail}"))
+                    StoreError::Unreachable(crate::Detail::caused_by(
+                        format!("no etcd member answered: {detail}"),
+                        status,
+                    ))
                 }
-                code => StoreError::Failed(format!(
-                    "etcd answered {code:?}: {detail}{}",
-                    limit_hint(&detail)
+                code => StoreError::Failed(crate::Detail::caused_by(
+                    format!("etcd answered {code:?}: {detail}{}", limit_hint(&detail)),
+                    status,
                 )),
             }
         }
-        Error::TransportError(e) if call == Call::Write => StoreError::Indeterminate(format!(
-            "the connection to etcd broke with a transaction in flight: {}",
-            with_causes(&e.to_string(), std::error::Error::source(&e))
+        Error::TransportError(e) if call == Call::Write => {
+            StoreError::Indeterminate(crate::Detail::caused_by(
+                format!(
+                    "the connection to etcd broke with a transaction in flight: {}",
+                    with_causes(&e.to_string(), std::error::Error::source(&e))
+                ),
+                e,
+            ))
+        }
+        Error::TransportError(e) => StoreError::Unreachable(crate::Detail::caused_by(
+            format!(
+                "etcd: {}",
+                with_causes(&e.to_string(), std::error::Error::source(&e))
+            ),
+            e,
         )),
-        Error::TransportError(e) => StoreError::Unreachable(format!(
-            "etcd: {}",
-            with_causes(&e.to_string(), std::error::Error::source(&e))
-        )),
-        Error::IoError(e) => StoreError::Unreachable(format!("etcd: {e}")),
+        Error::IoError(e) => {
+            StoreError::Unreachable(crate::Detail::caused_by(format!("etcd: {e}"), e))
+        }
         Error::InvalidArgs(e) | Error::EndpointError(e) => {
             StoreError::Invalid(format!("etcd: {e}"))
         }
         Error::InvalidUri(e) => StoreError::Invalid(format!("etcd endpoint: {e}")),
-        other => StoreError::Failed(format!("etcd: {other}")),
+        other => StoreError::Failed(crate::Detail::caused_by(format!("etcd: {other}"), other)),
     }
 }
 

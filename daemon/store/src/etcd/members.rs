@@ -71,6 +71,18 @@ pub struct Answered<T> {
 }
 
 /// How one try on one member ended.
+/// Why one member's status is not known (`store check` says it beside the member).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MemberStatusError {
+    /// The member refused the request, or the call failed as a store call.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The member did not answer in time, or was not reached (why).
+    #[error("{0}")]
+    NotAnswered(String),
+}
+
 enum Tried<T> {
     Answered(T),
     /// The member answered an error about the request itself (a permission, a size): every
@@ -242,11 +254,13 @@ impl Members {
             if !electing || tokio::time::Instant::now() + pause >= budget {
                 let each = failures.join("; ");
                 return Err(if maybe_applied {
-                    StoreError::Indeterminate(format!(
+                    StoreError::Indeterminate(crate::Detail::from(format!(
                         "no etcd member answered the transaction ({each}); it may have committed"
-                    ))
+                    )))
                 } else {
-                    StoreError::Unreachable(format!("no etcd member answered: {each}"))
+                    StoreError::Unreachable(crate::Detail::from(format!(
+                        "no etcd member answered: {each}"
+                    )))
                 });
             }
             tokio::time::sleep(pause).await;
@@ -256,7 +270,12 @@ impl Members {
 
     /// Each member's own status (`store check`), each within the per-member timeout: a
     /// member that does not answer is its reason.
-    pub async fn statuses(&self) -> Vec<(String, Result<etcd_client::StatusResponse, String>)> {
+    pub async fn statuses(
+        &self,
+    ) -> Vec<(
+        String,
+        Result<etcd_client::StatusResponse, MemberStatusError>,
+    )> {
         let mut all = Vec::new();
         for i in 0..self.slots.len() {
             let status = match self
@@ -266,9 +285,11 @@ impl Members {
                 .await
             {
                 Ok(Tried::Answered(status)) => Ok(status),
-                Ok(Tried::Refused(e)) => Err(errors::map(e, Call::Read).to_string()),
-                Ok(Tried::NotSent(why) | Tried::Lost(why)) => Err(why),
-                Err(e) => Err(e.to_string()),
+                Ok(Tried::Refused(e)) => Err(errors::map(e, Call::Read).into()),
+                Ok(Tried::NotSent(why) | Tried::Lost(why)) => {
+                    Err(MemberStatusError::NotAnswered(why))
+                }
+                Err(e) => Err(e.into()),
             };
             all.push((self.slots[i].endpoint.clone(), status));
         }

@@ -164,16 +164,18 @@ impl EtcdStore {
     fn lost(&self, e: StoreError) -> StoreError {
         match e {
             StoreError::Unreachable(why)
-                if self.url.tls && why.contains("invalid peer certificate") =>
+                if self.url.tls && why.text().contains("invalid peer certificate") =>
             {
-                StoreError::Unreachable(format!(
+                let text = format!(
                     "{why} (the members' certificate does not verify against this URL's cacert=PATH)"
-                ))
+                );
+                StoreError::Unreachable(why.reworded(text))
             }
             StoreError::Unreachable(why) if self.url.tls && self.url.identity.is_none() => {
-                StoreError::Unreachable(format!(
+                let text = format!(
                     "{why} (this etcds:// URL presents no client certificate; members started with --client-cert-auth close such connections: add cert=PATH&key=PATH; or the members do not serve TLS: use etcd://)"
-                ))
+                );
+                StoreError::Unreachable(why.reworded(text))
             }
             e => e,
         }

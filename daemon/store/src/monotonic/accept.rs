@@ -292,10 +292,10 @@ impl Monotonic {
     fn accepted(&self, key: &str, board: &str, mark: Mark) -> Result<(), StoreError> {
         self.marks.observe(key, board, mark);
         self.marks.flush().map_err(|e| {
-            StoreError::Indeterminate(format!(
+            StoreError::Indeterminate(crate::Detail::caused_by(format!(
                 "board {board} was committed at revision {}, but this home's floors could not be written ({e}); run the accept again",
                 mark.revision
-            ))
+            ), e))
         })
     }
 }

@@ -22,8 +22,8 @@ use std::sync::Arc;
 pub struct RedisDocument {
     pub(super) shared: Arc<Shared>,
     /// True for the store's adapter of existing documents: a board whose document is gone
-    /// or moved is answered `NotThisLayout` (the records serve it then), never judged as
-    /// an empty board.
+    /// or moved is answered with the routing signal (`Moved::other_layout`: the records
+    /// serve it then), never judged as an empty board.
     pub(super) routed: bool,
 }
 
@@ -99,22 +99,22 @@ impl RedisDocument {
     }
 
     /// The board's document as stored (`None`: absent, an empty board), or, for existing
-    /// documents only, `NotThisLayout` for one that is gone or moved (the records serve
-    /// it then).
+    /// documents only, the routing signal (`Moved::other_layout`) for one that is gone or
+    /// moved (the records serve it then).
     fn stored(&self, board: &str, raw: Option<&str>) -> Result<BoardDocument, StoreError> {
         let document = match raw {
             Some(raw) => parse(board, raw)?,
             None if self.routed => {
-                return Err(StoreError::NotThisLayout(format!(
+                return Err(StoreError::Moved(crate::Moved::other_layout(format!(
                     "board {board} has no document"
-                )));
+                ))));
             }
             None => BoardDocument::new(board),
         };
         if self.routed && document.moved_to.is_some() {
-            return Err(StoreError::NotThisLayout(format!(
+            return Err(StoreError::Moved(crate::Moved::other_layout(format!(
                 "the document of board {board} moved"
-            )));
+            ))));
         }
         Ok(document)
     }

@@ -248,7 +248,7 @@ impl Shared {
         match code.as_str() {
             "FENCE_STALE" => StoreError::StaleLease(detail),
             "FENCE_CONFLICT" => StoreError::RevisionConflict { key: detail },
-            "FENCE_DOCUMENT" => StoreError::NotThisLayout(detail),
+            "FENCE_DOCUMENT" => StoreError::Moved(crate::Moved::other_layout(detail)),
             "FENCE_CORRUPT" => StoreError::Corrupt(format!("{at}: {detail}")),
             conn::NOT_PRIMARY => StoreError::NotPrimary(format!("{at}: {detail}")),
             "READONLY" => StoreError::NotPrimary(format!(
@@ -260,17 +260,26 @@ impl Shared {
             "MASTERDOWN" => StoreError::NotPrimary(format!(
                 "{at} is a replica whose link to its primary is down (MASTERDOWN)"
             )),
-            "NOAUTH" => StoreError::Failed(format!(
-                "{at}: the store needs a password (NOAUTH); put it in the store URL (redis://:PASSWORD@host, or ?pass= for a socket)"
+            "NOAUTH" => StoreError::Failed(crate::Detail::caused_by(
+                format!(
+                    "{at}: the store needs a password (NOAUTH); put it in the store URL (redis://:PASSWORD@host, or ?pass= for a socket)"
+                ),
+                e,
             )),
-            "WRONGPASS" => StoreError::Failed(format!(
-                "{at}: the store refused the user or password in the store URL (WRONGPASS)"
+            "WRONGPASS" => StoreError::Failed(crate::Detail::caused_by(
+                format!(
+                    "{at}: the store refused the user or password in the store URL (WRONGPASS)"
+                ),
+                e,
             )),
             "MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN" => {
                 StoreError::SlotMigrating(format!("{at}: {code} {detail}"))
             }
             "" => self.client_error(e),
-            _ => StoreError::Failed(format!("{at}: {code} {detail}")),
+            _ => StoreError::Failed(crate::Detail::caused_by(
+                format!("{at}: {code} {detail}"),
+                e,
+            )),
         }
     }
 
@@ -278,20 +287,23 @@ impl Shared {
     fn client_error(&self, e: RedisError) -> StoreError {
         let at = &self.redacted;
         match e.kind() {
-            redis::ErrorKind::AuthenticationFailed => StoreError::Failed(format!(
-                "{at}: the store needs a password, or refused the one in the store URL ({e})"
+            redis::ErrorKind::AuthenticationFailed => StoreError::Failed(crate::Detail::caused_by(
+                format!(
+                    "{at}: the store needs a password, or refused the one in the store URL ({e})"
+                ),
+                e,
             )),
             redis::ErrorKind::Io
             | redis::ErrorKind::MasterNameNotFoundBySentinel
             | redis::ErrorKind::NoValidReplicasFoundBySentinel
             | redis::ErrorKind::EmptySentinelList
             | redis::ErrorKind::ClusterConnectionNotFound => {
-                StoreError::Unreachable(format!("{at}: {e}"))
+                StoreError::Unreachable(crate::Detail::caused_by(format!("{at}: {e}"), e))
             }
             redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType => {
                 StoreError::Corrupt(format!("{at}: {e}"))
             }
-            _ => StoreError::Failed(format!("{at}: {e}")),
+            _ => StoreError::Failed(crate::Detail::caused_by(format!("{at}: {e}"), e)),
         }
     }
 
@@ -464,7 +476,8 @@ pub struct RedisStore {
     /// benchmark start document boards with it; row-fence itself never starts one).
     document: RedisDocument,
     /// The document adapter for the boards the records refuse: a document that moved or
-    /// is gone is `NotThisLayout` (the records serve the board then), never an empty board.
+    /// is gone is the routing signal (`Moved::other_layout`: the records serve the board
+    /// then), never an empty board.
     existing_document: RedisDocument,
 }
 
@@ -473,8 +486,8 @@ pub struct RedisStore {
 const ROUTE_TRIES: usize = 3;
 
 /// Runs `$call` with `$a` bound to the records adapter and, while the one tried answers
-/// `NotThisLayout`, the other layout's (a board moves once, so the third try is a store
-/// changed by hand under the call).
+/// with the routing signal (`Moved::other_layout`), the other layout's (a board moves
+/// once, so the third try is a store changed by hand under the call).
 macro_rules! either_layout {
     ($self:ident, $board:expr, |$a:ident| $call:expr) => {{
         let mut layout = Layout::Records;
@@ -482,10 +495,10 @@ macro_rules! either_layout {
         loop {
             let $a: &dyn LeaseStore = $self.adapter(layout);
             match $call.await {
-                Err(StoreError::NotThisLayout(why)) => {
+                Err(StoreError::Moved(why)) if why.is_other_layout() => {
                     tries += 1;
                     if tries >= ROUTE_TRIES {
-                        break Err($self.kept_moving($board, &why));
+                        break Err($self.kept_moving($board, why.detail()));
                     }
                     layout = other_layout(layout);
                 }
@@ -619,9 +632,9 @@ impl RedisStore {
     /// The error for a board that kept changing layout under one call (it moves once, so
     /// this is a store changed by hand, or restored, while the call ran): `store_error`.
     fn kept_moving(&self, board: &str, why: &str) -> StoreError {
-        StoreError::Failed(format!(
+        StoreError::Failed(crate::Detail::from(format!(
             "board {board} changed layout {ROUTE_TRIES} times during one call ({why}); retry"
-        ))
+        )))
     }
 }
 
@@ -638,7 +651,9 @@ impl LeaseStore for RedisStore {
 
     async fn read_records(&self, board: &str, reads: &ReadSet) -> Result<Snapshot, StoreError> {
         match self.records.read_records(board, reads).await {
-            Err(StoreError::NotThisLayout(_)) => self.document.read_records(board, reads).await,
+            Err(StoreError::Moved(why)) if why.is_other_layout() => {
+                self.document.read_records(board, reads).await
+            }
             other => other,
         }
     }
@@ -768,10 +783,10 @@ impl LeaseStore for RedisStore {
             (held, 0)
         };
         if acked < wanted {
-            return Err(StoreError::Indeterminate(format!(
+            return Err(StoreError::Indeterminate(crate::Detail::from(format!(
                 "{}: the store's identity reached {acked} of {wanted} replicas within {} ms (written on the primary, which a failover may lose); nothing else was written",
                 shared.redacted, shared.wait_ms
-            )));
+            ))));
         }
         StoreId::parse(&held).map(Some)
     }

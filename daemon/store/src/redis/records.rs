@@ -283,9 +283,9 @@ impl LeaseStore for RedisRecords {
             .await
             .map_err(|e| s.map_err(e))?;
         if replies.len() == 1 {
-            return Err(StoreError::NotThisLayout(format!(
+            return Err(StoreError::Moved(crate::Moved::other_layout(format!(
                 "board {board} has a document still to be migrated"
-            )));
+            ))));
         }
         if replies.len() != reads.sections.len() + 3 {
             return Err(StoreError::Corrupt("a short read answer".into()));

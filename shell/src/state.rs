@@ -2,7 +2,7 @@
 //! command may run in (more than one when a `cd` may or may not have happened), `OLDPWD`
 //! and the `pushd` stack, and the variables assigned earlier in the command.
 
-use crate::finding::Dir;
+use crate::dir::Dir;
 use crate::words::{Value, Vars};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};

@@ -1,8 +1,6 @@
-//! Which program a command word runs, the way the shell finds it: a name that is not one
-//! of the shell's own commands is looked up on `PATH`; a path is followed through its
-//! symlinks. A program counts as git, gh or row-fence when it is one of them under another
-//! name: a symlink to it, a hard link to it, or a copy of its bytes (ARCHITECTURE.md, "The
-//! agent guard's policy": a program is known by what it runs, not its name).
+//! Which file a command word runs, the way the shell finds it: a name that is not one of
+//! the shell's own commands (bash's and zsh's builtins and keywords) is looked up on
+//! `PATH`, symlinks followed. Which program that file is, is the caller's to say.
 //!
 //! A name that is on no `PATH` directory is not a program the text shows: in the agent's
 //! shell it is an alias or a function of the user's shell setup (`gp` for `git push`), a
@@ -11,14 +9,12 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::path::PathBuf;
 
-/// Names the shell runs itself (bash's builtins and keywords, and zsh's that only print
-/// or set options): never looked up on `PATH`. zsh builtins that run other code
-/// (`emulate`, `sched`, `zmodload`, `autoload`…) are left out on purpose, so they are
-/// looked up, not found, and opaque.
+/// Names the shell runs itself (bash's builtins and keywords, and zsh's that print, set
+/// options, or run a command their words show: `repeat`, `sched`, `emulate`): never
+/// looked up on `PATH`. zsh builtins that run code their words do not show (`zmodload`,
+/// `autoload`…) are left out on purpose, so they are looked up, not found, and opaque.
 pub const SHELL_BUILTINS: &[&str] = &[
     ":",
     ".",
@@ -130,7 +126,10 @@ pub fn on_path(name: &str, path: Option<&str>) -> Option<PathBuf> {
     found
 }
 
-fn search(name: &str) -> Option<PathBuf> {
+/// The file `name` (no `/`) runs from the reader's own `PATH` (which the agent's shell
+/// inherits), symlinks followed, looked up afresh; `None` when no `PATH` directory holds
+/// an executable of that name.
+pub fn search(name: &str) -> Option<PathBuf> {
     search_in(name, &std::env::var_os("PATH")?)
 }
 
@@ -151,43 +150,6 @@ fn search_in(name: &str, path: &std::ffi::OsStr) -> Option<PathBuf> {
             && meta.permissions().mode() & 0o111 != 0
         {
             return std::fs::canonicalize(&candidate).ok();
-        }
-    }
-    None
-}
-
-/// What git, gh and row-fence are on this machine: (name, device, inode, length).
-fn references() -> &'static [(&'static str, u64, u64, u64)] {
-    static REFS: OnceLock<Vec<(&'static str, u64, u64, u64)>> = OnceLock::new();
-    REFS.get_or_init(|| {
-        ["git", "gh", "row-fence"]
-            .into_iter()
-            .filter_map(|name| {
-                let path = search(name)?;
-                let meta = std::fs::metadata(path).ok()?;
-                Some((name, meta.dev(), meta.ino(), meta.len()))
-            })
-            .collect()
-    })
-}
-
-/// The fenced program (`git`, `gh`, `row-fence`) the file at `path` is under another
-/// name: the same file (a hard link) or the same bytes (a copy). `None` for anything else.
-pub fn same_program(path: &Path) -> Option<&'static str> {
-    let meta = std::fs::metadata(path).ok()?;
-    if !meta.is_file() {
-        return None;
-    }
-    for (name, dev, ino, len) in references() {
-        if meta.dev() == *dev && meta.ino() == *ino {
-            return Some(name);
-        }
-        // Only a file of exactly the same length is read: a copy is rare, reading is not.
-        if meta.len() == *len
-            && let (Some(reference), Ok(bytes)) = (search(name), std::fs::read(path))
-            && std::fs::read(reference).is_ok_and(|r| r == bytes)
-        {
-            return Some(name);
         }
     }
     None

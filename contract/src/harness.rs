@@ -1,0 +1,119 @@
+//! The agent harnesses whose hooks run the guard (ARCHITECTURE.md, "Agent hooks"): one
+//! name per harness, one parser, one list. The guard reads each one's hook input and
+//! answers in its convention, the installer writes each one's hook file, the bench runs
+//! each one's hook; what is their own (file locations, inputs, cases) stays with them, as
+//! matches on this enum.
+//!
+//! The name is the one `row-fence-guard --harness` and `row-fence install agent-hook
+//! --agent` take. A command-line parser adapts [`Harness`] through [`std::str::FromStr`]
+//! and [`Harness::ALL`]: this crate links none.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// An agent harness the row fence hooks.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Harness {
+    /// Claude Code.
+    Claude,
+    /// OpenAI's Codex CLI.
+    Codex,
+    /// Google's Gemini CLI.
+    Gemini,
+    /// Cursor.
+    Cursor,
+}
+
+impl Harness {
+    /// Every harness, in the order reports list them (`doctor`, the bench).
+    pub const ALL: [Harness; 4] = [
+        Harness::Claude,
+        Harness::Codex,
+        Harness::Gemini,
+        Harness::Cursor,
+    ];
+
+    /// The name `--harness` and `--agent` take, and reports print.
+    pub fn name(self) -> &'static str {
+        match self {
+            Harness::Claude => "claude",
+            Harness::Codex => "codex",
+            Harness::Gemini => "gemini",
+            Harness::Cursor => "cursor",
+        }
+    }
+
+    /// The harness's own name, as a sentence names it.
+    pub fn title(self) -> &'static str {
+        match self {
+            Harness::Claude => "Claude Code",
+            Harness::Codex => "Codex",
+            Harness::Gemini => "Gemini CLI",
+            Harness::Cursor => "Cursor",
+        }
+    }
+}
+
+impl fmt::Display for Harness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A name that is none of [`Harness::ALL`]'s (exact, lowercase: the names are a
+/// contract with the hook files installs write, so no other spelling is guessed at).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownHarness {
+    /// The name given.
+    pub name: String,
+}
+
+impl fmt::Display for UnknownHarness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "no harness is named {:?}: give claude, codex, gemini or cursor",
+            self.name
+        )
+    }
+}
+
+impl std::error::Error for UnknownHarness {}
+
+impl FromStr for Harness {
+    type Err = UnknownHarness;
+
+    fn from_str(name: &str) -> Result<Harness, UnknownHarness> {
+        Harness::ALL
+            .into_iter()
+            .find(|h| h.name() == name)
+            .ok_or_else(|| UnknownHarness {
+                name: name.to_string(),
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_harness_parses_from_its_name_and_no_other_spelling() {
+        for h in Harness::ALL {
+            assert_eq!(h.name().parse::<Harness>(), Ok(h));
+            assert_eq!(h.to_string(), h.name());
+            assert_eq!(
+                serde_json::to_value(h).unwrap(),
+                serde_json::json!(h.name())
+            );
+        }
+        for bad in ["", "Claude", "claude-code", " codex", "vscode"] {
+            let err = bad.parse::<Harness>().unwrap_err();
+            assert_eq!(err.name, bad);
+            assert!(err.to_string().contains("claude, codex, gemini or cursor"));
+        }
+    }
+}

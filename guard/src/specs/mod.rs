@@ -1,0 +1,284 @@
+//! One record per program the guard knows ([`Spec`]): how it runs other code (a wrapper
+//! and its options, a shell, an interpreter and its code options, a runner the guard does
+//! not follow, an editor with shell escapes, a database shell, a reader of its own for
+//! git, gh, row-fence, curl, xargs…), which options hand it a command, or that it takes
+//! its words as data, or that it waits. The dispatcher ([`crate::command`]) finds the
+//! record by name ([`find`]) and the readers in [`crate::programs`] and [`crate::handed`]
+//! read it; the walk asks it which programs wait (ARCHITECTURE.md, "The agent guard's
+//! policy"). The shell's own commands are the shell's ([`crate::builtins`]).
+//!
+//! A new program is one record in the family file it belongs to; a program that needs
+//! more than a record says (its own subcommands, its own syntax) gets a [`Reader`] beside
+//! the others. A name appears in one record only (a test checks it).
+
+mod data;
+mod editors;
+mod interpreters;
+mod readers;
+mod runners;
+mod wrappers;
+
+use crate::effect::{Ctx, Effect};
+use row_fence_shell::words::Value;
+
+/// One program (or several that run alike) and how it runs other code.
+pub struct Spec {
+    /// The names it runs under. An interpreter's record matches versioned names too
+    /// (`python3.12`, `lua5.4`).
+    pub names: &'static [&'static str],
+    /// How it runs other code.
+    pub runs: Runs,
+    /// Options whose value is a command it runs, each with the text that comes before
+    /// the command in the value (`--checkpoint-action=exec=CMD`): a literal command is
+    /// read as shell code (so `tar -I 'zstd -19'` stays ordinary), anything else is opaque.
+    pub handed: &'static [(&'static str, &'static str)],
+}
+
+impl Spec {
+    /// A record with no options that hand it a command.
+    pub const fn new(names: &'static [&'static str], runs: Runs) -> Spec {
+        Spec {
+            names,
+            runs,
+            handed: &[],
+        }
+    }
+
+    /// True when a word naming this program among another program's words is read as a
+    /// command handed over (`ssh-agent git push`, `uv run bash -c …`).
+    pub fn takes_commands(&self) -> bool {
+        match &self.runs {
+            Runs::Fenced(_)
+            | Runs::Wrapper(_)
+            | Runs::Shell
+            | Runs::Runner(_)
+            | Runs::Interpreter(_) => true,
+            Runs::Reader { takes_commands, .. } => *takes_commands,
+            Runs::Data
+            | Runs::Unknown
+            | Runs::Waits
+            | Runs::Handed(_)
+            | Runs::Editor(_)
+            | Runs::DbShell(_) => false,
+        }
+    }
+}
+
+/// How a program runs other code.
+pub enum Runs {
+    /// Its words are data, never a command: a word `git` among them is a file name or a
+    /// pattern.
+    Data,
+    /// Nothing known: a command handed to it as separate words is looked for
+    /// ([`crate::programs::embedded`]).
+    Unknown,
+    /// It waits before the next command runs (`sleep`, `wait`): a write after it in the
+    /// same call lands later than the fence's answer. Otherwise as [`Runs::Unknown`].
+    Waits,
+    /// A program that writes to the outside world, read by its own reader (git, gh,
+    /// row-fence).
+    Fenced(Reader),
+    /// A reader of its own (xargs, find, sed, curl, make…). `takes_commands`: see
+    /// [`Spec::takes_commands`].
+    Reader {
+        /// The reader.
+        read: Reader,
+        /// Whether a word naming it among another program's words is read as a command.
+        takes_commands: bool,
+    },
+    /// Handed a command in some of its words (socat's `EXEC:` address), which its reader
+    /// finds; when it finds none, a command handed as separate words is looked for.
+    Handed(HandedReader),
+    /// Runs its operands as a command after its options ([`Wrapper`]).
+    Wrapper(Wrapper),
+    /// A shell whose literal `-c` code is read with the same parser; a script operand is
+    /// running a file; neither is code from stdin (opaque).
+    Shell,
+    /// Runs a command in a way the guard does not follow ([`Runner`]): opaque once given one.
+    Runner(Runner),
+    /// Runs inline code or code from stdin ([`Interpreter`]).
+    Interpreter(Interpreter),
+    /// An editor that runs commands given on its command line or stdin ([`Editor`]).
+    Editor(Editor),
+    /// A database shell whose inline commands escape to the shell ([`DbShell`]).
+    DbShell(DbShell),
+}
+
+/// A program's own reader: `(program, args, ctx, depth)` → what it does. `depth` counts
+/// the wrappers around it ([`crate::effect::MAX_WRAPPER_DEPTH`]).
+pub type Reader = fn(&str, &[Value], &Ctx<'_>, usize) -> Vec<Effect>;
+
+/// A reader of the words that may hand a program a command: `(program, args, ctx)`.
+pub type HandedReader = fn(&str, &[Value], &Ctx<'_>) -> Vec<Effect>;
+
+/// How to find a wrapper's inner command. An option the record does not list makes the
+/// command opaque: the guard cannot tell where the inner command starts.
+pub struct Wrapper {
+    /// Options without a value.
+    pub flags: &'static [&'static str],
+    /// Options whose value is the next word (or `--opt=value`).
+    pub valued: &'static [&'static str],
+    /// Operands before the inner command (timeout's duration, taskset's mask).
+    pub operands: usize,
+    /// Options whose value is shell code.
+    pub code: &'static [&'static str],
+    /// Options whose value is the inner command's directory.
+    pub chdir: &'static [&'static str],
+    /// `NAME=VALUE` operands set the inner command's environment (`env`).
+    pub assigns: bool,
+    /// `-N` (a number) is an option (`nice -5`).
+    pub numeric_option: bool,
+    /// The inner command outlives the call (`nohup`: no hangup; `setsid`: a session the
+    /// harness's kill of the call's process group does not reach).
+    pub outlives: bool,
+}
+
+impl Wrapper {
+    /// A wrapper with no options, operands or special words.
+    pub const PLAIN: Wrapper = Wrapper {
+        flags: &[],
+        valued: &[],
+        operands: 0,
+        code: &[],
+        chdir: &[],
+        assigns: false,
+        numeric_option: false,
+        outlives: false,
+    };
+}
+
+/// A program that runs a command the guard does not follow (ssh, docker, tmux, zsh…).
+pub struct Runner {
+    /// Operands (words not starting with `-`) it needs before it runs a command (`ssh
+    /// HOST` alone is a login: 2).
+    pub operands: usize,
+    /// Opaque whatever it is given (a shell the guard does not read, `at` and `crontab`
+    /// reading stdin).
+    pub always: bool,
+    /// It starts the command apart from the call (a queue, a service manager, a detached
+    /// terminal): what it runs is deferred.
+    pub deferred: bool,
+}
+
+/// An interpreter: the options whose value (or presence in a cluster) is inline code,
+/// and the options that take a value. Without a script operand it reads code from stdin.
+pub struct Interpreter {
+    /// Options that give inline code.
+    pub code: &'static [&'static str],
+    /// Options that take a value.
+    pub valued: &'static [&'static str],
+}
+
+/// An editor that runs commands it is given.
+pub struct Editor {
+    /// Options whose value runs commands (`vim -c`); `None` for an editor with none.
+    pub commands: Option<&'static [&'static str]>,
+    /// vi's spellings count too: `+CMD`, and a cluster holding `e`, `E` or `s`.
+    pub vi_style: bool,
+    /// It reads its commands, `!cmd` among them, from stdin (ed, ex).
+    pub from_stdin: bool,
+}
+
+/// A database shell.
+pub struct DbShell {
+    /// Inline texts that escape to the shell (`.shell`, `\!`).
+    pub escapes: &'static [&'static str],
+    /// Options whose value is an inline command.
+    pub inline: &'static [&'static str],
+    /// Its operands are a database, then commands (sqlite3, duckdb); else a database name.
+    pub commands_after_database: bool,
+}
+
+/// Every family of records, searched in this order.
+const FAMILIES: &[&[Spec]] = &[
+    readers::SPECS,
+    wrappers::SPECS,
+    runners::SPECS,
+    interpreters::SPECS,
+    editors::SPECS,
+    data::SPECS,
+];
+
+/// The record of `program` (its name as the command word runs it, without a directory).
+pub fn find(program: &str) -> Option<&'static Spec> {
+    let all = || FAMILIES.iter().flat_map(|family| family.iter());
+    all()
+        .find(|spec| spec.names.contains(&program))
+        .or_else(|| {
+            all().find(|spec| {
+                matches!(spec.runs, Runs::Interpreter(_))
+                    && spec.names.iter().any(|name| is_versioned(program, name))
+            })
+        })
+}
+
+/// True when `program` waits before the next command runs ([`Runs::Waits`]).
+pub fn waits(program: &str) -> bool {
+    find(program).is_some_and(|spec| matches!(spec.runs, Runs::Waits))
+}
+
+/// `python3.12`, `lua5.4`, `php8.2`, `pypy3.10` for `python3`, `lua`, `php`, `pypy3`.
+fn is_versioned(program: &str, name: &str) -> bool {
+    program.strip_prefix(name).is_some_and(|v| {
+        !v.is_empty()
+            && v.starts_with(|c: char| c == '.' || c.is_ascii_digit())
+            && v.chars().all(|c| c.is_ascii_digit() || c == '.')
+    })
+}
+
+/// Every name of a program that writes to the outside world.
+pub fn fenced_names() -> impl Iterator<Item = &'static str> {
+    FAMILIES
+        .iter()
+        .flat_map(|family| family.iter())
+        .filter(|spec| matches!(spec.runs, Runs::Fenced(_)))
+        .flat_map(|spec| spec.names.iter().copied())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn every_program_is_described_in_one_record() {
+        let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+        for spec in FAMILIES.iter().flat_map(|family| family.iter()) {
+            for name in spec.names {
+                *seen.entry(name).or_default() += 1;
+            }
+        }
+        let twice: Vec<&&str> = seen
+            .iter()
+            .filter(|(_, n)| **n > 1)
+            .map(|(k, _)| k)
+            .collect();
+        assert!(twice.is_empty(), "described twice: {twice:?}");
+        assert!(seen.len() > 250, "{} names", seen.len());
+    }
+
+    #[test]
+    fn names_find_their_record_and_versions_find_their_interpreter() {
+        assert!(matches!(
+            find("git").map(|s| &s.runs),
+            Some(Runs::Fenced(_))
+        ));
+        assert!(matches!(
+            find("python3.12").map(|s| &s.runs),
+            Some(Runs::Interpreter(_))
+        ));
+        assert!(matches!(
+            find("env").map(|s| &s.runs),
+            Some(Runs::Wrapper(_))
+        ));
+        assert!(matches!(find("cat").map(|s| &s.runs), Some(Runs::Data)));
+        assert!(find("tar").is_some_and(|s| !s.handed.is_empty()));
+        assert!(find("no-such-program").is_none());
+        assert!(find("xargs").is_some_and(Spec::takes_commands));
+        assert!(!find("gxargs").is_some_and(Spec::takes_commands));
+        assert_eq!(
+            fenced_names().collect::<Vec<_>>(),
+            ["git", "gh", "row-fence"]
+        );
+    }
+}

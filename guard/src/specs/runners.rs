@@ -1,0 +1,111 @@
+//! Shells and runners: the shells whose `-c` code the guard reads, and programs that run a
+//! command in a way the guard does not follow (on another host, in a container, under a
+//! debugger, later), opaque once they are given one.
+
+use super::{Runner, Runs, Spec};
+
+/// The shells and runners.
+pub const SPECS: &[Spec] = &[
+    Spec::new(&["sh", "bash", "dash", "ash", "rbash"], Runs::Shell),
+    // Debuggers, sandboxes and launchers that run the command they are given.
+    Spec::new(
+        &[
+            "strace",
+            "ltrace",
+            "valgrind",
+            "gdb",
+            "perf",
+            "firejail",
+            "bwrap",
+            "unshare",
+            "nsenter",
+            "setpriv",
+            "faketime",
+            "parallel",
+            "hyperfine",
+            "entr",
+            "newgrp",
+            "numactl",
+            "prlimit",
+            "cpulimit",
+            "pkexec",
+            "osascript",
+            "watchexec",
+            "nodemon",
+        ],
+        Runs::Runner(Runner {
+            operands: 1,
+            always: false,
+            deferred: false,
+        }),
+    ),
+    // Runners whose first operand is a place (a host, a container, a root, a group):
+    // `ssh HOST` alone is a login.
+    Spec::new(
+        &["ssh", "chroot", "docker", "podman", "kubectl", "sg"],
+        Runs::Runner(Runner {
+            operands: 2,
+            always: false,
+            deferred: false,
+        }),
+    ),
+    // Shells the guard does not read, and programs that read what they run from stdin or
+    // a terminal.
+    Spec::new(
+        &[
+            "su",
+            "script",
+            "expect",
+            "zsh",
+            "ksh",
+            "mksh",
+            "fish",
+            "csh",
+            "tcsh",
+            "yash",
+            "posh",
+            "pwsh",
+            "powershell",
+        ],
+        Runs::Runner(Runner {
+            operands: 1,
+            always: true,
+            deferred: false,
+        }),
+    ),
+    // Queues that read the command from stdin and run it later.
+    Spec::new(
+        &["at", "batch", "crontab"],
+        Runs::Runner(Runner {
+            operands: 1,
+            always: true,
+            deferred: true,
+        }),
+    ),
+    // Service managers, queues and detached terminals: the command starts apart from the
+    // call.
+    Spec::new(
+        &[
+            "systemd-run",
+            "tmux",
+            "screen",
+            "nohup-run",
+            "daemonize",
+            "start-stop-daemon",
+            "pueue",
+            "tsp",
+            "nq",
+            "dtach",
+            "abduco",
+            "sem",
+            "zellij",
+            "byobu",
+            "launchctl",
+        ],
+        Runs::Runner(Runner {
+            operands: 1,
+            always: false,
+            deferred: true,
+        }),
+    ),
+];
