@@ -299,6 +299,14 @@ fn the_daemon_pushes_over_https_for_an_allowed_lane_and_refuses_the_rest_at_the_
         "every request carried the daemon's credential: {seen:?}"
     );
     assert_eq!(forge.posts().len(), 1, "{seen:?}");
+    // Smart HTTP's two requests, on the repository the lane named.
+    assert!(
+        seen.iter().all(|s| {
+            (s.method == "GET" && s.target == format!("{REPO}/info/refs?service=git-receive-pack"))
+                || (s.method == "POST" && s.target == format!("{REPO}/git-receive-pack"))
+        }),
+        "{seen:?}"
+    );
 
     // A ref outside the row's scope refuses the whole push: nothing is POSTed.
     let ran = forge.push(
