@@ -599,6 +599,25 @@ mod tests {
     }
 
     #[test]
+    fn a_ca_that_cannot_be_read_or_holds_no_certificate_stops_the_daemon() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.pem");
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "not a certificate\n").unwrap();
+        for ca in [&missing, &empty] {
+            let err = Https::new(Some(ca), dir.path()).unwrap_err();
+            assert!(matches!(err, HttpsError::Ca { .. }), "{err}");
+            assert!(err.to_string().contains("--push-ca"), "{err}");
+        }
+        let ssh_only = vec![target::Forge::parse("ssh://git@forge/").unwrap()];
+        assert!(
+            Https::for_forges(&ssh_only, Some(&missing), dir.path())
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
     fn the_preamble_is_the_service_line_any_metadata_and_a_flush() {
         let head = b"001f# service=git-receive-pack\n0000004aabc";
         assert_eq!(preamble(head).unwrap(), Some(35));
