@@ -196,6 +196,62 @@ fn rejected(ran: &Ran, what: &str) {
     );
 }
 
+/// Pushes lane `a`'s commits through the daemon and a clone's commits directly (git with
+/// the token and the CA), 8 each, interleaved; prints both p50s. Returns lane `a`'s last
+/// commit, now the forge's `feature/row-1`.
+fn timed(site: &Site, forge: &Forge, a: &User, a_tree: &Path) -> String {
+    let root_config = site.home.path("root-https.gitconfig");
+    let direct = site.home.path("direct-https");
+    let cloned = run(Command::new("git")
+        .env("GIT_CONFIG_GLOBAL", &root_config)
+        .args(["clone", "-q"])
+        .arg(&forge.repo)
+        .arg(&direct));
+    assert_eq!(cloned.code, 0, "clone: {}", cloned.stderr);
+    let direct_url = format!(
+        "https://{}:{TOKEN}@127.0.0.1:{}{REPO}",
+        https_git::USER,
+        forge.server.port
+    );
+    let git = |args: &[&str]| {
+        run(Command::new("git")
+            .current_dir(&direct)
+            .env("GIT_CONFIG_GLOBAL", &root_config)
+            .env("GIT_AUTHOR_NAME", "d")
+            .env("GIT_AUTHOR_EMAIL", "d@example.invalid")
+            .env("GIT_COMMITTER_NAME", "d")
+            .env("GIT_COMMITTER_EMAIL", "d@example.invalid")
+            .env("GIT_SSL_CAINFO", &forge.server.ca)
+            .args(args))
+    };
+    let (mut through, mut straight) = (Vec::new(), Vec::new());
+    let mut last = String::new();
+    for i in 0..8 {
+        last = site.commit(a, a_tree, &format!("timed-{i}"));
+        let ran = forge.push(
+            site,
+            a,
+            a_tree,
+            &["-q", &forge.url(), "HEAD:refs/heads/feature/row-1"],
+        );
+        assert_eq!(ran.code, 0, "timed push: {}", ran.stderr);
+        through.push(ran.elapsed);
+        fs::write(direct.join(format!("d{i}")), "d").expect("file");
+        assert_eq!(git(&["add", "-A"]).code, 0);
+        assert_eq!(git(&["commit", "-qm", "d"]).code, 0);
+        let ran = git(&["push", "-q", &direct_url, "HEAD:refs/heads/direct"]);
+        assert_eq!(ran.code, 0, "direct push: {}", ran.stderr);
+        straight.push(ran.elapsed);
+    }
+    through.sort();
+    straight.sort();
+    eprintln!(
+        "HTTPS push p50 through the daemon {:?}, direct {:?} (8 each, interleaved)",
+        through[4], straight[4]
+    );
+    last
+}
+
 /// A commit of 24 MiB of incompressible bytes in `tree`: its pack fills every buffer
 /// between the daemon and the forge. Returns the commit.
 fn big_commit(site: &Site, user: &User, tree: &Path) -> String {
@@ -308,6 +364,11 @@ fn the_daemon_pushes_over_https_for_an_allowed_lane_and_refuses_the_rest_at_the_
         "{seen:?}"
     );
 
+    // What the daemon costs over HTTPS: pushes through it against direct pushes with the
+    // same token to the same server, interleaved (printed for the record).
+    let mine = timed(&site, &forge, &a, &a_tree);
+    let posted = forge.posts().len();
+
     // A ref outside the row's scope refuses the whole push: nothing is POSTed.
     let ran = forge.push(
         &site,
@@ -325,7 +386,7 @@ fn the_daemon_pushes_over_https_for_an_allowed_lane_and_refuses_the_rest_at_the_
         ran.stderr
     );
     assert!(ran.stderr.contains("! [remote rejected]"), "{}", ran.stderr);
-    assert_eq!(forge.posts().len(), 1, "{:?}", forge.server.seen());
+    assert_eq!(forge.posts().len(), posted, "{:?}", forge.server.seen());
 
     // A lane that holds no lease: `! [remote rejected]`, nothing moves, nothing POSTed.
     site.commit(&b, &b_tree, "b-1");
@@ -341,7 +402,7 @@ fn the_daemon_pushes_over_https_for_an_allowed_lane_and_refuses_the_rest_at_the_
         forge.remote_ref("refs/heads/feature/row-1").as_deref(),
         Some(mine.as_str())
     );
-    assert_eq!(forge.posts().len(), 1, "{:?}", forge.server.seen());
+    assert_eq!(forge.posts().len(), posted, "{:?}", forge.server.seen());
 
     // A URL on no configured forge (the same server, named by another host) is refused
     // and the server sees no request.
@@ -401,7 +462,7 @@ fn the_daemon_pushes_over_https_for_an_allowed_lane_and_refuses_the_rest_at_the_
     );
     let posts = forge.posts();
     assert!(
-        posts.len() == 2 && !posts[1].whole,
+        posts.len() == posted + 1 && !posts[posted].whole,
         "the refused POST reached its end: {posts:?}"
     );
 
