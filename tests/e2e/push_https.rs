@@ -103,11 +103,16 @@ impl Forge {
     /// `row-fence token add` as the operator, from a 0600 file of root's outside every
     /// directory the lanes or the daemon use.
     fn load_token(&self, site: &Site) -> Ran {
+        self.load(site, TOKEN)
+    }
+
+    /// `row-fence token add` of `token`, as [`Forge::load_token`].
+    fn load(&self, site: &Site, token: &str) -> Ran {
         let dir = site.home.path("operator");
         fs::create_dir_all(&dir).expect("operator dir");
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).expect("chmod");
         let file = dir.join("token");
-        fs::write(&file, format!("{TOKEN}\n")).expect("token file");
+        fs::write(&file, format!("{token}\n")).expect("token file");
         fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).expect("chmod");
         let ran = operator(site, &["token", "add", &file.display().to_string()]);
         fs::remove_file(&file).expect("remove the token file");
@@ -486,6 +491,30 @@ fn the_daemon_pushes_over_https_for_an_allowed_lane_and_refuses_the_rest_at_the_
         !environ.windows(TOKEN.len()).any(|w| w == TOKEN.as_bytes()),
         "the token is in the daemon's environment"
     );
+
+    // A token the forge does not take: a clear error, nothing moves (the token replaced
+    // is wiped; the forge's 401 names no token).
+    forge.load(&site, "rf-a-token-the-forge-refuses");
+    let now = forge.remote_ref("refs/heads/feature/row-1");
+    site.commit(&b, &b_tree, "b-2");
+    let ran = forge.push(
+        &site,
+        &b,
+        &b_tree,
+        &["--force", &url, "HEAD:refs/heads/feature/row-1"],
+    );
+    assert_ne!(
+        ran.code, 0,
+        "a push with a refused token landed: {}",
+        ran.stderr
+    );
+    assert!(
+        ran.stderr.contains("refused the daemon's credential") && ran.stderr.contains("HTTP 401"),
+        "no clear error for a refused token: {}\n{}",
+        ran.stderr,
+        daemon.log_text()
+    );
+    assert_eq!(forge.remote_ref("refs/heads/feature/row-1"), now);
     drop(daemon);
 }
 
