@@ -277,13 +277,17 @@ pub fn connect(https: &Https, target: &Target) -> Result<Connection, ForgeError>
     Ok(Connection::https(
         Box::new(lane_reader),
         Box::new(lane_writer),
-        Exchange { task, aborted },
+        Exchange {
+            task: Some(task),
+            aborted,
+        },
     ))
 }
 
 /// The task of one HTTPS connection, as [`super::forge`]'s arm holds it.
 pub struct Exchange {
-    task: tokio::task::JoinHandle<Result<(), String>>,
+    /// `None` once finished.
+    task: Option<tokio::task::JoinHandle<Result<(), String>>>,
     aborted: Arc<AtomicBool>,
 }
 
@@ -291,21 +295,37 @@ impl Exchange {
     /// Abandons the exchange: a request under way is dropped before its body ends.
     pub fn abort(&self) {
         self.aborted.store(true, Ordering::SeqCst);
-        self.task.abort();
+        if let Some(task) = &self.task {
+            task.abort();
+        }
     }
 
     /// Waits for the task to be gone (after [`Exchange::abort`]).
     pub async fn wait(&mut self) {
-        let _ = (&mut self.task).await;
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
     }
 
     /// Waits for the exchange to end: whether it went well, and what went wrong.
-    pub async fn finish(self) -> (bool, String) {
-        match self.task.await {
+    pub async fn finish(mut self) -> (bool, String) {
+        let Some(task) = self.task.take() else {
+            return (false, format!("{SAID}the exchange was abandoned"));
+        };
+        match task.await {
             Ok(Ok(())) => (true, String::new()),
             Ok(Err(why)) => (false, format!("{SAID}{why}")),
             Err(e) => (false, format!("{SAID}the exchange ended: {e}")),
         }
+    }
+}
+
+/// An exchange dropped unfinished (the push's deadline, an early return) is abandoned,
+/// as ssh's child is killed on drop. Its input may have closed first, ending the body;
+/// the pack's last bytes are then still missing, so the forge applies nothing.
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        self.abort();
     }
 }
 
