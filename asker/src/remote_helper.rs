@@ -79,9 +79,39 @@ impl std::fmt::Display for HelperError {
     }
 }
 
+/// `--help`'s text: what git runs it for, and how a repository is wired to it.
+const HELP: &str = "\
+git-remote-row-fence: git's remote helper for row-fence::<url> remotes; git runs it, once per push.
+
+Usage: git-remote-row-fence <remote> [<url>]
+       git-remote-row-fence --version | --help
+
+It relays one push (connect git-receive-pack) to the row-fence daemon's push socket, which
+judges the lane's lease and the row's scope and pushes to the forge with keys only it holds.
+Fetches never come here. The socket: $ROW_FENCE_PUSH_SOCKET, else the repository's
+rowfence.pushSocket, else <home>/push.sock.
+
+Example (wires pushInsteadOf and rowfence.pushSocket in a repository):
+  row-fence install broker --repo . --push-socket /run/row-fence/push.sock --push-forge ssh://git@forge.example/";
+
 fn main() {
     stdio::keep_standard_fds_open();
     let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("--version" | "-V") => {
+            // With the build digest, so an install can tell this helper's build from the daemon's.
+            say_out(&format!(
+                "git-remote-row-fence {}",
+                row_fence_stamp::VERSION
+            ));
+            std::process::exit(0);
+        }
+        Some("--help" | "-h") => {
+            say_out(HELP);
+            std::process::exit(0);
+        }
+        _ => {}
+    }
     let code = match run(&args) {
         Ok(()) => 0,
         Err(e) => {
@@ -230,4 +260,11 @@ fn copy_to_git(from: &mut UnixStream, to: &mut impl Write) -> std::io::Result<()
             Err(e) => return Err(e),
         }
     }
+}
+
+/// One text on stdout; a closed stdout is no panic.
+fn say_out(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}");
+    let _ = out.flush();
 }

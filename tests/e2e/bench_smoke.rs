@@ -287,3 +287,34 @@ fn scripts_bench_help_builds_and_installs_nothing() {
         );
     }
 }
+
+/// The daemon's push case alone (`scripts/bench --only push`): a smoke run pushes through
+/// the daemon and straight to the same sshd, and a large commit each way, and writes
+/// `push.md` with both arms' samples and no failed push.
+#[test]
+fn a_smoke_run_of_the_push_case_measures_both_arms_and_writes_its_report() {
+    let bins = bin_dir();
+    let dir = tempfile::Builder::new()
+        .prefix("rfsmoke")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
+    let ran = run(Command::new(bins.join("row-fence-bench"))
+        .args(["--smoke", "--only", "push", "--bin-dir"])
+        .arg(&bins)
+        .arg("--out")
+        .arg(dir.path().join("report.md")));
+    assert_eq!(
+        ran.code, 0,
+        "the push case failed:\n{}\n{}",
+        ran.stderr, ran.stdout
+    );
+    let text = fs::read_to_string(dir.path().join("push.md")).expect("push.md");
+    for part in [
+        "| git push through the daemon | 5 |",
+        "| git push straight to sshd (same key) | 5 |",
+        "failed pushes: 0",
+        "5 MB push:",
+    ] {
+        assert!(text.contains(part), "the report lacks {part:?}:\n{text}");
+    }
+}

@@ -349,8 +349,11 @@ where
         let _ = w.write_all(pkt::FLUSH).await;
         let _ = w.flush().await;
     }
-    // An ssh that does not end is killed (dropped) rather than waited for.
-    let _ = tokio::time::timeout(FIRST_ENDS, first.finish()).await;
+    // Ended beside the lane's upload, not before it is read: its teardown costs the push
+    // no time. An ssh that does not end is killed (dropped) rather than waited for.
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(FIRST_ENDS, first.finish()).await;
+    });
 
     // The lane's request.
     let format = advert.object_format().to_string();

@@ -105,17 +105,22 @@ pub async fn spool<R: AsyncBufRead + Unpin>(
     out.record(&header).await?;
     let count = check_header(&header)?;
     let id_len = out.hasher.digest_len();
+    // What the pack's objects may inflate to, all together: a zlib stream of zeros
+    // inflates a thousandfold, and this bounds the work a lane's pack can ask for.
+    let mut budget = max.saturating_mul(INFLATE_FACTOR);
     for _ in 0..count {
         let mut c = read_u8(lane).await?;
         out.record(&[c]).await?;
         let kind = (c >> 4) & 7;
+        let mut size = u64::from(c & 0x0f);
         let mut shift = 4;
         while c & 0x80 != 0 {
-            if shift > 63 {
+            if shift > 60 {
                 return Err(SpoolError::Corrupt("an object's size is too large".into()));
             }
             c = read_u8(lane).await?;
             out.record(&[c]).await?;
+            size |= u64::from(c & 0x7f) << shift;
             shift += 7;
         }
         match kind {
@@ -136,7 +141,7 @@ pub async fn spool<R: AsyncBufRead + Unpin>(
                 return Err(SpoolError::Corrupt(format!("object type {other}")));
             }
         }
-        inflate_through(lane, &mut out).await?;
+        inflate_through(lane, &mut out, size, &mut budget).await?;
     }
     let mut trailer = vec![0u8; id_len];
     read_exact(lane, &mut trailer).await?;
@@ -176,15 +181,24 @@ impl Recorder {
     }
 }
 
-/// Passes one zlib stream through, inflating it only to find where it ends.
+/// The pack's objects may inflate to at most this many times the pack bound, in all.
+pub const INFLATE_FACTOR: u64 = 32;
+
+/// Passes one zlib stream through, inflating it only to find where it ends: no more than
+/// the `size` its header gives (nor than what is left of `budget`, in bytes), and giving
+/// the runtime back its thread between chunks, so one lane's pack never stalls the
+/// daemon's other lanes.
 async fn inflate_through<R: AsyncBufRead + Unpin>(
     lane: &mut R,
     out: &mut Recorder,
+    size: u64,
+    budget: &mut u64,
 ) -> Result<(), SpoolError> {
     use flate2::{Decompress, FlushDecompress, Status};
     let mut z = Decompress::new(true);
     let mut scratch = vec![0u8; 64 * 1024];
     loop {
+        tokio::task::yield_now().await;
         let input = lane.fill_buf().await.map_err(SpoolError::Lane)?;
         if input.is_empty() {
             return Err(cut_short());
@@ -197,7 +211,24 @@ async fn inflate_through<R: AsyncBufRead + Unpin>(
         let chunk = input[..used].to_vec();
         lane.consume(used);
         out.record(&chunk).await?;
+        if z.total_out() > size {
+            return Err(SpoolError::Corrupt(format!(
+                "an object inflates past the {size} bytes its header says"
+            )));
+        }
+        if z.total_out() > *budget {
+            return Err(SpoolError::Corrupt(format!(
+                "its objects inflate to more than {INFLATE_FACTOR} times the largest pack the daemon takes"
+            )));
+        }
         if status == Status::StreamEnd {
+            if z.total_out() != size {
+                return Err(SpoolError::Corrupt(format!(
+                    "an object inflates to {} bytes, its header says {size}",
+                    z.total_out()
+                )));
+            }
+            *budget -= z.total_out();
             return Ok(());
         }
     }
@@ -287,6 +318,51 @@ mod tests {
         assert_eq!(len, pack.len() as u64);
         assert_eq!(std::fs::read(&path).unwrap(), pack);
         drop(lane);
+    }
+
+    /// A pack of one blob whose header says `declared` bytes and whose zlib stream
+    /// inflates to `zeros` zero bytes, with a right trailer.
+    fn bomb(declared: u64, zeros: usize) -> Vec<u8> {
+        use std::io::Write;
+        let mut head = vec![0x30 | (declared & 0x0f) as u8];
+        let mut rest = declared >> 4;
+        while rest > 0 {
+            *head.last_mut().unwrap() |= 0x80;
+            head.push((rest & 0x7f) as u8);
+            rest >>= 7;
+        }
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        z.write_all(&vec![0u8; zeros]).unwrap();
+        let mut pack = b"PACK\0\0\0\x02\0\0\0\x01".to_vec();
+        pack.extend(head);
+        pack.extend(z.finish().unwrap());
+        let mut h = Hasher::for_format("sha1");
+        h.update(&pack);
+        pack.extend(h.finish());
+        pack
+    }
+
+    #[tokio::test]
+    async fn an_object_inflating_past_its_header_or_the_budget_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        // Says 100 bytes, inflates to 8 MiB: refused at its header's size.
+        let lie = bomb(100, 8 << 20);
+        let e = spool(&mut &lie[..], &dir.path().join("a"), 1 << 20, "sha1").await;
+        assert!(
+            matches!(&e, Err(SpoolError::Corrupt(why)) if why.contains("past the 100 bytes")),
+            "{e:?}"
+        );
+        // Says the truth, 64 MiB of zeros from a pack of about 64 KiB: more than the
+        // budget for a daemon taking packs of at most 1 MiB.
+        let big = bomb(64 << 20, 64 << 20);
+        let e = spool(&mut &big[..], &dir.path().join("b"), 1 << 20, "sha1").await;
+        assert!(
+            matches!(&e, Err(SpoolError::Corrupt(why)) if why.contains("times the largest pack")),
+            "{e:?}"
+        );
+        // The same blob within the budget is spooled whole.
+        let ok = spool(&mut &big[..], &dir.path().join("c"), 8 << 20, "sha1").await;
+        assert_eq!(ok.unwrap(), big.len() as u64);
     }
 
     #[tokio::test]

@@ -130,7 +130,8 @@ impl Commits {
 
     /// Records a commit's parents from its body.
     fn note(&mut self, id: &[u8], body: &[u8]) {
-        let parents = parents(body);
+        // A commit whose parents cannot be read as git reads them leads nowhere.
+        let parents = parents(body).unwrap_or_default();
         self.parents.insert(hex(id), parents);
     }
 
@@ -238,10 +239,11 @@ fn byte(r: &mut impl Read) -> Result<u8, WalkError> {
     Ok(b[0])
 }
 
-/// Inflates one zlib stream of `size` bytes into memory.
+/// Inflates one zlib stream of `size` bytes into memory, reading at most one byte more
+/// than its header says: a stream that inflates further is refused before it is held.
 fn inflate(r: &mut impl BufRead, size: u64) -> Result<Vec<u8>, WalkError> {
     let mut out = Vec::with_capacity(size.min(MAX_COMMIT_BYTES) as usize);
-    let mut z = ZlibDecoder::new(r);
+    let mut z = ZlibDecoder::new(r).take(size.saturating_add(1));
     z.read_to_end(&mut out)?;
     if out.len() as u64 != size {
         return Err(WalkError::Corrupt(format!(
@@ -267,7 +269,7 @@ fn hash_inflated(
     };
     let mut hasher = Hasher::for_format(format);
     hasher.update(format!("{name} {size}\0").as_bytes());
-    let mut z = ZlibDecoder::new(r);
+    let mut z = ZlibDecoder::new(r).take(size.saturating_add(1));
     let mut buf = [0u8; 16 * 1024];
     let mut seen: u64 = 0;
     loop {
@@ -288,7 +290,7 @@ fn hash_inflated(
 
 /// Inflates one zlib stream to nowhere (a delta, read later if needed).
 fn skip_inflated(r: &mut impl BufRead, size: u64) -> Result<(), WalkError> {
-    let mut z = ZlibDecoder::new(r);
+    let mut z = ZlibDecoder::new(r).take(size.saturating_add(1));
     let seen = std::io::copy(&mut z, &mut std::io::sink())?;
     if seen != size {
         return Err(WalkError::Corrupt(format!(
@@ -404,13 +406,30 @@ pub fn apply_delta(base: &[u8], delta: &[u8]) -> Option<Vec<u8>> {
     (out.len() as u64 == target).then_some(out)
 }
 
-/// A commit body's `parent` lines, before the first blank line.
-fn parents(body: &[u8]) -> Vec<String> {
-    body.split(|&b| b == b'\n')
-        .take_while(|line| !line.is_empty())
-        .filter_map(|line| line.strip_prefix(b"parent "))
-        .map(|p| String::from_utf8_lossy(p).into_owned())
-        .collect()
+/// A commit's parents as git reads them: the header's first line is `tree <id>`, and its
+/// parents are the `parent <id>` lines right after it, each a full object id. A `parent`
+/// line anywhere else in the header is no parent to git, yet would be one to a looser
+/// reader: such a commit, or one whose header does not start so, proves nothing (`None`),
+/// so no fast-forward is proven through it.
+fn parents(body: &[u8]) -> Option<Vec<String>> {
+    let header = body
+        .split(|&b| b == b'\n')
+        .take_while(|line| !line.is_empty());
+    let mut lines = header.peekable();
+    lines.next()?.strip_prefix(b"tree ")?;
+    let mut parents = Vec::new();
+    while let Some(id) = lines.peek().and_then(|l| l.strip_prefix(b"parent ")) {
+        let id = std::str::from_utf8(id).ok()?;
+        if !matches!(id.len(), 40 | 64) || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        parents.push(id.to_ascii_lowercase());
+        lines.next();
+    }
+    if lines.any(|l| l.starts_with(b"parent ")) {
+        return None;
+    }
+    Some(parents)
 }
 
 /// An object's id: the hash of `<kind> <len>\0<body>`.
@@ -442,9 +461,34 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn parents_are_read_from_the_header_only() {
-        let body = b"tree 1111\nparent aaaa\nparent bbbb\nauthor x\n\nparent cccc\n";
-        assert_eq!(parents(body), vec!["aaaa".to_string(), "bbbb".to_string()]);
+    fn parents_are_read_as_git_reads_them() {
+        let (a, b, c) = ("a".repeat(40), "b".repeat(40), "c".repeat(40));
+        let body = format!("tree {c}\nparent {a}\nparent {b}\nauthor x\n\nparent {c}\n");
+        assert_eq!(parents(body.as_bytes()), Some(vec![a.clone(), b.clone()]));
+        let root = format!("tree {c}\nauthor x\n\nbody\n");
+        assert_eq!(parents(root.as_bytes()), Some(Vec::new()));
+        // A `parent` line git does not count (after another header line) proves nothing:
+        // git sees a root commit there, not a descendant of `a`.
+        for bad in [
+            format!("tree {c}\nauthor x\ncommitter x\nparent {a}\n\nmsg\n"),
+            format!("tree {c}\nparent {a}\nauthor x\nparent {b}\n\nmsg\n"),
+            format!("parent {a}\ntree {c}\n\nmsg\n"),
+            format!("tree {c}\nparent {}\n\nmsg\n", &a[..39]),
+            format!("tree {c}\nparent {}zz\n\nmsg\n", &a[..38]),
+        ] {
+            assert_eq!(parents(bad.as_bytes()), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_object_that_inflates_past_its_header_is_refused_before_it_is_held() {
+        use std::io::Write;
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        z.write_all(&vec![0u8; 8 * 1024 * 1024]).unwrap();
+        let stream = z.finish().unwrap();
+        let mut r = std::io::BufReader::new(&stream[..]);
+        let err = inflate(&mut r, 100).unwrap_err();
+        assert!(err.to_string().contains("its header says 100"), "{err}");
     }
 
     #[test]
