@@ -2973,3 +2973,7 @@ fn lane_and_key_commands_refuse_bad_input_and_change_nothing() {
     let ran = home.cli(&["keys", "add", &key_text]);
     assert_eq!(ran.code, 1, "keys add with no daemon: {}", ran.stderr);
 }
+
+// The push proxy's HTTPS arm runs on this file's `Site` too (ARCHITECTURE.md, "Push proxy").
+#[path = "push_https.rs"]
+mod push_https;

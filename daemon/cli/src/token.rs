@@ -22,7 +22,7 @@ pub struct TokenArgs {
 
 #[derive(clap::Subcommand, Debug)]
 enum TokenCommand {
-    /// Load the forge API's token into the running daemon's memory (gone when it stops)
+    /// Load the forge's token into the running daemon's memory, for the forge API and the push proxy's HTTPS forges (gone when it stops)
     Add(TokenAddArgs),
 }
 

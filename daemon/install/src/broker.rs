@@ -46,7 +46,7 @@ pub struct BrokerArgs {
     /// The daemon's push socket: with --push-forge, pushes to those forges go through git-remote-row-fence to it [default: $ROW_FENCE_PUSH_SOCKET, as the daemon reads it]
     #[arg(long, value_name = "PATH", conflicts_with = "rollback")]
     push_socket: Option<PathBuf>,
-    /// A forge the daemon pushes to, as its --push-forge (ssh://USER@HOST[:PORT]/[PATH/]): git's pushes there go to row-fence::<url>; repeatable [default: $ROW_FENCE_PUSH_FORGES]
+    /// A forge the daemon pushes to, as its --push-forge (ssh://USER@HOST[:PORT]/[PATH/] or https://[USER@]HOST[:PORT]/[PATH/]): git's pushes there go to row-fence::<url>; repeatable [default: $ROW_FENCE_PUSH_FORGES]
     #[arg(long = "push-forge", value_name = "URL", conflicts_with = "rollback")]
     push_forges: Vec<String>,
     /// Take the broker's options out (the transport gate, if installed, stays; else the config comes back byte for byte)

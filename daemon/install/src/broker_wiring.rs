@@ -48,13 +48,15 @@ impl PushWiring {
             return Err(WiringError::Forge(String::new()));
         }
         for forge in &forges {
-            let plain = forge.starts_with("ssh://")
-                && forge.ends_with('/')
-                && forge[6..].contains('@')
-                && forge.bytes().all(|b| {
-                    b.is_ascii_alphanumeric()
-                        || matches!(b, b'/' | b'.' | b'_' | b'-' | b'@' | b':' | b'~')
-                });
+            // An HTTPS forge is the push proxy's HTTPS arm's (ARCHITECTURE.md, "Push proxy").
+            let plain = https_lane_url(forge).is_some()
+                || forge.starts_with("ssh://")
+                    && forge.ends_with('/')
+                    && forge[6..].contains('@')
+                    && forge.bytes().all(|b| {
+                        b.is_ascii_alphanumeric()
+                            || matches!(b, b'/' | b'.' | b'_' | b'-' | b'@' | b':' | b'~')
+                    });
             if !plain {
                 return Err(WiringError::Forge(forge.clone()));
             }
@@ -71,6 +73,13 @@ impl PushWiring {
              # to these forges go through git-remote-row-fence to the daemon's push socket.\n",
         );
         for forge in &self.forges {
+            // An HTTPS forge: the lanes' URL, without the daemon's basic-auth user.
+            if let Some(lane_url) = https_lane_url(forge) {
+                text.push_str(&format!(
+                    "[url \"row-fence::{lane_url}\"]\n\tpushInsteadOf = {lane_url}\n"
+                ));
+                continue;
+            }
             let rest = &forge["ssh://".len()..];
             let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
             text.push_str(&format!(
@@ -97,6 +106,33 @@ impl PushWiring {
         ));
         text
     }
+}
+
+/// For an HTTPS push forge, `https://[USER@]HOST[:PORT]/[PATH/]` of plain characters (the
+/// push proxy's HTTPS arm, ARCHITECTURE.md "Push proxy"), the URL the lanes push to: the
+/// same without the user, which is the daemon's basic-auth user, not the lanes'.
+fn https_lane_url(forge: &str) -> Option<String> {
+    let rest = forge.strip_prefix("https://")?;
+    let plain = forge.ends_with('/')
+        && rest.bytes().all(|b| {
+            b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'_' | b'-' | b'@' | b':' | b'~')
+        });
+    let (authority, path) = rest.split_once('/')?;
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    let password = authority
+        .rsplit_once('@')
+        .is_some_and(|(user, _)| user.contains(':'));
+    if !plain
+        || password
+        || host.is_empty()
+        || host.starts_with(':')
+        || authority.matches('@').count() > 1
+    {
+        return None;
+    }
+    Some(format!("https://{host}/{path}"))
 }
 
 /// Why the broker's wiring cannot be read or written.
@@ -132,7 +168,7 @@ pub enum WiringError {
     },
     /// A push forge that is not `ssh://USER@HOST[:PORT]/[PATH/]` of plain characters.
     #[error(
-        "--push-forge {0:?} must be ssh://USER@HOST[:PORT]/[PATH/] of letters, digits and / . _ - @ : ~ only, as the daemon's --push-forge"
+        "--push-forge {0:?} must be ssh://USER@HOST[:PORT]/[PATH/] or https://[USER@]HOST[:PORT]/[PATH/] of letters, digits and / . _ - @ : ~ only, as the daemon's --push-forge"
     )]
     Forge(String),
     /// The key file is not one OpenSSH public key line.
@@ -348,11 +384,40 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line} in {text}");
         }
+        // (https://forge/ is the HTTPS arm's: the next test.)
+        for bad in ["ssh://forge/", "ssh://git@forge", "ssh://git@forge/a b/"] {
+            assert!(
+                PushWiring::new(PathBuf::from("/s"), vec![bad.into()]).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn https_forges_send_the_lanes_url_without_the_daemons_user_to_the_helper() {
+        let push = PushWiring::new(
+            PathBuf::from("/srv/rf/push.sock"),
+            vec![
+                "https://pusher@forge.example/".into(),
+                "https://127.0.0.1:8443/git/".into(),
+            ],
+        )
+        .unwrap();
+        let text = push.include();
+        for line in [
+            "[url \"row-fence::https://forge.example/\"]\n\tpushInsteadOf = https://forge.example/\n",
+            "[url \"row-fence::https://127.0.0.1:8443/git/\"]\n\tpushInsteadOf = https://127.0.0.1:8443/git/\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        assert!(!text.contains("pusher"), "{text}");
         for bad in [
-            "https://forge/",
-            "ssh://forge/",
-            "ssh://git@forge",
-            "ssh://git@forge/a b/",
+            "https://forge",
+            "https://forge/a b/",
+            "https:///",
+            "https://a@b@forge/",
+            "https://user:pw@forge/",
+            "https://forge/x\"/",
         ] {
             assert!(
                 PushWiring::new(PathBuf::from("/s"), vec![bad.into()]).is_err(),

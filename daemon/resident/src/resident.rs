@@ -48,6 +48,9 @@ pub struct Resident {
     broker: Option<Arc<crate::broker::Shared>>,
     /// The forge API endpoint's token and counters, when it is on.
     forge_api: Option<Arc<crate::forge_api::Shared>>,
+    /// The push proxy's HTTPS arm, when an HTTPS forge is configured: `token add` loads
+    /// its token too (ARCHITECTURE.md, "Push proxy").
+    push_https: Option<Arc<crate::push::https::Https>>,
     /// A service manager restarts this daemon (`--supervised`): on stale code it exits
     /// for it; otherwise it executes its new binary in place ([`crate::reexec`]).
     supervised: bool,
@@ -73,6 +76,7 @@ impl Resident {
             started_at_ms: ledger::now_ms(),
             broker: None,
             forge_api: None,
+            push_https: None,
             supervised: false,
         }
     }
@@ -86,6 +90,15 @@ impl Resident {
     /// The forge API endpoint's state, when it is on (built before the daemon).
     pub fn with_forge_api(mut self, forge_api: Option<Arc<crate::forge_api::Shared>>) -> Resident {
         self.forge_api = forge_api;
+        self
+    }
+
+    /// The push proxy's HTTPS arm, when an HTTPS forge is configured.
+    pub fn with_push_https(
+        mut self,
+        push_https: Option<Arc<crate::push::https::Https>>,
+    ) -> Resident {
+        self.push_https = push_https;
         self
     }
 
@@ -119,8 +132,10 @@ impl Resident {
             return crate::broker::admin::answer(shared, request.op, uid);
         }
         if let Op::ForgeTokenAdd(add) = request.op {
+            // The push proxy's HTTPS forges take the same token when they are configured.
             let shared = self.forge_api.as_deref();
-            return crate::forge_api::admin::token_add(shared, add, uid);
+            let https = self.push_https.as_deref();
+            return crate::push::https::token::token_add(https, shared, add, uid);
         }
         match request.op {
             Op::Ask(ask) => self.ask(*ask, uid).await,

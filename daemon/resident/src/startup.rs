@@ -380,6 +380,7 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
         Resident::new(judge.clone(), own_code, settings.clone(), uids)
             .with_broker(broker.as_ref().map(|prepared| prepared.shared.clone()))
             .with_forge_api(forge_api.as_ref().map(|prepared| prepared.shared.clone()))
+            .with_push_https(push.as_ref().and_then(|p| p.settings.https.clone()))
             .supervised(supervised),
     );
     tracing::info!(

@@ -54,6 +54,8 @@ enum Arm {
         child: Child,
         stderr: tokio::task::JoinHandle<Vec<u8>>,
     },
+    /// The HTTPS arm: smart HTTP's two requests in a task of their own ([`super::https`]).
+    Https(super::https::Exchange),
 }
 
 impl Connection {
@@ -98,15 +100,35 @@ impl Connection {
         })
     }
 
+    /// A connection of the HTTPS arm: `reader` and `writer` are its pipes to the task
+    /// that holds the requests ([`super::https`]).
+    pub(super) fn https(
+        reader: Box<dyn AsyncRead + Unpin + Send>,
+        writer: Box<dyn AsyncWrite + Unpin + Send>,
+        exchange: super::https::Exchange,
+    ) -> Connection {
+        Connection {
+            reader,
+            writer: Some(writer),
+            arm: Arm::Https(exchange),
+        }
+    }
+
     /// Drops the connection at once (the forge then applies nothing: its pack never
     /// ended).
     pub async fn kill(mut self) {
+        // The HTTPS arm aborts before its input closes: a closed input ends the request's
+        // body, an abort never sends its end (ARCHITECTURE.md, "Push proxy").
+        if let Arm::Https(exchange) = &self.arm {
+            exchange.abort();
+        }
         self.writer = None;
         match &mut self.arm {
             Arm::Ssh { child, .. } => {
                 let _ = child.start_kill();
                 let _ = child.wait().await;
             }
+            Arm::Https(exchange) => exchange.wait().await,
         }
     }
 
@@ -119,6 +141,7 @@ impl Connection {
                 let said = stderr.await.unwrap_or_default();
                 (ok, one_line(&said))
             }
+            Arm::Https(exchange) => exchange.finish().await,
         }
     }
 }

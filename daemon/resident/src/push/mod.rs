@@ -14,6 +14,7 @@
 //! - [`walk`]: the fast-forward proof from the pack's commits.
 //! - [`target`]: the configured forges and a push URL resolved against them.
 //! - [`forge`]: a connection to the forge's receive-pack (the ssh arm).
+//! - [`https`]: the HTTPS arm (smart HTTP, the token held in memory).
 //! - [`agent`]: the in-memory ssh agent one push's ssh uses.
 //! - [`lane`]: who pushes, and the judgement of the lease and the scope.
 //! - [`answer`]: the daemon's own answers (`ERR`, `ng` for every ref, side-band).
@@ -24,6 +25,7 @@ pub mod advert;
 pub mod agent;
 pub mod answer;
 pub mod forge;
+pub mod https;
 pub mod lane;
 pub mod pkt;
 pub mod request;
@@ -63,6 +65,9 @@ pub struct PushArgs {
     /// A forge the daemon pushes to, ssh://USER@HOST[:PORT]/[PATH/] (its host keys are --broker-forge-host-key's); repeatable [env: ROW_FENCE_PUSH_FORGES, comma-separated]
     #[arg(long = "push-forge", value_name = "URL")]
     pub push_forges: Vec<String>,
+    /// The CA (PEM) an https:// --push-forge is verified against, instead of the system's roots [env: ROW_FENCE_PUSH_CA]
+    #[arg(long, value_name = "FILE")]
+    pub push_ca: Option<PathBuf>,
     /// The largest pack a lane may push, in bytes [env: ROW_FENCE_PUSH_MAX_PACK_BYTES] [default: 1073741824]
     #[arg(long, value_name = "BYTES")]
     pub push_max_pack_bytes: Option<u64>,
@@ -90,6 +95,8 @@ impl PushArgs {
         Some(RawSettings {
             socket,
             forges,
+            // The HTTPS arm's CA (ARCHITECTURE.md, "Push proxy").
+            ca: crate::config::flag_or_env(&self.push_ca, "ROW_FENCE_PUSH_CA"),
             max_pack_bytes: max_pack_bytes.unwrap_or(DEFAULT_MAX_PACK_BYTES),
         })
     }
@@ -102,6 +109,8 @@ pub struct RawSettings {
     pub socket: PathBuf,
     /// The `--push-forge` values.
     pub forges: Vec<String>,
+    /// `--push-ca`: the CA an HTTPS forge is verified against (`None`: the system's roots).
+    pub ca: Option<PathBuf>,
     /// The pack bound, in bytes.
     pub max_pack_bytes: u64,
 }
@@ -115,6 +124,8 @@ pub struct Settings {
     pub max_pack_bytes: u64,
     /// Where pushes' private directories go (`<home>/push-spool`, 0700).
     pub spool: PathBuf,
+    /// The HTTPS arm's client and token, when an https:// forge is configured.
+    pub https: Option<Arc<https::Https>>,
 }
 
 /// Why the push socket did not start; the daemon does not start either.
@@ -127,11 +138,16 @@ pub enum PushStartError {
     )]
     NoBroker,
     /// No forge configured.
-    #[error("--push-socket needs at least one --push-forge ssh://USER@HOST[:PORT]/[PATH/]")]
+    #[error(
+        "--push-socket needs at least one --push-forge ssh://USER@HOST[:PORT]/[PATH/] or https://[USER@]HOST[:PORT]/[PATH/]"
+    )]
     NoForge,
     /// A forge that does not parse.
     #[error(transparent)]
     Forge(#[from] TargetError),
+    /// The HTTPS arm's client (its CA).
+    #[error(transparent)]
+    Https(#[from] https::HttpsError),
     /// The spool directory.
     #[error("the push spool directory {path}: {source}")]
     Spool {
@@ -181,6 +197,8 @@ pub fn prepare(
         .iter()
         .map(|f| Forge::parse(f))
         .collect::<Result<Vec<_>, _>>()?;
+    // The HTTPS arm's client, built once (ARCHITECTURE.md, "Push proxy").
+    let https = https::Https::for_forges(&forges, raw.ca.as_deref(), home)?.map(Arc::new);
     let spool = home.join("push-spool");
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -207,6 +225,7 @@ pub fn prepare(
             forges,
             max_pack_bytes: raw.max_pack_bytes,
             spool,
+            https,
         }),
         listener,
         guard,

@@ -190,7 +190,7 @@ where
     // judgement.
     let (front, dialled) = tokio::join!(
         front(pusher, uid, who, target, dir, files, lane_in, lane_out),
-        dial(target, files),
+        dial(pusher, target, files),
     );
     let Front {
         request,
@@ -324,7 +324,9 @@ where
     W: AsyncWrite + Unpin,
 {
     // Connection 1: the advertisement only.
-    let mut first = Connection::ssh(target, files).map_err(|e| PushError::Forge(e.to_string()))?;
+    // Either arm, by the forge's scheme (the HTTPS arm: super::https).
+    let mut first =
+        super::https::open(pusher, target, files).map_err(|e| PushError::Forge(e.to_string()))?;
     let lines = pkt::read_section(&mut first.reader, MAX_ADVERTISED).await;
     let advert = match lines {
         Ok(lines) => Advertisement::parse(lines),
@@ -417,10 +419,12 @@ where
 
 /// Opens a connection to the forge and reads its advertisement.
 async fn dial(
+    pusher: &Pusher,
     target: &Target,
     files: &SshFiles,
 ) -> Result<(Connection, Advertisement), forge::ForgeError> {
-    let mut conn = Connection::ssh(target, files)?;
+    // Either arm, by the forge's scheme (the HTTPS arm: super::https).
+    let mut conn = super::https::open(pusher, target, files)?;
     match pkt::read_section(&mut conn.reader, MAX_ADVERTISED).await {
         Ok(lines) => Ok((conn, Advertisement::parse(lines))),
         Err(e) => {
@@ -442,6 +446,9 @@ fn request_lines() -> usize {
 fn suffix(said: &str) -> String {
     if said.is_empty() {
         String::new()
+    } else if said.starts_with(super::https::SAID) {
+        // The HTTPS arm names itself.
+        format!(" ({said})")
     } else {
         format!(" (ssh: {said})")
     }

@@ -5,10 +5,13 @@
 
 use url::Url;
 
-/// One configured forge: `ssh://USER@HOST[:PORT]/[PATH-PREFIX/]`.
+/// One configured forge: `ssh://USER@HOST[:PORT]/[PATH-PREFIX/]` (or, for the HTTPS arm,
+/// `https://[USER@]HOST[:PORT]/[PATH-PREFIX/]`: [`super::https`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Forge {
-    /// The user logged in as.
+    /// How the forge is dialled. Added for the HTTPS arm (ARCHITECTURE.md, "Push proxy").
+    pub scheme: Scheme,
+    /// The user logged in as (over HTTPS, the basic-auth user).
     pub user: String,
     /// The host, as configured (a name or an address).
     pub host: String,
@@ -16,6 +19,15 @@ pub struct Forge {
     pub port: u16,
     /// The repositories' path prefix, ending in `/`.
     pub prefix: String,
+}
+
+/// How a forge is dialled (the HTTPS arm: [`super::https`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    /// OpenSSH to `git-receive-pack` ([`super::forge`]).
+    Ssh,
+    /// Smart HTTP over TLS ([`super::https`]).
+    Https,
 }
 
 /// A push's resolved destination.
@@ -34,12 +46,12 @@ pub struct Target {
 pub enum TargetError {
     /// A configured forge that is not an ssh URL the daemon can dial.
     #[error(
-        "--push-forge {0:?} is not ssh://USER@HOST[:PORT]/[PATH/] (the daemon pushes over ssh; HTTPS forges are not served yet)"
+        "--push-forge {0:?} is not ssh://USER@HOST[:PORT]/[PATH/] nor https://[USER@]HOST[:PORT]/[PATH/]"
     )]
     Config(String),
     /// The lane's URL does not parse as one the daemon pushes to.
     #[error(
-        "the push URL {0:?} is not an ssh:// URL (row-fence install broker --repo wires ssh://USER@HOST/PATH)"
+        "the push URL {0:?} is not an ssh:// or https:// URL (row-fence install broker --repo wires ssh://USER@HOST/PATH)"
     )]
     Url(String),
     /// No configured forge covers it.
@@ -57,6 +69,10 @@ pub enum TargetError {
 impl Forge {
     /// Parses a `--push-forge` value.
     pub fn parse(text: &str) -> Result<Forge, TargetError> {
+        // The HTTPS arm parses its own forges (ARCHITECTURE.md, "Push proxy").
+        if text.starts_with("https:") {
+            return super::https::parse_forge(text);
+        }
         let bad = || TargetError::Config(text.to_string());
         let url = Url::parse(text).map_err(|_| bad())?;
         if url.scheme() != "ssh" || url.username().is_empty() || url.password().is_some() {
@@ -71,6 +87,7 @@ impl Forge {
             return Err(bad());
         }
         Ok(Forge {
+            scheme: Scheme::Ssh,
             user: url.username().to_string(),
             host,
             port: url.port().unwrap_or(22),
@@ -90,6 +107,10 @@ impl Forge {
 
 /// Resolves the lane's `url` against `forges`.
 pub fn resolve(forges: &[Forge], url: &str) -> Result<Target, TargetError> {
+    // An https:// URL is resolved against the HTTPS forges only (ARCHITECTURE.md, "Push proxy").
+    if url.starts_with("https:") {
+        return super::https::resolve(forges, url);
+    }
     let parsed = Url::parse(url).map_err(|_| TargetError::Url(url.to_string()))?;
     if parsed.scheme() != "ssh"
         || parsed.password().is_some()
@@ -111,7 +132,8 @@ pub fn resolve(forges: &[Forge], url: &str) -> Result<Target, TargetError> {
     let forge = forges
         .iter()
         .find(|f| {
-            f.user == parsed.username()
+            f.scheme == Scheme::Ssh
+                && f.user == parsed.username()
                 && f.host == host
                 && f.port == port
                 && path.starts_with(&f.prefix)
@@ -181,12 +203,8 @@ mod tests {
 
     #[test]
     fn a_forge_must_be_an_ssh_url_with_a_user() {
-        for bad in [
-            "https://forge/",
-            "ssh://forge/",
-            "forge:/x",
-            "ssh://git:pw@forge/",
-        ] {
+        // (https://forge/ is the HTTPS arm's: push::https's tests.)
+        for bad in ["ssh://forge/", "forge:/x", "ssh://git:pw@forge/"] {
             assert!(Forge::parse(bad).is_err(), "{bad}");
         }
     }

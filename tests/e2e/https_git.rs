@@ -1,0 +1,353 @@
+//! `git http-backend` (git's smart-HTTP server, run as CGI) behind a real HTTPS server
+//! (hyper over rustls) on a loopback port, with basic auth: the push proxy's HTTPS forge
+//! (ARCHITECTURE.md, "Push proxy"). Its certificate is signed by a CA made here with the
+//! openssl CLI (an IP SAN of 127.0.0.1); a second CA signs nothing it serves. Every request
+//! is recorded, with whether its body arrived whole: a request dropped in the middle of
+//! its body never reaches `git http-backend`. A gate can hold a POST's body unread until
+//! the test releases it. Stopped when dropped.
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use std::convert::Infallible;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The basic-auth user the server takes.
+pub const USER: &str = "pusher";
+
+/// One request as the server saw it.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    /// `GET` or `POST`.
+    pub method: String,
+    /// Its path and query.
+    pub target: String,
+    /// Its `Authorization` was the right one.
+    pub authorized: bool,
+    /// Its body arrived whole (`false`: the client dropped it before its end).
+    pub whole: bool,
+}
+
+/// What the server's tasks share.
+struct State {
+    root: PathBuf,
+    authorization: String,
+    seen: Mutex<Vec<Seen>>,
+    posts: AtomicUsize,
+    /// POSTs wait for [`HttpsGit::release`] before their body is read.
+    hold: AtomicBool,
+    gate: tokio::sync::Semaphore,
+}
+
+/// A running server over the bare repositories under `root`.
+pub struct HttpsGit {
+    /// Its loopback port.
+    pub port: u16,
+    /// The CA its certificate is signed by (PEM).
+    pub ca: PathBuf,
+    /// A CA that signed nothing it serves (PEM).
+    pub other_ca: PathBuf,
+    state: Arc<State>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl HttpsGit {
+    /// Makes the certificates in `dir` and serves `root` to `USER` with `token`.
+    pub fn start(dir: &Path, root: &Path, token: &str) -> HttpsGit {
+        let (ca, cert, key) = certificates(dir, "ca", true);
+        let (other_ca, _, _) = certificates(dir, "other", false);
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        use rustls::pki_types::pem::PemObject;
+        let chain: Vec<rustls::pki_types::CertificateDer<'static>> =
+            rustls::pki_types::CertificateDer::pem_file_iter(&cert)
+                .expect("server cert")
+                .map(|c| c.expect("a certificate"))
+                .collect();
+        let key = rustls::pki_types::PrivateKeyDer::from_pem_file(&key).expect("server key");
+        let mut config = rustls::ServerConfig::builder()
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .expect("server config");
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .expect("bind a loopback port");
+        let port = listener.local_addr().expect("local addr").port();
+        let state = Arc::new(State {
+            root: root.to_path_buf(),
+            authorization: format!("Basic {}", base64(format!("{USER}:{token}").as_bytes())),
+            seen: Mutex::new(Vec::new()),
+            posts: AtomicUsize::new(0),
+            hold: AtomicBool::new(false),
+            gate: tokio::sync::Semaphore::new(0),
+        });
+        let shared = state.clone();
+        runtime.spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let acceptor = acceptor.clone();
+                let state = shared.clone();
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(stream).await else {
+                        return;
+                    };
+                    let service = service_fn(move |request| serve(request, state.clone()));
+                    let _ = http1::Builder::new()
+                        .serve_connection(TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+        HttpsGit {
+            port,
+            ca,
+            other_ca,
+            state,
+            runtime: Some(runtime),
+        }
+    }
+
+    /// `https://127.0.0.1:<port>/`.
+    pub fn base(&self) -> String {
+        format!("https://127.0.0.1:{}/", self.port)
+    }
+
+    /// The requests so far.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.state.seen.lock().unwrap().clone()
+    }
+
+    /// From now on, a POST's body is read only after [`Self::release`].
+    pub fn hold_posts(&self) {
+        self.state.hold.store(true, Ordering::SeqCst);
+    }
+
+    /// How many POSTs arrived (their headers; bodies perhaps not yet read).
+    pub fn posts_started(&self) -> usize {
+        self.state.posts.load(Ordering::SeqCst)
+    }
+
+    /// Lets one held POST be read, and stops holding.
+    pub fn release(&self) {
+        self.state.hold.store(false, Ordering::SeqCst);
+        self.state.gate.add_permits(1);
+    }
+}
+
+impl Drop for HttpsGit {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// One request: 401 without the right basic auth, else `git http-backend` as CGI.
+async fn serve(
+    request: Request<Incoming>,
+    state: Arc<State>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let header = |name: &str| {
+        request
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let authorized = header("authorization").as_deref() == Some(state.authorization.as_str());
+    let method = request.method().to_string();
+    let path = request.uri().path().to_string();
+    let query = request.uri().query().unwrap_or("").to_string();
+    let target = request
+        .uri()
+        .path_and_query()
+        .map(|p| p.to_string())
+        .unwrap_or_default();
+    let content_type = header("content-type").unwrap_or_default();
+    if method == "POST" {
+        state.posts.fetch_add(1, Ordering::SeqCst);
+        if state.hold.load(Ordering::SeqCst) {
+            let _ = state.gate.acquire().await.map(|p| p.forget());
+        }
+    }
+    let body = request.into_body().collect().await.map(|b| b.to_bytes());
+    state.seen.lock().unwrap().push(Seen {
+        method: method.clone(),
+        target,
+        authorized,
+        whole: body.is_ok(),
+    });
+    let Ok(body) = body else {
+        return Ok(status(StatusCode::BAD_REQUEST));
+    };
+    if !authorized {
+        return Ok(Response::builder()
+            .status(StatusCode::UNAUTHORIZED)
+            .header("WWW-Authenticate", "Basic realm=\"git\"")
+            .body(Full::new(Bytes::new()))
+            .expect("a response"));
+    }
+    let mut command = tokio::process::Command::new("git");
+    command
+        .arg("http-backend")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &state.root)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_PROJECT_ROOT", &state.root)
+        .env("GIT_HTTP_EXPORT_ALL", "1")
+        .env("REQUEST_METHOD", method)
+        .env("PATH_INFO", path)
+        .env("QUERY_STRING", query)
+        .env("CONTENT_TYPE", content_type)
+        .env("CONTENT_LENGTH", body.len().to_string())
+        .env("REMOTE_USER", USER)
+        .env("REMOTE_ADDR", "127.0.0.1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let Ok(mut child) = command.spawn() else {
+        return Ok(status(StatusCode::INTERNAL_SERVER_ERROR));
+    };
+    let mut stdin = child.stdin.take().expect("stdin");
+    let feed = tokio::spawn(async move {
+        let _ = stdin.write_all(&body).await;
+    });
+    let mut output = Vec::new();
+    let mut stdout = child.stdout.take().expect("stdout");
+    let _ = stdout.read_to_end(&mut output).await;
+    let _ = feed.await;
+    let _ = child.wait().await;
+    Ok(cgi_response(&output))
+}
+
+/// Turns a CGI program's output (headers, a blank line, the body) into a response.
+fn cgi_response(output: &[u8]) -> Response<Full<Bytes>> {
+    let split = output
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|at| (at, 4))
+        .or_else(|| {
+            output
+                .windows(2)
+                .position(|w| w == b"\n\n")
+                .map(|at| (at, 2))
+        });
+    let Some((at, gap)) = split else {
+        return status(StatusCode::BAD_GATEWAY);
+    };
+    let mut response = Response::builder().status(StatusCode::OK);
+    for line in String::from_utf8_lossy(&output[..at]).lines() {
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        if name.eq_ignore_ascii_case("status") {
+            let code = value.split(' ').next().and_then(|c| c.parse().ok());
+            response = response.status(code.unwrap_or(500));
+        } else {
+            response = response.header(name.trim(), value);
+        }
+    }
+    response
+        .body(Full::new(Bytes::copy_from_slice(&output[at + gap..])))
+        .unwrap_or_else(|_| status(StatusCode::BAD_GATEWAY))
+}
+
+fn status(code: StatusCode) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(code)
+        .body(Full::new(Bytes::new()))
+        .expect("a response")
+}
+
+/// Standard base64 with padding (basic auth's).
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// A CA named `name` in `dir` and, when `serve`, a certificate for 127.0.0.1 it signed
+/// (P-256, 2 days): the CA's PEM, the server's certificate and key.
+fn certificates(dir: &Path, name: &str, serve: bool) -> (PathBuf, PathBuf, PathBuf) {
+    let p = |file: &str| dir.join(format!("{name}-{file}"));
+    let openssl = |args: &[&str], files: &[(&str, PathBuf)]| {
+        let mut cmd = Command::new("openssl");
+        cmd.args(args).stdin(Stdio::null());
+        for (flag, path) in files {
+            cmd.arg(flag).arg(path);
+        }
+        let out = cmd.output().expect("openssl runs");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
+    let subject = format!("/CN=row-fence push test CA {name}");
+    let mut ca = vec!["req", "-x509", "-nodes", "-days", "2"];
+    ca.extend(ec);
+    ca.extend(["-subj", &subject]);
+    openssl(&ca, &[("-keyout", p("ca.key")), ("-out", p("ca.pem"))]);
+    if serve {
+        std::fs::write(
+            p("server.ext"),
+            "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nsubjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+        )
+        .expect("server.ext");
+        let mut req = vec!["req", "-nodes"];
+        req.extend(ec);
+        req.extend(["-subj", "/CN=127.0.0.1"]);
+        openssl(
+            &req,
+            &[("-keyout", p("server.key")), ("-out", p("server.csr"))],
+        );
+        openssl(
+            &["x509", "-req", "-days", "2", "-set_serial", "1"],
+            &[
+                ("-in", p("server.csr")),
+                ("-CA", p("ca.pem")),
+                ("-CAkey", p("ca.key")),
+                ("-extfile", p("server.ext")),
+                ("-out", p("server.pem")),
+            ],
+        );
+    }
+    (p("ca.pem"), p("server.pem"), p("server.key"))
+}
+
+#[test]
+fn base64_is_the_standard_alphabet_with_padding() {
+    assert_eq!(base64(b"lane:secret"), "bGFuZTpzZWNyZXQ=");
+    assert_eq!(base64(b"ab"), "YWI=");
+    assert_eq!(base64(b"abc"), "YWJj");
+}
