@@ -177,6 +177,30 @@ enum Shape {
     Graphql,
 }
 
+/// Why the peer of a forge API request is no lane the daemon can judge for (the
+/// refusal's sentence is its Display).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+enum Unidentified {
+    /// The socket gave no peer credentials.
+    #[error("the socket did not tell the peer's uid")]
+    NoPeerUid,
+    /// A caller under the daemon's own uid sent no placeholder token.
+    #[error("no placeholder token in Authorization (row-fence install gh)")]
+    NoPlaceholder,
+    /// The placeholder token sent is no registered lane's.
+    #[error("the placeholder token names no lane (row-fence install gh)")]
+    UnknownPlaceholder,
+    /// The lane the placeholder names was registered without a descriptor; its name.
+    #[error("lane {0} is registered without a descriptor")]
+    NoDescriptor(String),
+    /// The peer's uid is bound to no lane.
+    #[error("uid {0} is bound to no lane")]
+    UnboundUid(u32),
+    /// The lane the uid is bound to is not registered for the forge API; its name.
+    #[error("lane {0} is not registered for the forge API")]
+    Unregistered(String),
+}
+
 /// Where a lane's descriptor is read from, when a write needs it.
 enum Source {
     /// The hard mode: the broker's binding for the peer's uid.
@@ -248,7 +272,9 @@ impl ForgeApi {
         };
         let (name, repo, source) = match self.identify(peer, &parts.headers, &lanes) {
             Ok(found) => found,
-            Err(why) => return refuse(StatusCode::FORBIDDEN, peer_refused(why), true),
+            Err(why) => {
+                return refuse(StatusCode::FORBIDDEN, peer_refused(why.to_string()), true);
+            }
         };
         let collected =
             tokio::time::timeout(BODY_TIMEOUT, Limited::new(body, MAX_BODY_BYTES).collect())
@@ -383,9 +409,9 @@ impl ForgeApi {
         peer: Peer,
         headers: &HeaderMap,
         lanes: &ForgeLanes,
-    ) -> Result<(String, String, Source), String> {
+    ) -> Result<(String, String, Source), Unidentified> {
         let Some(uid) = peer.uid else {
-            return Err("the socket did not tell the peer's uid".into());
+            return Err(Unidentified::NoPeerUid);
         };
         if uid == self.own_uid {
             let token = headers
@@ -397,14 +423,14 @@ impl ForgeApi {
                         .or_else(|| h.strip_prefix("bearer "))
                 })
                 .map(str::trim)
-                .ok_or("no placeholder token in Authorization (row-fence install gh)")?;
+                .ok_or(Unidentified::NoPlaceholder)?;
             let lane = lanes
                 .by_placeholder(token)
-                .ok_or("the placeholder token names no lane (row-fence install gh)")?;
+                .ok_or(Unidentified::UnknownPlaceholder)?;
             let path = lane
                 .descriptor
                 .clone()
-                .ok_or_else(|| format!("lane {} is registered without a descriptor", lane.lane))?;
+                .ok_or_else(|| Unidentified::NoDescriptor(lane.lane.clone()))?;
             return Ok((lane.lane.clone(), lane.repo.clone(), Source::Path(path)));
         }
         let binding = match &self.bindings {
@@ -416,11 +442,11 @@ impl ForgeApi {
                     .and_then(|l| l.lane_of(uid).cloned())
             }
         }
-        .ok_or_else(|| format!("uid {uid} is bound to no lane"))?;
+        .ok_or(Unidentified::UnboundUid(uid))?;
         let name = binding.lane.clone().unwrap_or_default();
         let lane = lanes
             .by_lane(&name)
-            .ok_or_else(|| format!("lane {name} is not registered for the forge API"))?;
+            .ok_or_else(|| Unidentified::Unregistered(name.clone()))?;
         Ok((name, lane.repo.clone(), Source::Bound(binding)))
     }
 
@@ -458,7 +484,8 @@ impl ForgeApi {
             _ if graphql => Err(format!("{method} to the GraphQL endpoint")),
             Method::POST | Method::PUT | Method::PATCH | Method::DELETE => {
                 let prefix = self.shared.settings.rest_prefix();
-                let route = rest::route(method.as_str(), path, prefix)?;
+                let route =
+                    rest::route(method.as_str(), path, prefix).map_err(|e| e.to_string())?;
                 if query.is_some() {
                     return Err(format!("{method} {path}: a write carries no query"));
                 }
