@@ -201,6 +201,49 @@ enum Unidentified {
     Unregistered(String),
 }
 
+/// Why a request is passed for no lane: a write the daemon cannot judge (the refusal's
+/// sentence is its Display, after the lane's name).
+#[derive(Debug, thiserror::Error)]
+enum Unjudged {
+    /// A GraphQL GET's query string is refused (its sentence, from the target's rules).
+    #[error("{0}")]
+    GraphqlGet(String),
+    /// A GraphQL GET names a listed mutation.
+    #[error("a mutation sent by GET")]
+    MutationByGet,
+    /// A GraphQL document is not one the daemon lists (its sentence).
+    #[error("{0}")]
+    Unlisted(String),
+    /// A GraphQL body naming a listed mutation is not a single request object.
+    #[error("the GraphQL body is not one request")]
+    NotOneRequest,
+    /// A method other than GET, HEAD and POST sent to the GraphQL endpoint.
+    #[error("{0} to the GraphQL endpoint")]
+    MethodToGraphql(Method),
+    /// A REST write whose method and path name no listed route.
+    #[error(transparent)]
+    Route(#[from] rest::NotListed),
+    /// A REST write carrying a query string.
+    #[error("{method} {path}: a write carries no query")]
+    Query {
+        /// The request's method.
+        method: Method,
+        /// The request's path.
+        path: String,
+    },
+    /// A REST write whose body is not a JSON object.
+    #[error("{method} {path}: the body is not a JSON object")]
+    BodyNotObject {
+        /// The request's method.
+        method: Method,
+        /// The request's path.
+        path: String,
+    },
+    /// A method that is neither a read nor a listed write.
+    #[error("{0} is not a listed write")]
+    UnlistedMethod(Method),
+}
+
 /// Where a lane's descriptor is read from, when a write needs it.
 enum Source {
     /// The hard mode: the broker's binding for the peer's uid.
@@ -459,15 +502,15 @@ impl ForgeApi {
         query: Option<&str>,
         body: &Bytes,
         shape: Shape,
-    ) -> Result<Option<Write>, String> {
+    ) -> Result<Option<Write>, Unjudged> {
         let graphql = shape == Shape::Graphql;
         match *method {
             Method::GET | Method::HEAD if graphql => {
-                let document = super::target::graphql_get(query)?;
+                let document = super::target::graphql_get(query).map_err(Unjudged::GraphqlGet)?;
                 match graphql::classify_get(document.as_deref()) {
                     Kind::Read => Ok(None),
-                    Kind::Listed(_) => Err("a mutation sent by GET".into()),
-                    Kind::Unlisted(why) => Err(why),
+                    Kind::Listed(_) => Err(Unjudged::MutationByGet),
+                    Kind::Unlisted(why) => Err(Unjudged::Unlisted(why)),
                 }
             }
             Method::GET | Method::HEAD => Ok(None),
@@ -475,31 +518,38 @@ impl ForgeApi {
                 Kind::Read => Ok(None),
                 Kind::Listed(call) => {
                     let Ok(Json::Object(request)) = serde_json::from_slice(body) else {
-                        return Err("the GraphQL body is not one request".into());
+                        return Err(Unjudged::NotOneRequest);
                     };
                     Ok(Some(Write::Graphql(call, request)))
                 }
-                Kind::Unlisted(why) => Err(why),
+                Kind::Unlisted(why) => Err(Unjudged::Unlisted(why)),
             },
-            _ if graphql => Err(format!("{method} to the GraphQL endpoint")),
+            _ if graphql => Err(Unjudged::MethodToGraphql(method.clone())),
             Method::POST | Method::PUT | Method::PATCH | Method::DELETE => {
                 let prefix = self.shared.settings.rest_prefix();
-                let route =
-                    rest::route(method.as_str(), path, prefix).map_err(|e| e.to_string())?;
+                let route = rest::route(method.as_str(), path, prefix)?;
                 if query.is_some() {
-                    return Err(format!("{method} {path}: a write carries no query"));
+                    return Err(Unjudged::Query {
+                        method: method.clone(),
+                        path: path.to_string(),
+                    });
                 }
                 let body = if body.is_empty() {
                     Map::new()
                 } else {
                     match serde_json::from_slice(body) {
                         Ok(Json::Object(body)) => body,
-                        _ => return Err(format!("{method} {path}: the body is not a JSON object")),
+                        _ => {
+                            return Err(Unjudged::BodyNotObject {
+                                method: method.clone(),
+                                path: path.to_string(),
+                            });
+                        }
                     }
                 };
                 Ok(Some(Write::Rest(route, body)))
             }
-            _ => Err(format!("{method} is not a listed write")),
+            _ => Err(Unjudged::UnlistedMethod(method.clone())),
         }
     }
 
