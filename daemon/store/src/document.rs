@@ -185,8 +185,12 @@ impl BoardDocument {
 /// Reads a row lease value; a value row-fence did not write is `Corrupt` (an ask on it is
 /// COULD NOT READ, never ALLOWED).
 pub fn parse_row_lease(value: &serde_json::Value) -> Result<RowLease, StoreError> {
-    serde_json::from_value(value.clone())
-        .map_err(|e| StoreError::Corrupt(format!("a claims record is not a row lease: {e}")))
+    serde_json::from_value(value.clone()).map_err(|e| {
+        StoreError::Corrupt(crate::Detail::caused_by(
+            format!("a claims record is not a row lease: {e}"),
+            e,
+        ))
+    })
 }
 
 /// Checks what a batch names before anything is read: section names are slugs that do not

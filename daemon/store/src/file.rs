@@ -361,14 +361,18 @@ impl Drop for HeldBoard {
 
 /// Parses `path`'s bytes as the document of `board`.
 fn parse(board: &str, path: &Path, bytes: &[u8]) -> Result<BoardDocument, StoreError> {
-    let document: BoardDocument = serde_json::from_slice(bytes)
-        .map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display())))?;
+    let document: BoardDocument = serde_json::from_slice(bytes).map_err(|e| {
+        StoreError::Corrupt(crate::Detail::caused_by(
+            format!("{}: {e}", path.display()),
+            e,
+        ))
+    })?;
     if document.board != board {
-        return Err(StoreError::Corrupt(format!(
+        return Err(StoreError::Corrupt(crate::Detail::from(format!(
             "{} holds board {:?}, not {board:?}",
             path.display(),
             document.board
-        )));
+        ))));
     }
     Ok(document)
 }

@@ -72,8 +72,12 @@ fn read(path: &Path) -> Result<Option<Contents>, StoreError> {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let entry = serde_json::from_slice(line)
-            .map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display())))?;
+        let entry = serde_json::from_slice(line).map_err(|e| {
+            StoreError::Corrupt(crate::Detail::caused_by(
+                format!("{}: {e}", path.display()),
+                e,
+            ))
+        })?;
         entries.push((entry, start as u64));
     }
     Ok(Some(Contents {

@@ -466,7 +466,7 @@ pub enum StoreError {
     HomeUnwritable(#[source] Detail),
     /// A stored record or document is not what row-fence writes.
     #[error("the store holds malformed data: {0}")]
-    Corrupt(String),
+    Corrupt(#[source] Detail),
     /// The board was moved to another layout or store; this one no longer serves it.
     #[error("the board has moved: {0}")]
     Moved(Moved),
@@ -918,6 +918,25 @@ mod tests {
                 .unwrap()
                 .source()
                 .is_none()
+        );
+    }
+
+    #[test]
+    fn malformed_data_keeps_the_parse_error_beneath_it_and_its_sentence() {
+        use std::error::Error as _;
+        let e = document::parse_row_lease(&serde_json::json!({"lane": 3}))
+            .expect_err("not a row lease");
+        assert!(matches!(e, StoreError::Corrupt(_)), "{e:?}");
+        assert!(
+            e.to_string().starts_with(
+                "the store holds malformed data: a claims record is not a row lease: "
+            ),
+            "{e}"
+        );
+        let cause = e.source().and_then(|d| d.source());
+        assert!(
+            cause.is_some_and(|c| c.downcast_ref::<serde_json::Error>().is_some()),
+            "the JSON error beneath: {cause:?}"
         );
     }
 }

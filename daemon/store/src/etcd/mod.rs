@@ -204,9 +204,9 @@ impl EtcdStore {
             .into_iter()
             .map(|r| match r {
                 TxnOpResponse::Get(get) => Ok(get.kvs().to_vec()),
-                other => Err(StoreError::Corrupt(format!(
+                other => Err(StoreError::Corrupt(crate::Detail::from(format!(
                     "etcd answered a read with {other:?}"
-                ))),
+                )))),
             })
             .collect()
     }
@@ -236,7 +236,7 @@ impl EtcdStore {
         for kv in kvs {
             let full = kv
                 .key_str()
-                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                .map_err(|e| StoreError::Corrupt(crate::Detail::caused_by(e.to_string(), e)))?;
             let Some((_, key)) = keys.parse_record(full) else {
                 continue;
             };
@@ -359,9 +359,9 @@ impl EtcdStore {
             .into_iter()
             .map(|r| match r {
                 TxnOpResponse::Get(get) => Ok(get.kvs().to_vec()),
-                other => Err(StoreError::Corrupt(format!(
+                other => Err(StoreError::Corrupt(crate::Detail::from(format!(
                     "etcd answered a read with {other:?}"
-                ))),
+                )))),
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Err(Board::from_answers(&keys, answers)))
@@ -461,10 +461,10 @@ impl Board {
 /// A record stored as JSON.
 fn parse_record(kv: &KeyValue) -> Result<Record, StoreError> {
     serde_json::from_slice(kv.value()).map_err(|e| {
-        StoreError::Corrupt(format!(
+        StoreError::Corrupt(crate::Detail::from(format!(
             "{} is not a row-fence record: {e}",
             String::from_utf8_lossy(kv.key())
-        ))
+        )))
     })
 }
 
@@ -699,8 +699,12 @@ impl LeaseStore for EtcdStore {
             .unwrap_or_default();
         kvs.iter()
             .map(|kv| {
-                serde_json::from_slice(kv.value())
-                    .map_err(|e| StoreError::Corrupt(format!("a fence log entry: {e}")))
+                serde_json::from_slice(kv.value()).map_err(|e| {
+                    StoreError::Corrupt(crate::Detail::caused_by(
+                        format!("a fence log entry: {e}"),
+                        e,
+                    ))
+                })
             })
             .collect()
     }
@@ -800,9 +804,9 @@ impl LeaseStore for EtcdStore {
         });
         match held {
             Some(value) => StoreId::parse(&String::from_utf8_lossy(&value)).map(Some),
-            None => Err(StoreError::Corrupt(
-                "etcd answered the identity's creation without it".into(),
-            )),
+            None => Err(StoreError::Corrupt(crate::Detail::from(
+                "etcd answered the identity's creation without it",
+            ))),
         }
     }
 
