@@ -199,10 +199,10 @@ pub fn validate_batch(batch: &FencedBatch) -> Result<(), StoreError> {
     for write in &batch.writes {
         validate_section(&write.section)?;
         if write.key.is_empty() || write.key.len() > 1024 {
-            return Err(StoreError::Invalid(format!(
+            return Err(StoreError::Invalid(crate::Detail::from(format!(
                 "a record key must be 1-1024 bytes (section {})",
                 write.section
-            )));
+            ))));
         }
         write.expectation()?;
     }
@@ -211,12 +211,15 @@ pub fn validate_batch(batch: &FencedBatch) -> Result<(), StoreError> {
 
 /// A section name is a slug like a board's and is not one of [`RESERVED_SECTIONS`].
 pub fn validate_section(section: &str) -> Result<(), StoreError> {
-    validate_board(section)
-        .map_err(|_| StoreError::Invalid(format!("section {section:?} is not a slug")))?;
+    validate_board(section).map_err(|_| {
+        StoreError::Invalid(crate::Detail::from(format!(
+            "section {section:?} is not a slug"
+        )))
+    })?;
     if RESERVED_SECTIONS.contains(&section) {
-        return Err(StoreError::Invalid(format!(
+        return Err(StoreError::Invalid(crate::Detail::from(format!(
             "section {section:?} is reserved"
-        )));
+        ))));
     }
     Ok(())
 }

@@ -472,7 +472,7 @@ pub enum StoreError {
     Moved(Moved),
     /// The request itself is invalid (a bad board name, a bad batch).
     #[error("{0}")]
-    Invalid(String),
+    Invalid(#[source] Detail),
 }
 
 /// What happened, as a sentence, and the error beneath it where there is one (an I/O
@@ -769,11 +769,11 @@ pub trait LeaseStore: Send + Sync + fmt::Debug {
         // Records without a revision counter are no board this store wrote whole.
         let there = self.section_names(board).await.map_err(refused)?;
         if !there.is_empty() {
-            return Err(refused(StoreError::Invalid(format!(
+            return Err(refused(StoreError::Invalid(crate::Detail::from(format!(
                 "{} holds records of board {board} (sections {}) but no revision; nothing was copied",
                 self.describe(),
                 there.join(", ")
-            ))));
+            )))));
         }
         let batch = FencedBatch {
             writes: records.iter().map(copy::CopiedRecord::put).collect(),
@@ -795,10 +795,10 @@ pub trait LeaseStore: Send + Sync + fmt::Debug {
     /// key of a board that has records but was never made usable; refused (`Invalid`,
     /// nothing dropped) for any other board. How many keys were dropped.
     async fn drop_partial(&self, board: &str) -> Result<usize, StoreError> {
-        Err(StoreError::Invalid(format!(
+        Err(StoreError::Invalid(crate::Detail::from(format!(
             "{} writes a copied board all or nothing: there is no partial copy of board {board} to drop",
             self.describe()
-        )))
+        ))))
     }
 
     /// How many times the store connection was found lost (each loss makes it

@@ -91,12 +91,13 @@ impl EtcdStore {
     /// Opens the store a URL names (keys under `prefix`). Never connects here, so a daemon
     /// starts while its store is down; a bad URL is `Invalid` and names what is wrong.
     pub fn open(url: &str, prefix: &str) -> Result<EtcdStore, StoreError> {
-        let url = EtcdUrl::parse(url).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let url = EtcdUrl::parse(url)
+            .map_err(|e| StoreError::Invalid(crate::Detail::caused_by(e.to_string(), e)))?;
         let prefix = prefix.trim_end_matches('/');
         if prefix.is_empty() {
-            return Err(StoreError::Invalid(
-                "the etcd store needs a key prefix".into(),
-            ));
+            return Err(StoreError::Invalid(crate::Detail::from(
+                "the etcd store needs a key prefix",
+            )));
         }
         // Another prefix's keys are `<prefix>/board/…`: a prefix with a `board` segment
         // could lie inside one of its boards (`rf/board/b/rec/s` under `rf`'s board b).
@@ -104,10 +105,10 @@ impl EtcdStore {
             .split('/')
             .any(|segment| segment == keys::BOARD_SEGMENT)
         {
-            return Err(StoreError::Invalid(format!(
+            return Err(StoreError::Invalid(crate::Detail::from(format!(
                 "etcd key prefix {prefix:?} has a `{}` segment, which could put its keys inside another prefix's boards; choose another",
                 keys::BOARD_SEGMENT
-            )));
+            ))));
         }
         Ok(EtcdStore {
             members: members::Members::new(&url),
@@ -469,7 +470,8 @@ fn parse_record(kv: &KeyValue) -> Result<Record, StoreError> {
 }
 
 fn check_board(board: &str) -> Result<(), StoreError> {
-    validate_board(board).map_err(|e| StoreError::Invalid(e.to_string()))
+    validate_board(board)
+        .map_err(|e| StoreError::Invalid(crate::Detail::caused_by(e.to_string(), e)))
 }
 
 #[async_trait]

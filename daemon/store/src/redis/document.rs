@@ -58,9 +58,9 @@ fn sha1_hex(raw: &str) -> String {
 impl RedisDocument {
     fn standalone(&self) -> Result<(), StoreError> {
         if self.shared.conn.is_cluster() {
-            Err(StoreError::Invalid(
-                "the document layout needs a standalone Redis, not a cluster".into(),
-            ))
+            Err(StoreError::Invalid(crate::Detail::from(
+                "the document layout needs a standalone Redis, not a cluster",
+            )))
         } else {
             Ok(())
         }
@@ -134,8 +134,8 @@ impl RedisDocument {
         document: &BoardDocument,
     ) -> Result<(), StoreError> {
         let s = &self.shared;
-        let body =
-            serde_json::to_string(document).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let body = serde_json::to_string(document)
+            .map_err(|e| StoreError::Invalid(crate::Detail::caused_by(e.to_string(), e)))?;
         let mut invocation = s.cas.prepare_invoke();
         invocation
             .key(s.state().current())

@@ -150,8 +150,12 @@ static READ_LUA: LazyLock<String> =
 impl Shared {
     fn open(url: &str, prefix: &str) -> Result<Arc<Shared>, StoreError> {
         let redacted = super::spec::redact(&url::without_options(url));
-        let parsed = url::StoreUrl::parse(url)
-            .map_err(|e| StoreError::Invalid(format!("store {redacted}: {e}")))?;
+        let parsed = url::StoreUrl::parse(url).map_err(|e| {
+            StoreError::Invalid(crate::Detail::caused_by(
+                format!("store {redacted}: {e}"),
+                e,
+            ))
+        })?;
         let options = durability::Options {
             min_replicas: parsed.min_replicas,
             replicas: parsed.replicas,
@@ -159,8 +163,12 @@ impl Shared {
             volatile: parsed.volatile,
             prefix: prefix.to_string(),
         };
-        let conn = Conn::open(&parsed.location, options)
-            .map_err(|e| StoreError::Invalid(format!("store {redacted}: {e}")))?;
+        let conn = Conn::open(&parsed.location, options).map_err(|e| {
+            StoreError::Invalid(crate::Detail::caused_by(
+                format!("store {redacted}: {e}"),
+                e,
+            ))
+        })?;
         Ok(Arc::new(Shared {
             conn,
             wait_ms: parsed.wait_ms,
@@ -868,5 +876,5 @@ fn decode<T: redis::FromRedisValue>(value: redis::Value) -> Result<T, StoreError
 
 fn check_board(board: &str) -> Result<(), StoreError> {
     row_fence_contract::descriptor::validate_board(board)
-        .map_err(|e| StoreError::Invalid(e.to_string()))
+        .map_err(|e| StoreError::Invalid(crate::Detail::caused_by(e.to_string(), e)))
 }

@@ -229,8 +229,9 @@ impl RedisRecords {
             let (kind, value) = match write.kind {
                 WriteKind::Put => (
                     "put",
-                    serde_json::to_string(&write.value)
-                        .map_err(|e| StoreError::Invalid(e.to_string()))?,
+                    serde_json::to_string(&write.value).map_err(|e| {
+                        StoreError::Invalid(crate::Detail::caused_by(e.to_string(), e))
+                    })?,
                 ),
                 WriteKind::Delete => ("delete", String::new()),
                 WriteKind::Check => ("check", String::new()),
