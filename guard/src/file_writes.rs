@@ -9,7 +9,7 @@
 
 use crate::file_tools::{self, APPLY_PATCH};
 use crate::real_path;
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
 
 /// The harnesses' settings directories: a hook switched off there is off for the next
 /// session.
@@ -26,6 +26,65 @@ pub struct Rules<'a> {
     pub unknown_base: Option<&'a str>,
 }
 
+/// Why a file tool's write is denied (the denial's sentence is its Display).
+#[derive(Debug, thiserror::Error)]
+pub enum WriteDenied {
+    /// The tool's input could not be read as the paths it writes
+    /// ([`file_tools::Unread`]).
+    #[error("{0}")]
+    Unread(file_tools::Unread),
+    /// A relative path, while the directory the tool runs in is unknown: it names no
+    /// place the guard can judge.
+    #[error("{}: a relative path, and the directory the tool runs in is unknown ({why}); name the file by its absolute path", .path.display())]
+    RelativeFromUnknownBase {
+        /// The relative path, as the input names it.
+        path: PathBuf,
+        /// Why the directory the tool runs in is unknown.
+        why: String,
+    },
+    /// A tool the guard does not know names more strings than it judges
+    /// ([`MAX_OPAQUE_STRINGS`]).
+    #[error(
+        "`{tool}` is a tool the guard does not know, and its input holds more than {MAX_OPAQUE_STRINGS} strings, any of which it may write"
+    )]
+    TooManyStrings {
+        /// The tool's name.
+        tool: String,
+    },
+    /// A path the tool writes lands in a place `rules` close.
+    #[error("{}: {place}", .target.display())]
+    Closed {
+        /// The path as the tool names it (absolute, before links are resolved).
+        target: PathBuf,
+        /// Where it lands, or that the guard cannot tell.
+        place: ClosedPlace,
+    },
+}
+
+/// A closed place a write lands in, or why the guard cannot tell where it lands.
+#[derive(Debug, thiserror::Error)]
+pub enum ClosedPlace {
+    /// The path could not be resolved as the kernel would (fail closed).
+    #[error("the guard cannot resolve where it lands ({0})")]
+    Unresolved(#[source] real_path::Unresolved),
+    /// The fence's home (its real path).
+    #[error("it lands in the fence's home {} (session bindings, quarantine records), which no tool call writes", .0.display())]
+    Home(PathBuf),
+    /// A `.git` directory, in any spelling the disk opens as it.
+    #[error(
+        "it lands in a .git directory, which a session whose row is not ALLOWED does not write"
+    )]
+    DotGit,
+    /// A harness's settings directory (one of [`SETTINGS_DIRS`]).
+    #[error(
+        "it lands in a harness's settings ({0}), which a session whose row is not ALLOWED does not write"
+    )]
+    Settings(&'static str),
+    /// A directory laid out as a git directory (its real path).
+    #[error("it lands in the git directory {}, which a session whose row is not ALLOWED does not write", .0.display())]
+    GitDir(PathBuf),
+}
+
 /// `Ok` when the call of `name` with `input` writes nowhere `rules` close (or is not a
 /// file tool that writes); else why not. Relative paths are taken from `base`.
 pub fn check(
@@ -33,14 +92,15 @@ pub fn check(
     input: &serde_json::Value,
     base: &Path,
     rules: &Rules,
-) -> Result<(), String> {
-    let targets = |base: &Path| -> Result<Option<Vec<std::path::PathBuf>>, String> {
+) -> Result<(), WriteDenied> {
+    let targets = |base: &Path| -> Result<Option<Vec<PathBuf>>, WriteDenied> {
         Ok(Some(if name == APPLY_PATCH {
-            file_tools::patch_targets(input, base)?
+            file_tools::patch_targets(input, base).map_err(WriteDenied::Unread)?
         } else {
             match file_tools::find(name) {
                 Some(tool) if file_tools::writes(name) => {
-                    let named = file_tools::named(tool, input, base, false)?;
+                    let named =
+                        file_tools::named(tool, input, base, false).map_err(WriteDenied::Unread)?;
                     named.paths.into_iter().chain(named.unknown).collect()
                 }
                 _ => return Ok(None),
@@ -60,10 +120,10 @@ pub fn check(
         // Taken from an empty base, a relative path stays relative.
         let bare = targets(Path::new(""))?.unwrap_or_default();
         if let Some(relative) = bare.iter().find(|p| !p.is_absolute()) {
-            return Err(format!(
-                "{}: a relative path, and the directory the tool runs in is unknown ({why}); name the file by its absolute path",
-                relative.display()
-            ));
+            return Err(WriteDenied::RelativeFromUnknownBase {
+                path: relative.clone(),
+                why: why.to_string(),
+            });
         }
     }
     for target in absolute {
@@ -90,7 +150,7 @@ fn opaque_stays_out_of_home(
     input: &serde_json::Value,
     base: &Path,
     rules: &Rules,
-) -> Result<(), String> {
+) -> Result<(), WriteDenied> {
     if rules.home.is_none() {
         return Ok(());
     }
@@ -100,9 +160,9 @@ fn opaque_stays_out_of_home(
         match value {
             serde_json::Value::String(text) => {
                 if texts.len() == MAX_OPAQUE_STRINGS {
-                    return Err(format!(
-                        "`{name}` is a tool the guard does not know, and its input holds more than {MAX_OPAQUE_STRINGS} strings, any of which it may write"
-                    ));
+                    return Err(WriteDenied::TooManyStrings {
+                        tool: name.to_string(),
+                    });
                 }
                 texts.push(text.as_str());
             }
@@ -132,19 +192,22 @@ fn opaque_stays_out_of_home(
     Ok(())
 }
 
-fn lands_open(target: &Path, rules: &Rules) -> Result<(), String> {
-    let denied = |why: &str| Err(format!("{}: {why}", target.display()));
+/// `Ok` when `target` lands nowhere `rules` close; else where it lands.
+fn lands_open(target: &Path, rules: &Rules) -> Result<(), WriteDenied> {
+    let denied = |place: ClosedPlace| {
+        Err(WriteDenied::Closed {
+            target: target.to_path_buf(),
+            place,
+        })
+    };
     let landing = match real_path::resolve(target) {
         Ok(landing) => landing.real,
-        Err(e) => return denied(&format!("the guard cannot resolve where it lands ({e})")),
+        Err(e) => return denied(ClosedPlace::Unresolved(e)),
     };
     if let Some(home) = rules.home.and_then(|h| real_path::resolve(h).ok())
         && landing.starts_with(&home.real)
     {
-        return denied(&format!(
-            "it lands in the fence's home {} (session bindings, quarantine records), which no tool call writes",
-            home.real.display()
-        ));
+        return denied(ClosedPlace::Home(home.real));
     }
     if !rules.guard_git {
         return Ok(());
@@ -154,21 +217,14 @@ fn lands_open(target: &Path, rules: &Rules) -> Result<(), String> {
             continue;
         };
         if real_path::is_dot_git(name) {
-            return denied(
-                "it lands in a .git directory, which a session whose row is not ALLOWED does not write",
-            );
+            return denied(ClosedPlace::DotGit);
         }
         if let Some(dir) = SETTINGS_DIRS.iter().find(|d| real_path::names_dir(name, d)) {
-            return denied(&format!(
-                "it lands in a harness's settings ({dir}), which a session whose row is not ALLOWED does not write"
-            ));
+            return denied(ClosedPlace::Settings(dir));
         }
     }
     if let Some(git_dir) = landing.ancestors().skip(1).find(|a| is_git_dir(a)) {
-        return denied(&format!(
-            "it lands in the git directory {}, which a session whose row is not ALLOWED does not write",
-            git_dir.display()
-        ));
+        return denied(ClosedPlace::GitDir(git_dir.to_path_buf()));
     }
     Ok(())
 }

@@ -58,7 +58,7 @@ fn store_failure(e: StoreError) -> Failure {
         StoreError::StaleLease(why) => Failure::refused(format!(
             "the controller lease is stale ({why}); nothing was written"
         )),
-        StoreError::Invalid(why) => Failure::usage(why),
+        StoreError::Invalid(why) => Failure::usage(why.to_string()),
         other => Failure::could_not(other.to_string()),
     }
 }

@@ -92,8 +92,8 @@ pub async fn run(args: TopArgs, settings: &Settings) -> Outcome {
         validate_board(board).map_err(Failure::usage)?;
     }
     let refresh = refresh_period(args.refresh_ms).map_err(|e| Failure::usage(e.to_string()))?;
-    let mut gatherer =
-        gather::Gatherer::new(settings, once_each(&args.board)).map_err(Failure::could_not)?;
+    let mut gatherer = gather::Gatherer::new(settings, once_each(&args.board))
+        .map_err(|e| Failure::could_not(e.to_string()))?;
     if args.once {
         let snapshot = gatherer.gather().await;
         if args.json {

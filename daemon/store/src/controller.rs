@@ -77,9 +77,9 @@ pub struct Shown {
 
 fn parse(value: &Value) -> Result<ControllerLease, ControllerError> {
     serde_json::from_value(value.clone()).map_err(|e| {
-        ControllerError::Store(StoreError::Corrupt(format!(
+        ControllerError::Store(StoreError::Corrupt(crate::Detail::from(format!(
             "meta/lease is not a controller lease: {e}"
-        )))
+        ))))
     })
 }
 

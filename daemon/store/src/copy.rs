@@ -106,10 +106,12 @@ pub async fn copy_board(
         .await
         .map_err(CopyError::Refused)?;
     if snapshot.revision == 0 {
-        return Err(CopyError::Refused(StoreError::Invalid(format!(
-            "board {board} was never written on {}; nothing was copied",
-            from.describe()
-        ))));
+        return Err(CopyError::Refused(StoreError::Invalid(
+            crate::Detail::from(format!(
+                "board {board} was never written on {}; nothing was copied",
+                from.describe()
+            )),
+        )));
     }
     let there = to
         .sections(board, &[])
@@ -118,11 +120,13 @@ pub async fn copy_board(
         .revision;
     if there != 0 {
         let sections_there = to.section_names(board).await.unwrap_or_default();
-        return Err(CopyError::Refused(StoreError::Invalid(format!(
-            "{} already holds board {board} (revision {there}, sections {}); nothing was copied",
-            to.describe(),
-            sections_there.join(", ")
-        ))));
+        return Err(CopyError::Refused(StoreError::Invalid(
+            crate::Detail::from(format!(
+                "{} already holds board {board} (revision {there}, sections {}); nothing was copied",
+                to.describe(),
+                sections_there.join(", ")
+            )),
+        )));
     }
     // The target's own identity, never the source's: written before its first record.
     to.create_identity(&StoreId::generate())

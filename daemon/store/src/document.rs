@@ -185,8 +185,12 @@ impl BoardDocument {
 /// Reads a row lease value; a value row-fence did not write is `Corrupt` (an ask on it is
 /// COULD NOT READ, never ALLOWED).
 pub fn parse_row_lease(value: &serde_json::Value) -> Result<RowLease, StoreError> {
-    serde_json::from_value(value.clone())
-        .map_err(|e| StoreError::Corrupt(format!("a claims record is not a row lease: {e}")))
+    serde_json::from_value(value.clone()).map_err(|e| {
+        StoreError::Corrupt(crate::Detail::caused_by(
+            format!("a claims record is not a row lease: {e}"),
+            e,
+        ))
+    })
 }
 
 /// Checks what a batch names before anything is read: section names are slugs that do not
@@ -195,10 +199,10 @@ pub fn validate_batch(batch: &FencedBatch) -> Result<(), StoreError> {
     for write in &batch.writes {
         validate_section(&write.section)?;
         if write.key.is_empty() || write.key.len() > 1024 {
-            return Err(StoreError::Invalid(format!(
+            return Err(StoreError::Invalid(crate::Detail::from(format!(
                 "a record key must be 1-1024 bytes (section {})",
                 write.section
-            )));
+            ))));
         }
         write.expectation()?;
     }
@@ -207,12 +211,15 @@ pub fn validate_batch(batch: &FencedBatch) -> Result<(), StoreError> {
 
 /// A section name is a slug like a board's and is not one of [`RESERVED_SECTIONS`].
 pub fn validate_section(section: &str) -> Result<(), StoreError> {
-    validate_board(section)
-        .map_err(|_| StoreError::Invalid(format!("section {section:?} is not a slug")))?;
+    validate_board(section).map_err(|_| {
+        StoreError::Invalid(crate::Detail::from(format!(
+            "section {section:?} is not a slug"
+        )))
+    })?;
     if RESERVED_SECTIONS.contains(&section) {
-        return Err(StoreError::Invalid(format!(
+        return Err(StoreError::Invalid(crate::Detail::from(format!(
             "section {section:?} is reserved"
-        )));
+        ))));
     }
     Ok(())
 }

@@ -55,10 +55,10 @@ impl RecordWrite {
     /// What this write expects; `Invalid` for a wire value below -1.
     pub fn expectation(&self) -> Result<Expected, StoreError> {
         Expected::from_wire(self.expected).ok_or_else(|| {
-            StoreError::Invalid(format!(
+            StoreError::Invalid(crate::Detail::from(format!(
                 "expected revision {} of {}/{} is below -1",
                 self.expected, self.section, self.key
-            ))
+            )))
         })
     }
 }

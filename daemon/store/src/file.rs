@@ -248,7 +248,8 @@ impl FileStore {
     /// synced after it is not "nothing written": the write is in place but may not
     /// survive a crash (`Indeterminate`).
     fn store(&self, path: &Path, document: &BoardDocument) -> Result<(), StoreError> {
-        let bytes = serde_json::to_vec(document).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let bytes = serde_json::to_vec(document)
+            .map_err(|e| StoreError::Invalid(crate::Detail::caused_by(e.to_string(), e)))?;
         crate::atomic_file::write(path, &bytes, 0o600, false).map_err(|e| io_error(path, e))?;
         File::open(self.dir.as_path())
             .and_then(|dir| dir.sync_all())
@@ -361,20 +362,25 @@ impl Drop for HeldBoard {
 
 /// Parses `path`'s bytes as the document of `board`.
 fn parse(board: &str, path: &Path, bytes: &[u8]) -> Result<BoardDocument, StoreError> {
-    let document: BoardDocument = serde_json::from_slice(bytes)
-        .map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display())))?;
+    let document: BoardDocument = serde_json::from_slice(bytes).map_err(|e| {
+        StoreError::Corrupt(crate::Detail::caused_by(
+            format!("{}: {e}", path.display()),
+            e,
+        ))
+    })?;
     if document.board != board {
-        return Err(StoreError::Corrupt(format!(
+        return Err(StoreError::Corrupt(crate::Detail::from(format!(
             "{} holds board {:?}, not {board:?}",
             path.display(),
             document.board
-        )));
+        ))));
     }
     Ok(document)
 }
 
 fn check_board(board: &str) -> Result<(), StoreError> {
-    validate_board(board).map_err(|e| StoreError::Invalid(e.to_string()))
+    validate_board(board)
+        .map_err(|e| StoreError::Invalid(crate::Detail::caused_by(e.to_string(), e)))
 }
 
 fn io_error(path: &Path, e: io::Error) -> StoreError {

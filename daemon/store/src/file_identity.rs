@@ -21,9 +21,12 @@ pub fn path(dir: &Path) -> PathBuf {
 pub fn read(dir: &Path) -> Result<Option<StoreId>, StoreError> {
     let path = path(dir);
     match fs::read_to_string(&path) {
-        Ok(text) => StoreId::parse(&text)
-            .map(Some)
-            .map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display()))),
+        Ok(text) => StoreId::parse(&text).map(Some).map_err(|e| {
+            StoreError::Corrupt(crate::Detail::caused_by(
+                format!("{}: {e}", path.display()),
+                e,
+            ))
+        }),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(StoreError::Failed(crate::Detail::caused_by(
             format!("{}: {e}", path.display()),

@@ -72,8 +72,12 @@ fn read(path: &Path) -> Result<Option<Contents>, StoreError> {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let entry = serde_json::from_slice(line)
-            .map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display())))?;
+        let entry = serde_json::from_slice(line).map_err(|e| {
+            StoreError::Corrupt(crate::Detail::caused_by(
+                format!("{}: {e}", path.display()),
+                e,
+            ))
+        })?;
         entries.push((entry, start as u64));
     }
     Ok(Some(Contents {
@@ -126,7 +130,8 @@ fn write_missing(
     file.set_len(cut).map_err(|e| fail(path, e))?;
     let mut lines = Vec::new();
     for entry in &missing {
-        serde_json::to_writer(&mut lines, entry).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        serde_json::to_writer(&mut lines, entry)
+            .map_err(|e| StoreError::Invalid(crate::Detail::caused_by(e.to_string(), e)))?;
         lines.push(b'\n');
     }
     file.seek(io::SeekFrom::Start(cut))
@@ -151,7 +156,8 @@ pub fn append(path: &Path, entry: &LogEntry) -> Result<(), StoreError> {
     if fs::metadata(path).is_ok_and(|m| !m.is_file()) {
         return Err(fail(path, io::Error::other("not a regular file")));
     }
-    let mut line = serde_json::to_vec(entry).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let mut line = serde_json::to_vec(entry)
+        .map_err(|e| StoreError::Invalid(crate::Detail::caused_by(e.to_string(), e)))?;
     line.push(b'\n');
     let mut file = OpenOptions::new()
         .append(true)

@@ -53,10 +53,10 @@ impl StoreId {
         if valid {
             Ok(StoreId(text.to_string()))
         } else {
-            Err(StoreError::Corrupt(format!(
+            Err(StoreError::Corrupt(crate::Detail::from(format!(
                 "the store's identity key holds {:?}, not an identity row-fence writes ({PREFIX} and {DIGITS} hex digits); it was written by hand",
                 text.chars().take(80).collect::<String>()
-            )))
+            ))))
         }
     }
 

@@ -466,13 +466,13 @@ pub enum StoreError {
     HomeUnwritable(#[source] Detail),
     /// A stored record or document is not what row-fence writes.
     #[error("the store holds malformed data: {0}")]
-    Corrupt(String),
+    Corrupt(#[source] Detail),
     /// The board was moved to another layout or store; this one no longer serves it.
     #[error("the board has moved: {0}")]
     Moved(Moved),
     /// The request itself is invalid (a bad board name, a bad batch).
     #[error("{0}")]
-    Invalid(String),
+    Invalid(#[source] Detail),
 }
 
 /// What happened, as a sentence, and the error beneath it where there is one (an I/O
@@ -769,11 +769,11 @@ pub trait LeaseStore: Send + Sync + fmt::Debug {
         // Records without a revision counter are no board this store wrote whole.
         let there = self.section_names(board).await.map_err(refused)?;
         if !there.is_empty() {
-            return Err(refused(StoreError::Invalid(format!(
+            return Err(refused(StoreError::Invalid(crate::Detail::from(format!(
                 "{} holds records of board {board} (sections {}) but no revision; nothing was copied",
                 self.describe(),
                 there.join(", ")
-            ))));
+            )))));
         }
         let batch = FencedBatch {
             writes: records.iter().map(copy::CopiedRecord::put).collect(),
@@ -795,10 +795,10 @@ pub trait LeaseStore: Send + Sync + fmt::Debug {
     /// key of a board that has records but was never made usable; refused (`Invalid`,
     /// nothing dropped) for any other board. How many keys were dropped.
     async fn drop_partial(&self, board: &str) -> Result<usize, StoreError> {
-        Err(StoreError::Invalid(format!(
+        Err(StoreError::Invalid(crate::Detail::from(format!(
             "{} writes a copied board all or nothing: there is no partial copy of board {board} to drop",
             self.describe()
-        )))
+        ))))
     }
 
     /// How many times the store connection was found lost (each loss makes it
@@ -918,6 +918,25 @@ mod tests {
                 .unwrap()
                 .source()
                 .is_none()
+        );
+    }
+
+    #[test]
+    fn malformed_data_keeps_the_parse_error_beneath_it_and_its_sentence() {
+        use std::error::Error as _;
+        let e = document::parse_row_lease(&serde_json::json!({"lane": 3}))
+            .expect_err("not a row lease");
+        assert!(matches!(e, StoreError::Corrupt(_)), "{e:?}");
+        assert!(
+            e.to_string().starts_with(
+                "the store holds malformed data: a claims record is not a row lease: "
+            ),
+            "{e}"
+        );
+        let cause = e.source().and_then(|d| d.source());
+        assert!(
+            cause.is_some_and(|c| c.downcast_ref::<serde_json::Error>().is_some()),
+            "the JSON error beneath: {cause:?}"
         );
     }
 }

@@ -24,9 +24,9 @@ pub fn permits(
     cwd: &Path,
     worktree: Option<&Path>,
     home: Option<&Path>,
-) -> Result<(), String> {
+) -> Result<(), tools::Denied> {
     match tool {
-        crate::input::Tool::Bash { .. } => Err(NO_SHELL.into()),
+        crate::input::Tool::Bash { .. } => Err(tools::Denied::Shell),
         crate::input::Tool::Other { name, input } => tools::check(
             name,
             input,

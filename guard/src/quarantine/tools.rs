@@ -135,24 +135,93 @@ pub fn mcp_reads(name: &str, home: Option<&Path>) -> bool {
         })
 }
 
+/// Why a tool call does not run in quarantine (the denial's sentence is its Display).
+#[derive(Debug, thiserror::Error)]
+pub enum Denied {
+    /// A shell call ([`super::NO_SHELL`]).
+    #[error("{}", super::NO_SHELL)]
+    Shell,
+    /// A reader that runs programs to read ([`RUNS_PROGRAMS`]); the tool's name.
+    #[error(
+        "`{0}` searches by running programs (git grep, grep or rg) that read files the lane could have written (git's configuration, programs on PATH or under the home); Read, Glob and list_directory still run"
+    )]
+    RunsPrograms(String),
+    /// A file tool that writes; the tool's name.
+    #[error("`{0}` writes files, and nothing is written in quarantine")]
+    Writes(String),
+    /// An MCP tool not read-only by the rule; the tool's name.
+    #[error("the MCP tool `{0}` is not read-only by the quarantine's rule (a name that splits one way into mcp__SERVER__TOOL with the tool starting {prefixes}, or a server listed in $ROW_FENCE_HOME/guard/read-only-mcp-servers)", prefixes = READ_ONLY_MCP_PREFIXES.join(", "))]
+    McpNotReadOnly(String),
+    /// Any other tool (web fetches, subagents, tools the guard does not know); its name.
+    #[error("the tool `{0}` is not one the quarantine lets run")]
+    NotLetRun(String),
+    /// The reader's input could not be read as the paths it reads
+    /// ([`file_tools::Unread`]).
+    #[error("{0}")]
+    Unread(file_tools::Unread),
+    /// A part of a glob pattern no matcher reads.
+    #[error("{}: the guard cannot read `{part}` as a glob", .pattern.display())]
+    UnreadGlob {
+        /// The whole pattern (absolute).
+        pattern: PathBuf,
+        /// The part not read.
+        part: String,
+    },
+    /// A glob pattern reaching more than [`MAX_WALKED`] entries.
+    #[error("{}: the pattern reaches more than {MAX_WALKED} files, too many for the guard to judge in quarantine; name a narrower one", .0.display())]
+    TooManyFiles(PathBuf),
+    /// A path the reader would read lies outside what quarantine lets it read.
+    #[error("{}: {why}", .path.display())]
+    Unreadable {
+        /// The path as the tool names it (or as a pattern matched it).
+        path: PathBuf,
+        /// Why it is not readable.
+        why: Unreadable,
+    },
+}
+
+/// Why a path is not readable in quarantine (see [`read_inside`]).
+#[derive(Debug, thiserror::Error)]
+pub enum Unreadable {
+    /// No binding names the worktree.
+    #[error("no binding names the session's worktree, so the tool cannot be kept inside it")]
+    NoWorktree,
+    /// The path could not be resolved as the kernel would (fail closed).
+    #[error("the guard cannot resolve it ({0})")]
+    Unresolved(#[source] real_path::Unresolved),
+    /// Its last part is a link.
+    #[error(
+        "its last part is a symbolic link, which may lead anywhere; name the file it points to"
+    )]
+    LastIsLink,
+    /// The worktree could not be resolved (fail closed).
+    #[error("the guard cannot resolve the worktree ({0})")]
+    WorktreeUnresolved(#[source] real_path::Unresolved),
+    /// It lands in the fence's home.
+    #[error("the fence's home is not readable in quarantine")]
+    Home,
+    /// It lands outside the worktree (its real path).
+    #[error("it lands outside the session's worktree {} (quarantine)", .0.display())]
+    OutsideWorktree(PathBuf),
+    /// It lands in a `.git` directory.
+    #[error("git's own directory is not readable in quarantine")]
+    GitDir,
+}
+
 /// Judges a tool other than the shell in quarantine: `Ok` when it may run, else why not.
-pub fn check(name: &str, input: &serde_json::Value, at: &Where) -> Result<(), String> {
+pub fn check(name: &str, input: &serde_json::Value, at: &Where) -> Result<(), Denied> {
     if INERT.contains(&name) {
         return Ok(());
     }
     if RUNS_PROGRAMS.contains(&name) {
-        return Err(format!(
-            "`{name}` searches by running programs (git grep, grep or rg) that read files the lane could have written (git's configuration, programs on PATH or under the home); Read, Glob and list_directory still run"
-        ));
+        return Err(Denied::RunsPrograms(name.to_string()));
     }
     if file_tools::writes(name) {
-        return Err(format!(
-            "`{name}` writes files, and nothing is written in quarantine"
-        ));
+        return Err(Denied::Writes(name.to_string()));
     }
     if let Some(tool) = file_tools::find(name) {
         debug_assert_eq!(tool.access, Access::Read);
-        let named = file_tools::named(tool, input, at.cwd, true)?;
+        let named = file_tools::named(tool, input, at.cwd, true).map_err(Denied::Unread)?;
         if named.paths.is_empty() {
             read_inside(at.cwd, at)?;
         }
@@ -169,15 +238,10 @@ pub fn check(name: &str, input: &serde_json::Value, at: &Where) -> Result<(), St
         return if mcp_reads(name, at.home) {
             Ok(())
         } else {
-            Err(format!(
-                "the MCP tool `{name}` is not read-only by the quarantine's rule (a name that splits one way into mcp__SERVER__TOOL with the tool starting {}, or a server listed in $ROW_FENCE_HOME/guard/read-only-mcp-servers)",
-                READ_ONLY_MCP_PREFIXES.join(", ")
-            ))
+            Err(Denied::McpNotReadOnly(name.to_string()))
         };
     }
-    Err(format!(
-        "the tool `{name}` is not one the quarantine lets run"
-    ))
+    Err(Denied::NotLetRun(name.to_string()))
 }
 
 /// The most directory entries the guard reads while walking one call's glob patterns
@@ -191,7 +255,7 @@ pub const MAX_WALKED: usize = 200_000;
 /// glob library would (letter case ignored, `*` matching a leading dot, `**` any depth
 /// of directories, a link under `**` judged where it lands) and judges every match of its
 /// last part with [`read_inside`].
-fn pattern_reads(pattern: &Path, at: &Where, budget: &mut usize) -> Result<(), String> {
+fn pattern_reads(pattern: &Path, at: &Where, budget: &mut usize) -> Result<(), Denied> {
     let meta = ['*', '?', '[', '{', '(', '!', '+', '@', '\\'];
     let mut start = PathBuf::new();
     let mut parts: Vec<String> = Vec::new();
@@ -224,10 +288,12 @@ fn pattern_reads(pattern: &Path, at: &Where, budget: &mut usize) -> Result<(), S
             let matcher = if part.contains('(') {
                 None
             } else {
-                Some(file_tools::part_matcher(part).ok_or(format!(
-                    "{}: the guard cannot read `{part}` as a glob",
-                    pattern.display()
-                ))?)
+                Some(
+                    file_tools::part_matcher(part).ok_or_else(|| Denied::UnreadGlob {
+                        pattern: pattern.to_path_buf(),
+                        part: part.clone(),
+                    })?,
+                )
             };
             for dir in &set {
                 for (path, _) in entries(dir, pattern, budget)? {
@@ -253,16 +319,15 @@ fn pattern_reads(pattern: &Path, at: &Where, budget: &mut usize) -> Result<(), S
 
 /// The entries of `dir` with whether each is a link (none when it cannot be read: a
 /// harness reads nothing there either), counted against `budget`.
-fn entries(dir: &Path, pattern: &Path, budget: &mut usize) -> Result<Vec<(PathBuf, bool)>, String> {
+fn entries(dir: &Path, pattern: &Path, budget: &mut usize) -> Result<Vec<(PathBuf, bool)>, Denied> {
     let Ok(read) = std::fs::read_dir(dir) else {
         return Ok(Vec::new());
     };
     let mut out = Vec::new();
     for entry in read.flatten() {
-        *budget = budget.checked_sub(1).ok_or(format!(
-            "{}: the pattern reaches more than {MAX_WALKED} files, too many for the guard to judge in quarantine; name a narrower one",
-            pattern.display()
-        ))?;
+        *budget = budget
+            .checked_sub(1)
+            .ok_or_else(|| Denied::TooManyFiles(pattern.to_path_buf()))?;
         let link = entry.file_type().is_ok_and(|t| t.is_symlink());
         out.push((entry.path(), link));
     }
@@ -273,7 +338,7 @@ fn entries(dir: &Path, pattern: &Path, budget: &mut usize) -> Result<Vec<(PathBu
 /// is taken as one more directory (a glob library may match through it: what the next
 /// part matches there is judged where it lands) and not walked further (the glob
 /// libraries the harnesses use do not crawl linked directories under `**`).
-fn under_any_depth(dir: &Path, budget: &mut usize, out: &mut Vec<PathBuf>) -> Result<(), String> {
+fn under_any_depth(dir: &Path, budget: &mut usize, out: &mut Vec<PathBuf>) -> Result<(), Denied> {
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         for (path, link) in entries(&d, dir, budget)? {
@@ -290,42 +355,40 @@ fn under_any_depth(dir: &Path, budget: &mut usize, out: &mut Vec<PathBuf>) -> Re
 
 /// A read of `path` is allowed: it lands, as the kernel resolves it now, inside the
 /// worktree, outside `.git` and the home, and its last part is not a link.
-fn read_inside(path: &Path, at: &Where) -> Result<(), String> {
-    let denied = |why: &str| Err(format!("{}: {why}", path.display()));
+fn read_inside(path: &Path, at: &Where) -> Result<(), Denied> {
+    let denied = |why: Unreadable| {
+        Err(Denied::Unreadable {
+            path: path.to_path_buf(),
+            why,
+        })
+    };
     let Some(worktree) = at.worktree else {
-        return denied(
-            "no binding names the session's worktree, so the tool cannot be kept inside it",
-        );
+        return denied(Unreadable::NoWorktree);
     };
     let landing = match real_path::resolve(&at.cwd.join(path)) {
         Ok(landing) => landing,
-        Err(e) => return denied(&format!("the guard cannot resolve it ({e})")),
+        Err(e) => return denied(Unreadable::Unresolved(e)),
     };
     if landing.last_is_link {
-        return denied(
-            "its last part is a symbolic link, which may lead anywhere; name the file it points to",
-        );
+        return denied(Unreadable::LastIsLink);
     }
     let tree = match real_path::resolve(worktree) {
         Ok(t) => t.real,
-        Err(e) => return denied(&format!("the guard cannot resolve the worktree ({e})")),
+        Err(e) => return denied(Unreadable::WorktreeUnresolved(e)),
     };
     if let Some(home) = at.home.and_then(|h| real_path::resolve(h).ok())
         && landing.real.starts_with(&home.real)
     {
-        return denied("the fence's home is not readable in quarantine");
+        return denied(Unreadable::Home);
     }
     let Ok(rest) = landing.real.strip_prefix(&tree) else {
-        return denied(&format!(
-            "it lands outside the session's worktree {} (quarantine)",
-            tree.display()
-        ));
+        return denied(Unreadable::OutsideWorktree(tree));
     };
     let in_git = rest
         .components()
         .any(|c| matches!(c, Component::Normal(n) if real_path::is_dot_git(n)));
     if in_git {
-        return denied("git's own directory is not readable in quarantine");
+        return denied(Unreadable::GitDir);
     }
     Ok(())
 }

@@ -70,8 +70,14 @@ fn what_to_do(e: &StatusError, home: &std::path::Path) -> String {
 impl Gatherer {
     /// A gatherer over `settings`' home, socket and store (opened lazily: a store that is
     /// down is shown as such at each refresh).
-    pub fn new(settings: &Settings, named: Vec<String>) -> Result<Gatherer, String> {
-        let store = settings.open_store().map_err(|e| e.to_string())?;
+    ///
+    /// # Errors
+    /// The store's settings do not name one the gatherer can open.
+    pub fn new(
+        settings: &Settings,
+        named: Vec<String>,
+    ) -> Result<Gatherer, row_fence_resident::config::ConfigError> {
+        let store = settings.open_store()?;
         Ok(Gatherer {
             store,
             named,

@@ -59,9 +59,9 @@ async fn console<B: Backend>(
     mut ui: Ui,
     palette: Palette,
     written: &mut Vec<String>,
-) -> Result<(), String>
+) -> Result<(), TerminalFailed<B::Error>>
 where
-    B::Error: std::fmt::Display,
+    B::Error: std::error::Error + 'static,
 {
     let mut snapshot = gatherer.gather().await;
     let mut due = Instant::now() + refresh;
@@ -69,10 +69,10 @@ where
         let now_ms = ledger::now_ms();
         terminal
             .draw(|f| draw(f, &snapshot, &ui, now_ms, palette))
-            .map_err(|e| e.to_string())?;
+            .map_err(TerminalFailed::Draw)?;
         let wait = due.saturating_duration_since(Instant::now());
-        if event::poll(wait).map_err(|e| e.to_string())? {
-            let Event::Key(key) = event::read().map_err(|e| e.to_string())? else {
+        if event::poll(wait).map_err(TerminalFailed::Event)? {
+            let Event::Key(key) = event::read().map_err(TerminalFailed::Event)? else {
                 continue;
             };
             if key.kind != KeyEventKind::Press {
@@ -86,7 +86,7 @@ where
                     if let Ok(line) = &said {
                         written.push(line.clone());
                     }
-                    ui.message = Some(said.unwrap_or_else(|e| e));
+                    ui.message = Some(said.unwrap_or_else(|e| e.to_string()));
                 }
             }
         }
@@ -95,9 +95,26 @@ where
     }
 }
 
+/// Why the console's loop stopped short of `q`: the terminal failed under it.
+#[derive(Debug, thiserror::Error)]
+enum TerminalFailed<E: std::error::Error + 'static> {
+    /// Drawing a frame failed (the backend's error).
+    #[error("{0}")]
+    Draw(#[source] E),
+    /// Waiting for or reading a key failed.
+    #[error("{0}")]
+    Event(#[source] std::io::Error),
+}
+
+/// A release the console asked for that did not happen: `row-fence release`'s failure
+/// (its exit code and sentence).
+#[derive(Debug, thiserror::Error)]
+#[error("not released (exit {}): {}", .0.code, .0.message)]
+struct NotReleased(Failure);
+
 /// Releases `target` through `row-fence release`'s own path; the sentence says what
 /// happened (the store's fence log records the write as it records the CLI's).
-async fn release(target: &ReleaseTarget, settings: &Settings) -> Result<String, String> {
+async fn release(target: &ReleaseTarget, settings: &Settings) -> Result<String, NotReleased> {
     crate::leases::release_held(
         &target.board,
         &target.row,
@@ -114,7 +131,7 @@ async fn release(target: &ReleaseTarget, settings: &Settings) -> Result<String, 
             d.board, d.row, d.generation, d.lane
         )
     })
-    .map_err(|f| format!("not released (exit {}): {}", f.code, f.message))
+    .map_err(NotReleased)
 }
 
 /// The console's first view of `snapshot` on a `width`×`height` screen, as lines of text

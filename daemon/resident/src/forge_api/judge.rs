@@ -141,15 +141,62 @@ fn same_repo(a: &str, b: &str) -> bool {
     a.eq_ignore_ascii_case(b)
 }
 
+/// A write on a repository other than the row's.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{repo} is not lane {lane}'s repository {lane_repo}")]
+struct NotLanesRepo {
+    /// The repository the write names, `owner/name`.
+    repo: String,
+    /// The lane writing.
+    lane: String,
+    /// The row's repository, `owner/name`.
+    lane_repo: String,
+}
+
+/// A merge pinned to a commit other than the pull request's head the daemon looked up.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the merge names head {named}, but pull request #{number}'s head is {head}")]
+struct PinMismatch {
+    /// The head the lane named (as its JSON).
+    named: String,
+    /// The pull request's number.
+    number: u64,
+    /// The head the lookup saw.
+    head: String,
+}
+
+/// A GraphQL mutation whose input lacks a member the judgement needs.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{mutation} names no {key}")]
+struct MissingInput {
+    /// The mutation's field (`createPullRequest`, ...).
+    mutation: &'static str,
+    /// The input member missing (or not a string).
+    key: String,
+}
+
+/// Each typed refusal above is a `forge_write_refused` denial with its sentence.
+macro_rules! denial_from {
+    ($($error:ty),*) => {$(
+        impl From<$error> for Denial {
+            fn from(e: $error) -> Denial {
+                Denial::from(e.to_string())
+            }
+        }
+    )*};
+}
+denial_from!(NotLanesRepo, PinMismatch, MissingInput);
+
 /// The row's repository, or why `repo` is not it.
-fn in_repo(lane: &Lane, repo: &str) -> Result<(), String> {
+fn in_repo(lane: &Lane, repo: &str) -> Result<(), NotLanesRepo> {
     if same_repo(&lane.repo, repo) {
         Ok(())
     } else {
-        Err(format!(
-            "{repo} is not lane {}'s repository {}",
-            lane.name, lane.repo
-        ))
+        Err(NotLanesRepo {
+            repo: repo.to_string(),
+            lane: lane.name.clone(),
+            lane_repo: lane.repo.clone(),
+        })
     }
 }
 
@@ -191,16 +238,17 @@ fn scoped(judge: &Judge, d: &Descriptor, head_ref: &str) -> Result<(), Denial> {
 
 /// The commit a merge is pinned to: the one the lookup saw; a lane naming another one is
 /// refused (it would merge what was not judged).
-fn pin(asked: Option<&Json>, pull: &PullHead) -> Result<Json, String> {
+fn pin(asked: Option<&Json>, pull: &PullHead) -> Result<Json, PinMismatch> {
     match asked {
         None | Some(Json::Null) => Ok(Json::String(pull.head_sha.clone())),
         Some(Json::String(sha)) if sha.eq_ignore_ascii_case(&pull.head_sha) => {
             Ok(Json::String(pull.head_sha.clone()))
         }
-        Some(other) => Err(format!(
-            "the merge names head {other}, but pull request #{}'s head is {}",
-            pull.number, pull.head_sha
-        )),
+        Some(other) => Err(PinMismatch {
+            named: other.to_string(),
+            number: pull.number,
+            head: pull.head_sha.clone(),
+        }),
     }
 }
 
@@ -257,12 +305,15 @@ async fn graphql_write(
     let graphql = asker.shared.settings.graphql_path();
     let upstream = &asker.shared.upstream;
     let mut input = call.input;
-    let id = |key: &str| -> Result<String, String> {
+    let id = |key: &str| -> Result<String, MissingInput> {
         input
             .get(key)
             .and_then(Json::as_str)
             .map(str::to_string)
-            .ok_or_else(|| format!("{} names no {key}", call.mutation.field()))
+            .ok_or_else(|| MissingInput {
+                mutation: call.mutation.field(),
+                key: key.to_string(),
+            })
     };
     match call.mutation {
         Mutation::CreatePullRequest => {

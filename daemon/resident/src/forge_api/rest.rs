@@ -58,13 +58,39 @@ impl Route {
     }
 }
 
+/// A write's method and path that name no listed route.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotListed {
+    /// The path carries a query or a percent-encoding: one spelling per route, so the
+    /// path judged is the path the forge serves.
+    #[error("{method} {path}: a write's path carries no query or encoding")]
+    QueryOrEncoding {
+        /// The request's method.
+        method: String,
+        /// The request's path, as sent.
+        path: String,
+    },
+    /// No listed route has this method and path.
+    #[error("{method} {path} is not a listed write")]
+    Unlisted {
+        /// The request's method.
+        method: String,
+        /// The request's path, as sent.
+        path: String,
+    },
+}
+
 /// The listed route a write's method and path (`prefix` stripped) name, or why none does.
-pub fn route(method: &str, path: &str, prefix: &str) -> Result<Route, String> {
-    let unlisted = || format!("{method} {path} is not a listed write");
+pub fn route(method: &str, path: &str, prefix: &str) -> Result<Route, NotListed> {
+    let unlisted = || NotListed::Unlisted {
+        method: method.to_string(),
+        path: path.to_string(),
+    };
     if path.contains('?') || path.contains('%') {
-        return Err(format!(
-            "{method} {path}: a write's path carries no query or encoding"
-        ));
+        return Err(NotListed::QueryOrEncoding {
+            method: method.to_string(),
+            path: path.to_string(),
+        });
     }
     let rest = path.strip_prefix(prefix).ok_or_else(unlisted)?;
     let segments: Vec<&str> = rest

@@ -177,6 +177,73 @@ enum Shape {
     Graphql,
 }
 
+/// Why the peer of a forge API request is no lane the daemon can judge for (the
+/// refusal's sentence is its Display).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+enum Unidentified {
+    /// The socket gave no peer credentials.
+    #[error("the socket did not tell the peer's uid")]
+    NoPeerUid,
+    /// A caller under the daemon's own uid sent no placeholder token.
+    #[error("no placeholder token in Authorization (row-fence install gh)")]
+    NoPlaceholder,
+    /// The placeholder token sent is no registered lane's.
+    #[error("the placeholder token names no lane (row-fence install gh)")]
+    UnknownPlaceholder,
+    /// The lane the placeholder names was registered without a descriptor; its name.
+    #[error("lane {0} is registered without a descriptor")]
+    NoDescriptor(String),
+    /// The peer's uid is bound to no lane.
+    #[error("uid {0} is bound to no lane")]
+    UnboundUid(u32),
+    /// The lane the uid is bound to is not registered for the forge API; its name.
+    #[error("lane {0} is not registered for the forge API")]
+    Unregistered(String),
+}
+
+/// Why a request is passed for no lane: a write the daemon cannot judge (the refusal's
+/// sentence is its Display, after the lane's name).
+#[derive(Debug, thiserror::Error)]
+enum Unjudged {
+    /// A GraphQL GET's query string is refused (its sentence, from the target's rules).
+    #[error("{0}")]
+    GraphqlGet(String),
+    /// A GraphQL GET names a listed mutation.
+    #[error("a mutation sent by GET")]
+    MutationByGet,
+    /// A GraphQL document is not one the daemon lists (its sentence).
+    #[error("{0}")]
+    Unlisted(String),
+    /// A GraphQL body naming a listed mutation is not a single request object.
+    #[error("the GraphQL body is not one request")]
+    NotOneRequest,
+    /// A method other than GET, HEAD and POST sent to the GraphQL endpoint.
+    #[error("{0} to the GraphQL endpoint")]
+    MethodToGraphql(Method),
+    /// A REST write whose method and path name no listed route.
+    #[error(transparent)]
+    Route(#[from] rest::NotListed),
+    /// A REST write carrying a query string.
+    #[error("{method} {path}: a write carries no query")]
+    Query {
+        /// The request's method.
+        method: Method,
+        /// The request's path.
+        path: String,
+    },
+    /// A REST write whose body is not a JSON object.
+    #[error("{method} {path}: the body is not a JSON object")]
+    BodyNotObject {
+        /// The request's method.
+        method: Method,
+        /// The request's path.
+        path: String,
+    },
+    /// A method that is neither a read nor a listed write.
+    #[error("{0} is not a listed write")]
+    UnlistedMethod(Method),
+}
+
 /// Where a lane's descriptor is read from, when a write needs it.
 enum Source {
     /// The hard mode: the broker's binding for the peer's uid.
@@ -248,7 +315,9 @@ impl ForgeApi {
         };
         let (name, repo, source) = match self.identify(peer, &parts.headers, &lanes) {
             Ok(found) => found,
-            Err(why) => return refuse(StatusCode::FORBIDDEN, peer_refused(why), true),
+            Err(why) => {
+                return refuse(StatusCode::FORBIDDEN, peer_refused(why.to_string()), true);
+            }
         };
         let collected =
             tokio::time::timeout(BODY_TIMEOUT, Limited::new(body, MAX_BODY_BYTES).collect())
@@ -383,9 +452,9 @@ impl ForgeApi {
         peer: Peer,
         headers: &HeaderMap,
         lanes: &ForgeLanes,
-    ) -> Result<(String, String, Source), String> {
+    ) -> Result<(String, String, Source), Unidentified> {
         let Some(uid) = peer.uid else {
-            return Err("the socket did not tell the peer's uid".into());
+            return Err(Unidentified::NoPeerUid);
         };
         if uid == self.own_uid {
             let token = headers
@@ -397,14 +466,14 @@ impl ForgeApi {
                         .or_else(|| h.strip_prefix("bearer "))
                 })
                 .map(str::trim)
-                .ok_or("no placeholder token in Authorization (row-fence install gh)")?;
+                .ok_or(Unidentified::NoPlaceholder)?;
             let lane = lanes
                 .by_placeholder(token)
-                .ok_or("the placeholder token names no lane (row-fence install gh)")?;
+                .ok_or(Unidentified::UnknownPlaceholder)?;
             let path = lane
                 .descriptor
                 .clone()
-                .ok_or_else(|| format!("lane {} is registered without a descriptor", lane.lane))?;
+                .ok_or_else(|| Unidentified::NoDescriptor(lane.lane.clone()))?;
             return Ok((lane.lane.clone(), lane.repo.clone(), Source::Path(path)));
         }
         let binding = match &self.bindings {
@@ -416,11 +485,11 @@ impl ForgeApi {
                     .and_then(|l| l.lane_of(uid).cloned())
             }
         }
-        .ok_or_else(|| format!("uid {uid} is bound to no lane"))?;
+        .ok_or(Unidentified::UnboundUid(uid))?;
         let name = binding.lane.clone().unwrap_or_default();
         let lane = lanes
             .by_lane(&name)
-            .ok_or_else(|| format!("lane {name} is not registered for the forge API"))?;
+            .ok_or_else(|| Unidentified::Unregistered(name.clone()))?;
         Ok((name, lane.repo.clone(), Source::Bound(binding)))
     }
 
@@ -433,15 +502,15 @@ impl ForgeApi {
         query: Option<&str>,
         body: &Bytes,
         shape: Shape,
-    ) -> Result<Option<Write>, String> {
+    ) -> Result<Option<Write>, Unjudged> {
         let graphql = shape == Shape::Graphql;
         match *method {
             Method::GET | Method::HEAD if graphql => {
-                let document = super::target::graphql_get(query)?;
+                let document = super::target::graphql_get(query).map_err(Unjudged::GraphqlGet)?;
                 match graphql::classify_get(document.as_deref()) {
                     Kind::Read => Ok(None),
-                    Kind::Listed(_) => Err("a mutation sent by GET".into()),
-                    Kind::Unlisted(why) => Err(why),
+                    Kind::Listed(_) => Err(Unjudged::MutationByGet),
+                    Kind::Unlisted(why) => Err(Unjudged::Unlisted(why)),
                 }
             }
             Method::GET | Method::HEAD => Ok(None),
@@ -449,30 +518,38 @@ impl ForgeApi {
                 Kind::Read => Ok(None),
                 Kind::Listed(call) => {
                     let Ok(Json::Object(request)) = serde_json::from_slice(body) else {
-                        return Err("the GraphQL body is not one request".into());
+                        return Err(Unjudged::NotOneRequest);
                     };
                     Ok(Some(Write::Graphql(call, request)))
                 }
-                Kind::Unlisted(why) => Err(why),
+                Kind::Unlisted(why) => Err(Unjudged::Unlisted(why)),
             },
-            _ if graphql => Err(format!("{method} to the GraphQL endpoint")),
+            _ if graphql => Err(Unjudged::MethodToGraphql(method.clone())),
             Method::POST | Method::PUT | Method::PATCH | Method::DELETE => {
                 let prefix = self.shared.settings.rest_prefix();
                 let route = rest::route(method.as_str(), path, prefix)?;
                 if query.is_some() {
-                    return Err(format!("{method} {path}: a write carries no query"));
+                    return Err(Unjudged::Query {
+                        method: method.clone(),
+                        path: path.to_string(),
+                    });
                 }
                 let body = if body.is_empty() {
                     Map::new()
                 } else {
                     match serde_json::from_slice(body) {
                         Ok(Json::Object(body)) => body,
-                        _ => return Err(format!("{method} {path}: the body is not a JSON object")),
+                        _ => {
+                            return Err(Unjudged::BodyNotObject {
+                                method: method.clone(),
+                                path: path.to_string(),
+                            });
+                        }
                     }
                 };
                 Ok(Some(Write::Rest(route, body)))
             }
-            _ => Err(format!("{method} is not a listed write")),
+            _ => Err(Unjudged::UnlistedMethod(method.clone())),
         }
     }
 

@@ -74,10 +74,10 @@ impl Plan {
     pub fn new(batch: &FencedBatch) -> Result<Plan, StoreError> {
         validate_batch(batch)?;
         if batch.writes.len() > MAX_WRITES {
-            return Err(StoreError::Invalid(format!(
+            return Err(StoreError::Invalid(crate::Detail::from(format!(
                 "a batch of {} writes is more than one etcd transaction holds ({MAX_WRITES} writes within --max-txn-ops {MAX_TXN_OPS}); nothing was written",
                 batch.writes.len()
-            )));
+            ))));
         }
         Ok(Plan)
     }

@@ -161,9 +161,11 @@ pub fn map(e: Error, call: Call) -> StoreError {
             StoreError::Unreachable(crate::Detail::caused_by(format!("etcd: {e}"), e))
         }
         Error::InvalidArgs(e) | Error::EndpointError(e) => {
-            StoreError::Invalid(format!("etcd: {e}"))
+            StoreError::Invalid(crate::Detail::from(format!("etcd: {e}")))
         }
-        Error::InvalidUri(e) => StoreError::Invalid(format!("etcd endpoint: {e}")),
+        Error::InvalidUri(e) => {
+            StoreError::Invalid(crate::Detail::from(format!("etcd endpoint: {e}")))
+        }
         other => StoreError::Failed(crate::Detail::caused_by(format!("etcd: {other}"), other)),
     }
 }

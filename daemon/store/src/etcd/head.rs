@@ -36,8 +36,12 @@ impl Head {
     pub fn parse(value: Option<&[u8]>) -> Result<Head, StoreError> {
         match value {
             None => Ok(Head::default()),
-            Some(bytes) => serde_json::from_slice(bytes)
-                .map_err(|e| StoreError::Corrupt(format!("a board head is not one: {e}"))),
+            Some(bytes) => serde_json::from_slice(bytes).map_err(|e| {
+                StoreError::Corrupt(crate::Detail::caused_by(
+                    format!("a board head is not one: {e}"),
+                    e,
+                ))
+            }),
         }
     }
 

@@ -55,9 +55,9 @@ pub async fn import(
         if ours.is_none_or(|(_, v)| Some(v) != there.get(key)) {
             return Err(fail(
                 0,
-                StoreError::Invalid(format!(
+                StoreError::Invalid(crate::Detail::from(format!(
                     "board {board} there holds a record the copy would not write ({key}): not a partial copy of this board; nothing was written"
-                )),
+                ))),
             ));
         }
     }
@@ -116,10 +116,10 @@ fn check(
     for ((key, value), record) in stored.iter().zip(records) {
         let size = key.len() + value.len();
         if size > MAX_PART_BYTES {
-            return Err(StoreError::Invalid(format!(
+            return Err(StoreError::Invalid(crate::Detail::from(format!(
                 "record {}/{} of board {board} is {size} bytes, more than one etcd transaction writes ({MAX_PART_BYTES} bytes within --max-request-bytes 1.5 MiB); nothing was written",
                 record.section, record.key
-            )));
+            ))));
         }
     }
     Ok(())
@@ -144,12 +144,12 @@ async fn existing(
     let mut answers = answers.into_iter();
     if let Some(head) = answers.next().and_then(|kvs| kvs.into_iter().next()) {
         let head = Head::parse(Some(head.value()))?;
-        return Err(StoreError::Invalid(format!(
+        return Err(StoreError::Invalid(crate::Detail::from(format!(
             "{} already holds the board (revision {}, head {}); nothing was copied",
             store.describe(),
             head.revision,
             keys.head()
-        )));
+        ))));
     }
     Ok(answers
         .next()
@@ -198,10 +198,10 @@ async fn land(store: &EtcdStore, keys: &BoardKeys, ops: Vec<TxnOp>) -> Result<()
     if answered.value.succeeded() {
         return Ok(());
     }
-    Err(StoreError::Invalid(format!(
+    Err(StoreError::Invalid(crate::Detail::from(format!(
         "the board got a head while it was being copied (another writer made it usable): {}",
         keys.head()
-    )))
+    ))))
 }
 
 /// Drops a partial copy: every key of a board without a head, in one transaction.
@@ -224,9 +224,9 @@ pub async fn drop_partial(store: &EtcdStore, board: &str) -> Result<usize, Store
         )]);
     let response = store.txn(txn, Call::Write).await?.value;
     if !response.succeeded() {
-        return Err(StoreError::Invalid(format!(
+        return Err(StoreError::Invalid(crate::Detail::from(format!(
             "board {board} has a head: it is not a partial copy (it was finished, or written by row-fence); nothing was dropped"
-        )));
+        ))));
     }
     let dropped = response
         .op_responses()
@@ -237,9 +237,9 @@ pub async fn drop_partial(store: &EtcdStore, board: &str) -> Result<usize, Store
         })
         .sum();
     if dropped == 0 {
-        return Err(StoreError::Invalid(format!(
+        return Err(StoreError::Invalid(crate::Detail::from(format!(
             "there is no partial copy of board {board} to drop"
-        )));
+        ))));
     }
     Ok(dropped)
 }

@@ -372,5 +372,10 @@ fn tried<T>(e: etcd_client::Error, call: Call) -> Tried<T> {
 
 /// A PEM file the URL names (read at connect: small, local).
 fn read_pem(path: &std::path::Path) -> Result<Vec<u8>, StoreError> {
-    std::fs::read(path).map_err(|e| StoreError::Invalid(format!("{}: {e}", path.display())))
+    std::fs::read(path).map_err(|e| {
+        StoreError::Invalid(crate::Detail::caused_by(
+            format!("{}: {e}", path.display()),
+            e,
+        ))
+    })
 }

@@ -91,12 +91,13 @@ impl EtcdStore {
     /// Opens the store a URL names (keys under `prefix`). Never connects here, so a daemon
     /// starts while its store is down; a bad URL is `Invalid` and names what is wrong.
     pub fn open(url: &str, prefix: &str) -> Result<EtcdStore, StoreError> {
-        let url = EtcdUrl::parse(url).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let url = EtcdUrl::parse(url)
+            .map_err(|e| StoreError::Invalid(crate::Detail::caused_by(e.to_string(), e)))?;
         let prefix = prefix.trim_end_matches('/');
         if prefix.is_empty() {
-            return Err(StoreError::Invalid(
-                "the etcd store needs a key prefix".into(),
-            ));
+            return Err(StoreError::Invalid(crate::Detail::from(
+                "the etcd store needs a key prefix",
+            )));
         }
         // Another prefix's keys are `<prefix>/board/…`: a prefix with a `board` segment
         // could lie inside one of its boards (`rf/board/b/rec/s` under `rf`'s board b).
@@ -104,10 +105,10 @@ impl EtcdStore {
             .split('/')
             .any(|segment| segment == keys::BOARD_SEGMENT)
         {
-            return Err(StoreError::Invalid(format!(
+            return Err(StoreError::Invalid(crate::Detail::from(format!(
                 "etcd key prefix {prefix:?} has a `{}` segment, which could put its keys inside another prefix's boards; choose another",
                 keys::BOARD_SEGMENT
-            )));
+            ))));
         }
         Ok(EtcdStore {
             members: members::Members::new(&url),
@@ -204,9 +205,9 @@ impl EtcdStore {
             .into_iter()
             .map(|r| match r {
                 TxnOpResponse::Get(get) => Ok(get.kvs().to_vec()),
-                other => Err(StoreError::Corrupt(format!(
+                other => Err(StoreError::Corrupt(crate::Detail::from(format!(
                     "etcd answered a read with {other:?}"
-                ))),
+                )))),
             })
             .collect()
     }
@@ -236,7 +237,7 @@ impl EtcdStore {
         for kv in kvs {
             let full = kv
                 .key_str()
-                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                .map_err(|e| StoreError::Corrupt(crate::Detail::caused_by(e.to_string(), e)))?;
             let Some((_, key)) = keys.parse_record(full) else {
                 continue;
             };
@@ -359,9 +360,9 @@ impl EtcdStore {
             .into_iter()
             .map(|r| match r {
                 TxnOpResponse::Get(get) => Ok(get.kvs().to_vec()),
-                other => Err(StoreError::Corrupt(format!(
+                other => Err(StoreError::Corrupt(crate::Detail::from(format!(
                     "etcd answered a read with {other:?}"
-                ))),
+                )))),
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Err(Board::from_answers(&keys, answers)))
@@ -461,15 +462,16 @@ impl Board {
 /// A record stored as JSON.
 fn parse_record(kv: &KeyValue) -> Result<Record, StoreError> {
     serde_json::from_slice(kv.value()).map_err(|e| {
-        StoreError::Corrupt(format!(
+        StoreError::Corrupt(crate::Detail::from(format!(
             "{} is not a row-fence record: {e}",
             String::from_utf8_lossy(kv.key())
-        ))
+        )))
     })
 }
 
 fn check_board(board: &str) -> Result<(), StoreError> {
-    validate_board(board).map_err(|e| StoreError::Invalid(e.to_string()))
+    validate_board(board)
+        .map_err(|e| StoreError::Invalid(crate::Detail::caused_by(e.to_string(), e)))
 }
 
 #[async_trait]
@@ -699,8 +701,12 @@ impl LeaseStore for EtcdStore {
             .unwrap_or_default();
         kvs.iter()
             .map(|kv| {
-                serde_json::from_slice(kv.value())
-                    .map_err(|e| StoreError::Corrupt(format!("a fence log entry: {e}")))
+                serde_json::from_slice(kv.value()).map_err(|e| {
+                    StoreError::Corrupt(crate::Detail::caused_by(
+                        format!("a fence log entry: {e}"),
+                        e,
+                    ))
+                })
             })
             .collect()
     }
@@ -800,9 +806,9 @@ impl LeaseStore for EtcdStore {
         });
         match held {
             Some(value) => StoreId::parse(&String::from_utf8_lossy(&value)).map(Some),
-            None => Err(StoreError::Corrupt(
-                "etcd answered the identity's creation without it".into(),
-            )),
+            None => Err(StoreError::Corrupt(crate::Detail::from(
+                "etcd answered the identity's creation without it",
+            ))),
         }
     }
 

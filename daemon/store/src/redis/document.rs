@@ -38,13 +38,15 @@ impl std::fmt::Debug for RedisDocument {
 /// Parses a board's stored document.
 pub(super) fn parse(board: &str, raw: &str) -> Result<BoardDocument, StoreError> {
     let document: BoardDocument = serde_json::from_str(raw).map_err(|e| {
-        StoreError::Corrupt(format!("the document of board {board} is not valid: {e}"))
+        StoreError::Corrupt(crate::Detail::from(format!(
+            "the document of board {board} is not valid: {e}"
+        )))
     })?;
     if document.board != board {
-        return Err(StoreError::Corrupt(format!(
+        return Err(StoreError::Corrupt(crate::Detail::from(format!(
             "the document under {board} is board {:?}",
             document.board
-        )));
+        ))));
     }
     Ok(document)
 }
@@ -56,9 +58,9 @@ fn sha1_hex(raw: &str) -> String {
 impl RedisDocument {
     fn standalone(&self) -> Result<(), StoreError> {
         if self.shared.conn.is_cluster() {
-            Err(StoreError::Invalid(
-                "the document layout needs a standalone Redis, not a cluster".into(),
-            ))
+            Err(StoreError::Invalid(crate::Detail::from(
+                "the document layout needs a standalone Redis, not a cluster",
+            )))
         } else {
             Ok(())
         }
@@ -92,7 +94,11 @@ impl RedisDocument {
             .map_err(|e| s.map_err(e))?;
         let now_ms = match time.as_slice() {
             [seconds, micros] => time_ms(seconds, micros)?,
-            _ => return Err(StoreError::Corrupt(format!("TIME answered {time:?}"))),
+            _ => {
+                return Err(StoreError::Corrupt(crate::Detail::from(format!(
+                    "TIME answered {time:?}"
+                ))));
+            }
         };
         let document = self.stored(board, raw.as_deref())?;
         Ok((raw, document, now_ms))
@@ -128,8 +134,8 @@ impl RedisDocument {
         document: &BoardDocument,
     ) -> Result<(), StoreError> {
         let s = &self.shared;
-        let body =
-            serde_json::to_string(document).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let body = serde_json::to_string(document)
+            .map_err(|e| StoreError::Invalid(crate::Detail::caused_by(e.to_string(), e)))?;
         let mut invocation = s.cas.prepare_invoke();
         invocation
             .key(s.state().current())
@@ -171,9 +177,9 @@ impl LeaseStore for RedisDocument {
         match document.moved_to.as_deref() {
             None => Ok(Layout::Document),
             Some(to) => Layout::parse(to).ok_or_else(|| {
-                StoreError::Corrupt(format!(
+                StoreError::Corrupt(crate::Detail::from(format!(
                     "the document of board {board} moved to {to:?}, which is no layout"
-                ))
+                )))
             }),
         }
     }

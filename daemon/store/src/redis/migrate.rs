@@ -64,9 +64,9 @@ pub fn migration_batch(document: &BoardDocument) -> FencedBatch {
 /// multiplexed connection with other callers.
 async fn dedicated(store: &RedisStore) -> Result<MultiplexedConnection, StoreError> {
     if store.shared.conn.is_cluster() {
-        return Err(StoreError::Invalid(
-            "migration needs a standalone Redis: the document hash and a board's keys are in different cluster slots".into(),
-        ));
+        return Err(StoreError::Invalid(crate::Detail::from(
+            "migration needs a standalone Redis: the document hash and a board's keys are in different cluster slots",
+        )));
     }
     store
         .shared
@@ -106,8 +106,8 @@ pub async fn document_to_records(store: &RedisStore, board: &str) -> Result<usiz
         batch.min_revision = Some(document.revision.max(records_revision.unwrap_or(0)) + 1);
         let mut moved = document.clone();
         moved.moved_to = Some(Layout::Records.as_str().into());
-        let moved =
-            serde_json::to_string(&moved).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let moved = serde_json::to_string(&moved)
+            .map_err(|e| StoreError::Invalid(crate::Detail::caused_by(e.to_string(), e)))?;
         if commit(store, &mut con, board, &batch, Some(&moved)).await? {
             return Ok(batch.writes.len());
         }
@@ -171,11 +171,11 @@ async fn copy_into_redis(
             if revision == Some(document.revision + 1) {
                 return Ok(0); // our own earlier copy: only the file's marker was missing
             }
-            return Err(StoreError::Invalid(format!(
+            return Err(StoreError::Invalid(crate::Detail::from(format!(
                 "board {board} already has records in {} (revision {}); refusing to overwrite them",
                 store.shared.redacted,
                 revision.unwrap_or(0)
-            )));
+            ))));
         }
         let mut batch = migration_batch(document);
         batch.min_revision = Some(document.revision + 1);

@@ -150,8 +150,12 @@ static READ_LUA: LazyLock<String> =
 impl Shared {
     fn open(url: &str, prefix: &str) -> Result<Arc<Shared>, StoreError> {
         let redacted = super::spec::redact(&url::without_options(url));
-        let parsed = url::StoreUrl::parse(url)
-            .map_err(|e| StoreError::Invalid(format!("store {redacted}: {e}")))?;
+        let parsed = url::StoreUrl::parse(url).map_err(|e| {
+            StoreError::Invalid(crate::Detail::caused_by(
+                format!("store {redacted}: {e}"),
+                e,
+            ))
+        })?;
         let options = durability::Options {
             min_replicas: parsed.min_replicas,
             replicas: parsed.replicas,
@@ -159,8 +163,12 @@ impl Shared {
             volatile: parsed.volatile,
             prefix: prefix.to_string(),
         };
-        let conn = Conn::open(&parsed.location, options)
-            .map_err(|e| StoreError::Invalid(format!("store {redacted}: {e}")))?;
+        let conn = Conn::open(&parsed.location, options).map_err(|e| {
+            StoreError::Invalid(crate::Detail::caused_by(
+                format!("store {redacted}: {e}"),
+                e,
+            ))
+        })?;
         Ok(Arc::new(Shared {
             conn,
             wait_ms: parsed.wait_ms,
@@ -249,7 +257,7 @@ impl Shared {
             "FENCE_STALE" => StoreError::StaleLease(detail),
             "FENCE_CONFLICT" => StoreError::RevisionConflict { key: detail },
             "FENCE_DOCUMENT" => StoreError::Moved(crate::Moved::other_layout(detail)),
-            "FENCE_CORRUPT" => StoreError::Corrupt(format!("{at}: {detail}")),
+            "FENCE_CORRUPT" => StoreError::Corrupt(crate::Detail::from(format!("{at}: {detail}"))),
             conn::NOT_PRIMARY => StoreError::NotPrimary(format!("{at}: {detail}")),
             "READONLY" => StoreError::NotPrimary(format!(
                 "{at} is a read-only replica (READONLY): row-fence reads and writes only the primary"
@@ -301,7 +309,7 @@ impl Shared {
                 StoreError::Unreachable(crate::Detail::caused_by(format!("{at}: {e}"), e))
             }
             redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType => {
-                StoreError::Corrupt(format!("{at}: {e}"))
+                StoreError::Corrupt(crate::Detail::from(format!("{at}: {e}")))
             }
             _ => StoreError::Failed(crate::Detail::caused_by(format!("{at}: {e}"), e)),
         }
@@ -398,7 +406,9 @@ impl Shared {
             .map_err(|e| self.map_err(e))?;
         match time.as_slice() {
             [seconds, micros] => time_ms(seconds, micros),
-            _ => Err(StoreError::Corrupt(format!("TIME answered {time:?}"))),
+            _ => Err(StoreError::Corrupt(crate::Detail::from(format!(
+                "TIME answered {time:?}"
+            )))),
         }
     }
 
@@ -618,9 +628,9 @@ impl RedisStore {
                 if document.moved_to.is_some() {
                     // The marker and the moved document are written by one script; a
                     // moved document without the marker is a store changed by hand.
-                    return Err(StoreError::Corrupt(format!(
+                    return Err(StoreError::Corrupt(crate::Detail::from(format!(
                         "board {board} is marked moved but not migrated"
-                    )));
+                    ))));
                 }
                 let judgement = document.judge_ask(check, now_ms)?;
                 self.shared.record_ask(check, &judgement).await?;
@@ -841,25 +851,30 @@ impl Committed {
 
 /// Parses a stored `{"r","v"}` record.
 fn parse_record(raw: &str) -> Result<Record, StoreError> {
-    serde_json::from_str(raw)
-        .map_err(|e| StoreError::Corrupt(format!("a record is not {{\"r\",\"v\"}}: {e}")))
+    serde_json::from_str(raw).map_err(|e| {
+        StoreError::Corrupt(crate::Detail::caused_by(
+            format!("a record is not {{\"r\",\"v\"}}: {e}"),
+            e,
+        ))
+    })
 }
 
 /// Reads a Redis `TIME` answer as ms since the Unix epoch.
 fn time_ms(seconds: &str, micros: &str) -> Result<u64, StoreError> {
     match (seconds.parse::<u64>(), micros.parse::<u64>()) {
         (Ok(s), Ok(us)) => Ok(s * 1000 + us / 1000),
-        _ => Err(StoreError::Corrupt(format!(
+        _ => Err(StoreError::Corrupt(crate::Detail::from(format!(
             "TIME answered {seconds:?} {micros:?}"
-        ))),
+        )))),
     }
 }
 
 fn decode<T: redis::FromRedisValue>(value: redis::Value) -> Result<T, StoreError> {
-    redis::from_redis_value(value).map_err(|e| StoreError::Corrupt(e.to_string()))
+    redis::from_redis_value(value)
+        .map_err(|e| StoreError::Corrupt(crate::Detail::caused_by(e.to_string(), e)))
 }
 
 fn check_board(board: &str) -> Result<(), StoreError> {
     row_fence_contract::descriptor::validate_board(board)
-        .map_err(|e| StoreError::Invalid(e.to_string()))
+        .map_err(|e| StoreError::Invalid(crate::Detail::caused_by(e.to_string(), e)))
 }

@@ -58,7 +58,11 @@ pub(super) fn outcome_of(outcome: &str) -> Result<Option<Reason>, StoreError> {
         .into_iter()
         .find(|r| r.as_str() == outcome)
         .map(Some)
-        .ok_or_else(|| StoreError::Corrupt(format!("the ask script answered {outcome:?}")))
+        .ok_or_else(|| {
+            StoreError::Corrupt(crate::Detail::from(format!(
+                "the ask script answered {outcome:?}"
+            )))
+        })
 }
 
 /// A board revision as stored (`''` for a board never written).
@@ -66,8 +70,11 @@ fn parse_revision(raw: &str) -> Result<u64, StoreError> {
     if raw.is_empty() {
         return Ok(0);
     }
-    raw.parse()
-        .map_err(|_| StoreError::Corrupt(format!("the board revision is {raw:?}")))
+    raw.parse().map_err(|_| {
+        StoreError::Corrupt(crate::Detail::from(format!(
+            "the board revision is {raw:?}"
+        )))
+    })
 }
 
 /// True when a stored `{"r","v"}` layout marker names `want`.
@@ -134,10 +141,10 @@ impl RedisRecords {
         let refusal = match outcome_of(&outcome)? {
             None => None,
             Some(Reason::ProtocolError) => {
-                return Err(StoreError::Corrupt(format!(
+                return Err(StoreError::Corrupt(crate::Detail::from(format!(
                     "the claims record of row {} is not a row lease",
                     check.row
-                )));
+                ))));
             }
             Some(reason) => Some(reason),
         };
@@ -222,8 +229,9 @@ impl RedisRecords {
             let (kind, value) = match write.kind {
                 WriteKind::Put => (
                     "put",
-                    serde_json::to_string(&write.value)
-                        .map_err(|e| StoreError::Invalid(e.to_string()))?,
+                    serde_json::to_string(&write.value).map_err(|e| {
+                        StoreError::Invalid(crate::Detail::caused_by(e.to_string(), e))
+                    })?,
                 ),
                 WriteKind::Delete => ("delete", String::new()),
                 WriteKind::Check => ("check", String::new()),
@@ -288,7 +296,9 @@ impl LeaseStore for RedisRecords {
             ))));
         }
         if replies.len() != reads.sections.len() + 3 {
-            return Err(StoreError::Corrupt("a short read answer".into()));
+            return Err(StoreError::Corrupt(crate::Detail::from(
+                "a short read answer",
+            )));
         }
         let hashes = replies.split_off(3);
         let revision: String = decode(replies.pop().unwrap_or(Value::Nil))?;
@@ -303,7 +313,9 @@ impl LeaseStore for RedisRecords {
                 Some(keys) => {
                     let values: Vec<Option<String>> = decode(hash)?;
                     if values.len() != keys.len() {
-                        return Err(StoreError::Corrupt("a short keyed read answer".into()));
+                        return Err(StoreError::Corrupt(crate::Detail::from(
+                            "a short keyed read answer",
+                        )));
                     }
                     keys.iter()
                         .zip(values)
@@ -360,9 +372,9 @@ impl LeaseStore for RedisRecords {
         match self.ask_records(check).await? {
             Asked::Judged(judgement) => Ok(judgement),
             // Only a script that checks the layout answers "document"; this one does not.
-            Asked::Document { .. } => Err(StoreError::Corrupt(
-                "the ask script answered document unasked".into(),
-            )),
+            Asked::Document { .. } => Err(StoreError::Corrupt(crate::Detail::from(
+                "the ask script answered document unasked",
+            ))),
         }
     }
 
@@ -400,9 +412,9 @@ impl LeaseStore for RedisRecords {
                         owner: fields.get("owner").cloned().unwrap_or_default(),
                         records: records as usize,
                     }),
-                    _ => Err(StoreError::Corrupt(format!(
+                    _ => Err(StoreError::Corrupt(crate::Detail::from(format!(
                         "fence log entry {id} is malformed"
-                    ))),
+                    )))),
                 }
             })
             .collect()
