@@ -5,6 +5,8 @@
 //! reach ([`super::agent`]). What the connection carries is the same for every arm: a
 //! reader and a writer; HTTPS (smart HTTP) would be another arm of [`Connection`].
 
+pub mod exchange;
+
 use super::target::Target;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -55,7 +57,7 @@ enum Arm {
         stderr: tokio::task::JoinHandle<Vec<u8>>,
     },
     /// The HTTPS arm: smart HTTP's two requests in a task of their own ([`super::https`]).
-    Https(super::https::Exchange),
+    Https(exchange::Exchange),
 }
 
 impl Connection {
@@ -105,7 +107,7 @@ impl Connection {
     pub(super) fn https(
         reader: Box<dyn AsyncRead + Unpin + Send>,
         writer: Box<dyn AsyncWrite + Unpin + Send>,
-        exchange: super::https::Exchange,
+        exchange: exchange::Exchange,
     ) -> Connection {
         Connection {
             reader,

@@ -19,8 +19,9 @@
 pub mod token;
 
 use super::Pusher;
+use super::forge::exchange::Exchange;
 use super::forge::{Connection, ForgeError, SshFiles};
-use super::target::{Forge, Scheme, Target, TargetError};
+use super::target::{Forge, Scheme, Target};
 use bytes::Bytes;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -29,15 +30,11 @@ use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, DuplexStream, ReadBuf};
-use url::Url;
 use zeroize::Zeroizing;
 
-/// How what this arm says starts (an error's suffix names the transport).
-pub const SAID: &str = "https: ";
+pub use super::forge::exchange::SAID;
 
-/// The basic-auth user when the forge's URL names none (GitHub's name for a token's user;
-/// forges that check only the token accept any).
-pub const DEFAULT_USER: &str = "x-access-token";
+pub use super::target::https::DEFAULT_USER;
 
 /// The largest advertisement taken from the forge, in bytes.
 pub const MAX_ADVERT_BYTES: u64 = 256 * 1024 * 1024;
@@ -160,79 +157,6 @@ impl Https {
     }
 }
 
-/// Parses an `https://` `--push-forge` value.
-pub fn parse_forge(text: &str) -> Result<Forge, TargetError> {
-    let bad = || TargetError::Config(text.to_string());
-    let url = Url::parse(text).map_err(|_| bad())?;
-    if url.scheme() != "https"
-        || url.password().is_some()
-        || url.query().is_some()
-        || url.fragment().is_some()
-        || url.username().contains('%')
-    {
-        return Err(bad());
-    }
-    let host = url.host_str().ok_or_else(bad)?.to_string();
-    let mut prefix = url.path().to_string();
-    if !prefix.ends_with('/') {
-        prefix.push('/');
-    }
-    let user = match url.username() {
-        "" => DEFAULT_USER.to_string(),
-        user => user.to_string(),
-    };
-    Ok(Forge {
-        scheme: Scheme::Https,
-        user,
-        host,
-        port: url.port_or_known_default().unwrap_or(443),
-        prefix,
-    })
-}
-
-/// Resolves the lane's `https://` URL against the HTTPS forges among `forges`. A user in
-/// the lane's URL is ignored (the daemon's configuration names it); a password refuses it.
-pub fn resolve(forges: &[Forge], url: &str) -> Result<Target, TargetError> {
-    let bad = || TargetError::Url(url.to_string());
-    let parsed = Url::parse(url).map_err(|_| bad())?;
-    if parsed.scheme() != "https"
-        || parsed.password().is_some()
-        || parsed.query().is_some()
-        || parsed.fragment().is_some()
-    {
-        return Err(bad());
-    }
-    let host = parsed.host_str().ok_or_else(bad)?;
-    let port = parsed.port_or_known_default().unwrap_or(443);
-    let path = parsed.path();
-    if path.contains('%') {
-        return Err(TargetError::Path(path.to_string()));
-    }
-    let forge = forges
-        .iter()
-        .find(|f| {
-            f.scheme == Scheme::Https
-                && f.host == host
-                && f.port == port
-                && path.starts_with(&f.prefix)
-        })
-        .ok_or_else(|| TargetError::NotConfigured(url.to_string()))?;
-    let repository = path.trim_end_matches('/').to_string();
-    let fine = repository.len() > 1
-        && repository.len() <= 1024
-        && repository.bytes().all(|b| {
-            b.is_ascii_alphanumeric() || matches!(b, b'/' | b'-' | b'_' | b'.' | b'~' | b'+' | b'@')
-        })
-        && !repository.split('/').any(|c| c == "..");
-    if !fine {
-        return Err(TargetError::Path(repository));
-    }
-    Ok(Target {
-        forge: forge.clone(),
-        repository,
-    })
-}
-
 /// The repository's URL (no trailing `/`).
 fn repository_url(target: &Target) -> String {
     format!(
@@ -277,56 +201,8 @@ pub fn connect(https: &Https, target: &Target) -> Result<Connection, ForgeError>
     Ok(Connection::https(
         Box::new(lane_reader),
         Box::new(lane_writer),
-        Exchange {
-            task: Some(task),
-            aborted,
-        },
+        Exchange::new(task, aborted),
     ))
-}
-
-/// The task of one HTTPS connection, as [`super::forge`]'s arm holds it.
-pub struct Exchange {
-    /// `None` once finished.
-    task: Option<tokio::task::JoinHandle<Result<(), String>>>,
-    aborted: Arc<AtomicBool>,
-}
-
-impl Exchange {
-    /// Abandons the exchange: a request under way is dropped before its body ends.
-    pub fn abort(&self) {
-        self.aborted.store(true, Ordering::SeqCst);
-        if let Some(task) = &self.task {
-            task.abort();
-        }
-    }
-
-    /// Waits for the task to be gone (after [`Exchange::abort`]).
-    pub async fn wait(&mut self) {
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
-    }
-
-    /// Waits for the exchange to end: whether it went well, and what went wrong.
-    pub async fn finish(mut self) -> (bool, String) {
-        let Some(task) = self.task.take() else {
-            return (false, format!("{SAID}the exchange was abandoned"));
-        };
-        match task.await {
-            Ok(Ok(())) => (true, String::new()),
-            Ok(Err(why)) => (false, format!("{SAID}{why}")),
-            Err(e) => (false, format!("{SAID}the exchange ended: {e}")),
-        }
-    }
-}
-
-/// An exchange dropped unfinished (the push's deadline, an early return) is abandoned,
-/// as ssh's child is killed on drop. Its input may have closed first, ending the body;
-/// the pack's last bytes are then still missing, so the forge applies nothing.
-impl Drop for Exchange {
-    fn drop(&mut self) {
-        self.abort();
-    }
 }
 
 /// What one exchange needs.

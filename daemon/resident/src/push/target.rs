@@ -3,6 +3,8 @@
 //! dialled as given: the `row-fence::<url>` remote is the lane's to write. A URL of no
 //! configured forge is refused before anything is dialled.
 
+pub mod https;
+
 use url::Url;
 
 /// One configured forge: `ssh://USER@HOST[:PORT]/[PATH-PREFIX/]` (or, for the HTTPS arm,
@@ -71,7 +73,7 @@ impl Forge {
     pub fn parse(text: &str) -> Result<Forge, TargetError> {
         // The HTTPS arm parses its own forges (ARCHITECTURE.md, "Push proxy").
         if text.starts_with("https:") {
-            return super::https::parse_forge(text);
+            return https::parse_forge(text);
         }
         let bad = || TargetError::Config(text.to_string());
         let url = Url::parse(text).map_err(|_| bad())?;
@@ -109,7 +111,7 @@ impl Forge {
 pub fn resolve(forges: &[Forge], url: &str) -> Result<Target, TargetError> {
     // An https:// URL is resolved against the HTTPS forges only (ARCHITECTURE.md, "Push proxy").
     if url.starts_with("https:") {
-        return super::https::resolve(forges, url);
+        return https::resolve(forges, url);
     }
     let parsed = Url::parse(url).map_err(|_| TargetError::Url(url.to_string()))?;
     if parsed.scheme() != "ssh"
