@@ -131,7 +131,7 @@ impl Commits {
     /// Records a commit's parents from its body.
     fn note(&mut self, id: &[u8], body: &[u8]) {
         // A commit whose parents cannot be read as git reads them leads nowhere.
-        let parents = parents(body).unwrap_or_default();
+        let parents = parents(body, id.len() * 2).unwrap_or_default();
         self.parents.insert(hex(id), parents);
     }
 
@@ -406,27 +406,30 @@ pub fn apply_delta(base: &[u8], delta: &[u8]) -> Option<Vec<u8>> {
     (out.len() as u64 == target).then_some(out)
 }
 
-/// A commit's parents as git reads them: the header's first line is `tree <id>`, and its
-/// parents are the `parent <id>` lines right after it, each a full object id. A `parent`
-/// line anywhere else in the header is no parent to git, yet would be one to a looser
-/// reader: such a commit, or one whose header does not start so, proves nothing (`None`),
-/// so no fast-forward is proven through it.
-fn parents(body: &[u8]) -> Option<Vec<String>> {
-    let header = body
+/// A commit's parents as git reads them (`parse_commit_buffer`): the body starts with
+/// `tree <id>\n`, and its parents are the `parent <id>\n` lines right after it, each id of
+/// the repository's length (`hex_len`: 40 or 64) and each line ended by its newline. A
+/// parent line without its newline, or a `parent` line anywhere else in the header, is no
+/// parent to git, yet would be one to a looser reader: such a commit, or one whose body
+/// does not start so, proves nothing (`None`), so no fast-forward is proven through it.
+fn parents(body: &[u8], hex_len: usize) -> Option<Vec<String>> {
+    let id_then_newline = |line: &[u8]| -> Option<String> {
+        let id = line.get(..hex_len)?;
+        (id.iter().all(u8::is_ascii_hexdigit) && line.get(hex_len) == Some(&b'\n'))
+            .then(|| String::from_utf8_lossy(id).to_ascii_lowercase())
+    };
+    let after_tree = body.strip_prefix(b"tree ")?;
+    id_then_newline(after_tree)?;
+    let mut rest = &after_tree[hex_len + 1..];
+    let mut parents = Vec::new();
+    while let Some(line) = rest.strip_prefix(b"parent ") {
+        parents.push(id_then_newline(line)?);
+        rest = &line[hex_len + 1..];
+    }
+    let header = rest
         .split(|&b| b == b'\n')
         .take_while(|line| !line.is_empty());
-    let mut lines = header.peekable();
-    lines.next()?.strip_prefix(b"tree ")?;
-    let mut parents = Vec::new();
-    while let Some(id) = lines.peek().and_then(|l| l.strip_prefix(b"parent ")) {
-        let id = std::str::from_utf8(id).ok()?;
-        if !matches!(id.len(), 40 | 64) || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return None;
-        }
-        parents.push(id.to_ascii_lowercase());
-        lines.next();
-    }
-    if lines.any(|l| l.starts_with(b"parent ")) {
+    if header.clone().any(|l| l.starts_with(b"parent ")) {
         return None;
     }
     Some(parents)
@@ -464,20 +467,34 @@ pub(crate) mod tests {
     fn parents_are_read_as_git_reads_them() {
         let (a, b, c) = ("a".repeat(40), "b".repeat(40), "c".repeat(40));
         let body = format!("tree {c}\nparent {a}\nparent {b}\nauthor x\n\nparent {c}\n");
-        assert_eq!(parents(body.as_bytes()), Some(vec![a.clone(), b.clone()]));
+        assert_eq!(
+            parents(body.as_bytes(), 40),
+            Some(vec![a.clone(), b.clone()])
+        );
         let root = format!("tree {c}\nauthor x\n\nbody\n");
-        assert_eq!(parents(root.as_bytes()), Some(Vec::new()));
-        // A `parent` line git does not count (after another header line) proves nothing:
-        // git sees a root commit there, not a descendant of `a`.
+        assert_eq!(parents(root.as_bytes(), 40), Some(Vec::new()));
+        let upper = format!("tree {c}\nparent {}\n\nmsg\n", a.to_uppercase());
+        assert_eq!(parents(upper.as_bytes(), 40), Some(vec![a.clone()]));
+        // What git does not read as a parent proves nothing: a `parent` line after another
+        // header line, a last line without its newline (git sees a root commit there), an
+        // id of the other format's length, a body not starting with its tree.
         for bad in [
             format!("tree {c}\nauthor x\ncommitter x\nparent {a}\n\nmsg\n"),
             format!("tree {c}\nparent {a}\nauthor x\nparent {b}\n\nmsg\n"),
+            format!("tree {c}\nparent {a}"),
+            format!("tree {c}\nparent {a}\r\n\nmsg\n"),
+            format!("tree {c}"),
             format!("parent {a}\ntree {c}\n\nmsg\n"),
             format!("tree {c}\nparent {}\n\nmsg\n", &a[..39]),
             format!("tree {c}\nparent {}zz\n\nmsg\n", &a[..38]),
+            format!("tree {c}\nparent {a}{a}\n\nmsg\n"),
         ] {
-            assert_eq!(parents(bad.as_bytes()), None, "{bad}");
+            assert_eq!(parents(bad.as_bytes(), 40), None, "{bad:?}");
         }
+        let long = "d".repeat(64);
+        let sha256 = format!("tree {long}\nparent {long}\n\nmsg\n");
+        assert_eq!(parents(sha256.as_bytes(), 64), Some(vec![long.clone()]));
+        assert_eq!(parents(sha256.as_bytes(), 40), None);
     }
 
     #[test]
