@@ -418,13 +418,15 @@ fn parents(body: &[u8], hex_len: usize) -> Option<Vec<String>> {
         (id.iter().all(u8::is_ascii_hexdigit) && line.get(hex_len) == Some(&b'\n'))
             .then(|| String::from_utf8_lossy(id).to_ascii_lowercase())
     };
+    // git reads a tree or parent line only when at least one byte follows it; one that
+    // ends the body is "bad parents" to git.
     let after_tree = body.strip_prefix(b"tree ")?;
     id_then_newline(after_tree)?;
-    let mut rest = &after_tree[hex_len + 1..];
+    let mut rest = after_tree.get(hex_len + 1..).filter(|r| !r.is_empty())?;
     let mut parents = Vec::new();
     while let Some(line) = rest.strip_prefix(b"parent ") {
         parents.push(id_then_newline(line)?);
-        rest = &line[hex_len + 1..];
+        rest = line.get(hex_len + 1..).filter(|r| !r.is_empty())?;
     }
     let header = rest
         .split(|&b| b == b'\n')
@@ -482,6 +484,8 @@ pub(crate) mod tests {
             format!("tree {c}\nauthor x\ncommitter x\nparent {a}\n\nmsg\n"),
             format!("tree {c}\nparent {a}\nauthor x\nparent {b}\n\nmsg\n"),
             format!("tree {c}\nparent {a}"),
+            format!("tree {c}\nparent {a}\n"),
+            format!("tree {c}\n"),
             format!("tree {c}\nparent {a}\r\n\nmsg\n"),
             format!("tree {c}"),
             format!("parent {a}\ntree {c}\n\nmsg\n"),
