@@ -43,11 +43,7 @@ pub struct Figures {
 impl Figures {
     /// broker p50 ÷ plain p50 (0 when the plain arm has no samples).
     pub fn ratio(&self) -> f64 {
-        if self.plain.p50_ms > 0.0 {
-            self.broker.p50_ms / self.plain.p50_ms
-        } else {
-            0.0
-        }
+        self.broker.p50_over(&self.plain)
     }
 }
 

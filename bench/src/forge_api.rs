@@ -49,11 +49,7 @@ pub struct Figures {
 impl Figures {
     /// daemon p50 ÷ relay p50 for gh (0 when the relay has no samples).
     pub fn ratio(&self) -> f64 {
-        if self.gh_relay.p50_ms > 0.0 {
-            self.gh_daemon.p50_ms / self.gh_relay.p50_ms
-        } else {
-            0.0
-        }
+        self.gh_daemon.p50_over(&self.gh_relay)
     }
 }
 
@@ -345,31 +341,26 @@ pub fn report(figures: Option<&Figures>, error: Option<&str>, command: &str) -> 
         "`gh api /repos/o/r` through the daemon's forge API socket ÷ the same gh through a plain Unix-socket relay to the same stand-in forge; p50 vs p50, target ≤ {TARGET_RATIO}×. Then what a judged write adds over a read through the daemon, with curl.\n"
     );
     if let Some(f) = figures {
-        let _ = writeln!(md, "| arm | samples | p50 ms | p99 ms | max ms |");
-        let _ = writeln!(md, "|---|---:|---:|---:|---:|");
-        for (name, s) in [
-            ("gh api, through the daemon", &f.gh_daemon),
-            ("gh api, through socat (no judgement)", &f.gh_relay),
-            (
-                "curl GET, through the daemon (a read: no ask)",
-                &f.curl_read,
-            ),
-            (
-                "curl POST pulls, through the daemon (1 ask)",
-                &f.curl_create,
-            ),
-            (
-                "curl PUT merge, through the daemon (1 ask + 1 forge read)",
-                &f.curl_merge,
-            ),
-            ("row-fence-ask, the same lane (1 ask alone)", &f.ask),
-        ] {
-            let _ = writeln!(
-                md,
-                "| {name} | {} | {:.2} | {:.2} | {:.2} |",
-                s.count, s.p50_ms, s.p99_ms, s.max_ms
-            );
-        }
+        md.push_str(&Summary::table(
+            "samples",
+            &[
+                ("gh api, through the daemon", &f.gh_daemon),
+                ("gh api, through socat (no judgement)", &f.gh_relay),
+                (
+                    "curl GET, through the daemon (a read: no ask)",
+                    &f.curl_read,
+                ),
+                (
+                    "curl POST pulls, through the daemon (1 ask)",
+                    &f.curl_create,
+                ),
+                (
+                    "curl PUT merge, through the daemon (1 ask + 1 forge read)",
+                    &f.curl_merge,
+                ),
+                ("row-fence-ask, the same lane (1 ask alone)", &f.ask),
+            ],
+        ));
         let ratio = f.ratio();
         let _ = writeln!(
             md,

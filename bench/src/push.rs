@@ -61,11 +61,7 @@ pub struct Figures {
 impl Figures {
     /// daemon p50 ÷ direct p50 (0 when the direct arm has no samples).
     pub fn ratio(&self) -> f64 {
-        if self.direct.p50_ms > 0.0 {
-            self.daemon.p50_ms / self.direct.p50_ms
-        } else {
-            0.0
-        }
+        self.daemon.p50_over(&self.direct)
     }
 
     /// The 50 MB push's daemon ÷ direct.
@@ -373,18 +369,13 @@ pub fn report(figures: Option<&Figures>, error: Option<&str>, command: &str) -> 
         "A `git push` through the daemon (`git-remote-row-fence` → spool → judge → ssh with the daemon's key) ÷ a direct `git push` with the same key to the same sshd: p50 vs p50 of one small commit per push, target ≤ {TARGET_RATIO}×; one 50 MB push each way, target ≤ {TARGET_LARGE_RATIO}×, with the daemon's RSS growth under {TARGET_RSS_MB} MB.\n"
     );
     if let Some(f) = figures {
-        let _ = writeln!(md, "| arm | pushes | p50 ms | p99 ms | max ms |");
-        let _ = writeln!(md, "|---|---:|---:|---:|---:|");
-        for (name, s) in [
-            ("git push through the daemon", &f.daemon),
-            ("git push straight to sshd (same key)", &f.direct),
-        ] {
-            let _ = writeln!(
-                md,
-                "| {name} | {} | {:.2} | {:.2} | {:.2} |",
-                s.count, s.p50_ms, s.p99_ms, s.max_ms
-            );
-        }
+        md.push_str(&Summary::table(
+            "pushes",
+            &[
+                ("git push through the daemon", &f.daemon),
+                ("git push straight to sshd (same key)", &f.direct),
+            ],
+        ));
         let met = |ok: bool| if ok { "met" } else { "MISSED" };
         let ratio = f.ratio();
         let _ = writeln!(

@@ -28,6 +28,30 @@ impl Summary {
             max_ms: ms.last().copied().unwrap_or(0.0),
         }
     }
+
+    /// This p50 ÷ `base`'s p50 (0 when `base` has no samples): an arm against the arm it
+    /// is compared with.
+    pub fn p50_over(&self, base: &Summary) -> f64 {
+        if base.p50_ms > 0.0 {
+            self.p50_ms / base.p50_ms
+        } else {
+            0.0
+        }
+    }
+
+    /// One Markdown table of arms: `| arm | <count> | p50 ms | p99 ms | max ms |`, a row per
+    /// `(name, summary)`; `count` names what was counted (samples, pushes).
+    pub fn table(count: &str, rows: &[(&str, &Summary)]) -> String {
+        let mut md =
+            format!("| arm | {count} | p50 ms | p99 ms | max ms |\n|---|---:|---:|---:|---:|\n");
+        for (name, s) in rows {
+            md.push_str(&format!(
+                "| {name} | {} | {:.2} | {:.2} | {:.2} |\n",
+                s.count, s.p50_ms, s.p99_ms, s.max_ms
+            ));
+        }
+        md
+    }
 }
 
 /// The nearest-rank percentile `p` (0–100) of sorted values; 0 when empty.

@@ -141,7 +141,7 @@ async fn cgi(
 }
 
 /// Turns a CGI program's output (headers, a blank line, the body) into a response.
-fn cgi_response(output: &[u8]) -> Response<Full<Bytes>> {
+pub(crate) fn cgi_response(output: &[u8]) -> Response<Full<Bytes>> {
     let split = output
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -173,7 +173,8 @@ fn cgi_response(output: &[u8]) -> Response<Full<Bytes>> {
         .unwrap_or_else(|_| status(StatusCode::BAD_GATEWAY))
 }
 
-fn status(code: StatusCode) -> Response<Full<Bytes>> {
+/// An empty response with `code`.
+pub(crate) fn status(code: StatusCode) -> Response<Full<Bytes>> {
     Response::builder()
         .status(code)
         .body(Full::new(Bytes::new()))

@@ -6,6 +6,7 @@
 //! its body never reaches `git http-backend`. A gate can hold a POST's body unread until
 //! the test releases it. Stopped when dropped.
 
+use crate::http_git::{cgi_response, status};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::server::conn::http1;
@@ -231,46 +232,6 @@ async fn serve(
     let _ = feed.await;
     let _ = child.wait().await;
     Ok(cgi_response(&output))
-}
-
-/// Turns a CGI program's output (headers, a blank line, the body) into a response.
-fn cgi_response(output: &[u8]) -> Response<Full<Bytes>> {
-    let split = output
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|at| (at, 4))
-        .or_else(|| {
-            output
-                .windows(2)
-                .position(|w| w == b"\n\n")
-                .map(|at| (at, 2))
-        });
-    let Some((at, gap)) = split else {
-        return status(StatusCode::BAD_GATEWAY);
-    };
-    let mut response = Response::builder().status(StatusCode::OK);
-    for line in String::from_utf8_lossy(&output[..at]).lines() {
-        let Some((name, value)) = line.split_once(':') else {
-            continue;
-        };
-        let value = value.trim();
-        if name.eq_ignore_ascii_case("status") {
-            let code = value.split(' ').next().and_then(|c| c.parse().ok());
-            response = response.status(code.unwrap_or(500));
-        } else {
-            response = response.header(name.trim(), value);
-        }
-    }
-    response
-        .body(Full::new(Bytes::copy_from_slice(&output[at + gap..])))
-        .unwrap_or_else(|_| status(StatusCode::BAD_GATEWAY))
-}
-
-fn status(code: StatusCode) -> Response<Full<Bytes>> {
-    Response::builder()
-        .status(code)
-        .body(Full::new(Bytes::new()))
-        .expect("a response")
 }
 
 /// Standard base64 with padding (basic auth's).
