@@ -366,7 +366,7 @@ pub fn report(figures: Option<&Figures>, error: Option<&str>, command: &str) -> 
     let _ = writeln!(md, "`{command}`\n");
     let _ = writeln!(
         md,
-        "A `git push` through the daemon (`git-remote-row-fence` → spool → judge → ssh with the daemon's key) ÷ a direct `git push` with the same key to the same sshd: p50 vs p50 of one small commit per push, target ≤ {TARGET_RATIO}×; one 50 MB push each way, target ≤ {TARGET_LARGE_RATIO}×, with the daemon's RSS growth under {TARGET_RSS_MB} MB.\n"
+        "A `git push` through the daemon (`git-remote-row-fence` → judge → the pack streamed to the forge while spooled → judge → its last bytes; ssh with the daemon's key, on the daemon's own warm master) ÷ a direct `git push` with the same key to the same sshd: p50 vs p50 of one small commit per push, target ≤ {TARGET_RATIO}×; one 50 MB push each way, target ≤ {TARGET_LARGE_RATIO}×, with the daemon's RSS growth under {TARGET_RSS_MB} MB.\n"
     );
     if let Some(f) = figures {
         md.push_str(&Summary::table(
@@ -403,7 +403,7 @@ pub fn report(figures: Option<&Figures>, error: Option<&str>, command: &str) -> 
     md
 }
 
-const HOW: &str = "Everything is private to the run, on loopback: a real sshd (a host key made for the run, this user, one authorized key) serving two bare repositories, one per arm; the daemon under test on the file store with the key broker's flags (`--broker-key` with that key, `--broker-forge-host-key` with the host key) and `--push-socket`/`--push-forge`; the lane's row ALLOWED, its descriptor in the daemon arm's clone (the same-uid mode). The daemon arm's remote is `row-fence::ssh://…` (what `install broker` wires with `pushInsteadOf`); the direct arm's ssh uses the same key file with the same options. Each sample is one `git push` of one new small commit, spawn to exit; the arms alternate sample by sample. The 50 MB commit is random bytes (no compression helps either arm); the RSS growth is the daemon's `VmHWM` after the push (reset before it) minus its `VmRSS` before.";
+const HOW: &str = "Everything is private to the run, on loopback: a real sshd (a host key made for the run, this user, one authorized key) serving two bare repositories, one per arm; the daemon under test on the file store with the key broker's flags (`--broker-key` with that key, `--broker-forge-host-key` with the host key) and `--push-socket`/`--push-forge`; the lane's row ALLOWED, its descriptor in the daemon arm's clone (the same-uid mode). The daemon arm's remote is `row-fence::ssh://…` (what `install broker` wires with `pushInsteadOf`); the direct arm's ssh uses the same key file with the same options. Each sample is one `git push` of one new small commit, spawn to exit; the arms alternate sample by sample. The daemon keeps one ssh master per forge and key set (as shipped), so its samples after the first pay no handshake; the direct arm's git pays one per push, as git does. The 50 MB commit is random bytes (no compression helps either arm); the RSS growth is the daemon's `VmHWM` after the push (reset before it) minus its `VmRSS` before.";
 
 fn random_bytes(n: usize) -> Result<Vec<u8>, String> {
     use std::io::Read;

@@ -768,5 +768,37 @@ fn the_daemon_pushes_for_an_allowed_lane_and_refuses_the_rest_at_the_write() {
     let back = install_broker(&site, &a, &a_tree, &["--rollback"]);
     assert_eq!(back.code, 0, "rollback: {}", back.stderr);
     assert_eq!(fs::read(&a_config).expect("config"), original);
-    drop(daemon);
+
+    // The pushes shared the daemon's own ssh master (a socket in its 0700 directory, a
+    // process of the daemon's uid); the daemon's stop ends it.
+    let masters = site.home.home.join("push-masters");
+    let sockets: Vec<PathBuf> = fs::read_dir(&masters)
+        .expect("push-masters")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    assert!(!sockets.is_empty(), "no ssh master in {}", masters.display());
+    let mode = fs::metadata(&masters).expect("masters").permissions().mode();
+    assert_eq!(mode & 0o777, 0o700, "{}", masters.display());
+    let named = |needle: &Path| masters_running(needle);
+    assert!(named(&masters), "no ssh master process for {}", masters.display());
+    let mut daemon = daemon;
+    daemon.stop();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while named(&masters) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!named(&masters), "an ssh master outlived the daemon");
+}
+
+/// Whether a process whose command line names `dir` runs (an ssh master's `ControlPath`,
+/// or its title `<path> [mux]`).
+fn masters_running(dir: &Path) -> bool {
+    let needle = dir.display().to_string();
+    fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter_map(|e| fs::read(e.path().join("cmdline")).ok())
+                .any(|cmd| String::from_utf8_lossy(&cmd).contains(&needle))
+        })
+        .unwrap_or(false)
 }

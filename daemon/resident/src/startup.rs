@@ -407,6 +407,7 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
     // The forge API names a lane of another uid by the broker's bindings, when it is on.
     let bindings = broker.as_ref().map(|prepared| prepared.shared.clone());
     // The push socket pushes with the broker's keys, for the broker's bound lanes.
+    let mut push_masters = None;
     let push_guard = match (push, bindings.clone()) {
         (Some(prepared), Some(shared)) => {
             let crate::push::Prepared {
@@ -414,6 +415,7 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
                 listener,
                 guard,
             } = prepared;
+            push_masters = Some(push_settings.masters.clone());
             tracing::info!(
                 socket = %guard.path().display(),
                 forges = push_settings.forges.len(),
@@ -495,6 +497,10 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
     crate::supervisor::ready(&settings.socket);
     server::run(listener, resident.clone(), resident.shutdown.clone()).await;
     crate::supervisor::stopping();
+    if let Some(masters) = push_masters {
+        // The daemon's ssh masters end with it, not after their idle time.
+        crate::push::forge::close_masters(&masters).await;
+    }
     judge.refusals.close();
     if let Err(e) = marks.flush() {
         tracing::warn!(error = %e, "cannot write the revisions seen");

@@ -1,9 +1,13 @@
 //! One connection to the forge's `git-receive-pack` (ARCHITECTURE.md, "Push proxy"). The
 //! ssh arm runs OpenSSH's `ssh` with no configuration of its own (`-F /dev/null`), the
-//! forge's pinned host keys only, no multiplexing, and as its only identities the lane's
-//! push keys, served from the daemon's memory by an agent only the daemon's uid can
-//! reach ([`super::agent`]). What the connection carries is the same for every arm: a
-//! reader and a writer; HTTPS (smart HTTP) would be another arm of [`Connection`].
+//! forge's pinned host keys only, and as its only identities the lane's push keys, served
+//! from the daemon's memory by an agent only the daemon's uid can reach
+//! ([`super::agent`]). Each push is a fresh `git-receive-pack` session; the ssh transport
+//! under it is the daemon's own, kept warm per forge and key set ([`control_path`]): a
+//! multiplexing master in a 0700 directory of the daemon's, which OpenSSH serves to its
+//! own uid only, closed after [`MASTER_IDLE_SECS`] idle. The lanes still hold nothing:
+//! every write is judged by the daemon at the write, whatever carries it. What the
+//! connection carries is the same for every arm: a reader and a writer.
 
 pub mod exchange;
 
@@ -16,6 +20,14 @@ use tokio::process::{Child, Command};
 /// The most of the forge's stderr kept for an error message, in bytes.
 const MAX_STDERR_BYTES: usize = 8 * 1024;
 
+/// How long the daemon's ssh master to one forge with one key set lives unused, in
+/// seconds: pushes close together share its handshake, and an idle one goes away.
+pub const MASTER_IDLE_SECS: u32 = 30;
+
+/// The longest control socket path used, in bytes: a Unix socket's path holds 107, and
+/// OpenSSH first binds the path with 17 bytes more (a random suffix) before renaming it.
+const MAX_CONTROL_PATH: usize = 107 - 17;
+
 /// The files one push's ssh reads, in the push's own 0700 directory.
 #[derive(Clone, Debug)]
 pub struct SshFiles {
@@ -25,6 +37,9 @@ pub struct SshFiles {
     pub known_hosts: PathBuf,
     /// The public halves of the lane's push keys (ssh's `IdentityFile` for an agent key).
     pub identities: Vec<PathBuf>,
+    /// The daemon's ssh master for this forge and these keys (`None`: every connection
+    /// makes its own handshake, as when the daemon's home is too deep for a socket path).
+    pub control: Option<PathBuf>,
 }
 
 /// Why the forge could not be reached.
@@ -61,10 +76,11 @@ enum Arm {
 }
 
 impl Connection {
-    /// Opens `git-receive-pack '<repository>'` on the target's forge over ssh.
-    pub fn ssh(target: &Target, files: &SshFiles) -> Result<Connection, ForgeError> {
+    /// Opens `git-receive-pack '<repository>'` on the target's forge over ssh; through
+    /// the daemon's master when `shared` (made by this connection when there is none).
+    pub fn ssh(target: &Target, files: &SshFiles, shared: bool) -> Result<Connection, ForgeError> {
         let mut command = Command::new("ssh");
-        command.args(ssh_args(target, files));
+        command.args(ssh_args(target, files, shared));
         command
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -158,8 +174,8 @@ fn one_line(said: &[u8]) -> String {
         .join("; ")
 }
 
-/// The ssh command line (`ssh` excluded).
-pub fn ssh_args(target: &Target, files: &SshFiles) -> Vec<String> {
+/// The ssh command line (`ssh` excluded); through the daemon's master when `shared`.
+pub fn ssh_args(target: &Target, files: &SshFiles, shared: bool) -> Vec<String> {
     let o = |text: String| ["-o".to_string(), text];
     let mut args: Vec<String> = vec!["-F".into(), "/dev/null".into(), "-T".into(), "-x".into()];
     for option in [
@@ -170,8 +186,6 @@ pub fn ssh_args(target: &Target, files: &SshFiles) -> Vec<String> {
         format!("UserKnownHostsFile={}", files.known_hosts.display()),
         "GlobalKnownHostsFile=/dev/null".to_string(),
         "UpdateHostKeys=no".to_string(),
-        "ControlMaster=no".to_string(),
-        "ControlPath=none".to_string(),
         "ForwardAgent=no".to_string(),
         "ClearAllForwardings=yes".to_string(),
         "PermitLocalCommand=no".to_string(),
@@ -183,6 +197,17 @@ pub fn ssh_args(target: &Target, files: &SshFiles) -> Vec<String> {
     }
     for identity in &files.identities {
         args.extend(o(format!("IdentityFile={}", identity.display())));
+    }
+    match files.control.as_ref().filter(|_| shared) {
+        Some(control) => {
+            args.extend(o("ControlMaster=auto".into()));
+            args.extend(o(format!("ControlPath={}", control.display())));
+            args.extend(o(format!("ControlPersist={MASTER_IDLE_SECS}")));
+        }
+        None => {
+            args.extend(o("ControlMaster=no".into()));
+            args.extend(o("ControlPath=none".into()));
+        }
     }
     args.extend([
         "-p".into(),
@@ -196,13 +221,64 @@ pub fn ssh_args(target: &Target, files: &SshFiles) -> Vec<String> {
     args
 }
 
+/// The daemon's ssh master's control socket in `masters` (a 0700 directory of the
+/// daemon's) for one forge, its pinned host keys and one key set: named by their hash, so
+/// a changed pin or key set never reuses a master authenticated under the old ones.
+/// `None` when the path would be too long for a socket.
+pub fn control_path(
+    masters: &Path,
+    destination: &str,
+    host_keys: &[String],
+    public_keys: &[String],
+) -> Option<PathBuf> {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    for part in std::iter::once(destination)
+        .chain(host_keys.iter().map(String::as_str))
+        .chain(std::iter::once("\0keys"))
+        .chain(public_keys.iter().map(String::as_str))
+    {
+        hash.update(part.as_bytes());
+        hash.update(b"\0");
+    }
+    let name: String = hash.finalize()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let path = masters.join(name);
+    (path.as_os_str().len() <= MAX_CONTROL_PATH).then_some(path)
+}
+
+/// Ends every ssh master in `masters` (at the daemon's stop), each asked with `-O exit`
+/// and given a moment; a master not reached ends by itself after [`MASTER_IDLE_SECS`].
+pub async fn close_masters(masters: &Path) {
+    let Ok(entries) = std::fs::read_dir(masters) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let mut exit = Command::new("ssh");
+        exit.args(["-F", "/dev/null", "-o"])
+            .arg(format!("ControlPath={}", entry.path().display()))
+            .args(["-O", "exit", "row-fence-master"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        if let Ok(mut child) = exit.spawn() {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), child.wait()).await;
+        }
+    }
+}
+
 /// Writes the files ssh reads into `dir` (the push's own 0700 directory): the pinned
-/// host keys under the forge's host name and the lane's public keys.
+/// host keys under the forge's host name and the lane's public keys; `control` is the
+/// daemon's master for them ([`control_path`]).
 pub fn write_files(
     dir: &Path,
     host_name: &str,
     host_keys: &[String],
     public_keys: &[String],
+    control: Option<PathBuf>,
 ) -> std::io::Result<SshFiles> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
@@ -230,6 +306,7 @@ pub fn write_files(
         agent: dir.join("agent"),
         known_hosts,
         identities,
+        control,
     })
 }
 
@@ -246,8 +323,9 @@ mod tests {
             agent: "/d/agent".into(),
             known_hosts: "/d/known_hosts".into(),
             identities: vec!["/d/id-0.pub".into()],
+            control: Some("/d/masters/0123".into()),
         };
-        let args = ssh_args(&target, &files).join(" ");
+        let args = ssh_args(&target, &files, false).join(" ");
         for needed in [
             "-F /dev/null",
             "-o BatchMode=yes",
@@ -263,5 +341,33 @@ mod tests {
         ] {
             assert!(args.contains(needed), "{needed} in {args}");
         }
+        let shared = ssh_args(&target, &files, true).join(" ");
+        for needed in [
+            "-o ControlMaster=auto",
+            "-o ControlPath=/d/masters/0123",
+            "-o ControlPersist=30",
+        ] {
+            assert!(shared.contains(needed), "{needed} in {shared}");
+        }
+        assert!(!shared.contains("ControlPath=none"), "{shared}");
+    }
+
+    #[test]
+    fn a_master_is_named_by_its_forge_pins_and_keys_and_fits_a_socket_path() {
+        let keys = ["ssh-ed25519 AAAA1".to_string()];
+        let pins = ["ssh-ed25519 HOST1".to_string()];
+        let one = control_path(Path::new("/m"), "git@h:22", &pins, &keys).unwrap();
+        assert_eq!(
+            one,
+            control_path(Path::new("/m"), "git@h:22", &pins, &keys).unwrap()
+        );
+        let other_key = control_path(Path::new("/m"), "git@h:22", &pins, &["k2".into()]);
+        let other_pin = control_path(Path::new("/m"), "git@h:22", &["p2".into()], &keys);
+        let other_forge = control_path(Path::new("/m"), "git@h:2222", &pins, &keys);
+        for other in [other_key, other_pin, other_forge] {
+            assert_ne!(other.unwrap(), one);
+        }
+        let deep = Path::new("/").join("d".repeat(100));
+        assert_eq!(control_path(&deep, "git@h:22", &pins, &keys), None);
     }
 }

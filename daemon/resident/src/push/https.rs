@@ -166,10 +166,16 @@ fn repository_url(target: &Target) -> String {
 }
 
 /// Opens a connection to the target's forge by its scheme: the ssh arm
-/// ([`Connection::ssh`]) or this one.
-pub fn open(pusher: &Pusher, target: &Target, files: &SshFiles) -> Result<Connection, ForgeError> {
+/// ([`Connection::ssh`], through the daemon's master when `shared`) or this one (whose
+/// client keeps its own connections).
+pub fn open(
+    pusher: &Pusher,
+    target: &Target,
+    files: &SshFiles,
+    shared: bool,
+) -> Result<Connection, ForgeError> {
     match target.forge.scheme {
-        Scheme::Ssh => Connection::ssh(target, files),
+        Scheme::Ssh => Connection::ssh(target, files, shared),
         Scheme::Https => {
             let https = pusher.settings.https.clone().ok_or_else(|| {
                 ForgeError::Broken(format!("{SAID}the daemon has no HTTPS client"))

@@ -124,6 +124,9 @@ pub struct Settings {
     pub max_pack_bytes: u64,
     /// Where pushes' private directories go (`<home>/push-spool`, 0700).
     pub spool: PathBuf,
+    /// Where the daemon's ssh masters' control sockets go (`<home>/push-masters`, 0700;
+    /// [`forge::control_path`]).
+    pub masters: PathBuf,
     /// The HTTPS arm's client and token, when an https:// forge is configured.
     pub https: Option<Arc<https::Https>>,
 }
@@ -148,8 +151,8 @@ pub enum PushStartError {
     /// The HTTPS arm's client (its CA).
     #[error(transparent)]
     Https(#[from] https::HttpsError),
-    /// The spool directory.
-    #[error("the push spool directory {path}: {source}")]
+    /// The spool or masters directory.
+    #[error("the push directory {path}: {source}")]
     Spool {
         /// The directory.
         path: PathBuf,
@@ -200,15 +203,18 @@ pub fn prepare(
     // The HTTPS arm's client, built once (ARCHITECTURE.md, "Push proxy").
     let https = https::Https::for_forges(&forges, raw.ca.as_deref(), home)?.map(Arc::new);
     let spool = home.join("push-spool");
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&spool)
-        .and_then(|()| std::fs::set_permissions(&spool, std::fs::Permissions::from_mode(0o700)))
-        .map_err(|source| PushStartError::Spool {
-            path: spool.clone(),
-            source,
-        })?;
+    let masters = home.join("push-masters");
+    for dir in [&spool, &masters] {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
+            .map_err(|source| PushStartError::Spool {
+                path: dir.clone(),
+                source,
+            })?;
+    }
     crate::broker::prepare_dir(&raw.socket)?;
     let (listener, guard) = socket::bind(&raw.socket)?;
     let opened = std::fs::set_permissions(&raw.socket, std::fs::Permissions::from_mode(0o666))
@@ -225,6 +231,7 @@ pub fn prepare(
             forges,
             max_pack_bytes: raw.max_pack_bytes,
             spool,
+            masters,
             https,
         }),
         listener,

@@ -185,18 +185,51 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    // Connection 2 is dialled at once, beside connection 1 and the upload, so its ssh
-    // handshake costs the push no time of its own; nothing is sent on it before the
-    // judgement.
-    let (front, dialled) = tokio::join!(
-        front(pusher, uid, who, target, dir, files, lane_in, lane_out),
-        dial(pusher, target, files),
-    );
-    let Front {
-        request,
-        pack_len,
-        format,
-    } = match front {
+    // Connection 2 is dialled at once, beside connection 1, so its session costs the push
+    // no time of its own; nothing is sent on it before the first judgement. Through the
+    // daemon's master, a forge that serves one session per connection refuses it while
+    // connection 1 is open: it is then asked again once connection 1 has ended.
+    let (first_ended, ended) = tokio::sync::oneshot::channel::<()>();
+    let second = async {
+        let master_was_there = files.control.as_ref().is_some_and(|c| c.exists());
+        match advertised_once(pusher, target, files, true).await {
+            Ok(done) => Ok(done),
+            Err(e) if master_was_there => {
+                tracing::debug!(error = %e, "the forge's second session waits for the first to end");
+                let _ = ended.await;
+                advertised(pusher, target, files).await
+            }
+            Err(e) => Err(e),
+        }
+    };
+    let front = async {
+        // Connection 1: the advertisement only, relayed; then ended with a flush (no
+        // commands) while the lane works out its push.
+        let (mut first, advert) = advertised(pusher, target, files)
+            .await
+            .map_err(|e| PushError::Forge(e.to_string()))?;
+        let relayed = async {
+            lane_out.write_all(&advert.for_lane()).await?;
+            lane_out.flush().await
+        };
+        relayed.await.map_err(|e| PushError::Lane(e.to_string()))?;
+        if let Some(w) = first.writer.as_mut() {
+            let _ = w.write_all(pkt::FLUSH).await;
+            let _ = w.flush().await;
+        }
+        let end = async {
+            let _ = tokio::time::timeout(FIRST_ENDS, first.finish()).await;
+            let _ = first_ended.send(());
+        };
+        let format = advert.object_format().to_string();
+        let ((), asked) = tokio::join!(
+            end,
+            read_request(pusher, uid, who, &format, lane_in, lane_out)
+        );
+        asked.map(|request| request.map(|r| (r, format)))
+    };
+    let (dialled, front) = tokio::join!(second, front);
+    let (request, format) = match front {
         Ok(Some(front)) => front,
         other => {
             if let Ok((conn, _)) = dialled {
@@ -206,29 +239,38 @@ where
         }
     };
     let pack = dir.join("pack");
-    let (mut second, advert2) = match dialled {
-        Ok(dialled) => dialled,
-        Err(e) => {
-            let why = e.to_string();
-            return refuse_all(pusher, uid, who, &request, lane_out, &why, Some(&why)).await;
-        }
-    };
-    let updates = match classify(&request, pack_len.map(|_| pack.as_path()), &format).await {
-        Ok(u) => u,
-        Err(e) => {
-            second.kill().await;
-            let why = e.to_string();
-            return refuse_all(pusher, uid, who, &request, lane_out, &why, Some(&why)).await;
-        }
-    };
+    let max = pusher.settings.max_pack_bytes;
 
-    // The first judgement: nothing is sent to the forge for a refused lane.
-    if let Err(refusal) =
-        lane::judge(&pusher.judge, lane, uid, who, &target.repository, &updates).await
-    {
-        second.kill().await;
-        return refused(&request, lane_out, refusal).await;
-    }
+    // The first judgement, before anything reaches the forge: the lease, and every ref
+    // against the row's scope, each update taken as a fast-forward until the pack proves
+    // it (the second judgement holds the proof).
+    let assumed: Vec<RefUpdate> = request.commands.iter().map(|c| c.update(true)).collect();
+    let judged = lane::judge(&pusher.judge, lane, uid, who, &target.repository, &assumed).await;
+    let (mut second, advert2) = match (judged, dialled) {
+        (Ok(_), Ok(dialled)) => dialled,
+        (judged, dialled) => {
+            let dialled = match dialled {
+                Ok((conn, _)) => {
+                    conn.kill().await;
+                    None
+                }
+                Err(e) => Some(e.to_string()),
+            };
+            // The lane's git reads the answer once its pack is read.
+            let spooled = spool_pack(&request, lane_in, &pack, max, &format, None).await;
+            return match (judged, spooled) {
+                (Err(refusal), _) => refused(&request, lane_out, refusal).await,
+                (Ok(_), Err(e)) => {
+                    let unpack = e.to_string();
+                    refuse_all(pusher, uid, who, &request, lane_out, &unpack, Some(&unpack)).await
+                }
+                (Ok(_), Ok(_)) => {
+                    let why = dialled.unwrap_or_else(|| "the forge's second connection".into());
+                    refuse_all(pusher, uid, who, &request, lane_out, &why, Some(&why)).await
+                }
+            };
+        }
+    };
 
     let mut caps: Vec<String> = request
         .caps
@@ -247,29 +289,70 @@ where
             "row-fence: the forge does not offer atomic pushes: a ref it rejects does not stop the others",
         ));
     }
-    let sent = send_request(
-        &mut second,
-        &request,
-        &caps,
-        pack_len.map(|len| (pack.as_path(), len)),
-    )
-    .await;
-    if let Err(e) = sent {
-        let (_, said) = second.finish().await;
-        let why = format!("sending the push to the forge: {e}{}", suffix(&said));
-        return refuse_all(pusher, uid, who, &request, lane_out, &why, Some(&why)).await;
-    }
-
-    // The second judgement, before the pack's last bytes.
+    // The request, then the pack streamed to the forge as it is spooled, its last bytes
+    // held back.
+    let sent = match second.writer.as_mut() {
+        Some(w) => w.write_all(&request.encode(&caps)).await,
+        None => Err(std::io::Error::other("the forge's input is closed")),
+    };
+    let (tee, copy) = tokio::sync::mpsc::channel(TEE_CHUNKS);
+    let tee = sent.is_ok().then_some(tee);
+    let (spooled, forwarded) = tokio::join!(
+        spool_pack(&request, lane_in, &pack, max, &format, tee),
+        forward(copy, second.writer.as_mut()),
+    );
+    let pack_len = match spooled {
+        Ok(len) => len,
+        Err(e) => {
+            second.kill().await;
+            let unpack = e.to_string();
+            return refuse_all(pusher, uid, who, &request, lane_out, &unpack, Some(&unpack)).await;
+        }
+    };
+    let streamed = sent.and(forwarded).and_then(|(sent, held)| {
+        let whole = sent + held.len() as u64 == pack_len.unwrap_or(0);
+        if whole {
+            Ok(held)
+        } else {
+            Err(std::io::Error::other(
+                "the copy to the forge fell short of the pack",
+            ))
+        }
+    });
+    let held = match streamed {
+        Ok(held) => held,
+        Err(e) => {
+            let (_, said) = second.finish().await;
+            let why = format!("sending the push to the forge: {e}{}", suffix(&said));
+            return refuse_all(pusher, uid, who, &request, lane_out, &why, Some(&why)).await;
+        }
+    };
+    let updates = match classify(&request, pack_len.map(|_| pack.as_path()), &format).await {
+        Ok(u) => u,
+        Err(e) => {
+            second.kill().await;
+            let why = e.to_string();
+            return refuse_all(pusher, uid, who, &request, lane_out, &why, Some(&why)).await;
+        }
+    };
+    // The second judgement, the fast-forwards proven, before the pack's last bytes.
     if let Err(refusal) =
         lane::judge(&pusher.judge, lane, uid, who, &target.repository, &updates).await
     {
         second.kill().await;
         return refused(&request, lane_out, refusal).await;
     }
-    if let Some(len) = pack_len
-        && let Err(e) = send_pack_range(&mut second, &pack, len - hold_back(len), len).await
-    {
+    let ended = match second.writer.as_mut() {
+        Some(w) => {
+            async {
+                w.write_all(&held).await?;
+                w.flush().await
+            }
+            .await
+        }
+        None => Err(std::io::Error::other("the forge's input is closed")),
+    };
+    if let Err(e) = ended {
         let (_, said) = second.finish().await;
         let why = format!("sending the pack to the forge: {e}{}", suffix(&said));
         return refuse_all(pusher, uid, who, &request, lane_out, &why, Some(&why)).await;
@@ -296,67 +379,71 @@ where
     }
 }
 
-/// What the lane sent: its request and its spooled pack.
-struct Front {
-    /// The request.
-    request: Request,
-    /// The pack's length (`None`: every command is a delete).
-    pack_len: Option<u64>,
-    /// The repository's object format.
-    format: String,
+/// Chunks of the pack waiting for the forge's connection: with [`spool::TEE_CHUNK_BYTES`],
+/// the most of a pack the daemon holds in memory.
+const TEE_CHUNKS: usize = 8;
+
+/// The bytes held back until the second judgement: the pack's trailer (20 bytes for
+/// SHA-1, 32 for SHA-256; 32 holds back both). Without them the forge's pack never ends,
+/// so it applies nothing.
+const HOLD_BACK: usize = 32;
+
+/// Writes the spooled pack's copy to the forge as it comes, all but its last
+/// [`HOLD_BACK`] bytes. Returns the bytes written and those held back. On an error the
+/// copy is closed, so the spool goes on without it.
+async fn forward(
+    mut copy: tokio::sync::mpsc::Receiver<Vec<u8>>,
+    writer: Option<&mut Box<dyn AsyncWrite + Unpin + Send>>,
+) -> std::io::Result<(u64, Vec<u8>)> {
+    let Some(w) = writer else {
+        return Err(std::io::Error::other("the forge's input is closed"));
+    };
+    let mut held: Vec<u8> = Vec::new();
+    let mut sent = 0u64;
+    while let Some(chunk) = copy.recv().await {
+        held.extend_from_slice(&chunk);
+        if held.len() > HOLD_BACK {
+            let ready = held.len() - HOLD_BACK;
+            w.write_all(&held[..ready]).await?;
+            sent += ready as u64;
+            held.drain(..ready);
+        }
+    }
+    w.flush().await?;
+    Ok((sent, held))
 }
 
-/// Connection 1 (the advertisement, relayed), then the lane's request and pack. `None`:
-/// the lane pushed nothing, or was answered already (the error is returned).
-#[allow(clippy::too_many_arguments)]
-async fn front<R, W>(
+/// The lane's pack spooled (and given to `tee`); `None` when every command is a delete.
+async fn spool_pack<R: AsyncRead + Unpin>(
+    request: &Request,
+    lane_in: &mut BufReader<R>,
+    pack: &Path,
+    max: u64,
+    format: &str,
+    tee: Option<spool::Tee>,
+) -> Result<Option<u64>, spool::SpoolError> {
+    if !request.has_pack() {
+        return Ok(None);
+    }
+    spool::spool_teed(lane_in, pack, max, format, tee)
+        .await
+        .map(Some)
+}
+
+/// The lane's request (shallow lines, commands, capabilities, push options). `None`: the
+/// lane pushed nothing, or was answered already (the error is returned).
+async fn read_request<R, W>(
     pusher: &Pusher,
     uid: Option<u32>,
     who: &str,
-    target: &Target,
-    dir: &Path,
-    files: &SshFiles,
+    format: &str,
     lane_in: &mut BufReader<R>,
     lane_out: &mut W,
-) -> Result<Option<Front>, PushError>
+) -> Result<Option<Request>, PushError>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    // Connection 1: the advertisement only.
-    // Either arm, by the forge's scheme (the HTTPS arm: super::https).
-    let mut first =
-        super::https::open(pusher, target, files).map_err(|e| PushError::Forge(e.to_string()))?;
-    let lines = pkt::read_section(&mut first.reader, MAX_ADVERTISED).await;
-    let advert = match lines {
-        Ok(lines) => Advertisement::parse(lines),
-        Err(e) => {
-            let (_, said) = first.finish().await;
-            return Err(PushError::Forge(format!("{e}{}", suffix(&said))));
-        }
-    };
-    // The lane has the advertisement first; connection 1 is ended (a flush: no commands)
-    // while the lane works out its push.
-    lane_out
-        .write_all(&advert.for_lane())
-        .await
-        .map_err(|e| PushError::Lane(e.to_string()))?;
-    lane_out
-        .flush()
-        .await
-        .map_err(|e| PushError::Lane(e.to_string()))?;
-    if let Some(w) = first.writer.as_mut() {
-        let _ = w.write_all(pkt::FLUSH).await;
-        let _ = w.flush().await;
-    }
-    // Ended beside the lane's upload, not before it is read: its teardown costs the push
-    // no time. An ssh that does not end is killed (dropped) rather than waited for.
-    tokio::spawn(async move {
-        let _ = tokio::time::timeout(FIRST_ENDS, first.finish()).await;
-    });
-
-    // The lane's request.
-    let format = advert.object_format().to_string();
     let hex_len = if format == "sha256" { 64 } else { 40 };
     let lines = match pkt::read_section(lane_in, request_lines()).await {
         Ok(lines) => lines,
@@ -396,41 +483,47 @@ where
                 .map(|()| None);
         }
     }
-    let pack = dir.join("pack");
-    let pack_len = if request.has_pack() {
-        match spool::spool(lane_in, &pack, pusher.settings.max_pack_bytes, &format).await {
-            Ok(len) => Some(len),
-            Err(e) => {
-                let unpack = e.to_string();
-                return refuse_all(pusher, uid, who, &request, lane_out, &unpack, Some(&unpack))
-                    .await
-                    .map(|()| None);
-            }
-        }
-    } else {
-        None
-    };
-    Ok(Some(Front {
-        request,
-        pack_len,
-        format,
-    }))
+    Ok(Some(request))
 }
 
-/// Opens a connection to the forge and reads its advertisement.
-async fn dial(
+/// Opens a connection to the forge and reads its advertisement: through the daemon's
+/// ssh master, and once more on a connection of its own if that fails (a master gone
+/// stale, a forge that serves one session per connection to two pushes at once).
+async fn advertised(
     pusher: &Pusher,
     target: &Target,
     files: &SshFiles,
 ) -> Result<(Connection, Advertisement), forge::ForgeError> {
+    if let Some(control) = &files.control {
+        // Only a master that was there can fail where a connection of its own would not
+        // (ssh makes the master itself when there is none, or only a stale socket).
+        let was_there = control.exists();
+        match advertised_once(pusher, target, files, true).await {
+            Ok(done) => return Ok(done),
+            Err(e) if was_there => {
+                tracing::debug!(error = %e, "the daemon's ssh master failed; dialling on a connection of its own")
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    advertised_once(pusher, target, files, false).await
+}
+
+/// One try of [`advertised`].
+async fn advertised_once(
+    pusher: &Pusher,
+    target: &Target,
+    files: &SshFiles,
+    shared: bool,
+) -> Result<(Connection, Advertisement), forge::ForgeError> {
     // Either arm, by the forge's scheme (the HTTPS arm: super::https).
-    let mut conn = super::https::open(pusher, target, files)?;
+    let mut conn = super::https::open(pusher, target, files, shared)?;
     match pkt::read_section(&mut conn.reader, MAX_ADVERTISED).await {
         Ok(lines) => Ok((conn, Advertisement::parse(lines))),
         Err(e) => {
             let (_, said) = conn.finish().await;
             Err(forge::ForgeError::Broken(format!(
-                "the forge's second connection: {e}{}",
+                "the forge's advertisement: {e}{}",
                 suffix(&said)
             )))
         }
@@ -479,48 +572,6 @@ async fn classify(
         .iter()
         .map(|c| c.update(commits.descends(&c.new, &c.old)))
         .collect())
-}
-
-/// Sends the request and the pack but its trailer.
-async fn send_request(
-    conn: &mut Connection,
-    request: &Request,
-    caps: &[String],
-    pack: Option<(&Path, u64)>,
-) -> std::io::Result<()> {
-    let Some(w) = conn.writer.as_mut() else {
-        return Err(std::io::Error::other("the forge's input is closed"));
-    };
-    w.write_all(&request.encode(caps)).await?;
-    w.flush().await?;
-    if let Some((path, len)) = pack {
-        send_pack_range(conn, path, 0, len - hold_back(len)).await?;
-    }
-    Ok(())
-}
-
-/// The bytes held back until the second judgement: the pack's trailer (20 bytes for
-/// SHA-1, 32 for SHA-256; 32 holds back both, and a pack is longer than that).
-fn hold_back(len: u64) -> u64 {
-    32.min(len)
-}
-
-/// Sends bytes `from..to` of the spooled pack to the forge.
-async fn send_pack_range(
-    conn: &mut Connection,
-    path: &Path,
-    from: u64,
-    to: u64,
-) -> std::io::Result<()> {
-    use tokio::io::AsyncSeekExt;
-    let Some(w) = conn.writer.as_mut() else {
-        return Err(std::io::Error::other("the forge's input is closed"));
-    };
-    let mut file = tokio::fs::File::open(path).await?;
-    file.seek(std::io::SeekFrom::Start(from)).await?;
-    let mut part = file.take(to.saturating_sub(from));
-    tokio::io::copy(&mut part, w).await?;
-    w.flush().await
 }
 
 /// Answers a refusal of the lease or a ref: every ref `ng`, the verdict line on band 2.
@@ -681,10 +732,11 @@ fn ssh_files(
             _ => None,
         })
         .collect();
-    forge::write_files(
-        dir,
-        &target.forge.known_hosts_name(),
-        &pusher.shared.forges.openssh_lines(),
-        &public,
-    )
+    let host_keys = pusher.shared.forges.openssh_lines();
+    let forge = &target.forge;
+    let destination = format!("{}@{}:{}", forge.user, forge.host, forge.port);
+    let control = (forge.scheme == super::target::Scheme::Ssh)
+        .then(|| forge::control_path(&pusher.settings.masters, &destination, &host_keys, &public))
+        .flatten();
+    forge::write_files(dir, &forge.known_hosts_name(), &host_keys, &public, control)
 }

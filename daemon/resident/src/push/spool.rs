@@ -76,16 +76,37 @@ impl Hasher {
     }
 }
 
-/// Reads the lane's pack into `path` (created new, 0600), at most `max` bytes. git does
-/// not close its side after the pack (it waits for the report on the same connection), so
-/// the pack's end is found by reading it: the header's object count, each object's header
-/// and zlib stream, then the trailer, checked against the hash of everything before it.
-/// Returns the pack's length.
+/// Where a copy of the pack's bytes goes as they are spooled (to the forge's connection,
+/// in chunks of about [`TEE_CHUNK_BYTES`]); a closed receiver stops the copy, never the
+/// spool.
+pub type Tee = tokio::sync::mpsc::Sender<Vec<u8>>;
+
+/// The size of the chunks a [`Tee`] is given, in bytes.
+pub const TEE_CHUNK_BYTES: usize = 64 * 1024;
+
+/// [`spool_teed`] without a copy.
 pub async fn spool<R: AsyncBufRead + Unpin>(
     lane: &mut R,
     path: &Path,
     max: u64,
     format: &str,
+) -> Result<u64, SpoolError> {
+    spool_teed(lane, path, max, format, None).await
+}
+
+/// Reads the lane's pack into `path` (created new, 0600), at most `max` bytes. git does
+/// not close its side after the pack (it waits for the report on the same connection), so
+/// the pack's end is found by reading it: the header's object count, each object's header
+/// and zlib stream, then the trailer, checked against the hash of everything before it.
+/// Returns the pack's length. Every byte spooled is also given to `tee`, in order, as it
+/// is read: the push streams to the forge while the pack arrives, the daemon holding back
+/// the last bytes until it has judged (ARCHITECTURE.md, "Push proxy").
+pub async fn spool_teed<R: AsyncBufRead + Unpin>(
+    lane: &mut R,
+    path: &Path,
+    max: u64,
+    format: &str,
+    tee: Option<Tee>,
 ) -> Result<u64, SpoolError> {
     let file = tokio::fs::OpenOptions::new()
         .write(true)
@@ -99,6 +120,8 @@ pub async fn spool<R: AsyncBufRead + Unpin>(
         hasher: Hasher::for_format(format),
         total: 0,
         max,
+        tee,
+        pending: Vec::new(),
     };
     let mut header = [0u8; HEADER_BYTES];
     read_exact(lane, &mut header).await?;
@@ -145,6 +168,7 @@ pub async fn spool<R: AsyncBufRead + Unpin>(
     }
     let mut trailer = vec![0u8; id_len];
     read_exact(lane, &mut trailer).await?;
+    out.copy(&trailer, true).await;
     let Recorder {
         mut file,
         hasher,
@@ -162,12 +186,15 @@ pub async fn spool<R: AsyncBufRead + Unpin>(
 }
 
 /// Where the pack's bytes go as they are read: the file and the trailer's hash, counted
-/// against the bound.
+/// against the bound, and the copy.
 struct Recorder {
     file: tokio::io::BufWriter<tokio::fs::File>,
     hasher: Hasher,
     total: u64,
     max: u64,
+    tee: Option<Tee>,
+    /// Bytes for the copy not yet given.
+    pending: Vec<u8>,
 }
 
 impl Recorder {
@@ -177,7 +204,23 @@ impl Recorder {
             return Err(SpoolError::TooLarge { max: self.max });
         }
         self.hasher.update(bytes);
-        self.file.write_all(bytes).await.map_err(SpoolError::Disk)
+        self.file.write_all(bytes).await.map_err(SpoolError::Disk)?;
+        self.copy(bytes, false).await;
+        Ok(())
+    }
+
+    /// Gives `bytes` to the copy, in chunks; `last` gives everything held.
+    async fn copy(&mut self, bytes: &[u8], last: bool) {
+        let Some(tee) = &self.tee else {
+            return;
+        };
+        self.pending.extend_from_slice(bytes);
+        if (last && !self.pending.is_empty()) || self.pending.len() >= TEE_CHUNK_BYTES {
+            let chunk = std::mem::take(&mut self.pending);
+            if tee.send(chunk).await.is_err() {
+                self.tee = None;
+            }
+        }
     }
 }
 
