@@ -65,8 +65,8 @@ subcommands but its reads) and, for a row-bound session, every opaque
 command (dynamic command words, inline interpreter code, git aliases and config overrides).
 
 Options:
-  --harness NAME    the agent harness whose hook input and answer to speak: {harnesses}
-                    (default {default})
+  --harness NAME    the agent harness whose hook input and answer to speak:
+                    {harnesses} (default {default})
   --socket PATH     the daemon's socket (else $ROW_FENCE_SOCKET, else $ROW_FENCE_HOME/sock)
   --timeout-ms N    one deadline for the whole hook (else $ROW_FENCE_GUARD_TIMEOUT_MS, default 8000)
   --plan            print what the command writes and where, as JSON lines, and ask nothing
