@@ -36,13 +36,27 @@ impl Harness {
         Harness::Cursor,
     ];
 
+    /// The harness `row-fence-guard --harness` and `install agent-hook --agent` take when
+    /// none is named.
+    pub const DEFAULT: Harness = Harness::Claude;
+
     /// The name `--harness` and `--agent` take, and reports print.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             Harness::Claude => "claude",
             Harness::Codex => "codex",
             Harness::Gemini => "gemini",
             Harness::Cursor => "cursor",
+        }
+    }
+
+    /// Every harness's name, as a sentence lists them: `claude, codex, gemini or cursor`.
+    pub fn listed() -> String {
+        let names = Harness::ALL.map(Harness::name);
+        match names.split_last() {
+            Some((last, [])) => last.to_string(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
         }
     }
 
@@ -54,6 +68,23 @@ impl Harness {
             Harness::Gemini => "Gemini CLI",
             Harness::Cursor => "Cursor",
         }
+    }
+
+    /// The directory the harness reads its settings and hooks from, in the user's home
+    /// and in a project: a hook switched off there is off for the next session.
+    pub const fn settings_dir(self) -> &'static str {
+        match self {
+            Harness::Claude => ".claude",
+            Harness::Codex => ".codex",
+            Harness::Gemini => ".gemini",
+            Harness::Cursor => ".cursor",
+        }
+    }
+}
+
+impl Default for Harness {
+    fn default() -> Harness {
+        Harness::DEFAULT
     }
 }
 
@@ -75,8 +106,9 @@ impl fmt::Display for UnknownHarness {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "no harness is named {:?}: give claude, codex, gemini or cursor",
-            self.name
+            "no harness is named {:?}: give {}",
+            self.name,
+            Harness::listed()
         )
     }
 }
@@ -115,5 +147,14 @@ mod tests {
             assert_eq!(err.name, bad);
             assert!(err.to_string().contains("claude, codex, gemini or cursor"));
         }
+        assert_eq!(Harness::default(), Harness::DEFAULT);
+        assert_eq!(Harness::DEFAULT.name(), "claude");
+        assert_eq!(Harness::listed(), "claude, codex, gemini or cursor");
+    }
+
+    #[test]
+    fn each_harness_has_a_settings_directory_of_its_own() {
+        let dirs: Vec<&str> = Harness::ALL.iter().map(|h| h.settings_dir()).collect();
+        assert_eq!(dirs, [".claude", ".codex", ".gemini", ".cursor"]);
     }
 }

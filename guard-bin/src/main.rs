@@ -3,6 +3,7 @@
 //! command run; every other outcome is exit 2 (see the crate docs and ARCHITECTURE.md, "The
 //! agent guard's policy").
 
+use row_fence_contract::harness::UnknownHarness;
 use row_fence_contract::{paths, report, stdio};
 use row_fence_guard::harness::{self, Harness};
 use row_fence_guard::judge::{self, ALLOW, DENY, Settings};
@@ -14,7 +15,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// The harness whose convention the guard answers in: set as soon as `--harness` is
-/// read, so even a later usage error is answered in it (Claude Code's until then).
+/// read, so even a later usage error is answered in it, or to [`Harness::DEFAULT`] once
+/// the command line is read without one. Until then no harness is known, and a denial
+/// speaks none's convention: stderr and [`DENY`], which every harness reads as a block.
 static HARNESS: OnceLock<Harness> = OnceLock::new();
 
 /// The harness's denial line for stdout, made before the hard deadline is armed: the
@@ -37,17 +40,20 @@ fn end(end: End) -> ! {
     nix::unistd::alarm::cancel();
     match end {
         End::Printed => std::process::exit(ALLOW),
-        End::Answer(code) => {
-            let harness = HARNESS.get().copied().unwrap_or(Harness::Claude);
-            let answer = harness::answer(harness, code);
-            if let Some(line) = answer.stdout {
-                println_quiet(&line);
+        End::Answer(code) => match HARNESS.get() {
+            Some(harness) => {
+                let answer = harness::answer(*harness, code);
+                if let Some(line) = answer.stdout {
+                    println_quiet(&line);
+                }
+                std::process::exit(answer.code)
             }
-            std::process::exit(answer.code)
-        }
+            None => std::process::exit(DENY),
+        },
     }
 }
 
+/// `--help`'s text; `{harnesses}` and `{default}` are filled from [`Harness`].
 const USAGE: &str = "\
 Usage: row-fence-guard [--harness NAME] [--socket PATH] [--timeout-ms N] [--plan] < hook-input.json
        row-fence-guard --version | --help
@@ -59,8 +65,8 @@ subcommands but its reads) and, for a row-bound session, every opaque
 command (dynamic command words, inline interpreter code, git aliases and config overrides).
 
 Options:
-  --harness NAME    the agent harness whose hook input and answer to speak: claude (default),
-                    codex, gemini or cursor
+  --harness NAME    the agent harness whose hook input and answer to speak:
+                    {harnesses} (default {default})
   --socket PATH     the daemon's socket (else $ROW_FENCE_SOCKET, else $ROW_FENCE_HOME/sock)
   --timeout-ms N    one deadline for the whole hook (else $ROW_FENCE_GUARD_TIMEOUT_MS, default 8000)
   --plan            print what the command writes and where, as JSON lines, and ask nothing
@@ -75,7 +81,7 @@ enum Usage {
     /// lexopt's reason (an unknown flag, a flag without its value).
     Flag(lexopt::Error),
     /// A `--harness` the guard does not know.
-    Harness(String),
+    Harness(UnknownHarness),
     /// `--harness` given more than once.
     HarnessTwice,
     /// A deadline that is not a whole number of milliseconds above 0.
@@ -91,10 +97,7 @@ impl std::fmt::Display for Usage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Usage::Flag(e) => e.fmt(f),
-            Usage::Harness(name) => write!(
-                f,
-                "--harness must be claude, codex, gemini or cursor, got {name:?}"
-            ),
+            Usage::Harness(unknown) => write!(f, "--harness: {unknown}"),
             Usage::HarnessTwice => write!(f, "--harness is given more than once"),
             Usage::Timeout { source, text } => write!(
                 f,
@@ -140,7 +143,9 @@ fn main() {
         Ok(None) => end(End::Printed),
         Err(message) => {
             report::say(&format!(
-                "row-fence-guard: error: {message}\nTry 'row-fence-guard --help' for more."
+                "row-fence-guard: error: {message}. Denied: the tool call did not run.\n\
+                 Fix the hook's command line (`row-fence-guard --help` lists what it takes), \
+                 or write the hook again with `row-fence install agent-hook --agent NAME`."
             ));
             end(End::Answer(DENY));
         }
@@ -302,7 +307,7 @@ fn parse_args() -> Result<Option<Options>, Usage> {
     use lexopt::prelude::*;
     let mut parser = lexopt::Parser::from_env();
     let mut options = Options {
-        harness: Harness::Claude,
+        harness: Harness::DEFAULT,
         socket: None,
         timeout: Duration::ZERO,
         plan: false,
@@ -326,9 +331,7 @@ fn parse_args() -> Result<Option<Options>, Usage> {
             Long("harness") => {
                 let name = parser.value().map_err(Usage::Flag)?;
                 let name = name.to_string_lossy();
-                options.harness = name
-                    .parse()
-                    .map_err(|_| Usage::Harness(name.into_owned()))?;
+                options.harness = name.parse().map_err(Usage::Harness)?;
                 // One harness per hook: a second `--harness` would answer in a convention
                 // the one already set does not speak.
                 HARNESS
@@ -340,12 +343,18 @@ fn parse_args() -> Result<Option<Options>, Usage> {
                 return Ok(None);
             }
             Short('h') | Long("help") => {
-                println_quiet(USAGE);
+                println_quiet(
+                    &USAGE
+                        .replace("{harnesses}", &Harness::listed())
+                        .replace("{default}", Harness::DEFAULT.name()),
+                );
                 return Ok(None);
             }
             other => return Err(Usage::Flag(other.unexpected())),
         }
     }
+    // The whole command line is read: without `--harness`, the hook is the default's.
+    HARNESS.get_or_init(|| options.harness);
     let (source, text) = match timeout {
         Some(text) => ("--timeout-ms", text),
         None => match std::env::var(TIMEOUT_ENV) {

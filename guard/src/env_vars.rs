@@ -6,9 +6,11 @@
 //! is read as a command (`GIT_PAGER=cat` is ordinary), anything else is opaque.
 
 use crate::effect::{Ctx, Effect};
+use row_fence_shell::lookup::{CODE_TABLES, PROGRAM_TABLES};
 use row_fence_shell::words::Value;
 
-/// Variables whose setting alone is opaque.
+/// Variables whose setting alone is opaque (and the shell's own tables of names, what a
+/// command word runs: [`PROGRAM_TABLES`], [`CODE_TABLES`]).
 const OPAQUE: &[&str] = &[
     "GIT_SSH_COMMAND",
     "GIT_SSH",
@@ -41,18 +43,6 @@ const OPAQUE: &[&str] = &[
     "HOME",
     "XDG_CONFIG_HOME",
     "CDPATH",
-    // The shell's own tables of names: what a command word runs.
-    "BASH_CMDS",
-    "BASH_ALIASES",
-    "commands",
-    "aliases",
-    "galiases",
-    "saliases",
-    "functions",
-    "dis_aliases",
-    "dis_galiases",
-    "dis_saliases",
-    "dis_functions",
 ];
 
 /// Prefixes whose variables are opaque (`GIT_CONFIG_KEY_0`, `BASH_FUNC_f%%`).
@@ -71,7 +61,7 @@ const CODE: &[&str] = &[
 
 /// What setting `name` to `value` does.
 pub fn assigned(name: &str, value: &Value, ctx: &Ctx) -> Vec<Effect> {
-    if OPAQUE.contains(&name) || OPAQUE_PREFIXES.iter().any(|p| name.starts_with(p)) {
+    if opaque(name) {
         return vec![ctx.opaque(format!(
             "setting `{name}` changes what a later program runs"
         ))];
@@ -103,7 +93,28 @@ pub fn assigned(name: &str, value: &Value, ctx: &Ctx) -> Vec<Effect> {
 /// True when setting or exporting `name` changes what a later program runs (its value
 /// aside).
 pub fn changes_programs(name: &str) -> bool {
+    opaque(name) || CODE.contains(&name)
+}
+
+/// True when setting `name` alone is opaque.
+fn opaque(name: &str) -> bool {
     OPAQUE.contains(&name)
+        || PROGRAM_TABLES.contains(&name)
+        || CODE_TABLES.contains(&name)
         || OPAQUE_PREFIXES.iter().any(|p| name.starts_with(p))
-        || CODE.contains(&name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_table_of_names_the_shell_reader_follows_is_opaque_to_set() {
+        for table in PROGRAM_TABLES.iter().chain(CODE_TABLES) {
+            assert!(opaque(table) && changes_programs(table), "{table}");
+            assert!(!OPAQUE.contains(table), "{table} is listed twice");
+        }
+        assert!(PROGRAM_TABLES.contains(&"BASH_CMDS"));
+        assert!(!opaque("PATHX") && !changes_programs("LANG"));
+    }
 }

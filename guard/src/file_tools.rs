@@ -241,8 +241,68 @@ pub struct Named {
     pub unknown: Vec<PathBuf>,
 }
 
-/// Why a call's paths cannot be read out of it (a sentence).
-pub type Unread = String;
+/// Why a call's paths cannot be read out of it (its Display is the denial's sentence).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unread {
+    /// The tool's input is not a JSON object.
+    #[error("the input of `{tool}` is not an object")]
+    NotAnObject {
+        /// The tool's name.
+        tool: &'static str,
+    },
+    /// Strict reading met a member the tool's table does not list.
+    #[error("`{tool}` with the member `{member}` is not one the guard reads")]
+    UnknownMember {
+        /// The tool's name.
+        tool: &'static str,
+        /// The member.
+        member: String,
+    },
+    /// A path member holds something other than a string or an array of them.
+    #[error("the tool's {member} is not a string")]
+    NotAString {
+        /// The member.
+        member: String,
+    },
+    /// A filter that may pick files in git's own directory.
+    #[error("the filter `{filter}` may pick files in git's own directory")]
+    FilterMayPickGit {
+        /// The filter as given.
+        filter: String,
+    },
+    /// A `~` path while `$HOME` cannot place it.
+    #[error(
+        "`{text}` starts with `~`, which a harness reads as $HOME, and $HOME is not an absolute path here"
+    )]
+    TildeWithoutHome {
+        /// The path as given.
+        text: String,
+    },
+    /// An `apply_patch` call whose patch cannot be found in its input.
+    #[error("the patch is not readable")]
+    PatchUnreadable,
+    /// An `apply_patch` patch naming no file.
+    #[error("the patch names no file")]
+    PatchNamesNoFile,
+    /// A pattern one of whose alternatives climbs out with `..`.
+    #[error("the pattern `{pattern}` climbs out with `..`")]
+    PatternClimbs {
+        /// The pattern as given.
+        pattern: String,
+    },
+    /// A pattern naming git's own directory.
+    #[error("the pattern `{pattern}` names git's own directory")]
+    PatternNamesGit {
+        /// The pattern as given.
+        pattern: String,
+    },
+    /// A pattern whose braces expand past [`MAX_BRACE_EXPANSIONS`].
+    #[error("the pattern `{pattern}` expands to more than {MAX_BRACE_EXPANSIONS} patterns")]
+    TooManyExpansions {
+        /// The pattern as given.
+        pattern: String,
+    },
+}
 
 /// The paths and patterns a call of `tool` names, relative ones from `base`. `strict`:
 /// a member the table does not list is an error (the quarantine must see every path);
@@ -257,7 +317,7 @@ pub fn named(
     let fields = match input {
         serde_json::Value::Object(m) => m,
         serde_json::Value::Null => &empty,
-        _ => return Err(format!("the input of `{}` is not an object", tool.name)),
+        _ => return Err(Unread::NotAnObject { tool: tool.name }),
     };
     let mut named = Named::default();
     let mut under = base.to_path_buf();
@@ -265,10 +325,10 @@ pub fn named(
     for (key, value) in fields {
         let Some(&(_, kind)) = tool.members.iter().find(|(m, _)| m == key) else {
             if strict {
-                return Err(format!(
-                    "`{}` with the member `{key}` is not one the guard reads",
-                    tool.name
-                ));
+                return Err(Unread::UnknownMember {
+                    tool: tool.name,
+                    member: key.clone(),
+                });
             }
             for text in strings(value).unwrap_or_default() {
                 // A text no harness could open as a path is no path (content, a mode).
@@ -283,7 +343,9 @@ pub fn named(
         if kind == Data || value.is_null() {
             continue;
         }
-        let texts = strings(value).ok_or(format!("the tool's {key} is not a string"))?;
+        let texts = strings(value).ok_or_else(|| Unread::NotAString {
+            member: key.clone(),
+        })?;
         for text in texts {
             if kind == Filter {
                 glob_prefixes(text)?;
@@ -296,9 +358,9 @@ pub fn named(
                         .components()
                         .any(|c| may_match_dot_git(c.as_os_str()))
                 }) {
-                    return Err(format!(
-                        "the filter `{text}` may pick files in git's own directory"
-                    ));
+                    return Err(Unread::FilterMayPickGit {
+                        filter: text.to_string(),
+                    });
                 }
                 continue;
             }
@@ -357,9 +419,9 @@ pub fn readings(text: &str, base: &Path) -> Result<Vec<PathBuf>, Unread> {
         let home = std::env::var_os("HOME")
             .map(PathBuf::from)
             .filter(|h| h.is_absolute())
-            .ok_or(format!(
-                "`{text}` starts with `~`, which a harness reads as $HOME, and $HOME is not an absolute path here"
-            ))?;
+            .ok_or_else(|| Unread::TildeWithoutHome {
+                text: text.to_string(),
+            })?;
         let place = home.join(rest);
         if !out.contains(&place) {
             out.push(place);
@@ -397,10 +459,10 @@ pub fn patch_targets(input: &serde_json::Value, base: &Path) -> Result<Vec<PathB
     let patch = ["command", "patch", "input"]
         .iter()
         .find_map(|m| input.get(*m).and_then(serde_json::Value::as_str))
-        .ok_or("the patch is not readable")?;
+        .ok_or(Unread::PatchUnreadable)?;
     let paths = patch_paths(patch);
     if paths.is_empty() {
-        return Err("the patch names no file".into());
+        return Err(Unread::PatchNamesNoFile);
     }
     let mut targets = Vec::new();
     for p in &paths {
@@ -463,7 +525,9 @@ fn glob_prefixes(pattern: &str) -> Result<Vec<PathBuf>, Unread> {
             }
         });
         if climbs {
-            return Err(format!("the pattern `{pattern}` climbs out with `..`"));
+            return Err(Unread::PatternClimbs {
+                pattern: pattern.to_string(),
+            });
         }
         // A literal `.git` anywhere in it names git's own directory, past a wildcard too
         // (`**/.git/config`): judged as a path naming it would be (what its wildcards
@@ -472,7 +536,9 @@ fn glob_prefixes(pattern: &str) -> Result<Vec<PathBuf>, Unread> {
             .components()
             .any(|c| crate::real_path::is_dot_git(c.as_os_str()))
         {
-            return Err(format!("the pattern `{pattern}` names git's own directory"));
+            return Err(Unread::PatternNamesGit {
+                pattern: pattern.to_string(),
+            });
         }
         let mut prefix = PathBuf::new();
         for part in path.components() {
@@ -535,9 +601,9 @@ pub fn part_matcher(part: &str) -> Option<globset::GlobMatcher> {
 /// glob library expands them; at most [`MAX_BRACE_EXPANSIONS`].
 pub fn expand_braces(pattern: &str, out: &mut Vec<String>) -> Result<(), Unread> {
     if out.len() >= MAX_BRACE_EXPANSIONS {
-        return Err(format!(
-            "the pattern `{pattern}` expands to more than {MAX_BRACE_EXPANSIONS} patterns"
-        ));
+        return Err(Unread::TooManyExpansions {
+            pattern: pattern.to_string(),
+        });
     }
     let bytes = pattern.as_bytes();
     for (open, _) in pattern.match_indices('{') {

@@ -3,17 +3,14 @@
 //! which row a session answers to; and, for a row-bound session whose row is not ALLOWED
 //! (the fence cannot be read and no refusal is remembered), never into a git directory
 //! (`.git` in any spelling a disk opens as it, or a bare repository's) or a harness's
-//! settings (`.claude`, `.codex`, `.gemini`, `.cursor`), which would change what the next
+//! settings ([`Harness::settings_dir`]: `.claude`…), which would change what the next
 //! git command or the next session runs. Each path is resolved as the kernel resolves it
 //! at check time ([`crate::real_path`]). A tool the guard does not know is not read here.
 
 use crate::file_tools::{self, APPLY_PATCH};
 use crate::real_path;
+use row_fence_contract::harness::Harness;
 use std::path::{Component, Path, PathBuf};
-
-/// The harnesses' settings directories: a hook switched off there is off for the next
-/// session.
-pub const SETTINGS_DIRS: &[&str] = &[".claude", ".codex", ".gemini", ".cursor"];
 
 /// Which places are closed to a write.
 pub struct Rules<'a> {
@@ -75,7 +72,7 @@ pub enum ClosedPlace {
         "it lands in a .git directory, which a session whose row is not ALLOWED does not write"
     )]
     DotGit,
-    /// A harness's settings directory (one of [`SETTINGS_DIRS`]).
+    /// A harness's settings directory ([`Harness::settings_dir`]).
     #[error(
         "it lands in a harness's settings ({0}), which a session whose row is not ALLOWED does not write"
     )]
@@ -219,7 +216,11 @@ fn lands_open(target: &Path, rules: &Rules) -> Result<(), WriteDenied> {
         if real_path::is_dot_git(name) {
             return denied(ClosedPlace::DotGit);
         }
-        if let Some(dir) = SETTINGS_DIRS.iter().find(|d| real_path::names_dir(name, d)) {
+        if let Some(dir) = Harness::ALL
+            .map(Harness::settings_dir)
+            .into_iter()
+            .find(|d| real_path::names_dir(name, d))
+        {
             return denied(ClosedPlace::Settings(dir));
         }
     }
@@ -288,6 +289,18 @@ mod tests {
             assert!(write(path, true).is_err(), "{path}");
         }
         assert!(write(".gitattributes", true).is_ok());
+        // Every harness's settings, as the harness names its directory.
+        for harness in Harness::ALL {
+            let path = format!("{}/hooks.json", harness.settings_dir());
+            assert!(
+                matches!(
+                    write(&path, true),
+                    Err(WriteDenied::Closed { place: ClosedPlace::Settings(d), .. }) if d == harness.settings_dir()
+                ),
+                "{path}"
+            );
+            assert!(write(&path, false).is_ok(), "{path}");
+        }
         // A member the table does not list is judged as a path too.
         let rules = Rules {
             home: Some(&home),

@@ -402,8 +402,9 @@ fn dir_member(cwd: Option<&str>, input: &Value, members: &[&str]) -> RunsIn {
     }
 }
 
-/// A shell tool's `command`: a string as is; an argv `["bash", "-lc", TEXT]` as its
-/// TEXT; any other argv quoted word by word.
+/// A shell tool's `command`: a string as is; an argv `["bash", "-lc", TEXT]` in a shell
+/// whose record says so ([`crate::specs::shell_names`]) as its TEXT; any other argv
+/// quoted word by word.
 fn shell_text(command: &Value) -> Value {
     let Value::Array(argv) = command else {
         return command.clone();
@@ -413,10 +414,7 @@ fn shell_text(command: &Value) -> Value {
         return command.clone();
     };
     if let [shell, flag, text] = words.as_slice()
-        && matches!(
-            shell.rsplit('/').next(),
-            Some("bash" | "sh" | "zsh" | "dash")
-        )
+        && crate::specs::shell_names().any(|name| shell.rsplit('/').next() == Some(name))
         && matches!(*flag, "-c" | "-lc" | "-ic")
     {
         return json!(text);
@@ -600,6 +598,28 @@ mod tests {
                    "tool_name": "MCP:github:merge_pull_request", "tool_input": {}}),
         );
         assert_eq!(cursor_mcp.tool.name(), "mcp__github__merge_pull_request");
+    }
+
+    #[test]
+    fn an_argv_in_every_shell_the_records_name_and_no_other_is_read_as_its_text() {
+        let text = |argv: &[&str]| shell_text(&json!(argv));
+        for shell in crate::specs::shell_names() {
+            for flag in ["-c", "-lc", "-ic"] {
+                assert_eq!(text(&[shell, flag, "git push"]), json!("git push"));
+                let path = format!("/bin/{shell}");
+                assert_eq!(text(&[&path, flag, "git push"]), json!("git push"));
+            }
+        }
+        for other in ["fish", "ksh", "python3", "node", "env"] {
+            assert_eq!(
+                text(&[other, "-c", "git push"]),
+                json!(format!("'{other}' '-c' 'git push'"))
+            );
+        }
+        assert_eq!(
+            text(&["bash", "-x", "git push"]),
+            json!("'bash' '-x' 'git push'")
+        );
     }
 
     #[test]

@@ -10,13 +10,9 @@
 
 use crate::builtins::is_name;
 use crate::effect::{Ctx, Effect, deferred, script_file};
-use crate::specs::{self, DbShell, Editor, Interpreter, Runner, Runs, Spec, Wrapper};
+use crate::specs::{self, DbShell, Editor, Interpreter, Runner, Runs, ShellCode, Spec, Wrapper};
 use row_fence_shell::state::resolve_physical;
 use row_fence_shell::words::{Value, Vars};
-
-/// The shell's own commands that run their words as a command (`eval`, `command`…): a
-/// word naming one among another program's words is read as a command handed over.
-const RUNNING_BUILTINS: &[&str] = &["eval", "exec", "command", "builtin", "source", "."];
 
 /// Classifies a program that is not the shell's own, as its record says.
 pub fn classify(program: &str, args: &[Value], ctx: &Ctx, depth: usize) -> Vec<Effect> {
@@ -41,11 +37,18 @@ pub fn classify(program: &str, args: &[Value], ctx: &Ctx, depth: usize) -> Vec<E
             }
             return effects;
         }
-        Runs::Shell => return shell(program, args, ctx),
+        Runs::Shell(ShellCode::Read) => return shell(program, args, ctx),
+        Runs::Shell(ShellCode::ToolOnly) => {
+            return vec![ctx.opaque(format!(
+                "`{program}` runs a command the guard does not follow"
+            ))];
+        }
         Runs::Runner(r) => return runner(program, r, args, ctx),
         Runs::Interpreter(i) => return interpreter(program, i, args, ctx),
         Runs::Data => return Vec::new(),
-        Runs::Unknown | Runs::Waits => Vec::new(),
+        // The shell's own commands are read before any record (`crate::builtins`); one
+        // that were not would be a program the guard does not know.
+        Runs::Unknown | Runs::Waits | Runs::Builtin => Vec::new(),
         Runs::Handed(read) => read(program, args, ctx),
         Runs::DbShell(db) => db_shell(program, db, args, ctx),
         Runs::Editor(e) => editor(program, e, args, ctx),
@@ -137,7 +140,8 @@ pub fn embedded(program: &str, args: &[Value], ctx: &Ctx, depth: usize) -> Vec<E
 }
 
 /// True when `word`, as a command, is one the guard reads for writes: git, gh,
-/// row-fence (by name or path), a shell, an interpreter, a wrapper, a runner.
+/// row-fence (by name or path), or any program whose record takes commands
+/// ([`Spec::takes_commands`]: a shell, an interpreter, a wrapper, a runner, `eval`…).
 fn names_a_runner(word: &str) -> bool {
     if word.starts_with('-') || word.contains('=') {
         return false;
@@ -163,7 +167,6 @@ fn names_a_runner(word: &str) -> bool {
     let name = name.as_str();
     crate::fenced::is_fenced_program(&name.to_ascii_lowercase())
         || specs::find(name).is_some_and(Spec::takes_commands)
-        || RUNNING_BUILTINS.contains(&name)
 }
 
 /// A wrapper's inner command, read in the directory and with the variables its options
@@ -357,18 +360,12 @@ fn interpreter(program: &str, i: &Interpreter, args: &[Value], ctx: &Ctx) -> Vec
         if arg == "-" {
             break;
         }
-        if arg == "-m" {
-            // Modules that read or take code to run.
+        if let Some(modules) = i.modules
+            && arg == "-m"
+        {
             return match args.get(k + 1).and_then(Value::literal) {
-                Some(
-                    "code" | "pdb" | "timeit" | "IPython" | "runpy" | "trace" | "cProfile"
-                    | "profile" | "asyncio" | "pickle" | "ipdb" | "pudb" | "bpdb" | "ptpython"
-                    | "bpython" | "_pyrepl" | "idlelib" | "idle" | "doctest" | "IPython.terminal",
-                )
-                | None => {
-                    vec![ctx.opaque(format!("`{program} -m` runs code it is handed"))]
-                }
-                Some(_) => Vec::new(),
+                Some(module) if !modules.contains(&module) => Vec::new(),
+                _ => vec![ctx.opaque(format!("`{program} -m` runs code it is handed"))],
             };
         }
         if !arg.starts_with('-') {

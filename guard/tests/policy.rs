@@ -58,6 +58,9 @@ fn stub_path() -> tempfile::TempDir {
         "screen",
         "crontab",
         "cargo",
+        "perl",
+        "node",
+        "zsh",
     ] {
         let path = dir.path().join(name);
         std::fs::write(&path, format!("#!/bin/sh\n# a stand-in for {name}\n")).unwrap();
@@ -309,6 +312,22 @@ fn round_two_shapes_are_found() {
         ("gawk 'BEGIN{f=\"sys\" \"tem\"; @f(\"git push\")}'", "O"),
         ("awk -f /dev/stdin <<< 'BEGIN{system(\"git push\")}'", "O"),
         ("python3 -m asyncio <<< 'import os'", "O"),
+        ("python3 -m pdb x.py", "O"),
+        ("python3 -m", "O"),
+        ("python3 -m json.tool f.json", "-"),
+        ("ipython -m code", "O"),
+        // `-m` runs a module in python's family only: elsewhere it is an option like any
+        // other, and the code after it is still found.
+        ("perl -m strict -e 'system(\"git push\")'", "O"),
+        ("node -m -e 'x'", "O"),
+        // The shell's own commands that run their words, handed to a program.
+        ("ssh-agent eval 'git push'", "OO"),
+        ("ssh-agent command git push", "OF"),
+        ("ssh-agent builtin git push", "OF"),
+        ("ssh-agent exec git push", "OF"),
+        // zsh within a command runs what the guard does not follow.
+        ("zsh -c 'git push'", "O"),
+        ("ssh-agent zsh -c 'echo hi'", "OO"),
         ("ipython -c 'import os'", "O"),
         ("lua5.4 -e 'os.execute(\"git push\")'", "O"),
         // HTTP writes with clustered or file-borne options.

@@ -102,6 +102,25 @@ pub const SHELL_BUILTINS: &[&str] = &[
     "r",
 ];
 
+/// The shell's own tables that bind a name to a program: bash's `BASH_CMDS` (what `hash`
+/// fills) and zsh's `commands`. What a command word runs after an assignment into one is
+/// the assigned program, not the one `PATH` holds.
+pub const PROGRAM_TABLES: &[&str] = &["BASH_CMDS", "commands"];
+
+/// The shell's own tables that bind a name to code: bash's `BASH_ALIASES`, zsh's aliases
+/// and functions (enabled and disabled).
+pub const CODE_TABLES: &[&str] = &[
+    "BASH_ALIASES",
+    "aliases",
+    "galiases",
+    "saliases",
+    "functions",
+    "dis_aliases",
+    "dis_galiases",
+    "dis_saliases",
+    "dis_functions",
+];
+
 /// True when the shell runs `name` itself.
 pub fn is_shell_builtin(name: &str) -> bool {
     SHELL_BUILTINS.contains(&name)

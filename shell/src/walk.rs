@@ -697,20 +697,8 @@ impl<P: Programs> Walker<'_, P> {
     /// `commands`) bind a name to a program; `BASH_ALIASES` and zsh's `aliases`,
     /// `functions`… bind a name to code. Queued for the command's effects; always true.
     fn bind_names(&mut self, table: &str, keyed: Vec<(Value, Value)>, state: &State) -> bool {
-        const PROGRAMS: &[&str] = &["BASH_CMDS", "commands"];
-        const CODE: &[&str] = &[
-            "BASH_ALIASES",
-            "aliases",
-            "galiases",
-            "saliases",
-            "functions",
-            "dis_aliases",
-            "dis_galiases",
-            "dis_saliases",
-            "dis_functions",
-        ];
-        let programs = PROGRAMS.contains(&table);
-        if !programs && !CODE.contains(&table) {
+        let programs = crate::lookup::PROGRAM_TABLES.contains(&table);
+        if !programs && !crate::lookup::CODE_TABLES.contains(&table) {
             return true;
         }
         let mut rebinds = Vec::new();

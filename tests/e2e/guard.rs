@@ -1445,6 +1445,38 @@ fn the_guard_answers_version_and_help_and_refuses_bad_flags_closed() {
     assert_eq!(out.status.code(), Some(2), "a broken entry denies");
 }
 
+/// A command line the guard does not take, read before `--harness` names the harness:
+/// no harness's convention is known, so the denial is plain (nothing on stdout, exit 2,
+/// which every harness reads as a block) and says how to fix the hook.
+#[test]
+fn a_usage_error_before_the_harness_is_named_is_a_plain_denial_that_says_what_to_do() {
+    let home = Home::file();
+    let dir = home.path("unbound");
+    fs::create_dir_all(&dir).unwrap();
+    let input = json!({"conversation_id": "k1", "hook_event_name": "beforeShellExecution",
+                       "command": "echo hi", "cwd": dir})
+    .to_string();
+    for args in [
+        &["--no-such-flag", "--harness", "cursor"][..],
+        &["--harness"][..],
+        &["--harness", "vscode"][..],
+    ] {
+        let mut cmd = home.command(bin("row-fence-guard"));
+        cmd.args(args).current_dir(&dir);
+        let ran = run_with_stdin(&mut cmd, &input);
+        assert_eq!(ran.code, 2, "{args:?}: {}", ran.stderr);
+        assert_eq!(ran.stdout, "", "{args:?}: no harness's answer");
+        assert!(
+            ran.stderr.contains("row-fence-guard: error: ")
+                && ran.stderr.contains("did not run")
+                && ran.stderr.contains("row-fence-guard --help")
+                && ran.stderr.contains("install agent-hook --agent"),
+            "{args:?}: {}",
+            ran.stderr
+        );
+    }
+}
+
 /// Cursor reads the guard's answer from stdout (`{"permission": …}`): every way the guard
 /// ends gives it, not only the judge's verdict: a usage error, input it cannot read, a
 /// `--harness` given twice, and the hard deadline's alarm (stdin left open and silent).

@@ -43,23 +43,47 @@ pub fn examine(home: &Path, project: Option<&Path>) -> Vec<AgentReport> {
         .iter()
         .map(|a| (*a, agent_hooks::default_file(*a, home)))
         .collect();
-    files.push((Harness::Codex, home.join(".codex").join("config.toml")));
+    files.push((
+        Harness::Codex,
+        home.join(Harness::Codex.settings_dir()).join("config.toml"),
+    ));
     if let Some(project) = project {
         files.push((
             Harness::Claude,
-            project.join(".claude").join("settings.json"),
+            project
+                .join(Harness::Claude.settings_dir())
+                .join("settings.json"),
         ));
         files.push((
             Harness::Claude,
-            project.join(".claude").join("settings.local.json"),
+            project
+                .join(Harness::Claude.settings_dir())
+                .join("settings.local.json"),
         ));
-        files.push((Harness::Codex, project.join(".codex").join("hooks.json")));
-        files.push((Harness::Codex, project.join(".codex").join("config.toml")));
+        files.push((
+            Harness::Codex,
+            project
+                .join(Harness::Codex.settings_dir())
+                .join("hooks.json"),
+        ));
+        files.push((
+            Harness::Codex,
+            project
+                .join(Harness::Codex.settings_dir())
+                .join("config.toml"),
+        ));
         files.push((
             Harness::Gemini,
-            project.join(".gemini").join("settings.json"),
+            project
+                .join(Harness::Gemini.settings_dir())
+                .join("settings.json"),
         ));
-        files.push((Harness::Cursor, project.join(".cursor").join("hooks.json")));
+        files.push((
+            Harness::Cursor,
+            project
+                .join(Harness::Cursor.settings_dir())
+                .join("hooks.json"),
+        ));
     }
     files
         .into_iter()
@@ -175,10 +199,15 @@ fn settings_checks(
             use crate::claude_policy::{self, Source};
             let managed = claude_policy::managed_dir();
             let source = if file.starts_with(&managed)
-                || file == home.join(".claude").join("remote-settings.json")
+                || file
+                    == home
+                        .join(Harness::Claude.settings_dir())
+                        .join("remote-settings.json")
             {
                 Source::Managed
-            } else if project.is_some_and(|p| file.starts_with(p.join(".claude"))) {
+            } else if project
+                .is_some_and(|p| file.starts_with(p.join(Harness::Claude.settings_dir())))
+            {
                 Source::Project
             } else {
                 Source::User
@@ -189,7 +218,7 @@ fn settings_checks(
             notes.extend(maybe);
         }
         Harness::Codex => {
-            let config = home.join(".codex").join("config.toml");
+            let config = home.join(Harness::Codex.settings_dir()).join("config.toml");
             if let Some(table) = toml_file(&config) {
                 let features = table.get("features");
                 for key in ["hooks", "codex_hooks"] {
@@ -205,7 +234,7 @@ fn settings_checks(
                     }
                 }
                 if let Some(project) = project
-                    && file.starts_with(project.join(".codex"))
+                    && file.starts_with(project.join(Harness::Codex.settings_dir()))
                 {
                     let trusted = table
                         .get("projects")

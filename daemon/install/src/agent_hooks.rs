@@ -58,12 +58,11 @@ pub enum Format {
 
 /// The harness's usual user-level hook file under `home` (the user's `$HOME`).
 pub fn default_file(harness: Harness, home: &Path) -> PathBuf {
-    match harness {
-        Harness::Claude => home.join(".claude").join("settings.json"),
-        Harness::Codex => home.join(".codex").join("hooks.json"),
-        Harness::Gemini => home.join(".gemini").join("settings.json"),
-        Harness::Cursor => home.join(".cursor").join("hooks.json"),
-    }
+    let file = match harness {
+        Harness::Claude | Harness::Gemini => "settings.json",
+        Harness::Codex | Harness::Cursor => "hooks.json",
+    };
+    home.join(harness.settings_dir()).join(file)
 }
 
 /// How `file` is written: Codex's `*.toml` is its `config.toml`, everything else JSON.
@@ -85,10 +84,11 @@ pub fn empty(harness: Harness, format: Format) -> &'static str {
     }
 }
 
-/// The `--harness` words the hook command passes the guard (none for Claude Code, so
-/// `install claude-hook` keeps writing, and finding, the command it always wrote).
+/// The `--harness` words the hook command passes the guard (none for the guard's default,
+/// Claude Code, so `install claude-hook` keeps writing, and finding, the command it
+/// always wrote).
 pub fn harness_flag(harness: Harness) -> Option<&'static str> {
-    (harness != Harness::Claude).then(|| harness.name())
+    (harness != Harness::DEFAULT).then(|| harness.name())
 }
 
 /// The JSON entries that run `command`, each with the layout it goes into, in the

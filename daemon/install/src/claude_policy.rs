@@ -19,6 +19,7 @@
 //! beside the user's, and the managed directory (`/etc/claude-code` on Linux,
 //! `/Library/Application Support/ClaudeCode` on macOS).
 
+use row_fence_contract::harness::Harness;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -47,14 +48,19 @@ pub fn managed_dir() -> PathBuf {
 /// or not. `managed` is [`managed_dir`] outside tests.
 pub fn files(home: &Path, project: Option<&Path>, managed: &Path) -> Vec<(Source, PathBuf)> {
     let mut files = vec![
-        (Source::User, home.join(".claude").join("settings.json")),
+        (
+            Source::User,
+            home.join(Harness::Claude.settings_dir())
+                .join("settings.json"),
+        ),
         (
             Source::Managed,
-            home.join(".claude").join("remote-settings.json"),
+            home.join(Harness::Claude.settings_dir())
+                .join("remote-settings.json"),
         ),
     ];
     if let Some(project) = project {
-        let dir = project.join(".claude");
+        let dir = project.join(Harness::Claude.settings_dir());
         files.push((Source::Project, dir.join("settings.json")));
         files.push((Source::Project, dir.join("settings.local.json")));
     }

@@ -70,7 +70,7 @@ struct JobInstallArgs {
     #[arg(long, value_name = "PATH")]
     out: Option<PathBuf>,
     /// The agent hook the printed commands switch on after the job and off before it, per harness you run (repeatable; none: the job alone)
-    #[arg(long, value_name = "AGENT", value_parser = hook_agent_values(), default_value = "claude")]
+    #[arg(long, value_name = "AGENT", value_parser = hook_agent_values(), default_value = Harness::DEFAULT.name())]
     agent: Vec<HookAgent>,
     /// The hook file the printed commands switch the hook in, with one --agent [default: the harness's usual user file, ~/.claude/settings.json for Claude Code]
     #[arg(long, value_name = "PATH")]

@@ -1,7 +1,33 @@
 //! Interpreters: the options whose value is inline code (`python -c`, `node -e`), the
-//! options that take a value; without a script operand they read code from stdin.
+//! options that take a value, and for python's family the modules whose `-m` runs code;
+//! without a script operand they read code from stdin.
 
 use super::{Interpreter, Runs, Spec};
+
+/// The modules that, run by python's `-m` (and IPython's), read code from stdin or run
+/// code they are handed (a REPL, a debugger, a profiler, `runpy`, `pickle`'s loads).
+const PYTHON_CODE_MODULES: Option<&[&str]> = Some(&[
+    "code",
+    "pdb",
+    "timeit",
+    "IPython",
+    "runpy",
+    "trace",
+    "cProfile",
+    "profile",
+    "asyncio",
+    "pickle",
+    "ipdb",
+    "pudb",
+    "bpdb",
+    "ptpython",
+    "bpython",
+    "_pyrepl",
+    "idlelib",
+    "idle",
+    "doctest",
+    "IPython.terminal",
+]);
 
 /// The interpreters.
 pub const SPECS: &[Spec] = &[
@@ -10,6 +36,7 @@ pub const SPECS: &[Spec] = &[
         Runs::Interpreter(Interpreter {
             code: &["-c"],
             valued: &["-W", "-X", "-Q"],
+            modules: PYTHON_CODE_MODULES,
         }),
     ),
     Spec::new(
@@ -26,6 +53,7 @@ pub const SPECS: &[Spec] = &[
                 "-C",
                 "--conditions",
             ],
+            modules: None,
         }),
     ),
     Spec::new(
@@ -33,6 +61,7 @@ pub const SPECS: &[Spec] = &[
         Runs::Interpreter(Interpreter {
             code: &["-e", "--eval", "-p", "--print", "eval"],
             valued: &[],
+            modules: None,
         }),
     ),
     Spec::new(
@@ -40,6 +69,7 @@ pub const SPECS: &[Spec] = &[
         Runs::Interpreter(Interpreter {
             code: &["-e", "-E"],
             valued: &["-I", "-M", "-m", "-x", "-0", "-l", "-i", "-C"],
+            modules: None,
         }),
     ),
     Spec::new(
@@ -47,6 +77,7 @@ pub const SPECS: &[Spec] = &[
         Runs::Interpreter(Interpreter {
             code: &["-e"],
             valued: &["-I", "-r", "-C", "-E", "-x"],
+            modules: None,
         }),
     ),
     Spec::new(
@@ -54,6 +85,7 @@ pub const SPECS: &[Spec] = &[
         Runs::Interpreter(Interpreter {
             code: &["-r", "-R", "-B", "-E"],
             valued: &["-c", "-d", "-z"],
+            modules: None,
         }),
     ),
     Spec::new(
@@ -61,6 +93,7 @@ pub const SPECS: &[Spec] = &[
         Runs::Interpreter(Interpreter {
             code: &["-e"],
             valued: &["-l"],
+            modules: None,
         }),
     ),
     Spec::new(
@@ -68,6 +101,7 @@ pub const SPECS: &[Spec] = &[
         Runs::Interpreter(Interpreter {
             code: &["-e"],
             valued: &[],
+            modules: None,
         }),
     ),
     Spec::new(
@@ -75,6 +109,7 @@ pub const SPECS: &[Spec] = &[
         Runs::Interpreter(Interpreter {
             code: &["-c"],
             valued: &[],
+            modules: PYTHON_CODE_MODULES,
         }),
     ),
     Spec::new(
@@ -82,6 +117,7 @@ pub const SPECS: &[Spec] = &[
         Runs::Interpreter(Interpreter {
             code: &["-e", "--eval", "-E", "--print"],
             valued: &[],
+            modules: None,
         }),
     ),
     Spec::new(
@@ -91,6 +127,7 @@ pub const SPECS: &[Spec] = &[
         Runs::Interpreter(Interpreter {
             code: &["-e", "-c", "--eval", "-eval"],
             valued: &[],
+            modules: None,
         }),
     ),
 ];

@@ -5,12 +5,14 @@
 //! its words as data, or that it waits. The dispatcher ([`crate::command`]) finds the
 //! record by name ([`find`]) and the readers in [`crate::programs`] and [`crate::handed`]
 //! read it; the walk asks it which programs wait (ARCHITECTURE.md, "The agent guard's
-//! policy"). The shell's own commands are the shell's ([`crate::builtins`]).
+//! policy"). The shell's own commands are the shell's ([`crate::builtins`]); those that
+//! run their words have a record only to say so.
 //!
 //! A new program is one record in the family file it belongs to; a program that needs
 //! more than a record says (its own subcommands, its own syntax) gets a [`Reader`] beside
 //! the others. A name appears in one record only (a test checks it).
 
+mod builtins;
 mod data;
 mod editors;
 mod interpreters;
@@ -50,7 +52,8 @@ impl Spec {
         match &self.runs {
             Runs::Fenced(_)
             | Runs::Wrapper(_)
-            | Runs::Shell
+            | Runs::Shell(_)
+            | Runs::Builtin
             | Runs::Runner(_)
             | Runs::Interpreter(_) => true,
             Runs::Reader { takes_commands, .. } => *takes_commands,
@@ -91,9 +94,12 @@ pub enum Runs {
     Handed(HandedReader),
     /// Runs its operands as a command after its options ([`Wrapper`]).
     Wrapper(Wrapper),
-    /// A shell whose literal `-c` code is read with the same parser; a script operand is
-    /// running a file; neither is code from stdin (opaque).
-    Shell,
+    /// A shell taking `-c` code ([`ShellCode`]): a harness's argv-form tool command in it
+    /// (`["bash", "-lc", TEXT]`) is its TEXT ([`shell_names`]).
+    Shell(ShellCode),
+    /// One of the shell's own commands that runs its words as a command (`eval`,
+    /// `command`), read by [`crate::builtins`]; its record says only that.
+    Builtin,
     /// Runs a command in a way the guard does not follow ([`Runner`]): opaque once given one.
     Runner(Runner),
     /// Runs inline code or code from stdin ([`Interpreter`]).
@@ -102,6 +108,17 @@ pub enum Runs {
     Editor(Editor),
     /// A database shell whose inline commands escape to the shell ([`DbShell`]).
     DbShell(DbShell),
+}
+
+/// How the guard reads a shell's `-c` code.
+pub enum ShellCode {
+    /// With the same parser wherever it is given (sh, bash, dash): a script operand is
+    /// running a file, neither is code from stdin (opaque).
+    Read,
+    /// Only as a harness's tool command (zsh, the user's shell on macOS, whose spellings
+    /// the walk reads as zsh runs them: [`crate::builtins`]); run within a command, it
+    /// runs what the guard does not follow (opaque).
+    ToolOnly,
 }
 
 /// A program's own reader: `(program, args, ctx, depth)` → what it does. `depth` counts
@@ -167,6 +184,11 @@ pub struct Interpreter {
     pub code: &'static [&'static str],
     /// Options that take a value.
     pub valued: &'static [&'static str],
+    /// For an interpreter whose `-m MODULE` runs a module by name (python's family), the
+    /// modules that run code they are handed or read from stdin: `-m` naming one, or
+    /// none, is opaque; any other module is a program of its own. `None` for an
+    /// interpreter with no such option, whose `-m` is an option like any other.
+    pub modules: Option<&'static [&'static str]>,
 }
 
 /// An editor that runs commands it is given.
@@ -191,6 +213,7 @@ pub struct DbShell {
 
 /// Every family of records, searched in this order.
 const FAMILIES: &[&[Spec]] = &[
+    builtins::SPECS,
     readers::SPECS,
     wrappers::SPECS,
     runners::SPECS,
@@ -215,6 +238,16 @@ pub fn find(program: &str) -> Option<&'static Spec> {
 /// True when `program` waits before the next command runs ([`Runs::Waits`]).
 pub fn waits(program: &str) -> bool {
     find(program).is_some_and(|spec| matches!(spec.runs, Runs::Waits))
+}
+
+/// Every name of a shell a harness may run a tool's command in, given as argv `[shell,
+/// "-c", TEXT]` ([`Runs::Shell`]): the command is its TEXT.
+pub fn shell_names() -> impl Iterator<Item = &'static str> {
+    FAMILIES
+        .iter()
+        .flat_map(|family| family.iter())
+        .filter(|spec| matches!(spec.runs, Runs::Shell(_)))
+        .flat_map(|spec| spec.names.iter().copied())
 }
 
 /// `python3.12`, `lua5.4`, `php8.2`, `pypy3.10` for `python3`, `lua`, `php`, `pypy3`.
@@ -280,5 +313,29 @@ mod tests {
             fenced_names().collect::<Vec<_>>(),
             ["git", "gh", "row-fence"]
         );
+        assert_eq!(
+            shell_names().collect::<Vec<_>>(),
+            ["sh", "bash", "dash", "ash", "rbash", "zsh"]
+        );
+    }
+
+    #[test]
+    fn the_shells_own_commands_that_run_their_words_take_commands_and_only_pythons_run_modules() {
+        for name in ["eval", "source", ".", "command", "builtin", "exec"] {
+            assert!(find(name).is_some_and(Spec::takes_commands), "{name}");
+        }
+        let modules = |name: &str| match find(name).map(|s| &s.runs) {
+            Some(Runs::Interpreter(i)) => i.modules,
+            _ => panic!("{name} is no interpreter"),
+        };
+        for python in ["python3", "python3.12", "pypy3", "ipython"] {
+            assert!(
+                modules(python).is_some_and(|m| m.contains(&"pdb")),
+                "{python}"
+            );
+        }
+        for other in ["node", "perl", "ruby", "php", "lua", "julia", "tclsh"] {
+            assert!(modules(other).is_none(), "{other}");
+        }
     }
 }

@@ -1,12 +1,16 @@
-//! Shells and runners: the shells whose `-c` code the guard reads, and programs that run a
+//! Shells and runners: the shells taking `-c` code, and programs that run a
 //! command in a way the guard does not follow (on another host, in a container, under a
 //! debugger, later), opaque once they are given one.
 
-use super::{Runner, Runs, Spec};
+use super::{Runner, Runs, ShellCode, Spec};
 
 /// The shells and runners.
 pub const SPECS: &[Spec] = &[
-    Spec::new(&["sh", "bash", "dash", "ash", "rbash"], Runs::Shell),
+    Spec::new(
+        &["sh", "bash", "dash", "ash", "rbash"],
+        Runs::Shell(ShellCode::Read),
+    ),
+    Spec::new(&["zsh"], Runs::Shell(ShellCode::ToolOnly)),
     // Debuggers, sandboxes and launchers that run the command they are given.
     Spec::new(
         &[
@@ -56,7 +60,6 @@ pub const SPECS: &[Spec] = &[
             "su",
             "script",
             "expect",
-            "zsh",
             "ksh",
             "mksh",
             "fish",
