@@ -776,11 +776,22 @@ fn the_daemon_pushes_for_an_allowed_lane_and_refuses_the_rest_at_the_write() {
         .expect("push-masters")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
-    assert!(!sockets.is_empty(), "no ssh master in {}", masters.display());
-    let mode = fs::metadata(&masters).expect("masters").permissions().mode();
+    assert!(
+        !sockets.is_empty(),
+        "no ssh master in {}",
+        masters.display()
+    );
+    let mode = fs::metadata(&masters)
+        .expect("masters")
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o700, "{}", masters.display());
     let named = |needle: &Path| masters_running(needle);
-    assert!(named(&masters), "no ssh master process for {}", masters.display());
+    assert!(
+        named(&masters),
+        "no ssh master process for {}",
+        masters.display()
+    );
     let mut daemon = daemon;
     daemon.stop();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
