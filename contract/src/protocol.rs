@@ -58,6 +58,11 @@ pub enum Op {
 pub struct ForgeTokenAdd {
     /// The token, as the forge issued it.
     pub token: String,
+    /// The push proxy's HTTPS forge it is for (`https://HOST[:PORT]/…`; its origin is what
+    /// counts); `None`: the forge API's, and the push proxy's when it has one HTTPS forge.
+    /// A token is never sent to another forge than the one it was loaded for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forge: Option<String>,
 }
 
 /// The token is wiped wherever the request is dropped.

@@ -69,6 +69,11 @@ impl Forge {
     /// The daemon's flags: the broker with both lanes bound, the push socket, this forge
     /// (its user in the URL) and `ca`.
     fn daemon(&self, site: &Site, ca: &Path) -> Daemon {
+        self.daemon_beside(site, ca, &[])
+    }
+
+    /// [`Forge::daemon`] with more `--push-forge` values beside this forge.
+    fn daemon_beside(&self, site: &Site, ca: &Path, others: &[String]) -> Daemon {
         let mut args = vec![
             "--broker-socket".to_string(),
             site.agent.display().to_string(),
@@ -90,6 +95,9 @@ impl Forge {
             "--push-ca".into(),
             ca.display().to_string(),
         ]);
+        for other in others {
+            args.extend(["--push-forge".to_string(), other.clone()]);
+        }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let daemon = site.home.daemon_with(&args, &[]);
         assert!(
@@ -108,13 +116,23 @@ impl Forge {
 
     /// `row-fence token add` of `token`, as [`Forge::load_token`].
     fn load(&self, site: &Site, token: &str) -> Ran {
+        self.load_for(site, token, None)
+    }
+
+    /// `row-fence token add` of `token` with `--forge FORGE` when given.
+    fn load_for(&self, site: &Site, token: &str, forge: Option<&str>) -> Ran {
         let dir = site.home.path("operator");
         fs::create_dir_all(&dir).expect("operator dir");
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).expect("chmod");
         let file = dir.join("token");
         fs::write(&file, format!("{token}\n")).expect("token file");
         fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).expect("chmod");
-        let ran = operator(site, &["token", "add", &file.display().to_string()]);
+        let file = file.display().to_string();
+        let mut args = vec!["token", "add", &file];
+        if let Some(forge) = forge {
+            args.extend(["--forge", forge]);
+        }
+        let ran = site.home.cli(&args);
         fs::remove_file(&file).expect("remove the token file");
         ran
     }
@@ -328,7 +346,9 @@ fn the_daemon_pushes_over_https_for_an_allowed_lane_and_refuses_the_rest_at_the_
     assert_eq!(forge.remote_ref("refs/heads/feature/row-1"), before);
     let loaded = forge.load_token(&site);
     assert!(
-        loaded.stdout.contains("HTTPS forges") || loaded.stderr.contains("HTTPS forges"),
+        loaded.code == 0
+            && format!("{}{}", loaded.stdout, loaded.stderr)
+                .contains("holds a token for https://127.0.0.1:"),
         "token add: {}{}",
         loaded.stdout,
         loaded.stderr
@@ -551,5 +571,59 @@ fn a_forge_whose_certificate_the_daemon_does_not_trust_gets_no_push_and_no_token
     assert_eq!(forge.remote_ref("refs/heads/feature/row-1"), before);
     // The handshake failed: no request, so no credential, reached the server.
     assert!(forge.server.seen().is_empty(), "{:?}", forge.server.seen());
+    drop(daemon);
+}
+
+#[test]
+fn a_token_goes_to_the_https_forge_it_was_loaded_for_and_no_other() {
+    let mut site = Site::new();
+    let (a, a_tree) = site.lane("a");
+    let forge = Forge::new(&site, &a_tree);
+    scope(&site);
+    grant(&site, "lane-a", &a_tree, &[]);
+    bind(&site, &[("lane-a", &a, &a_tree)]);
+    // A second HTTPS forge on another origin beside the served one.
+    let port = forge.server.port;
+    let other = format!("https://{}@127.0.0.2:{port}/", https_git::USER);
+    let daemon = forge.daemon_beside(&site, &forge.server.ca, std::slice::from_ref(&other));
+    forge.wire(&site, &a, &a_tree);
+    let url = forge.url();
+    let before = forge.remote_ref("refs/heads/feature/row-1");
+    site.commit(&a, &a_tree, "a-1");
+
+    // Two HTTPS forges and no --forge: nothing is loaded for either, and the operator is
+    // told to name one.
+    let ran = forge.load_for(&site, TOKEN, None);
+    assert_ne!(ran.code, 0, "an unnamed token was taken: {}", ran.stdout);
+    assert!(ran.stderr.contains("--forge"), "{}", ran.stderr);
+    // A forge that is none of the daemon's: refused, nothing loaded.
+    let ran = forge.load_for(&site, TOKEN, Some("https://forge.example/"));
+    assert_ne!(ran.code, 0, "a token for an unknown forge was taken");
+    assert!(
+        ran.stderr.contains("none of the daemon's HTTPS forges"),
+        "{}",
+        ran.stderr
+    );
+    // The other forge's token is never sent to this one.
+    let ran = forge.load_for(&site, TOKEN, Some(&other));
+    assert_eq!(ran.code, 0, "token add --forge: {}", ran.stderr);
+    assert!(ran.stderr.contains("https://127.0.0.2:"), "{}", ran.stderr);
+    let ran = forge.push(&site, &a, &a_tree, &[&url, "HEAD:refs/heads/feature/row-1"]);
+    assert_ne!(ran.code, 0, "a push with another forge's token landed");
+    assert!(
+        ran.stderr
+            .contains(&format!("no token for https://127.0.0.1:{port}")),
+        "{}",
+        ran.stderr
+    );
+    assert!(forge.server.seen().is_empty(), "{:?}", forge.server.seen());
+    assert_eq!(forge.remote_ref("refs/heads/feature/row-1"), before);
+    // Its own token, named: the push lands.
+    let own = format!("https://127.0.0.1:{port}/");
+    let ran = forge.load_for(&site, TOKEN, Some(&own));
+    assert_eq!(ran.code, 0, "token add --forge: {}", ran.stderr);
+    let ran = forge.push(&site, &a, &a_tree, &[&url, "HEAD:refs/heads/feature/row-1"]);
+    assert_eq!(ran.code, 0, "{}\n{}", ran.stderr, daemon.log_text());
+    assert_ne!(forge.remote_ref("refs/heads/feature/row-1"), before);
     drop(daemon);
 }

@@ -30,6 +30,10 @@ enum TokenCommand {
 struct TokenAddArgs {
     /// A file holding the token (the caller's uid's, mode 600); `-` reads it from stdin
     file: PathBuf,
+    /// The push proxy's HTTPS forge this token is for (one of the daemon's `--push-forge
+    /// https://…`), when it has more than one: each forge gets only its own token
+    #[arg(long, value_name = "URL")]
+    forge: Option<String>,
 }
 
 /// Runs a `token` command.
@@ -42,6 +46,7 @@ pub fn token(args: TokenArgs, settings: &Settings) -> Outcome {
         v: PROTOCOL_VERSION,
         op: Op::ForgeTokenAdd(ForgeTokenAdd {
             token: token.trim().to_string(),
+            forge: add.forge.clone(),
         }),
     };
     let mut line = request.to_line();

@@ -19,10 +19,11 @@
 pub mod token;
 
 use super::Pusher;
-use super::forge::exchange::Exchange;
+use super::forge::exchange::{Exchange, ExchangeError};
 use super::forge::{Connection, ForgeError, SshFiles};
 use super::target::{Forge, Scheme, Target};
 use bytes::Bytes;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -77,11 +78,14 @@ pub enum HttpsError {
     Client(String),
 }
 
-/// What the HTTPS arm shares: one client (its CA, no redirects, HTTPS only) and the token.
+/// What the HTTPS arm shares: one client (its CA, no redirects, HTTPS only) and a token
+/// per forge origin.
 pub struct Https {
     client: reqwest::Client,
-    /// The token: in this process's memory only, wiped when replaced or dropped.
-    token: RwLock<Option<Zeroizing<String>>>,
+    /// The configured HTTPS forges' origins ([`Forge::origin`]), sorted, each once.
+    origins: Vec<String>,
+    /// Each origin's token: in this process's memory only, wiped when replaced or dropped.
+    tokens: RwLock<BTreeMap<String, Zeroizing<String>>>,
     /// The daemon's home (the audit log of token loads).
     pub home: PathBuf,
 }
@@ -102,10 +106,19 @@ impl Https {
         ca: Option<&Path>,
         home: &Path,
     ) -> Result<Option<Https>, HttpsError> {
-        if !forges.iter().any(|f| f.scheme == Scheme::Https) {
+        let mut origins: Vec<String> = forges
+            .iter()
+            .filter(|f| f.scheme == Scheme::Https)
+            .map(Forge::origin)
+            .collect();
+        if origins.is_empty() {
             return Ok(None);
         }
-        Https::new(ca, home).map(Some)
+        origins.sort();
+        origins.dedup();
+        let mut https = Https::new(ca, home)?;
+        https.origins = origins;
+        Ok(Some(https))
     }
 
     /// The client, trusting only `ca` when given (as the forge API's client does).
@@ -137,23 +150,30 @@ impl Https {
             .map_err(|e| HttpsError::Client(e.to_string()))?;
         Ok(Https {
             client,
-            token: RwLock::new(None),
+            origins: Vec::new(),
+            tokens: RwLock::new(BTreeMap::new()),
             home: home.to_path_buf(),
         })
     }
 
-    /// True when a token is held.
+    /// True when a token is held for some forge.
     pub fn holds_token(&self) -> bool {
-        crate::sync::read(&self.token).is_some()
+        !crate::sync::read(&self.tokens).is_empty()
     }
 
-    /// Holds `token` (the one before is wiped).
-    pub fn hold(&self, token: Zeroizing<String>) {
-        *crate::sync::write(&self.token) = Some(token);
+    /// The configured HTTPS forges' origins.
+    pub fn origins(&self) -> &[String] {
+        &self.origins
     }
 
-    fn token(&self) -> Option<Zeroizing<String>> {
-        crate::sync::read(&self.token).clone()
+    /// Holds `token` for `origin` (the one before is wiped).
+    pub fn hold(&self, origin: &str, token: Zeroizing<String>) {
+        crate::sync::write(&self.tokens).insert(origin.to_string(), token);
+    }
+
+    /// The token held for `origin`, if any.
+    fn token_for(&self, origin: &str) -> Option<Zeroizing<String>> {
+        crate::sync::read(&self.tokens).get(origin).cloned()
     }
 }
 
@@ -188,9 +208,10 @@ pub fn open(
 /// Starts the exchange with the target's HTTPS forge. Fails before dialling when the
 /// daemon holds no token.
 pub fn connect(https: &Https, target: &Target) -> Result<Connection, ForgeError> {
-    let token = https.token().ok_or_else(|| {
+    let origin = target.forge.origin();
+    let token = https.token_for(&origin).ok_or_else(|| {
         ForgeError::Broken(format!(
-            "{SAID}the daemon holds no token for its HTTPS forges: the operator loads one with `row-fence token add FILE` (held in memory only: again after every restart); nothing was dialled"
+            "{SAID}the daemon holds no token for {origin}: the operator loads one with `row-fence token add FILE --forge {origin}/` (held in memory only: again after every restart); nothing was dialled"
         ))
     })?;
     let (lane_reader, to_lane) = tokio::io::duplex(PIPE_BYTES);
@@ -226,7 +247,7 @@ impl Job {
         self,
         mut to_lane: DuplexStream,
         mut from_lane: DuplexStream,
-    ) -> Result<(), String> {
+    ) -> Result<(), ExchangeError> {
         let url = format!("{}/info/refs?service=git-receive-pack", self.base);
         let response = self
             .client
@@ -243,25 +264,28 @@ impl Job {
         while let Some(chunk) = response.chunk().await.map_err(|e| describe(e, &url))? {
             total += chunk.len() as u64;
             if total > MAX_ADVERT_BYTES {
-                return Err(format!(
-                    "the forge's advertisement at {url} is larger than {MAX_ADVERT_BYTES} bytes"
-                ));
+                return Err(ExchangeError::TooLarge {
+                    url,
+                    max: MAX_ADVERT_BYTES,
+                });
             }
             if preamble_done {
                 to_lane.write_all(&chunk).await.map_err(gone)?;
                 continue;
             }
             head.extend_from_slice(&chunk);
-            if let Some(end) = preamble(&head).map_err(|why| format!("{url}: {why}"))? {
+            let found = preamble(&head)
+                .map_err(|why| ExchangeError::NotSmartHttp(format!("{url}: {why}")))?;
+            if let Some(end) = found {
                 preamble_done = true;
                 to_lane.write_all(&head[end..]).await.map_err(gone)?;
                 head = Vec::new();
             }
         }
         if !preamble_done {
-            return Err(format!(
+            return Err(ExchangeError::NotSmartHttp(format!(
                 "the forge's answer to {url} ended before `# service=git-receive-pack` and a flush (is it a git smart HTTP server?)"
-            ));
+            )));
         }
         to_lane.flush().await.map_err(gone)?;
 
@@ -304,45 +328,37 @@ impl Job {
 }
 
 /// The session went away (it stopped reading or writing).
-fn gone(e: std::io::Error) -> String {
-    format!("the push ended on the daemon's side: {e}")
+fn gone(e: std::io::Error) -> ExchangeError {
+    ExchangeError::Gone(e)
 }
 
-/// The error with its causes (a TLS failure is in the causes), naming the URL.
-fn describe(e: reqwest::Error, url: &str) -> String {
-    let e = e.without_url();
-    let mut text = format!("{url}: {e}");
-    let mut source = std::error::Error::source(&e);
-    while let Some(cause) = source {
-        let said = cause.to_string();
-        if !text.contains(&said) {
-            text.push_str(": ");
-            text.push_str(&said);
-        }
-        source = cause.source();
+/// The client's error at `url` (the URL itself named once, not in the client's text).
+fn describe(e: reqwest::Error, url: &str) -> ExchangeError {
+    ExchangeError::Transport {
+        url: url.to_string(),
+        source: e.without_url(),
     }
-    if text.contains("certificate") || text.contains("UnknownIssuer") {
-        text.push_str(
-            " (the forge's certificate is not signed by the CA the daemon trusts: --push-ca, or the system's roots)",
-        );
-    }
-    text
 }
 
 /// The response when it is a success of the `want` media type.
-fn check(response: reqwest::Response, want: &str, url: &str) -> Result<reqwest::Response, String> {
+fn check(
+    response: reqwest::Response,
+    want: &str,
+    url: &str,
+) -> Result<reqwest::Response, ExchangeError> {
     let status = response.status();
+    let url = url.to_string();
     if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
-        return Err(format!(
-            "the forge refused the daemon's credential at {url} (HTTP {}): the operator loads the forge's token with `row-fence token add FILE`",
-            status.as_u16()
-        ));
+        return Err(ExchangeError::Credential {
+            url,
+            status: status.as_u16(),
+        });
     }
     if !status.is_success() {
-        return Err(format!(
-            "the forge answered HTTP {} to {url}",
-            status.as_u16()
-        ));
+        return Err(ExchangeError::Status {
+            url,
+            status: status.as_u16(),
+        });
     }
     let given = response
         .headers()
@@ -350,16 +366,21 @@ fn check(response: reqwest::Response, want: &str, url: &str) -> Result<reqwest::
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     if given.split(';').next().map(str::trim) != Some(want) {
-        return Err(format!(
+        return Err(ExchangeError::NotSmartHttp(format!(
             "the forge's answer to {url} is {given:?}, not {want}: not a git smart HTTP server"
-        ));
+        )));
     }
     Ok(response)
 }
 
+/// Why the `# service=` preamble is not git's.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Preamble(String);
+
 /// Where the advertisement starts in `head`, after the `# service=git-receive-pack` line,
 /// any metadata lines and a flush (gitprotocol-http(5)); `None` when more is needed.
-fn preamble(head: &[u8]) -> Result<Option<usize>, String> {
+fn preamble(head: &[u8]) -> Result<Option<usize>, Preamble> {
     let mut at = 0;
     let mut first = true;
     loop {
@@ -368,12 +389,12 @@ fn preamble(head: &[u8]) -> Result<Option<usize>, String> {
         };
         let mut four = [0u8; 4];
         four.copy_from_slice(prefix);
-        let len = super::pkt::payload_len(&four).map_err(|e| e.to_string())?;
+        let len = super::pkt::payload_len(&four).map_err(|e| Preamble(e.to_string()))?;
         let Some(len) = len else {
             if first {
-                return Err(
+                return Err(Preamble(
                     "the answer starts with a flush, not `# service=git-receive-pack`".into(),
-                );
+                ));
             }
             return Ok(Some(at + 4));
         };
@@ -383,10 +404,10 @@ fn preamble(head: &[u8]) -> Result<Option<usize>, String> {
         if first {
             let text = line.strip_suffix(b"\n").unwrap_or(line);
             if text != b"# service=git-receive-pack" {
-                return Err(format!(
+                return Err(Preamble(format!(
                     "the answer starts with {:?}, not `# service=git-receive-pack` (a server that is not git's smart HTTP?)",
                     String::from_utf8_lossy(text)
-                ));
+                )));
             }
             first = false;
         }
@@ -395,11 +416,11 @@ fn preamble(head: &[u8]) -> Result<Option<usize>, String> {
 }
 
 /// `None` (read more) while the preamble is within its bound.
-fn more(head: &[u8]) -> Result<Option<usize>, String> {
+fn more(head: &[u8]) -> Result<Option<usize>, Preamble> {
     if head.len() > MAX_PREAMBLE_BYTES {
-        Err(format!(
+        Err(Preamble(format!(
             "no flush after `# service=git-receive-pack` within {MAX_PREAMBLE_BYTES} bytes"
-        ))
+        )))
     } else {
         Ok(None)
     }

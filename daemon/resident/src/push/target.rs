@@ -97,6 +97,11 @@ impl Forge {
         })
     }
 
+    /// `https://HOST:PORT`: what a token is held for (every path on one origin shares it).
+    pub fn origin(&self) -> String {
+        format!("https://{}:{}", self.host, self.port)
+    }
+
     /// The host as a known_hosts line names it (`host`, or `[host]:port`).
     pub fn known_hosts_name(&self) -> String {
         if self.port == 22 {

@@ -1,12 +1,14 @@
-//! The HTTPS forges' token (ARCHITECTURE.md, "Push proxy"): loaded by the daemon's own uid
-//! with the command that loads the forge API's (`row-fence token add`), held in memory
-//! only, wiped when replaced. One command for both: with the forge API on, the token goes
-//! to both, the forge API's checks and audit line first. Every load and refused attempt
-//! is a line of the audit log, never the token.
+//! The HTTPS forges' tokens (ARCHITECTURE.md, "Push proxy"): loaded by the daemon's own uid
+//! with the command that loads the forge API's (`row-fence token add [--forge URL]`), held
+//! in memory only, one per forge origin, wiped when replaced. A token goes to the forge it
+//! was loaded for and no other: without `--forge` it is the forge API's (when on) and the
+//! push proxy's only when it has one HTTPS forge. Every load and refused attempt is a line
+//! of the audit log, never the token.
 
 use super::Https;
 use crate::audit::{self, AuditRecord};
 use crate::forge_api::admin::MAX_TOKEN_BYTES;
+use crate::push::target::{Forge, Scheme};
 use row_fence_contract::paths;
 use row_fence_contract::protocol::{Answer, ForgeTokenAdd, PROTOCOL_VERSION};
 use zeroize::{Zeroize, Zeroizing};
@@ -51,26 +53,67 @@ pub fn token_add(
         let _ = record(false, why.clone());
         return failed(why);
     }
-    let said = "the push proxy holds a token for its HTTPS forges";
-    if forge_api.is_some() {
+    // Which forge the token is for: named, or the only one.
+    let origin = match add.forge.as_deref() {
+        Some(named) => match Forge::parse(named) {
+            Ok(f) if f.scheme == Scheme::Https && https.origins().contains(&f.origin()) => {
+                Some(f.origin())
+            }
+            _ => {
+                add.token.zeroize();
+                let why = format!(
+                    "token add: --forge {named:?} is none of the daemon's HTTPS forges ({}): nothing was loaded",
+                    https.origins().join(", ")
+                );
+                let _ = record(false, why.clone());
+                return failed(why);
+            }
+        },
+        None if https.origins().len() == 1 => https.origins().first().cloned(),
+        None => None,
+    };
+    let Some(origin) = origin else {
+        // Several HTTPS forges and none named: never a guess at which forge gets it.
+        let several = format!(
+            "the daemon has {} HTTPS forges ({}): name the one this token is for with --forge",
+            https.origins().len(),
+            https.origins().join(", ")
+        );
+        if forge_api.is_some() {
+            let mut answer = crate::forge_api::admin::token_add(forge_api, add, uid);
+            if answer.error.is_none() {
+                answer.detail = format!(
+                    "{}; the push proxy took none of it: {several}",
+                    answer.detail
+                );
+            }
+            return answer;
+        }
+        add.token.zeroize();
+        let why = format!("token add: {several}; nothing was loaded");
+        let _ = record(false, why.clone());
+        return failed(why);
+    };
+    let said = format!("the push proxy holds a token for {origin}");
+    if forge_api.is_some() && add.forge.is_none() {
         let mut answer = crate::forge_api::admin::token_add(forge_api, add, uid);
         if answer.error.is_none() {
-            https.hold(token);
+            https.hold(&origin, token);
             answer.detail = format!("{}; {said}", answer.detail);
         }
         return answer;
     }
     add.token.zeroize();
-    if let Err(e) = record(true, "push token for the HTTPS forges".into()) {
+    if let Err(e) = record(true, format!("push token for {origin}")) {
         return failed(format!(
             "the audit log cannot be written ({e}); the token was not loaded"
         ));
     }
-    https.hold(token);
+    https.hold(&origin, token);
     tracing::info!("{said}");
     Answer {
         v: PROTOCOL_VERSION,
-        detail: said.to_string(),
+        detail: said,
         ..Answer::default()
     }
 }
