@@ -2771,8 +2771,8 @@ fn a_lane_plants_no_hook_in_another_lanes_git_dir_unless_they_share_a_group_whic
     );
 }
 
-/// `scripts/demo --hard` on the debug binaries: its own users, sshd and broker; every
-/// step as the demo says, and nothing left behind.
+/// `scripts/demo --hard` on the debug binaries: its own users, sshd and daemon pushing for
+/// the lanes; every step as the demo says, every route refused, and nothing left behind.
 #[test]
 fn the_hard_demo_runs_on_the_debug_binaries_and_leaves_no_user_behind() {
     let _root = Users::new();
@@ -2786,47 +2786,63 @@ fn the_hard_demo_runs_on_the_debug_binaries_and_leaves_no_user_behind() {
     );
     assert!(
         ran.stdout.contains(
-            "the hard boundary held: lane-a's pushes landed, none of lane-b's got a signature"
+            "the hard boundary held: lane-a's pushes landed through the daemon, every push of lane-b's after the takeover was refused"
         ),
         "{}",
         ran.stdout
     );
     assert!(!ran.stdout.contains("FAIL"), "{}", ran.stdout);
-    // The routes this tree closes are refused (the kept ones and those outside the row's
-    // scope by the forge hook, with its reason); every route has its line.
+    // The allowed pushes landed through the daemon; the refused lane's plain push is
+    // rejected with the daemon's verdict, and its master never started.
+    for line in [
+        "ok   git push (through the daemon)                              exit 0",
+        "ok   git push (a fast-forward of lane-b's work)                 exit 0",
+        "ok   git push                                                   exit 0",
+        "ok   git push (through the daemon)                              exit 1",
+        "| remote: row-fence: REFUSED (different_holder)",
+        "|  ! [remote rejected] HEAD -> main (row-fence: REFUSED (different_holder))",
+        "no master: the broker signs no push login with the push socket on",
+    ] {
+        assert!(ran.stdout.contains(line), "{line}: {}", ran.stdout);
+    }
+    // Every route has its line, and each is refused, with the daemon's verdict where one
+    // was given.
     for route in [
         "route an ssh master started while ALLOWED                REFUSED",
-        "route a receive-pack session opened while ALLOWED        REFUSED",
+        "route a push session opened while ALLOWED                REFUSED  (its pack sent after the takeover) daemon: REFUSED (different_holder)",
         "route its descriptor pointed at another lease            REFUSED",
         "route a hook planted in lane-a's git dir                 REFUSED",
-        "route a push outside the row's refs                      REFUSED",
+        "route a push outside the row's refs                      REFUSED  (a new branch, not main) daemon: REFUSED (outside_scope)",
         "route a force push (its main, another lane's branch)     REFUSED",
         "route a tag moved                                        REFUSED",
         "route a branch deleted                                   REFUSED",
-        "forge hook: REFUSED (different_holder)",
-        "forge hook: REFUSED (outside_scope)",
+        "routes: 8 refused, 0 landed",
     ] {
         assert!(ran.stdout.contains(route), "{route}: {}", ran.stdout);
     }
-    assert_eq!(
-        ran.stdout
-            .lines()
-            .filter(|l| l.starts_with("   route "))
-            .count(),
-        8,
+    let routes: Vec<&str> = ran
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("   route "))
+        .collect();
+    assert_eq!(routes.len(), 8, "{}", ran.stdout);
+    assert!(
+        routes.iter().all(|l| !l.contains("LANDED")),
         "{}",
         ran.stdout
     );
-    // Doctor finds the master lane-b started while ALLOWED and its connection to the forge.
+    // Its temp dir is gone, and no process names it (the daemon, its ssh master, sshd).
+    let work = ran
+        .stdout
+        .split_whitespace()
+        .find_map(|w| w.strip_suffix("/remote.git"))
+        .expect("the demo names its forge's repository");
+    assert!(!Path::new(work).exists(), "the demo left {work} behind");
+    let ps = run(Command::new("ps").args(["-eo", "args"]));
     assert!(
-        ran.stdout.contains("runs an ssh master") && ran.stdout.contains("-N"),
-        "{}",
-        ran.stdout
-    );
-    assert!(
-        ran.stdout.contains("holds a connection to the forge"),
-        "{}",
-        ran.stdout
+        !ps.stdout.lines().any(|l| l.contains(work)),
+        "the demo left a process behind:\n{}",
+        ps.stdout
     );
     let passwd = fs::read_to_string("/etc/passwd").expect("passwd");
     assert!(
