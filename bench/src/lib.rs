@@ -39,7 +39,9 @@
 //! - [`forge_api`]: the forge API endpoint's case (`--only forge-api`): `gh api` through
 //!   the daemon ÷ through a plain relay, and what a judged write adds.
 //! - [`push`]: the daemon's push case (`--only push`): a `git push` through the daemon ÷
-//!   straight to the same sshd with the same key, small and 50 MB, and the daemon's RSS.
+//!   straight to the same server with the same credential, over ssh and over HTTPS,
+//!   small and 50 MB, and the daemon's RSS; [`https_forge`]: its HTTPS forge (lighttpd in
+//!   front of `git http-backend`).
 //! - [`local`]: what the cases that build a private world share (ports, waits, keys).
 //! - [`barrier`]: the ask with and without the read barrier of a replicated Redis.
 //! - [`stores`]: the store's ask on a 3-member etcd beside a durable Redis, and with a
@@ -74,6 +76,7 @@ pub mod fixture;
 pub mod floors;
 pub mod forge_api;
 pub mod grant;
+pub mod https_forge;
 pub mod interrupt;
 pub mod load;
 pub mod local;

@@ -52,7 +52,8 @@ pub enum Only {
     Top,
     /// The forge API endpoint: `gh api` through the daemon ÷ through a plain relay.
     ForgeApi,
-    /// The daemon pushing for the lane: `git push` through it ÷ straight to sshd.
+    /// The daemon pushing for the lane: `git push` through it ÷ straight to sshd, and to
+    /// lighttpd over HTTPS.
     Push,
 }
 

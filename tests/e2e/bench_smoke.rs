@@ -289,8 +289,9 @@ fn scripts_bench_help_builds_and_installs_nothing() {
 }
 
 /// The daemon's push case alone (`scripts/bench --only push`): a smoke run pushes through
-/// the daemon and straight to the same sshd, and a large commit each way, and writes
-/// `push.md` with both arms' samples and no failed push.
+/// the daemon and straight to the same server, over ssh (sshd) and over HTTPS (lighttpd in
+/// front of `git http-backend`, which scripts/test installs), and a large commit each way,
+/// and writes `push.md` with every arm's samples and no failed push.
 #[test]
 fn a_smoke_run_of_the_push_case_measures_both_arms_and_writes_its_report() {
     let bins = bin_dir();
@@ -312,9 +313,19 @@ fn a_smoke_run_of_the_push_case_measures_both_arms_and_writes_its_report() {
     for part in [
         "| git push through the daemon | 5 |",
         "| git push straight to sshd (same key) | 5 |",
-        "failed pushes: 0",
+        "| git push through the daemon over HTTPS | 5 |",
+        "| git push straight to lighttpd + git http-backend (same token) | 5 |",
         "5 MB push:",
     ] {
         assert!(text.contains(part), "the report lacks {part:?}:\n{text}");
     }
+    assert_eq!(
+        text.matches("failed pushes: 0").count(),
+        2,
+        "a failed push on either transport:\n{text}"
+    );
+    assert!(
+        !text.contains("Absent:"),
+        "the HTTPS pair is absent:\n{text}"
+    );
 }
