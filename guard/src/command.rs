@@ -7,6 +7,7 @@
 use crate::effect::{Ctx, Effect, MAX_WRAPPER_DEPTH, Move};
 use crate::fenced::is_fenced_program;
 use crate::finding::Dir;
+use crate::known_as::{Known, known};
 use row_fence_shell::words::Value;
 use std::path::Path;
 
@@ -50,17 +51,30 @@ pub fn classify(argv: &[Value], ctx: &Ctx, functions: bool, depth: usize) -> Vec
     }
     // A name the text cannot pin to a program is opaque; it is still read as the program
     // of that name (a wrapper installed by this command runs its inner command).
-    let (program, unknown) = match identity(name, ctx) {
-        Ok(program) => (program, None),
+    let (known, unknown) = match identity(name, ctx) {
+        Ok(known) => (known, None),
         Err(why) => (
-            Path::new(name)
-                .file_name()
-                .map_or(name.to_string(), |n| n.to_string_lossy().into_owned()),
+            Known::one(
+                Path::new(name)
+                    .file_name()
+                    .map_or(name.to_string(), |n| n.to_string_lossy().into_owned()),
+            ),
             Some(ctx.opaque(why.to_string())),
         ),
     };
     let mut effects: Vec<Effect> = unknown.into_iter().collect();
-    effects.extend(dispatch(program, args, ctx, functions, depth));
+    if let Some(why) = known.planted {
+        effects.push(ctx.opaque(why));
+    }
+    // Every name the program is read as adds what it finds (ARCHITECTURE.md, "The agent
+    // guard's policy": a program is known by what it runs, not its name).
+    for program in known.names {
+        for effect in dispatch(program, args, ctx, functions, depth) {
+            if !effects.contains(&effect) {
+                effects.push(effect);
+            }
+        }
+    }
     effects
 }
 
@@ -108,69 +122,61 @@ fn names_a_directory(name: &str, ctx: &Ctx) -> bool {
         .any(|d| matches!(d, Dir::Known(d) if d.join(name).is_dir()))
 }
 
-/// The program a command word names: for a name, the program `PATH` runs (the shell's
-/// own commands are not looked up); for a path, the program the path (or the symlink it
-/// is) leads to. A program that is git, gh or row-fence under another name (a symlink, a
-/// hard link, a copy: [`crate::fenced::same_program`]) counts as that program, so
-/// `/usr/bin/git`, `./g` → git and `/usr/lib/git-core/git-push` count as git. A name on
-/// no `PATH` directory, or a path that does not exist yet, is opaque: an alias or function
-/// of the agent's shell, a zsh builtin, or a program made in this command runs what the
-/// text does not show.
-fn identity(word: &str, ctx: &Ctx) -> Result<String, Unpinned> {
-    let base = |p: &Path| {
-        p.file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    };
-    let as_program = |target: &Path, typed: &str| -> String {
-        let name = base(target);
-        if is_fenced_program(&name.to_ascii_lowercase()) {
-            return name;
-        }
-        match crate::fenced::same_program(target) {
-            Some(fenced) => fenced.to_string(),
-            None => typed.to_string(),
-        }
-    };
+/// The program a command word names, as the names it is read by ([`Known`]): for a
+/// name, the program `PATH` runs (the shell's own commands are not looked up); for a
+/// path, the program the path (or the symlink it is) leads to. A program that is git, gh
+/// or row-fence under another name (a symlink, a hard link, a copy:
+/// [`crate::fenced::same_program`]) counts as that program, so `/usr/bin/git`, `./g` →
+/// git and `/usr/lib/git-core/git-push` count as git. A name on no `PATH` directory, or
+/// a path that does not exist yet, is opaque: an alias or function of the agent's shell,
+/// a zsh builtin, or a program made in this command runs what the text does not show.
+fn identity(word: &str, ctx: &Ctx) -> Result<Known, Unpinned> {
     if !word.contains('/') {
         if is_fenced_program(&word.to_ascii_lowercase())
             || row_fence_shell::lookup::is_shell_builtin(word)
         {
-            return Ok(word.to_string());
+            return Ok(Known::one(word));
         }
         let path = match ctx.vars.get("PATH") {
             Some(Some(path)) => Some(path.as_str()),
             _ => ctx.path,
         };
         return match row_fence_shell::lookup::on_path(word, path) {
-            Some(target) => Ok(as_program(&target, word)),
+            // Found on the hook's own `PATH`: an installed program, not one the lane made.
+            Some(target) if path == ctx.path => Ok(Known {
+                planted: None,
+                ..known(&target, word, None, ctx.path)
+            }),
+            Some(target) => Ok(known(&target, word, None, ctx.path)),
             None => Err(Unpinned::NotOnPath(word.to_string())),
         };
     }
-    let own = base(Path::new(word));
+    let own = Path::new(word)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     if is_fenced_program(&own.to_ascii_lowercase()) {
-        return Ok(own);
+        return Ok(Known::one(own));
     }
-    let mut seen = None;
+    let mut seen: Option<Known> = None;
     for dir in &ctx.dirs {
         let Dir::Known(dir) = dir else {
             return Err(Unpinned::UnnamedDirectory(word.to_string()));
         };
         let path = dir.join(word);
-        match std::fs::canonicalize(&path) {
-            Ok(target) => {
-                let program = as_program(&target, &own);
-                if is_fenced_program(&program) {
-                    return Ok(program);
-                }
-                seen = Some(program);
-            }
-            Err(_) => {
-                return Err(Unpinned::NotYet(word.to_string()));
-            }
+        let Ok(target) = std::fs::canonicalize(&path) else {
+            return Err(Unpinned::NotYet(word.to_string()));
+        };
+        let program = known(&target, &own, Some(&path), ctx.path);
+        if program.names.len() == 1 && is_fenced_program(&program.names[0]) {
+            return Ok(program);
+        }
+        match &mut seen {
+            Some(all) => all.join(program),
+            None => seen = Some(program),
         }
     }
-    Ok(seen.unwrap_or(own))
+    Ok(seen.unwrap_or_else(|| Known::one(own)))
 }
 
 /// Why a command word cannot be pinned to a program from the text (the word is opaque).

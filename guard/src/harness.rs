@@ -137,10 +137,7 @@ fn claude(input: PreToolUse) -> Result<Call, InputError> {
 /// argv). The tool runs in `tool_cwd` when the input has one.
 fn codex(input: PreToolUse) -> Result<Call, InputError> {
     let tool = required(input.tool_name, "tool_name")?;
-    let shell = matches!(
-        tool.as_str(),
-        "Bash" | "shell" | "exec_command" | "local_shell" | "shell_command"
-    );
+    let shell = CODEX_SHELLS.contains(&tool.as_str());
     let (tool_name, tool_input) = match input.tool_input.get("command") {
         Some(command) if shell => (
             "Bash".to_string(),
@@ -200,21 +197,44 @@ struct McpContext {
     tool_name: String,
 }
 
+/// Gemini CLI's tools that are Claude Code's under another name: (Gemini CLI's, Claude
+/// Code's). The guard's rules name tools by the name an adapter produces, never by one
+/// it renames away ([`renamed_away`]).
+pub const GEMINI_RENAMED: &[(&str, &str)] = &[
+    ("run_shell_command", "Bash"),
+    ("write_file", "Write"),
+    ("replace", "Edit"),
+    ("read_file", "Read"),
+    ("list_directory", "LS"),
+    ("glob", "Glob"),
+    ("web_fetch", "WebFetch"),
+    ("google_web_search", "WebSearch"),
+];
+
+/// Codex's names for its shell tool, all read as `Bash`.
+const CODEX_SHELLS: &[&str] = &[
+    "Bash",
+    "shell",
+    "exec_command",
+    "local_shell",
+    "shell_command",
+];
+
+/// True when an adapter renames a harness's tool called `name` to another name, so a
+/// rule naming it would never match (`web_fetch` arrives as `WebFetch`).
+pub fn renamed_away(name: &str) -> bool {
+    GEMINI_RENAMED.iter().any(|(gemini, _)| *gemini == name)
+        || (name != "Bash" && CODEX_SHELLS.contains(&name))
+}
+
 /// Gemini CLI's tool names, renamed to Claude Code's; MCP tools named from their
 /// `mcp_context` when the input has one.
 fn gemini(input: BeforeTool) -> Result<Call, InputError> {
     let tool = required(input.tool_name, "tool_name")?;
-    let renamed = match tool.as_str() {
-        "run_shell_command" => Some("Bash"),
-        "write_file" => Some("Write"),
-        "replace" => Some("Edit"),
-        "read_file" => Some("Read"),
-        "list_directory" => Some("LS"),
-        "glob" => Some("Glob"),
-        "web_fetch" => Some("WebFetch"),
-        "google_web_search" => Some("WebSearch"),
-        _ => None,
-    };
+    let renamed = GEMINI_RENAMED
+        .iter()
+        .find(|(gemini, _)| *gemini == tool)
+        .map(|(_, canonical)| *canonical);
     let mut tool_input = input.tool_input;
     let mut runs_in = RunsIn::Cwd;
     if tool == "run_shell_command" {

@@ -30,7 +30,8 @@
 //!   [`real_path`]: where a path lands, resolved as the kernel resolves it.
 //! - [`parse`]: the shell reader's bounds (`row-fence-shell` reads the command).
 //! - [`walk`]: the shell reader's walk with the guard's programs, and the plan it produces.
-//! - [`command`]: one simple command's effect, dispatched on the program it runs.
+//! - [`command`]: one simple command's effect, dispatched on the program it runs;
+//!   [`known_as`]: the names that program is read as (the file it leads to, the name typed).
 //! - [`effect`]: what a command does ([`effect::Effect`]) and what classifying it needs
 //!   ([`effect::Ctx`]); the handlers below speak these, never the dispatcher.
 //! - [`specs`]: one record per program: how it runs other code. A new program is a record.
@@ -70,6 +71,7 @@ pub mod harness;
 pub mod http;
 pub mod input;
 pub mod judge;
+pub mod known_as;
 pub mod programs;
 pub mod quarantine;
 pub mod readers;

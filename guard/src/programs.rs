@@ -111,7 +111,7 @@ pub fn embedded(program: &str, args: &[Value], ctx: &Ctx, depth: usize) -> Vec<E
     let mut tries = 0;
     for (k, arg) in args.iter().enumerate() {
         let Some(word) = arg.literal() else { continue };
-        if !names_a_runner(word) {
+        if !names_a_runner(word, ctx) {
             continue;
         }
         tries += 1;
@@ -139,34 +139,40 @@ pub fn embedded(program: &str, args: &[Value], ctx: &Ctx, depth: usize) -> Vec<E
     Vec::new()
 }
 
-/// True when `word`, as a command, is one the guard reads for writes: git, gh,
-/// row-fence (by name or path), or any program whose record takes commands
+/// True when `word`, as a command run from `ctx`, is one the guard reads for writes: git,
+/// gh, row-fence (by name or path), a program the lane may have made, or any program
+/// whose record takes commands
 /// ([`Spec::takes_commands`]: a shell, an interpreter, a wrapper, a runner, `eval`…).
-fn names_a_runner(word: &str) -> bool {
+fn names_a_runner(word: &str, ctx: &Ctx) -> bool {
     if word.starts_with('-') || word.contains('=') {
         return false;
     }
     let name = word.rsplit('/').next().unwrap_or(word);
-    let name = if word.contains('/') {
-        match std::fs::canonicalize(word) {
-            Ok(target) => {
-                let real = target
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                if crate::fenced::same_program(&target).is_some() {
-                    return true;
-                }
-                real
+    // A path is read as every name the file it leads to is known by
+    // ([`crate::known_as`]): `./x` → vim, `./p` → python; one the lane may have made
+    // runs what the guard cannot tell.
+    let mut known = crate::known_as::Known::one(name);
+    if word.contains('/') {
+        for dir in &ctx.dirs {
+            let crate::finding::Dir::Known(dir) = dir else {
+                continue;
+            };
+            let located = dir.join(word);
+            if let Ok(target) = std::fs::canonicalize(&located) {
+                known.join(crate::known_as::known(
+                    &target,
+                    name,
+                    Some(&located),
+                    ctx.path,
+                ));
             }
-            Err(_) => name.to_string(),
         }
-    } else {
-        name.to_string()
-    };
-    let name = name.as_str();
-    crate::fenced::is_fenced_program(&name.to_ascii_lowercase())
-        || specs::find(name).is_some_and(Spec::takes_commands)
+    }
+    known.planted.is_some()
+        || known.names.iter().any(|name| {
+            crate::fenced::is_fenced_program(&name.to_ascii_lowercase())
+                || specs::find(name).is_some_and(Spec::takes_commands)
+        })
 }
 
 /// A wrapper's inner command, read in the directory and with the variables its options

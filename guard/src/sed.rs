@@ -126,13 +126,38 @@ fn check(script: &Value, ctx: &Ctx) -> Option<Vec<Effect>> {
 }
 
 /// Why a sed script runs commands (or cannot be read), if it does.
-pub fn runs_commands(script: &str) -> Option<&'static str> {
+pub fn runs_commands(script: &str) -> Option<Opaque> {
     scan(script).err()
 }
 
-const UNREADABLE: &str = "cannot be read to its end";
+/// Why the guard cannot say a sed script only edits text: each reads after "`sed`'s
+/// script".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Opaque {
+    /// An address, an `s` or a `y` that does not end.
+    #[error("cannot be read to its end")]
+    Unreadable,
+    /// An address with no command after it.
+    #[error("ends in an address without a command")]
+    NoCommand,
+    /// GNU's `e` command.
+    #[error("runs a command (`e`)")]
+    RunsCommand,
+    /// GNU's `s///e` flag.
+    #[error("runs its substitution as a command (`s///e`)")]
+    RunsSubstitution,
+    /// An `s` whose delimiter is a newline or a backslash.
+    #[error("has an `s` command the guard cannot read")]
+    OddSubstitution,
+    /// An `s` flag outside the ones the guard reads.
+    #[error("has an `s` flag the guard does not know")]
+    UnknownFlag,
+    /// A command outside the ones the guard reads.
+    #[error("has a command the guard does not know")]
+    UnknownCommand,
+}
 
-fn scan(script: &str) -> Result<(), &'static str> {
+fn scan(script: &str) -> Result<(), Opaque> {
     let c: Vec<char> = script.chars().collect();
     let mut i = 0;
     loop {
@@ -147,7 +172,7 @@ fn scan(script: &str) -> Result<(), &'static str> {
             i = line_end(&c, i);
             continue;
         }
-        i = address(&c, i).ok_or(UNREADABLE)?;
+        i = address(&c, i).ok_or(Opaque::Unreadable)?;
         while i < c.len() && c[i].is_whitespace() {
             i += 1;
         }
@@ -156,17 +181,17 @@ fn scan(script: &str) -> Result<(), &'static str> {
             while i < c.len() && c[i].is_whitespace() {
                 i += 1;
             }
-            i = address(&c, i).ok_or(UNREADABLE)?;
+            i = address(&c, i).ok_or(Opaque::Unreadable)?;
         }
         while i < c.len() && (c[i].is_whitespace() || c[i] == '!') {
             i += 1;
         }
         let Some(&command) = c.get(i) else {
-            return Err("ends in an address without a command");
+            return Err(Opaque::NoCommand);
         };
         i += 1;
         match command {
-            'e' => return Err("runs a command (`e`)"),
+            'e' => return Err(Opaque::RunsCommand),
             '{' | '}' | '=' | 'd' | 'D' | 'g' | 'G' | 'h' | 'H' | 'n' | 'N' | 'p' | 'P' | 'x'
             | 'z' | 'F' => {}
             'q' | 'Q' | 'l' | 'L' => {
@@ -182,33 +207,33 @@ fn scan(script: &str) -> Result<(), &'static str> {
             'a' | 'i' | 'c' => i = text_end(&c, i),
             'r' | 'R' | 'w' | 'W' => i = line_end(&c, i),
             's' => {
-                let delimiter = *c.get(i).ok_or(UNREADABLE)?;
+                let delimiter = *c.get(i).ok_or(Opaque::Unreadable)?;
                 if delimiter == '\n' || delimiter == '\\' {
-                    return Err("has an `s` command the guard cannot read");
+                    return Err(Opaque::OddSubstitution);
                 }
-                i = delimited(&c, i + 1, delimiter).ok_or(UNREADABLE)?;
-                i = delimited(&c, i, delimiter).ok_or(UNREADABLE)?;
+                i = delimited(&c, i + 1, delimiter).ok_or(Opaque::Unreadable)?;
+                i = delimited(&c, i, delimiter).ok_or(Opaque::Unreadable)?;
                 // Flags, up to the end of the command; `w FILE` takes the rest of the line.
                 while i < c.len() && !matches!(c[i], ';' | '\n' | '}') {
                     match c[i] {
-                        'e' => return Err("runs its substitution as a command (`s///e`)"),
+                        'e' => return Err(Opaque::RunsSubstitution),
                         'w' => {
                             i = line_end(&c, i);
                             break;
                         }
                         'g' | 'p' | 'i' | 'I' | 'm' | 'M' | ' ' | '\t' => {}
                         d if d.is_ascii_digit() => {}
-                        _ => return Err("has an `s` flag the guard does not know"),
+                        _ => return Err(Opaque::UnknownFlag),
                     }
                     i += 1;
                 }
             }
             'y' => {
-                let delimiter = *c.get(i).ok_or(UNREADABLE)?;
-                i = delimited(&c, i + 1, delimiter).ok_or(UNREADABLE)?;
-                i = delimited(&c, i, delimiter).ok_or(UNREADABLE)?;
+                let delimiter = *c.get(i).ok_or(Opaque::Unreadable)?;
+                i = delimited(&c, i + 1, delimiter).ok_or(Opaque::Unreadable)?;
+                i = delimited(&c, i, delimiter).ok_or(Opaque::Unreadable)?;
             }
-            _ => return Err("has a command the guard does not know"),
+            _ => return Err(Opaque::UnknownCommand),
         }
     }
 }
@@ -278,7 +303,7 @@ fn text_end(c: &[char], mut i: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::runs_commands;
+    use super::{Opaque, runs_commands};
 
     #[test]
     fn sed_scripts_that_run_commands_are_told_from_those_that_edit() {
@@ -313,6 +338,17 @@ mod tests {
             ":a;N;$!ba;s/\\n/ /g",
         ] {
             assert_eq!(runs_commands(script), None, "{script:?}");
+        }
+        for (script, why) in [
+            ("e git push", Opaque::RunsCommand),
+            ("s/.*/git push/e", Opaque::RunsSubstitution),
+            ("s/unterminated", Opaque::Unreadable),
+            ("s/a/b/q", Opaque::UnknownFlag),
+            ("1,3", Opaque::NoCommand),
+            ("K", Opaque::UnknownCommand),
+            ("s\na\nb\n", Opaque::OddSubstitution),
+        ] {
+            assert_eq!(runs_commands(script), Some(why), "{script:?}");
         }
     }
 }

@@ -527,3 +527,66 @@ fn writes_that_outlive_the_call_are_found_deferred() {
         );
     }
 }
+
+/// A program is known by the file it runs, not the name it was typed as: a name on
+/// `PATH` that leads to an editor or interpreter (`editor` → `vim.basic`), a link in the
+/// worktree to one, a copy of an interpreter the guard cannot name (a compiled program
+/// outside `PATH` no record knows), each as a command word or handed to another program.
+/// Scripts and installed programs no record knows stay ordinary.
+#[test]
+fn a_program_is_read_as_the_file_it_runs_whatever_it_is_called() {
+    use std::os::unix::fs::{PermissionsExt, symlink};
+    let program = |path: &Path, bytes: &[u8]| {
+        std::fs::write(path, bytes).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    let bin = stub_path();
+    let tree = tempfile::Builder::new()
+        .prefix("rf-policy-tree")
+        .tempdir()
+        .unwrap();
+    let b = bin.path();
+    let t = tree.path();
+    program(&b.join("vim.basic"), b"\x7fELF vim");
+    program(&b.join("python3.11"), b"\x7fELF python");
+    program(&b.join("mytool"), b"\x7fELF an installed tool");
+    program(&b.join("sensible"), b"\x7fELF an installed tool");
+    for (link, to) in [
+        ("editor", "vim.basic"),
+        ("ex", "vim.basic"),
+        ("py", "python3.11"),
+    ] {
+        symlink(b.join(to), b.join(link)).unwrap();
+    }
+    symlink(b.join("vim.basic"), t.join("x")).unwrap();
+    symlink(b.join("python3.11"), t.join("y")).unwrap();
+    program(&t.join("p"), b"\x7fELF a copy of python");
+    program(&t.join("run.sh"), b"#!/bin/sh\necho hi\n");
+    std::fs::write(t.join("script.py"), "print(1)\n").unwrap();
+    let env = Env {
+        home: Some("/home/u".into()),
+        cdpath: false,
+        path: Some(b.display().to_string()),
+    };
+    for (command, want) in [
+        ("editor -c '!git push' f", "O"),
+        ("editor +'!git push' f", "O"),
+        ("echo '!git push' | ex", "O"),
+        ("py -c 'import os'", "O"),
+        ("./x -c '!git push' f", "O"),
+        ("./y -c 'import os'", "O"),
+        ("env ./x -c '!git push' f", "O"),
+        ("./p -c 'import os; os.system(\"git push\")'", "O"),
+        ("mytool ./p -c 'import os'", "OO"),
+        ("mytool ./y -c 'import os'", "OO"),
+        ("editor f", "-"),
+        ("./x f", "-"),
+        ("./y script.py", "-"),
+        ("./run.sh", "-"),
+        ("mytool a b", "-"),
+        ("sensible f", "-"),
+    ] {
+        let p = plan(command, t, &env);
+        assert_eq!(kinds(&p), want, "{command}: {:?}", p.findings);
+    }
+}

@@ -37,7 +37,8 @@ pub const INERT: &[&str] = &[
 pub const RUNS_PROGRAMS: &[&str] = &["grep_search", "search_file_content"];
 
 /// Tools other than file tools and MCP tools that the guard knows write nothing it
-/// fences, outside quarantine: web reads, subagents (whose own calls are hooked), the
+/// fences, outside quarantine, by the names the adapters produce
+/// ([`crate::harness::renamed_away`]: Gemini CLI's `web_fetch` is `WebFetch` here): web reads, subagents (whose own calls are hooked), the
 /// conversation's own state and background shells. A row-bound session runs them
 /// whatever its standing ask says (in quarantine only [`INERT`] ones run).
 pub const KNOWN_OUTSIDE: &[&str] = &[
@@ -53,8 +54,6 @@ pub const KNOWN_OUTSIDE: &[&str] = &[
     "ReadMcpResourceTool",
     "TaskOutput",
     "TaskStop",
-    "web_fetch",
-    "google_web_search",
     "ask_user",
     "enter_plan_mode",
     "exit_plan_mode",
@@ -397,6 +396,31 @@ fn read_inside(path: &Path, at: &Where) -> Result<(), Denied> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The lists name tools as the adapters produce them: a harness's own name that its
+    /// adapter renames (Gemini CLI's `web_fetch`, Codex's `shell`) would never match, and
+    /// every name an adapter renames to is one the guard knows.
+    #[test]
+    fn every_tool_list_names_tools_as_the_adapters_produce_them() {
+        let file_tools = crate::file_tools::FILE_TOOLS.iter().map(|t| t.name);
+        for name in INERT
+            .iter()
+            .chain(KNOWN_OUTSIDE)
+            .chain(RUNS_PROGRAMS)
+            .copied()
+            .chain(file_tools)
+        {
+            assert!(!crate::harness::renamed_away(name), "{name}");
+        }
+        assert!(crate::harness::renamed_away("web_fetch"));
+        assert!(crate::harness::renamed_away("shell"));
+        for (_, canonical) in crate::harness::GEMINI_RENAMED {
+            assert!(
+                *canonical == "Bash" || !opaque_outside(canonical, None),
+                "{canonical}"
+            );
+        }
+    }
 
     #[test]
     fn mcp_names_that_split_more_than_one_way_are_never_read_only() {

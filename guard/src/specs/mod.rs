@@ -235,6 +235,28 @@ pub fn find(program: &str) -> Option<&'static Spec> {
         })
 }
 
+/// The name whose record reads a program file called `file_name` (the real file a
+/// command word leads to): its own, or, for a file carrying a distribution's flavour or
+/// version (`vim.basic`, `vim.tiny`, `nc.openbsd`, `python3.11`, `perl5.36.0`), the
+/// program's. `None` when no record knows it.
+pub fn record_name(file_name: &str) -> Option<String> {
+    if find(file_name).is_some() {
+        return Some(file_name.to_string());
+    }
+    let (program, flavour) = file_name.split_once('.')?;
+    let flavoured = !program.is_empty()
+        && !flavour.is_empty()
+        && flavour
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.');
+    (flavoured && find(program).is_some()).then(|| program.to_string())
+}
+
+/// Programs that run as the name they are called by (a multi-call binary: `ls` →
+/// busybox is `ls`), so a link to one is read by the name it was called by, never as the
+/// file it leads to.
+pub const BY_CALLED_NAME: &[&str] = &["busybox", "toybox"];
+
 /// True when `program` waits before the next command runs ([`Runs::Waits`]).
 pub fn waits(program: &str) -> bool {
     find(program).is_some_and(|spec| matches!(spec.runs, Runs::Waits))
@@ -307,6 +329,18 @@ mod tests {
         assert!(matches!(find("cat").map(|s| &s.runs), Some(Runs::Data)));
         assert!(find("tar").is_some_and(|s| !s.handed.is_empty()));
         assert!(find("no-such-program").is_none());
+        for (file, record) in [
+            ("vim.basic", "vim"),
+            ("vim.tiny", "vim"),
+            ("python3.11", "python3.11"),
+            ("perl5.36.0", "perl5.36.0"),
+            ("dash", "dash"),
+        ] {
+            assert_eq!(record_name(file).as_deref(), Some(record), "{file}");
+        }
+        for file in ["no-such.basic", "vim.", ".vim", "vim.b-c"] {
+            assert_eq!(record_name(file), None, "{file}");
+        }
         assert!(find("xargs").is_some_and(Spec::takes_commands));
         assert!(!find("gxargs").is_some_and(Spec::takes_commands));
         assert_eq!(
