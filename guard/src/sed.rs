@@ -127,12 +127,37 @@ fn check(script: &Value, ctx: &Ctx) -> Option<Vec<Effect>> {
 
 /// Why a sed script runs commands (or cannot be read), if it does.
 pub fn runs_commands(script: &str) -> Option<&'static str> {
-    scan(script).err()
+    scan(script).err().map(Unsafe::sentence)
 }
 
-const UNREADABLE: &str = "cannot be read to its end";
+/// What in a sed script makes the guard treat it as running commands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unsafe {
+    Unreadable,
+    AddressWithoutCommand,
+    Executes,
+    UnreadableSubstitution,
+    SubstitutionExecutes,
+    UnknownFlag,
+    UnknownCommand,
+}
 
-fn scan(script: &str) -> Result<(), &'static str> {
+impl Unsafe {
+    /// The sentence the guard says after "the sed script".
+    fn sentence(self) -> &'static str {
+        match self {
+            Unsafe::Unreadable => "cannot be read to its end",
+            Unsafe::AddressWithoutCommand => "ends in an address without a command",
+            Unsafe::Executes => "runs a command (`e`)",
+            Unsafe::UnreadableSubstitution => "has an `s` command the guard cannot read",
+            Unsafe::SubstitutionExecutes => "runs its substitution as a command (`s///e`)",
+            Unsafe::UnknownFlag => "has an `s` flag the guard does not know",
+            Unsafe::UnknownCommand => "has a command the guard does not know",
+        }
+    }
+}
+
+fn scan(script: &str) -> Result<(), Unsafe> {
     let c: Vec<char> = script.chars().collect();
     let mut i = 0;
     loop {
@@ -147,7 +172,7 @@ fn scan(script: &str) -> Result<(), &'static str> {
             i = line_end(&c, i);
             continue;
         }
-        i = address(&c, i).ok_or(UNREADABLE)?;
+        i = address(&c, i).ok_or(Unsafe::Unreadable)?;
         while i < c.len() && c[i].is_whitespace() {
             i += 1;
         }
@@ -156,17 +181,17 @@ fn scan(script: &str) -> Result<(), &'static str> {
             while i < c.len() && c[i].is_whitespace() {
                 i += 1;
             }
-            i = address(&c, i).ok_or(UNREADABLE)?;
+            i = address(&c, i).ok_or(Unsafe::Unreadable)?;
         }
         while i < c.len() && (c[i].is_whitespace() || c[i] == '!') {
             i += 1;
         }
         let Some(&command) = c.get(i) else {
-            return Err("ends in an address without a command");
+            return Err(Unsafe::AddressWithoutCommand);
         };
         i += 1;
         match command {
-            'e' => return Err("runs a command (`e`)"),
+            'e' => return Err(Unsafe::Executes),
             '{' | '}' | '=' | 'd' | 'D' | 'g' | 'G' | 'h' | 'H' | 'n' | 'N' | 'p' | 'P' | 'x'
             | 'z' | 'F' => {}
             'q' | 'Q' | 'l' | 'L' => {
@@ -182,33 +207,33 @@ fn scan(script: &str) -> Result<(), &'static str> {
             'a' | 'i' | 'c' => i = text_end(&c, i),
             'r' | 'R' | 'w' | 'W' => i = line_end(&c, i),
             's' => {
-                let delimiter = *c.get(i).ok_or(UNREADABLE)?;
+                let delimiter = *c.get(i).ok_or(Unsafe::Unreadable)?;
                 if delimiter == '\n' || delimiter == '\\' {
-                    return Err("has an `s` command the guard cannot read");
+                    return Err(Unsafe::UnreadableSubstitution);
                 }
-                i = delimited(&c, i + 1, delimiter).ok_or(UNREADABLE)?;
-                i = delimited(&c, i, delimiter).ok_or(UNREADABLE)?;
+                i = delimited(&c, i + 1, delimiter).ok_or(Unsafe::Unreadable)?;
+                i = delimited(&c, i, delimiter).ok_or(Unsafe::Unreadable)?;
                 // Flags, up to the end of the command; `w FILE` takes the rest of the line.
                 while i < c.len() && !matches!(c[i], ';' | '\n' | '}') {
                     match c[i] {
-                        'e' => return Err("runs its substitution as a command (`s///e`)"),
+                        'e' => return Err(Unsafe::SubstitutionExecutes),
                         'w' => {
                             i = line_end(&c, i);
                             break;
                         }
                         'g' | 'p' | 'i' | 'I' | 'm' | 'M' | ' ' | '\t' => {}
                         d if d.is_ascii_digit() => {}
-                        _ => return Err("has an `s` flag the guard does not know"),
+                        _ => return Err(Unsafe::UnknownFlag),
                     }
                     i += 1;
                 }
             }
             'y' => {
-                let delimiter = *c.get(i).ok_or(UNREADABLE)?;
-                i = delimited(&c, i + 1, delimiter).ok_or(UNREADABLE)?;
-                i = delimited(&c, i, delimiter).ok_or(UNREADABLE)?;
+                let delimiter = *c.get(i).ok_or(Unsafe::Unreadable)?;
+                i = delimited(&c, i + 1, delimiter).ok_or(Unsafe::Unreadable)?;
+                i = delimited(&c, i, delimiter).ok_or(Unsafe::Unreadable)?;
             }
-            _ => return Err("has a command the guard does not know"),
+            _ => return Err(Unsafe::UnknownCommand),
         }
     }
 }
