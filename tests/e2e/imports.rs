@@ -46,7 +46,7 @@ struct Crate {
 }
 
 /// Whether `attrs` hold `#[cfg(test)]` or a `cfg` that needs `test`.
-fn is_test(attrs: &[syn::Attribute]) -> bool {
+pub(crate) fn is_test(attrs: &[syn::Attribute]) -> bool {
     attrs.iter().any(|a| {
         a.path().is_ident("cfg")
             && matches!(&a.meta, syn::Meta::List(list) if list.tokens.clone().into_iter().any(
@@ -55,7 +55,7 @@ fn is_test(attrs: &[syn::Attribute]) -> bool {
 }
 
 /// A `#[path = "…"]` attribute's value.
-fn path_attr(attrs: &[syn::Attribute]) -> Option<String> {
+pub(crate) fn path_attr(attrs: &[syn::Attribute]) -> Option<String> {
     attrs.iter().find_map(|a| match &a.meta {
         syn::Meta::NameValue(nv) if nv.path.is_ident("path") => match &nv.value {
             syn::Expr::Lit(syn::ExprLit {
@@ -69,7 +69,7 @@ fn path_attr(attrs: &[syn::Attribute]) -> Option<String> {
 }
 
 /// An item's attributes.
-fn item_attrs(item: &syn::Item) -> &[syn::Attribute] {
+pub(crate) fn item_attrs(item: &syn::Item) -> &[syn::Attribute] {
     match item {
         syn::Item::Const(i) => &i.attrs,
         syn::Item::Enum(i) => &i.attrs,

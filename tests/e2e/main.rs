@@ -83,5 +83,6 @@ mod store_copy;
 mod store_health;
 mod top;
 mod transport_gate;
+mod typed_errors;
 mod verdicts;
 mod write_truth;

@@ -77,9 +77,10 @@ pub struct Shown {
 
 fn parse(value: &Value) -> Result<ControllerLease, ControllerError> {
     serde_json::from_value(value.clone()).map_err(|e| {
-        ControllerError::Store(StoreError::Corrupt(crate::Detail::from(format!(
-            "meta/lease is not a controller lease: {e}"
-        ))))
+        ControllerError::Store(StoreError::Corrupt(crate::Detail::caused_by(
+            format!("meta/lease is not a controller lease: {e}"),
+            e,
+        )))
     })
 }
 

@@ -404,12 +404,12 @@ pub enum StoreError {
     /// A cluster slot is moving between nodes and the call kept meeting it (MOVED, ASK,
     /// TRYAGAIN) after its retries. Nothing was written.
     #[error("slot migrating, retry: {0}")]
-    SlotMigrating(String),
+    SlotMigrating(#[source] Detail),
     /// The server is not the primary: `ROLE` is not master (a writable replica too), or
     /// it refused because it has fewer replicas than it must write to (NOREPLICAS).
     /// Nothing was written.
     #[error("the store is not the primary: {0}")]
-    NotPrimary(String),
+    NotPrimary(#[source] Detail),
     /// The store holds an older history than one already seen (a descriptor generation
     /// above the board revision, or a revision below the highest seen). Both numbers are
     /// in the sentence. Nothing was written.

@@ -10,7 +10,7 @@ use super::Shared;
 use super::graphql::{Call, Mutation};
 use super::rest::{self, Route};
 use super::scope::head_in_scope;
-use super::upstream::PullHead;
+use super::upstream::{ForgeError, PullHead};
 use crate::gate::Gated;
 use crate::judge::{Claim, Judge};
 use row_fence_contract::descriptor::Descriptor;
@@ -185,7 +185,7 @@ macro_rules! denial_from {
         }
     )*};
 }
-denial_from!(NotLanesRepo, PinMismatch, MissingInput);
+denial_from!(NotLanesRepo, PinMismatch, MissingInput, ForgeError);
 
 /// The row's repository, or why `repo` is not it.
 fn in_repo(lane: &Lane, repo: &str) -> Result<(), NotLanesRepo> {

@@ -111,7 +111,7 @@ impl Settings {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ForgeApiError {
-    /// A setting that does not parse or a CA that cannot be read.
+    /// A setting that does not parse.
     #[error("the forge API's {name}: {reason}")]
     Setting {
         /// The setting.
@@ -119,6 +119,13 @@ pub enum ForgeApiError {
         /// What is wrong.
         reason: String,
     },
+    /// The HTTPS client to the forge cannot be built (the setting at fault, and why).
+    #[error("the forge API's {setting}: {source}", setting = .0.setting(), source = .0)]
+    Client(#[from] upstream::ClientError),
+    /// The process cannot be made undumpable (the token would be readable in a core file
+    /// or through `/proc`).
+    #[error("the forge API's process hardening: cannot make the process undumpable: {0}")]
+    Harden(#[source] std::io::Error),
     /// The socket's directory or path is refused, or binding failed.
     #[error("the forge API's socket: {0}")]
     Socket(#[from] SocketError),
@@ -190,16 +197,12 @@ pub fn prepare(settings: &Settings, home: &Path) -> Result<Prepared, ForgeApiErr
     }
     // The token will be in this process's memory and nowhere else: no core file, no
     // ptrace or /proc/<pid>/mem for the daemon's own uid's other processes.
-    crate::broker::harden().map_err(|e| ForgeApiError::Setting {
-        name: "process hardening",
-        reason: format!("cannot make the process undumpable: {e}"),
-    })?;
+    crate::broker::harden().map_err(ForgeApiError::Harden)?;
     let upstream = upstream::Upstream::new(
         &settings.host,
         settings.ca.as_deref(),
         settings.connect.as_deref(),
-    )
-    .map_err(|(name, reason)| ForgeApiError::Setting { name, reason })?;
+    )?;
     crate::broker::prepare_dir(&settings.socket)?;
     let (listener, guard) = socket::bind(&settings.socket)?;
     let opened = std::fs::set_permissions(&settings.socket, std::fs::Permissions::from_mode(0o666))

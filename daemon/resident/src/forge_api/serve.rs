@@ -205,9 +205,9 @@ enum Unidentified {
 /// sentence is its Display, after the lane's name).
 #[derive(Debug, thiserror::Error)]
 enum Unjudged {
-    /// A GraphQL GET's query string is refused (its sentence, from the target's rules).
-    #[error("{0}")]
-    GraphqlGet(String),
+    /// A GraphQL GET's query string is refused (the target's rules).
+    #[error(transparent)]
+    GraphqlGet(#[from] super::target::NotOneQuery),
     /// A GraphQL GET names a listed mutation.
     #[error("a mutation sent by GET")]
     MutationByGet,
@@ -506,7 +506,7 @@ impl ForgeApi {
         let graphql = shape == Shape::Graphql;
         match *method {
             Method::GET | Method::HEAD if graphql => {
-                let document = super::target::graphql_get(query).map_err(Unjudged::GraphqlGet)?;
+                let document = super::target::graphql_get(query)?;
                 match graphql::classify_get(document.as_deref()) {
                     Kind::Read => Ok(None),
                     Kind::Listed(_) => Err(Unjudged::MutationByGet),

@@ -79,29 +79,42 @@ pub fn plain(path: &str, graphql: &str) -> Result<(), NotPlain> {
     Ok(())
 }
 
+/// Why a GraphQL GET's query string is refused.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotOneQuery {
+    /// A `;`: a router may split parameters there.
+    #[error("a GraphQL GET's query string has a ;")]
+    Semicolon,
+    /// A parameter other than `query`, `variables` or `operationName` (its name).
+    #[error("a GraphQL GET names the parameter {0:?}, not judged")]
+    Unjudged(String),
+    /// A parameter named twice (its name): a router may read the last where the daemon
+    /// judged the first.
+    #[error("a GraphQL GET names {0:?} twice")]
+    Twice(String),
+}
+
 /// The GraphQL document a GET names in its query string (`None`: none), or why the query
 /// string is refused: a parameter other than `query`, `variables` or `operationName`, one
 /// of them twice (a router may read the last where the daemon judged the first), or a `;`
 /// (a router may split there).
-pub fn graphql_get(query: Option<&str>) -> Result<Option<String>, String> {
+pub fn graphql_get(query: Option<&str>) -> Result<Option<String>, NotOneQuery> {
     let Some(query) = query else {
         return Ok(None);
     };
     // Some routers split parameters at `;` as well as `&`: `a=x;query=…` would be a
     // second `query` there and part of `a`'s value here.
     if query.contains(';') {
-        return Err("a GraphQL GET's query string has a ;".into());
+        return Err(NotOneQuery::Semicolon);
     }
     let mut seen: Vec<String> = Vec::new();
     let mut document = None;
     for (key, value) in url::form_urlencoded::parse(query.as_bytes()) {
         if !matches!(key.as_ref(), "query" | "variables" | "operationName") {
-            return Err(format!(
-                "a GraphQL GET names the parameter {key:?}, not judged"
-            ));
+            return Err(NotOneQuery::Unjudged(key.into_owned()));
         }
         if seen.iter().any(|k| k == key.as_ref()) {
-            return Err(format!("a GraphQL GET names {key:?} twice"));
+            return Err(NotOneQuery::Twice(key.into_owned()));
         }
         seen.push(key.to_string());
         if key == "query" {
@@ -173,5 +186,8 @@ mod tests {
         ] {
             assert!(graphql_get(Some(query)).is_err(), "{query}");
         }
+        let twice = graphql_get(Some("variables=1&variables=2")).unwrap_err();
+        assert_eq!(twice, NotOneQuery::Twice("variables".into()));
+        assert_eq!(twice.to_string(), "a GraphQL GET names \"variables\" twice");
     }
 }

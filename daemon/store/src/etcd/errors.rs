@@ -160,12 +160,13 @@ pub fn map(e: Error, call: Call) -> StoreError {
         Error::IoError(e) => {
             StoreError::Unreachable(crate::Detail::caused_by(format!("etcd: {e}"), e))
         }
-        Error::InvalidArgs(e) | Error::EndpointError(e) => {
-            StoreError::Invalid(crate::Detail::from(format!("etcd: {e}")))
+        Error::InvalidArgs(ref why) | Error::EndpointError(ref why) => {
+            StoreError::Invalid(crate::Detail::caused_by(format!("etcd: {why}"), e))
         }
-        Error::InvalidUri(e) => {
-            StoreError::Invalid(crate::Detail::from(format!("etcd endpoint: {e}")))
-        }
+        Error::InvalidUri(uri) => StoreError::Invalid(crate::Detail::caused_by(
+            format!("etcd endpoint: {uri}"),
+            uri,
+        )),
         other => StoreError::Failed(crate::Detail::caused_by(format!("etcd: {other}"), other)),
     }
 }

@@ -70,7 +70,6 @@ pub struct Answered<T> {
     pub maybe_applied: bool,
 }
 
-/// How one try on one member ended.
 /// Why one member's status is not known (`store check` says it beside the member).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -78,20 +77,22 @@ pub enum MemberStatusError {
     /// The member refused the request, or the call failed as a store call.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The member did not answer in time, or was not reached (why).
-    #[error("{0}")]
-    NotAnswered(String),
+    /// The member did not answer in time, or was not reached (why, and the client's
+    /// error beneath where there is one).
+    #[error(transparent)]
+    NotAnswered(crate::Detail),
 }
 
+/// How one try on one member ended.
 enum Tried<T> {
     Answered(T),
     /// The member answered an error about the request itself (a permission, a size): every
     /// member would answer it.
     Refused(etcd_client::Error),
     /// Not served and not applied there (refused connection, no leader): the next member.
-    NotSent(String),
+    NotSent(crate::Detail),
     /// No answer in time, or the connection broke with it in flight: it may be applied.
-    Lost(String),
+    Lost(crate::Detail),
 }
 
 impl Members {
@@ -219,6 +220,7 @@ impl Members {
         loop {
             let first = self.preferred.load(Ordering::Relaxed) % count.max(1);
             let mut failures = Vec::new();
+            let mut beneath = None;
             let mut electing = false;
             for i in (first..count).chain(0..first) {
                 let outcome = self.try_member(i, call, &op).await?;
@@ -236,14 +238,16 @@ impl Members {
                     }
                     Tried::NotSent(why) => {
                         self.losses.fetch_add(1, Ordering::Relaxed);
-                        electing |= errors::is_election(&why);
+                        electing |= errors::is_election(why.text());
                         failures.push(format!("{}: {why}", self.slots[i].endpoint));
+                        beneath = beneath.or_else(|| with_cause(why));
                     }
                     Tried::Lost(why) => {
                         self.losses.fetch_add(1, Ordering::Relaxed);
                         maybe_applied |= call == Call::Write;
-                        electing |= errors::is_election(&why);
+                        electing |= errors::is_election(why.text());
                         failures.push(format!("{}: {why}", self.slots[i].endpoint));
+                        beneath = beneath.or_else(|| with_cause(why));
                     }
                 }
             }
@@ -253,14 +257,18 @@ impl Members {
             // that refused the connection or its certificate are said at once.
             if !electing || tokio::time::Instant::now() + pause >= budget {
                 let each = failures.join("; ");
+                // Every member's sentence is in the text; the first client error met is
+                // kept beneath it, for a caller that asks for the cause's kind.
+                let detail = |text: String| match beneath {
+                    Some(why) => crate::Detail::caused_by(text, why),
+                    None => crate::Detail::from(text),
+                };
                 return Err(if maybe_applied {
-                    StoreError::Indeterminate(crate::Detail::from(format!(
+                    StoreError::Indeterminate(detail(format!(
                         "no etcd member answered the transaction ({each}); it may have committed"
                     )))
                 } else {
-                    StoreError::Unreachable(crate::Detail::from(format!(
-                        "no etcd member answered: {each}"
-                    )))
+                    StoreError::Unreachable(detail(format!("no etcd member answered: {each}")))
                 });
             }
             tokio::time::sleep(pause).await;
@@ -312,9 +320,9 @@ impl Members {
         let client = match self.client(i, limit).await? {
             // Still connecting: a later call (or round) finds it ready.
             None => {
-                return Ok(Tried::NotSent(format!(
+                return Ok(Tried::NotSent(crate::Detail::from(format!(
                     "not connected within {limit:?} (no answer within it)"
-                )));
+                ))));
             }
             Some(Ok(client)) => client,
             // Nothing of the call was sent yet, whatever the connect met.
@@ -336,9 +344,9 @@ impl Members {
         match tokio::time::timeout(limit, client.refresh_token()).await {
             Ok(Ok(())) => Ok(self.once(&client, call, op, limit).await),
             Ok(Err(e)) => Ok(tried(e, Call::Read)),
-            Err(_) => Ok(Tried::NotSent(format!(
+            Err(_) => Ok(Tried::NotSent(crate::Detail::from(format!(
                 "re-authentication not answered within {limit:?}"
-            ))),
+            )))),
         }
     }
 
@@ -356,7 +364,7 @@ impl Members {
         match tokio::time::timeout(limit, op(client.clone())).await {
             Ok(Ok(value)) => Tried::Answered(value),
             Ok(Err(e)) => tried(e, call),
-            Err(_) => Tried::Lost(format!("no answer within {limit:?}")),
+            Err(_) => Tried::Lost(crate::Detail::from(format!("no answer within {limit:?}"))),
         }
     }
 }
@@ -364,10 +372,15 @@ impl Members {
 /// What a client error says about the try that met it.
 fn tried<T>(e: etcd_client::Error, call: Call) -> Tried<T> {
     match errors::failure(&e, call) {
-        Failure::NotSent(why) => Tried::NotSent(why),
-        Failure::Lost(why) => Tried::Lost(why),
+        Failure::NotSent(why) => Tried::NotSent(crate::Detail::caused_by(why, e)),
+        Failure::Lost(why) => Tried::Lost(crate::Detail::caused_by(why, e)),
         Failure::Answered => Tried::Refused(e),
     }
+}
+
+/// A member's failure when it has a client error beneath it (a timeout has none).
+fn with_cause(why: crate::Detail) -> Option<crate::Detail> {
+    std::error::Error::source(&why).is_some().then_some(why)
 }
 
 /// A PEM file the URL names (read at connect: small, local).

@@ -462,10 +462,13 @@ impl Board {
 /// A record stored as JSON.
 fn parse_record(kv: &KeyValue) -> Result<Record, StoreError> {
     serde_json::from_slice(kv.value()).map_err(|e| {
-        StoreError::Corrupt(crate::Detail::from(format!(
-            "{} is not a row-fence record: {e}",
-            String::from_utf8_lossy(kv.key())
-        )))
+        StoreError::Corrupt(crate::Detail::caused_by(
+            format!(
+                "{} is not a row-fence record: {e}",
+                String::from_utf8_lossy(kv.key())
+            ),
+            e,
+        ))
     })
 }
 

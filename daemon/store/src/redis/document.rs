@@ -38,9 +38,10 @@ impl std::fmt::Debug for RedisDocument {
 /// Parses a board's stored document.
 pub(super) fn parse(board: &str, raw: &str) -> Result<BoardDocument, StoreError> {
     let document: BoardDocument = serde_json::from_str(raw).map_err(|e| {
-        StoreError::Corrupt(crate::Detail::from(format!(
-            "the document of board {board} is not valid: {e}"
-        )))
+        StoreError::Corrupt(crate::Detail::caused_by(
+            format!("the document of board {board} is not valid: {e}"),
+            e,
+        ))
     })?;
     if document.board != board {
         return Err(StoreError::Corrupt(crate::Detail::from(format!(

@@ -239,10 +239,12 @@ impl Shared {
     /// ([`barrier`]); a barrier they did not meet is `store_not_primary`.
     async fn barrier(&self, pinned: &conn::Pinned) -> Result<(), StoreError> {
         match pinned.barrier().await.map_err(|e| self.map_err(e))? {
-            Some(round) if !round.met() => Err(StoreError::NotPrimary(format!(
-                "{}: the read barrier reached {} of {} replicas within {} ms after the read: this primary may be cut off from its replicas or deposed by a failover (a partition, a pause), so nothing it answered is used",
-                self.redacted, round.acked, round.wanted, round.wait_ms
-            ))),
+            Some(round) if !round.met() => {
+                Err(StoreError::NotPrimary(crate::Detail::from(format!(
+                    "{}: the read barrier reached {} of {} replicas within {} ms after the read: this primary may be cut off from its replicas or deposed by a failover (a partition, a pause), so nothing it answered is used",
+                    self.redacted, round.acked, round.wanted, round.wait_ms
+                ))))
+            }
             _ => Ok(()),
         }
     }
@@ -257,16 +259,27 @@ impl Shared {
             "FENCE_STALE" => StoreError::StaleLease(detail),
             "FENCE_CONFLICT" => StoreError::RevisionConflict { key: detail },
             "FENCE_DOCUMENT" => StoreError::Moved(crate::Moved::other_layout(detail)),
-            "FENCE_CORRUPT" => StoreError::Corrupt(crate::Detail::from(format!("{at}: {detail}"))),
-            conn::NOT_PRIMARY => StoreError::NotPrimary(format!("{at}: {detail}")),
-            "READONLY" => StoreError::NotPrimary(format!(
-                "{at} is a read-only replica (READONLY): row-fence reads and writes only the primary"
+            "FENCE_CORRUPT" => {
+                StoreError::Corrupt(crate::Detail::caused_by(format!("{at}: {detail}"), e))
+            }
+            conn::NOT_PRIMARY => {
+                StoreError::NotPrimary(crate::Detail::caused_by(format!("{at}: {detail}"), e))
+            }
+            "READONLY" => StoreError::NotPrimary(crate::Detail::caused_by(
+                format!(
+                    "{at} is a read-only replica (READONLY): row-fence reads and writes only the primary"
+                ),
+                e,
             )),
-            "NOREPLICAS" => StoreError::NotPrimary(format!(
-                "{at} has fewer good replicas than its min-replicas-to-write (NOREPLICAS): a failover may have deposed it"
+            "NOREPLICAS" => StoreError::NotPrimary(crate::Detail::caused_by(
+                format!(
+                    "{at} has fewer good replicas than its min-replicas-to-write (NOREPLICAS): a failover may have deposed it"
+                ),
+                e,
             )),
-            "MASTERDOWN" => StoreError::NotPrimary(format!(
-                "{at} is a replica whose link to its primary is down (MASTERDOWN)"
+            "MASTERDOWN" => StoreError::NotPrimary(crate::Detail::caused_by(
+                format!("{at} is a replica whose link to its primary is down (MASTERDOWN)"),
+                e,
             )),
             "NOAUTH" => StoreError::Failed(crate::Detail::caused_by(
                 format!(
@@ -280,9 +293,9 @@ impl Shared {
                 ),
                 e,
             )),
-            "MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN" => {
-                StoreError::SlotMigrating(format!("{at}: {code} {detail}"))
-            }
+            "MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN" => StoreError::SlotMigrating(
+                crate::Detail::caused_by(format!("{at}: {code} {detail}"), e),
+            ),
             "" => self.client_error(e),
             _ => StoreError::Failed(crate::Detail::caused_by(
                 format!("{at}: {code} {detail}"),
@@ -309,7 +322,7 @@ impl Shared {
                 StoreError::Unreachable(crate::Detail::caused_by(format!("{at}: {e}"), e))
             }
             redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType => {
-                StoreError::Corrupt(crate::Detail::from(format!("{at}: {e}")))
+                StoreError::Corrupt(crate::Detail::caused_by(format!("{at}: {e}"), e))
             }
             _ => StoreError::Failed(crate::Detail::caused_by(format!("{at}: {e}"), e)),
         }
@@ -877,4 +890,33 @@ fn decode<T: redis::FromRedisValue>(value: redis::Value) -> Result<T, StoreError
 fn check_board(board: &str) -> Result<(), StoreError> {
     row_fence_contract::descriptor::validate_board(board)
         .map_err(|e| StoreError::Invalid(crate::Detail::caused_by(e.to_string(), e)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn a_demoted_server_or_a_moving_slot_keeps_the_redis_error_beneath_it() {
+        let shared = Shared::open("redis://127.0.0.1:1", "rowfence").unwrap();
+        for (code, kind) in [
+            ("READONLY", "NotPrimary"),
+            ("NOREPLICAS", "NotPrimary"),
+            ("MASTERDOWN", "NotPrimary"),
+            ("TRYAGAIN", "SlotMigrating"),
+            ("CLUSTERDOWN", "SlotMigrating"),
+        ] {
+            let e = shared.map_err(redis::make_extension_error(
+                code.into(),
+                Some("the server said so".into()),
+            ));
+            let (StoreError::NotPrimary(detail) | StoreError::SlotMigrating(detail)) = &e else {
+                panic!("{code}: {e:?}");
+            };
+            assert!(format!("{e:?}").starts_with(kind), "{code}: {e:?}");
+            let beneath = detail.source().and_then(|s| s.downcast_ref::<RedisError>());
+            assert_eq!(beneath.map(|r| r.code()), Some(Some(code)), "{code}: {e:?}");
+        }
+    }
 }
