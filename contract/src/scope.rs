@@ -263,14 +263,10 @@ impl Scope {
         text
     }
 
-    /// Judges a push by the holder of `row` to `repository`: `Ok` when every update is
-    /// covered, else the first update refused and the rule.
-    pub fn judge(
-        &self,
-        row: &str,
-        repository: &str,
-        updates: &[RefUpdate],
-    ) -> Result<(), ScopeRefusal> {
+    /// Whether `row`'s holder may push to `repository` at all, before any ref is known:
+    /// what the daemon judges before it dials the forge for a lane, so a lane outside the
+    /// scope learns nothing of the repository.
+    pub fn judge_repository(&self, row: &str, repository: &str) -> Result<(), ScopeRefusal> {
         if self.uses_row() && !valid_ref_component(row) {
             return Err(ScopeRefusal::RowNotARefComponent { row: row.into() });
         }
@@ -281,6 +277,18 @@ impl Scope {
                 repository: repository.into(),
             });
         }
+        Ok(())
+    }
+
+    /// Judges a push by the holder of `row` to `repository`: `Ok` when every update is
+    /// covered, else the first update refused and the rule.
+    pub fn judge(
+        &self,
+        row: &str,
+        repository: &str,
+        updates: &[RefUpdate],
+    ) -> Result<(), ScopeRefusal> {
+        self.judge_repository(row, repository)?;
         if updates.is_empty() {
             return Err(ScopeRefusal::Empty);
         }

@@ -672,6 +672,55 @@ fn the_daemon_pushes_for_an_allowed_lane_and_refuses_the_rest_at_the_write() {
     );
     // Every push's spool is gone.
     assert!(spooled(&proxy).is_empty(), "{:?}", spooled(&proxy));
+    // The forge's receive-pack was let end on the pack cut short, so it removed what it
+    // had received: nothing of the refused push stays on the forge's disk.
+    let quarantined = || {
+        fs::read_dir(site.remote.join("objects"))
+            .expect("objects")
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with("tmp_objdir"))
+            .count()
+    };
+    let until = Instant::now() + Duration::from_secs(10);
+    while quarantined() > 0 {
+        assert!(
+            Instant::now() < until,
+            "a refused push's objects stayed on the forge"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // lane-a, refused now, is answered before the forge is dialled: it sees no ref.
+    let raw = Raw::open(&proxy, &url, &a_descriptor);
+    assert!(
+        raw.advertised.len() == 1 && raw.advertised[0].contains(" capabilities^{}\0"),
+        "a refused lane saw the forge's refs: {:?}",
+        raw.advertised
+    );
+    // A push option is passed to the forge only when the operator names it: none is
+    // offered, and one sent anyway refuses the push.
+    let b_descriptor = b_tree.join(".git/row-fence.json");
+    let mut raw = Raw::open(&proxy, &url, &b_descriptor);
+    assert!(
+        !raw.advertised[0].contains("push-options"),
+        "{:?}",
+        raw.advertised
+    );
+    raw.send(&pkt(&format!(
+        "{head} {c} refs/heads/feature/row-1\0report-status side-band-64k push-options\n"
+    )));
+    raw.send(b"0000");
+    raw.send(&pkt("merge_request.create\n"));
+    raw.send(b"0000");
+    raw.send(&pack);
+    let said = raw.answer();
+    assert!(
+        said.contains("ng refs/heads/feature/row-1") && said.contains("--push-option"),
+        "{said}"
+    );
+    assert_eq!(
+        remote_ref(&site.remote, "refs/heads/feature/row-1").as_deref(),
+        Some(head.as_str())
+    );
 
     // The new holder's push lands right after, through the same daemon.
     let ran = proxy.push(

@@ -59,14 +59,35 @@ impl Advertisement {
             .unwrap_or("sha1")
     }
 
+    /// An advertisement of no refs (git's `capabilities^{}` line), made by the daemon for a
+    /// lane refused before the forge is dialled: its git sends its request and reads an
+    /// `ng` for each ref, and learns nothing of the forge.
+    pub fn empty() -> Advertisement {
+        let zeros = "0".repeat(40);
+        Advertisement {
+            lines: vec![format!("{zeros} capabilities^{{}}\n").into_bytes()],
+            offered: [
+                "report-status",
+                "report-status-v2",
+                "side-band-64k",
+                "quiet",
+                "delete-refs",
+                "ofs-delta",
+                "object-format=sha1",
+            ]
+            .map(str::to_string)
+            .to_vec(),
+        }
+    }
+
     /// The advertisement for the lane, as pkt-lines ended by a flush: the forwarded
-    /// capabilities only.
-    pub fn for_lane(&self) -> Vec<u8> {
+    /// capabilities only, and `push-options` only when the daemon passes some (`options`).
+    pub fn for_lane(&self, options: bool) -> Vec<u8> {
         let caps: Vec<&str> = self
             .offered
             .iter()
             .map(String::as_str)
-            .filter(|c| forwarded(c))
+            .filter(|c| forwarded(c) && (options || *c != "push-options"))
             .collect();
         let mut out = Vec::new();
         for (i, line) in self.lines.iter().enumerate() {
@@ -106,11 +127,27 @@ mod tests {
         assert!(ad.offers("atomic"));
         assert!(ad.offers("push-cert=1700000000-abc"));
         assert_eq!(ad.object_format(), "sha1");
-        let out = String::from_utf8(ad.for_lane()).unwrap();
+        let out = String::from_utf8(ad.for_lane(true)).unwrap();
         assert!(!out.contains("push-cert"), "{out}");
         assert!(!out.contains("session-id"), "{out}");
         assert!(out.contains("\0report-status report-status-v2 delete-refs side-band-64k quiet atomic ofs-delta push-options object-format=sha1 agent=git/2.43.0\n"), "{out}");
         assert!(out.contains("refs/heads/dev\n"), "{out}");
         assert!(out.ends_with("0000"), "{out}");
+        // With no option passed, git is not offered them.
+        let out = String::from_utf8(ad.for_lane(false)).unwrap();
+        assert!(!out.contains("push-options"), "{out}");
+    }
+
+    #[test]
+    fn the_empty_advertisement_is_gits_capabilities_line() {
+        let out = String::from_utf8(Advertisement::empty().for_lane(false)).unwrap();
+        assert!(
+            out.starts_with(&format!("{:04x}", out.len() - 4))
+                && out.contains(
+                    "0000000000000000000000000000000000000000 capabilities^{}\0report-status"
+                )
+                && out.ends_with("\n0000"),
+            "{out}"
+        );
     }
 }

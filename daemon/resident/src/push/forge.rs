@@ -17,6 +17,13 @@ use std::process::Stdio;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::process::{Child, Command};
 
+/// How long a dropped push's forge connection gets to end by itself (see
+/// [`Connection::kill`]).
+pub const GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The most of a dropped push's forge answer read before it is let go, in bytes.
+const MAX_DRAINED_BYTES: u64 = 1024 * 1024;
+
 /// The most of the forge's stderr kept for an error message, in bytes.
 const MAX_STDERR_BYTES: usize = 8 * 1024;
 
@@ -132,21 +139,42 @@ impl Connection {
         }
     }
 
-    /// Drops the connection at once (the forge then applies nothing: its pack never
-    /// ended).
-    pub async fn kill(mut self) {
-        // The HTTPS arm aborts before its input closes: a closed input ends the request's
-        // body, an abort never sends its end (ARCHITECTURE.md, "Push proxy").
-        if let Arm::Https(exchange) = &self.arm {
-            exchange.abort();
-        }
-        self.writer = None;
-        match &mut self.arm {
-            Arm::Ssh { child, .. } => {
-                let _ = child.start_kill();
-                let _ = child.wait().await;
+    /// Ends the connection without the pack's end, so the forge applies nothing. Over ssh
+    /// the forge's input is closed and its answer read (its `receive-pack` then fails on a
+    /// pack cut short and removes what it received), for at most [`GRACE`] in a task of
+    /// its own, then ssh is killed: a `receive-pack` killed while it still wrote would
+    /// leave the pushed objects in its quarantine on the forge's disk. The HTTPS arm
+    /// aborts its request before its body ends.
+    pub async fn kill(self) {
+        let Connection {
+            mut reader,
+            writer,
+            arm,
+        } = self;
+        match arm {
+            Arm::Https(mut exchange) => {
+                // Aborted before its input closes: a closed input ends the request's
+                // body, an abort never sends its end (ARCHITECTURE.md, "Push proxy").
+                exchange.abort();
+                drop(writer);
+                exchange.wait().await;
             }
-            Arm::Https(exchange) => exchange.wait().await,
+            Arm::Ssh { mut child, stderr } => {
+                drop(writer);
+                tokio::spawn(async move {
+                    let ended = tokio::time::timeout(GRACE, async {
+                        let mut answer = (&mut reader).take(MAX_DRAINED_BYTES);
+                        let _ = tokio::io::copy(&mut answer, &mut tokio::io::sink()).await;
+                        child.wait().await
+                    })
+                    .await;
+                    if ended.is_err() {
+                        let _ = child.start_kill();
+                        let _ = child.wait().await;
+                    }
+                    stderr.abort();
+                });
+            }
         }
     }
 

@@ -62,7 +62,32 @@ pub async fn judge(
     repository: &str,
     updates: &[RefUpdate],
 ) -> Result<Descriptor, Refusal> {
-    let action = action(lane, repository, updates, who);
+    judge_with(judge, lane, uid, who, repository, Some(updates)).await
+}
+
+/// Judges whether `lane` may push to `repository` at all, now: the lease and the
+/// repository against the row's scope, before the forge is dialled, so a refused lane
+/// gets nothing of the forge (not even its refs) and spends none of its sessions.
+pub async fn judge_reach(
+    judge: &Judge,
+    lane: &Lane,
+    uid: Option<u32>,
+    who: &str,
+    repository: &str,
+) -> Result<Descriptor, Refusal> {
+    judge_with(judge, lane, uid, who, repository, None).await
+}
+
+/// [`judge`], or [`judge_reach`] when `updates` is `None`.
+async fn judge_with(
+    judge: &Judge,
+    lane: &Lane,
+    uid: Option<u32>,
+    who: &str,
+    repository: &str,
+    updates: Option<&[RefUpdate]>,
+) -> Result<Descriptor, Refusal> {
+    let action = action(lane, repository, updates.unwrap_or(&[]), who);
     let d = match lane {
         Lane::SameUid(d) => d.clone(),
         Lane::Bound(binding) => match bound::read_now(binding).await {
@@ -90,11 +115,15 @@ pub async fn judge(
         session: Some(who),
         uid,
     };
+    let scoped = |scope: &row_fence_contract::scope::Scope| match updates {
+        Some(updates) => scope.judge(&d.row, repository, updates),
+        None => scope.judge_repository(&d.row, repository),
+    };
     if let Some(scope) = judge.registry().scope(&d.board)
-        && let Err(refused) = scope.judge(&d.row, repository, updates)
+        && let Err(refused) = scoped(scope)
     {
         let unproven = refused.rule() == "allow_force"
-            && updates.iter().any(|u| {
+            && updates.unwrap_or(&[]).iter().any(|u| {
                 Some(u.refname.as_str()) == refused.refname()
                     && u.kind == UpdateKind::NonFastForward
             });

@@ -71,6 +71,9 @@ pub struct PushArgs {
     /// The largest pack a lane may push, in bytes [env: ROW_FENCE_PUSH_MAX_PACK_BYTES] [default: 1073741824]
     #[arg(long, value_name = "BYTES")]
     pub push_max_pack_bytes: Option<u64>,
+    /// A push option (`git push -o NAME[=VALUE]`) the daemon passes to the forge, by its name; repeatable. None by default: an option can act on the forge beyond the refs judged (open and merge a merge request, set CI variables), so a push carrying another is refused
+    #[arg(long = "push-option", value_name = "NAME")]
+    pub push_options: Vec<String>,
 }
 
 impl PushArgs {
@@ -98,6 +101,7 @@ impl PushArgs {
             // The HTTPS arm's CA (ARCHITECTURE.md, "Push proxy").
             ca: crate::config::flag_or_env(&self.push_ca, "ROW_FENCE_PUSH_CA"),
             max_pack_bytes: max_pack_bytes.unwrap_or(DEFAULT_MAX_PACK_BYTES),
+            options: self.push_options.clone(),
         })
     }
 }
@@ -113,6 +117,8 @@ pub struct RawSettings {
     pub ca: Option<PathBuf>,
     /// The pack bound, in bytes.
     pub max_pack_bytes: u64,
+    /// The `--push-option` names.
+    pub options: Vec<String>,
 }
 
 /// The settings, parsed.
@@ -122,6 +128,8 @@ pub struct Settings {
     pub forges: Vec<Forge>,
     /// The pack bound, in bytes.
     pub max_pack_bytes: u64,
+    /// The push options' names passed to the forge (`--push-option`); no other is.
+    pub options: Vec<String>,
     /// Where pushes' private directories go (`<home>/push-spool`, 0700).
     pub spool: PathBuf,
     /// Where the daemon's ssh masters' control sockets go (`<home>/push-masters`, 0700;
@@ -230,6 +238,7 @@ pub fn prepare(
         settings: Arc::new(Settings {
             forges,
             max_pack_bytes: raw.max_pack_bytes,
+            options: raw.options.clone(),
             spool,
             masters,
             https,

@@ -62,12 +62,16 @@ pub async fn read<R: AsyncRead + Unpin>(r: &mut R) -> Result<Pkt, PktError> {
     Ok(Pkt::Data(data))
 }
 
-/// Reads packets up to and including a flush, at most `max` of them (more is an error).
+/// Reads packets up to and including a flush, at most `max` of them and `max_bytes` of
+/// payload in all (more is an error): what a peer can make the daemon hold before it has
+/// judged anything is bounded in bytes, not only in lines.
 pub async fn read_section<R: AsyncRead + Unpin>(
     r: &mut R,
     max: usize,
+    max_bytes: usize,
 ) -> Result<Vec<Vec<u8>>, PktError> {
     let mut lines = Vec::new();
+    let mut bytes = 0usize;
     loop {
         match read(r).await? {
             Pkt::Flush => return Ok(lines),
@@ -75,6 +79,12 @@ pub async fn read_section<R: AsyncRead + Unpin>(
                 if lines.len() >= max {
                     return Err(PktError::Length(format!(
                         "more than {max} lines in one section"
+                    )));
+                }
+                bytes += data.len();
+                if bytes > max_bytes {
+                    return Err(PktError::Length(format!(
+                        "more than {max_bytes} bytes in one section"
                     )));
                 }
                 lines.push(data);
@@ -133,15 +143,22 @@ mod tests {
     #[tokio::test]
     async fn a_section_ends_at_a_flush_and_a_short_stream_is_an_error() {
         let mut bytes: &[u8] = b"0009hello000aworld\n0000";
-        let lines = read_section(&mut bytes, 10).await.unwrap();
+        let lines = read_section(&mut bytes, 10, 100).await.unwrap();
         assert_eq!(lines, vec![b"hello".to_vec(), b"world\n".to_vec()]);
         let mut short: &[u8] = b"0009hel";
         assert!(matches!(
-            read_section(&mut short, 10).await,
+            read_section(&mut short, 10, 100).await,
             Err(PktError::Eof)
         ));
         let mut many: &[u8] = b"0005a0005b0000";
-        assert!(read_section(&mut many, 1).await.is_err());
+        assert!(read_section(&mut many, 1, 100).await.is_err());
+        // Bounded in bytes too: two lines of 5 payload bytes pass 10, not 9.
+        let two: &[u8] = b"0009hello0009world0000";
+        assert!(read_section(&mut &two[..], 10, 10).await.is_ok());
+        assert!(matches!(
+            read_section(&mut &two[..], 10, 9).await,
+            Err(PktError::Length(_))
+        ));
     }
 
     #[test]

@@ -14,6 +14,14 @@ pub const MAX_OPTIONS: usize = 100;
 /// At most this many `shallow` lines.
 pub const MAX_SHALLOW: usize = 10_000;
 
+/// The request section's bound in bytes (commands and shallow lines): room for every
+/// command with a long ref name, far below what [`MAX_COMMANDS`] pkt-lines of the largest
+/// size would hold, since it is read before the first judgement.
+pub const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
+
+/// The push options' bound in bytes, all together.
+pub const MAX_OPTIONS_BYTES: usize = 64 * 1024;
+
 /// One ref update as the lane asked it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Command {
@@ -167,6 +175,14 @@ impl Request {
             })
             .collect();
         Ok(())
+    }
+
+    /// The first push option whose name (before any `=`) is not in `passed`.
+    pub fn option_not_passed(&self, passed: &[String]) -> Option<&str> {
+        self.options.iter().map(String::as_str).find(|o| {
+            let name = o.split_once('=').map_or(*o, |(n, _)| n);
+            !passed.iter().any(|p| p == name)
+        })
     }
 
     /// True when a pack follows the request (any command that is not a delete).

@@ -149,6 +149,11 @@ where
             return Err(early(lane_out, gated).await);
         }
     };
+    // The lease and the repository, before the forge is dialled: a refused lane gets
+    // nothing of the forge, not even its refs.
+    if let Err(refusal) = lane::judge_reach(judge, &lane, uid, who, &target.repository).await {
+        return refused_unseen(pusher, uid, who, refusal, lane_in, lane_out).await;
+    }
     let dir = pusher.workdir().map_err(PushError::Disk)?;
     let files = ssh_files(pusher, &dir.0, &target, &lane).map_err(PushError::Disk)?;
     let agent = super::agent::serve(&files.agent, pusher.shared.clone(), lane.key_owner())
@@ -209,7 +214,8 @@ where
             .await
             .map_err(|e| PushError::Forge(e.to_string()))?;
         let relayed = async {
-            lane_out.write_all(&advert.for_lane()).await?;
+            let options = !pusher.settings.options.is_empty();
+            lane_out.write_all(&advert.for_lane(options)).await?;
             lane_out.flush().await
         };
         relayed.await.map_err(|e| PushError::Lane(e.to_string()))?;
@@ -256,8 +262,8 @@ where
                 }
                 Err(e) => Some(e.to_string()),
             };
-            // The lane's git reads the answer once its pack is read.
-            let spooled = spool_pack(&request, lane_in, &pack, max, &format, None).await;
+            // The lane's git reads the answer once its pack is read: drained, never kept.
+            let spooled = drain_pack(pusher, &request, lane_in, &format).await;
             return match (judged, spooled) {
                 (Err(refusal), _) => refused(&request, lane_out, refusal).await,
                 (Ok(_), Err(e)) => {
@@ -413,6 +419,21 @@ async fn forward(
     Ok((sent, held))
 }
 
+/// The lane's pack read to its end and kept nowhere (a refused push's: its git reads the
+/// answer only then); `None` when every command is a delete.
+async fn drain_pack<R: AsyncRead + Unpin>(
+    pusher: &Pusher,
+    request: &Request,
+    lane_in: &mut BufReader<R>,
+    format: &str,
+) -> Result<Option<u64>, spool::SpoolError> {
+    if !request.has_pack() {
+        return Ok(None);
+    }
+    let max = pusher.settings.max_pack_bytes;
+    spool::drain(lane_in, max, format).await.map(Some)
+}
+
 /// The lane's pack spooled (and given to `tee`); `None` when every command is a delete.
 async fn spool_pack<R: AsyncRead + Unpin>(
     request: &Request,
@@ -445,7 +466,8 @@ where
     W: AsyncWrite + Unpin,
 {
     let hex_len = if format == "sha256" { 64 } else { 40 };
-    let lines = match pkt::read_section(lane_in, request_lines()).await {
+    let bound = super::request::MAX_REQUEST_BYTES;
+    let lines = match pkt::read_section(lane_in, request_lines(), bound).await {
         Ok(lines) => lines,
         Err(e) => {
             let why = format!("the push request: {e}");
@@ -474,11 +496,22 @@ where
         }
     };
     if request.asks("push-options") {
-        let options = pkt::read_section(lane_in, super::request::MAX_OPTIONS + 1)
+        let most = super::request::MAX_OPTIONS_BYTES;
+        let options = pkt::read_section(lane_in, super::request::MAX_OPTIONS + 1, most)
             .await
             .map_err(|e| PushError::Lane(e.to_string()))?;
         if let Err(e) = request.set_options(&options) {
             return refuse_all(pusher, uid, who, &request, lane_out, &e.to_string(), None)
+                .await
+                .map(|()| None);
+        }
+        if let Some(option) = request.option_not_passed(&pusher.settings.options) {
+            // An option acts on the forge beyond the refs judged: only named ones pass.
+            let why = format!(
+                "the push option {option:?} is not one the daemon passes to the forge (its operator allows one with --push-option NAME)"
+            );
+            let _ = drain_pack(pusher, &request, lane_in, format).await;
+            return refuse_all(pusher, uid, who, &request, lane_out, &why, None)
                 .await
                 .map(|()| None);
         }
@@ -518,7 +551,8 @@ async fn advertised_once(
 ) -> Result<(Connection, Advertisement), forge::ForgeError> {
     // Either arm, by the forge's scheme (the HTTPS arm: super::https).
     let mut conn = super::https::open(pusher, target, files, shared)?;
-    match pkt::read_section(&mut conn.reader, MAX_ADVERTISED).await {
+    let bound = super::https::MAX_ADVERT_BYTES as usize;
+    match pkt::read_section(&mut conn.reader, MAX_ADVERTISED, bound).await {
         Ok(lines) => Ok((conn, Advertisement::parse(lines))),
         Err(e) => {
             let (_, said) = conn.finish().await;
@@ -572,6 +606,39 @@ async fn classify(
         .iter()
         .map(|c| c.update(commits.descends(&c.new, &c.old)))
         .collect())
+}
+
+/// Answers a lane refused before the forge was dialled: an advertisement of no refs, its
+/// request read and its pack drained, then every ref `ng` with the verdict line, as a
+/// refusal at the write reads.
+async fn refused_unseen<R, W>(
+    pusher: &Pusher,
+    uid: Option<u32>,
+    who: &str,
+    refusal: Refusal,
+    lane_in: &mut BufReader<R>,
+    lane_out: &mut W,
+) -> Result<(), PushError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let empty = Advertisement::empty();
+    let sent = async {
+        lane_out.write_all(&empty.for_lane(false)).await?;
+        lane_out.flush().await
+    };
+    sent.await.map_err(|e| PushError::Lane(e.to_string()))?;
+    let format = empty.object_format().to_string();
+    let request = match read_request(pusher, uid, who, &format, lane_in, lane_out).await {
+        Ok(Some(request)) => request,
+        Ok(None) => return Err(PushError::Refused(refusal.gated.detail)),
+        Err(e) => return Err(e),
+    };
+    if let Err(e) = drain_pack(pusher, &request, lane_in, &format).await {
+        tracing::debug!(error = %e, "a refused lane's pack did not end");
+    }
+    refused(&request, lane_out, refusal).await
 }
 
 /// Answers a refusal of the lease or a ref: every ref `ng`, the verdict line on band 2.

@@ -115,8 +115,30 @@ pub async fn spool_teed<R: AsyncBufRead + Unpin>(
         .open(path)
         .await
         .map_err(SpoolError::Disk)?;
+    read_pack(lane, Some(file), max, format, tee).await
+}
+
+/// Reads the lane's pack to its end as [`spool`] does, keeping nothing: for a push refused
+/// before its pack, whose git reads the answer only once its pack is taken. Bounded as
+/// the spool is, and nothing of it reaches the daemon's disk.
+pub async fn drain<R: AsyncBufRead + Unpin>(
+    lane: &mut R,
+    max: u64,
+    format: &str,
+) -> Result<u64, SpoolError> {
+    read_pack(lane, None, max, format, None).await
+}
+
+/// The pack read to its end: into `file` when given, and to `tee`.
+async fn read_pack<R: AsyncBufRead + Unpin>(
+    lane: &mut R,
+    file: Option<tokio::fs::File>,
+    max: u64,
+    format: &str,
+    tee: Option<Tee>,
+) -> Result<u64, SpoolError> {
     let mut out = Recorder {
-        file: tokio::io::BufWriter::new(file),
+        file: file.map(tokio::io::BufWriter::new),
         hasher: Hasher::for_format(format),
         total: 0,
         max,
@@ -170,13 +192,15 @@ pub async fn spool_teed<R: AsyncBufRead + Unpin>(
     read_exact(lane, &mut trailer).await?;
     out.copy(&trailer, true).await;
     let Recorder {
-        mut file,
+        file,
         hasher,
         total,
         ..
     } = out;
-    file.write_all(&trailer).await.map_err(SpoolError::Disk)?;
-    file.flush().await.map_err(SpoolError::Disk)?;
+    if let Some(mut file) = file {
+        file.write_all(&trailer).await.map_err(SpoolError::Disk)?;
+        file.flush().await.map_err(SpoolError::Disk)?;
+    }
     if hasher.finish() != trailer {
         return Err(SpoolError::Corrupt(
             "its trailing checksum does not match its contents".into(),
@@ -188,7 +212,8 @@ pub async fn spool_teed<R: AsyncBufRead + Unpin>(
 /// Where the pack's bytes go as they are read: the file and the trailer's hash, counted
 /// against the bound, and the copy.
 struct Recorder {
-    file: tokio::io::BufWriter<tokio::fs::File>,
+    /// `None`: drained, not spooled.
+    file: Option<tokio::io::BufWriter<tokio::fs::File>>,
     hasher: Hasher,
     total: u64,
     max: u64,
@@ -204,7 +229,9 @@ impl Recorder {
             return Err(SpoolError::TooLarge { max: self.max });
         }
         self.hasher.update(bytes);
-        self.file.write_all(bytes).await.map_err(SpoolError::Disk)?;
+        if let Some(file) = self.file.as_mut() {
+            file.write_all(bytes).await.map_err(SpoolError::Disk)?;
+        }
         self.copy(bytes, false).await;
         Ok(())
     }
