@@ -353,22 +353,13 @@ fn chown(path: &Path, (uid, gid): (u32, u32)) -> Result<(), String> {
 }
 
 fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
-    let out = Command::new("git")
-        .current_dir(dir)
+    let mut git = Command::new("git");
+    git.current_dir(dir)
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_AUTHOR_NAME", "bench")
         .env("GIT_AUTHOR_EMAIL", "bench@example.invalid")
         .env("GIT_COMMITTER_NAME", "bench")
         .env("GIT_COMMITTER_EMAIL", "bench@example.invalid")
-        .args(args)
-        .output()
-        .map_err(io("git"))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!(
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
+        .args(args);
+    crate::local::stdout_of(&mut git, &format!("git {args:?}"))
 }

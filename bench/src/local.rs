@@ -10,6 +10,21 @@ use std::time::{Duration, Instant};
 /// How long a part may take to come up.
 const COME_UP: Duration = Duration::from_secs(10);
 
+/// Runs `command` to its end: its stdout, or `Err` naming `what` with its stderr.
+pub fn stdout_of(command: &mut std::process::Command, what: &str) -> Result<String, String> {
+    let out = command
+        .output()
+        .map_err(|e| format!("cannot run {what}: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
 /// Turns an I/O error into the case's error text, naming `what` failed.
 pub fn io(what: &'static str) -> impl Fn(std::io::Error) -> String {
     move |e| format!("{what}: {e}")

@@ -2,7 +2,7 @@
 //! row-fence process (its own HOME, no agent, no inherited git or TLS settings, the
 //! helper on PATH), the clones of each arm, one commit and one push.
 
-use crate::local::io;
+use crate::local::{io, stdout_of};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -51,21 +51,8 @@ impl World {
 
     /// `git ARGS` in `dir`; its stdout, or `Err` with its stderr.
     pub fn git(&self, dir: &Path, args: &[&str]) -> Result<String, String> {
-        let out = self
-            .command("git")
-            .current_dir(dir)
-            .args(args)
-            .output()
-            .map_err(io("git"))?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-        } else {
-            Err(format!(
-                "git {args:?} in {}: {}",
-                dir.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ))
-        }
+        let what = format!("git {args:?} in {}", dir.display());
+        stdout_of(self.command("git").current_dir(dir).args(args), &what)
     }
 
     /// A bare repository at `bare` and a clone at `clone` whose `origin` is `remote`.
