@@ -10,8 +10,6 @@ pub const SPECS: &[Spec] = &[
     Spec::new(
         &[
             "echo",
-            "printf",
-            "print",
             "grep",
             "egrep",
             "fgrep",

@@ -5,8 +5,9 @@
 //! its words as data, or that it waits. The dispatcher ([`crate::command`]) finds the
 //! record by name ([`find`]) and the readers in [`crate::programs`] and [`crate::handed`]
 //! read it; the walk asks it which programs wait (ARCHITECTURE.md, "The agent guard's
-//! policy"). The shell's own commands are the shell's ([`crate::builtins`]); those that
-//! run their words have a record only to say so.
+//! policy"). Which names are the shell's own commands is the shell crate's
+//! ([`row_fence_shell::lookup::SHELL_BUILTINS`]); each has one treatment here: a record,
+//! or [`crate::builtins`] (a test checks it).
 //!
 //! A new program is one record in the family file it belongs to; a program that needs
 //! more than a record says (its own subcommands, its own syntax) gets a [`Reader`] beside
@@ -53,10 +54,11 @@ impl Spec {
             Runs::Fenced(_)
             | Runs::Wrapper(_)
             | Runs::Shell(_)
-            | Runs::Builtin
             | Runs::Runner(_)
             | Runs::Interpreter(_) => true,
-            Runs::Reader { takes_commands, .. } => *takes_commands,
+            Runs::Reader { takes_commands, .. } | Runs::Builtin { takes_commands, .. } => {
+                *takes_commands
+            }
             Runs::Data
             | Runs::Unknown
             | Runs::Waits
@@ -97,9 +99,15 @@ pub enum Runs {
     /// A shell taking `-c` code ([`ShellCode`]): a harness's argv-form tool command in it
     /// (`["bash", "-lc", TEXT]`) is its TEXT ([`shell_names`]).
     Shell(ShellCode),
-    /// One of the shell's own commands that runs its words as a command (`eval`,
-    /// `command`), read by [`crate::builtins`]; its record says only that.
-    Builtin,
+    /// One of the shell's own commands read by its record: those that run their words as
+    /// a command (`eval`, `command`) and those that print (`printf`, `print`). The rest
+    /// are [`crate::builtins`]'s. `takes_commands`: see [`Spec::takes_commands`].
+    Builtin {
+        /// The reader ([`crate::builtin_readers`]).
+        read: Reader,
+        /// Whether a word naming it among another program's words is read as a command.
+        takes_commands: bool,
+    },
     /// Runs a command in a way the guard does not follow ([`Runner`]): opaque once given one.
     Runner(Runner),
     /// Runs inline code or code from stdin ([`Interpreter`]).
@@ -310,6 +318,21 @@ mod tests {
             .collect();
         assert!(twice.is_empty(), "described twice: {twice:?}");
         assert!(seen.len() > 250, "{} names", seen.len());
+    }
+
+    #[test]
+    fn the_shells_own_commands_records_are_the_shells_own() {
+        let builtins = FAMILIES
+            .iter()
+            .flat_map(|family| family.iter())
+            .filter(|spec| matches!(spec.runs, Runs::Builtin { .. }))
+            .flat_map(|spec| spec.names.iter());
+        for name in builtins {
+            assert!(
+                row_fence_shell::lookup::is_shell_builtin(name),
+                "`{name}` is not the shell's own"
+            );
+        }
     }
 
     #[test]
