@@ -128,39 +128,23 @@ pub const SPECS: &[Spec] = &[
         &["sleep", "usleep", "wait", "inotifywait", "zselect"],
         Runs::Waits,
     ),
-    Spec {
-        names: &["tar", "gtar", "bsdtar"],
-        runs: Runs::Data,
-        handed: &[
-            ("--to-command", ""),
-            ("--checkpoint-action", "exec="),
-            ("-I", ""),
-            ("--use-compress-program", ""),
-            ("--rsh-command", ""),
-            ("--rmt-command", ""),
-            ("--info-script", ""),
-            ("--new-volume-script", ""),
-            ("-F", ""),
-        ],
-    },
-    Spec {
-        names: &["zip"],
-        runs: Runs::Data,
-        handed: &[("-TT", ""), ("--unzip-command", "")],
-    },
-    Spec {
-        names: &["man"],
-        runs: Runs::Data,
-        handed: &[("-P", ""), ("--pager", "")],
-    },
-    Spec {
-        names: &["npx", "pnpx", "bunx", "npm", "pnpm", "yarn"],
-        runs: Runs::Unknown,
-        handed: &[("-c", ""), ("--call", "")],
-    },
-    Spec {
-        names: &["nix-shell"],
-        runs: Runs::Unknown,
-        handed: &[("--run", ""), ("--command", "")],
-    },
+    Spec::new(&["tar", "gtar", "bsdtar"], Runs::Data).handing(&[
+        ("--to-command", ""),
+        ("--checkpoint-action", "exec="),
+        ("-I", ""),
+        ("--use-compress-program", ""),
+        ("--rsh-command", ""),
+        ("--rmt-command", ""),
+        ("--info-script", ""),
+        ("--new-volume-script", ""),
+        ("-F", ""),
+    ]),
+    Spec::new(&["zip"], Runs::Data).handing(&[("-TT", ""), ("--unzip-command", "")]),
+    Spec::new(&["man"], Runs::Data).handing(&[("-P", ""), ("--pager", "")]),
+    Spec::new(
+        &["npx", "pnpx", "bunx", "npm", "pnpm", "yarn"],
+        Runs::Unknown,
+    )
+    .handing(&[("-c", ""), ("--call", "")]),
+    Spec::new(&["nix-shell"], Runs::Unknown).handing(&[("--run", ""), ("--command", "")]),
 ];

@@ -35,6 +35,9 @@ pub struct Spec {
     /// the command in the value (`--checkpoint-action=exec=CMD`): a literal command is
     /// read as shell code (so `tar -I 'zstd -19'` stays ordinary), anything else is opaque.
     pub handed: &'static [(&'static str, &'static str)],
+    /// `NAME-SUB` is its own spelling of `NAME SUB`, read by its reader as that (git's
+    /// commands installed as programs of their own: `git-push`, `git-receive-pack`).
+    pub dashed: bool,
 }
 
 impl Spec {
@@ -44,6 +47,20 @@ impl Spec {
             names,
             runs,
             handed: &[],
+            dashed: false,
+        }
+    }
+
+    /// This record with options that hand it a command ([`Spec::handed`]).
+    pub const fn handing(self, handed: &'static [(&'static str, &'static str)]) -> Spec {
+        Spec { handed, ..self }
+    }
+
+    /// This record, its `NAME-SUB` spellings its own ([`Spec::dashed`]).
+    pub const fn dashed(self) -> Spec {
+        Spec {
+            dashed: true,
+            ..self
         }
     }
 
@@ -289,6 +306,21 @@ fn is_versioned(program: &str, name: &str) -> bool {
     })
 }
 
+/// The record whose own spelling `program` is, and the subcommand it spells
+/// (`git-push`: git's, `push`; the subcommand may be empty) ([`Spec::dashed`]).
+pub fn dashed(program: &str) -> Option<(&'static Spec, &str)> {
+    FAMILIES
+        .iter()
+        .flat_map(|family| family.iter())
+        .filter(|spec| spec.dashed)
+        .find_map(|spec| {
+            spec.names.iter().find_map(|name| {
+                let sub = program.strip_prefix(name)?.strip_prefix('-')?;
+                Some((spec, sub))
+            })
+        })
+}
+
 /// Every name of a program that writes to the outside world.
 pub fn fenced_names() -> impl Iterator<Item = &'static str> {
     FAMILIES
@@ -333,6 +365,31 @@ mod tests {
                 "`{name}` is not the shell's own"
             );
         }
+    }
+
+    #[test]
+    fn only_git_owns_its_dashed_spellings() {
+        let dashed: Vec<&str> = FAMILIES
+            .iter()
+            .flat_map(|family| family.iter())
+            .filter(|spec| spec.dashed)
+            .flat_map(|spec| spec.names.iter().copied())
+            .collect();
+        assert_eq!(dashed, ["git"]);
+        let sub = |name| dashed_sub(name);
+        assert_eq!(sub("git-push"), Some("push"));
+        assert_eq!(sub("git-receive-pack"), Some("receive-pack"));
+        assert_eq!(sub("git-"), Some(""));
+        for name in ["git", "gitk", "gh-push", "row-fence-x", "xgit-push"] {
+            assert_eq!(sub(name), None, "{name}");
+        }
+    }
+
+    fn dashed_sub(name: &str) -> Option<&str> {
+        dashed(name).map(|(spec, sub)| {
+            assert_eq!(spec.names, ["git"]);
+            sub
+        })
     }
 
     #[test]

@@ -11,7 +11,8 @@ pub const SPECS: &[Spec] = &[
     Spec::new(
         &["git"],
         Runs::Fenced(|_, args, ctx, depth| crate::git::classify(args, ctx, depth)),
-    ),
+    )
+    .dashed(),
     Spec::new(
         &["gh"],
         Runs::Fenced(|_, args, ctx, _| crate::gh::classify(args, ctx)),
@@ -116,14 +117,14 @@ pub const SPECS: &[Spec] = &[
             takes_commands: false,
         },
     ),
-    Spec {
-        names: &["rsync"],
-        runs: Runs::Reader {
+    Spec::new(
+        &["rsync"],
+        Runs::Reader {
             read: readers::rsync,
             takes_commands: false,
         },
-        handed: &[("-e", ""), ("--rsh", ""), ("--rsync-path", "")],
-    },
+    )
+    .handing(&[("-e", ""), ("--rsh", ""), ("--rsync-path", "")]),
     Spec::new(
         &["make", "gmake", "bmake"],
         Runs::Reader {
