@@ -82,6 +82,17 @@ impl Harness {
     }
 }
 
+/// How long every harness is given for one hook, in seconds (each hook file says it in
+/// its harness's unit): past it the harness gives up on the hook.
+pub const HOOK_TIMEOUT_S: u64 = 10;
+
+/// The guard's own deadline for one hook, in ms: inside [`HOOK_TIMEOUT_S`], so the
+/// guard's deny reaches the harness before the harness gives up on the hook and the tool
+/// call runs.
+pub const GUARD_DEADLINE_MS: u64 = 8000;
+
+const _: () = assert!(GUARD_DEADLINE_MS < HOOK_TIMEOUT_S * 1000);
+
 impl Default for Harness {
     fn default() -> Harness {
         Harness::DEFAULT

@@ -90,6 +90,6 @@ pub use row_fence_shell::parse;
 /// Environment variable for the whole hook's deadline, in ms.
 pub const TIMEOUT_ENV: &str = "ROW_FENCE_GUARD_TIMEOUT_MS";
 
-/// The whole hook's default deadline (8 s), inside Claude Code's 10 s hook timeout, past
-/// which the tool call would run.
-pub const DEFAULT_TIMEOUT_MS: u64 = 8000;
+/// The whole hook's default deadline, inside the harness's hook timeout, past which the
+/// tool call would run ([`row_fence_contract::harness::GUARD_DEADLINE_MS`]).
+pub const DEFAULT_TIMEOUT_MS: u64 = row_fence_contract::harness::GUARD_DEADLINE_MS;

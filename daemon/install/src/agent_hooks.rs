@@ -43,9 +43,9 @@ pub enum HookFileError {
     NotJson(#[from] serde_json::Error),
 }
 
-/// The guard's deadline for one hook is 8 s; every harness is given 10 s so the guard's
-/// own deny reaches it before the harness gives up on the hook.
-pub const TIMEOUT_S: u64 = 10;
+/// Every harness's timeout for one hook, in seconds
+/// ([`row_fence_contract::harness::HOOK_TIMEOUT_S`]).
+pub use row_fence_contract::harness::HOOK_TIMEOUT_S as TIMEOUT_S;
 
 /// The file formats a hook is written in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -390,8 +390,7 @@ mod tests {
     /// Claude Code's settings with one PreToolUse entry running the guard under
     /// `matcher` (none when `None`) with a handler of `kind`.
     fn claude_with(matcher: Option<&str>, kind: &str) -> String {
-        let mut entry =
-            serde_json::json!({"hooks": [{"type": kind, "command": COMMAND, "timeout": 10}]});
+        let mut entry = serde_json::json!({"hooks": [{"type": kind, "command": COMMAND, "timeout": TIMEOUT_S}]});
         if let Some(m) = matcher {
             entry["matcher"] = m.into();
         }

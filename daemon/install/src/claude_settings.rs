@@ -526,7 +526,10 @@ mod tests {
     }
 
     #[test]
-    fn the_snippet_timeout_is_set() {
-        assert!(timeout_s().is_some_and(|t| t > 0));
+    fn the_snippet_timeout_is_every_harness_s() {
+        assert_eq!(
+            timeout_s(),
+            Some(row_fence_contract::harness::HOOK_TIMEOUT_S)
+        );
     }
 }
