@@ -1,7 +1,7 @@
 //! Programs whose words are data, programs that wait, and programs handed a command in
 //! one of their options (`tar --to-command`, `npx -c`, `nix-shell --run`).
 
-use super::{Runs, Spec};
+use super::{EnvVars, Runs, Spec};
 
 /// Programs that take their words as data, and those handed a command in an option.
 pub const SPECS: &[Spec] = &[
@@ -18,7 +18,6 @@ pub const SPECS: &[Spec] = &[
             "ack",
             "cat",
             "bat",
-            "less",
             "more",
             "head",
             "tail",
@@ -140,7 +139,19 @@ pub const SPECS: &[Spec] = &[
         ("-F", ""),
     ]),
     Spec::new(&["zip"], Runs::Data).handing(&[("-TT", ""), ("--unzip-command", "")]),
-    Spec::new(&["man"], Runs::Data).handing(&[("-P", ""), ("--pager", "")]),
+    Spec::new(&["man"], Runs::Data)
+        .handing(&[("-P", ""), ("--pager", "")])
+        .with_env(EnvVars {
+            opaque: &[],
+            opaque_prefixes: &[],
+            code: &["MANPAGER"],
+        }),
+    // Its input preprocessor runs as a command.
+    Spec::new(&["less"], Runs::Data).with_env(EnvVars {
+        opaque: &["LESSOPEN", "LESSCLOSE"],
+        opaque_prefixes: &[],
+        code: &[],
+    }),
     Spec::new(
         &["npx", "pnpx", "bunx", "npm", "pnpm", "yarn"],
         Runs::Unknown,

@@ -38,6 +38,29 @@ pub struct Spec {
     /// `NAME-SUB` is its own spelling of `NAME SUB`, read by its reader as that (git's
     /// commands installed as programs of their own: `git-push`, `git-receive-pack`).
     pub dashed: bool,
+    /// Environment variables that make it run code ([`EnvVars`]).
+    pub env: EnvVars,
+}
+
+/// A program's environment variables that make it run code, whatever it is given
+/// ([`crate::env_vars`] reads them; variables of the shell or the loader are its own).
+pub struct EnvVars {
+    /// Setting one alone is opaque, whatever its value (`GIT_SSH_COMMAND`).
+    pub opaque: &'static [&'static str],
+    /// Prefixes of such variables (`GIT_CONFIG_KEY_`).
+    pub opaque_prefixes: &'static [&'static str],
+    /// Variables holding shell code it runs (`GIT_PAGER`): a literal value is read as a
+    /// command.
+    pub code: &'static [&'static str],
+}
+
+impl EnvVars {
+    /// None.
+    pub const NONE: EnvVars = EnvVars {
+        opaque: &[],
+        opaque_prefixes: &[],
+        code: &[],
+    };
 }
 
 impl Spec {
@@ -48,7 +71,13 @@ impl Spec {
             runs,
             handed: &[],
             dashed: false,
+            env: EnvVars::NONE,
         }
+    }
+
+    /// This record with environment variables that make it run code ([`Spec::env`]).
+    pub const fn with_env(self, env: EnvVars) -> Spec {
+        Spec { env, ..self }
     }
 
     /// This record with options that hand it a command ([`Spec::handed`]).
@@ -319,6 +348,14 @@ pub fn dashed(program: &str) -> Option<(&'static Spec, &str)> {
                 Some((spec, sub))
             })
         })
+}
+
+/// Every record's environment variables that make its program run code.
+pub fn env_vars() -> impl Iterator<Item = &'static EnvVars> {
+    FAMILIES
+        .iter()
+        .flat_map(|family| family.iter())
+        .map(|spec| &spec.env)
 }
 
 /// Every name of a program that writes to the outside world.
