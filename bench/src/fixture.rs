@@ -5,8 +5,10 @@
 //! so nothing leaks in from the caller's shell.
 
 use crate::children::Owned;
+use crate::hook_inputs::{input, installed_command};
 use row_fence_contract::Descriptor;
 use row_fence_contract::client;
+use row_fence_contract::harness::Harness;
 use row_fence_contract::protocol::{Ask, Caller, Op, PROTOCOL_VERSION, Request};
 use std::ffi::OsString;
 use std::fs;
@@ -264,9 +266,9 @@ pub struct GuardHook {
     pub command: String,
     /// The row-bound worktree the agent is in.
     pub cwd: PathBuf,
-    /// The PreToolUse JSON for a harmless command.
+    /// Claude Code's hook input for a harmless command.
     pub harmless: PathBuf,
-    /// The PreToolUse JSON for `git push origin main`.
+    /// Claude Code's hook input for `git push origin main`.
     pub push: PathBuf,
 }
 
@@ -299,32 +301,18 @@ pub fn guard_hook(
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
-    let text = fs::read_to_string(&settings).map_err(|e| format!("{}: {e}", settings.display()))?;
-    let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", settings.display()))?;
-    let command = v["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
-        .as_str()
-        .ok_or("the installed settings hold no hook command")?
-        .to_string();
-    let input = |name: &str, command: &str| -> Result<PathBuf, String> {
+    let command = installed_command(Harness::Claude, &settings)?;
+    let written = |name: &str, command: &str| -> Result<PathBuf, String> {
         let path = work.join(name);
-        let json = serde_json::json!({
-            "session_id": "bench-session",
-            "transcript_path": "/nonexistent/transcript.jsonl",
-            "cwd": lane,
-            "permission_mode": "default",
-            "hook_event_name": "PreToolUse",
-            "tool_name": "Bash",
-            "tool_input": {"command": command, "description": "bench"},
-        });
+        let json = input(Harness::Claude, "bench-session", &lane, command);
         fs::write(&path, json.to_string()).map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(path)
     };
     Ok(GuardHook {
         command,
         cwd: lane.clone(),
-        harmless: input("harmless.json", "git commit -m \"fix; git push later\"")?,
-        push: input("push.json", "git push origin main")?,
+        harmless: written("harmless.json", "git commit -m \"fix; git push later\"")?,
+        push: written("push.json", "git push origin main")?,
     })
 }
 

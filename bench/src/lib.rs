@@ -27,6 +27,7 @@
 //! - [`echo_server`]: the floor's echo server (Unix socket; TCP behind the delay proxy).
 //! - [`etcd`]: the private etcd of the `etcdctl get` comparison.
 //! - [`fixture`]: the daemon under test, its home, the row lease and the descriptor.
+//! - [`hook_inputs`]: each harness's hook input, and the hook command install wrote.
 //! - [`python_client`]: the venv with the Python `redis` client, and its script.
 //! - [`load`]: the busy processes of the oversubscription case.
 //! - [`throughput`]: asks per second with concurrent clients; many open connections.
@@ -76,6 +77,7 @@ pub mod fixture;
 pub mod floors;
 pub mod forge_api;
 pub mod grant;
+pub mod hook_inputs;
 pub mod https_forge;
 pub mod interrupt;
 pub mod load;

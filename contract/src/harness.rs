@@ -70,6 +70,16 @@ impl Harness {
         }
     }
 
+    /// The events whose hooks run the guard, as the harness's hook file and its hook
+    /// input name them; the first is its shell tool's.
+    pub const fn hook_events(self) -> &'static [&'static str] {
+        match self {
+            Harness::Claude | Harness::Codex => &[events::PRE_TOOL_USE],
+            Harness::Gemini => &[events::BEFORE_TOOL],
+            Harness::Cursor => &[events::BEFORE_SHELL_EXECUTION, events::BEFORE_MCP_EXECUTION],
+        }
+    }
+
     /// The directory the harness reads its settings and hooks from, in the user's home
     /// and in a project: a hook switched off there is off for the next session.
     pub const fn settings_dir(self) -> &'static str {
@@ -81,6 +91,32 @@ impl Harness {
         }
     }
 }
+
+/// The hook events the harnesses call before a tool runs, as their hook files and hook
+/// inputs spell them ([`Harness::hook_events`]).
+pub mod events {
+    /// Claude Code's and Codex's.
+    pub const PRE_TOOL_USE: &str = "PreToolUse";
+    /// Gemini CLI's.
+    pub const BEFORE_TOOL: &str = "BeforeTool";
+    /// Cursor's, for its shell tool.
+    pub const BEFORE_SHELL_EXECUTION: &str = "beforeShellExecution";
+    /// Cursor's, for an MCP tool.
+    pub const BEFORE_MCP_EXECUTION: &str = "beforeMCPExecution";
+    /// Cursor 2's, for any tool: the guard reads it; install writes the two above.
+    pub const CURSOR_PRE_TOOL_USE: &str = "preToolUse";
+}
+
+/// How long every harness is given for one hook, in seconds (each hook file says it in
+/// its harness's unit): past it the harness gives up on the hook.
+pub const HOOK_TIMEOUT_S: u64 = 10;
+
+/// The guard's own deadline for one hook, in ms: inside [`HOOK_TIMEOUT_S`], so the
+/// guard's deny reaches the harness before the harness gives up on the hook and the tool
+/// call runs.
+pub const GUARD_DEADLINE_MS: u64 = 8000;
+
+const _: () = assert!(GUARD_DEADLINE_MS < HOOK_TIMEOUT_S * 1000);
 
 impl Default for Harness {
     fn default() -> Harness {

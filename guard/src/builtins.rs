@@ -5,11 +5,134 @@
 //! user's shell, which is zsh on macOS: a zsh spelling the text shows is read as zsh runs
 //! it, and one the guard cannot follow is opaque.
 
+use crate::builtin_readers::{is_name, read_into};
 use crate::effect::{Ctx, Effect, Move};
 use row_fence_shell::words::Value;
 
-/// Classifies one of the shell's own commands; `None` when `program` is not one this
-/// module reads (the caller goes on with programs).
+/// How the guard reads one of the shell's own commands: `(program, args, ctx, functions,
+/// depth)` → what it does, or `None` when these words do nothing the guard reads here
+/// (it goes on as the program of that name: its record, or none).
+type Read = fn(&str, &[Value], &Ctx, bool, usize) -> Option<Vec<Effect>>;
+
+/// The shell's own commands this module reads, each name in one entry. Those that run
+/// their words (`eval`, `command`…) and those that print (`printf`, `print`) are read by
+/// their records ([`crate::specs`], [`crate::builtin_readers`]); the rest of the shell's own commands
+/// ([`row_fence_shell::lookup::SHELL_BUILTINS`]) are in [`READ_AS_PROGRAMS`]. A test
+/// checks that each of them has one treatment.
+const READ: &[(&[&str], Read)] = &[
+    (&["cd", "pushd", "popd"], |program, args, _, _, _| {
+        Some(vec![Effect::Move(moves(program, args))])
+    }),
+    (&["fc", "r"], |program, _, ctx, _, _| {
+        Some(
+            ctx.opaque_in_shell(format!("`{program}` runs code the text does not show"))
+                .into(),
+        )
+    }),
+    (&["trap"], |_, args, ctx, _, _| Some(trap(args, ctx))),
+    (&["alias"], |_, args, ctx, _, _| Some(alias(args, ctx))),
+    (&["hash"], |_, args, ctx, _, _| Some(hash(args, ctx))),
+    (
+        &["enable", "bind", "complete"],
+        |program, args, ctx, _, _| binds_names(args).then(|| binds(program, ctx)),
+    ),
+    (&["mapfile", "readarray"], |program, args, ctx, _, _| {
+        Some(if binds_names(args) {
+            binds(program, ctx)
+        } else {
+            read_into(program, args)
+        })
+    }),
+    (
+        &[
+            "export", "declare", "typeset", "local", "readonly", "integer", "float",
+        ],
+        |program, args, ctx, _, _| Some(declaration(program, args, ctx)),
+    ),
+    (&["read", "getopts"], |program, args, _, _, _| {
+        Some(read_into(program, args))
+    }),
+    (&["let"], |_, args, _, _, _| {
+        Some(vec![Effect::Arithmetic(args.to_vec())])
+    }),
+    (&["set"], |_, args, _, _, _| Some(set(args))),
+    (&["unset"], |_, args, _, _, _| {
+        Some(vec![Effect::Unset(
+            args.iter()
+                .filter_map(|a| a.literal())
+                .filter(|a| !a.starts_with('-'))
+                .map(str::to_string)
+                .collect(),
+        )])
+    }),
+    // zsh's precommand modifiers run the rest as a command.
+    (
+        &["noglob", "nocorrect", "-"],
+        |_, args, ctx, functions, depth| Some(ctx.classify(args, functions, depth + 1)),
+    ),
+    // zsh: `repeat N cmd`, `sched [-o] TIME cmd`.
+    (&["repeat"], |_, args, ctx, functions, depth| {
+        Some(ctx.classify(args.get(1..).unwrap_or_default(), functions, depth + 1))
+    }),
+    (&["sched"], |_, args, ctx, functions, depth| {
+        let rest: Vec<Value> = args
+            .iter()
+            .skip_while(|a| a.literal().is_some_and(|w| w.starts_with('-')))
+            .skip(1)
+            .cloned()
+            .collect();
+        Some(ctx.classify(&rest, functions, depth + 1))
+    }),
+    (&["emulate"], |_, args, ctx, _, _| Some(emulate(args, ctx))),
+];
+
+/// The shell's own commands the guard reads as the programs of those names (their
+/// records, or none): nothing they do touches the fence beyond what a program of that
+/// name does. A new one of the shell's own commands goes here, in [`READ`], or in a
+/// record ([`crate::specs`]).
+pub const READ_AS_PROGRAMS: &[&str] = &[
+    ":",
+    "[[",
+    "bg",
+    "break",
+    "caller",
+    "compgen",
+    "compopt",
+    "continue",
+    "dirs",
+    "disown",
+    "exit",
+    "fg",
+    "help",
+    "history",
+    "jobs",
+    "kill",
+    "logout",
+    "pwd",
+    "return",
+    "shift",
+    "shopt",
+    "suspend",
+    "times",
+    "ulimit",
+    "umask",
+    "unalias",
+    "coproc",
+    "!",
+    "setopt",
+    "unsetopt",
+    "whence",
+    "where",
+    "rehash",
+    "unhash",
+    "limit",
+    "unlimit",
+    "zparseopts",
+];
+
+/// Classifies one of the shell's own commands this module reads ([`READ`]); `None` when
+/// `program` is not one, or these words do nothing it reads (the caller goes on with
+/// programs).
 pub fn classify_builtin(
     program: &str,
     args: &[Value],
@@ -17,79 +140,29 @@ pub fn classify_builtin(
     functions: bool,
     depth: usize,
 ) -> Option<Vec<Effect>> {
-    let effects = match program {
-        "cd" | "pushd" | "popd" => vec![Effect::Move(moves(program, args))],
-        "eval" | "source" | "." | "fc" | "r" => ctx
-            .opaque_in_shell(format!("`{program}` runs code the text does not show"))
-            .into(),
-        "trap" => trap(args, ctx),
-        "alias" => alias(args, ctx),
-        "hash" => hash(args, ctx),
-        "enable" | "mapfile" | "readarray" | "bind" | "complete"
-            if args.iter().any(|a| {
-                matches!(a.literal(), Some(w) if w.starts_with('-') && w.contains(['p', 'f', 'C', 'x', 'F']))
-                    || a.literal().is_none()
-            }) =>
-        {
-            ctx.opaque_in_shell(format!(
-                "`{program}` with these options binds names to other code"
-            ))
-            .into()
-        }
-        "export" | "declare" | "typeset" | "local" | "readonly" | "integer" | "float" => {
-            declaration(program, args, ctx)
-        }
-        "read" | "printf" | "mapfile" | "readarray" | "getopts" => read_into(program, args),
-        "let" => vec![Effect::Arithmetic(args.to_vec())],
-        "set" => set(args),
-        "print" if args.iter().any(|a| {
-            a.literal()
-                .is_none_or(|w| w.starts_with('-') && !w.starts_with("--") && w.contains('P'))
-        }) =>
-        {
-            vec![ctx.opaque("zsh's `print -P` expands its words as a prompt, which may run them")]
-        }
-        "unset" => vec![Effect::Unset(
-            args.iter()
-                .filter_map(|a| a.literal())
-                .filter(|a| !a.starts_with('-'))
-                .map(str::to_string)
-                .collect(),
-        )],
-        "command" => {
-            if args
-                .iter()
-                .take_while(|a| a.text().starts_with('-'))
-                .any(|a| a.text().contains(['v', 'V']))
-            {
-                return Some(Vec::new());
-            }
-            let rest: Vec<Value> = args
-                .iter()
-                .skip_while(|a| matches!(a.literal(), Some("-p")))
-                .skip_while(|a| matches!(a.literal(), Some("--")))
-                .cloned()
-                .collect();
-            ctx.classify(&rest, false, depth + 1)
-        }
-        "builtin" => ctx.classify(args, false, depth + 1),
-        // zsh's precommand modifiers run the rest as a command.
-        "noglob" | "nocorrect" | "-" => ctx.classify(args, functions, depth + 1),
-        // zsh: `repeat N cmd`, `sched [-o] TIME cmd`.
-        "repeat" => ctx.classify(args.get(1..).unwrap_or_default(), functions, depth + 1),
-        "sched" => {
-            let rest: Vec<Value> = args
-                .iter()
-                .skip_while(|a| a.literal().is_some_and(|w| w.starts_with('-')))
-                .skip(1)
-                .cloned()
-                .collect();
-            ctx.classify(&rest, functions, depth + 1)
-        }
-        "emulate" => emulate(args, ctx),
-        _ => return None,
-    };
-    Some(effects)
+    let (_, read) = READ.iter().find(|(names, _)| names.contains(&program))?;
+    read(program, args, ctx, functions, depth)
+}
+
+/// The names this module reads ([`READ`]).
+pub fn read_here() -> impl Iterator<Item = &'static str> {
+    READ.iter().flat_map(|(names, _)| names.iter().copied())
+}
+
+/// True when `enable`, `mapfile`, `bind`, `complete`… are given options that bind names
+/// to other code, or words the text does not show.
+fn binds_names(args: &[Value]) -> bool {
+    args.iter().any(|a| {
+        matches!(a.literal(), Some(w) if w.starts_with('-') && w.contains(['p', 'f', 'C', 'x', 'F']))
+            || a.literal().is_none()
+    })
+}
+
+fn binds(program: &str, ctx: &Ctx) -> Vec<Effect> {
+    ctx.opaque_in_shell(format!(
+        "`{program}` with these options binds names to other code"
+    ))
+    .into()
 }
 
 /// `cd`/`pushd`/`popd` and where they go. `-P` resolves the target physically. zsh's
@@ -308,33 +381,27 @@ fn declaration(program: &str, args: &[Value], ctx: &Ctx) -> Vec<Effect> {
     effects
 }
 
-/// True for a shell variable name.
-pub fn is_name(text: &str) -> bool {
-    let mut chars = text.chars();
-    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
-        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use row_fence_shell::lookup::{SHELL_BUILTINS, is_shell_builtin};
 
-/// `read NAME`, `printf -v NAME`, `mapfile NAME`, `getopts OPTS NAME`: assign variables
-/// from data the text does not show.
-fn read_into(program: &str, args: &[Value]) -> Vec<Effect> {
-    let names: Vec<(String, Value)> = match program {
-        "printf" => args
-            .windows(2)
-            .filter(|w| w[0].literal() == Some("-v"))
-            .filter_map(|w| w[1].literal())
-            .map(|n| (n.to_string(), Value::Dynamic(format!("${n}"))))
-            .collect(),
-        _ => args
-            .iter()
-            .filter_map(Value::literal)
-            .filter(|w| is_name(w))
-            .map(|n| (n.to_string(), Value::Dynamic(format!("${n}"))))
-            .collect(),
-    };
-    if names.is_empty() {
-        Vec::new()
-    } else {
-        vec![Effect::Assign(names)]
+    #[test]
+    fn every_one_of_the_shells_own_commands_has_one_treatment() {
+        for name in SHELL_BUILTINS {
+            let treatments = [
+                read_here().any(|n| n == *name),
+                READ_AS_PROGRAMS.contains(name),
+                crate::specs::find(name).is_some(),
+            ];
+            assert_eq!(
+                treatments.iter().filter(|t| **t).count(),
+                1,
+                "`{name}`: (read here, read as a program, a record) = {treatments:?}"
+            );
+        }
+        for name in read_here().chain(READ_AS_PROGRAMS.iter().copied()) {
+            assert!(is_shell_builtin(name), "`{name}` is not the shell's own");
+        }
     }
 }

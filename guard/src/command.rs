@@ -8,6 +8,7 @@ use crate::effect::{Ctx, Effect, MAX_WRAPPER_DEPTH, Move};
 use crate::fenced::is_fenced_program;
 use crate::finding::Dir;
 use crate::known_as::{Known, known};
+use crate::specs::Runs;
 use row_fence_shell::words::Value;
 use std::path::Path;
 
@@ -97,11 +98,14 @@ fn dispatch(
     {
         return effects;
     }
-    // `git-push` is git's own spelling of `git push`.
-    if let Some(sub) = program.strip_prefix("git-").filter(|sub| !sub.is_empty()) {
+    // `git-push` is git's own spelling of `git push`: its record reads it so.
+    if let Some((spec, sub)) = crate::specs::dashed(&program).filter(|(_, sub)| !sub.is_empty())
+        && let Runs::Fenced(read) | Runs::Reader { read, .. } = spec.runs
+    {
         let mut inner = vec![Value::Literal(sub.to_string())];
         inner.extend_from_slice(args);
-        return crate::git::classify(&inner, ctx, depth);
+        let name = spec.names.first().copied().unwrap_or_default();
+        return read(name, &inner, ctx, depth);
     }
     crate::programs::classify(&program, args, ctx, depth)
 }

@@ -9,55 +9,20 @@ use crate::effect::{Ctx, Effect};
 use row_fence_shell::lookup::{CODE_TABLES, PROGRAM_TABLES};
 use row_fence_shell::words::Value;
 
-/// Variables whose setting alone is opaque (and the shell's own tables of names, what a
-/// command word runs: [`PROGRAM_TABLES`], [`CODE_TABLES`]).
+/// Variables whose setting alone is opaque and that belong to no one program's record
+/// (the loader's, every program's home, ssh's askpass, which ssh-add runs too), beside the records' own
+/// ([`crate::specs::EnvVars`]) and the shell's own tables of names, what a command word
+/// runs ([`PROGRAM_TABLES`], [`CODE_TABLES`]).
 const OPAQUE: &[&str] = &[
-    "GIT_SSH_COMMAND",
-    "GIT_SSH",
-    "GIT_SSH_VARIANT",
-    "GIT_ASKPASS",
     "SSH_ASKPASS",
-    "GIT_EXEC_PATH",
-    "GIT_CONFIG",
-    "GIT_CONFIG_PARAMETERS",
-    "GIT_CONFIG_COUNT",
-    "GIT_CONFIG_GLOBAL",
-    "GIT_CONFIG_SYSTEM",
-    "GIT_PROXY_COMMAND",
-    "GIT_EXTERNAL_DIFF",
-    "GIT_TEMPLATE_DIR",
-    "BASH_ENV",
-    "ENV",
-    "PROMPT_COMMAND",
-    "PS0",
-    "PS1",
-    "PS2",
-    "PS4",
     "LD_PRELOAD",
     "LD_AUDIT",
-    "SHELLOPTS",
-    "BASHOPTS",
-    "LESSOPEN",
-    "LESSCLOSE",
-    "GIT_ALLOW_PROTOCOL",
     "HOME",
     "XDG_CONFIG_HOME",
-    "CDPATH",
 ];
 
-/// Prefixes whose variables are opaque (`GIT_CONFIG_KEY_0`, `BASH_FUNC_f%%`).
-const OPAQUE_PREFIXES: &[&str] = &["GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_", "BASH_FUNC_"];
-
-/// Variables holding shell code that git or another program runs.
-const CODE: &[&str] = &[
-    "GIT_EDITOR",
-    "GIT_SEQUENCE_EDITOR",
-    "EDITOR",
-    "VISUAL",
-    "GIT_PAGER",
-    "PAGER",
-    "MANPAGER",
-];
+/// Variables holding shell code that many programs run, beside the records' own.
+const CODE: &[&str] = &["EDITOR", "VISUAL", "PAGER"];
 
 /// What setting `name` to `value` does.
 pub fn assigned(name: &str, value: &Value, ctx: &Ctx) -> Vec<Effect> {
@@ -67,7 +32,7 @@ pub fn assigned(name: &str, value: &Value, ctx: &Ctx) -> Vec<Effect> {
         ))];
     }
     if let Value::Literal(text) = value
-        && !CODE.contains(&name)
+        && !code(name)
         && (text.contains("$(") || text.contains('`'))
     {
         // Code kept in a variable runs when bash evaluates it later (arithmetic
@@ -76,7 +41,7 @@ pub fn assigned(name: &str, value: &Value, ctx: &Ctx) -> Vec<Effect> {
             "`{name}` is given code (`$(…)` or backticks) to run later"
         ))];
     }
-    if CODE.contains(&name) {
+    if code(name) {
         return match value {
             Value::Literal(code) => vec![Effect::Code {
                 text: code.clone(),
@@ -93,7 +58,12 @@ pub fn assigned(name: &str, value: &Value, ctx: &Ctx) -> Vec<Effect> {
 /// True when setting or exporting `name` changes what a later program runs (its value
 /// aside).
 pub fn changes_programs(name: &str) -> bool {
-    opaque(name) || CODE.contains(&name)
+    opaque(name) || code(name)
+}
+
+/// True when `name` holds shell code a program runs.
+fn code(name: &str) -> bool {
+    CODE.contains(&name) || crate::specs::env_vars().any(|env| env.code.contains(&name))
 }
 
 /// True when setting `name` alone is opaque.
@@ -101,7 +71,9 @@ fn opaque(name: &str) -> bool {
     OPAQUE.contains(&name)
         || PROGRAM_TABLES.contains(&name)
         || CODE_TABLES.contains(&name)
-        || OPAQUE_PREFIXES.iter().any(|p| name.starts_with(p))
+        || crate::specs::env_vars().any(|env| {
+            env.opaque.contains(&name) || env.opaque_prefixes.iter().any(|p| name.starts_with(p))
+        })
 }
 
 #[cfg(test)]
@@ -116,5 +88,39 @@ mod tests {
         }
         assert!(PROGRAM_TABLES.contains(&"BASH_CMDS"));
         assert!(!opaque("PATHX") && !changes_programs("LANG"));
+    }
+
+    #[test]
+    fn program_variables_are_their_records_and_listed_once() {
+        let git = &crate::specs::find("git").expect("git's record").env;
+        for name in [
+            "GIT_SSH_COMMAND",
+            "GIT_CONFIG_PARAMETERS",
+            "GIT_ALLOW_PROTOCOL",
+        ] {
+            assert!(git.opaque.contains(&name) && opaque(name), "{name}");
+        }
+        assert!(opaque("GIT_CONFIG_KEY_0") && opaque("BASH_FUNC_f%%"));
+        for name in [
+            "BASH_ENV",
+            "PS1",
+            "LESSOPEN",
+            "LD_PRELOAD",
+            "HOME",
+            "CDPATH",
+        ] {
+            assert!(opaque(name), "{name}");
+        }
+        assert!(code("MANPAGER") && !opaque("MANPAGER"));
+        assert!(git.code.contains(&"GIT_PAGER") && code("GIT_PAGER") && code("EDITOR"));
+        assert!(!opaque("GIT_PAGER") && !code("GIT_DIR") && !opaque("GIT_DIR"));
+        for env in crate::specs::env_vars() {
+            for name in env.opaque.iter().chain(env.code) {
+                assert!(
+                    !OPAQUE.contains(name) && !CODE.contains(name),
+                    "{name} is listed twice"
+                );
+            }
+        }
     }
 }

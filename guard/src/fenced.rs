@@ -10,9 +10,12 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 /// Programs whose name alone makes a fenced write possible: the fenced records' names
-/// ([`crate::specs::Runs::Fenced`]) and git's own `git-SUBCOMMAND` spellings.
+/// ([`crate::specs::Runs::Fenced`]) and their own `NAME-SUBCOMMAND` spellings
+/// ([`crate::specs::dashed`]).
 pub fn is_fenced_program(name: &str) -> bool {
-    name.starts_with("git-") || crate::specs::fenced_names().any(|n| n == name)
+    crate::specs::fenced_names().any(|n| n == name)
+        || crate::specs::dashed(name)
+            .is_some_and(|(spec, _)| matches!(spec.runs, crate::specs::Runs::Fenced(_)))
 }
 
 /// What git, gh and row-fence are on this machine: (name, device, inode, length).

@@ -509,6 +509,30 @@ mod tests {
     use crate::input::{self, Tool};
     use std::path::{Path, PathBuf};
 
+    #[test]
+    fn cursor_s_event_names_are_the_contract_s() {
+        use row_fence_contract::harness::events;
+        let event = |name: &str| serde_json::from_value::<CursorEvent>(json!(name)).ok();
+        assert!(matches!(
+            event(events::BEFORE_SHELL_EXECUTION),
+            Some(CursorEvent::Shell)
+        ));
+        assert!(matches!(
+            event(events::BEFORE_MCP_EXECUTION),
+            Some(CursorEvent::Mcp)
+        ));
+        assert!(matches!(
+            event(events::CURSOR_PRE_TOOL_USE),
+            Some(CursorEvent::PreToolUse)
+        ));
+        for event in Harness::Cursor.hook_events() {
+            assert!(
+                serde_json::from_value::<CursorEvent>(json!(event)).is_ok(),
+                "{event}"
+            );
+        }
+    }
+
     fn read(harness: Harness, raw: Value) -> input::Hook {
         super::read(harness, raw).unwrap()
     }

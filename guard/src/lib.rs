@@ -35,7 +35,8 @@
 //! - [`effect`]: what a command does ([`effect::Effect`]) and what classifying it needs
 //!   ([`effect::Ctx`]); the handlers below speak these, never the dispatcher.
 //! - [`specs`]: one record per program: how it runs other code. A new program is a record.
-//! - [`builtins`]: the shell's own commands (bash's and zsh's).
+//! - [`builtins`]: the shell's own commands (bash's and zsh's); [`builtin_readers`]: the
+//!   readers their records name (`eval`, `command`, `printf`…).
 //! - [`programs`]: programs read as their records say (wrappers, shells, interpreters…).
 //! - [`row_fence`]: row-fence's lease writes.
 //! - [`git`], [`gh`]: those two programs' policies; [`http`]: curl and friends.
@@ -55,6 +56,7 @@
 
 pub mod awk;
 pub mod binding;
+pub mod builtin_readers;
 pub mod builtins;
 pub mod command;
 pub mod effect;
@@ -88,6 +90,6 @@ pub use row_fence_shell::parse;
 /// Environment variable for the whole hook's deadline, in ms.
 pub const TIMEOUT_ENV: &str = "ROW_FENCE_GUARD_TIMEOUT_MS";
 
-/// The whole hook's default deadline (8 s), inside Claude Code's 10 s hook timeout, past
-/// which the tool call would run.
-pub const DEFAULT_TIMEOUT_MS: u64 = 8000;
+/// The whole hook's default deadline, inside the harness's hook timeout, past which the
+/// tool call would run ([`row_fence_contract::harness::GUARD_DEADLINE_MS`]).
+pub const DEFAULT_TIMEOUT_MS: u64 = row_fence_contract::harness::GUARD_DEADLINE_MS;

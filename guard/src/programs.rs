@@ -8,7 +8,7 @@
 //! record does not list makes the command opaque: the guard cannot tell where the inner
 //! command starts.
 
-use crate::builtins::is_name;
+use crate::builtin_readers::is_name;
 use crate::effect::{Ctx, Effect, deferred, script_file};
 use crate::specs::{self, DbShell, Editor, Interpreter, Runner, Runs, ShellCode, Spec, Wrapper};
 use row_fence_shell::state::resolve_physical;
@@ -26,7 +26,9 @@ pub fn classify(program: &str, args: &[Value], ctx: &Ctx, depth: usize) -> Vec<E
         }
     }
     let effects = match &spec.runs {
-        Runs::Fenced(read) | Runs::Reader { read, .. } => return read(program, args, ctx, depth),
+        Runs::Fenced(read) | Runs::Reader { read, .. } | Runs::Builtin { read, .. } => {
+            return read(program, args, ctx, depth);
+        }
         Runs::Wrapper(w) => {
             let effects = wrapper(program, w, args, ctx, depth);
             if w.outlives {
@@ -46,9 +48,7 @@ pub fn classify(program: &str, args: &[Value], ctx: &Ctx, depth: usize) -> Vec<E
         Runs::Runner(r) => return runner(program, r, args, ctx),
         Runs::Interpreter(i) => return interpreter(program, i, args, ctx),
         Runs::Data => return Vec::new(),
-        // The shell's own commands are read before any record (`crate::builtins`); one
-        // that were not would be a program the guard does not know.
-        Runs::Unknown | Runs::Waits | Runs::Builtin => Vec::new(),
+        Runs::Unknown | Runs::Waits => Vec::new(),
         Runs::Handed(read) => read(program, args, ctx),
         Runs::DbShell(db) => db_shell(program, db, args, ctx),
         Runs::Editor(e) => editor(program, e, args, ctx),

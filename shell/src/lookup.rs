@@ -15,6 +15,7 @@ use std::path::PathBuf;
 /// options, or run a command their words show: `repeat`, `sched`, `emulate`): never
 /// looked up on `PATH`. zsh builtins that run code their words do not show (`zmodload`,
 /// `autoload`…) are left out on purpose, so they are looked up, not found, and opaque.
+/// The one list of them: the guard gives each one treatment (a test there checks it).
 pub const SHELL_BUILTINS: &[&str] = &[
     ":",
     ".",

@@ -20,7 +20,7 @@
 
 use crate::claude_settings::{self, Edit, Layout};
 use crate::codex_toml;
-use row_fence_contract::harness::Harness;
+use row_fence_contract::harness::{Harness, events};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -43,9 +43,9 @@ pub enum HookFileError {
     NotJson(#[from] serde_json::Error),
 }
 
-/// The guard's deadline for one hook is 8 s; every harness is given 10 s so the guard's
-/// own deny reaches it before the harness gives up on the hook.
-pub const TIMEOUT_S: u64 = 10;
+/// Every harness's timeout for one hook, in seconds
+/// ([`row_fence_contract::harness::HOOK_TIMEOUT_S`]).
+pub use row_fence_contract::harness::HOOK_TIMEOUT_S as TIMEOUT_S;
 
 /// The file formats a hook is written in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,18 +133,18 @@ pub fn layouts(harness: Harness) -> Vec<Layout> {
 
 /// Gemini CLI's `BeforeTool`.
 pub const GEMINI: Layout = Layout {
-    event: "BeforeTool",
+    event: events::BEFORE_TOOL,
     nested: true,
 };
 
 /// Cursor's two pre-tool events: its shell tool and its MCP tools.
 pub const CURSOR: [Layout; 2] = [
     Layout {
-        event: "beforeShellExecution",
+        event: events::BEFORE_SHELL_EXECUTION,
         nested: false,
     },
     Layout {
-        event: "beforeMCPExecution",
+        event: events::BEFORE_MCP_EXECUTION,
         nested: false,
     },
 ];
@@ -289,7 +289,7 @@ pub fn find(agent: Harness, format: Format, text: &str) -> Result<Found, HookFil
             let config: toml::Table = text.parse()?;
             let entries = config
                 .get("hooks")
-                .and_then(|h| h.get("PreToolUse"))
+                .and_then(|h| h.get(events::PRE_TOOL_USE))
                 .and_then(toml::Value::as_array)
                 .map(|entries| {
                     entries
@@ -316,7 +316,7 @@ pub fn find(agent: Harness, format: Format, text: &str) -> Result<Found, HookFil
                         .collect()
                 })
                 .unwrap_or_default();
-            commands_of("PreToolUse", entries, &mut found);
+            commands_of(events::PRE_TOOL_USE, entries, &mut found);
         }
         Format::Json => {
             let v: Value = serde_json::from_str(text)?;
@@ -387,11 +387,18 @@ mod tests {
 
     const COMMAND: &str = "export ROW_FENCE_HOME='/h'; '/b/row-fence-guard' --harness x; s=$?";
 
+    #[test]
+    fn each_harness_s_layouts_are_its_hook_events() {
+        for harness in Harness::ALL {
+            let events: Vec<&str> = layouts(harness).iter().map(|l| l.event).collect();
+            assert_eq!(events, harness.hook_events(), "{harness}");
+        }
+    }
+
     /// Claude Code's settings with one PreToolUse entry running the guard under
     /// `matcher` (none when `None`) with a handler of `kind`.
     fn claude_with(matcher: Option<&str>, kind: &str) -> String {
-        let mut entry =
-            serde_json::json!({"hooks": [{"type": kind, "command": COMMAND, "timeout": 10}]});
+        let mut entry = serde_json::json!({"hooks": [{"type": kind, "command": COMMAND, "timeout": TIMEOUT_S}]});
         if let Some(m) = matcher {
             entry["matcher"] = m.into();
         }

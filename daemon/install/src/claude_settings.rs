@@ -27,6 +27,7 @@
 use jsonc_parser::ast;
 use jsonc_parser::common::Ranged;
 use jsonc_parser::{CollectOptions, ParseOptions, parse_to_ast};
+use row_fence_contract::harness::events;
 use serde_json::Value;
 
 /// The shipped settings snippet; its entry is the one installed.
@@ -51,7 +52,7 @@ pub struct Layout {
 
 /// Claude Code's `PreToolUse` (and Codex's, which reads the same shape).
 pub const CLAUDE: Layout = Layout {
-    event: "PreToolUse",
+    event: events::PRE_TOOL_USE,
     nested: true,
 };
 
@@ -89,7 +90,7 @@ pub enum SettingsError {
 /// line of JSON.
 pub fn entry(command: &str) -> Result<String, SettingsError> {
     let snippet: Value = serde_json::from_str(SNIPPET).map_err(|_| SettingsError::Snippet)?;
-    let entry = &snippet["hooks"]["PreToolUse"][0];
+    let entry = &snippet["hooks"][CLAUDE.event][0];
     let hook = &entry["hooks"][0];
     let (Some(matcher), Some(kind), Some(timeout)) = (
         entry["matcher"].as_str(),
@@ -110,7 +111,7 @@ pub fn entry(command: &str) -> Result<String, SettingsError> {
 /// The snippet's hook `timeout`, in seconds (Claude Code's unit for it).
 pub fn timeout_s() -> Option<u64> {
     let snippet: Value = serde_json::from_str(SNIPPET).ok()?;
-    snippet["hooks"]["PreToolUse"][0]["hooks"][0]["timeout"].as_u64()
+    snippet["hooks"][CLAUDE.event][0]["hooks"][0]["timeout"].as_u64()
 }
 
 /// Adds `entry` (from [`entry`]) to the settings `text` (`None`: no file yet, taken as
@@ -526,7 +527,10 @@ mod tests {
     }
 
     #[test]
-    fn the_snippet_timeout_is_set() {
-        assert!(timeout_s().is_some_and(|t| t > 0));
+    fn the_snippet_timeout_is_every_harness_s() {
+        assert_eq!(
+            timeout_s(),
+            Some(row_fence_contract::harness::HOOK_TIMEOUT_S)
+        );
     }
 }

@@ -11,6 +11,7 @@
 //! `PreToolUse = [...]`), is refused and left as it was.
 
 use crate::claude_settings::Edit;
+use row_fence_contract::harness::events;
 use toml::Value;
 
 /// How the comment line a block starts with begins. It names the command that removes
@@ -54,8 +55,9 @@ pub enum TomlError {
 /// (Codex's unit for a hook's `timeout`).
 fn body(command: &str, timeout_s: u64) -> String {
     let command = Value::String(command.to_string()).to_string();
+    let event = events::PRE_TOOL_USE;
     format!(
-        "[[hooks.PreToolUse]]\n\n[[hooks.PreToolUse.hooks]]\ntype = \"command\"\ncommand = {command}\ntimeout = {timeout_s}\n"
+        "[[hooks.{event}]]\n\n[[hooks.{event}.hooks]]\ntype = \"command\"\ncommand = {command}\ntimeout = {timeout_s}\n"
     )
 }
 
@@ -63,7 +65,7 @@ fn body(command: &str, timeout_s: u64) -> String {
 pub fn runs(config: &toml::Table, command: &str) -> bool {
     config
         .get("hooks")
-        .and_then(|h| h.get("PreToolUse"))
+        .and_then(|h| h.get(events::PRE_TOOL_USE))
         .and_then(Value::as_array)
         .is_some_and(|entries| {
             entries.iter().any(|e| {

@@ -1,7 +1,7 @@
 //! Programs whose words are data, programs that wait, and programs handed a command in
 //! one of their options (`tar --to-command`, `npx -c`, `nix-shell --run`).
 
-use super::{Runs, Spec};
+use super::{EnvVars, Runs, Spec};
 
 /// Programs that take their words as data, and those handed a command in an option.
 pub const SPECS: &[Spec] = &[
@@ -10,8 +10,6 @@ pub const SPECS: &[Spec] = &[
     Spec::new(
         &[
             "echo",
-            "printf",
-            "print",
             "grep",
             "egrep",
             "fgrep",
@@ -20,7 +18,6 @@ pub const SPECS: &[Spec] = &[
             "ack",
             "cat",
             "bat",
-            "less",
             "more",
             "head",
             "tail",
@@ -130,39 +127,35 @@ pub const SPECS: &[Spec] = &[
         &["sleep", "usleep", "wait", "inotifywait", "zselect"],
         Runs::Waits,
     ),
-    Spec {
-        names: &["tar", "gtar", "bsdtar"],
-        runs: Runs::Data,
-        handed: &[
-            ("--to-command", ""),
-            ("--checkpoint-action", "exec="),
-            ("-I", ""),
-            ("--use-compress-program", ""),
-            ("--rsh-command", ""),
-            ("--rmt-command", ""),
-            ("--info-script", ""),
-            ("--new-volume-script", ""),
-            ("-F", ""),
-        ],
-    },
-    Spec {
-        names: &["zip"],
-        runs: Runs::Data,
-        handed: &[("-TT", ""), ("--unzip-command", "")],
-    },
-    Spec {
-        names: &["man"],
-        runs: Runs::Data,
-        handed: &[("-P", ""), ("--pager", "")],
-    },
-    Spec {
-        names: &["npx", "pnpx", "bunx", "npm", "pnpm", "yarn"],
-        runs: Runs::Unknown,
-        handed: &[("-c", ""), ("--call", "")],
-    },
-    Spec {
-        names: &["nix-shell"],
-        runs: Runs::Unknown,
-        handed: &[("--run", ""), ("--command", "")],
-    },
+    Spec::new(&["tar", "gtar", "bsdtar"], Runs::Data).handing(&[
+        ("--to-command", ""),
+        ("--checkpoint-action", "exec="),
+        ("-I", ""),
+        ("--use-compress-program", ""),
+        ("--rsh-command", ""),
+        ("--rmt-command", ""),
+        ("--info-script", ""),
+        ("--new-volume-script", ""),
+        ("-F", ""),
+    ]),
+    Spec::new(&["zip"], Runs::Data).handing(&[("-TT", ""), ("--unzip-command", "")]),
+    Spec::new(&["man"], Runs::Data)
+        .handing(&[("-P", ""), ("--pager", "")])
+        .with_env(EnvVars {
+            opaque: &[],
+            opaque_prefixes: &[],
+            code: &["MANPAGER"],
+        }),
+    // Its input preprocessor runs as a command.
+    Spec::new(&["less"], Runs::Data).with_env(EnvVars {
+        opaque: &["LESSOPEN", "LESSCLOSE"],
+        opaque_prefixes: &[],
+        code: &[],
+    }),
+    Spec::new(
+        &["npx", "pnpx", "bunx", "npm", "pnpm", "yarn"],
+        Runs::Unknown,
+    )
+    .handing(&[("-c", ""), ("--call", "")]),
+    Spec::new(&["nix-shell"], Runs::Unknown).handing(&[("--run", ""), ("--command", "")]),
 ];

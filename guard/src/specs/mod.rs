@@ -5,8 +5,9 @@
 //! its words as data, or that it waits. The dispatcher ([`crate::command`]) finds the
 //! record by name ([`find`]) and the readers in [`crate::programs`] and [`crate::handed`]
 //! read it; the walk asks it which programs wait (ARCHITECTURE.md, "The agent guard's
-//! policy"). The shell's own commands are the shell's ([`crate::builtins`]); those that
-//! run their words have a record only to say so.
+//! policy"). Which names are the shell's own commands is the shell crate's
+//! ([`row_fence_shell::lookup::SHELL_BUILTINS`]); each has one treatment here: a record,
+//! or [`crate::builtins`] (a test checks it).
 //!
 //! A new program is one record in the family file it belongs to; a program that needs
 //! more than a record says (its own subcommands, its own syntax) gets a [`Reader`] beside
@@ -34,6 +35,32 @@ pub struct Spec {
     /// the command in the value (`--checkpoint-action=exec=CMD`): a literal command is
     /// read as shell code (so `tar -I 'zstd -19'` stays ordinary), anything else is opaque.
     pub handed: &'static [(&'static str, &'static str)],
+    /// `NAME-SUB` is its own spelling of `NAME SUB`, read by its reader as that (git's
+    /// commands installed as programs of their own: `git-push`, `git-receive-pack`).
+    pub dashed: bool,
+    /// Environment variables that make it run code ([`EnvVars`]).
+    pub env: EnvVars,
+}
+
+/// A program's environment variables that make it run code, whatever it is given
+/// ([`crate::env_vars`] reads them; variables of the shell or the loader are its own).
+pub struct EnvVars {
+    /// Setting one alone is opaque, whatever its value (`GIT_SSH_COMMAND`).
+    pub opaque: &'static [&'static str],
+    /// Prefixes of such variables (`GIT_CONFIG_KEY_`).
+    pub opaque_prefixes: &'static [&'static str],
+    /// Variables holding shell code it runs (`GIT_PAGER`): a literal value is read as a
+    /// command.
+    pub code: &'static [&'static str],
+}
+
+impl EnvVars {
+    /// None.
+    pub const NONE: EnvVars = EnvVars {
+        opaque: &[],
+        opaque_prefixes: &[],
+        code: &[],
+    };
 }
 
 impl Spec {
@@ -43,6 +70,26 @@ impl Spec {
             names,
             runs,
             handed: &[],
+            dashed: false,
+            env: EnvVars::NONE,
+        }
+    }
+
+    /// This record with environment variables that make it run code ([`Spec::env`]).
+    pub const fn with_env(self, env: EnvVars) -> Spec {
+        Spec { env, ..self }
+    }
+
+    /// This record with options that hand it a command ([`Spec::handed`]).
+    pub const fn handing(self, handed: &'static [(&'static str, &'static str)]) -> Spec {
+        Spec { handed, ..self }
+    }
+
+    /// This record, its `NAME-SUB` spellings its own ([`Spec::dashed`]).
+    pub const fn dashed(self) -> Spec {
+        Spec {
+            dashed: true,
+            ..self
         }
     }
 
@@ -53,10 +100,11 @@ impl Spec {
             Runs::Fenced(_)
             | Runs::Wrapper(_)
             | Runs::Shell(_)
-            | Runs::Builtin
             | Runs::Runner(_)
             | Runs::Interpreter(_) => true,
-            Runs::Reader { takes_commands, .. } => *takes_commands,
+            Runs::Reader { takes_commands, .. } | Runs::Builtin { takes_commands, .. } => {
+                *takes_commands
+            }
             Runs::Data
             | Runs::Unknown
             | Runs::Waits
@@ -97,9 +145,15 @@ pub enum Runs {
     /// A shell taking `-c` code ([`ShellCode`]): a harness's argv-form tool command in it
     /// (`["bash", "-lc", TEXT]`) is its TEXT ([`shell_names`]).
     Shell(ShellCode),
-    /// One of the shell's own commands that runs its words as a command (`eval`,
-    /// `command`), read by [`crate::builtins`]; its record says only that.
-    Builtin,
+    /// One of the shell's own commands read by its record: those that run their words as
+    /// a command (`eval`, `command`) and those that print (`printf`, `print`). The rest
+    /// are [`crate::builtins`]'s. `takes_commands`: see [`Spec::takes_commands`].
+    Builtin {
+        /// The reader ([`crate::builtin_readers`]).
+        read: Reader,
+        /// Whether a word naming it among another program's words is read as a command.
+        takes_commands: bool,
+    },
     /// Runs a command in a way the guard does not follow ([`Runner`]): opaque once given one.
     Runner(Runner),
     /// Runs inline code or code from stdin ([`Interpreter`]).
@@ -281,6 +335,29 @@ fn is_versioned(program: &str, name: &str) -> bool {
     })
 }
 
+/// The record whose own spelling `program` is, and the subcommand it spells
+/// (`git-push`: git's, `push`; the subcommand may be empty) ([`Spec::dashed`]).
+pub fn dashed(program: &str) -> Option<(&'static Spec, &str)> {
+    FAMILIES
+        .iter()
+        .flat_map(|family| family.iter())
+        .filter(|spec| spec.dashed)
+        .find_map(|spec| {
+            spec.names.iter().find_map(|name| {
+                let sub = program.strip_prefix(name)?.strip_prefix('-')?;
+                Some((spec, sub))
+            })
+        })
+}
+
+/// Every record's environment variables that make its program run code.
+pub fn env_vars() -> impl Iterator<Item = &'static EnvVars> {
+    FAMILIES
+        .iter()
+        .flat_map(|family| family.iter())
+        .map(|spec| &spec.env)
+}
+
 /// Every name of a program that writes to the outside world.
 pub fn fenced_names() -> impl Iterator<Item = &'static str> {
     FAMILIES
@@ -310,6 +387,46 @@ mod tests {
             .collect();
         assert!(twice.is_empty(), "described twice: {twice:?}");
         assert!(seen.len() > 250, "{} names", seen.len());
+    }
+
+    #[test]
+    fn the_shells_own_commands_records_are_the_shells_own() {
+        let builtins = FAMILIES
+            .iter()
+            .flat_map(|family| family.iter())
+            .filter(|spec| matches!(spec.runs, Runs::Builtin { .. }))
+            .flat_map(|spec| spec.names.iter());
+        for name in builtins {
+            assert!(
+                row_fence_shell::lookup::is_shell_builtin(name),
+                "`{name}` is not the shell's own"
+            );
+        }
+    }
+
+    #[test]
+    fn only_git_owns_its_dashed_spellings() {
+        let dashed: Vec<&str> = FAMILIES
+            .iter()
+            .flat_map(|family| family.iter())
+            .filter(|spec| spec.dashed)
+            .flat_map(|spec| spec.names.iter().copied())
+            .collect();
+        assert_eq!(dashed, ["git"]);
+        let sub = |name| dashed_sub(name);
+        assert_eq!(sub("git-push"), Some("push"));
+        assert_eq!(sub("git-receive-pack"), Some("receive-pack"));
+        assert_eq!(sub("git-"), Some(""));
+        for name in ["git", "gitk", "gh-push", "row-fence-x", "xgit-push"] {
+            assert_eq!(sub(name), None, "{name}");
+        }
+    }
+
+    fn dashed_sub(name: &str) -> Option<&str> {
+        dashed(name).map(|(spec, sub)| {
+            assert_eq!(spec.names, ["git"]);
+            sub
+        })
     }
 
     #[test]

@@ -3,15 +3,41 @@
 //! socat…). Each record names its reader; the reader holds the program's own vocabulary
 //! (git's subcommands, gh's read-only verbs).
 
-use super::{Runs, Spec};
+use super::{EnvVars, Runs, Spec};
 use crate::readers;
+
+/// git's variables that make it run code or change what it runs (docs/git-layer.md,
+/// "Git's own layer": `GIT_SSH_COMMAND` overrides the transport gate's
+/// `core.sshCommand`).
+const GIT_ENV: EnvVars = EnvVars {
+    opaque: &[
+        "GIT_SSH_COMMAND",
+        "GIT_SSH",
+        "GIT_SSH_VARIANT",
+        "GIT_ASKPASS",
+        "GIT_EXEC_PATH",
+        "GIT_CONFIG",
+        "GIT_CONFIG_PARAMETERS",
+        "GIT_CONFIG_COUNT",
+        "GIT_CONFIG_GLOBAL",
+        "GIT_CONFIG_SYSTEM",
+        "GIT_PROXY_COMMAND",
+        "GIT_EXTERNAL_DIFF",
+        "GIT_TEMPLATE_DIR",
+        "GIT_ALLOW_PROTOCOL",
+    ],
+    opaque_prefixes: &["GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"],
+    code: &["GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_PAGER"],
+};
 
 /// The programs with a reader of their own.
 pub const SPECS: &[Spec] = &[
     Spec::new(
         &["git"],
         Runs::Fenced(|_, args, ctx, depth| crate::git::classify(args, ctx, depth)),
-    ),
+    )
+    .dashed()
+    .with_env(GIT_ENV),
     Spec::new(
         &["gh"],
         Runs::Fenced(|_, args, ctx, _| crate::gh::classify(args, ctx)),
@@ -116,14 +142,14 @@ pub const SPECS: &[Spec] = &[
             takes_commands: false,
         },
     ),
-    Spec {
-        names: &["rsync"],
-        runs: Runs::Reader {
+    Spec::new(
+        &["rsync"],
+        Runs::Reader {
             read: readers::rsync,
             takes_commands: false,
         },
-        handed: &[("-e", ""), ("--rsh", ""), ("--rsync-path", "")],
-    },
+    )
+    .handing(&[("-e", ""), ("--rsh", ""), ("--rsync-path", "")]),
     Spec::new(
         &["make", "gmake", "bmake"],
         Runs::Reader {

@@ -2,14 +2,35 @@
 //! command in a way the guard does not follow (on another host, in a container, under a
 //! debugger, later), opaque once they are given one.
 
-use super::{Runner, Runs, ShellCode, Spec};
+use super::{EnvVars, Runner, Runs, ShellCode, Spec};
+
+/// The shell's variables that run code (a startup file, a prompt, an imported function)
+/// or change what a command runs (`cd`'s `CDPATH`): the agent's shell's and the next
+/// one's.
+const SHELL_ENV: EnvVars = EnvVars {
+    opaque: &[
+        "BASH_ENV",
+        "ENV",
+        "PROMPT_COMMAND",
+        "PS0",
+        "PS1",
+        "PS2",
+        "PS4",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "CDPATH",
+    ],
+    opaque_prefixes: &["BASH_FUNC_"],
+    code: &[],
+};
 
 /// The shells and runners.
 pub const SPECS: &[Spec] = &[
     Spec::new(
         &["sh", "bash", "dash", "ash", "rbash"],
         Runs::Shell(ShellCode::Read),
-    ),
+    )
+    .with_env(SHELL_ENV),
     Spec::new(&["zsh"], Runs::Shell(ShellCode::ToolOnly)),
     // Debuggers, sandboxes and launchers that run the command they are given.
     Spec::new(
