@@ -756,6 +756,18 @@ fn the_daemon_pushes_for_an_allowed_lane_and_refuses_the_rest_at_the_write() {
         remote_ref(&site.remote, "refs/heads/feature/row-1").as_deref(),
         Some(theirs.as_str())
     );
+    // A commit for a push the daemon's stop interrupts (at the end).
+    let streaming = {
+        let mut noise = Vec::new();
+        fs::File::open("/dev/urandom")
+            .expect("urandom")
+            .take(1_500_000)
+            .read_to_end(&mut noise)
+            .expect("noise");
+        fs::write(b_tree.join("noise.bin"), noise).expect("noise file");
+        let new = site.commit(&b, &b_tree, "b-noise");
+        (new.clone(), pack_of(&b_tree, &new, &theirs))
+    };
     // The same-uid mode: the daemon's own uid (root here) names its lane by descriptor and
     // lease token, as an ask does; without a descriptor it is no lane and gets nothing.
     let same = site.home.path("same");
@@ -841,8 +853,35 @@ fn the_daemon_pushes_for_an_allowed_lane_and_refuses_the_rest_at_the_write() {
         "no ssh master process for {}",
         masters.display()
     );
+    // The daemon stops while a push streams to the forge: nothing is applied, and the
+    // forge's receive-pack is let end, so nothing of the push stays on its disk.
+    let (new, pack) = streaming;
+    let mut raw = Raw::open(&proxy, &url, &b_descriptor);
+    raw.send(&pkt(&format!(
+        "{theirs} {new} refs/heads/feature/row-1\0report-status side-band-64k\n"
+    )));
+    raw.send(b"0000");
+    raw.send(&pack[..pack.len() - 100]);
+    let until = Instant::now() + Duration::from_secs(10);
+    while quarantined() == 0 {
+        assert!(Instant::now() < until, "the pack never reached the forge");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let mut daemon = daemon;
     daemon.stop();
+    drop(raw);
+    let until = Instant::now() + Duration::from_secs(10);
+    while quarantined() > 0 {
+        assert!(
+            Instant::now() < until,
+            "the daemon's stop left the push's objects on the forge"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        remote_ref(&site.remote, "refs/heads/feature/row-1").as_deref(),
+        Some(theirs.as_str())
+    );
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while named(&masters) && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));

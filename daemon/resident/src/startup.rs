@@ -407,7 +407,7 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
     // The forge API names a lane of another uid by the broker's bindings, when it is on.
     let bindings = broker.as_ref().map(|prepared| prepared.shared.clone());
     // The push socket pushes with the broker's keys, for the broker's bound lanes.
-    let mut push_masters = None;
+    let mut push_task = None;
     let push_guard = match (push, bindings.clone()) {
         (Some(prepared), Some(shared)) => {
             let crate::push::Prepared {
@@ -415,7 +415,6 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
                 listener,
                 guard,
             } = prepared;
-            push_masters = Some(push_settings.masters.clone());
             tracing::info!(
                 socket = %guard.path().display(),
                 forges = push_settings.forges.len(),
@@ -428,13 +427,13 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
                 paths::euid(),
             ));
             let resident = resident.clone();
-            tokio::spawn(async move {
+            push_task = Some(tokio::spawn(async move {
                 let served = crate::push::run(listener, pusher, resident.shutdown.clone()).await;
                 if let Err(e) = served {
                     tracing::error!(error = %e, "cannot poll the push socket");
                     resident.stop(EXIT_START_FAILED);
                 }
-            });
+            }));
             Some(guard)
         }
         _ => None,
@@ -497,9 +496,11 @@ async fn serve(options: Options, prepared: Prepared) -> i32 {
     crate::supervisor::ready(&settings.socket);
     server::run(listener, resident.clone(), resident.shutdown.clone()).await;
     crate::supervisor::stopping();
-    if let Some(masters) = push_masters {
-        // The daemon's ssh masters end with it, not after their idle time.
-        crate::push::forge::close_masters(&masters).await;
+    if let Some(task) = push_task {
+        // The pushes in flight are dropped and their forge sessions closed, then the
+        // daemon's ssh masters end (push::run), before the runtime goes.
+        let within = crate::push::STOP_GRACE * 2 + Duration::from_secs(3);
+        let _ = tokio::time::timeout(within, task).await;
     }
     judge.refusals.close();
     if let Err(e) = marks.flush() {

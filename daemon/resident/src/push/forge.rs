@@ -80,6 +80,8 @@ enum Arm {
     },
     /// The HTTPS arm: smart HTTP's two requests in a task of their own ([`super::https`]).
     Https(exchange::Exchange),
+    /// Ended or handed to [`close`].
+    Gone,
 }
 
 impl Connection {
@@ -143,53 +145,85 @@ impl Connection {
     /// the forge's input is closed and its answer read (its `receive-pack` then fails on a
     /// pack cut short and removes what it received), for at most [`GRACE`] in a task of
     /// its own, then ssh is killed: a `receive-pack` killed while it still wrote would
-    /// leave the pushed objects in its quarantine on the forge's disk. The HTTPS arm
-    /// aborts its request before its body ends.
-    pub async fn kill(self) {
-        let Connection {
-            mut reader,
-            writer,
-            arm,
-        } = self;
-        match arm {
-            Arm::Https(mut exchange) => {
-                // Aborted before its input closes: a closed input ends the request's
-                // body, an abort never sends its end (ARCHITECTURE.md, "Push proxy").
-                exchange.abort();
-                drop(writer);
-                exchange.wait().await;
-            }
-            Arm::Ssh { mut child, stderr } => {
-                drop(writer);
-                tokio::spawn(async move {
-                    let ended = tokio::time::timeout(GRACE, async {
-                        let mut answer = (&mut reader).take(MAX_DRAINED_BYTES);
-                        let _ = tokio::io::copy(&mut answer, &mut tokio::io::sink()).await;
-                        child.wait().await
-                    })
-                    .await;
-                    if ended.is_err() {
-                        let _ = child.start_kill();
-                        let _ = child.wait().await;
-                    }
-                    stderr.abort();
-                });
-            }
+    /// leave the pushed objects in its quarantine on the forge's disk. Dropping a
+    /// connection does the same. The HTTPS arm aborts its request before its body ends.
+    pub async fn kill(mut self) {
+        if let Arm::Https(exchange) = &mut self.arm {
+            // Aborted before its input closes: a closed input ends the request's body,
+            // an abort never sends its end (ARCHITECTURE.md, "Push proxy").
+            exchange.abort();
+            self.writer = None;
+            exchange.wait().await;
         }
     }
 
     /// Waits for the connection to end; what it said on stderr, trimmed to a line.
     pub async fn finish(mut self) -> (bool, String) {
         self.writer = None;
-        match self.arm {
+        match std::mem::replace(&mut self.arm, Arm::Gone) {
             Arm::Ssh { mut child, stderr } => {
                 let ok = child.wait().await.is_ok_and(|s| s.success());
                 let said = stderr.await.unwrap_or_default();
                 (ok, one_line(&said))
             }
             Arm::Https(exchange) => exchange.finish().await,
+            Arm::Gone => (false, String::new()),
         }
     }
+}
+
+/// A connection dropped before it ended (a refusal, the push's deadline, the daemon's
+/// stop) is ended as [`Connection::kill`] ends it: over ssh in a task of its own, which
+/// [`closed`] waits for.
+impl Drop for Connection {
+    fn drop(&mut self) {
+        let Arm::Ssh { child, stderr } = std::mem::replace(&mut self.arm, Arm::Gone) else {
+            return;
+        };
+        self.writer = None;
+        let reader = std::mem::replace(&mut self.reader, Box::new(tokio::io::empty()));
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                drop(runtime.spawn(CLOSING.track_future(close(child, reader, stderr))));
+            }
+            Err(_) => {
+                let mut child = child;
+                let _ = child.start_kill();
+            }
+        }
+    }
+}
+
+/// The ssh connections being ended ([`Connection`]'s drop).
+static CLOSING: std::sync::LazyLock<tokio_util::task::TaskTracker> =
+    std::sync::LazyLock::new(tokio_util::task::TaskTracker::new);
+
+/// Waits until every dropped ssh connection has ended, at most `within` (the daemon's
+/// stop, before its masters end).
+pub async fn closed(within: std::time::Duration) {
+    CLOSING.close();
+    let _ = tokio::time::timeout(within, CLOSING.wait()).await;
+    CLOSING.reopen();
+}
+
+/// Lets the forge's `receive-pack` end on its input's end: its answer read for at most
+/// [`GRACE`], then ssh killed.
+async fn close(
+    mut child: Child,
+    mut reader: Box<dyn AsyncRead + Unpin + Send>,
+    stderr: tokio::task::JoinHandle<Vec<u8>>,
+) {
+    let ended = tokio::time::timeout(GRACE, async {
+        let mut answer = (&mut reader).take(MAX_DRAINED_BYTES);
+        let _ = tokio::io::copy(&mut answer, &mut tokio::io::sink()).await;
+        child.wait().await
+    })
+    .await;
+    if ended.is_err() {
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+    }
+    stderr.abort();
 }
 
 /// ssh's stderr on one line, for an error message.

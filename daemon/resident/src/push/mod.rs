@@ -260,8 +260,8 @@ pub struct Pusher {
     pub own_uid: u32,
     /// Numbers the pushes' private directories.
     next: AtomicU64,
-    /// Bounds the pushes served at once.
-    slots: Semaphore,
+    /// Bounds the pushes served at once (taken once a lane is judged).
+    pub slots: Semaphore,
     /// Pushes in flight per peer uid (`None`: a uid the socket could not tell).
     per_uid: std::sync::Mutex<std::collections::HashMap<Option<u32>, usize>>,
 }
@@ -337,16 +337,22 @@ impl Drop for Workdir {
     }
 }
 
-/// Serves the push socket until `shutdown` is cancelled.
+/// How long the daemon's stop waits for its pushes' forge sessions to end.
+pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(7);
+
+/// Serves the push socket until `shutdown` is cancelled. Then the pushes in flight are
+/// dropped (each forge session's input closed, so the forge applies nothing and keeps
+/// nothing), then the daemon's ssh masters end.
 pub async fn run(
     listener: std::os::unix::net::UnixListener,
     pusher: Arc<Pusher>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let listener = tokio::net::UnixListener::from_std(listener)?;
+    let sessions = tokio_util::task::TaskTracker::new();
     loop {
         let accepted = tokio::select! {
-            _ = shutdown.cancelled() => return Ok(()),
+            _ = shutdown.cancelled() => break,
             accepted = listener.accept() => accepted,
         };
         let stream = match accepted {
@@ -358,23 +364,26 @@ pub async fn run(
             }
         };
         let pusher = pusher.clone();
-        tokio::spawn(async move {
+        let stop = shutdown.clone();
+        sessions.spawn(async move {
             let uid = stream.peer_cred().ok().map(|c| c.uid());
-            let busy = match (pusher.slots.try_acquire(), pusher.take_uid(uid)) {
-                (Ok(_slot), Some(_mine)) => {
-                    session::serve(&pusher, stream).await;
-                    return;
-                }
-                (Err(_), _) => format!(
-                    "the daemon is serving {MAX_PUSHES} pushes already; push again in a moment"
-                ),
-                (Ok(_), None) => format!(
-                    "this uid has {MAX_PUSHES_PER_UID} pushes in flight already; push again when one ends"
-                ),
-            };
+            // The daemon-wide slots are taken once the lane is judged (the session), so
+            // refused lanes hold their own uid's slots only.
+            if let Some(_mine) = pusher.take_uid(uid) {
+                session::serve(&pusher, stream, &stop).await;
+                return;
+            }
             use tokio::io::AsyncWriteExt;
+            let busy = format!(
+                "this uid has {MAX_PUSHES_PER_UID} pushes in flight already; push again when one ends"
+            );
             let mut stream = stream;
             let _ = stream.write_all(&answer::error_line(&busy)).await;
         });
     }
+    sessions.close();
+    let _ = tokio::time::timeout(STOP_GRACE, sessions.wait()).await;
+    forge::closed(STOP_GRACE).await;
+    forge::close_masters(&pusher.settings.masters).await;
+    Ok(())
 }

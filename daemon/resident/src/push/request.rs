@@ -99,6 +99,10 @@ pub enum RequestError {
     /// A capability asked for that was not advertised to the lane.
     #[error("the push request asks for the capability {0:?}, which was not advertised")]
     Capability(String),
+    /// A push option git would not send: not UTF-8, or holding a newline or another
+    /// control character (a forge's hook reading options by line would see two).
+    #[error("the push option {0:?} is not one line of text (git sends none such)")]
+    Option(String),
 }
 
 impl Request {
@@ -166,14 +170,22 @@ impl Request {
         if lines.len() > MAX_OPTIONS {
             return Err(RequestError::TooMany(MAX_OPTIONS, "push options"));
         }
-        self.options = lines
-            .iter()
-            .map(|l| {
-                String::from_utf8_lossy(l)
-                    .trim_end_matches('\n')
-                    .to_string()
-            })
-            .collect();
+        let mut options = Vec::with_capacity(lines.len());
+        for line in lines {
+            let bare = line.strip_suffix(b"\n").unwrap_or(line);
+            let text = std::str::from_utf8(bare)
+                .ok()
+                .filter(|t| !t.chars().any(char::is_control));
+            match text {
+                Some(t) => options.push(t.to_string()),
+                None => {
+                    return Err(RequestError::Option(
+                        String::from_utf8_lossy(line).into_owned(),
+                    ));
+                }
+            }
+        }
+        self.options = options;
         Ok(())
     }
 
@@ -297,5 +309,39 @@ mod tests {
         let lines =
             vec![format!("{} {} refs/heads/x\0report-status", oid('a'), oid('0')).into_bytes()];
         assert!(!Request::parse(&lines, 40).unwrap().has_pack());
+    }
+
+    #[test]
+    fn a_push_option_is_one_line_of_text() {
+        let mut r = Request::default();
+        r.set_options(&[b"ci.skip\n".to_vec(), b"ci.skip=1".to_vec()])
+            .unwrap();
+        assert_eq!(r.options, ["ci.skip", "ci.skip=1"]);
+        for bad in [
+            &b"ci.skip=x\nmerge_request.create"[..],
+            b"ci.skip=x\rmerge",
+            b"ci.skip\0merge_request.create",
+            b"ci.skip\n\n",
+            b"ci.skip=\xff",
+        ] {
+            assert!(
+                matches!(r.set_options(&[bad.to_vec()]), Err(RequestError::Option(_))),
+                "{bad:?}"
+            );
+        }
+        r.set_options(&[b"ci.skip=1".to_vec(), b"merge_request.create".to_vec()])
+            .unwrap();
+        assert_eq!(
+            r.option_not_passed(&["ci.skip".into()]),
+            Some("merge_request.create")
+        );
+        assert_eq!(
+            r.option_not_passed(&["ci.skip".into(), "merge_request.create".into()]),
+            None
+        );
+        assert_eq!(
+            r.option_not_passed(&["ci".into(), "merge_request.create".into()]),
+            Some("ci.skip=1")
+        );
     }
 }

@@ -37,12 +37,17 @@ use std::path::Path;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
+use tokio_util::sync::CancellationToken;
 
 /// The longest one push may take, end to end.
 pub const PUSH_DEADLINE: Duration = Duration::from_secs(30 * 60);
 
 /// The header must arrive this soon after the connection (the helper sends it at once).
 pub const HEADER_DEADLINE: Duration = Duration::from_secs(10);
+
+/// How long a lane refused before the forge was dialled may take to send its request and
+/// pack before it is let go.
+pub const REFUSED_DEADLINE: Duration = Duration::from_secs(60);
 
 /// How long connection 1 may take to end once the daemon has sent its flush.
 pub const FIRST_ENDS: Duration = Duration::from_secs(5);
@@ -73,10 +78,14 @@ pub enum PushError {
     /// The push took longer than [`PUSH_DEADLINE`].
     #[error("the push took longer than {} s", PUSH_DEADLINE.as_secs())]
     Deadline,
+    /// The daemon stopped before the push ended (nothing of it was applied).
+    #[error("the daemon stopped")]
+    Stopped,
 }
 
-/// Serves one connection on the push socket.
-pub async fn serve(pusher: &Pusher, stream: UnixStream) {
+/// Serves one connection on the push socket, until the push ends or `stop` (the daemon's
+/// stop) drops it.
+pub async fn serve(pusher: &Pusher, stream: UnixStream, stop: &CancellationToken) {
     let cred = stream.peer_cred().ok();
     let uid = cred.map(|c| c.uid());
     let who = match cred {
@@ -85,9 +94,12 @@ pub async fn serve(pusher: &Pusher, stream: UnixStream) {
     };
     let (r, mut w) = stream.into_split();
     let mut r = BufReader::new(r);
-    let outcome =
-        tokio::time::timeout(PUSH_DEADLINE, push(pusher, uid, &who, &mut r, &mut w)).await;
-    let result = outcome.unwrap_or(Err(PushError::Deadline));
+    let result = tokio::select! {
+        outcome = tokio::time::timeout(PUSH_DEADLINE, push(pusher, uid, &who, &mut r, &mut w)) => {
+            outcome.unwrap_or(Err(PushError::Deadline))
+        }
+        _ = stop.cancelled() => Err(PushError::Stopped),
+    };
     match result {
         Ok(()) => tracing::debug!(peer = %who, "a push through the daemon ended"),
         Err(e) => tracing::info!(peer = %who, error = %e, "a push through the daemon did not land"),
@@ -152,8 +164,20 @@ where
     // The lease and the repository, before the forge is dialled: a refused lane gets
     // nothing of the forge, not even its refs.
     if let Err(refusal) = lane::judge_reach(judge, &lane, uid, who, &target.repository).await {
-        return refused_unseen(pusher, uid, who, refusal, lane_in, lane_out).await;
+        let refused = refused_unseen(pusher, uid, who, refusal, lane_in, lane_out);
+        // A refused lane's answer is bounded in time too: it holds its uid's slot.
+        return tokio::time::timeout(REFUSED_DEADLINE, refused)
+            .await
+            .unwrap_or(Err(PushError::Deadline));
     }
+    let Ok(_slot) = pusher.slots.try_acquire() else {
+        let busy = format!(
+            "the daemon is serving {} pushes already; push again in a moment",
+            super::MAX_PUSHES
+        );
+        let _ = lane_out.write_all(&answer::error_line(&busy)).await;
+        return Err(PushError::Refused(busy));
+    };
     let dir = pusher.workdir().map_err(PushError::Disk)?;
     let files = ssh_files(pusher, &dir.0, &target, &lane).map_err(PushError::Disk)?;
     let agent = super::agent::serve(&files.agent, pusher.shared.clone(), lane.key_owner())

@@ -115,7 +115,15 @@ pub async fn spool_teed<R: AsyncBufRead + Unpin>(
         .open(path)
         .await
         .map_err(SpoolError::Disk)?;
-    read_pack(lane, Some(file), max, format, tee).await
+    read_pack(
+        lane,
+        Some(file),
+        max,
+        max.saturating_mul(INFLATE_FACTOR),
+        format,
+        tee,
+    )
+    .await
 }
 
 /// Reads the lane's pack to its end as [`spool`] does, keeping nothing: for a push refused
@@ -126,14 +134,32 @@ pub async fn drain<R: AsyncBufRead + Unpin>(
     max: u64,
     format: &str,
 ) -> Result<u64, SpoolError> {
-    read_pack(lane, None, max, format, None).await
+    // A refused lane's pack buys it no more work than its answer needs.
+    let max = max.min(MAX_DRAINED_BYTES);
+    read_pack(
+        lane,
+        None,
+        max,
+        max.saturating_mul(DRAIN_INFLATE_FACTOR),
+        format,
+        None,
+    )
+    .await
 }
 
-/// The pack read to its end: into `file` when given, and to `tee`.
+/// The most of a refused push's pack read before it is answered anyway, in bytes.
+pub const MAX_DRAINED_BYTES: u64 = 64 * 1024 * 1024;
+
+/// A drained pack's objects may inflate to at most this many times [`MAX_DRAINED_BYTES`].
+pub const DRAIN_INFLATE_FACTOR: u64 = 4;
+
+/// The pack read to its end: into `file` when given, and to `tee`; at most `max` bytes,
+/// its objects inflating to at most `budget` bytes in all.
 async fn read_pack<R: AsyncBufRead + Unpin>(
     lane: &mut R,
     file: Option<tokio::fs::File>,
     max: u64,
+    budget: u64,
     format: &str,
     tee: Option<Tee>,
 ) -> Result<u64, SpoolError> {
@@ -152,7 +178,7 @@ async fn read_pack<R: AsyncBufRead + Unpin>(
     let id_len = out.hasher.digest_len();
     // What the pack's objects may inflate to, all together: a zlib stream of zeros
     // inflates a thousandfold, and this bounds the work a lane's pack can ask for.
-    let mut budget = max.saturating_mul(INFLATE_FACTOR);
+    let mut budget = budget;
     for _ in 0..count {
         let mut c = read_u8(lane).await?;
         out.record(&[c]).await?;
