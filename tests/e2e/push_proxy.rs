@@ -302,12 +302,17 @@ fn the_daemon_pushes_for_an_allowed_lane_and_refuses_the_rest_at_the_write() {
     args.extend(site.forge_args());
     args.extend(proxy.args());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    // What a daemon killed mid-push left in the spool is cleared by the next one.
+    let stale = proxy.spool.join("999999-0");
+    fs::create_dir_all(&stale).expect("a stale spool dir");
+    fs::write(stale.join("pack"), b"PACK").expect("a stale pack");
     let daemon = site.home.daemon_with(&args, &[]);
     assert!(
         proxy.socket.exists(),
         "no push socket: {}",
         daemon.log_text()
     );
+    assert!(!stale.exists(), "a dead daemon's spool was kept");
     // lane-a is wired by `install broker --push-forge` (the socket from its git config);
     // lane-b by hand (the pushInsteadOf alone, the socket from the environment).
     let a_config = a_tree.join(".git/config");
@@ -721,6 +726,42 @@ fn the_daemon_pushes_for_an_allowed_lane_and_refuses_the_rest_at_the_write() {
         remote_ref(&site.remote, "refs/heads/feature/row-1").as_deref(),
         Some(head.as_str())
     );
+
+    // A push judged ALLOWED when it starts and whose lease expires while its pack
+    // uploads does not land: the second judgement is at the write.
+    let short = site.home.path("short-lease.json");
+    operator(
+        &site,
+        &[
+            "acquire",
+            "board-1",
+            "row-3",
+            "--lane",
+            "lane-r",
+            "--ttl",
+            "8s",
+            "--write-descriptor",
+            &short.display().to_string(),
+        ],
+    );
+    let lease_ends = Instant::now() + Duration::from_secs(8);
+    let mut raw = Raw::open(&proxy, &url, &short);
+    raw.send(&pkt(&format!(
+        "{} {c} refs/heads/feature/row-3\0report-status side-band-64k\n",
+        "0".repeat(40)
+    )));
+    raw.send(b"0000");
+    raw.send(&pack[..pack.len() / 2]);
+    while Instant::now() < lease_ends + Duration::from_millis(500) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    raw.send(&pack[pack.len() / 2..]);
+    let said = raw.answer();
+    assert!(
+        said.contains("ng refs/heads/feature/row-3 row-fence: REFUSED"),
+        "a push whose lease expired mid-upload: {said}"
+    );
+    assert_eq!(remote_ref(&site.remote, "refs/heads/feature/row-3"), None);
 
     // The new holder's push lands right after, through the same daemon.
     let ran = proxy.push(

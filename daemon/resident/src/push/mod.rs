@@ -225,6 +225,13 @@ pub fn prepare(
     }
     crate::broker::prepare_dir(&raw.socket)?;
     let (listener, guard) = socket::bind(&raw.socket)?;
+    // The push socket is this daemon's now: what an earlier one left in the spool (killed
+    // mid-push, so its pushes' directories were never removed) is nobody's.
+    if let Ok(entries) = std::fs::read_dir(&spool) {
+        for entry in entries.flatten() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
     let opened = std::fs::set_permissions(&raw.socket, std::fs::Permissions::from_mode(0o666))
         .and_then(|_| listener.set_nonblocking(true));
     if let Err(source) = opened {
@@ -341,8 +348,8 @@ impl Drop for Workdir {
 pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(7);
 
 /// Serves the push socket until `shutdown` is cancelled. Then the pushes in flight are
-/// dropped (each forge session's input closed, so the forge applies nothing and keeps
-/// nothing), then the daemon's ssh masters end.
+/// dropped (each forge session's input closed: a pack whose last bytes were not sent is
+/// not applied and its quarantine is removed), then the daemon's ssh masters end.
 pub async fn run(
     listener: std::os::unix::net::UnixListener,
     pusher: Arc<Pusher>,

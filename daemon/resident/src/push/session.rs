@@ -45,8 +45,7 @@ pub const PUSH_DEADLINE: Duration = Duration::from_secs(30 * 60);
 /// The header must arrive this soon after the connection (the helper sends it at once).
 pub const HEADER_DEADLINE: Duration = Duration::from_secs(10);
 
-/// How long a lane refused before the forge was dialled may take to send its request and
-/// pack before it is let go.
+/// How long a refused lane may take to send its request and pack before it is let go.
 pub const REFUSED_DEADLINE: Duration = Duration::from_secs(60);
 
 /// How long connection 1 may take to end once the daemon has sent its flush.
@@ -84,7 +83,8 @@ pub enum PushError {
 }
 
 /// Serves one connection on the push socket, until the push ends or `stop` (the daemon's
-/// stop) drops it.
+/// stop) drops it: a push whose last bytes were not sent is not applied; one whose last
+/// bytes were sent is the forge's to apply, and its lane sees the connection end.
 pub async fn serve(pusher: &Pusher, stream: UnixStream, stop: &CancellationToken) {
     let cred = stream.peer_cred().ok();
     let uid = cred.map(|c| c.uid());
@@ -170,14 +170,6 @@ where
             .await
             .unwrap_or(Err(PushError::Deadline));
     }
-    let Ok(_slot) = pusher.slots.try_acquire() else {
-        let busy = format!(
-            "the daemon is serving {} pushes already; push again in a moment",
-            super::MAX_PUSHES
-        );
-        let _ = lane_out.write_all(&answer::error_line(&busy)).await;
-        return Err(PushError::Refused(busy));
-    };
     let dir = pusher.workdir().map_err(PushError::Disk)?;
     let files = ssh_files(pusher, &dir.0, &target, &lane).map_err(PushError::Disk)?;
     let agent = super::agent::serve(&files.agent, pusher.shared.clone(), lane.key_owner())
@@ -276,8 +268,15 @@ where
     // it (the second judgement holds the proof).
     let assumed: Vec<RefUpdate> = request.commands.iter().map(|c| c.update(true)).collect();
     let judged = lane::judge(&pusher.judge, lane, uid, who, &target.repository, &assumed).await;
+    // A daemon-wide slot is held from here to the push's end: a lane stalling before its
+    // request, or refused, holds only its own uid's.
+    let slot = match &judged {
+        Ok(_) => pusher.slots.try_acquire().ok(),
+        Err(_) => None,
+    };
+    let busy = judged.is_ok() && slot.is_none();
     let (mut second, advert2) = match (judged, dialled) {
-        (Ok(_), Ok(dialled)) => dialled,
+        (Ok(_), Ok(dialled)) if !busy => dialled,
         (judged, dialled) => {
             let dialled = match dialled {
                 Ok((conn, _)) => {
@@ -290,6 +289,13 @@ where
             let spooled = drain_pack(pusher, &request, lane_in, &format).await;
             return match (judged, spooled) {
                 (Err(refusal), _) => refused(&request, lane_out, refusal).await,
+                (Ok(_), _) if busy => {
+                    let why = format!(
+                        "the daemon is serving {} pushes already; push again in a moment",
+                        super::MAX_PUSHES
+                    );
+                    refuse_all(pusher, uid, who, &request, lane_out, &why, None).await
+                }
                 (Ok(_), Err(e)) => {
                     let unpack = e.to_string();
                     refuse_all(pusher, uid, who, &request, lane_out, &unpack, Some(&unpack)).await
@@ -455,7 +461,13 @@ async fn drain_pack<R: AsyncRead + Unpin>(
         return Ok(None);
     }
     let max = pusher.settings.max_pack_bytes;
-    spool::drain(lane_in, max, format).await.map(Some)
+    // A refused lane's pack is taken for a bounded time too: it holds its uid's slot.
+    match tokio::time::timeout(REFUSED_DEADLINE, spool::drain(lane_in, max, format)).await {
+        Ok(drained) => drained.map(Some),
+        Err(_) => Err(spool::SpoolError::TooSlow {
+            within_s: REFUSED_DEADLINE.as_secs(),
+        }),
+    }
 }
 
 /// The lane's pack spooled (and given to `tee`); `None` when every command is a delete.

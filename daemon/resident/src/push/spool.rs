@@ -31,7 +31,24 @@ pub enum SpoolError {
     /// The lane's connection.
     #[error("reading the pack from the lane: {0}")]
     Lane(std::io::Error),
+    /// The pack came too slowly: slower than [`MIN_PACE_BYTES_PER_S`] after
+    /// [`PACE_GRACE`], or not whole within `within_s` seconds (a refused push's).
+    #[error(
+        "the pack arrives too slowly (a push holds one of the daemon's slots: at least {MIN_PACE_BYTES_PER_S} bytes/s after {} s, a refused one within {within_s} s)",
+        PACE_GRACE.as_secs()
+    )]
+    TooSlow {
+        /// The refused push's bound, in seconds (0: the pace alone).
+        within_s: u64,
+    },
 }
+
+/// Before this long, a pack may arrive at any pace (git compresses before it sends).
+pub const PACE_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// After [`PACE_GRACE`], a pack must have come at this average pace at least, in bytes per
+/// second: a lane trickling its pack would hold a push slot for the whole push deadline.
+pub const MIN_PACE_BYTES_PER_S: u64 = 16 * 1024;
 
 /// The pack trailer's hash, by the repository's object format.
 pub enum Hasher {
@@ -163,7 +180,40 @@ async fn read_pack<R: AsyncBufRead + Unpin>(
     format: &str,
     tee: Option<Tee>,
 ) -> Result<u64, SpoolError> {
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let reading = read_objects(lane, file, max, budget, format, tee, seen.clone());
+    tokio::select! {
+        read = reading => read,
+        () = too_slow(&seen) => Err(SpoolError::TooSlow { within_s: 0 }),
+    }
+}
+
+/// Ends when the pack's pace falls below [`MIN_PACE_BYTES_PER_S`] after [`PACE_GRACE`]
+/// (`seen`: the bytes read so far), stalled or trickling alike.
+async fn too_slow(seen: &std::sync::atomic::AtomicU64) {
+    let started = tokio::time::Instant::now();
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let elapsed = started.elapsed();
+        let read = seen.load(std::sync::atomic::Ordering::Relaxed);
+        if elapsed > PACE_GRACE && read < MIN_PACE_BYTES_PER_S.saturating_mul(elapsed.as_secs()) {
+            return;
+        }
+    }
+}
+
+/// [`read_pack`]'s reading, each byte counted in `seen`.
+async fn read_objects<R: AsyncBufRead + Unpin>(
+    lane: &mut R,
+    file: Option<tokio::fs::File>,
+    max: u64,
+    budget: u64,
+    format: &str,
+    tee: Option<Tee>,
+    seen: std::sync::Arc<std::sync::atomic::AtomicU64>,
+) -> Result<u64, SpoolError> {
     let mut out = Recorder {
+        seen,
         file: file.map(tokio::io::BufWriter::new),
         hasher: Hasher::for_format(format),
         total: 0,
@@ -238,6 +288,8 @@ async fn read_pack<R: AsyncBufRead + Unpin>(
 /// Where the pack's bytes go as they are read: the file and the trailer's hash, counted
 /// against the bound, and the copy.
 struct Recorder {
+    /// The bytes read so far, for the pace ([`too_slow`]).
+    seen: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// `None`: drained, not spooled.
     file: Option<tokio::io::BufWriter<tokio::fs::File>>,
     hasher: Hasher,
@@ -254,6 +306,8 @@ impl Recorder {
         if self.total > self.max {
             return Err(SpoolError::TooLarge { max: self.max });
         }
+        self.seen
+            .store(self.total, std::sync::atomic::Ordering::Relaxed);
         self.hasher.update(bytes);
         if let Some(file) = self.file.as_mut() {
             file.write_all(bytes).await.map_err(SpoolError::Disk)?;
@@ -480,5 +534,23 @@ mod tests {
         let mut not_a_pack: &[u8] = b"JUNKJUNKJUNKJUNK";
         let e = spool(&mut not_a_pack, &dir.path().join("d"), 1 << 20, "sha1").await;
         assert!(matches!(e, Err(SpoolError::Corrupt(_))), "{e:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pack_that_stalls_is_let_go_once_its_pace_falls_short() {
+        let (mut lane, reading) = tokio::io::duplex(1024);
+        lane.write_all(b"PACK\0\0\0\x02\0\0\0\x01\x30")
+            .await
+            .unwrap();
+        let mut reading = tokio::io::BufReader::new(reading);
+        let dir = tempfile::tempdir().unwrap();
+        let started = tokio::time::Instant::now();
+        let e = spool(&mut reading, &dir.path().join("p"), 1 << 20, "sha1").await;
+        assert!(
+            matches!(e, Err(SpoolError::TooSlow { within_s: 0 })),
+            "{e:?}"
+        );
+        assert!(started.elapsed() >= PACE_GRACE, "{:?}", started.elapsed());
+        drop(lane);
     }
 }
