@@ -52,6 +52,9 @@ pub const DEFAULT_MAX_PACK_BYTES: u64 = 1024 * 1024 * 1024;
 /// spool file at most).
 pub const MAX_PUSHES: usize = 16;
 
+/// Pushes served beyond [`MAX_PUSHES`], one each for a uid that holds no slot.
+pub const MAX_FAIR_PUSHES: usize = 48;
+
 /// Pushes one peer uid may have in flight at once, so one lane cannot hold every slot.
 pub const MAX_PUSHES_PER_UID: usize = 4;
 
@@ -267,10 +270,75 @@ pub struct Pusher {
     pub own_uid: u32,
     /// Numbers the pushes' private directories.
     next: AtomicU64,
-    /// Bounds the pushes served at once (taken once a lane is judged).
-    pub slots: Semaphore,
+    /// The daemon-wide slots of judged pushes.
+    pub slots: Slots,
     /// Pushes in flight per peer uid (`None`: a uid the socket could not tell).
     per_uid: std::sync::Mutex<std::collections::HashMap<Option<u32>, usize>>,
+}
+
+/// The daemon-wide slots of judged pushes: a bound on pushes under way, with room kept
+/// for a uid that has none, so lanes filling the bound cannot starve another lane.
+pub struct Slots {
+    /// Taken once a lane is judged, until its last bytes are sent.
+    slots: Semaphore,
+    /// Beyond `slots`, one each for a uid holding none.
+    fair: Semaphore,
+    /// Slots held per peer uid.
+    held: std::sync::Mutex<std::collections::HashMap<Option<u32>, usize>>,
+}
+
+impl Slots {
+    /// `bound` slots, and `fair` more for uids holding none.
+    pub fn new(bound: usize, fair: usize) -> Slots {
+        Slots {
+            slots: Semaphore::new(bound),
+            fair: Semaphore::new(fair),
+            held: std::sync::Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+
+    /// A slot for a judged push of `uid`: one of the bound, or, when those are all held,
+    /// one of the fair ones if `uid` holds none. `None`: busy.
+    pub fn hold(&self, uid: Option<u32>) -> Option<Held<'_>> {
+        let mut held = crate::sync::lock(&self.held);
+        let mine = held.entry(uid).or_insert(0);
+        let permit = match self.slots.try_acquire() {
+            Ok(permit) => permit,
+            Err(_) if *mine == 0 => match self.fair.try_acquire() {
+                Ok(permit) => permit,
+                Err(_) => {
+                    held.remove(&uid);
+                    return None;
+                }
+            },
+            Err(_) => return None,
+        };
+        *mine += 1;
+        Some(Held {
+            slots: self,
+            uid,
+            _permit: permit,
+        })
+    }
+}
+
+/// A slot held by a judged push, given back when dropped.
+pub struct Held<'a> {
+    slots: &'a Slots,
+    uid: Option<u32>,
+    _permit: tokio::sync::SemaphorePermit<'a>,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        let mut held = crate::sync::lock(&self.slots.held);
+        if let Some(count) = held.get_mut(&self.uid) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                held.remove(&self.uid);
+            }
+        }
+    }
 }
 
 /// One push's place in its uid's count, given back when the push ends.
@@ -318,7 +386,7 @@ impl Pusher {
             settings,
             own_uid,
             next: AtomicU64::new(0),
-            slots: Semaphore::new(MAX_PUSHES),
+            slots: Slots::new(MAX_PUSHES, MAX_FAIR_PUSHES),
             per_uid: Default::default(),
         }
     }
@@ -393,4 +461,28 @@ pub async fn run(
     forge::closed(STOP_GRACE).await;
     forge::close_masters(&pusher.settings.masters).await;
     Ok(())
+}
+
+#[cfg(test)]
+mod slot_tests {
+    use super::Slots;
+
+    #[test]
+    fn lanes_filling_the_slots_leave_one_for_a_uid_holding_none() {
+        let slots = Slots::new(4, 2);
+        let mut taken: Vec<_> = (0..4).map(|_| slots.hold(Some(1)).unwrap()).collect();
+        // The bound is full: the uid holding them gets no more, another gets a fair one,
+        // once.
+        assert!(slots.hold(Some(1)).is_none());
+        let fair = slots.hold(Some(2)).expect("a fair slot for uid 2");
+        assert!(slots.hold(Some(2)).is_none());
+        let third = slots.hold(Some(3)).expect("a fair slot for uid 3");
+        assert!(
+            slots.hold(Some(4)).is_none(),
+            "the fair slots are bounded too"
+        );
+        drop((fair, third));
+        taken.pop();
+        assert!(slots.hold(Some(2)).is_some(), "a freed slot is taken again");
+    }
 }

@@ -271,7 +271,7 @@ where
     // A daemon-wide slot is held from here to the push's end: a lane stalling before its
     // request, or refused, holds only its own uid's.
     let slot = match &judged {
-        Ok(_) => pusher.slots.try_acquire().ok(),
+        Ok(_) => pusher.slots.hold(uid),
         Err(_) => None,
     };
     let busy = judged.is_ok() && slot.is_none();
@@ -394,6 +394,9 @@ where
         return refuse_all(pusher, uid, who, &request, lane_out, &why, Some(&why)).await;
     }
     second.writer = None;
+    // The write is the forge's now: relaying its answer holds no daemon-wide slot (a slow
+    // forge hook, or a lane not reading a long report, keeps only its uid's).
+    drop(slot);
     if !notes.is_empty() {
         let _ = lane_out.write_all(&notes).await;
     }
@@ -464,7 +467,7 @@ async fn drain_pack<R: AsyncRead + Unpin>(
     // A refused lane's pack is taken for a bounded time too: it holds its uid's slot.
     match tokio::time::timeout(REFUSED_DEADLINE, spool::drain(lane_in, max, format)).await {
         Ok(drained) => drained.map(Some),
-        Err(_) => Err(spool::SpoolError::TooSlow {
+        Err(_) => Err(spool::SpoolError::NotWithin {
             within_s: REFUSED_DEADLINE.as_secs(),
         }),
     }

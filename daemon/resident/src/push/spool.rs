@@ -31,14 +31,16 @@ pub enum SpoolError {
     /// The lane's connection.
     #[error("reading the pack from the lane: {0}")]
     Lane(std::io::Error),
-    /// The pack came too slowly: slower than [`MIN_PACE_BYTES_PER_S`] after
-    /// [`PACE_GRACE`], or not whole within `within_s` seconds (a refused push's).
+    /// The pack came slower than [`MIN_PACE_BYTES_PER_S`] on average after [`PACE_GRACE`].
     #[error(
-        "the pack arrives too slowly (a push holds one of the daemon's slots: at least {MIN_PACE_BYTES_PER_S} bytes/s after {} s, a refused one within {within_s} s)",
+        "the pack arrives too slowly (a push holds one of the daemon's slots: at least {MIN_PACE_BYTES_PER_S} bytes/s on average after its first {} s)",
         PACE_GRACE.as_secs()
     )]
-    TooSlow {
-        /// The refused push's bound, in seconds (0: the pace alone).
+    TooSlow,
+    /// A refused push's pack did not end within `within_s` seconds.
+    #[error("a refused push's pack did not end within {within_s} s")]
+    NotWithin {
+        /// The bound, in seconds.
         within_s: u64,
     },
 }
@@ -184,7 +186,7 @@ async fn read_pack<R: AsyncBufRead + Unpin>(
     let reading = read_objects(lane, file, max, budget, format, tee, seen.clone());
     tokio::select! {
         read = reading => read,
-        () = too_slow(&seen) => Err(SpoolError::TooSlow { within_s: 0 }),
+        () = too_slow(&seen) => Err(SpoolError::TooSlow),
     }
 }
 
@@ -546,10 +548,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let started = tokio::time::Instant::now();
         let e = spool(&mut reading, &dir.path().join("p"), 1 << 20, "sha1").await;
-        assert!(
-            matches!(e, Err(SpoolError::TooSlow { within_s: 0 })),
-            "{e:?}"
-        );
+        assert!(matches!(e, Err(SpoolError::TooSlow)), "{e:?}");
         assert!(started.elapsed() >= PACE_GRACE, "{:?}", started.elapsed());
         drop(lane);
     }
