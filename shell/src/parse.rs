@@ -239,22 +239,7 @@ pub fn nesting_any(text: &str) -> usize {
             }
             _ => {}
         }
-        word_start = matches!(
-            b,
-            b' ' | b'\t'
-                | b'\n'
-                | b';'
-                | b'&'
-                | b'|'
-                | b'('
-                | b')'
-                | b'{'
-                | b'}'
-                | b'`'
-                | b'"'
-                | b'\''
-                | b'$'
-        );
+        word_start = is_separator(b);
         deepest = deepest.max(depth);
         i += 1;
     }

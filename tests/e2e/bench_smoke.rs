@@ -153,6 +153,31 @@ fn the_bench_refuses_binaries_of_another_build() {
     );
 }
 
+/// `row-fence-bench --smoke --only CASE` on the debug binaries: asserts it succeeded and
+/// wrote `report` (its own report) but not the main one; returns that report's text.
+fn smoke_only(case: &str, report: &str) -> String {
+    let bins = bin_dir();
+    let dir = tempfile::Builder::new()
+        .prefix("rfsmoke")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
+    let ran = run(Command::new(bins.join("row-fence-bench"))
+        .args(["--smoke", "--only", case, "--bin-dir"])
+        .arg(&bins)
+        .arg("--out")
+        .arg(dir.path().join("report.md")));
+    assert_eq!(
+        ran.code, 0,
+        "the {case} case failed:\n{}\n{}",
+        ran.stderr, ran.stdout
+    );
+    assert!(
+        !dir.path().join("report.md").exists(),
+        "--only wrote the main report"
+    );
+    fs::read_to_string(dir.path().join(report)).unwrap_or_else(|e| panic!("{report}: {e}"))
+}
+
 /// The key broker's case alone (`scripts/bench --only broker`, as root: sshd and a daemon
 /// under a uid of its own): a smoke run measures both arms and writes `broker.md`.
 #[test]
@@ -162,22 +187,7 @@ fn a_smoke_run_of_the_broker_case_pushes_through_both_agents_and_writes_its_repo
         0,
         "the broker case runs sshd and a daemon under another uid: run it as root (CI does)"
     );
-    let bins = bin_dir();
-    let dir = tempfile::Builder::new()
-        .prefix("rfsmoke")
-        .tempdir_in("/tmp")
-        .expect("tempdir");
-    let ran = run(Command::new(bins.join("row-fence-bench"))
-        .args(["--smoke", "--only", "broker", "--bin-dir"])
-        .arg(&bins)
-        .arg("--out")
-        .arg(dir.path().join("report.md")));
-    assert_eq!(
-        ran.code, 0,
-        "the broker case failed:\n{}\n{}",
-        ran.stderr, ran.stdout
-    );
-    let text = fs::read_to_string(dir.path().join("broker.md")).expect("broker.md");
+    let text = smoke_only("broker", "broker.md");
     for part in [
         "| broker (row-fence-resident) | 5 | 0 |",
         "| plain ssh-agent | 5 | 0 |",
@@ -185,32 +195,13 @@ fn a_smoke_run_of_the_broker_case_pushes_through_both_agents_and_writes_its_repo
     ] {
         assert!(text.contains(part), "the report lacks {part:?}:\n{text}");
     }
-    assert!(
-        !dir.path().join("report.md").exists(),
-        "--only wrote the main report"
-    );
 }
 
 /// The operator's console alone (`scripts/bench --only top`): a smoke run watches the board
 /// of 1,000 rows under tmux, sees every takeover on the screen and writes `top.md`.
 #[test]
 fn a_smoke_run_of_the_console_case_sees_each_takeover_and_writes_its_report() {
-    let bins = bin_dir();
-    let dir = tempfile::Builder::new()
-        .prefix("rfsmoke")
-        .tempdir_in("/tmp")
-        .expect("tempdir");
-    let ran = run(Command::new(bins.join("row-fence-bench"))
-        .args(["--smoke", "--only", "top", "--bin-dir"])
-        .arg(&bins)
-        .arg("--out")
-        .arg(dir.path().join("report.md")));
-    assert_eq!(
-        ran.code, 0,
-        "the console case failed:\n{}\n{}",
-        ran.stderr, ran.stdout
-    );
-    let text = fs::read_to_string(dir.path().join("top.md")).expect("top.md");
+    let text = smoke_only("top", "top.md");
     for part in [
         "| idle CPU, % of one core",
         "| CPU per refresh",
@@ -218,10 +209,6 @@ fn a_smoke_run_of_the_console_case_sees_each_takeover_and_writes_its_report() {
     ] {
         assert!(text.contains(part), "the report lacks {part:?}:\n{text}");
     }
-    assert!(
-        !dir.path().join("report.md").exists(),
-        "--only wrote the main report"
-    );
 }
 
 /// The forge API endpoint's case alone (`scripts/bench --only forge-api`): a smoke run
@@ -229,22 +216,7 @@ fn a_smoke_run_of_the_console_case_sees_each_takeover_and_writes_its_report() {
 /// and writes `forge-api.md`.
 #[test]
 fn a_smoke_run_of_the_forge_api_case_measures_every_arm_and_writes_its_report() {
-    let bins = bin_dir();
-    let dir = tempfile::Builder::new()
-        .prefix("rfsmoke")
-        .tempdir_in("/tmp")
-        .expect("tempdir");
-    let ran = run(Command::new(bins.join("row-fence-bench"))
-        .args(["--smoke", "--only", "forge-api", "--bin-dir"])
-        .arg(&bins)
-        .arg("--out")
-        .arg(dir.path().join("report.md")));
-    assert_eq!(
-        ran.code, 0,
-        "the forge API case failed:\n{}\n{}",
-        ran.stderr, ran.stdout
-    );
-    let text = fs::read_to_string(dir.path().join("forge-api.md")).expect("forge-api.md");
+    let text = smoke_only("forge-api", "forge-api.md");
     for part in [
         "| gh api, through the daemon | 5 |",
         "| gh api, through socat (no judgement) | 5 |",
@@ -253,10 +225,6 @@ fn a_smoke_run_of_the_forge_api_case_measures_every_arm_and_writes_its_report() 
     ] {
         assert!(text.contains(part), "the report lacks {part:?}:\n{text}");
     }
-    assert!(
-        !dir.path().join("report.md").exists(),
-        "--only wrote the main report"
-    );
 }
 
 /// `scripts/bench --help` (and `-h` among other flags) says what the bench does and runs
@@ -294,22 +262,7 @@ fn scripts_bench_help_builds_and_installs_nothing() {
 /// and writes `push.md` with every arm's samples and no failed push.
 #[test]
 fn a_smoke_run_of_the_push_case_measures_both_arms_and_writes_its_report() {
-    let bins = bin_dir();
-    let dir = tempfile::Builder::new()
-        .prefix("rfsmoke")
-        .tempdir_in("/tmp")
-        .expect("tempdir");
-    let ran = run(Command::new(bins.join("row-fence-bench"))
-        .args(["--smoke", "--only", "push", "--bin-dir"])
-        .arg(&bins)
-        .arg("--out")
-        .arg(dir.path().join("report.md")));
-    assert_eq!(
-        ran.code, 0,
-        "the push case failed:\n{}\n{}",
-        ran.stderr, ran.stdout
-    );
-    let text = fs::read_to_string(dir.path().join("push.md")).expect("push.md");
+    let text = smoke_only("push", "push.md");
     for part in [
         "| git push through the daemon | 5 |",
         "| git push straight to sshd (same key) | 5 |",
