@@ -75,20 +75,7 @@ impl StandIn {
     /// Makes the certificates in `dir` and serves on a free loopback port.
     pub fn start(dir: &Path) -> StandIn {
         let (ca, cert, key) = certificates(dir);
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        use rustls::pki_types::pem::PemObject;
-        let chain: Vec<rustls::pki_types::CertificateDer<'static>> =
-            rustls::pki_types::CertificateDer::pem_file_iter(&cert)
-                .expect("server cert")
-                .map(|c| c.expect("a certificate"))
-                .collect();
-        let key = rustls::pki_types::PrivateKeyDer::from_pem_file(&key).expect("server key");
-        let mut config = rustls::ServerConfig::builder()
-            .with_no_client_auth()
-            .with_single_cert(chain, key)
-            .expect("server config");
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let acceptor = tls_acceptor(&cert, &key);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -150,6 +137,24 @@ impl Drop for StandIn {
             runtime.shutdown_background();
         }
     }
+}
+
+/// A TLS acceptor serving the PEM certificate chain `cert` with `key`, HTTP/1.1 only.
+pub(crate) fn tls_acceptor(cert: &Path, key: &Path) -> tokio_rustls::TlsAcceptor {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    use rustls::pki_types::pem::PemObject;
+    let chain: Vec<rustls::pki_types::CertificateDer<'static>> =
+        rustls::pki_types::CertificateDer::pem_file_iter(cert)
+            .expect("server cert")
+            .map(|c| c.expect("a certificate"))
+            .collect();
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_file(key).expect("server key");
+    let mut config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .expect("server config");
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    tokio_rustls::TlsAcceptor::from(Arc::new(config))
 }
 
 /// The CA, and a server certificate for api.github.com signed by it (P-256, 2 days).

@@ -100,33 +100,60 @@ async fn cgi(
         Ok(body) => body.to_bytes(),
         Err(_) => return Ok(status(StatusCode::BAD_REQUEST)),
     };
+    let mut extra = Vec::new();
+    if let Some(encoding) = encoding {
+        extra.push(("HTTP_CONTENT_ENCODING", encoding));
+    }
+    if let Some(protocol) = protocol {
+        extra.push(("GIT_PROTOCOL", protocol));
+    }
+    let cgi = Cgi {
+        method: &method,
+        path: &path,
+        query: &query,
+        content_type: &content_type,
+        user: USER,
+        extra: &extra,
+    };
+    Ok(http_backend(&root, cgi, body).await)
+}
+
+/// One request as `git http-backend` takes it (CGI variables).
+pub(crate) struct Cgi<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    pub query: &'a str,
+    pub content_type: &'a str,
+    /// The authenticated user (`REMOTE_USER`).
+    pub user: &'a str,
+    /// More variables (`HTTP_CONTENT_ENCODING`, `GIT_PROTOCOL`).
+    pub extra: &'a [(&'a str, String)],
+}
+
+/// Runs the real `git http-backend` over `root` as CGI for one request, its body fed while its output is read, and answers what it printed.
+pub(crate) async fn http_backend(root: &Path, cgi: Cgi<'_>, body: Bytes) -> Response<Full<Bytes>> {
     let mut command = tokio::process::Command::new("git");
     command
         .arg("http-backend")
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", &root)
+        .env("HOME", root)
         .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_PROJECT_ROOT", &root)
+        .env("GIT_PROJECT_ROOT", root)
         .env("GIT_HTTP_EXPORT_ALL", "1")
-        .env("REQUEST_METHOD", method)
-        .env("PATH_INFO", path)
-        .env("QUERY_STRING", query)
-        .env("CONTENT_TYPE", content_type)
+        .env("REQUEST_METHOD", cgi.method)
+        .env("PATH_INFO", cgi.path)
+        .env("QUERY_STRING", cgi.query)
+        .env("CONTENT_TYPE", cgi.content_type)
         .env("CONTENT_LENGTH", body.len().to_string())
-        .env("REMOTE_USER", USER)
+        .env("REMOTE_USER", cgi.user)
         .env("REMOTE_ADDR", "127.0.0.1")
+        .envs(cgi.extra.iter().map(|(k, v)| (*k, v.as_str())))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
-    if let Some(encoding) = encoding {
-        command.env("HTTP_CONTENT_ENCODING", encoding);
-    }
-    if let Some(protocol) = protocol {
-        command.env("GIT_PROTOCOL", protocol);
-    }
     let Ok(mut child) = command.spawn() else {
-        return Ok(status(StatusCode::INTERNAL_SERVER_ERROR));
+        return status(StatusCode::INTERNAL_SERVER_ERROR);
     };
     let mut stdin = child.stdin.take().expect("stdin");
     let feed = tokio::spawn(async move {
@@ -137,7 +164,7 @@ async fn cgi(
     let _ = stdout.read_to_end(&mut output).await;
     let _ = feed.await;
     let _ = child.wait().await;
-    Ok(cgi_response(&output))
+    cgi_response(&output)
 }
 
 /// Turns a CGI program's output (headers, a blank line, the body) into a response.

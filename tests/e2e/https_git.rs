@@ -6,7 +6,7 @@
 //! its body never reaches `git http-backend`. A gate can hold a POST's body unread until
 //! the test releases it. Stopped when dropped.
 
-use crate::http_git::{cgi_response, status};
+use crate::http_git::{Cgi, http_backend, status};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::server::conn::http1;
@@ -18,7 +18,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The basic-auth user the server takes.
 pub const USER: &str = "pusher";
@@ -64,20 +63,7 @@ impl HttpsGit {
     pub fn start(dir: &Path, root: &Path, token: &str) -> HttpsGit {
         let (ca, cert, key) = certificates(dir, "ca", true);
         let (other_ca, _, _) = certificates(dir, "other", false);
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        use rustls::pki_types::pem::PemObject;
-        let chain: Vec<rustls::pki_types::CertificateDer<'static>> =
-            rustls::pki_types::CertificateDer::pem_file_iter(&cert)
-                .expect("server cert")
-                .map(|c| c.expect("a certificate"))
-                .collect();
-        let key = rustls::pki_types::PrivateKeyDer::from_pem_file(&key).expect("server key");
-        let mut config = rustls::ServerConfig::builder()
-            .with_no_client_auth()
-            .with_single_cert(chain, key)
-            .expect("server config");
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let acceptor = crate::forge_standin::tls_acceptor(&cert, &key);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -200,38 +186,15 @@ async fn serve(
             .body(Full::new(Bytes::new()))
             .expect("a response"));
     }
-    let mut command = tokio::process::Command::new("git");
-    command
-        .arg("http-backend")
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", &state.root)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_PROJECT_ROOT", &state.root)
-        .env("GIT_HTTP_EXPORT_ALL", "1")
-        .env("REQUEST_METHOD", method)
-        .env("PATH_INFO", path)
-        .env("QUERY_STRING", query)
-        .env("CONTENT_TYPE", content_type)
-        .env("CONTENT_LENGTH", body.len().to_string())
-        .env("REMOTE_USER", USER)
-        .env("REMOTE_ADDR", "127.0.0.1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let Ok(mut child) = command.spawn() else {
-        return Ok(status(StatusCode::INTERNAL_SERVER_ERROR));
+    let cgi = Cgi {
+        method: &method,
+        path: &path,
+        query: &query,
+        content_type: &content_type,
+        user: USER,
+        extra: &[],
     };
-    let mut stdin = child.stdin.take().expect("stdin");
-    let feed = tokio::spawn(async move {
-        let _ = stdin.write_all(&body).await;
-    });
-    let mut output = Vec::new();
-    let mut stdout = child.stdout.take().expect("stdout");
-    let _ = stdout.read_to_end(&mut output).await;
-    let _ = feed.await;
-    let _ = child.wait().await;
-    Ok(cgi_response(&output))
+    Ok(http_backend(&state.root, cgi, body).await)
 }
 
 /// Standard base64 with padding (basic auth's).
